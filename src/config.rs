@@ -1,0 +1,525 @@
+//! Start-up configuration: command-line flags, then environment variables, then an optional
+//! `.env` file, then defaults, resolved once into a validated [`Config`]. Nothing reads the
+//! environment after start-up (the LLM legacy migration reads its two variables from here too).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const DEFAULT_HTTP_PORT: u16 = 8000;
+pub const DEFAULT_WS_PORT: u16 = 8765;
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+/// Seconds between Dream runs.
+pub const DEFAULT_DREAM_INTERVAL_SECS: u64 = 300;
+/// Characters of in-memory context that trigger consolidation.
+pub const DEFAULT_CONSOLIDATE_CHARS: usize = 40_000;
+pub const DEFAULT_WORKERS: usize = 32;
+/// Default browser origins allowed when `CASHCODE_ALLOWED_ORIGINS` is unset (the Vite dev server).
+pub const DEFAULT_ORIGINS: &[&str] = &["http://127.0.0.1:5173", "http://localhost:5173"];
+/// LLM HTTP timeout for connect and for each read (the SDK's 60 s).
+pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub const HELP: &str = "\
+cashcode - a locally hosted personal AI agent server
+
+USAGE: cashcode [FLAGS]
+
+Flags override environment variables, which override a .env file, which overrides defaults.
+
+  --port N               HTTP port (env CASHCODE_PORT, default 8000; 0 = any free port)
+  --host ADDR            HTTP bind address (env CASHCODE_HOST, default 127.0.0.1)
+  --ws-host ADDR         WebSocket bind address (env WS_HOST, default 127.0.0.1)
+  --ws-port N            WebSocket port (env WS_PORT, default 8765; 0 = any free port)
+  --allowed-origins L    comma list of browser origins (env CASHCODE_ALLOWED_ORIGINS)
+  --token T              required for non-loopback binds (env CASHCODE_TOKEN)
+  --home DIR             base for the default data/memory/log/workspace dirs (env CASHCODE_HOME)
+  --data-dir DIR         data root (env CASHCODE_DATA_DIR, default <home>/data)
+  --memory-dir DIR       chats, MEMORY.md, SOUL.md (env MEMORY_DIR, default <home>/memory)
+  --config-dir DIR       LLM settings root (env CASHCODE_CONFIG_DIR, default OS config dir)
+  --workspace-dir DIR    file/exec tool workspace (env WORKSPACE_DIR, default <home>/workspace)
+  --log-dir DIR          cashcode.log location (env CASHCODE_LOG_DIR, default <home>/logs)
+  --project-dir DIR      checkout holding mcp_servers/ and client/dist (env CASHCODE_PROJECT_DIR)
+  --dream-interval S     seconds between Dream runs (env DREAM_INTERVAL, default 300; 0 = off)
+  --workers N            turn worker threads (env CASHCODE_WORKERS, default 32)
+  --env-file PATH        .env file to read (default ./.env when present)
+  -h, --help             print this help
+  -V, --version          print the version
+";
+
+/// Fully resolved configuration, passed to every constructor.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub http_host: String,
+    pub http_port: u16,
+    pub ws_host: String,
+    pub ws_port: u16,
+    /// Browser origins allowed besides the server's own HTTP origin.
+    pub allowed_origins: Vec<String>,
+    pub token: Option<String>,
+    pub data_dir: PathBuf,
+    pub memory_dir: PathBuf,
+    pub config_dir: PathBuf,
+    pub workspace_dir: PathBuf,
+    pub log_dir: PathBuf,
+    /// Checkout holding `mcp_servers/` and `client/dist`, if one was found.
+    pub project_dir: Option<PathBuf>,
+    pub client_dir: Option<PathBuf>,
+    /// `None` disables Dream.
+    pub dream_interval: Option<Duration>,
+    pub consolidate_chars: usize,
+    pub workers: usize,
+    pub llm_timeout: Duration,
+    pub log_retention_days: u32,
+    pub file_log_level: log::LevelFilter,
+    pub console_log_level: log::LevelFilter,
+    /// Legacy one-time migration inputs (read only when llm.json does not exist).
+    pub deepseek_api_key: Option<String>,
+    pub deepseek_api_base: Option<String>,
+    /// Every variable seen (env + .env), for modules with their own switches (skill evolution).
+    pub vars: BTreeMap<String, String>,
+}
+
+/// What the command line asked for.
+pub enum Command {
+    Run(Box<Config>),
+    Help,
+    Version,
+}
+
+#[derive(Debug)]
+pub struct Error(pub String);
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+const FLAGS: &[(&str, &str)] = &[
+    ("--port", "CASHCODE_PORT"),
+    ("--host", "CASHCODE_HOST"),
+    ("--ws-host", "WS_HOST"),
+    ("--ws-port", "WS_PORT"),
+    ("--allowed-origins", "CASHCODE_ALLOWED_ORIGINS"),
+    ("--token", "CASHCODE_TOKEN"),
+    ("--home", "CASHCODE_HOME"),
+    ("--data-dir", "CASHCODE_DATA_DIR"),
+    ("--memory-dir", "MEMORY_DIR"),
+    ("--config-dir", "CASHCODE_CONFIG_DIR"),
+    ("--workspace-dir", "WORKSPACE_DIR"),
+    ("--log-dir", "CASHCODE_LOG_DIR"),
+    ("--project-dir", "CASHCODE_PROJECT_DIR"),
+    ("--dream-interval", "DREAM_INTERVAL"),
+    ("--workers", "CASHCODE_WORKERS"),
+];
+
+/// Parses flags and the process environment.
+pub fn from_args_env(args: impl IntoIterator<Item = String>) -> Result<Command, Error> {
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error(format!("cannot read the current directory: {e}")))?;
+    let exe = std::env::current_exe().ok();
+    parse(args, env, &cwd, exe.as_deref())
+}
+
+/// Pure core of [`from_args_env`], testable without touching the process environment.
+pub fn parse(
+    args: impl IntoIterator<Item = String>,
+    env: BTreeMap<String, String>,
+    cwd: &Path,
+    exe: Option<&Path>,
+) -> Result<Command, Error> {
+    let mut flags: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut env_file: Option<PathBuf> = None;
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        match name.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "-V" | "--version" => return Ok(Command::Version),
+            "--env-file" => {
+                let v = inline
+                    .or_else(|| it.next())
+                    .ok_or_else(|| Error("--env-file needs a value".into()))?;
+                env_file = Some(cwd.join(v));
+            }
+            _ => {
+                let (flag, var) = FLAGS
+                    .iter()
+                    .find(|(f, _)| *f == name)
+                    .ok_or_else(|| Error(format!("unknown argument '{arg}' (see --help)")))?;
+                let v = inline
+                    .or_else(|| it.next())
+                    .ok_or_else(|| Error(format!("{flag} needs a value")))?;
+                flags.insert(var, v);
+            }
+        }
+    }
+
+    // .env: explicit file must exist; the default one is optional. Real env wins over it.
+    let mut vars = BTreeMap::new();
+    let dotenv = env_file.clone().unwrap_or_else(|| cwd.join(".env"));
+    match std::fs::read_to_string(&dotenv) {
+        Ok(text) => vars.extend(parse_dotenv(&text)),
+        Err(e) if env_file.is_some() => {
+            return Err(Error(format!("cannot read {}: {e}", dotenv.display())))
+        }
+        Err(_) => {}
+    }
+    vars.extend(env);
+    for (k, v) in &flags {
+        vars.insert((*k).to_string(), v.clone());
+    }
+    let get = |k: &str| {
+        vars.get(k)
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+
+    let project_dir = get("CASHCODE_PROJECT_DIR")
+        .map(|p| resolve(cwd, &p))
+        .or_else(|| find_project(cwd, exe));
+    let home = match get("CASHCODE_HOME") {
+        Some(h) => resolve(cwd, &h),
+        None => match &project_dir {
+            Some(p) => p.clone(),
+            None => default_home(&vars),
+        },
+    };
+    let dir = |var: &str, default: PathBuf| get(var).map(|p| resolve(cwd, &p)).unwrap_or(default);
+
+    let port = |var: &str, default: u16| -> Result<u16, Error> {
+        match get(var) {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| Error(format!("{var} must be a port number, got '{v}'"))),
+        }
+    };
+    let dream = match get("DREAM_INTERVAL") {
+        None => DEFAULT_DREAM_INTERVAL_SECS,
+        Some(v) => v
+            .parse::<u64>()
+            .map_err(|_| Error(format!("DREAM_INTERVAL must be whole seconds, got '{v}'")))?,
+    };
+    let workers = match get("CASHCODE_WORKERS") {
+        None => DEFAULT_WORKERS,
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=1024).contains(n))
+            .ok_or_else(|| Error(format!("CASHCODE_WORKERS must be 1..1024, got '{v}'")))?,
+    };
+    let consolidate_chars = match get("CASHCODE_CONSOLIDATE_CHARS") {
+        None => DEFAULT_CONSOLIDATE_CHARS,
+        Some(v) => v.parse().map_err(|_| {
+            Error(format!(
+                "CASHCODE_CONSOLIDATE_CHARS must be a number, got '{v}'"
+            ))
+        })?,
+    };
+    let llm_timeout = match get("CASHCODE_LLM_TIMEOUT") {
+        None => DEFAULT_LLM_TIMEOUT,
+        Some(v) => Duration::from_secs_f64(
+            v.parse::<f64>()
+                .ok()
+                .filter(|s| *s > 0.0 && *s < 86_400.0)
+                .ok_or_else(|| Error(format!("CASHCODE_LLM_TIMEOUT must be seconds, got '{v}'")))?,
+        ),
+    };
+    let retention = match get("CASHCODE_LOG_RETENTION_DAYS") {
+        None => 10,
+        Some(v) => v
+            .parse::<u32>()
+            .ok()
+            .filter(|d| (1..=3650).contains(d))
+            .ok_or_else(|| {
+                Error(format!(
+                    "CASHCODE_LOG_RETENTION_DAYS must be 1..3650, got '{v}'"
+                ))
+            })?,
+    };
+    let level = |var: &str, default: log::LevelFilter| -> Result<log::LevelFilter, Error> {
+        match get(var) {
+            None => Ok(default),
+            Some(v) => {
+                let v = if v.eq_ignore_ascii_case("warning") {
+                    "warn".to_string()
+                } else {
+                    v
+                };
+                v.parse()
+                    .map_err(|_| Error(format!("{var} must be a log level, got '{v}'")))
+            }
+        }
+    };
+
+    let client_dir = get("CASHCODE_CLIENT_DIR")
+        .map(|p| resolve(cwd, &p))
+        .or_else(|| project_dir.as_ref().map(|p| p.join("client").join("dist")));
+
+    let config = Config {
+        http_host: get("CASHCODE_HOST").unwrap_or_else(|| DEFAULT_HOST.into()),
+        http_port: port("CASHCODE_PORT", DEFAULT_HTTP_PORT)?,
+        ws_host: get("WS_HOST").unwrap_or_else(|| DEFAULT_HOST.into()),
+        ws_port: port("WS_PORT", DEFAULT_WS_PORT)?,
+        allowed_origins: parse_origins(get("CASHCODE_ALLOWED_ORIGINS").as_deref()),
+        token: get("CASHCODE_TOKEN"),
+        data_dir: dir("CASHCODE_DATA_DIR", home.join("data")),
+        memory_dir: dir("MEMORY_DIR", home.join("memory")),
+        config_dir: dir("CASHCODE_CONFIG_DIR", default_config_root(&vars)),
+        workspace_dir: dir("WORKSPACE_DIR", home.join("workspace")),
+        log_dir: dir("CASHCODE_LOG_DIR", home.join("logs")),
+        project_dir,
+        client_dir,
+        dream_interval: (dream > 0).then(|| Duration::from_secs(dream)),
+        consolidate_chars,
+        workers,
+        llm_timeout,
+        log_retention_days: retention,
+        file_log_level: level("CASHCODE_FILE_LOG_LEVEL", log::LevelFilter::Debug)?,
+        console_log_level: level("CASHCODE_CONSOLE_LOG_LEVEL", log::LevelFilter::Info)?,
+        deepseek_api_key: get("DEEPSEEK_API_KEY"),
+        deepseek_api_base: get("DEEPSEEK_API_BASE"),
+        vars,
+    };
+    if config.token.is_none() && !(is_loopback(&config.http_host) && is_loopback(&config.ws_host)) {
+        return Err(Error(
+            "binding to a non-loopback address requires CASHCODE_TOKEN (or --token) to be set"
+                .into(),
+        ));
+    }
+    Ok(Command::Run(Box::new(config)))
+}
+
+impl Config {
+    /// A config for tests and embedding: everything under `home`, ephemeral ports, no Dream.
+    pub fn for_home(home: &Path) -> Config {
+        let mut env = BTreeMap::new();
+        env.insert("CASHCODE_HOME".into(), home.display().to_string());
+        env.insert(
+            "CASHCODE_CONFIG_DIR".into(),
+            home.join("config").display().to_string(),
+        );
+        env.insert("CASHCODE_PORT".into(), "0".into());
+        env.insert("WS_PORT".into(), "0".into());
+        env.insert("DREAM_INTERVAL".into(), "0".into());
+        match parse(Vec::new(), env, home, None) {
+            Ok(Command::Run(c)) => *c,
+            _ => unreachable!("the fixed test environment always parses"),
+        }
+    }
+
+    /// A tunable from the variables (env or .env), trimmed, non-empty.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.vars
+            .get(name)
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// LLM settings file path: `<config root>/settings/llm.json`.
+    pub fn llm_settings_path(&self) -> PathBuf {
+        self.config_dir.join("settings").join("llm.json")
+    }
+}
+
+/// `CASHCODE_ALLOWED_ORIGINS`: comma list, trimmed, trailing `/` removed; empty -> the defaults.
+pub fn parse_origins(raw: Option<&str>) -> Vec<String> {
+    let list: Vec<String> = raw
+        .unwrap_or("")
+        .split(',')
+        .map(|s| s.trim().trim_end_matches('/').to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if list.is_empty() {
+        DEFAULT_ORIGINS.iter().map(|s| s.to_string()).collect()
+    } else {
+        list
+    }
+}
+
+/// `KEY=value` lines; `#` comments, optional `export`, single or double quotes.
+pub fn parse_dotenv(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                return None;
+            }
+            let line = line.strip_prefix("export ").unwrap_or(line);
+            let (k, v) = line.split_once('=')?;
+            let v = v.trim();
+            let v = if v.len() >= 2
+                && ((v.starts_with('"') && v.ends_with('"'))
+                    || (v.starts_with('\'') && v.ends_with('\'')))
+            {
+                &v[1..v.len() - 1]
+            } else {
+                v.split(" #").next().unwrap_or(v).trim()
+            };
+            Some((k.trim().to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+pub fn is_loopback(host: &str) -> bool {
+    let h = host
+        .trim_end_matches('.')
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    h.eq_ignore_ascii_case("localhost")
+        || h.parse::<std::net::IpAddr>()
+            .map(|ip| ip.is_loopback())
+            .unwrap_or(false)
+}
+
+fn resolve(cwd: &Path, p: &str) -> PathBuf {
+    let expanded = match p.strip_prefix("~") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest.trim_start_matches('/')))
+        }
+        _ => None,
+    };
+    let path = expanded.unwrap_or_else(|| PathBuf::from(p));
+    if path.is_absolute() {
+        path
+    } else {
+        cwd.join(path)
+    }
+}
+
+/// A checkout is recognised by `mcp_servers/mcp_config.json` next to a `Cargo.toml`: first the
+/// working directory and its parents, then the directories above the executable
+/// (`<checkout>/target/release/cashcode`).
+fn find_project(cwd: &Path, exe: Option<&Path>) -> Option<PathBuf> {
+    let is_project = |d: &Path| {
+        d.join("Cargo.toml").is_file() && d.join("mcp_servers").join("mcp_config.json").is_file()
+    };
+    cwd.ancestors()
+        .find(|d| is_project(d))
+        .or_else(|| exe.and_then(|e| e.ancestors().skip(1).find(|d| is_project(d))))
+        .map(Path::to_path_buf)
+}
+
+fn home_dir(vars: &BTreeMap<String, String>) -> PathBuf {
+    vars.get("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn default_home(vars: &BTreeMap<String, String>) -> PathBuf {
+    if cfg!(target_os = "macos") {
+        home_dir(vars).join("Library/Application Support/CashCode")
+    } else if cfg!(windows) {
+        vars.get("LOCALAPPDATA")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home_dir(vars).join("AppData/Local"))
+            .join("CashCode")
+    } else {
+        vars.get("XDG_DATA_HOME")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home_dir(vars).join(".local/share"))
+            .join("cashcode")
+    }
+}
+
+/// The original's OS-specific config root (storage.md §4).
+fn default_config_root(vars: &BTreeMap<String, String>) -> PathBuf {
+    if cfg!(windows) {
+        vars.get("LOCALAPPDATA")
+            .or_else(|| vars.get("APPDATA"))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home_dir(vars).join("AppData/Local"))
+            .join("CashCode")
+    } else if cfg!(target_os = "macos") {
+        home_dir(vars).join("Library/Application Support/CashCode")
+    } else {
+        vars.get("XDG_CONFIG_HOME")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home_dir(vars).join(".config"))
+            .join("cashcode")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Config, Error> {
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        match parse(
+            args.iter().map(|s| s.to_string()),
+            env,
+            Path::new("/nonexistent-cwd"),
+            None,
+        )? {
+            Command::Run(c) => Ok(*c),
+            _ => Err(Error("not run".into())),
+        }
+    }
+
+    #[test]
+    fn flags_override_env() {
+        let c = run(
+            &["--port", "9001", "--ws-port=0"],
+            &[("CASHCODE_PORT", "9000"), ("HOME", "/h")],
+        )
+        .unwrap();
+        assert_eq!(c.http_port, 9001);
+        assert_eq!(c.ws_port, 0);
+        assert_eq!(
+            c.memory_dir,
+            PathBuf::from("/h/.local/share/cashcode/memory")
+        );
+        assert_eq!(c.config_dir, PathBuf::from("/h/.config/cashcode"));
+    }
+
+    #[test]
+    fn relative_dirs_resolve_against_cwd() {
+        let c = run(
+            &[],
+            &[("MEMORY_DIR", "mem"), ("CASHCODE_DATA_DIR", "/abs/data")],
+        )
+        .unwrap();
+        assert_eq!(c.memory_dir, PathBuf::from("/nonexistent-cwd/mem"));
+        assert_eq!(c.data_dir, PathBuf::from("/abs/data"));
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert!(run(&["--port", "x"], &[]).is_err());
+        assert!(run(&["--bogus"], &[]).is_err());
+        assert!(run(&[], &[("WS_HOST", "0.0.0.0")]).is_err());
+        assert!(run(&[], &[("WS_HOST", "0.0.0.0"), ("CASHCODE_TOKEN", "t")]).is_ok());
+    }
+
+    #[test]
+    fn origins_and_dotenv() {
+        assert_eq!(
+            parse_origins(Some(" http://a:1/ , http://b ")),
+            vec!["http://a:1", "http://b"]
+        );
+        assert_eq!(parse_origins(None).len(), 2);
+        let kv = parse_dotenv("# c\nexport A=1\nB=\"two words\"\nC=x # note\n");
+        assert_eq!(
+            kv,
+            vec![
+                ("A".into(), "1".into()),
+                ("B".into(), "two words".into()),
+                ("C".into(), "x".into())
+            ]
+        );
+    }
+}

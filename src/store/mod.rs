@@ -1,0 +1,3 @@
+//! On-disk stores. Each owns its files and is their only writer; callers never build paths.
+
+pub mod memory;

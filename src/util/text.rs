@@ -1,0 +1,58 @@
+//! Text helpers counted in Unicode scalar values (the original's Python `str` semantics).
+
+/// The first `n` code points of `s` (never splits a UTF-8 sequence).
+pub fn take_chars(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// Number of code points in `s`.
+pub fn char_len(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// Collapses every whitespace run to one space and trims both ends.
+pub fn collapse_ws(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Cuts `s` to at most `max` bytes on a char boundary, appending `marker` when cut.
+pub fn cap_bytes(s: &str, max: usize, marker: &str) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{marker}", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_on_code_points() {
+        assert_eq!(take_chars("héllo", 2), "hé");
+        assert_eq!(take_chars("ab", 5), "ab");
+        let cjk = "字".repeat(45);
+        assert_eq!(char_len(take_chars(&cjk, 40)), 40);
+    }
+
+    #[test]
+    fn collapses_whitespace() {
+        assert_eq!(
+            collapse_ws("  hello\n\tworld   again  "),
+            "hello world again"
+        );
+    }
+
+    #[test]
+    fn caps_bytes_on_boundary() {
+        assert_eq!(cap_bytes("aé", 2, "…"), "a…");
+        assert_eq!(cap_bytes("abc", 3, "…"), "abc");
+    }
+}

@@ -1,0 +1,166 @@
+//! Wall-clock formatting in local time (via `localtime_r`) and UTC, without a date crate.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Broken-down local time of a Unix timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Local {
+    pub year: i32,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+    /// Offset from UTC in seconds (east positive).
+    pub offset: i64,
+}
+
+/// Seconds since the epoch as a float (the original's `time.time()`).
+pub fn now_epoch() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Milliseconds since the epoch.
+pub fn now_millis() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+/// Local broken-down time for `secs` since the epoch.
+pub fn local(secs: i64) -> Local {
+    #[cfg(unix)]
+    {
+        let t: libc::time_t = secs as libc::time_t;
+        // SAFETY: `tm` is plain data; localtime_r only writes into it and reads `t`.
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+        if ok {
+            return Local {
+                year: tm.tm_year + 1900,
+                month: (tm.tm_mon + 1) as u32,
+                day: tm.tm_mday as u32,
+                hour: tm.tm_hour as u32,
+                minute: tm.tm_min as u32,
+                second: tm.tm_sec as u32,
+                offset: tm.tm_gmtoff,
+            };
+        }
+    }
+    utc(secs)
+}
+
+/// UTC broken-down time (civil-from-days, proleptic Gregorian).
+pub fn utc(secs: i64) -> Local {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = (yoe + era * 400 + i64::from(month <= 2)) as i32;
+    Local {
+        year,
+        month,
+        day,
+        hour: (rem / 3600) as u32,
+        minute: (rem % 3600 / 60) as u32,
+        second: (rem % 60) as u32,
+        offset: 0,
+    }
+}
+
+fn now_secs() -> i64 {
+    now_epoch() as i64
+}
+
+/// `YYYY-MM-DD HH:MM` local (history timestamps, save_memory lines).
+pub fn minute_stamp() -> String {
+    let t = local(now_secs());
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}",
+        t.year, t.month, t.day, t.hour, t.minute
+    )
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` local without offset (session list `updated_at`).
+pub fn local_iso_naive(secs: i64) -> String {
+    let t = local(secs);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
+    )
+}
+
+/// `YYYY-MM-DDTHH:MM:SS+HH:MM` local with offset (session_updated `updated_at`).
+pub fn local_iso_offset_now() -> String {
+    let t = local(now_secs());
+    let sign = if t.offset < 0 { '-' } else { '+' };
+    let off = t.offset.abs();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}{sign}{:02}:{:02}",
+        t.year,
+        t.month,
+        t.day,
+        t.hour,
+        t.minute,
+        t.second,
+        off / 3600,
+        off % 3600 / 60
+    )
+}
+
+/// RFC 3339 UTC with microseconds (`2026-11-30T01:40:18.811534+00:00`).
+pub fn utc_rfc3339_micros() -> String {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let t = utc(d.as_secs() as i64);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}+00:00",
+        t.year,
+        t.month,
+        t.day,
+        t.hour,
+        t.minute,
+        t.second,
+        d.subsec_micros()
+    )
+}
+
+/// Local `YYYY-MM-DD` date (log rotation, snapshot names).
+pub fn local_date(secs: i64) -> String {
+    let t = local(secs);
+    format!("{:04}-{:02}-{:02}", t.year, t.month, t.day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_civil_dates() {
+        let t = utc(0);
+        assert_eq!((t.year, t.month, t.day, t.hour), (1970, 1, 1, 0));
+        let t = utc(1_796_002_842);
+        assert_eq!((t.year, t.month, t.day), (2026, 11, 30));
+        let t = utc(951_782_400); // 2000-02-29
+        assert_eq!((t.year, t.month, t.day), (2000, 2, 29));
+    }
+
+    #[test]
+    fn stamps_have_fixed_shapes() {
+        assert_eq!(minute_stamp().len(), 16);
+        assert_eq!(local_iso_offset_now().len(), 25);
+        assert_eq!(local_iso_naive(0).len(), 19);
+        assert_eq!(utc_rfc3339_micros().len(), 32);
+    }
+}
