@@ -6,5 +6,6 @@
 
 pub mod agent;
 pub mod config;
+pub mod llm;
 pub mod store;
 pub mod util;
