@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn caps_line_length() {
-        let long = vec![b'a'; 100];
+        let long = [b'a'; 100];
         let mut buf = Vec::new();
         assert!(read_line_capped(&mut &long[..], &mut buf, 50).is_err());
     }

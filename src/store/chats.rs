@@ -212,7 +212,7 @@ impl ChatStore {
             serde_json::to_writer(&mut buf, r).map_err(io::Error::other)?;
             buf.push(b'\n');
         }
-        fsx::append_durable(&path, &buf)?;
+        fsx::append(&path, &buf)?;
         fs::write(dir.join(".cursor"), cursor.to_string())?;
         Ok(())
     }
