@@ -29,16 +29,14 @@ impl Api {
         }
         if req.path.len() > 1 && req.path.ends_with('/') {
             let mut r = Resp::text(307, "");
-            r.headers.push((
-                "Location".into(),
-                req.path.trim_end_matches('/').to_string(),
-            ));
+            r.headers.push(("Location".into(), req.path.trim_end_matches('/').to_string()));
             return r;
         }
         let m = req.method.as_str();
         match &segs[1..] {
-            ["health"] => only(m, &["GET"])
-                .unwrap_or_else(|| Resp::ok(&json!({"status": "ok", "service": "cashcode"}))),
+            ["health"] => {
+                only(m, &["GET"]).unwrap_or_else(|| Resp::ok(&json!({"status": "ok", "service": "cashcode"})))
+            }
             ["client-config"] => only(m, &["GET"]).unwrap_or_else(|| self.client_config(req)),
             ["sessions", rest @ ..] => sessions::route(self, m, rest, req),
             ["settings", "llm", rest @ ..] => llm_routes::route(self, m, rest, req),

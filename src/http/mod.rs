@@ -38,10 +38,7 @@ pub struct Req {
 
 impl Req {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
     pub fn query_param(&self, name: &str) -> Option<String> {
@@ -89,21 +86,11 @@ impl Resp {
     }
 
     pub fn no_content() -> Resp {
-        Resp {
-            status: 204,
-            content_type: "application/json",
-            body: Vec::new(),
-            headers: Vec::new(),
-        }
+        Resp { status: 204, content_type: "application/json", body: Vec::new(), headers: Vec::new() }
     }
 
     pub fn text(status: u16, text: &str) -> Resp {
-        Resp {
-            status,
-            content_type: "text/plain; charset=utf-8",
-            body: text.as_bytes().to_vec(),
-            headers: Vec::new(),
-        }
+        Resp { status, content_type: "text/plain; charset=utf-8", body: text.as_bytes().to_vec(), headers: Vec::new() }
     }
 }
 
@@ -142,20 +129,11 @@ fn to_req(rq: &mut tiny_http::Request) -> Result<Req, Resp> {
         Some((p, q)) => (p.to_string(), q.to_string()),
         None => (url, String::new()),
     };
-    let segments = path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(percent_decode)
-        .collect();
+    let segments = path.split('/').filter(|s| !s.is_empty()).map(percent_decode).collect();
     let headers = rq
         .headers()
         .iter()
-        .map(|h| {
-            (
-                h.field.as_str().as_str().to_ascii_lowercase(),
-                h.value.as_str().to_string(),
-            )
-        })
+        .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.as_str().to_string()))
         .collect();
     if rq.body_length().is_some_and(|n| n > MAX_BODY) {
         return Err(Resp::detail(413, "request body too large"));
@@ -168,14 +146,7 @@ fn to_req(rq: &mut tiny_http::Request) -> Result<Req, Resp> {
     if body.len() > MAX_BODY {
         return Err(Resp::detail(413, "request body too large"));
     }
-    Ok(Req {
-        method: rq.method().as_str().to_ascii_uppercase(),
-        path,
-        segments,
-        query,
-        headers,
-        body,
-    })
+    Ok(Req { method: rq.method().as_str().to_ascii_uppercase(), path, segments, query, headers, body })
 }
 
 fn header(name: &str, value: &str) -> Option<tiny_http::Header> {
@@ -196,10 +167,8 @@ fn handle(mut rq: tiny_http::Request, api: &api::Api) {
     };
     let status = resp.status;
     let mut out = tiny_http::Response::from_data(resp.body).with_status_code(resp.status);
-    let mut headers = vec![
-        ("Content-Type".to_string(), resp.content_type.to_string()),
-        ("X-Request-ID".into(), request_id.clone()),
-    ];
+    let mut headers =
+        vec![("Content-Type".to_string(), resp.content_type.to_string()), ("X-Request-ID".into(), request_id.clone())];
     if let Some(o) = origin.filter(|o| api.policy.is_listed(o)) {
         headers.push(("Access-Control-Allow-Origin".into(), o));
         headers.push(("Access-Control-Allow-Credentials".into(), "true".into()));
@@ -236,11 +205,9 @@ fn guarded(req: &Req, api: &api::Api) -> Resp {
                     "Access-Control-Allow-Methods".into(),
                     "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT".into(),
                 ));
-                r.headers
-                    .push(("Access-Control-Max-Age".into(), "600".into()));
+                r.headers.push(("Access-Control-Max-Age".into(), "600".into()));
                 if let Some(h) = req.header("access-control-request-headers") {
-                    r.headers
-                        .push(("Access-Control-Allow-Headers".into(), h.to_string()));
+                    r.headers.push(("Access-Control-Allow-Headers".into(), h.to_string()));
                 }
                 r
             }
@@ -248,15 +215,12 @@ fn guarded(req: &Req, api: &api::Api) -> Resp {
         };
     }
     if req.path.starts_with("/api") {
-        let state_changing = !matches!(req.method.as_str(), "GET" | "HEAD" | "OPTIONS")
-            || req.path == "/api/settings/llm/models";
+        let state_changing =
+            !matches!(req.method.as_str(), "GET" | "HEAD" | "OPTIONS") || req.path == "/api/settings/llm/models";
         if state_changing && !policy.origin_allowed(origin) {
             return Resp::detail(403, "Origin is not allowed");
         }
-        if !policy.token_ok(
-            req.header("authorization"),
-            query_param(&req.query, "token"),
-        ) {
+        if !policy.token_ok(req.header("authorization"), query_param(&req.query, "token")) {
             return Resp::detail(401, "a valid token is required");
         }
     }
@@ -290,10 +254,8 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
         if is_slow(rq.method().as_str(), &path) && slow.load(Ordering::SeqCst) < MAX_SLOW {
             let (api, slow) = (Arc::clone(&api), Arc::clone(&slow));
             slow.fetch_add(1, Ordering::SeqCst);
-            let spawned = std::thread::Builder::new()
-                .name("http-slow".into())
-                .stack_size(512 * 1024)
-                .spawn(move || {
+            let spawned =
+                std::thread::Builder::new().name("http-slow".into()).stack_size(512 * 1024).spawn(move || {
                     handle(rq, &api);
                     slow.fetch_sub(1, Ordering::SeqCst);
                 });

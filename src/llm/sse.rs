@@ -21,10 +21,7 @@ pub struct Reader<R> {
 
 impl<R: BufRead> Reader<R> {
     pub fn new(inner: R) -> Self {
-        Reader {
-            inner,
-            line: Vec::with_capacity(1024),
-        }
+        Reader { inner, line: Vec::with_capacity(1024) }
     }
 
     /// The next event, `Ok(None)` at end of stream.
@@ -49,9 +46,8 @@ impl<R: BufRead> Reader<R> {
             if line[0] == b':' {
                 continue;
             }
-            let text = std::str::from_utf8(line).map_err(|_| {
-                io::Error::new(io::ErrorKind::InvalidData, "stream line is not UTF-8")
-            })?;
+            let text = std::str::from_utf8(line)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "stream line is not UTF-8"))?;
             let (field, value) = match text.split_once(':') {
                 Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
                 None => (text, ""),
@@ -96,10 +92,7 @@ pub fn read_line_capped<R: BufRead>(r: &mut R, buf: &mut Vec<u8>, max: usize) ->
             None => (available.len(), false),
         };
         if total + used > max {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "stream line too long",
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "stream line too long"));
         }
         buf.extend_from_slice(&available[..used]);
         r.consume(used);
@@ -120,10 +113,7 @@ mod tests {
         let mut r = Reader::new(&input[..]);
         assert_eq!(r.next_event().unwrap().unwrap().data, "{\"a\":1}");
         let e = r.next_event().unwrap().unwrap();
-        assert_eq!(
-            (e.event.as_deref(), e.data.as_str()),
-            (Some("endpoint"), "/m?x=1")
-        );
+        assert_eq!((e.event.as_deref(), e.data.as_str()), (Some("endpoint"), "/m?x=1"));
         assert_eq!(r.next_event().unwrap().unwrap().data, "one\ntwo");
         assert_eq!(r.next_event().unwrap().unwrap().data, "[DONE]");
         assert_eq!(r.next_event().unwrap(), None);

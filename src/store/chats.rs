@@ -93,19 +93,12 @@ pub struct ChatStore {
 
 /// `^[A-Za-z0-9_:-]{1,64}$`
 pub fn valid_chat_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'-'))
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'-'))
 }
 
 impl ChatStore {
     pub fn new(root: &Path) -> Self {
-        ChatStore {
-            root: root.to_path_buf(),
-            stripes: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
-        }
+        ChatStore { root: root.to_path_buf(), stripes: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect() }
     }
 
     pub fn root(&self) -> &Path {
@@ -131,10 +124,7 @@ impl ChatStore {
         let mut out = Vec::new();
         for entry in rd.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.')
-                || !valid_chat_id(&name)
-                || !entry.file_type().is_ok_and(|t| t.is_dir())
-            {
+            if name.starts_with('.') || !valid_chat_id(&name) || !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
             let dir = entry.path();
@@ -152,17 +142,9 @@ impl ChatStore {
                 .filter(|t| !t.is_empty())
                 .unwrap_or(DEFAULT_TITLE)
                 .to_string();
-            out.push(SessionInfo {
-                chat_id: name,
-                title,
-                updated_at: time::local_iso_naive(mtime),
-            });
+            out.push(SessionInfo { chat_id: name, title, updated_at: time::local_iso_naive(mtime) });
         }
-        out.sort_by(|a, b| {
-            b.updated_at
-                .cmp(&a.updated_at)
-                .then_with(|| a.chat_id.cmp(&b.chat_id))
-        });
+        out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.chat_id.cmp(&b.chat_id)));
         Ok(out)
     }
 
@@ -193,9 +175,7 @@ impl ChatStore {
         if records.is_empty() {
             return Ok(());
         }
-        let dir = self
-            .dir(id)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let _g = self.stripe(id);
         fs::create_dir_all(&dir)?;
         let path = dir.join("history.jsonl");
@@ -219,9 +199,7 @@ impl ChatStore {
 
     /// Last written cursor: `.cursor`, else the last line's cursor (last 4 KiB), else 0.
     fn last_cursor(&self, dir: &Path) -> io::Result<u64> {
-        if let Some(c) =
-            fsx::read_opt(&dir.join(".cursor"))?.and_then(|t| t.trim().parse::<u64>().ok())
-        {
+        if let Some(c) = fsx::read_opt(&dir.join(".cursor"))?.and_then(|t| t.trim().parse::<u64>().ok()) {
             return Ok(c);
         }
         let mut f = match fs::File::open(dir.join("history.jsonl")) {
@@ -251,9 +229,7 @@ impl ChatStore {
 
     /// Rewrites metadata.json atomically (2-space indent, no trailing newline).
     pub fn write_metadata(&self, id: &str, meta: &Map<String, Value>) -> io::Result<()> {
-        let dir = self
-            .dir(id)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let text = serde_json::to_string_pretty(meta).map_err(io::Error::other)?;
         fsx::write_atomic(&dir.join("metadata.json"), text.as_bytes(), false)
     }
@@ -274,9 +250,7 @@ impl ChatStore {
     fn stripe(&self, id: &str) -> std::sync::MutexGuard<'_, ()> {
         let mut h = DefaultHasher::new();
         id.hash(&mut h);
-        self.stripes[(h.finish() as usize) % LOCK_STRIPES]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.stripes[(h.finish() as usize) % LOCK_STRIPES].lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -298,10 +272,7 @@ fn needs_newline(path: &Path) -> io::Result<bool> {
 
 /// Parses JSONL bytes, skipping blank and unparsable lines.
 pub fn parse_history(bytes: &[u8]) -> History {
-    let mut h = History {
-        torn_tail: !bytes.is_empty() && !bytes.ends_with(b"\n"),
-        ..History::default()
-    };
+    let mut h = History { torn_tail: !bytes.is_empty() && !bytes.ends_with(b"\n"), ..History::default() };
     for line in bytes.split(|b| *b == b'\n') {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -326,11 +297,7 @@ pub fn context_after_summary(records: Vec<Record>) -> Vec<Record> {
     };
     let mut out = Vec::with_capacity(records.len() - si);
     out.push(summary.clone());
-    out.extend(
-        records
-            .into_iter()
-            .filter(|r| r.role != "summary" && keep(r)),
-    );
+    out.extend(records.into_iter().filter(|r| r.role != "summary" && keep(r)));
     out
 }
 
@@ -367,21 +334,12 @@ mod tests {
         fs::write(&hp, &bytes).unwrap();
         fs::remove_file(d.join("c1/.cursor")).unwrap();
         let h = s.read_history("c1").unwrap();
-        assert_eq!(
-            (h.records.len(), h.skipped_lines, h.torn_tail),
-            (2, 1, true)
-        );
+        assert_eq!((h.records.len(), h.skipped_lines, h.torn_tail), (2, 1, true));
         let mut more = vec![Record::new("user", "again")];
         s.append("c1", &mut more).unwrap();
         assert_eq!(more[0].cursor, 3);
         let h = s.read_history("c1").unwrap();
-        assert_eq!(
-            h.records
-                .iter()
-                .map(|r| r.content.as_str())
-                .collect::<Vec<_>>(),
-            ["hi", "hello", "again"]
-        );
+        assert_eq!(h.records.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(), ["hi", "hello", "again"]);
         fs::remove_dir_all(d).unwrap();
     }
 
@@ -396,21 +354,14 @@ mod tests {
         );
         let h = parse_history(text.as_bytes());
         let ctx = context_after_summary(h.records);
-        assert_eq!(
-            ctx.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(),
-            ["S", "c", "d"]
-        );
+        assert_eq!(ctx.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(), ["S", "c", "d"]);
     }
 
     #[test]
     fn metadata_roundtrip_keeps_unknown_keys() {
         let (s, d) = store();
         fs::create_dir_all(d.join("c2")).unwrap();
-        fs::write(
-            d.join("c2/metadata.json"),
-            r#"{"title": "T", "custom": {"x": 1}}"#,
-        )
-        .unwrap();
+        fs::write(d.join("c2/metadata.json"), r#"{"title": "T", "custom": {"x": 1}}"#).unwrap();
         let mut m = s.read_metadata("c2");
         m.insert("title".into(), Value::String("New".into()));
         s.write_metadata("c2", &m).unwrap();

@@ -7,9 +7,7 @@ use std::path::Path;
 /// Writes `bytes` to `path` atomically via `.<name>.<pid>.<hex>.tmp` + rename.
 /// With `private`, the temp file is created 0600 and the parent directory chmod 0700 (best effort).
 pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::other("path has no parent"))?;
+    let dir = path.parent().ok_or_else(|| io::Error::other("path has no parent"))?;
     fs::create_dir_all(dir)?;
     #[cfg(unix)]
     if private {
@@ -17,11 +15,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> 
         let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
     }
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        super::rand::hex(16)
-    ));
+    let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), super::rand::hex(16)));
     let result = (|| {
         let mut opts = OpenOptions::new();
         opts.write(true).create_new(true);
@@ -86,10 +80,7 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            assert_eq!(
-                fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-                0o600
-            );
+            assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
         }
         fs::remove_dir_all(dir).unwrap();
     }

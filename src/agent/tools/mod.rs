@@ -25,28 +25,14 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn ok(text: impl Into<String>) -> Self {
-        ToolOutput {
-            for_model: text.into(),
-            preview: None,
-            for_history: None,
-            failed: false,
-        }
+        ToolOutput { for_model: text.into(), preview: None, for_history: None, failed: false }
     }
 
     /// A failure reported to the model as text starting with `Error`.
     pub fn error(text: impl Into<String>) -> Self {
         let t = text.into();
-        let t = if t.starts_with("Error") {
-            t
-        } else {
-            format!("Error: {t}")
-        };
-        ToolOutput {
-            for_model: t,
-            preview: None,
-            for_history: None,
-            failed: true,
-        }
+        let t = if t.starts_with("Error") { t } else { format!("Error: {t}") };
+        ToolOutput { for_model: t, preview: None, for_history: None, failed: true }
     }
 
     pub fn preview_text(&self) -> &str {
