@@ -152,9 +152,9 @@ fn drop_orphans(msgs: Vec<Value>) -> Vec<Value> {
                 results.push(msgs[j].clone());
                 j += 1;
             }
-            let complete = !ids.is_empty()
-                && ids.iter().all(|id| results.iter().any(|r| r["tool_call_id"] == *id))
-                && results.iter().all(|r| ids.iter().any(|id| r["tool_call_id"] == *id));
+            // Results for other ids are orphans and dropped; the step needs one result per id.
+            results.retain(|r| ids.iter().any(|id| r["tool_call_id"] == *id));
+            let complete = !ids.is_empty() && ids.iter().all(|id| results.iter().any(|r| r["tool_call_id"] == *id));
             if complete {
                 out.push(m.clone());
                 out.extend(results);
