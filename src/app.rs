@@ -79,6 +79,10 @@ pub fn start(config: Config) -> Result<Server, Error> {
     let workspace = config.workspace_dir.canonicalize().unwrap_or_else(|_| config.workspace_dir.clone());
     let protected = vec![config.data_dir.join("skills")];
     let chats = Arc::new(ChatStore::new(&config.memory_dir));
+    let repaired = chats.recover_pending();
+    if repaired > 0 {
+        log::warn!("event=history.recovered_interrupted_turns chats={repaired}");
+    }
     let memory = Arc::new(MemoryFiles::new(&config.memory_dir));
     let llm = Arc::new(LlmRuntime::load(
         config.llm_settings_path(),

@@ -51,6 +51,7 @@ impl Turn<'_> {
     }
 
     fn error(&self, detail: &str) {
+        self.deps.chats.end_turn(&self.req.chat_id);
         self.emit(Event::new("error").with("detail", detail).with("chat_id", self.req.chat_id.as_str()));
     }
 }
@@ -117,6 +118,9 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         cancel: cancel.clone(),
     };
 
+    if let Err(e) = deps.chats.begin_turn(chat_id, &user_record(req)) {
+        log::warn!("event=turn.pending_write_failed chat_id={chat_id} error_kind={:?}", e.kind());
+    }
     let mut iterations = 0;
     loop {
         let final_call = iterations == MAX_ITERATIONS;
@@ -259,6 +263,7 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) ->
     records.push(Record::new("assistant", t.streamed.clone()));
     let chat_id = t.req.chat_id.as_str();
     t.deps.chats.append(chat_id, &mut records)?;
+    t.deps.chats.end_turn(chat_id);
     let mut st = lock(state);
     st.records.extend(records);
     let mut changed = false;

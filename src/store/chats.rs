@@ -18,6 +18,8 @@ use crate::util::{fsx, time};
 /// Title shown for chats without one (the original's Chinese "New chat").
 pub const DEFAULT_TITLE: &str = "\u{65b0}\u{5bf9}\u{8bdd}";
 const LOCK_STRIPES: usize = 64;
+/// Write-ahead file of the running turn's user message.
+const PENDING: &str = ".pending_turn.json";
 
 /// One line of history.jsonl, fields in the original's key order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -215,6 +217,51 @@ impl ChatStore {
         Ok(h.records.iter().map(|r| r.cursor).max().unwrap_or(0))
     }
 
+    /// Write-ahead for a turn that reached the model: the user record goes to
+    /// `.pending_turn.json` (atomically) so a crash mid-turn cannot lose it. `end_turn` removes
+    /// it after the turn was appended (or failed while the process lived).
+    pub fn begin_turn(&self, id: &str, user: &Record) -> io::Result<()> {
+        let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let start = self.last_cursor(&dir)?;
+        let body = serde_json::json!({"start_cursor": start, "record": user});
+        fsx::write_replace(&dir.join(PENDING), body.to_string().as_bytes())
+    }
+
+    pub fn end_turn(&self, id: &str) {
+        if let Some(dir) = self.dir(id) {
+            let _ = fs::remove_file(dir.join(PENDING));
+        }
+    }
+
+    /// After a crash: appends the user message of every interrupted turn that is not already
+    /// in history (the crash may have hit between the append and `end_turn`). Returns how many
+    /// chats were repaired.
+    pub fn recover_pending(&self) -> usize {
+        let Ok(rd) = fs::read_dir(&self.root) else { return 0 };
+        let mut repaired = 0;
+        for entry in rd.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let pending = entry.path().join(PENDING);
+            if !valid_chat_id(&name) || !pending.is_file() {
+                continue;
+            }
+            let parsed = fs::read(&pending).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+            let record = parsed.as_ref().and_then(|v| serde_json::from_value::<Record>(v["record"].clone()).ok());
+            let start = parsed.as_ref().and_then(|v| v["start_cursor"].as_u64()).unwrap_or(0);
+            if let Some(mut rec) = record {
+                let already = self
+                    .read_history(&name)
+                    .map(|h| h.records.iter().any(|r| r.cursor > start && r.role == "user" && r.content == rec.content))
+                    .unwrap_or(false);
+                if !already && self.append(&name, std::slice::from_mut(&mut rec)).is_ok() {
+                    repaired += 1;
+                }
+            }
+            let _ = fs::remove_file(&pending);
+        }
+        repaired
+    }
+
     /// metadata.json as an object; missing or corrupt -> empty.
     pub fn read_metadata(&self, id: &str) -> Map<String, Value> {
         self.dir(id)
@@ -231,7 +278,7 @@ impl ChatStore {
     pub fn write_metadata(&self, id: &str, meta: &Map<String, Value>) -> io::Result<()> {
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let text = serde_json::to_string_pretty(meta).map_err(io::Error::other)?;
-        fsx::write_atomic(&dir.join("metadata.json"), text.as_bytes(), false)
+        fsx::write_replace(&dir.join("metadata.json"), text.as_bytes())
     }
 
     /// Removes the chat directory; `Ok(false)` when it did not exist.
@@ -355,6 +402,23 @@ mod tests {
         let h = parse_history(text.as_bytes());
         let ctx = context_after_summary(h.records);
         assert_eq!(ctx.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(), ["S", "c", "d"]);
+    }
+
+    #[test]
+    fn pending_turn_is_recovered_once() {
+        let (s, d) = store();
+        fs::create_dir_all(d.join("c3")).unwrap();
+        s.begin_turn("c3", &Record::new("user", "lost?")).unwrap();
+        // crash: nothing appended
+        assert_eq!(s.recover_pending(), 1);
+        assert_eq!(s.recover_pending(), 0);
+        // crash after the append but before end_turn: no duplicate
+        s.begin_turn("c3", &Record::new("user", "again")).unwrap();
+        s.append("c3", &mut [Record::new("user", "again"), Record::new("assistant", "ok")]).unwrap();
+        assert_eq!(s.recover_pending(), 0);
+        let contents: Vec<String> = s.read_history("c3").unwrap().records.into_iter().map(|r| r.content).collect();
+        assert_eq!(contents, ["lost?", "again", "ok"]);
+        fs::remove_dir_all(d).unwrap();
     }
 
     #[test]

@@ -4,9 +4,19 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
-/// Writes `bytes` to `path` atomically via `.<name>.<pid>.<hex>.tmp` + rename.
+/// Writes `bytes` to `path` atomically via `.<name>.<pid>.<hex>.tmp` + rename, with fsync.
 /// With `private`, the temp file is created 0600 and the parent directory chmod 0700 (best effort).
 pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> {
+    replace(path, bytes, private, true)
+}
+
+/// Like [`write_atomic`] without fsync: never half-written after a process crash (the rename
+/// is atomic), for per-turn files on the hot path; power-loss durability is the file system's.
+pub fn write_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, false, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], private: bool, sync: bool) -> io::Result<()> {
     let dir = path.parent().ok_or_else(|| io::Error::other("path has no parent"))?;
     fs::create_dir_all(dir)?;
     #[cfg(unix)]
@@ -26,10 +36,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> 
         }
         let mut f = opts.open(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if sync {
+            f.sync_all()?;
+        }
         drop(f);
         fs::rename(&tmp, path)?;
-        sync_dir(dir);
+        if sync {
+            sync_dir(dir);
+        }
         Ok(())
     })();
     if result.is_err() {
