@@ -111,6 +111,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         llm: Arc::clone(&llm),
         sink: hub.clone(),
         tools: tools::builtins(),
+        extensions: Vec::new(),
         workspace,
         protected,
         consolidator: Some(consolidator),

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::cancel::CancelToken;
 use super::history::{lock, to_messages, ChatState};
 use super::prompt;
-use super::tools::{ToolOutput, TurnCtx};
+use super::tools::{Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use super::Deps;
 use crate::bus::{Event, TurnRequest};
 use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
@@ -39,6 +39,10 @@ struct Turn<'a> {
     streamed: String,
     /// Completed tool steps (`tool_calls` record + one `tool` record per call).
     durable: Vec<Record>,
+    /// Explicit-selection receipts, persisted right after the user record.
+    receipts: Vec<String>,
+    /// Metadata the turn changed (activation sets), merged on success.
+    turn_state: Option<Arc<Mutex<TurnState>>>,
 }
 
 impl Turn<'_> {
@@ -66,6 +70,8 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         started: Instant::now(),
         streamed: String::new(),
         durable: Vec::new(),
+        receipts: Vec::new(),
+        turn_state: None,
     };
     let sel = &req.selection;
     let client = match deps.llm.acquire(sel.provider, &sel.model) {
@@ -100,22 +106,46 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         t.emit(t.chat_event("session_updated").with("title", title).with("updated_at", time::local_iso_offset_now()));
     }
 
-    let mut messages = {
-        let st = lock(&state);
-        let system = prompt::system_prompt(deps.memory.soul().as_deref(), deps.memory.memory().as_deref(), None);
-        let mut m = Vec::with_capacity(st.records.len() + 2);
-        m.push(json!({"role": "system", "content": system}));
-        m.extend(to_messages(&st.records));
-        m.push(json!({"role": "user", "content": req.content}));
-        m
-    };
-    let schemas: Vec<Value> = deps.tools.iter().map(|tool| tool.schema()).collect();
     let ctx = TurnCtx {
         chat_id: chat_id.to_string(),
         workspace: deps.workspace.clone(),
         protected: deps.protected.clone(),
         memory: Arc::clone(&deps.memory),
         cancel: cancel.clone(),
+        state: Arc::new(Mutex::new(TurnState { metadata: lock(&state).metadata.clone(), turn_tools: Vec::new() })),
+    };
+    let mut prep = Preparation::default();
+    for ext in &deps.extensions {
+        if let Err(detail) = ext.prepare(req, &ctx, &mut prep) {
+            return t.error(&detail);
+        }
+        if cancel.is_cancelled() {
+            return t.error("cancelled");
+        }
+    }
+    t.receipts = std::mem::take(&mut prep.receipts);
+    t.turn_state = Some(Arc::clone(&ctx.state));
+
+    let mut messages = {
+        let hints: Vec<String> = {
+            let ts = ctx.state();
+            deps.extensions.iter().filter_map(|e| e.hints(&ts.metadata)).collect()
+        };
+        let hints = (!hints.is_empty()).then(|| hints.join("\n\n"));
+        let system =
+            prompt::system_prompt(deps.memory.soul().as_deref(), deps.memory.memory().as_deref(), hints.as_deref());
+        let st = lock(&state);
+        let mut m = Vec::with_capacity(st.records.len() + 3);
+        m.push(json!({"role": "system", "content": system}));
+        if !prep.system_bodies.is_empty() {
+            let bodies = prep.system_bodies.join("\n\n---\n\n");
+            m.push(
+                json!({"role": "system", "content": format!("The user explicitly selected these Skills:\n\n{bodies}")}),
+            );
+        }
+        m.extend(to_messages(&st.records));
+        m.push(json!({"role": "user", "content": prep.model_content.as_deref().unwrap_or(&req.content)}));
+        m
     };
 
     if let Err(e) = deps.chats.begin_turn(chat_id, &user_record(req)) {
@@ -127,9 +157,10 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         if final_call {
             messages.push(json!({"role": "user", "content": MAX_ITERATIONS_NOTE}));
         }
+        let tools = visible_tools(deps, &ctx);
         let mut body = json!({"model": sel.model, "messages": messages, "stream": true});
-        if !final_call && !schemas.is_empty() {
-            body["tools"] = Value::Array(schemas.clone());
+        if !final_call && !tools.is_empty() {
+            body["tools"] = Value::Array(tools.iter().map(|tool| tool.schema()).collect());
             body["tool_choice"] = Value::String("auto".into());
         }
         iterations += 1;
@@ -162,7 +193,7 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         if completion.tool_calls.is_empty() || final_call {
             break;
         }
-        if !run_tools(&mut t, completion, &mut messages, &ctx) {
+        if !run_tools(&mut t, completion, &mut messages, &ctx, &tools) {
             return finish_cancelled(&mut t, &state, &client);
         }
     }
@@ -171,7 +202,13 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
 
 /// Executes one model step's tool calls in order. False when cancelled mid-step (the
 /// incomplete step is dropped so history never holds a call without its result).
-fn run_tools(t: &mut Turn, completion: Completion, messages: &mut Vec<Value>, ctx: &TurnCtx) -> bool {
+fn run_tools(
+    t: &mut Turn,
+    completion: Completion,
+    messages: &mut Vec<Value>,
+    ctx: &TurnCtx,
+    tools: &[Arc<dyn Tool>],
+) -> bool {
     let mut calls: Vec<ToolCall> = completion.tool_calls;
     let mut seen: Vec<String> = Vec::new();
     for c in &mut calls {
@@ -209,11 +246,11 @@ fn run_tools(t: &mut Turn, completion: Completion, messages: &mut Vec<Value>, ct
             _ => Map::new(),
         };
         let started = Instant::now();
-        let out = match t.deps.tools.iter().find(|tool| tool.name() == call.name) {
+        let out = match tools.iter().find(|tool| tool.name() == call.name) {
             Some(tool) => std::panic::catch_unwind(AssertUnwindSafe(|| tool.run(&args, ctx)))
                 .unwrap_or_else(|_| ToolOutput::error(format!("Error executing {}: the tool crashed", call.name))),
             None => {
-                let available: Vec<&str> = t.deps.tools.iter().map(|tool| tool.name()).collect();
+                let available: Vec<&str> = tools.iter().map(|tool| tool.name()).collect();
                 ToolOutput::error(format!("Error: Tool '{}' not found. Available: {}", call.name, available.join(", ")))
             }
         };
@@ -259,6 +296,7 @@ fn user_record(req: &TurnRequest) -> Record {
 fn persist(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) -> std::io::Result<()> {
     let mut records = Vec::with_capacity(t.durable.len() + 2);
     records.push(user_record(t.req));
+    records.extend(t.receipts.iter().map(|r| Record::new("assistant", r.clone())));
     records.append(&mut t.durable);
     records.push(Record::new("assistant", t.streamed.clone()));
     let chat_id = t.req.chat_id.as_str();
@@ -267,9 +305,11 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) ->
     let mut st = lock(state);
     st.records.extend(records);
     let mut changed = false;
-    for key in ["activated_tools", "activated_skills"] {
-        if !st.metadata.contains_key(key) {
-            st.metadata.insert(key.into(), Value::Object(Map::new()));
+    let turn_meta = t.turn_state.as_ref().map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).metadata.clone());
+    for key in TURN_METADATA_KEYS {
+        let value = turn_meta.as_ref().and_then(|m| m.get(key)).cloned().unwrap_or_else(|| Value::Object(Map::new()));
+        if st.metadata.get(key) != Some(&value) {
+            st.metadata.insert(key.into(), value);
             changed = true;
         }
     }
@@ -311,4 +351,17 @@ fn finish_cancelled(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<Ll
         return t.error("cancelled");
     }
     finish(t, state, client, 0);
+}
+
+/// Built-ins, then extension tools, then turn-only tools; first name wins, order stable.
+fn visible_tools(deps: &Deps, ctx: &TurnCtx) -> Vec<Arc<dyn Tool>> {
+    let mut out: Vec<Arc<dyn Tool>> = deps.tools.clone();
+    let st = ctx.state();
+    let extra = deps.extensions.iter().flat_map(|e| e.tools(&st)).chain(st.turn_tools.iter().cloned());
+    for tool in extra {
+        if !out.iter().any(|t| t.name() == tool.name()) {
+            out.push(tool);
+        }
+    }
+    out
 }
