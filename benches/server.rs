@@ -57,10 +57,7 @@ fn rss(pid: u32) -> (u64, u64) {
 fn raise_nofile() {
     // SAFETY: plain getrlimit/setrlimit on our own process with a valid struct.
     unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
             lim.rlim_cur = lim.rlim_max.min(65_536);
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
@@ -220,9 +217,7 @@ fn main() {
 
     let mut conc = Vec::new();
     for clients in [100usize, 500] {
-        let runs: Vec<ConcResult> = (0..CONC_RUNS)
-            .map(|_| concurrent_run(&server, &fake, clients))
-            .collect();
+        let runs: Vec<ConcResult> = (0..CONC_RUNS).map(|_| concurrent_run(&server, &fake, clients)).collect();
         conc.push((
             clients,
             median(runs.iter().map(|r| r.turns_per_sec).collect()),
@@ -244,62 +239,22 @@ fn main() {
         format!("server overhead per turn p50 ({SEQ_TURNS} seq turns x {SEQ_RUNS})"),
         median(p50s)
     );
-    println!(
-        "{:<52} {:>21.3} ms",
-        "server overhead per turn p99",
-        median(p99s)
-    );
-    println!(
-        "{:<52} {:>21.3} ms",
-        "time to first delta p50",
-        median(first50)
-    );
-    println!(
-        "{:<52} {:>21.3} ms",
-        "time to first delta p99",
-        median(first99)
-    );
+    println!("{:<52} {:>21.3} ms", "server overhead per turn p99", median(p99s));
+    println!("{:<52} {:>21.3} ms", "time to first delta p50", median(first50));
+    println!("{:<52} {:>21.3} ms", "time to first delta p99", median(first99));
     for (clients, tps, p50, p99, errors) in &conc {
         let label = format!("{clients} clients x {CONC_TURNS} turns ({CONC_RUNS} runs)");
         println!("{:<52} {:>19.0} t/s", format!("{label}: throughput"), tps);
         println!("{:<52} {:>21.2} ms", format!("{label}: latency p50"), p50);
         println!("{:<52} {:>21.2} ms", format!("{label}: latency p99"), p99);
-        println!(
-            "{:<52} {:>24}",
-            format!("{label}: errors (all runs)"),
-            errors
-        );
+        println!("{:<52} {:>24}", format!("{label}: errors (all runs)"), errors);
     }
-    println!(
-        "{:<52} {:>20.1} MiB",
-        "idle RSS after start-up",
-        median(idle) / 1024.0
-    );
-    println!(
-        "{:<52} {:>20.1} MiB",
-        "idle RSS with LLM configured",
-        idle_configured as f64 / 1024.0
-    );
-    println!(
-        "{:<52} {:>20.1} MiB",
-        "RSS after the 500-client runs",
-        after_rss as f64 / 1024.0
-    );
-    println!(
-        "{:<52} {:>20.1} MiB",
-        "peak RSS (VmHWM)",
-        hwm as f64 / 1024.0
-    );
-    println!(
-        "{:<52} {:>21.1} ms",
-        format!("start-up to listening ({STARTS} starts)"),
-        median(starts)
-    );
-    println!(
-        "{:<52} {:>20.2} MiB",
-        "release binary size",
-        size as f64 / 1024.0 / 1024.0
-    );
+    println!("{:<52} {:>20.1} MiB", "idle RSS after start-up", median(idle) / 1024.0);
+    println!("{:<52} {:>20.1} MiB", "idle RSS with LLM configured", idle_configured as f64 / 1024.0);
+    println!("{:<52} {:>20.1} MiB", "RSS after the 500-client runs", after_rss as f64 / 1024.0);
+    println!("{:<52} {:>20.1} MiB", "peak RSS (VmHWM)", hwm as f64 / 1024.0);
+    println!("{:<52} {:>21.1} ms", format!("start-up to listening ({STARTS} starts)"), median(starts));
+    println!("{:<52} {:>20.2} MiB", "release binary size", size as f64 / 1024.0 / 1024.0);
     println!("{:-<78}", "");
     println!("targets: p50 overhead < 1 ms, 500 clients with 0 errors, idle RSS < 10 MiB, start-up < 50 ms");
 }

@@ -65,10 +65,7 @@ pub fn fresh_home(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "cashcode-{tag}-{}-{n}-{}",
         std::process::id(),
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0)
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create temp home");
@@ -77,9 +74,7 @@ pub fn fresh_home(tag: &str) -> PathBuf {
 
 /// `tests/fixtures/<rel>`.
 pub fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
 }
 
 /// Copies a fixture tree into `dst`, replacing `{{BASE}}` in every file with `base`.
@@ -129,10 +124,7 @@ pub fn history_records(home: &Path, chat: &str) -> Vec<Value> {
         Ok(text) => text
             .lines()
             .filter(|l| !l.trim().is_empty())
-            .map(|l| {
-                serde_json::from_str(l)
-                    .unwrap_or_else(|e| panic!("unparsable history line {l:?}: {e}"))
-            })
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("unparsable history line {l:?}: {e}")))
             .collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => panic!("read {}: {e}", path.display()),
@@ -145,10 +137,7 @@ pub fn history_summary(home: &Path, chat: &str) -> Vec<(u64, String, String)> {
         .iter()
         .map(|r| {
             let ts = r["timestamp"].as_str().expect("timestamp string");
-            assert!(
-                is_minute_stamp(ts),
-                "timestamp {ts:?} is not YYYY-MM-DD HH:MM"
-            );
+            assert!(is_minute_stamp(ts), "timestamp {ts:?} is not YYYY-MM-DD HH:MM");
             (
                 r["cursor"].as_u64().expect("cursor int"),
                 r["role"].as_str().expect("role").to_string(),
@@ -160,15 +149,11 @@ pub fn history_summary(home: &Path, chat: &str) -> Vec<(u64, String, String)> {
 
 /// Shorthand for expected history rows.
 pub fn rows(items: &[(u64, &str, &str)]) -> Vec<(u64, String, String)> {
-    items
-        .iter()
-        .map(|(c, r, t)| (*c, r.to_string(), t.to_string()))
-        .collect()
+    items.iter().map(|(c, r, t)| (*c, r.to_string(), t.to_string())).collect()
 }
 
 fn digits(s: &str, idx: &[usize]) -> bool {
-    idx.iter()
-        .all(|&i| s.as_bytes().get(i).is_some_and(u8::is_ascii_digit))
+    idx.iter().all(|&i| s.as_bytes().get(i).is_some_and(u8::is_ascii_digit))
 }
 
 /// `YYYY-MM-DD HH:MM`.
@@ -202,17 +187,15 @@ pub fn is_uuid4(s: &str) -> bool {
     let b = s.as_bytes();
     s.len() == 36
         && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-')
-        && s.chars().enumerate().all(|(i, c)| {
-            [8, 13, 18, 23].contains(&i) || c.is_ascii_digit() || ('a'..='f').contains(&c)
-        })
+        && s.chars()
+            .enumerate()
+            .all(|(i, c)| [8, 13, 18, 23].contains(&i) || c.is_ascii_digit() || ('a'..='f').contains(&c))
         && b[14] == b'4'
         && matches!(b[19], b'8' | b'9' | b'a' | b'b')
 }
 
 pub fn is_lower_hex(s: &str, len: usize) -> bool {
-    s.len() == len
-        && s.chars()
-            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+    s.len() == len && s.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
 }
 
 /// UTC `YYYY-MM-DDTHH:MM:SS` of a system time (the servers run with TZ=UTC).
@@ -231,12 +214,7 @@ pub fn utc_naive_iso(t: SystemTime) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// Chat-scoped events of one turn with their variable parts checked and masked, so tests can
@@ -253,9 +231,7 @@ pub fn mask_turn(events: &[Value], first_seq: u64) -> (Vec<Value>, u64) {
         let original = ev;
         let mut ev = ev.clone();
         let obj = ev.as_object_mut().expect("event is an object");
-        let got = obj
-            .remove("seq")
-            .unwrap_or_else(|| panic!("chat-scoped event without seq: {original:?}"));
+        let got = obj.remove("seq").unwrap_or_else(|| panic!("chat-scoped event without seq: {original:?}"));
         assert_eq!(got, json!(seq), "seq out of order at event {original:?}");
         seq += 1;
         if let Some(s) = obj.get_mut("stream_id") {
@@ -274,10 +250,7 @@ pub fn mask_turn(events: &[Value], first_seq: u64) -> (Vec<Value>, u64) {
         }
         if let Some(t) = obj.get_mut("updated_at") {
             let s = t.as_str().expect("updated_at is a string");
-            assert!(
-                is_offset_iso(s),
-                "updated_at {s:?} is not ISO-8601 with offset"
-            );
+            assert!(is_offset_iso(s), "updated_at {s:?} is not ISO-8601 with offset");
             *t = json!("TS");
         }
         out.push(ev);
@@ -287,10 +260,7 @@ pub fn mask_turn(events: &[Value], first_seq: u64) -> (Vec<Value>, u64) {
 
 /// The stream_id of the first event of `events` that carries one.
 pub fn stream_id_of(events: &[Value]) -> u64 {
-    events
-        .iter()
-        .find_map(|e| e["stream_id"].as_u64())
-        .expect("an event with a stream_id")
+    events.iter().find_map(|e| e["stream_id"].as_u64()).expect("an event with a stream_id")
 }
 
 pub fn ev_delta(chat: &str, text: &str) -> Value {
@@ -321,10 +291,7 @@ pub fn plain_answer(chat: &str, title: Option<&str>, chunks: &[&str]) -> Vec<Val
 /// Splits an error event's detail off: returns (detail, the event masked like [`mask_turn`]).
 pub fn error_detail(ev: &Value) -> String {
     assert_eq!(ev["event"], "error", "expected an error event, got {ev:?}");
-    ev["detail"]
-        .as_str()
-        .expect("error detail string")
-        .to_string()
+    ev["detail"].as_str().expect("error detail string").to_string()
 }
 
 /// Messages of the recorded chat request (its `messages` array).
@@ -337,18 +304,10 @@ pub fn convo(body: &Value) -> Vec<(String, String)> {
     req_messages(body)
         .iter()
         .skip(1)
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap_or("").to_string(),
-                m["content"].as_str().unwrap_or("").to_string(),
-            )
-        })
+        .map(|m| (m["role"].as_str().unwrap_or("").to_string(), m["content"].as_str().unwrap_or("").to_string()))
         .collect()
 }
 
 pub fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
+    items.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
 }

@@ -54,17 +54,11 @@ impl ServerBuilder {
         let home = self.home.unwrap_or_else(|| fresh_home("srv"));
         let mut env = vec![
             ("CASHCODE_HOME".to_string(), home.display().to_string()),
-            (
-                "CASHCODE_CONFIG_DIR".to_string(),
-                home.join("config").display().to_string(),
-            ),
+            ("CASHCODE_CONFIG_DIR".to_string(), home.join("config").display().to_string()),
             ("CASHCODE_PORT".to_string(), "0".to_string()),
             ("WS_PORT".to_string(), "0".to_string()),
             ("DREAM_INTERVAL".to_string(), "0".to_string()),
-            (
-                "CASHCODE_PROJECT_DIR".to_string(),
-                env!("CARGO_MANIFEST_DIR").to_string(),
-            ),
+            ("CASHCODE_PROJECT_DIR".to_string(), env!("CARGO_MANIFEST_DIR").to_string()),
         ];
         for (k, v) in self.env {
             env.retain(|(ek, _)| *ek != k);
@@ -121,10 +115,7 @@ fn drain(
 
 impl TestServer {
     pub fn builder() -> ServerBuilder {
-        ServerBuilder {
-            home: None,
-            env: Vec::new(),
-        }
+        ServerBuilder { home: None, env: Vec::new() }
     }
 
     /// A server in a fresh home with the default environment.
@@ -157,16 +148,8 @@ impl TestServer {
         let mut child = cmd.spawn().expect("spawn cashcode");
         self.pid = child.id();
         let (tx, rx) = unbounded();
-        drain(
-            child.stdout.take().expect("stdout"),
-            self.stdout.clone(),
-            Some(tx),
-        );
-        drain(
-            child.stderr.take().expect("stderr"),
-            self.stderr.clone(),
-            None,
-        );
+        drain(child.stdout.take().expect("stdout"), self.stdout.clone(), Some(tx));
+        drain(child.stderr.take().expect("stderr"), self.stderr.clone(), None);
         self.child = Some(child);
         let (http, ws) = self.read_ports(&rx);
         self.startup = started.elapsed();
@@ -182,21 +165,12 @@ impl TestServer {
                 Ok(line) => {
                     if let Some(rest) = line.strip_prefix("http listening on http://127.0.0.1:") {
                         http = Some(rest.trim().parse::<u16>().expect("http port"));
-                    } else if let Some(rest) = line.strip_prefix("ws listening on ws://127.0.0.1:")
-                    {
-                        ws = Some(
-                            rest.trim()
-                                .trim_end_matches('/')
-                                .parse::<u16>()
-                                .expect("ws port"),
-                        );
+                    } else if let Some(rest) = line.strip_prefix("ws listening on ws://127.0.0.1:") {
+                        ws = Some(rest.trim().trim_end_matches('/').parse::<u16>().expect("ws port"));
                     }
                 }
                 Err(_) => {
-                    let status = self
-                        .child
-                        .as_mut()
-                        .and_then(|c| c.try_wait().ok().flatten());
+                    let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
                     panic!(
                         "server did not announce both listeners within {START_LIMIT:?} (exit: {status:?})\nstdout:\n{}\nstderr:\n{}",
                         self.stdout.lock().expect("lock"),
@@ -269,13 +243,7 @@ impl TestServer {
     }
 
     /// Any request; `headers` are sent as given, `body` (if any) as UTF-8 text.
-    pub fn request(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Option<&str>,
-    ) -> HttpResp {
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> HttpResp {
         let url = format!("{}{path}", self.http_base());
         let mut b = ureq::http::Request::builder().method(method).uri(&url);
         for (k, v) in headers {
@@ -283,10 +251,7 @@ impl TestServer {
         }
         let result = match body {
             Some(text) => {
-                let req = b
-                    .header("Content-Type", "application/json")
-                    .body(text.to_string())
-                    .expect("build request");
+                let req = b.header("Content-Type", "application/json").body(text.to_string()).expect("build request");
                 self.agent.run(req)
             }
             None => {
@@ -299,12 +264,7 @@ impl TestServer {
         let headers: Vec<(String, String)> = resp
             .headers()
             .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_ascii_lowercase(),
-                    String::from_utf8_lossy(v.as_bytes()).to_string(),
-                )
-            })
+            .map(|(k, v)| (k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).to_string()))
             .collect();
         let body = if method == "HEAD" {
             String::new()
@@ -318,11 +278,7 @@ impl TestServer {
         let mut seen = self.seen.lock().expect("lock");
         seen.push(format!("{headers:?}"));
         seen.push(body.clone());
-        HttpResp {
-            status,
-            headers,
-            body,
-        }
+        HttpResp { status, headers, body }
     }
 
     pub fn get(&self, path: &str) -> HttpResp {
@@ -375,28 +331,16 @@ pub struct HttpResp {
 
 impl HttpResp {
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "response is not JSON ({e}): status {} body {:?}",
-                self.status, self.body
-            )
-        })
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("response is not JSON ({e}): status {} body {:?}", self.status, self.body))
     }
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str())
     }
     /// Asserts the status and the whole JSON body.
     #[track_caller]
     pub fn expect(&self, status: u16, body: Value) {
-        assert_eq!(
-            (self.status, self.json()),
-            (status, body),
-            "unexpected response, raw body {:?}",
-            self.body
-        );
+        assert_eq!((self.status, self.json()), (status, body), "unexpected response, raw body {:?}", self.body);
     }
 }

@@ -31,10 +31,8 @@ pub enum Handshake {
 fn open_socket(port: u16) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the ws port");
     s.set_nodelay(true).expect("nodelay");
-    s.set_write_timeout(Some(Duration::from_secs(20)))
-        .expect("write timeout");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("read timeout");
+    s.set_write_timeout(Some(Duration::from_secs(20))).expect("write timeout");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("read timeout");
     s
 }
 
@@ -49,25 +47,15 @@ impl WsClient {
 
     /// Connects with an optional `Origin` header; reads and checks `ready` when accepted.
     pub fn handshake(port: u16, origin: Option<&str>) -> Handshake {
-        let mut req = format!("ws://127.0.0.1:{port}/")
-            .into_client_request()
-            .expect("ws request");
+        let mut req = format!("ws://127.0.0.1:{port}/").into_client_request().expect("ws request");
         if let Some(o) = origin {
-            req.headers_mut()
-                .insert("Origin", HeaderValue::from_str(o).expect("origin header"));
+            req.headers_mut().insert("Origin", HeaderValue::from_str(o).expect("origin header"));
         }
         let stream = open_socket(port);
         match tungstenite::client(req, stream) {
             Ok((ws, _resp)) => {
-                let mut c = WsClient {
-                    ws,
-                    chat_id: String::new(),
-                    client_id: String::new(),
-                    log: Vec::new(),
-                };
-                c.ws.get_ref()
-                    .set_read_timeout(Some(Duration::from_millis(50)))
-                    .expect("read timeout");
+                let mut c = WsClient { ws, chat_id: String::new(), client_id: String::new(), log: Vec::new() };
+                c.ws.get_ref().set_read_timeout(Some(Duration::from_millis(50))).expect("read timeout");
                 let ready = c.recv();
                 let chat = ready["chat_id"].as_str().unwrap_or("").to_string();
                 let client = ready["client_id"].as_str().unwrap_or("").to_string();
@@ -85,9 +73,7 @@ impl WsClient {
                 c.client_id = client;
                 Handshake::Accepted(Box::new(c))
             }
-            Err(HandshakeError::Failure(tungstenite::Error::Http(resp))) => {
-                Handshake::Refused(resp.status().as_u16())
-            }
+            Err(HandshakeError::Failure(tungstenite::Error::Http(resp))) => Handshake::Refused(resp.status().as_u16()),
             Err(e) => panic!("ws handshake failed unexpectedly: {e}"),
         }
     }
@@ -103,11 +89,7 @@ impl WsClient {
         let mut res = self.ws.send(m);
         // A write that hit the socket timeout leaves the rest queued; keep flushing.
         while let Err(tungstenite::Error::Io(e)) = &res {
-            if !matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) || deadline.passed()
-            {
+            if !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) || deadline.passed() {
                 break;
             }
             res = self.ws.flush();
@@ -130,10 +112,7 @@ impl WsClient {
                 Ok(Message::Close(c)) => panic!("server closed the connection: {c:?}"),
                 Ok(_) => {}
                 Err(tungstenite::Error::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
                 Err(e) => panic!("ws read failed: {e}"),
             }
             if Instant::now() >= deadline {
@@ -171,10 +150,7 @@ impl WsClient {
 
     /// Only the frames for `chat`, until its turn ends.
     pub fn turn_events(&mut self, chat: &str) -> Vec<Value> {
-        self.turn_frames(chat)
-            .into_iter()
-            .filter(|v| v["chat_id"] == chat && v["event"] != "stop_ack")
-            .collect()
+        self.turn_frames(chat).into_iter().filter(|v| v["chat_id"] == chat && v["event"] != "stop_ack").collect()
     }
 
     /// Sends `ping` and asserts the very next frame is `pong`: nothing else was pending.
@@ -182,11 +158,7 @@ impl WsClient {
     pub fn ping_sync(&mut self) {
         self.send(&json!({"type":"ping"}));
         let v = self.recv();
-        assert_eq!(
-            v,
-            json!({"event":"pong"}),
-            "expected pong as the next frame"
-        );
+        assert_eq!(v, json!({"event":"pong"}), "expected pong as the next frame");
     }
 
     /// Sends a frame and returns the one reply (for frame-validation errors).
@@ -211,13 +183,8 @@ impl WsClient {
             frame["after_seq"] = json!(n);
         }
         let v = self.reply_to(&frame);
-        let last = v["last_seq"]
-            .as_u64()
-            .unwrap_or_else(|| panic!("attached without an integer last_seq: {v:?}"));
-        assert_eq!(
-            v,
-            json!({"event":"attached","chat_id":chat,"last_seq":last})
-        );
+        let last = v["last_seq"].as_u64().unwrap_or_else(|| panic!("attached without an integer last_seq: {v:?}"));
+        assert_eq!(v, json!({"event":"attached","chat_id":chat,"last_seq":last}));
         last
     }
 

@@ -26,12 +26,7 @@ fn post(fake: &FakeLlm, body: &Value) -> (u16, Result<String, String>) {
         .expect("transport");
     let status = resp.status().as_u16();
     let mut text = String::new();
-    let r = resp
-        .body_mut()
-        .as_reader()
-        .read_to_string(&mut text)
-        .map(|_| text)
-        .map_err(|e| e.to_string());
+    let r = resp.body_mut().as_reader().read_to_string(&mut text).map(|_| text).map_err(|e| e.to_string());
     (status, r)
 }
 
@@ -40,11 +35,7 @@ fn contents(sse: &str) -> String {
         .filter_map(|ev| ev.strip_prefix("data: "))
         .filter(|d| *d != "[DONE]")
         .map(|d| serde_json::from_str::<Value>(d).expect("chunk JSON"))
-        .filter_map(|v| {
-            v["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(str::to_string)
-        })
+        .filter_map(|v| v["choices"][0]["delta"]["content"].as_str().map(str::to_string))
         .collect()
 }
 
@@ -80,16 +71,9 @@ fn fake_streams_gates_cuts_and_retries() {
     fake.push(Reply::status(500, r#"{"error":{"message":"x"}}"#));
     fake.push(Reply::text(&["next"]));
     assert_eq!(post(&fake, &body("three")).0, 500);
-    assert_eq!(
-        post(&fake, &body("three")).0,
-        500,
-        "a retry gets the same reply"
-    );
+    assert_eq!(post(&fake, &body("three")).0, 500, "a retry gets the same reply");
     let (status, text) = post(&fake, &body("four"));
-    assert_eq!(
-        (status, contents(&text.expect("body"))),
-        (200, "next".to_string())
-    );
+    assert_eq!((status, contents(&text.expect("body"))), (200, "next".to_string()));
     assert_eq!(fake.chat_requests().len(), 5);
     assert!(fake.failures().is_empty(), "{:?}", fake.failures());
 }

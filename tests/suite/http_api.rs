@@ -16,24 +16,17 @@ fn health_request_ids_and_unknown_routes() {
     let b = server.get("/api/health");
     let ida = a.header("x-request-id").expect("x-request-id").to_string();
     let idb = b.header("x-request-id").expect("x-request-id").to_string();
-    assert!(
-        is_lower_hex(&ida, 32) && is_lower_hex(&idb, 32),
-        "{ida} {idb}"
-    );
+    assert!(is_lower_hex(&ida, 32) && is_lower_hex(&idb, 32), "{ida} {idb}");
     assert_ne!(ida, idb);
 
     let r = server.get("/api/nope");
     r.expect(404, json!({"detail":"Not Found"}));
-    assert!(r
-        .header("x-request-id")
-        .is_some_and(|id| is_lower_hex(id, 32)));
+    assert!(r.header("x-request-id").is_some_and(|id| is_lower_hex(id, 32)));
     let r = server.get("/nope");
     r.expect(404, json!({"detail":"Not Found"}));
     let r = server.post("/api/health", &json!({}));
     r.expect(405, json!({"detail":"Method Not Allowed"}));
-    assert!(r
-        .header("x-request-id")
-        .is_some_and(|id| is_lower_hex(id, 32)));
+    assert!(r.header("x-request-id").is_some_and(|id| is_lower_hex(id, 32)));
     let r = server.request("HEAD", "/api/health", &[], None);
     assert_eq!(r.status, 405);
     let r = server.request("DELETE", "/api/sessions", &[], None);
@@ -42,22 +35,15 @@ fn health_request_ids_and_unknown_routes() {
     let r = server.get("/api/sessions/");
     assert_eq!(r.status, 307);
     let loc = r.header("location").expect("location");
-    assert!(
-        loc == "/api/sessions" || loc == format!("{}/api/sessions", server.http_base()),
-        "location {loc}"
-    );
-    assert!(r
-        .header("x-request-id")
-        .is_some_and(|id| is_lower_hex(id, 32)));
+    assert!(loc == "/api/sessions" || loc == format!("{}/api/sessions", server.http_base()), "location {loc}");
+    assert!(r.header("x-request-id").is_some_and(|id| is_lower_hex(id, 32)));
 }
 
 #[test]
 fn sessions_list_messages_rename_delete() {
     let fake = FakeLlm::start();
     let server = TestServer::with_llm(&fake);
-    server
-        .get("/api/sessions")
-        .expect(200, json!({"sessions":[]}));
+    server.get("/api/sessions").expect(200, json!({"sessions":[]}));
     let mut ws = WsClient::connect(&server);
     let a = ws.chat_id.clone();
     let b = ws.new_chat();
@@ -75,10 +61,8 @@ fn sessions_list_messages_rename_delete() {
         .expect("open history")
         .set_modified(old)
         .expect("set mtime");
-    let mtime_b = std::fs::metadata(server.chat_dir(&b).join("history.jsonl"))
-        .expect("meta")
-        .modified()
-        .expect("mtime");
+    let mtime_b =
+        std::fs::metadata(server.chat_dir(&b).join("history.jsonl")).expect("meta").modified().expect("mtime");
     // Hidden entries and plain files in the memory root are not chats.
     std::fs::create_dir_all(server.memory().join(".hidden-chat")).expect("mkdir");
     std::fs::write(server.memory().join("stray-file"), "x").expect("write");
@@ -92,61 +76,27 @@ fn sessions_list_messages_rename_delete() {
         200,
         json!({"chat_id":a,"messages":[{"role":"user","content":"chat a"},{"role":"assistant","content":"answer a"}]}),
     );
-    server
-        .get("/api/sessions/no-such-chat/messages")
-        .expect(404, json!({"detail":"session not found"}));
+    server.get("/api/sessions/no-such-chat/messages").expect(404, json!({"detail":"session not found"}));
 
     // Rename: trimmed, persisted, no WS event; unknown keys in metadata.json are kept.
     let meta_path = server.chat_dir(&a).join("metadata.json");
-    let mut meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(&meta_path).expect("meta")).expect("json");
+    let mut meta: Value = serde_json::from_str(&std::fs::read_to_string(&meta_path).expect("meta")).expect("json");
     meta["x_custom"] = json!({"kept":true});
-    std::fs::write(
-        &meta_path,
-        serde_json::to_string_pretty(&meta).expect("json"),
-    )
-    .expect("write");
+    std::fs::write(&meta_path, serde_json::to_string_pretty(&meta).expect("json")).expect("write");
     server
-        .patch(
-            &format!("/api/sessions/{a}"),
-            &json!({"title":"  Renamed chat  "}),
-        )
+        .patch(&format!("/api/sessions/{a}"), &json!({"title":"  Renamed chat  "}))
         .expect(200, json!({"chat_id":a,"title":"Renamed chat"}));
     ws.ping_sync();
-    let meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(&meta_path).expect("meta")).expect("json");
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(&meta_path).expect("meta")).expect("json");
     assert_eq!(meta["title"], "Renamed chat");
     assert_eq!(meta["x_custom"], json!({"kept":true}));
     let r = server.patch(&format!("/api/sessions/{a}"), &json!({"title":"   "}));
     assert_eq!(r.status, 422);
     let detail = r.json()["detail"].clone();
-    assert_eq!(
-        detail[0]["msg"], "Value error, title must not be empty",
-        "{detail}"
-    );
-    assert_eq!(
-        server
-            .patch(&format!("/api/sessions/{a}"), &json!({}))
-            .status,
-        422
-    );
-    assert_eq!(
-        server
-            .patch(&format!("/api/sessions/{a}"), &json!({"title":5}))
-            .status,
-        422
-    );
-    assert_eq!(
-        server
-            .request(
-                "PATCH",
-                &format!("/api/sessions/{a}"),
-                &[],
-                Some("not json")
-            )
-            .status,
-        422
-    );
+    assert_eq!(detail[0]["msg"], "Value error, title must not be empty", "{detail}");
+    assert_eq!(server.patch(&format!("/api/sessions/{a}"), &json!({})).status, 422);
+    assert_eq!(server.patch(&format!("/api/sessions/{a}"), &json!({"title":5})).status, 422);
+    assert_eq!(server.request("PATCH", &format!("/api/sessions/{a}"), &[], Some("not json")).status, 422);
     server
         .patch("/api/sessions/no-such-chat", &json!({"title":"x"}))
         .expect(404, json!({"detail":"session not found"}));
@@ -155,8 +105,7 @@ fn sessions_list_messages_rename_delete() {
     ws.message(&a, "another message", "openai_compatible");
     let events = ws.turn_events(&a);
     assert!(events.iter().all(|e| e["event"] != "session_updated"));
-    let meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(&meta_path).expect("meta")).expect("json");
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(&meta_path).expect("meta")).expect("json");
     assert_eq!(meta["title"], "Renamed chat");
     assert_eq!(meta["x_custom"], json!({"kept":true}));
 
@@ -165,12 +114,8 @@ fn sessions_list_messages_rename_delete() {
     assert_eq!((r.status, r.body.as_str()), (204, ""));
     assert!(r.header("x-request-id").is_some());
     assert!(!server.chat_dir(&b).exists());
-    server
-        .get(&format!("/api/sessions/{b}/messages"))
-        .expect(404, json!({"detail":"session not found"}));
-    server
-        .delete(&format!("/api/sessions/{b}"))
-        .expect(404, json!({"detail":"session not found"}));
+    server.get(&format!("/api/sessions/{b}/messages")).expect(404, json!({"detail":"session not found"}));
+    server.delete(&format!("/api/sessions/{b}")).expect(404, json!({"detail":"session not found"}));
     let list = server.get("/api/sessions").json();
     assert_eq!(list["sessions"].as_array().map(Vec::len), Some(1));
     assert_eq!(list["sessions"][0]["chat_id"], a.as_str());
@@ -189,49 +134,27 @@ fn session_routes_reject_bad_chat_ids() {
     std::fs::write(server.home.join("sibling.txt"), "do not touch").expect("write");
     let not_found = json!({"detail":"session not found"});
     let long = "a".repeat(65);
-    let bad = [
-        "%2E%2E",
-        "%2e%2e",
-        "..%2F..",
-        "%2E%2E%2F%2E%2E",
-        "a%2Fb",
-        "has%20space",
-        "%00",
-        long.as_str(),
-        ".hidden",
-    ];
+    let bad =
+        ["%2E%2E", "%2e%2e", "..%2F..", "%2E%2E%2F%2E%2E", "a%2Fb", "has%20space", "%00", long.as_str(), ".hidden"];
     for id in bad {
         for (method, path, body) in [
             ("GET", format!("/api/sessions/{id}/messages"), None),
-            (
-                "PATCH",
-                format!("/api/sessions/{id}"),
-                Some(r#"{"title":"x"}"#),
-            ),
+            ("PATCH", format!("/api/sessions/{id}"), Some(r#"{"title":"x"}"#)),
             ("DELETE", format!("/api/sessions/{id}"), None),
         ] {
             let r = server.request(method, &path, &[], body);
             assert_eq!(r.status, 404, "{method} {path}: {}", r.body);
             if r.body.starts_with('{') {
                 let v = r.json();
-                assert!(
-                    v == not_found || v == json!({"detail":"Not Found"}),
-                    "{method} {path}: {v}"
-                );
+                assert!(v == not_found || v == json!({"detail":"Not Found"}), "{method} {path}: {v}");
             }
         }
     }
     assert!(server.memory().is_dir(), "the memory root survived");
     assert!(server.chat_dir(&chat).join("history.jsonl").is_file());
-    assert_eq!(
-        std::fs::read_to_string(server.home.join("sibling.txt")).expect("sibling"),
-        "do not touch"
-    );
+    assert_eq!(std::fs::read_to_string(server.home.join("sibling.txt")).expect("sibling"), "do not touch");
     assert!(server.home.join("config/settings/llm.json").is_file());
-    assert_eq!(
-        server.get("/api/sessions").json()["sessions"][0]["chat_id"],
-        chat.as_str()
-    );
+    assert_eq!(server.get("/api/sessions").json()["sessions"][0]["chat_id"], chat.as_str());
 }
 
 #[test]
@@ -247,10 +170,6 @@ fn a_failed_first_turn_leaves_a_listed_session() {
     let entry = &list["sessions"][0];
     assert_eq!(entry["chat_id"], chat.as_str());
     assert_eq!(entry["title"], "doomed but titled");
-    assert!(is_naive_iso(
-        entry["updated_at"].as_str().expect("updated_at")
-    ));
-    server
-        .get(&format!("/api/sessions/{chat}/messages"))
-        .expect(200, json!({"chat_id":chat,"messages":[]}));
+    assert!(is_naive_iso(entry["updated_at"].as_str().expect("updated_at")));
+    server.get(&format!("/api/sessions/{chat}/messages")).expect(200, json!({"chat_id":chat,"messages":[]}));
 }

@@ -25,16 +25,10 @@ fn accepted(port: u16, origin: Option<&str>) -> bool {
 fn ws_handshake_origin_check_with_defaults() {
     let server = TestServer::start();
     let own = server.http_base();
-    assert!(
-        accepted(server.ws_port, None),
-        "a script without Origin is accepted"
-    );
+    assert!(accepted(server.ws_port, None), "a script without Origin is accepted");
     assert!(accepted(server.ws_port, Some("http://127.0.0.1:5173")));
     assert!(accepted(server.ws_port, Some("http://localhost:5173")));
-    assert!(
-        accepted(server.ws_port, Some(&own)),
-        "the server's own origin {own}"
-    );
+    assert!(accepted(server.ws_port, Some(&own)), "the server's own origin {own}");
     for bad in [
         "http://evil.example",
         "https://127.0.0.1:5173",
@@ -43,10 +37,7 @@ fn ws_handshake_origin_check_with_defaults() {
         "null",
         "HTTP://127.0.0.1:5173",
     ] {
-        assert!(
-            !accepted(server.ws_port, Some(bad)),
-            "origin {bad} must be refused"
-        );
+        assert!(!accepted(server.ws_port, Some(bad)), "origin {bad} must be refused");
     }
     // Refusals do not hurt the server.
     assert!(accepted(server.ws_port, None));
@@ -55,36 +46,18 @@ fn ws_handshake_origin_check_with_defaults() {
 #[test]
 fn ws_and_http_origin_check_with_a_configured_list() {
     let server = TestServer::builder()
-        .env(
-            "CASHCODE_ALLOWED_ORIGINS",
-            " http://app.example:3000/ , https://ui.example ",
-        )
+        .env("CASHCODE_ALLOWED_ORIGINS", " http://app.example:3000/ , https://ui.example ")
         .start();
     assert!(accepted(server.ws_port, Some("http://app.example:3000")));
     assert!(accepted(server.ws_port, Some("https://ui.example")));
     assert!(accepted(server.ws_port, Some(&server.http_base())));
-    assert!(
-        !accepted(server.ws_port, Some("http://127.0.0.1:5173")),
-        "defaults replaced"
-    );
+    assert!(!accepted(server.ws_port, Some("http://127.0.0.1:5173")), "defaults replaced");
     let body = llm_body("http://127.0.0.1:9", "");
-    let r = server.request(
-        "PUT",
-        "/api/settings/llm",
-        &[("Origin", "http://app.example:3000")],
-        Some(&body.to_string()),
-    );
+    let r =
+        server.request("PUT", "/api/settings/llm", &[("Origin", "http://app.example:3000")], Some(&body.to_string()));
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(
-        r.header("access-control-allow-origin"),
-        Some("http://app.example:3000")
-    );
-    let r = server.request(
-        "PUT",
-        "/api/settings/llm",
-        &[("Origin", "http://127.0.0.1:5173")],
-        Some(&body.to_string()),
-    );
+    assert_eq!(r.header("access-control-allow-origin"), Some("http://app.example:3000"));
+    let r = server.request("PUT", "/api/settings/llm", &[("Origin", "http://127.0.0.1:5173")], Some(&body.to_string()));
     r.expect(403, json!({"detail":"Origin is not allowed"}));
 }
 
@@ -103,52 +76,24 @@ fn state_changing_http_routes_refuse_foreign_origins() {
     let evil = [("Origin", "http://evil.example")];
     let forbidden = json!({"detail":"Origin is not allowed"});
     let body = llm_body("http://127.0.0.1:1", "").to_string();
+    server.request("PUT", "/api/settings/llm", &evil, Some(&body)).expect(403, forbidden.clone());
+    let test_body =
+        json!({"provider":"openai_compatible","openai_compatible":{"base_url":fake.base()},"ollama":{"base_url":""}})
+            .to_string();
+    server.request("POST", "/api/settings/llm/test", &evil, Some(&test_body)).expect(403, forbidden.clone());
+    server.request("GET", "/api/settings/llm/models", &evil, None).expect(403, forbidden.clone());
     server
-        .request("PUT", "/api/settings/llm", &evil, Some(&body))
+        .request("PATCH", &format!("/api/sessions/{chat}"), &evil, Some(r#"{"title":"pwned"}"#))
         .expect(403, forbidden.clone());
-    let test_body = json!({"provider":"openai_compatible","openai_compatible":{"base_url":fake.base()},"ollama":{"base_url":""}}).to_string();
-    server
-        .request("POST", "/api/settings/llm/test", &evil, Some(&test_body))
-        .expect(403, forbidden.clone());
-    server
-        .request("GET", "/api/settings/llm/models", &evil, None)
-        .expect(403, forbidden.clone());
-    server
-        .request(
-            "PATCH",
-            &format!("/api/sessions/{chat}"),
-            &evil,
-            Some(r#"{"title":"pwned"}"#),
-        )
-        .expect(403, forbidden.clone());
-    server
-        .request("DELETE", &format!("/api/sessions/{chat}"), &evil, None)
-        .expect(403, forbidden);
+    server.request("DELETE", &format!("/api/sessions/{chat}"), &evil, None).expect(403, forbidden);
     // Nothing changed, and the guarded routes made no provider call.
-    assert_eq!(
-        std::fs::read(server.llm_json()).expect("llm.json"),
-        settings_before
-    );
+    assert_eq!(std::fs::read(server.llm_json()).expect("llm.json"), settings_before);
     assert!(server.chat_dir(&chat).join("history.jsonl").exists());
-    assert_eq!(
-        server.get("/api/sessions").json()["sessions"][0]["title"],
-        "keep me"
-    );
-    assert!(
-        fake.requests().iter().all(|r| r.is_chat()),
-        "no /models probe for a refused origin"
-    );
+    assert_eq!(server.get("/api/sessions").json()["sessions"][0]["title"], "keep me");
+    assert!(fake.requests().iter().all(|r| r.is_chat()), "no /models probe for a refused origin");
     // Reads are not guarded; without Origin everything works.
-    assert_eq!(
-        server
-            .request("GET", "/api/settings/llm", &evil, None)
-            .status,
-        200
-    );
-    assert_eq!(
-        server.request("GET", "/api/sessions", &evil, None).status,
-        200
-    );
+    assert_eq!(server.request("GET", "/api/settings/llm", &evil, None).status, 200);
+    assert_eq!(server.request("GET", "/api/sessions", &evil, None).status, 200);
     let ok = server.request(
         "PATCH",
         &format!("/api/sessions/{chat}"),
@@ -167,18 +112,12 @@ fn cors_headers_and_preflight() {
     assert_eq!(r.header("access-control-allow-origin"), Some(allowed));
     assert_eq!(r.header("access-control-allow-credentials"), Some("true"));
     assert!(
-        r.header("vary")
-            .is_some_and(|v| v.to_ascii_lowercase().contains("origin")),
+        r.header("vary").is_some_and(|v| v.to_ascii_lowercase().contains("origin")),
         "vary: {:?}",
         r.header("vary")
     );
     // A foreign origin on a read: served, without CORS headers.
-    let r = server.request(
-        "GET",
-        "/api/health",
-        &[("Origin", "http://evil.example")],
-        None,
-    );
+    let r = server.request("GET", "/api/health", &[("Origin", "http://evil.example")], None);
     assert_eq!(r.status, 200);
     assert_eq!(r.header("access-control-allow-origin"), None);
     // Preflight from an allowed origin.
@@ -196,32 +135,18 @@ fn cors_headers_and_preflight() {
     assert_eq!(r.header("access-control-allow-origin"), Some(allowed));
     assert_eq!(r.header("access-control-allow-credentials"), Some("true"));
     assert_eq!(r.header("access-control-max-age"), Some("600"));
-    let methods = r
-        .header("access-control-allow-methods")
-        .unwrap_or("")
-        .to_ascii_uppercase();
+    let methods = r.header("access-control-allow-methods").unwrap_or("").to_ascii_uppercase();
     for m in ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] {
         assert!(methods.contains(m), "allow-methods {methods:?} lacks {m}");
     }
-    let headers = r
-        .header("access-control-allow-headers")
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    assert!(
-        headers.contains("content-type") && headers.contains("x-custom"),
-        "allow-headers {headers:?}"
-    );
-    assert!(r
-        .header("x-request-id")
-        .is_some_and(|id| is_lower_hex(id, 32)));
+    let headers = r.header("access-control-allow-headers").unwrap_or("").to_ascii_lowercase();
+    assert!(headers.contains("content-type") && headers.contains("x-custom"), "allow-headers {headers:?}");
+    assert!(r.header("x-request-id").is_some_and(|id| is_lower_hex(id, 32)));
     // Preflight from elsewhere.
     let r = server.request(
         "OPTIONS",
         "/api/settings/llm",
-        &[
-            ("Origin", "http://evil.example"),
-            ("Access-Control-Request-Method", "PUT"),
-        ],
+        &[("Origin", "http://evil.example"), ("Access-Control-Request-Method", "PUT")],
         None,
     );
     assert_eq!((r.status, r.body.as_str()), (400, "Disallowed CORS origin"));

@@ -22,20 +22,14 @@ fn fail_then_recover(server: &TestServer, fake: &FakeLlm, failing_provider: &str
         json!({"event":"error","detail":detail,"chat_id":chat}),
         "the error event has exactly detail, chat_id and seq"
     );
-    assert!(
-        !detail.contains(KEY_MARKER),
-        "the key leaked into the error: {detail:?}"
-    );
+    assert!(!detail.contains(KEY_MARKER), "the key leaked into the error: {detail:?}");
     // Nothing persisted; the title stays (metadata written before the model call).
     assert_eq!(history_summary(&server.home, &chat), rows(&[]));
-    let meta: Value = serde_json::from_str(
-        &std::fs::read_to_string(server.chat_dir(&chat).join("metadata.json")).expect("metadata"),
-    )
-    .expect("metadata JSON");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(server.chat_dir(&chat).join("metadata.json")).expect("metadata"))
+            .expect("metadata JSON");
     assert_eq!(meta["title"], "first try");
-    server
-        .get(&format!("/api/sessions/{chat}/messages"))
-        .expect(200, json!({"chat_id":chat,"messages":[]}));
+    server.get(&format!("/api/sessions/{chat}/messages")).expect(200, json!({"chat_id":chat,"messages":[]}));
 
     // The next turn on the same chat works and does not see the failed one.
     let before = fake.chat_requests().len();
@@ -46,10 +40,7 @@ fn fail_then_recover(server: &TestServer, fake: &FakeLlm, failing_provider: &str
     let reqs = fake.chat_requests();
     assert_eq!(reqs.len(), before + 1);
     assert_eq!(convo(&reqs[before].body), pairs(&[("user", "second try")]));
-    assert_eq!(
-        history_summary(&server.home, &chat),
-        rows(&[(1, "user", "second try"), (2, "assistant", "recovered")])
-    );
+    assert_eq!(history_summary(&server.home, &chat), rows(&[(1, "user", "second try"), (2, "assistant", "recovered")]));
     detail
 }
 
@@ -71,10 +62,7 @@ fn http_401_names_the_status_and_never_the_key() {
 fn http_500_names_the_status() {
     let fake = FakeLlm::start();
     let server = TestServer::with_llm(&fake);
-    fake.push(Reply::status(
-        500,
-        r#"{"error":{"message":"upstream exploded"}}"#,
-    ));
+    fake.push(Reply::status(500, r#"{"error":{"message":"upstream exploded"}}"#));
     let detail = fail_then_recover(&server, &fake, "openai_compatible");
     assert!(detail.contains("500"), "detail {detail:?}");
 }
@@ -83,9 +71,7 @@ fn http_500_names_the_status() {
 fn http_429_with_retry_after_names_the_status() {
     let fake = FakeLlm::start();
     let server = TestServer::with_llm(&fake);
-    fake.push(
-        Reply::status(429, r#"{"error":{"message":"rate limited"}}"#).header("retry-after", "0"),
-    );
+    fake.push(Reply::status(429, r#"{"error":{"message":"rate limited"}}"#).header("retry-after", "0"));
     let detail = fail_then_recover(&server, &fake, "openai_compatible");
     assert!(detail.contains("429"), "detail {detail:?}");
 }
@@ -95,14 +81,12 @@ fn provider_down_says_cannot_reach() {
     let fake = FakeLlm::start();
     let server = TestServer::start();
     let dead = format!("http://127.0.0.1:{}", dead_port());
-    server
-        .put("/api/settings/llm", &llm_body(&fake.base(), &dead))
-        .expect(
-            200,
-            json!({"configured":true,
+    server.put("/api/settings/llm", &llm_body(&fake.base(), &dead)).expect(
+        200,
+        json!({"configured":true,
                    "openai_compatible":{"base_url":fake.base(),"ready":true,"api_key_configured":true},
                    "ollama":{"base_url":dead,"ready":true}}),
-        );
+    );
     let detail = fail_then_recover(&server, &fake, "ollama");
     assert!(detail.contains("Cannot reach"), "detail {detail:?}");
 }
@@ -110,9 +94,7 @@ fn provider_down_says_cannot_reach() {
 #[test]
 fn slow_model_times_out() {
     let fake = FakeLlm::start();
-    let server = TestServer::builder()
-        .env("CASHCODE_LLM_TIMEOUT", "0.5")
-        .start();
+    let server = TestServer::builder().env("CASHCODE_LLM_TIMEOUT", "0.5").start();
     server.configure_llm(&fake);
     fake.push(Reply::text(&["too slow"]).first_byte_delay(std::time::Duration::from_secs(4)));
     let detail = fail_then_recover(&server, &fake, "openai_compatible");
@@ -122,9 +104,7 @@ fn slow_model_times_out() {
 #[test]
 fn stalled_stream_times_out_between_chunks() {
     let fake = FakeLlm::start();
-    let server = TestServer::builder()
-        .env("CASHCODE_LLM_TIMEOUT", "0.5")
-        .start();
+    let server = TestServer::builder().env("CASHCODE_LLM_TIMEOUT", "0.5").start();
     server.configure_llm(&fake);
     let never = Gate::new();
     fake.push(Reply::text(&["partial", " never"]).gate_before_chunk(1, &never));
@@ -137,10 +117,7 @@ fn stalled_stream_times_out_between_chunks() {
     // A read timeout mid-stream is a provider failure like any other.
     let detail = error_detail(events.last().expect("events"));
     assert!(detail.contains("timed out"), "detail {detail:?}");
-    assert_eq!(
-        last,
-        &json!({"event":"error","detail":detail,"chat_id":chat})
-    );
+    assert_eq!(last, &json!({"event":"error","detail":detail,"chat_id":chat}));
     assert_eq!(history_summary(&server.home, &chat), rows(&[]));
     never.open();
 }
@@ -166,14 +143,9 @@ fn stream_cut_mid_answer_is_an_error_and_persists_nothing() {
     let (masked, last) = mask_turn(&events, 1);
     let detail = error_detail(events.last().expect("events"));
     assert!(!detail.is_empty());
-    assert_eq!(
-        masked.last().expect("events"),
-        &json!({"event":"error","detail":detail,"chat_id":chat})
-    );
+    assert_eq!(masked.last().expect("events"), &json!({"event":"error","detail":detail,"chat_id":chat}));
     assert!(
-        masked
-            .iter()
-            .all(|e| e["event"] != "done" && e["event"] != "stream_end"),
+        masked.iter().all(|e| e["event"] != "done" && e["event"] != "stream_end"),
         "a broken stream must not end like a finished answer: {masked:?}"
     );
     assert_eq!(history_summary(&server.home, &chat), rows(&[]));

@@ -1,6 +1,6 @@
 //! Restart recovery (storage.md §3, agent-and-memory.md §8): histories, titles and sessions
 //! come back after a kill; a torn last line is tolerated and later appends stay parseable; a
-//! turn killed mid-stream leaves only its title.
+//! turn killed mid-stream leaves its title and (written ahead) its user message, never a partial answer.
 
 use serde_json::{json, Value};
 
@@ -16,19 +16,12 @@ fn history_titles_and_sessions_survive_a_restart() {
     fake.push(Reply::text(&["answer ", "a"]));
     ws.message(&a, "question a", "openai_compatible");
     ws.turn_events(&a);
-    fake.push(Reply::tool_calls(&[ToolCallSpec::new(
-        "call_r1",
-        "save_memory",
-        &["{\"content\":\"restart fact\"}"],
-    )]));
+    fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_r1", "save_memory", &["{\"content\":\"restart fact\"}"])]));
     fake.push(Reply::text(&["answer b"]));
     ws.message(&b, "question b", "openai_compatible");
     ws.turn_events(&b);
     server
-        .patch(
-            &format!("/api/sessions/{b}"),
-            &json!({"title":"Chat B renamed"}),
-        )
+        .patch(&format!("/api/sessions/{b}"), &json!({"title":"Chat B renamed"}))
         .expect(200, json!({"chat_id":b,"title":"Chat B renamed"}));
     let sessions = server.get("/api/sessions").json();
     let msgs_a = server.get(&format!("/api/sessions/{a}/messages")).json();
@@ -37,12 +30,8 @@ fn history_titles_and_sessions_survive_a_restart() {
 
     server.restart();
     server.get("/api/sessions").expect(200, sessions);
-    server
-        .get(&format!("/api/sessions/{a}/messages"))
-        .expect(200, msgs_a);
-    server
-        .get(&format!("/api/sessions/{b}/messages"))
-        .expect(200, msgs_b);
+    server.get(&format!("/api/sessions/{a}/messages")).expect(200, msgs_a);
+    server.get(&format!("/api/sessions/{b}/messages")).expect(200, msgs_b);
     server.get("/api/settings/llm").expect(
         200,
         json!({"configured":true,
@@ -67,21 +56,11 @@ fn history_titles_and_sessions_survive_a_restart() {
     let n = reqs.len();
     assert_eq!(
         convo(&reqs[n - 2].body),
-        pairs(&[
-            ("user", "question a"),
-            ("assistant", "answer a"),
-            ("user", "follow-up a")
-        ])
+        pairs(&[("user", "question a"), ("assistant", "answer a"), ("user", "follow-up a")])
     );
     let mb = req_messages(&reqs[n - 1].body);
-    let roles: Vec<&str> = mb[1..]
-        .iter()
-        .map(|m| m["role"].as_str().unwrap_or(""))
-        .collect();
-    assert_eq!(
-        roles,
-        vec!["user", "assistant", "tool", "assistant", "user"]
-    );
+    let roles: Vec<&str> = mb[1..].iter().map(|m| m["role"].as_str().unwrap_or("")).collect();
+    assert_eq!(roles, vec!["user", "assistant", "tool", "assistant", "user"]);
     assert_eq!(mb[2]["tool_calls"][0]["id"], "call_r1");
     assert_eq!(mb[3]["tool_call_id"], "call_r1");
     assert_eq!(
@@ -93,10 +72,9 @@ fn history_titles_and_sessions_survive_a_restart() {
             (4, "assistant", "more a")
         ])
     );
-    let meta: Value = serde_json::from_str(
-        &std::fs::read_to_string(server.chat_dir(&b).join("metadata.json")).expect("metadata"),
-    )
-    .expect("JSON");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(server.chat_dir(&b).join("metadata.json")).expect("metadata"))
+            .expect("JSON");
     assert_eq!(meta["title"], "Chat B renamed");
 }
 
@@ -111,14 +89,11 @@ fn torn_last_line_is_tolerated() {
         "{\"cursor\": 1, \"timestamp\": \"2026-11-30 01:40\", \"role\": \"user\", \"content\": \"before the crash\"}\n",
         "{\"cursor\": 2, \"timestamp\": \"2026-11-30 01:40\", \"role\": \"assistant\", \"content\": \"still here\"}\n"
     );
-    let torn = "{\"cursor\": 3, \"timestamp\": \"2026-11-30 01:41\", \"role\": \"user\", \"content\": \"this line was cu";
+    let torn =
+        "{\"cursor\": 3, \"timestamp\": \"2026-11-30 01:41\", \"role\": \"user\", \"content\": \"this line was cu";
     std::fs::write(dir.join("history.jsonl"), format!("{good}{torn}")).expect("write");
     std::fs::write(dir.join(".cursor"), "2").expect("write");
-    std::fs::write(
-        dir.join("metadata.json"),
-        "{\n  \"title\": \"Torn chat\"\n}",
-    )
-    .expect("write");
+    std::fs::write(dir.join("metadata.json"), "{\n  \"title\": \"Torn chat\"\n}").expect("write");
     let server = TestServer::builder().home(&home).start();
     server.configure_llm(&fake);
     server.get(&format!("/api/sessions/{chat}/messages")).expect(
@@ -126,10 +101,7 @@ fn torn_last_line_is_tolerated() {
         json!({"chat_id":chat,"messages":[
             {"role":"user","content":"before the crash"},{"role":"assistant","content":"still here"}]}),
     );
-    assert_eq!(
-        server.get("/api/sessions").json()["sessions"][0]["title"],
-        "Torn chat"
-    );
+    assert_eq!(server.get("/api/sessions").json()["sessions"][0]["title"], "Torn chat");
 
     let mut ws = WsClient::connect(&server);
     ws.attach(chat, None);
@@ -140,11 +112,7 @@ fn torn_last_line_is_tolerated() {
     assert_eq!(masked, plain_answer(chat, None, &["after"]));
     assert_eq!(
         convo(&fake.chat_requests()[0].body),
-        pairs(&[
-            ("user", "before the crash"),
-            ("assistant", "still here"),
-            ("user", "after the crash")
-        ])
+        pairs(&[("user", "before the crash"), ("assistant", "still here"), ("user", "after the crash")])
     );
     // The new records are whole lines of their own; only the torn fragment (if kept) fails to parse.
     let text = std::fs::read_to_string(dir.join("history.jsonl")).expect("history");
@@ -161,10 +129,7 @@ fn torn_last_line_is_tolerated() {
             Err(_) => broken.push(line.to_string()),
         }
     }
-    assert!(
-        broken.is_empty() || broken == vec![torn.to_string()],
-        "broken lines {broken:?}"
-    );
+    assert!(broken.is_empty() || broken == vec![torn.to_string()], "broken lines {broken:?}");
     assert_eq!(
         parsed,
         rows(&[
@@ -183,7 +148,9 @@ fn torn_last_line_is_tolerated() {
 }
 
 #[test]
-fn a_turn_killed_mid_stream_leaves_only_its_title() {
+fn a_turn_killed_mid_stream_keeps_its_title_and_user_message_only() {
+    // The lead's crash safety: the running turn's user message is written ahead and recovered
+    // once at start-up; the partial answer is not kept.
     let fake = FakeLlm::start();
     let mut server = TestServer::with_llm(&fake);
     let mut ws = WsClient::connect(&server);
@@ -199,21 +166,20 @@ fn a_turn_killed_mid_stream_leaves_only_its_title() {
     let list = server.get("/api/sessions").json();
     assert_eq!(list["sessions"][0]["chat_id"], chat.as_str());
     assert_eq!(list["sessions"][0]["title"], "crash during this");
-    server
-        .get(&format!("/api/sessions/{chat}/messages"))
-        .expect(200, json!({"chat_id":chat,"messages":[]}));
+    let recovered = json!({"chat_id":chat,"messages":[{"role":"user","content":"crash during this"}]});
+    server.get(&format!("/api/sessions/{chat}/messages")).expect(200, recovered.clone());
+    // Recovered once: a second restart adds nothing.
+    server.restart();
+    server.get(&format!("/api/sessions/{chat}/messages")).expect(200, recovered);
     let mut ws = WsClient::connect(&server);
     ws.attach(&chat, None);
     fake.push(Reply::text(&["clean"]));
     ws.message(&chat, "after restart", "openai_compatible");
     ws.turn_events(&chat);
     let reqs = fake.chat_requests();
-    assert_eq!(
-        convo(&reqs[reqs.len() - 1].body),
-        pairs(&[("user", "after restart")])
-    );
+    assert_eq!(convo(&reqs[reqs.len() - 1].body), pairs(&[("user", "crash during this"), ("user", "after restart")]));
     assert_eq!(
         history_summary(&server.home, &chat),
-        rows(&[(1, "user", "after restart"), (2, "assistant", "clean")])
+        rows(&[(1, "user", "crash during this"), (2, "user", "after restart"), (3, "assistant", "clean")])
     );
 }

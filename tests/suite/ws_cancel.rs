@@ -16,15 +16,8 @@ const CANCEL_BOUND: Duration = Duration::from_millis(1000);
 /// Reads until the chat's closing event, splitting off `stop_ack` frames.
 fn until_closed(ws: &mut WsClient, chat: &str) -> (Vec<Value>, Vec<Value>) {
     let frames = ws.turn_frames(chat);
-    let acks = frames
-        .iter()
-        .filter(|f| f["event"] == "stop_ack")
-        .cloned()
-        .collect();
-    let events = frames
-        .into_iter()
-        .filter(|f| f["chat_id"] == chat && f["event"] != "stop_ack")
-        .collect();
+    let acks = frames.iter().filter(|f| f["event"] == "stop_ack").cloned().collect();
+    let events = frames.into_iter().filter(|f| f["chat_id"] == chat && f["event"] != "stop_ack").collect();
     (events, acks)
 }
 
@@ -53,10 +46,7 @@ fn cancel_before_the_first_byte_stops_at_once_and_persists_nothing() {
     let (masked, last) = mask_turn(&all, 1);
     assert_eq!(
         masked,
-        vec![
-            ev_title(&chat, "think hard"),
-            json!({"event":"error","detail":"cancelled","chat_id":chat})
-        ]
+        vec![ev_title(&chat, "think hard"), json!({"event":"error","detail":"cancelled","chat_id":chat})]
     );
     // Nothing persisted (the title was, before the model call).
     assert_eq!(history_summary(&server.home, &chat), rows(&[]));
@@ -72,10 +62,7 @@ fn cancel_before_the_first_byte_stops_at_once_and_persists_nothing() {
     let reqs = fake.chat_requests();
     assert_eq!(reqs.len(), 2);
     assert_eq!(convo(&reqs[1].body), pairs(&[("user", "again")]));
-    assert_eq!(
-        history_summary(&server.home, &chat),
-        rows(&[(1, "user", "again"), (2, "assistant", "fresh")])
-    );
+    assert_eq!(history_summary(&server.home, &chat), rows(&[(1, "user", "again"), (2, "assistant", "fresh")]));
     never.open();
 }
 
@@ -89,12 +76,7 @@ fn stop_during_streaming_keeps_the_partial_answer() {
     fake.push(Reply::text(&["Hello", " wor", "ld"]).gate_before_chunk(2, &never));
     ws.message(&chat, "greet me", "openai_compatible");
     let mut seen = Vec::new();
-    while seen
-        .iter()
-        .filter(|e: &&Value| e["event"] == "delta")
-        .count()
-        < 2
-    {
+    while seen.iter().filter(|e: &&Value| e["event"] == "delta").count() < 2 {
         let v = ws.recv();
         assert_eq!(v["chat_id"], chat.as_str(), "unexpected frame {v:?}");
         seen.push(v);
@@ -104,22 +86,12 @@ fn stop_during_streaming_keeps_the_partial_answer() {
     let sent = Instant::now();
     ws.send(&json!({"type":"stop","chat_id":chat}));
     let (events, acks) = until_closed(&mut ws, &chat);
-    assert!(
-        sent.elapsed() < CANCEL_BOUND,
-        "stop took {:?}",
-        sent.elapsed()
-    );
+    assert!(sent.elapsed() < CANCEL_BOUND, "stop took {:?}", sent.elapsed());
     assert_eq!(acks, vec![json!({"event":"stop_ack","chat_id":chat})]);
     seen.extend(events);
     let (masked, last) = mask_turn(&seen, 1);
-    assert_eq!(
-        masked,
-        plain_answer(&chat, Some("greet me"), &["Hello", " wor"])
-    );
-    assert_eq!(
-        history_summary(&server.home, &chat),
-        rows(&[(1, "user", "greet me"), (2, "assistant", "Hello wor")])
-    );
+    assert_eq!(masked, plain_answer(&chat, Some("greet me"), &["Hello", " wor"]));
+    assert_eq!(history_summary(&server.home, &chat), rows(&[(1, "user", "greet me"), (2, "assistant", "Hello wor")]));
 
     fake.push(Reply::text(&["ok"]));
     ws.message(&chat, "continue", "openai_compatible");
@@ -127,11 +99,7 @@ fn stop_during_streaming_keeps_the_partial_answer() {
     assert_eq!(masked, plain_answer(&chat, None, &["ok"]));
     assert_eq!(
         convo(&fake.chat_requests()[1].body),
-        pairs(&[
-            ("user", "greet me"),
-            ("assistant", "Hello wor"),
-            ("user", "continue")
-        ])
+        pairs(&[("user", "greet me"), ("assistant", "Hello wor"), ("user", "continue")])
     );
     never.open();
 }
@@ -154,10 +122,7 @@ fn cancel_from_another_connection_stops_the_turn() {
     let (masked, _) = mask_turn(&events, 1);
     assert_eq!(
         masked,
-        vec![
-            ev_title(&chat, "long task"),
-            json!({"event":"error","detail":"cancelled","chat_id":chat})
-        ]
+        vec![ev_title(&chat, "long task"), json!({"event":"error","detail":"cancelled","chat_id":chat})]
     );
     b.ping_sync();
     never.open();
@@ -172,20 +137,14 @@ fn cancel_with_nothing_running_only_acks() {
     ws.send(&json!({"type":"cancel","chat_id":chat}));
     assert_eq!(ws.recv(), json!({"event":"stop_ack","chat_id":chat}));
     ws.send(&json!({"type":"stop","chat_id":"some-other_chat:1"}));
-    assert_eq!(
-        ws.recv(),
-        json!({"event":"stop_ack","chat_id":"some-other_chat:1"})
-    );
+    assert_eq!(ws.recv(), json!({"event":"stop_ack","chat_id":"some-other_chat:1"}));
     // No pseudo-turn, no "LLM not configured" error: the next frame is the pong.
     ws.ping_sync();
     // A cancel does not poison the next turn.
     fake.push(Reply::text(&["normal"]));
     ws.message(&chat, "after cancel", "openai_compatible");
     let (masked, _) = mask_turn(&ws.turn_events(&chat), 1);
-    assert_eq!(
-        masked,
-        plain_answer(&chat, Some("after cancel"), &["normal"])
-    );
+    assert_eq!(masked, plain_answer(&chat, Some("after cancel"), &["normal"]));
     assert!(!server.chat_dir("some-other_chat:1").exists());
 }
 
@@ -196,11 +155,7 @@ fn cancel_during_a_tool_round_persists_nothing() {
     let mut ws = WsClient::connect(&server);
     let chat = ws.chat_id.clone();
     let never = Gate::new();
-    fake.push(Reply::tool_calls(&[ToolCallSpec::new(
-        "call_c1",
-        "save_memory",
-        &["{\"content\":\"kept fact\"}"],
-    )]));
+    fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_c1", "save_memory", &["{\"content\":\"kept fact\"}"])]));
     fake.push(Reply::text(&["never"]).gate_before_head(&never));
     ws.message(&chat, "save then think", "openai_compatible");
     never.wait_reached(WAIT);
@@ -208,18 +163,9 @@ fn cancel_during_a_tool_round_persists_nothing() {
     let (events, acks) = until_closed(&mut ws, &chat);
     assert_eq!(acks.len(), 1);
     let (masked, _) = mask_turn(&events, 1);
-    let names: Vec<&str> = masked
-        .iter()
-        .map(|e| e["event"].as_str().unwrap_or(""))
-        .collect();
-    assert_eq!(
-        names,
-        vec!["session_updated", "tool_call", "tool_result", "error"]
-    );
-    assert_eq!(
-        masked[3],
-        json!({"event":"error","detail":"cancelled","chat_id":chat})
-    );
+    let names: Vec<&str> = masked.iter().map(|e| e["event"].as_str().unwrap_or("")).collect();
+    assert_eq!(names, vec!["session_updated", "tool_call", "tool_result", "error"]);
+    assert_eq!(masked[3], json!({"event":"error","detail":"cancelled","chat_id":chat}));
     // No delta was sent, so the turn is rolled back: history stays empty and consistent.
     assert_eq!(history_summary(&server.home, &chat), rows(&[]));
     never.open();

@@ -46,21 +46,9 @@ fn envelope_errors_and_ping_pong() {
     }
     ws.send_text("  {\"type\":\"ping\",\"extra\":{\"ignored\":true}}  ");
     assert_eq!(ws.recv(), json!({"event":"pong"}));
-    expect_error(
-        &mut ws,
-        &json!({"type":"bogus"}),
-        json!({"event":"error","detail":"unknown type: 'bogus'"}),
-    );
-    expect_error(
-        &mut ws,
-        &json!({"type":"it's"}),
-        json!({"event":"error","detail":"unknown type: \"it's\""}),
-    );
-    expect_error(
-        &mut ws,
-        &json!({"type":""}),
-        json!({"event":"error","detail":"unknown type: ''"}),
-    );
+    expect_error(&mut ws, &json!({"type":"bogus"}), json!({"event":"error","detail":"unknown type: 'bogus'"}));
+    expect_error(&mut ws, &json!({"type":"it's"}), json!({"event":"error","detail":"unknown type: \"it's\""}));
+    expect_error(&mut ws, &json!({"type":""}), json!({"event":"error","detail":"unknown type: ''"}));
     ws.ping_sync();
     // The server is fine for others too.
     let mut other = WsClient::connect(&server);
@@ -89,11 +77,7 @@ fn chat_id_rules_for_attach_cancel_and_message() {
             expect_error(&mut ws, &json!({"type":ty,"chat_id":id}), invalid.clone());
         }
         // Message: the chat id is checked first, before content and metadata.
-        expect_error(
-            &mut ws,
-            &json!({"type":"message","chat_id":id,"content":"","metadata":5}),
-            invalid.clone(),
-        );
+        expect_error(&mut ws, &json!({"type":"message","chat_id":id,"content":"","metadata":5}), invalid.clone());
     }
     for ty in ["attach", "cancel", "stop", "message"] {
         expect_error(&mut ws, &json!({"type":ty}), invalid.clone());
@@ -112,14 +96,7 @@ fn message_content_errors_carry_the_chat_id() {
     let mut ws = WsClient::connect(&server);
     let chat = ws.chat_id.clone();
     let missing = json!({"event":"error","detail":"missing content","chat_id":chat});
-    for content in [
-        json!(null),
-        json!(""),
-        json!(" \n\t "),
-        json!(5),
-        json!(["hi"]),
-        json!({"t":"hi"}),
-    ] {
+    for content in [json!(null), json!(""), json!(" \n\t "), json!(5), json!(["hi"]), json!({"t":"hi"})] {
         expect_error(
             &mut ws,
             &json!({"type":"message","chat_id":chat,"content":content,"metadata":{"llm":llm()}}),
@@ -127,11 +104,7 @@ fn message_content_errors_carry_the_chat_id() {
         );
     }
     // Content is checked before metadata.
-    expect_error(
-        &mut ws,
-        &json!({"type":"message","chat_id":chat,"metadata":"bad"}),
-        missing,
-    );
+    expect_error(&mut ws, &json!({"type":"message","chat_id":chat,"metadata":"bad"}), missing);
     ws.ping_sync();
 }
 
@@ -140,10 +113,8 @@ fn every_metadata_validation_error() {
     let server = TestServer::start();
     let mut ws = WsClient::connect(&server);
     let chat = ws.chat_id.clone();
-    let skill =
-        |n: usize| -> Vec<Value> { (0..n).map(|i| json!({"name":format!("s{i}")})).collect() };
-    let mcp =
-        |n: usize| -> Vec<Value> { (0..n).map(|i| json!({"server":format!("m{i}")})).collect() };
+    let skill = |n: usize| -> Vec<Value> { (0..n).map(|i| json!({"name":format!("s{i}")})).collect() };
+    let mcp = |n: usize| -> Vec<Value> { (0..n).map(|i| json!({"server":format!("m{i}")})).collect() };
     let long_label = "L".repeat(101);
     let cases: Vec<(Value, &str)> = vec![
         // metadata itself
@@ -156,43 +127,16 @@ fn every_metadata_validation_error() {
         (json!({"llm":null}), "llm selection is required"),
         (json!({"llm":"openai_compatible"}), "llm must be an object"),
         (json!({"llm":[]}), "llm must be an object"),
-        (
-            json!({"llm":{"provider":"openai","model":"m"}}),
-            "llm.provider is invalid",
-        ),
+        (json!({"llm":{"provider":"openai","model":"m"}}), "llm.provider is invalid"),
         (json!({"llm":{"model":"m"}}), "llm.provider is invalid"),
-        (
-            json!({"llm":{"provider":5,"model":"m"}}),
-            "llm.provider is invalid",
-        ),
-        (
-            json!({"llm":{"provider":"OLLAMA","model":"m"}}),
-            "llm.provider is invalid",
-        ),
-        (
-            json!({"llm":{"provider":"ollama"}}),
-            "llm.model must be a string",
-        ),
-        (
-            json!({"llm":{"provider":"ollama","model":5}}),
-            "llm.model must be a string",
-        ),
-        (
-            json!({"llm":{"provider":"ollama","model":null}}),
-            "llm.model must be a string",
-        ),
-        (
-            json!({"llm":{"provider":"ollama","model":"   "}}),
-            "llm.model is invalid",
-        ),
-        (
-            json!({"llm":{"provider":"ollama","model":"a".repeat(257)}}),
-            "llm.model is invalid",
-        ),
-        (
-            json!({"llm":{"provider":"ollama","model":"a\u{0}b"}}),
-            "llm.model is invalid",
-        ),
+        (json!({"llm":{"provider":5,"model":"m"}}), "llm.provider is invalid"),
+        (json!({"llm":{"provider":"OLLAMA","model":"m"}}), "llm.provider is invalid"),
+        (json!({"llm":{"provider":"ollama"}}), "llm.model must be a string"),
+        (json!({"llm":{"provider":"ollama","model":5}}), "llm.model must be a string"),
+        (json!({"llm":{"provider":"ollama","model":null}}), "llm.model must be a string"),
+        (json!({"llm":{"provider":"ollama","model":"   "}}), "llm.model is invalid"),
+        (json!({"llm":{"provider":"ollama","model":"a".repeat(257)}}), "llm.model is invalid"),
+        (json!({"llm":{"provider":"ollama","model":"a\u{0}b"}}), "llm.model is invalid"),
         // the count: raw lengths, duplicates included; after llm, before item checks
         (
             json!({"llm":llm(),"mentioned_skills":skill(5),"selected_mcp_connectors":mcp(4)}),
@@ -206,80 +150,32 @@ fn every_metadata_validation_error() {
             json!({"llm":llm(),"selected_mcp_connectors":vec![json!(5); 9]}),
             "at most 8 Skill/MCP selections are allowed",
         ),
-        (
-            json!({"llm":{"provider":"nope","model":"m"},"mentioned_skills":skill(9)}),
-            "llm.provider is invalid",
-        ),
+        (json!({"llm":{"provider":"nope","model":"m"},"mentioned_skills":skill(9)}), "llm.provider is invalid"),
         // mentioned_skills items
-        (
-            json!({"llm":llm(),"mentioned_skills":"weather"}),
-            "mentioned_skills must be a list",
-        ),
-        (
-            json!({"llm":llm(),"mentioned_skills":{"name":"w"}}),
-            "mentioned_skills must be a list",
-        ),
-        (
-            json!({"llm":llm(),"mentioned_skills":[5]}),
-            "mentioned_skills entries must be objects",
-        ),
-        (
-            json!({"llm":llm(),"mentioned_skills":["weather"]}),
-            "mentioned_skills entries must be objects",
-        ),
-        (
-            json!({"llm":llm(),"mentioned_skills":[{}]}),
-            "mentioned_skills.name is invalid",
-        ),
-        (
-            json!({"llm":llm(),"mentioned_skills":[{"name":5}]}),
-            "mentioned_skills.name is invalid",
-        ),
-        (
-            json!({"llm":llm(),"mentioned_skills":[{"name":"Weather"}]}),
-            "mentioned_skills.name is invalid",
-        ),
-        (
-            json!({"llm":llm(),"mentioned_skills":[{"name":"-lead"}]}),
-            "mentioned_skills.name is invalid",
-        ),
-        (
-            json!({"llm":llm(),"mentioned_skills":[{"name":"a b"}]}),
-            "mentioned_skills.name is invalid",
-        ),
-        (
-            json!({"llm":llm(),"mentioned_skills":[{"name":"a".repeat(65)}]}),
-            "mentioned_skills.name is invalid",
-        ),
-        (
-            json!({"llm":llm(),"mentioned_skills":[{"name":"w","label":5}]}),
-            "mentioned_skills.label must be a string",
-        ),
+        (json!({"llm":llm(),"mentioned_skills":"weather"}), "mentioned_skills must be a list"),
+        (json!({"llm":llm(),"mentioned_skills":{"name":"w"}}), "mentioned_skills must be a list"),
+        (json!({"llm":llm(),"mentioned_skills":[5]}), "mentioned_skills entries must be objects"),
+        (json!({"llm":llm(),"mentioned_skills":["weather"]}), "mentioned_skills entries must be objects"),
+        (json!({"llm":llm(),"mentioned_skills":[{}]}), "mentioned_skills.name is invalid"),
+        (json!({"llm":llm(),"mentioned_skills":[{"name":5}]}), "mentioned_skills.name is invalid"),
+        (json!({"llm":llm(),"mentioned_skills":[{"name":"Weather"}]}), "mentioned_skills.name is invalid"),
+        (json!({"llm":llm(),"mentioned_skills":[{"name":"-lead"}]}), "mentioned_skills.name is invalid"),
+        (json!({"llm":llm(),"mentioned_skills":[{"name":"a b"}]}), "mentioned_skills.name is invalid"),
+        (json!({"llm":llm(),"mentioned_skills":[{"name":"a".repeat(65)}]}), "mentioned_skills.name is invalid"),
+        (json!({"llm":llm(),"mentioned_skills":[{"name":"w","label":5}]}), "mentioned_skills.label must be a string"),
         (
             json!({"llm":llm(),"mentioned_skills":[{"name":"w","label":long_label}]}),
             "mentioned_skills.label must be at most 100 characters",
         ),
         // selected_mcp_connectors items
-        (
-            json!({"llm":llm(),"selected_mcp_connectors":"x"}),
-            "selected_mcp_connectors must be a list",
-        ),
-        (
-            json!({"llm":llm(),"selected_mcp_connectors":[null]}),
-            "selected_mcp_connectors entries must be objects",
-        ),
-        (
-            json!({"llm":llm(),"selected_mcp_connectors":[{"name":"x"}]}),
-            "selected_mcp_connectors.server is invalid",
-        ),
+        (json!({"llm":llm(),"selected_mcp_connectors":"x"}), "selected_mcp_connectors must be a list"),
+        (json!({"llm":llm(),"selected_mcp_connectors":[null]}), "selected_mcp_connectors entries must be objects"),
+        (json!({"llm":llm(),"selected_mcp_connectors":[{"name":"x"}]}), "selected_mcp_connectors.server is invalid"),
         (
             json!({"llm":llm(),"selected_mcp_connectors":[{"server":"a.b"}]}),
             "selected_mcp_connectors.server is invalid",
         ),
-        (
-            json!({"llm":llm(),"selected_mcp_connectors":[{"server":"UP"}]}),
-            "selected_mcp_connectors.server is invalid",
-        ),
+        (json!({"llm":llm(),"selected_mcp_connectors":[{"server":"UP"}]}), "selected_mcp_connectors.server is invalid"),
         (
             json!({"llm":llm(),"selected_mcp_connectors":[{"server":"ok","label":[]}]}),
             "selected_mcp_connectors.label must be a string",
@@ -331,10 +227,7 @@ fn valid_edge_metadata_is_accepted() {
                "selected_mcp_connectors":[{"server":"a_b-c"},{"server":"q"},{"server":"r"},{"server":"s"}]}),
     ];
     for metadata in metadatas {
-        let provider = metadata["llm"]["provider"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
+        let provider = metadata["llm"]["provider"].as_str().unwrap_or("").to_string();
         ws.send(&json!({"type":"message","chat_id":chat,"content":"hi","metadata":metadata}));
         let v = ws.recv();
         let detail = v["detail"].as_str().unwrap_or("");
@@ -388,10 +281,7 @@ fn binary_frames_are_decoded_as_text_and_bad_utf8_is_ignored() {
     // Silently ignored: the next frame is the pong of the following ping.
     ws.ping_sync();
     ws.send_raw(Message::binary(b"nope".to_vec()));
-    assert_eq!(
-        ws.recv(),
-        json!({"event":"error","detail":"typed JSON envelope required"})
-    );
+    assert_eq!(ws.recv(), json!({"event":"error","detail":"typed JSON envelope required"}));
 }
 
 #[test]

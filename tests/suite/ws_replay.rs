@@ -7,18 +7,11 @@ use serde_json::{json, Value};
 use crate::common::*;
 
 fn seqs(events: &[Value]) -> Vec<u64> {
-    events
-        .iter()
-        .map(|e| e["seq"].as_u64().expect("seq"))
-        .collect()
+    events.iter().map(|e| e["seq"].as_u64().expect("seq")).collect()
 }
 
 fn deltas(events: &[Value]) -> String {
-    events
-        .iter()
-        .filter(|e| e["event"] == "delta")
-        .map(|e| e["text"].as_str().expect("delta text"))
-        .collect()
+    events.iter().filter(|e| e["event"] == "delta").map(|e| e["text"].as_str().expect("delta text")).collect()
 }
 
 #[test]
@@ -45,20 +38,11 @@ fn reattach_with_after_seq_replays_exactly_what_was_missed() {
     ];
     let g1 = Gate::new();
     let g2 = Gate::new();
-    fake.push(
-        Reply::text(&pieces)
-            .gate_before_chunk(2, &g1)
-            .gate_before_chunk(6, &g2),
-    );
+    fake.push(Reply::text(&pieces).gate_before_chunk(2, &g1).gate_before_chunk(6, &g2));
     a.message(&chat, "tell me", "openai_compatible");
     // A reads the title and the first two deltas, then its socket dies.
     let mut got_a = Vec::new();
-    while got_a
-        .iter()
-        .filter(|e: &&Value| e["event"] == "delta")
-        .count()
-        < 2
-    {
+    while got_a.iter().filter(|e: &&Value| e["event"] == "delta").count() < 2 {
         got_a.push(a.recv());
     }
     g1.wait_reached(WAIT);
@@ -92,10 +76,7 @@ fn reattach_with_after_seq_replays_exactly_what_was_missed() {
     assert_eq!(streamed, pieces.concat());
     let recs = history_records(&server.home, &chat);
     assert_eq!(recs.len(), 2);
-    assert_eq!(
-        recs[1]["content"].as_str().expect("content").as_bytes(),
-        streamed.as_bytes()
-    );
+    assert_eq!(recs[1]["content"].as_str().expect("content").as_bytes(), streamed.as_bytes());
 }
 
 #[test]
@@ -119,14 +100,7 @@ fn turn_finishes_with_no_client_and_replays_from_zero() {
     let replay = b.recv_until(|v| v["event"] == "done");
     assert_eq!(replay.last().expect("done")["seq"], json!(last));
     let (masked, _) = mask_turn(&replay, 1);
-    assert_eq!(
-        masked,
-        plain_answer(
-            &chat,
-            Some("run without me"),
-            &["alone ", "in ", "the dark"]
-        )
-    );
+    assert_eq!(masked, plain_answer(&chat, Some("run without me"), &["alone ", "in ", "the dark"]));
     assert_eq!(deltas(&replay), "alone in the dark");
     // Nothing else is pending.
     b.ping_sync();
@@ -146,26 +120,17 @@ fn attach_without_after_seq_mid_turn_gets_the_rest_without_gaps() {
     let early: Vec<Value> = (0..3).map(|_| a.recv()).collect();
     let mut b = WsClient::connect(&server);
     let last = b.attach(&chat, None);
-    assert_eq!(
-        last, 3,
-        "title and two deltas were emitted before the attach"
-    );
+    assert_eq!(last, 3, "title and two deltas were emitted before the attach");
     gate.open();
     let rest_b = b.turn_events(&chat);
     let rest_a = a.turn_events(&chat);
     assert_eq!(rest_a, rest_b);
     let (masked, _) = mask_turn(&rest_b, last + 1);
-    assert_eq!(
-        masked,
-        vec![ev_delta(&chat, "three"), ev_end(&chat), ev_done(&chat)]
-    );
+    assert_eq!(masked, vec![ev_delta(&chat, "three"), ev_end(&chat), ev_done(&chat)]);
     let mut all = early;
     all.extend(rest_a);
     let (masked, _) = mask_turn(&all, 1);
-    assert_eq!(
-        masked,
-        plain_answer(&chat, Some("count"), &["one ", "two ", "three"])
-    );
+    assert_eq!(masked, plain_answer(&chat, Some("count"), &["one ", "two ", "three"]));
 }
 
 #[test]

@@ -30,14 +30,8 @@ fn plain_turn_streams_the_models_chunks_and_persists() {
     let reqs = fake.chat_requests();
     assert_eq!(reqs.len(), 1);
     let r = &reqs[0];
-    assert_eq!(
-        (r.method.as_str(), r.path.as_str()),
-        ("POST", "/chat/completions")
-    );
-    assert_eq!(
-        r.header("authorization"),
-        Some(format!("Bearer {TEST_KEY}").as_str())
-    );
+    assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/chat/completions"));
+    assert_eq!(r.header("authorization"), Some(format!("Bearer {TEST_KEY}").as_str()));
     assert_eq!(r.body["model"], MODEL);
     assert_eq!(r.body["stream"], true);
     let msgs = req_messages(&r.body);
@@ -47,30 +41,21 @@ fn plain_turn_streams_the_models_chunks_and_persists() {
     assert_eq!(msgs[1], json!({"role":"user","content":LONG_CONTENT}));
 
     // Persistence: two records, cursor file, title in metadata, session listed.
-    assert_eq!(
-        history_summary(&server.home, &chat),
-        rows(&[(1, "user", LONG_CONTENT), (2, "assistant", &answer)])
-    );
-    assert_eq!(
-        std::fs::read_to_string(server.chat_dir(&chat).join(".cursor")).expect(".cursor"),
-        "2"
-    );
-    let meta: Value = serde_json::from_str(
-        &std::fs::read_to_string(server.chat_dir(&chat).join("metadata.json")).expect("metadata"),
-    )
-    .expect("metadata is JSON");
+    assert_eq!(history_summary(&server.home, &chat), rows(&[(1, "user", LONG_CONTENT), (2, "assistant", &answer)]));
+    assert_eq!(std::fs::read_to_string(server.chat_dir(&chat).join(".cursor")).expect(".cursor"), "2");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(server.chat_dir(&chat).join("metadata.json")).expect("metadata"))
+            .expect("metadata is JSON");
     assert_eq!(meta["title"], LONG_TITLE);
     let list = server.get("/api/sessions").json();
     assert_eq!(list["sessions"].as_array().map(Vec::len), Some(1));
     assert_eq!(list["sessions"][0]["chat_id"], chat.as_str());
     assert_eq!(list["sessions"][0]["title"], LONG_TITLE);
-    server
-        .get(&format!("/api/sessions/{chat}/messages"))
-        .expect(
-            200,
-            json!({"chat_id":chat,"messages":[
+    server.get(&format!("/api/sessions/{chat}/messages")).expect(
+        200,
+        json!({"chat_id":chat,"messages":[
             {"role":"user","content":LONG_CONTENT},{"role":"assistant","content":answer}]}),
-        );
+    );
 
     // A follow-up: no new title, seq continues, the model sees the whole conversation.
     fake.push(Reply::text(&["Sure."]));
@@ -79,14 +64,7 @@ fn plain_turn_streams_the_models_chunks_and_persists() {
     let (masked, _) = mask_turn(&events, last + 1);
     assert_eq!(masked, plain_answer(&chat, None, &["Sure."]));
     let reqs = fake.chat_requests();
-    assert_eq!(
-        convo(&reqs[1].body),
-        pairs(&[
-            ("user", LONG_CONTENT),
-            ("assistant", &answer),
-            ("user", "and again?")
-        ])
-    );
+    assert_eq!(convo(&reqs[1].body), pairs(&[("user", LONG_CONTENT), ("assistant", &answer), ("user", "and again?")]));
     assert_ne!(stream_id_of(&events), 0);
     assert_eq!(
         history_summary(&server.home, &chat),
@@ -109,10 +87,7 @@ fn empty_answer_sends_no_delta_but_still_ends_the_stream() {
     ws.message(&chat, "say nothing", "openai_compatible");
     let (masked, _) = mask_turn(&ws.turn_events(&chat), 1);
     assert_eq!(masked, plain_answer(&chat, Some("say nothing"), &[]));
-    assert_eq!(
-        history_summary(&server.home, &chat),
-        rows(&[(1, "user", "say nothing"), (2, "assistant", "")])
-    );
+    assert_eq!(history_summary(&server.home, &chat), rows(&[(1, "user", "say nothing"), (2, "assistant", "")]));
 }
 
 #[test]
@@ -124,10 +99,7 @@ fn ollama_turn_uses_v1_path_and_placeholder_key() {
     fake.push(Reply::text(&["local ", "answer"]));
     ws.message(&chat, "hi ollama", "ollama");
     let (masked, _) = mask_turn(&ws.turn_events(&chat), 1);
-    assert_eq!(
-        masked,
-        plain_answer(&chat, Some("hi ollama"), &["local ", "answer"])
-    );
+    assert_eq!(masked, plain_answer(&chat, Some("hi ollama"), &["local ", "answer"]));
     let reqs = fake.chat_requests();
     assert_eq!(reqs[0].path, "/v1/chat/completions");
     assert_eq!(reqs[0].header("authorization"), Some("Bearer ollama-local"));
@@ -140,11 +112,7 @@ fn tool_turn_event_order_and_history() {
     let server = TestServer::with_llm(&fake);
     let mut ws = WsClient::connect(&server);
     let chat = ws.chat_id.clone();
-    let call = ToolCallSpec::new(
-        "call_a1",
-        "save_memory",
-        &["{\"content\":", " \"User likes", " green tea\"}"],
-    );
+    let call = ToolCallSpec::new("call_a1", "save_memory", &["{\"content\":", " \"User likes", " green tea\"}"]);
     fake.push(Reply::tool_calls(std::slice::from_ref(&call)));
     fake.push(Reply::text(&["Noted", "!"]));
 
@@ -180,18 +148,13 @@ fn tool_turn_event_order_and_history() {
     assert_eq!(reqs.len(), 2);
     let tools = reqs[0].body["tools"].as_array().expect("tools offered");
     assert!(
-        tools
-            .iter()
-            .any(|t| t["type"] == "function" && t["function"]["name"] == "save_memory"),
+        tools.iter().any(|t| t["type"] == "function" && t["function"]["name"] == "save_memory"),
         "save_memory not offered: {tools:?}"
     );
     assert_eq!(reqs[0].body["tool_choice"], "auto");
     let msgs = req_messages(&reqs[1].body);
     let n = msgs.len();
-    assert_eq!(
-        msgs[n - 3],
-        json!({"role":"user","content":"remember: I like green tea"})
-    );
+    assert_eq!(msgs[n - 3], json!({"role":"user","content":"remember: I like green tea"}));
     assert_eq!(msgs[n - 2]["role"], "assistant");
     assert_eq!(
         msgs[n - 2]["tool_calls"],
@@ -221,14 +184,12 @@ fn tool_turn_event_order_and_history() {
     assert_eq!(recs[2]["tool_call_id"], "call_a1");
     assert_eq!(recs[2]["name"], "save_memory");
     // The HTTP view shows only user/assistant.
-    server
-        .get(&format!("/api/sessions/{chat}/messages"))
-        .expect(
-            200,
-            json!({"chat_id":chat,"messages":[
+    server.get(&format!("/api/sessions/{chat}/messages")).expect(
+        200,
+        json!({"chat_id":chat,"messages":[
             {"role":"user","content":"remember: I like green tea"},
             {"role":"assistant","content":"Noted!"}]}),
-        );
+    );
 }
 
 #[test]
@@ -237,21 +198,14 @@ fn parallel_tool_calls_are_assembled_by_index_and_run_in_order() {
     let server = TestServer::with_llm(&fake);
     let mut ws = WsClient::connect(&server);
     let chat = ws.chat_id.clone();
-    let a = ToolCallSpec::new(
-        "call_x",
-        "save_memory",
-        &["{\"con", "tent\": \"Fact", " one\"}"],
-    );
-    let b = ToolCallSpec::new(
-        "call_y",
-        "save_memory",
-        &["{\"content\"", ": \"Fact two\"}"],
-    );
+    let a = ToolCallSpec::new("call_x", "save_memory", &["{\"con", "tent\": \"Fact", " one\"}"]);
+    let b = ToolCallSpec::new("call_y", "save_memory", &["{\"content\"", ": \"Fact two\"}"]);
     fake.push(Reply::tool_calls(&[a.clone(), b.clone()]));
     fake.push(Reply::text(&["Both saved."]));
     ws.message(&chat, "save two facts", "openai_compatible");
     let (masked, _) = mask_turn(&ws.turn_events(&chat), 1);
-    let tc = |id: &str| json!({"event":"tool_call","chat_id":chat,"tool_name":"save_memory","stream_id":"SID","call_id":id});
+    let tc =
+        |id: &str| json!({"event":"tool_call","chat_id":chat,"tool_name":"save_memory","stream_id":"SID","call_id":id});
     let tr = |id: &str, r: &str| json!({"event":"tool_result","chat_id":chat,"tool_name":"save_memory","result":r,"stream_id":"SID","call_id":id});
     assert_eq!(
         masked,
@@ -276,10 +230,7 @@ fn parallel_tool_calls_are_assembled_by_index_and_run_in_order() {
         ])
     );
     assert_eq!(
-        history_summary(&server.home, &chat)
-            .into_iter()
-            .map(|(c, r, _)| (c, r))
-            .collect::<Vec<_>>(),
+        history_summary(&server.home, &chat).into_iter().map(|(c, r, _)| (c, r)).collect::<Vec<_>>(),
         vec![
             (1, "user".to_string()),
             (2, "tool_calls".to_string()),
@@ -307,12 +258,7 @@ fn failing_and_unknown_tools_become_results_not_errors() {
     let (masked, _) = mask_turn(&events, 1);
     let kinds: Vec<(String, String)> = masked
         .iter()
-        .map(|e| {
-            (
-                e["event"].as_str().unwrap_or("").to_string(),
-                e["call_id"].as_str().unwrap_or("").to_string(),
-            )
-        })
+        .map(|e| (e["event"].as_str().unwrap_or("").to_string(), e["call_id"].as_str().unwrap_or("").to_string()))
         .collect();
     assert_eq!(
         kinds,
@@ -329,10 +275,7 @@ fn failing_and_unknown_tools_become_results_not_errors() {
     );
     assert_eq!(masked[1]["tool_name"], "no_such_tool");
     let unknown = masked[2]["result"].as_str().expect("result");
-    assert!(
-        unknown.starts_with("Error"),
-        "unknown tool result {unknown:?}"
-    );
+    assert!(unknown.starts_with("Error"), "unknown tool result {unknown:?}");
     assert!(unknown.chars().count() <= 200);
     assert_eq!(masked[4]["result"], "Content is empty; nothing saved.");
     assert_eq!(masked[5], ev_delta(&chat, "Recovered."));
@@ -352,19 +295,12 @@ fn fifth_tool_round_is_followed_by_a_final_call_without_tools() {
     let chat = ws.chat_id.clone();
     for i in 0..5 {
         let args = format!("{{\"content\":\"fact {i}\"}}");
-        fake.push(Reply::tool_calls(&[ToolCallSpec::new(
-            &format!("call_{i}"),
-            "save_memory",
-            &[&args],
-        )]));
+        fake.push(Reply::tool_calls(&[ToolCallSpec::new(&format!("call_{i}"), "save_memory", &[&args])]));
     }
     fake.push(Reply::text(&["Best effort answer."]));
     ws.message(&chat, "loop forever", "openai_compatible");
     let (masked, _) = mask_turn(&ws.turn_events(&chat), 1);
-    let names: Vec<&str> = masked
-        .iter()
-        .map(|e| e["event"].as_str().unwrap_or(""))
-        .collect();
+    let names: Vec<&str> = masked.iter().map(|e| e["event"].as_str().unwrap_or("")).collect();
     let mut expected = vec!["session_updated"];
     for _ in 0..5 {
         expected.extend(["tool_call", "tool_result"]);
@@ -379,8 +315,7 @@ fn fifth_tool_round_is_followed_by_a_final_call_without_tools() {
     }
     let last = &reqs[5].body;
     assert!(
-        last.get("tools")
-            .is_none_or(|t| t.as_array().is_some_and(Vec::is_empty) || t.is_null()),
+        last.get("tools").is_none_or(|t| t.as_array().is_some_and(Vec::is_empty) || t.is_null()),
         "the final call must not offer tools: {:?}",
         last.get("tools")
     );
@@ -389,10 +324,7 @@ fn fifth_tool_round_is_followed_by_a_final_call_without_tools() {
     assert_eq!(tail["role"], "user");
     assert_ne!(tail["content"], "loop forever");
     // The extra instruction is not persisted: user, 5 x (tool_calls, tool), assistant.
-    let roles: Vec<String> = history_summary(&server.home, &chat)
-        .into_iter()
-        .map(|(_, r, _)| r)
-        .collect();
+    let roles: Vec<String> = history_summary(&server.home, &chat).into_iter().map(|(_, r, _)| r).collect();
     let mut want = vec!["user".to_string()];
     for _ in 0..5 {
         want.push("tool_calls".into());
@@ -411,30 +343,16 @@ fn unconfigured_provider_gives_an_error_and_creates_nothing() {
     let events = ws.turn_events(&chat);
     assert_eq!(events.len(), 1, "only the error: {events:?}");
     let detail = error_detail(&events[0]);
-    assert!(
-        detail.contains("LLM not configured") && detail.contains("openai_compatible"),
-        "detail {detail:?}"
-    );
+    assert!(detail.contains("LLM not configured") && detail.contains("openai_compatible"), "detail {detail:?}");
     let (masked, _) = mask_turn(&events, 1);
-    assert_eq!(
-        masked,
-        vec![json!({"event":"error","detail":detail,"chat_id":chat})]
-    );
-    assert!(
-        !server.chat_dir(&chat).exists(),
-        "no chat directory for an unconfigured turn"
-    );
-    server
-        .get("/api/sessions")
-        .expect(200, json!({"sessions":[]}));
+    assert_eq!(masked, vec![json!({"event":"error","detail":detail,"chat_id":chat})]);
+    assert!(!server.chat_dir(&chat).exists(), "no chat directory for an unconfigured turn");
+    server.get("/api/sessions").expect(200, json!({"sessions":[]}));
 
     // Only Ollama configured: an openai_compatible turn is still unconfigured.
     let fake = FakeLlm::start();
     server
-        .put(
-            "/api/settings/llm",
-            &json!({"openai_compatible":{"base_url":""},"ollama":{"base_url":fake.base()}}),
-        )
+        .put("/api/settings/llm", &json!({"openai_compatible":{"base_url":""},"ollama":{"base_url":fake.base()}}))
         .expect(
             200,
             json!({"configured":true,
@@ -463,11 +381,7 @@ fn queued_turns_on_one_chat_run_in_order() {
     ws.message(&chat, "two", "openai_compatible");
     // The first turn is held mid-stream; the second must not start meanwhile.
     gate.wait_reached(WAIT);
-    assert_eq!(
-        fake.chat_requests().len(),
-        1,
-        "second turn started before the first ended"
-    );
+    assert_eq!(fake.chat_requests().len(), 1, "second turn started before the first ended");
     gate.open();
     let first = ws.turn_events(&chat);
     let second = ws.turn_events(&chat);
@@ -475,20 +389,9 @@ fn queued_turns_on_one_chat_run_in_order() {
     assert_eq!(m1, plain_answer(&chat, Some("one"), &["first ", "answer"]));
     let (m2, _) = mask_turn(&second, last + 1);
     assert_eq!(m2, plain_answer(&chat, None, &["second answer"]));
-    assert_ne!(
-        stream_id_of(&first),
-        stream_id_of(&second),
-        "each turn has its own stream_id"
-    );
+    assert_ne!(stream_id_of(&first), stream_id_of(&second), "each turn has its own stream_id");
     let reqs = fake.chat_requests();
-    assert_eq!(
-        convo(&reqs[1].body),
-        pairs(&[
-            ("user", "one"),
-            ("assistant", "first answer"),
-            ("user", "two")
-        ])
-    );
+    assert_eq!(convo(&reqs[1].body), pairs(&[("user", "one"), ("assistant", "first answer"), ("user", "two")]));
     assert_eq!(
         history_summary(&server.home, &chat),
         rows(&[
@@ -516,18 +419,10 @@ fn different_chats_run_in_parallel() {
     ws.message(&b, "chat b", "openai_compatible");
     // B finishes while A is still waiting for its model.
     let frames = ws.turn_frames(&b);
-    let b_events: Vec<Value> = frames
-        .iter()
-        .filter(|f| f["chat_id"] == b.as_str())
-        .cloned()
-        .collect();
+    let b_events: Vec<Value> = frames.iter().filter(|f| f["chat_id"] == b.as_str()).cloned().collect();
     let (mb, _) = mask_turn(&b_events, 1);
     assert_eq!(mb, plain_answer(&b, Some("chat b"), &["fast"]));
-    let a_before: Vec<Value> = frames
-        .iter()
-        .filter(|f| f["chat_id"] == a.as_str())
-        .cloned()
-        .collect();
+    let a_before: Vec<Value> = frames.iter().filter(|f| f["chat_id"] == a.as_str()).cloned().collect();
     gate.open();
     let mut a_events = a_before;
     a_events.extend(ws.turn_events(&a));
@@ -549,10 +444,7 @@ fn two_clients_on_one_chat_see_the_same_events() {
     let eb = b.turn_events(&chat);
     assert_eq!(ea, eb, "both subscribers get identical frames");
     let (masked, last) = mask_turn(&ea, 1);
-    assert_eq!(
-        masked,
-        plain_answer(&chat, Some("from a"), &["shared ", "answer"])
-    );
+    assert_eq!(masked, plain_answer(&chat, Some("from a"), &["shared ", "answer"]));
 
     // B starts the next turn; A (not the sender) sees it too.
     fake.push(Reply::text(&["reply to b"]));
