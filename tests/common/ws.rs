@@ -121,6 +121,30 @@ impl WsClient {
         }
     }
 
+    /// Like [`WsClient::recv_within`] but reports a closed or broken connection as `Err`
+    /// instead of panicking (for clients the server is expected to drop).
+    pub fn recv_or_closed(&mut self, within: Duration) -> Result<Option<Value>, String> {
+        let deadline = Instant::now() + within;
+        loop {
+            match self.ws.read() {
+                Ok(Message::Text(t)) => {
+                    let v: Value = serde_json::from_str(t.as_str())
+                        .unwrap_or_else(|e| panic!("server sent non-JSON text {t:?}: {e}"));
+                    self.log.push(v.clone());
+                    return Ok(Some(v));
+                }
+                Ok(Message::Close(c)) => return Err(format!("closed: {c:?}")),
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(e))
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+        }
+    }
+
     /// The next JSON frame; panics after [`WAIT`].
     #[track_caller]
     pub fn recv(&mut self) -> Value {

@@ -173,3 +173,51 @@ fn a_failed_first_turn_leaves_a_listed_session() {
     assert!(is_naive_iso(entry["updated_at"].as_str().expect("updated_at")));
     server.get(&format!("/api/sessions/{chat}/messages")).expect(200, json!({"chat_id":chat,"messages":[]}));
 }
+
+#[test]
+fn rename_during_a_turn_survives_the_turns_own_metadata_write() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    let gate = Gate::new();
+    fake.push(Reply::text(&["slow ", "answer"]).gate_before_chunk(1, &gate));
+    ws.message(&chat, "auto title", "openai_compatible");
+    gate.wait_reached(WAIT);
+    server
+        .patch(&format!("/api/sessions/{chat}"), &json!({"title":"Manual title"}))
+        .expect(200, json!({"chat_id":chat,"title":"Manual title"}));
+    gate.open();
+    let events = ws.turn_events(&chat);
+    assert_eq!(events.last().expect("events")["event"], "done");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(server.chat_dir(&chat).join("metadata.json")).expect("metadata"))
+            .expect("JSON");
+    assert_eq!(meta["title"], "Manual title");
+    assert_eq!(server.get("/api/sessions").json()["sessions"][0]["title"], "Manual title");
+}
+
+#[test]
+fn a_deleted_session_starts_fresh() {
+    // The original keeps the deleted chat's context in memory (agent-and-memory.md §12.9,
+    // marked weak); a message to the same id must not resurrect it.
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    fake.push(Reply::text(&["old answer"]));
+    ws.message(&chat, "old question", "openai_compatible");
+    let events = ws.turn_events(&chat);
+    let (_, last) = mask_turn(&events, 1);
+    assert_eq!(server.delete(&format!("/api/sessions/{chat}")).status, 204);
+    fake.push(Reply::text(&["new answer"]));
+    ws.message(&chat, "new question", "openai_compatible");
+    let events = ws.turn_events(&chat);
+    let (masked, _) = mask_turn(&events, last + 1);
+    assert_eq!(masked, plain_answer(&chat, Some("new question"), &["new answer"]));
+    assert_eq!(convo(&fake.chat_requests()[1].body), pairs(&[("user", "new question")]));
+    assert_eq!(
+        history_summary(&server.home, &chat),
+        rows(&[(1, "user", "new question"), (2, "assistant", "new answer")])
+    );
+}

@@ -155,6 +155,11 @@ fn seq_keeps_increasing_across_turns_and_replays_span_turns() {
     let replay: Vec<Value> = (0..both.len() - 2).map(|_| b.recv()).collect();
     assert_eq!(replay, both[2..].to_vec());
     b.ping_sync();
+    // after_seq at or past the end replays nothing.
+    let mut d = WsClient::connect(&server);
+    assert_eq!(d.attach(&chat, Some(last)), last);
+    assert_eq!(d.attach(&chat, Some(last + 100)), last);
+    d.ping_sync();
     // A plain attach of an idle chat replays nothing.
     let mut c = WsClient::connect(&server);
     assert_eq!(c.attach(&chat, None), last);

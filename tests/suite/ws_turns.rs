@@ -47,6 +47,20 @@ fn plain_turn_streams_the_models_chunks_and_persists() {
         serde_json::from_str(&std::fs::read_to_string(server.chat_dir(&chat).join("metadata.json")).expect("metadata"))
             .expect("metadata is JSON");
     assert_eq!(meta["title"], LONG_TITLE);
+    // metadata.json: 2-space indented object, no trailing newline.
+    let meta_text = std::fs::read_to_string(server.chat_dir(&chat).join("metadata.json")).expect("metadata");
+    assert!(meta_text.starts_with("{\n  \"") && meta_text.ends_with('}'), "{meta_text:?}");
+    // history.jsonl: one object per line, common fields in the original's key order, raw UTF-8.
+    let raw = std::fs::read_to_string(server.chat_dir(&chat).join("history.jsonl")).expect("history");
+    assert!(raw.ends_with('\n'));
+    for line in raw.lines() {
+        let pos: Vec<usize> = ["\"cursor\"", "\"timestamp\"", "\"role\"", "\"content\""]
+            .iter()
+            .map(|k| line.find(k).unwrap_or_else(|| panic!("{k} missing in {line}")))
+            .collect();
+        assert!(pos.windows(2).all(|w| w[0] < w[1]), "key order in {line}");
+    }
+    assert!(raw.contains("wörld 🙂!"), "non-ASCII must be written raw: {raw}");
     let list = server.get("/api/sessions").json();
     assert_eq!(list["sessions"].as_array().map(Vec::len), Some(1));
     assert_eq!(list["sessions"][0]["chat_id"], chat.as_str());
@@ -438,6 +452,8 @@ fn two_clients_on_one_chat_see_the_same_events() {
     let mut b = WsClient::connect(&server);
     let chat = a.chat_id.clone();
     assert_eq!(b.attach(&chat, None), 0);
+    // Attaching twice does not duplicate the subscription.
+    assert_eq!(b.attach(&chat, None), 0);
     fake.push(Reply::text(&["shared ", "answer"]));
     a.message(&chat, "from a", "openai_compatible");
     let ea = a.turn_events(&chat);
@@ -473,4 +489,111 @@ fn events_of_other_chats_are_not_delivered() {
     // B never subscribed to A's chat: its next frame is the pong.
     b.ping_sync();
     assert!(b.recv_within(Duration::from_millis(100)).is_none());
+}
+
+#[test]
+fn slow_subscriber_never_blocks_the_turn_or_other_clients() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut fast = WsClient::connect(&server);
+    let mut slow = WsClient::connect(&server);
+    let chat = fast.chat_id.clone();
+    assert_eq!(slow.attach(&chat, None), 0);
+    // ~12 MB of deltas: more than any socket buffer plus a bounded per-client queue.
+    let piece = "0123456789abcdef".repeat(128);
+    let pieces: Vec<&str> = (0..6000).map(|_| piece.as_str()).collect();
+    fake.push(Reply::text(&pieces));
+    fast.message(&chat, "flood", "openai_compatible");
+    // The slow client reads nothing meanwhile; the fast one gets the whole turn.
+    let events = fast.turn_events(&chat);
+    let (masked, _) = mask_turn(&events, 1);
+    assert_eq!(masked, plain_answer(&chat, Some("flood"), &pieces));
+    wait_for("the flooded turn to be persisted", WAIT, || {
+        (history_records(&server.home, &chat).len() == 2).then_some(())
+    });
+    // The slow client either got everything in order or was dropped; never a gap.
+    let mut expected_seq = 1;
+    loop {
+        match slow.recv_or_closed(WAIT) {
+            Ok(Some(v)) => {
+                assert_eq!(v["seq"], json!(expected_seq), "gap in the slow client's stream");
+                expected_seq += 1;
+                if v["event"] == "done" {
+                    break;
+                }
+            }
+            Ok(None) => panic!("the slow client was neither served nor dropped"),
+            Err(_) => break,
+        }
+    }
+    // The server is healthy for everyone else.
+    fake.push(Reply::text(&["still fine"]));
+    fast.message(&chat, "after the flood", "openai_compatible");
+    let events = fast.turn_events(&chat);
+    assert_eq!(events.last().expect("events")["event"], "done");
+    let mut other = WsClient::connect(&server);
+    other.ping_sync();
+}
+
+#[test]
+fn titles_count_code_points_and_large_content_is_kept_verbatim() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    fake.push(Reply::text(&["ok"]));
+    ws.message(&chat, &"汉".repeat(45), "openai_compatible");
+    let (masked, _) = mask_turn(&ws.turn_events(&chat), 1);
+    assert_eq!(masked, plain_answer(&chat, Some(&"汉".repeat(40)), &["ok"]));
+
+    // ~900 KB of content (under the 1 MiB frame limit), with control characters and emoji.
+    let big = format!("\r\n  start\u{0}{}\tend 🙂  ", "lorem ipsum ".repeat(75_000));
+    let chat2 = ws.new_chat();
+    fake.push(Reply::text(&["big ok"]));
+    ws.message(&chat2, &big, "openai_compatible");
+    let (masked, _) = mask_turn(&ws.turn_events(&chat2), 1);
+    assert_eq!(masked[0]["title"].as_str().map(|t| t.chars().count()), Some(40));
+    assert_eq!(masked[1..].to_vec(), plain_answer(&chat2, None, &["big ok"]));
+    let reqs = fake.chat_requests();
+    let msgs = req_messages(&reqs[1].body);
+    assert_eq!(msgs.last().expect("user")["content"], big.as_str());
+    assert_eq!(history_records(&server.home, &chat2)[0]["content"], big.as_str());
+}
+
+#[test]
+fn saving_settings_mid_turn_does_not_switch_the_running_turn() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    let gate = Gate::new();
+    fake.push(
+        Reply::tool_calls(&[ToolCallSpec::new("call_m", "save_memory", &["{\"content\":\"mid\"}"])])
+            .gate_before_head(&gate),
+    );
+    fake.push(Reply::text(&["same client"]));
+    ws.message(&chat, "long turn", "openai_compatible");
+    gate.wait_reached(WAIT);
+    // New credentials while the turn waits for its first model call.
+    server
+        .put(
+            "/api/settings/llm",
+            &json!({"openai_compatible":{"base_url":fake.base(),"api_key":"sk-new-KEY2"},"ollama":{"base_url":""}}),
+        )
+        .expect(
+            200,
+            json!({"configured":true,
+                   "openai_compatible":{"base_url":fake.base(),"ready":true,"api_key_configured":true},
+                   "ollama":{"base_url":"","ready":false}}),
+        );
+    gate.open();
+    let events = ws.turn_events(&chat);
+    assert_eq!(events.last().expect("events")["event"], "done");
+    fake.push(Reply::text(&["new client"]));
+    ws.message(&chat, "next turn", "openai_compatible");
+    ws.turn_events(&chat);
+    let auths: Vec<String> =
+        fake.chat_requests().iter().map(|r| r.header("authorization").unwrap_or("").to_string()).collect();
+    let old = format!("Bearer {TEST_KEY}");
+    assert_eq!(auths, vec![old.clone(), old, "Bearer sk-new-KEY2".to_string()]);
 }
