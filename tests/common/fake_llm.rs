@@ -362,6 +362,8 @@ struct State {
     requests: Vec<Recorded>,
     failures: Vec<String>,
     models: HashMap<String, Reply>,
+    /// Served when the queue is empty (instead of recording an unexpected call).
+    fallback: Option<Reply>,
 }
 
 struct Shared {
@@ -423,6 +425,12 @@ impl FakeLlm {
     /// Replaces what `GET <path>` returns (`/models` or `/v1/models`).
     pub fn set_models(&self, path: &str, reply: Reply) {
         self.shared.state.lock().expect("fake state").models.insert(path.to_string(), reply);
+    }
+
+    /// Serves `reply` to every chat request that finds the queue empty, without recording
+    /// misuse (for tests whose number of model calls is legitimately unknown).
+    pub fn set_fallback(&self, reply: Reply) {
+        self.shared.state.lock().expect("fake state").fallback = Some(reply);
     }
 
     /// Scripted replies not consumed yet.
@@ -689,6 +697,7 @@ fn choose_reply(shared: &Shared, req: &RawRequest, now: Instant) -> (Reply, usiz
                     });
                     r
                 }
+                None if st.fallback.is_some() => st.fallback.clone().expect("checked"),
                 None => {
                     st.failures
                         .push(format!("unexpected extra chat request {path} (no scripted reply): {}", short(&raw)));

@@ -170,3 +170,30 @@ fn cancel_during_a_tool_round_persists_nothing() {
     assert_eq!(history_summary(&server.home, &chat), rows(&[]));
     never.open();
 }
+
+#[test]
+fn cancel_sent_right_after_the_message_is_not_lost() {
+    // The user presses stop immediately: the cancel reaches the server before a worker has
+    // picked the turn up. It must still stop that turn (the model below never answers).
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let never = Gate::new();
+    // Whichever turns reach the model get no answer.
+    fake.set_fallback(Reply::text(&["never"]).gate_before_head(&never));
+    for i in 0..20 {
+        let chat = ws.new_chat();
+        ws.message(&chat, &format!("stop me {i}"), "openai_compatible");
+        ws.send(&json!({"type":"cancel","chat_id":chat}));
+        let (events, acks) = until_closed(&mut ws, &chat);
+        assert_eq!(acks, vec![json!({"event":"stop_ack","chat_id":chat})]);
+        let last = events.last().expect("a closing event");
+        assert_eq!(
+            (last["event"].clone(), last["detail"].clone()),
+            (json!("error"), json!("cancelled")),
+            "round {i}: {events:?}"
+        );
+        assert_eq!(history_summary(&server.home, &chat), rows(&[]));
+    }
+    never.open();
+}
