@@ -47,9 +47,17 @@ impl WsClient {
 
     /// Connects with an optional `Origin` header; reads and checks `ready` when accepted.
     pub fn handshake(port: u16, origin: Option<&str>) -> Handshake {
+        match origin {
+            Some(o) => Self::handshake_with(port, &[("Origin", o)]),
+            None => Self::handshake_with(port, &[]),
+        }
+    }
+
+    /// Connects with extra (or replaced) handshake headers, e.g. `Origin` or `Host`.
+    pub fn handshake_with(port: u16, headers: &[(&'static str, &str)]) -> Handshake {
         let mut req = format!("ws://127.0.0.1:{port}/").into_client_request().expect("ws request");
-        if let Some(o) = origin {
-            req.headers_mut().insert("Origin", HeaderValue::from_str(o).expect("origin header"));
+        for (k, v) in headers {
+            req.headers_mut().insert(*k, HeaderValue::from_str(v).expect("header value"));
         }
         let stream = open_socket(port);
         match tungstenite::client(req, stream) {

@@ -296,3 +296,53 @@ fn default_persona_and_no_memory_heading_in_a_fresh_home() {
     assert!(system.starts_with("You are Pennywise, a frugal helper."), "{system:?}");
     assert!(system.contains("\n\n## Remembered information\n- likes tea"), "{system:?}");
 }
+
+#[test]
+fn the_original_variables_point_at_an_existing_install() {
+    // An original checkout: server/memory, server/data, server/logs and a config root.
+    let fake = FakeLlm::start();
+    let install = fresh_home("install");
+    let server_dir = install.join("server");
+    copy_fixture_tree(&fixture("original/memory"), &server_dir.join("memory"), &fake.base());
+    std::fs::create_dir_all(install.join("cfg/settings")).expect("mkdir");
+    let llm = std::fs::read_to_string(fixture("llm_v2.json")).expect("llm fixture");
+    std::fs::write(install.join("cfg/settings/llm.json"), llm.replace("{{BASE}}", &fake.base())).expect("write");
+    let server = TestServer::builder()
+        .env("MEMORY_DIR", &server_dir.join("memory").display().to_string())
+        .env("CASHCODE_DATA_DIR", &server_dir.join("data").display().to_string())
+        .env("CASHCODE_LOG_DIR", &server_dir.join("logs").display().to_string())
+        .env("CASHCODE_CONFIG_DIR", &install.join("cfg").display().to_string())
+        .start();
+    let list = server.get("/api/sessions").json();
+    let mut ids: Vec<String> = list["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| s["chat_id"].as_str().unwrap_or("").to_string())
+        .collect();
+    ids.sort();
+    let mut want = vec![LEGACY.to_string(), SUM.to_string(), FAILED.to_string()];
+    want.sort();
+    assert_eq!(ids, want);
+    server.get("/api/settings/llm").expect(
+        200,
+        json!({"configured":true,
+            "openai_compatible":{"base_url":fake.base(),"ready":true,"api_key_configured":true},
+            "ollama":{"base_url":"","ready":false}}),
+    );
+    assert!(server_dir.join("logs/cashcode.log").is_file(), "log in CASHCODE_LOG_DIR");
+    assert!(server_dir.join("data").is_dir(), "data root created");
+    // Nothing went to the default home locations.
+    assert!(!server.home.join("memory").exists());
+    let mut ws = WsClient::connect(&server);
+    ws.attach(SUM, None);
+    fake.push(Reply::text(&["from the old install"]));
+    ws.message(SUM, "still there?", "openai_compatible");
+    ws.turn_events(SUM);
+    let sys = req_messages(&fake.chat_requests()[0].body)[0]["content"].as_str().unwrap_or("").to_string();
+    assert!(sys.contains("## Remembered information\n# Long-term memory"), "{sys:?}");
+    let text = std::fs::read_to_string(server_dir.join("memory").join(SUM).join("history.jsonl")).expect("history");
+    let last: Value = serde_json::from_str(text.lines().last().expect("a line")).expect("JSON");
+    assert_eq!(last["content"], "from the old install");
+    let _ = std::fs::remove_dir_all(&install);
+}

@@ -29,6 +29,8 @@ fn ws_handshake_origin_check_with_defaults() {
     assert!(accepted(server.ws_port, Some("http://127.0.0.1:5173")));
     assert!(accepted(server.ws_port, Some("http://localhost:5173")));
     assert!(accepted(server.ws_port, Some(&own)), "the server's own origin {own}");
+    let own_localhost = format!("http://localhost:{}", server.http_port);
+    assert!(accepted(server.ws_port, Some(&own_localhost)), "the server's own origin {own_localhost}");
     for bad in [
         "http://evil.example",
         "https://127.0.0.1:5173",
@@ -151,4 +153,21 @@ fn cors_headers_and_preflight() {
     );
     assert_eq!((r.status, r.body.as_str()), (400, "Disallowed CORS origin"));
     assert_eq!(r.header("access-control-allow-origin"), None);
+}
+
+#[test]
+fn foreign_host_headers_are_refused_on_a_loopback_bind() {
+    // DNS-rebinding guard (lead's extension): a loopback server answers only loopback Host names.
+    let server = TestServer::start();
+    let r = server.request("GET", "/api/sessions", &[("Host", "evil.example:8000")], None);
+    r.expect(403, json!({"detail":"Host is not allowed"}));
+    for host in ["localhost", "127.0.0.1:1234", "[::1]:80"] {
+        let r = server.request("GET", "/api/health", &[("Host", host)], None);
+        assert_eq!(r.status, 200, "Host {host}");
+    }
+    match WsClient::handshake_with(server.ws_port, &[("Host", "rebind.example")]) {
+        Handshake::Refused(code) => assert_eq!(code, 403),
+        Handshake::Accepted(_) => panic!("a foreign Host must be refused on the WebSocket"),
+    }
+    assert!(accepted(server.ws_port, None));
 }
