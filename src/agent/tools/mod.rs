@@ -8,7 +8,13 @@ use serde_json::{Map, Value};
 
 use crate::agent::cancel::CancelToken;
 
+pub mod edit_file;
+pub mod pattern;
+pub mod read_file;
+pub mod regex;
 pub mod save_memory;
+pub mod workspace;
+pub mod write_file;
 
 /// What a tool call produced, in the contract's three projections (agent-and-memory.md §13).
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +91,33 @@ pub trait Tool: Send + Sync {
             "type": "function",
             "function": {"name": self.name(), "description": self.description(), "parameters": self.parameters()}
         })
+    }
+}
+
+/// A required string argument, or the failure to hand back to the model.
+pub(crate) fn arg_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolOutput> {
+    match args.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        None | Some(Value::Null) => Err(ToolOutput::error(format!(
+            "missing required argument '{key}'"
+        ))),
+        Some(_) => Err(ToolOutput::error(format!(
+            "argument '{key}' must be a string"
+        ))),
+    }
+}
+
+/// An optional string argument (missing or null → `""`).
+pub(crate) fn arg_opt_str<'a>(
+    args: &'a Map<String, Value>,
+    key: &str,
+) -> Result<&'a str, ToolOutput> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(""),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(ToolOutput::error(format!(
+            "argument '{key}' must be a string"
+        ))),
     }
 }
 
