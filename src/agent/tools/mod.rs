@@ -9,6 +9,9 @@ use serde_json::{Map, Value};
 use crate::agent::cancel::CancelToken;
 
 pub mod edit_file;
+pub mod glob;
+pub mod grep;
+pub mod list_dir;
 pub mod pattern;
 pub mod read_file;
 pub mod regex;
