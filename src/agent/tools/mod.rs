@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use crate::agent::cancel::CancelToken;
 
 pub mod edit_file;
+pub mod exec;
 pub mod glob;
 pub mod grep;
 pub mod list_dir;
