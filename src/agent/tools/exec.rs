@@ -16,7 +16,7 @@ use crossbeam_channel::{after, bounded, select, Receiver};
 use serde_json::{json, Map, Value};
 
 use super::workspace::Workspace;
-use super::{arg_str, Tool, ToolOutput, TurnCtx};
+use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
 
 /// The contract's command timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -256,14 +256,6 @@ fn combined(out: &Mutex<Capture>, err: &Mutex<Capture>) -> String {
         format!("{cut}\n\n[output truncated, total {chars} chars]")
     } else {
         text
-    }
-}
-
-fn fmt_secs(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
     }
 }
 
