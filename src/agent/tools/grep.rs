@@ -156,10 +156,8 @@ fn search(
             limits.partial_files += 1;
         }
         let text = String::from_utf8_lossy(&bytes);
-        if let Some(req) = regex.required_literal() {
-            if !text.contains(req) {
-                continue;
-            }
+        if !regex.could_match(&text) {
+            continue;
         }
         for (i, line) in split_lines(&text).into_iter().enumerate() {
             match regex.is_match(line) {

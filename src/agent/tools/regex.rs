@@ -37,7 +37,7 @@ pub struct Regex {
     root: Node,
     groups: usize,
     /// A literal every match must contain (case-sensitive), for a cheap pre-check.
-    required: Option<String>,
+    required: Option<(String, bool)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +52,8 @@ enum Node {
     TextEnd,
     WordB(bool),
     Group(Box<Node>, Option<usize>),
+    /// `(?>…)` or a possessive quantifier: the first way the inner node matches is final.
+    Atomic(Box<Node>),
     Concat(Vec<Node>),
     Alt(Vec<Node>),
     Repeat {
@@ -97,6 +99,7 @@ impl Regex {
             i: 0,
             groups: 0,
             names: Vec::new(),
+            open: Vec::new(),
             flags: Flags::default(),
         };
         p.leading_flags()?;
@@ -114,7 +117,7 @@ impl Regex {
 
     /// Whether the pattern matches anywhere in `line` (Python `re.search`).
     pub fn is_match(&self, line: &str) -> Result<bool, Exhausted> {
-        if let Some(req) = &self.required {
+        if let Some((req, false)) = &self.required {
             if !line.contains(req.as_str()) {
                 return Ok(false);
             }
@@ -126,11 +129,15 @@ impl Regex {
             depth: Cell::new(0),
         };
         let mut caps: Caps = vec![None; self.groups + 1];
+        let first = first_node(&self.root);
         for start in 0..=text.len() {
-            if let Node::Lit(c, false) = first_node(&self.root) {
-                if text.get(start) != Some(c) {
+            // A match must begin with the first single-char node: skip hopeless starts cheaply.
+            if let Some(&c) = text.get(start) {
+                if m.single(first, c) == Some(false) {
                     continue;
                 }
+            } else if m.single(first, ' ').is_some() {
+                break;
             }
             if m.node(&self.root, start, &mut caps, &mut |_, _| Ok(true))? {
                 return Ok(true);
@@ -139,9 +146,18 @@ impl Regex {
         Ok(false)
     }
 
-    /// A literal that must occur in any matching text, when the pattern has one.
-    pub fn required_literal(&self) -> Option<&str> {
-        self.required.as_deref()
+    /// False when `text` (a whole file, say) cannot contain a match because a literal every
+    /// match needs is absent; true means "maybe".
+    pub fn could_match(&self, text: &str) -> bool {
+        match &self.required {
+            None => true,
+            Some((lit, false)) => text.contains(lit.as_str()),
+            Some((lit, true)) => text
+                .chars()
+                .map(fold)
+                .collect::<String>()
+                .contains(lit.as_str()),
+        }
     }
 }
 
@@ -153,42 +169,48 @@ fn first_node(n: &Node) -> &Node {
     }
 }
 
-/// The longest run of case-sensitive literals in the top-level sequence (unwrapping groups).
-fn required_literal(n: &Node) -> Option<String> {
+/// The longest run of literals (same case mode) that every match contains, from the top-level
+/// sequence (unwrapping groups); case-insensitive runs are stored folded.
+fn required_literal(n: &Node) -> Option<(String, bool)> {
     let items: &[Node] = match n {
         Node::Concat(v) => v,
         Node::Group(inner, _) => return required_literal(inner),
         Node::Lit(..) => std::slice::from_ref(n),
         _ => return None,
     };
-    let mut best = String::new();
-    let mut cur = String::new();
+    let mut best: Option<(String, bool)> = None;
+    let mut cur: Option<(String, bool)> = None;
+    let keep = |best: &mut Option<(String, bool)>, cand: Option<(String, bool)>| {
+        if let Some(c) = cand {
+            if best
+                .as_ref()
+                .is_none_or(|b| c.0.chars().count() > b.0.chars().count())
+            {
+                *best = Some(c);
+            }
+        }
+    };
     for it in items {
         match it {
-            Node::Lit(c, false) => cur.push(*c),
-            Node::Group(..) => {
-                if cur.len() > best.len() {
-                    best = std::mem::take(&mut cur);
-                }
-                cur.clear();
-                if let Some(inner) = required_literal(it) {
-                    if inner.len() > best.len() {
-                        best = inner;
+            Node::Lit(c, ci) => {
+                let ch = if *ci { fold(*c) } else { *c };
+                match &mut cur {
+                    Some((s, mode)) if mode == ci => s.push(ch),
+                    _ => {
+                        keep(&mut best, cur.take());
+                        cur = Some((ch.to_string(), *ci));
                     }
                 }
             }
-            _ => {
-                if cur.len() > best.len() {
-                    best = std::mem::take(&mut cur);
-                }
-                cur.clear();
+            Node::Group(..) => {
+                keep(&mut best, cur.take());
+                keep(&mut best, required_literal(it));
             }
+            _ => keep(&mut best, cur.take()),
         }
     }
-    if cur.len() > best.len() {
-        best = cur;
-    }
-    (!best.is_empty()).then_some(best)
+    keep(&mut best, cur);
+    best
 }
 
 struct Parser {
@@ -196,6 +218,8 @@ struct Parser {
     i: usize,
     groups: usize,
     names: Vec<(String, usize)>,
+    /// Capturing groups not yet closed (a backreference to one is an error, as in Python).
+    open: Vec<usize>,
     flags: Flags,
 }
 
@@ -215,7 +239,11 @@ impl Parser {
 
     /// Global inline flags such as `(?i)` at the very start (Python 3.11 rule).
     fn leading_flags(&mut self) -> Result<(), Error> {
-        while self.s.get(self.i) == Some(&'(') && self.s.get(self.i + 1) == Some(&'?') {
+        loop {
+            self.skip_ignorable()?;
+            if !(self.s.get(self.i) == Some(&'(') && self.s.get(self.i + 1) == Some(&'?')) {
+                return Ok(());
+            }
             let mut j = self.i + 2;
             let mut f = self.flags;
             while let Some(&c) = self.s.get(j) {
@@ -228,28 +256,35 @@ impl Parser {
                 self.flags = f;
                 self.i = j + 1;
             } else {
-                break;
+                return Ok(());
             }
         }
-        Ok(())
     }
 
-    fn skip_verbose(&mut self) {
-        if !self.flags.verbose {
-            return;
-        }
-        while let Some(c) = self.peek() {
-            if c.is_whitespace() {
+    /// Skips `(?#…)` comments and, in verbose mode, whitespace and `#` line comments: Python
+    /// drops them before parsing, so a quantifier after a comment binds to the atom before it.
+    fn skip_ignorable(&mut self) -> Result<(), Error> {
+        loop {
+            let c = self.peek();
+            if self.flags.verbose && c.is_some_and(char::is_whitespace) {
                 self.i += 1;
-            } else if c == '#' {
+            } else if self.flags.verbose && c == Some('#') {
                 while let Some(c) = self.peek() {
                     self.i += 1;
                     if c == '\n' {
                         break;
                     }
                 }
+            } else if c == Some('(')
+                && self.s.get(self.i + 1) == Some(&'?')
+                && self.s.get(self.i + 2) == Some(&'#')
+            {
+                match self.s[self.i..].iter().position(|&c| c == ')') {
+                    Some(end) => self.i += end + 1,
+                    None => return self.err("missing ), unterminated comment"),
+                }
             } else {
-                break;
+                return Ok(());
             }
         }
     }
@@ -270,13 +305,13 @@ impl Parser {
     fn sequence(&mut self) -> Result<Node, Error> {
         let mut items = Vec::new();
         loop {
-            self.skip_verbose();
+            self.skip_ignorable()?;
             match self.peek() {
                 None | Some('|') | Some(')') => break,
                 _ => {}
             }
             let atom = self.atom()?;
-            self.skip_verbose();
+            self.skip_ignorable()?;
             let atom = self.quantified(atom)?;
             items.push(atom);
         }
@@ -292,8 +327,11 @@ impl Parser {
             Some('*') => self.bump((0, None)),
             Some('+') => self.bump((1, None)),
             Some('?') => self.bump((0, Some(1))),
-            Some('{') => match self.braces()? {
-                Some(b) => b,
+            Some('{') => match self.braces_at(self.i)? {
+                Some((min, max, end)) => {
+                    self.i = end;
+                    (min, max)
+                }
                 None => return Ok(atom),
             },
             _ => return Ok(atom),
@@ -301,28 +339,36 @@ impl Parser {
         if is_zero_width(&atom) {
             return self.err("nothing to repeat");
         }
-        let greedy = if self.peek() == Some('?') {
-            self.i += 1;
-            false
-        } else {
-            true
+        let (greedy, possessive) = match self.peek() {
+            Some('?') => self.bump((false, false)),
+            Some('+') => self.bump((true, true)),
+            _ => (true, false),
         };
-        if matches!(self.peek(), Some('*' | '+' | '?')) {
+        if matches!(self.peek(), Some('*' | '+' | '?')) || self.braces_at(self.i)?.is_some() {
             return self.err("multiple repeat");
         }
-        Ok(Node::Repeat {
+        let rep = Node::Repeat {
             node: Box::new(atom),
             min,
             max,
             greedy,
+        };
+        // A possessive quantifier (Python 3.11) is an atomic group around the greedy repeat.
+        Ok(if possessive {
+            Node::Atomic(Box::new(rep))
+        } else {
+            rep
         })
     }
 
-    /// `{m}`, `{m,}`, `{,n}`, `{m,n}` (consumed); anything else is a literal `{` (as in Python).
-    fn braces(&mut self) -> Result<Option<(u32, Option<u32>)>, Error> {
-        let start = self.i;
-        let mut j = self.i + 1;
-        let num = |j: &mut usize, s: &[char]| -> Option<u32> {
+    /// A `{m}`, `{m,}`, `{,n}`, `{,}` or `{m,n}` quantifier starting at `at`, with the index
+    /// after its `}`; `None` when the text there is a literal `{` (as in Python).
+    fn braces_at(&self, at: usize) -> Result<Option<(u32, Option<u32>, usize)>, Error> {
+        if self.s.get(at) != Some(&'{') {
+            return Ok(None);
+        }
+        let mut j = at + 1;
+        let num = |j: &mut usize, s: &[char]| -> Option<u64> {
             let b = *j;
             while *j < s.len() && s[*j].is_ascii_digit() {
                 *j += 1;
@@ -330,7 +376,13 @@ impl Parser {
             if *j == b {
                 None
             } else {
-                s[b..*j].iter().collect::<String>().parse().ok()
+                Some(
+                    s[b..*j]
+                        .iter()
+                        .collect::<String>()
+                        .parse()
+                        .unwrap_or(u64::MAX),
+                )
             }
         };
         let min = num(&mut j, &self.s);
@@ -347,16 +399,18 @@ impl Parser {
         if self.s.get(j) != Some(&'}') {
             return Ok(None);
         }
-        if min > MAX_REPEAT || max.is_some_and(|m| m > MAX_REPEAT) {
-            self.i = start;
-            return self.err("the repetition number is too large");
+        let too_large = |n: u64| n > u64::from(MAX_REPEAT);
+        if too_large(min) || max.is_some_and(too_large) {
+            return Err(Error(format!(
+                "the repetition number is too large at position {at}"
+            )));
         }
         if max.is_some_and(|m| m < min) {
-            self.i = start;
-            return self.err("min repeat greater than max repeat");
+            return Err(Error(format!(
+                "min repeat greater than max repeat at position {at}"
+            )));
         }
-        self.i = j + 1;
-        Ok(Some((min, max)))
+        Ok(Some((min as u32, max.map(|m| m as u32), j + 1)))
     }
 
     fn atom(&mut self) -> Result<Node, Error> {
@@ -376,7 +430,13 @@ impl Parser {
                 self.i -= 1;
                 return self.err("nothing to repeat");
             }
-            '{' => Node::Lit('{', f.icase),
+            '{' => {
+                if self.braces_at(self.i - 1)?.is_some() {
+                    self.i -= 1;
+                    return self.err("nothing to repeat");
+                }
+                Node::Lit('{', f.icase)
+            }
             c => Node::Lit(c, f.icase),
         })
     }
@@ -385,6 +445,7 @@ impl Parser {
         let saved = self.flags;
         let mut capture = true;
         let mut look: Option<(bool, bool)> = None;
+        let mut atomic = false;
         let mut name: Option<String> = None;
         if self.peek() == Some('?') {
             self.i += 1;
@@ -396,6 +457,11 @@ impl Parser {
                 Some('=') => {
                     self.i += 1;
                     look = Some((false, false));
+                }
+                Some('>') => {
+                    self.i += 1;
+                    capture = false;
+                    atomic = true;
                 }
                 Some('!') => {
                     self.i += 1;
@@ -418,6 +484,9 @@ impl Parser {
                     self.i += 2;
                     let n = self.ident(')')?;
                     return match self.names.iter().find(|(k, _)| *k == n) {
+                        Some(&(_, g)) if self.open.contains(&g) => {
+                            self.err("cannot refer to an open group")
+                        }
                         Some(&(_, g)) => Ok(Node::Backref(g, self.flags.icase)),
                         None => self.err(&format!("unknown group name '{n}'")),
                     };
@@ -466,7 +535,13 @@ impl Parser {
         } else {
             None
         };
+        if let Some(g) = index {
+            self.open.push(g);
+        }
         let inner = self.alternation()?;
+        if index.is_some() {
+            self.open.pop();
+        }
         self.flags = saved;
         if self.peek() != Some(')') {
             return self.err("missing ), unterminated subpattern");
@@ -478,6 +553,7 @@ impl Parser {
                 behind,
                 neg,
             },
+            None if atomic => Node::Atomic(Box::new(inner)),
             None => Node::Group(Box::new(inner), index),
         })
     }
@@ -674,6 +750,9 @@ impl Parser {
                 if n > self.groups {
                     return self.err(&format!("invalid group reference {n}"));
                 }
+                if self.open.contains(&n) {
+                    return self.err("cannot refer to an open group");
+                }
                 Ok(Node::Backref(n, f.icase))
             }
             _ => Ok(Node::Lit(self.char_escape()?, f.icase)),
@@ -697,12 +776,7 @@ fn set_flag(f: &mut Flags, c: char, on: bool) -> bool {
 fn is_zero_width(n: &Node) -> bool {
     matches!(
         n,
-        Node::LineStart(_)
-            | Node::LineEnd(_)
-            | Node::TextStart
-            | Node::TextEnd
-            | Node::WordB(_)
-            | Node::Look { .. }
+        Node::LineStart(_) | Node::LineEnd(_) | Node::TextStart | Node::TextEnd | Node::WordB(_)
     )
 }
 
@@ -715,11 +789,23 @@ struct Matcher<'t> {
     depth: Cell<usize>,
 }
 
+/// Simple (one-to-one) case mapping like sre's: multi-char mappings leave the char as is.
 fn fold(c: char) -> char {
     if c.is_ascii() {
-        c.to_ascii_lowercase()
-    } else {
-        c.to_lowercase().next().unwrap_or(c)
+        return c.to_ascii_lowercase();
+    }
+    let mut l = c.to_lowercase();
+    match (l.next(), l.next()) {
+        (Some(x), None) => x,
+        _ => c,
+    }
+}
+
+fn upper(c: char) -> char {
+    let mut u = c.to_uppercase();
+    match (u.next(), u.next()) {
+        (Some(x), None) => x,
+        _ => c,
     }
 }
 
@@ -740,8 +826,7 @@ impl Class {
         let found = hit(c)
             || (icase && {
                 let lower = fold(c);
-                let upper = c.to_uppercase().next().unwrap_or(c);
-                hit(lower) || hit(upper)
+                hit(lower) || hit(upper(c))
             });
         found != self.neg
     }
@@ -817,6 +902,8 @@ impl Matcher<'_> {
                     Ok(false)
                 }
             }
+            // sre quirk kept for parity: \B never matches in an empty string.
+            Node::WordB(false) if t.is_empty() => Ok(false),
             Node::WordB(want) => {
                 let before = i > 0 && is_word(t[i - 1]);
                 let after = i < t.len() && is_word(t[i]);
@@ -838,6 +925,20 @@ impl Matcher<'_> {
                     }
                     Ok(r)
                 })
+            }
+            Node::Atomic(inner) => {
+                let mut probe = caps.clone();
+                let mut end = None;
+                if !self.node(inner, i, &mut probe, &mut |j, _| {
+                    end = Some(j);
+                    Ok(true)
+                })? {
+                    return Ok(false);
+                }
+                match end {
+                    Some(j) => k(j, &mut probe),
+                    None => Ok(false),
+                }
             }
             Node::Concat(items) => self.seq(items, i, caps, k),
             Node::Alt(alts) => {
@@ -1002,9 +1103,10 @@ impl Matcher<'_> {
         k: Cont,
     ) -> Result<bool, Exhausted> {
         self.node(n, i, caps, &mut |j, caps: &mut Caps| {
-            // An iteration that consumed nothing cannot make progress: stop looping.
+            // An iteration that consumed nothing cannot make progress: keep it (its captures
+            // count, as in sre) but stop looping.
             if j == i && count >= min {
-                return Ok(false);
+                return k(j, caps);
             }
             self.repeat(n, min, max, greedy, count + 1, j, caps, &mut *k)
         })
@@ -1119,11 +1221,68 @@ mod tests {
 
     #[test]
     fn required_literal_prefilter() {
-        assert_eq!(
-            Regex::new("foo\\d+bar").unwrap().required_literal(),
-            Some("foo")
+        let req = |p: &str| Regex::new(p).unwrap().required;
+        assert_eq!(req("foo\\d+bar"), Some(("foo".into(), false)));
+        assert_eq!(req("(?i)FoO"), Some(("foo".into(), true)));
+        assert_eq!(req("a|b"), None);
+        assert_eq!(req("x(abcd)?y"), Some(("x".into(), false)));
+        let r = Regex::new("(?i)needle").unwrap();
+        assert!(r.could_match("a NeEdLe b"));
+        assert!(!r.could_match("needl e"));
+        assert!(!Regex::new("xyz").unwrap().could_match("xy z"));
+    }
+}
+#[cfg(test)]
+mod python_parity {
+    use serde_json::Value;
+
+    /// Random patterns run through CPython 3.11 `re` (tests/fixtures/gen_python_re_cases.py):
+    /// every valid one must agree on every text, every rejected one must be rejected.
+    #[test]
+    fn agrees_with_cpython() {
+        let fixture: Value =
+            serde_json::from_str(include_str!("../../../tests/fixtures/python_re_cases.json"))
+                .expect("fixture parses");
+        let mut bad = Vec::new();
+        let mut checked = 0;
+        for group in fixture["groups"].as_array().expect("groups") {
+            let texts: Vec<&str> = group["texts"]
+                .as_array()
+                .expect("texts")
+                .iter()
+                .map(|t| t.as_str().expect("text"))
+                .collect();
+            for case in group["cases"].as_array().expect("cases") {
+                let pattern = case[0].as_str().expect("pattern");
+                let mask = case[1].as_str().expect("mask").as_bytes();
+                let re = match super::Regex::new(pattern) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        bad.push(format!("{pattern:?} rejected: {e}"));
+                        continue;
+                    }
+                };
+                for (t, want) in texts.iter().zip(mask) {
+                    checked += 1;
+                    let got = re.is_match(t).expect("small inputs stay within budget");
+                    if got != (*want == b'1') {
+                        bad.push(format!("{pattern:?} on {t:?}: ours {got}"));
+                    }
+                }
+            }
+        }
+        for p in fixture["invalid"].as_array().expect("invalid") {
+            let p = p.as_str().expect("pattern");
+            if super::Regex::new(p).is_ok() {
+                bad.push(format!("{p:?} accepted, CPython rejects it"));
+            }
+        }
+        assert!(checked > 40_000);
+        assert!(
+            bad.is_empty(),
+            "{} mismatches:\n{}",
+            bad.len(),
+            bad[..bad.len().min(40)].join("\n")
         );
-        assert_eq!(Regex::new("(?i)foo").unwrap().required_literal(), None);
-        assert_eq!(Regex::new("a|b").unwrap().required_literal(), None);
     }
 }
