@@ -286,7 +286,8 @@ fn decode_entities(s: &str) -> String {
     while let Some(amp) = rest.find('&') {
         out.push_str(&rest[..amp]);
         let tail = &rest[amp..];
-        let semi = tail[..tail.len().min(12)].find(';');
+        // Byte search: `;` is ASCII, so its index is a char boundary even in multibyte text.
+        let semi = tail.bytes().take(12).position(|b| b == b';');
         let decoded = semi.and_then(|e| entity(&tail[1..e]).map(|c| (c, e + 1)));
         match decoded {
             Some((c, len)) => {
@@ -442,6 +443,24 @@ pub(crate) mod tests {
             ))
         );
         assert_eq!(h.join().unwrap(), ["/page"]);
+    }
+
+    #[test]
+    fn never_panics_on_odd_markup() {
+        let samples = [
+            "&é;&#xZZ;&#99999999;&#0;&amp",
+            "<script>never closed",
+            "<!-- open comment",
+            "<p unterminated",
+            "a<b>c</b>é<",
+            "&éééééééééé;",
+            "<sCrIpT>x</ScRiPt >y<style/>z",
+        ];
+        for s in samples {
+            let _ = html_to_text(s);
+        }
+        assert_eq!(html_to_text("&#0;&#x41;&bogus;"), "\u{fffd}A&bogus;");
+        assert_eq!(html_to_text("<sCrIpT>x</ScRiPt >y"), "y");
     }
 
     #[test]

@@ -122,15 +122,13 @@ impl Workspace {
         }
     }
 
-    /// Opens a resolved regular file for reading without following a symlink swapped in after
-    /// resolution, then checks where the descriptor really points. FIFOs and devices are
-    /// refused (opened non-blocking, so a FIFO cannot hang the turn).
+    /// Opens a resolved regular file for reading. Every component below the workspace root is
+    /// opened with `openat(…, O_NOFOLLOW)`, so a symlink swapped in after resolution cannot lead
+    /// the read outside. FIFOs and devices are refused (opened non-blocking, so a FIFO cannot
+    /// hang the turn).
     pub fn open_read(&self, resolved: &Path, raw: &str) -> Result<File, String> {
-        let f = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(resolved)
-            .map_err(|e| open_error(raw, &e))?;
+        let (dir, name) = self.open_parent(resolved, raw, false)?;
+        let f = open_at(&dir, &name, libc::O_RDONLY).map_err(|e| open_error(raw, &e))?;
         self.verify_fd(&f, raw)?;
         let meta = f
             .metadata()
@@ -141,50 +139,79 @@ impl Workspace {
         Ok(f)
     }
 
-    /// Opens (creating parents and, with `create`, the file) a resolved path for writing:
-    /// the parent directory is opened and verified first, then the file is opened relative to
-    /// that descriptor with `O_NOFOLLOW`, so a symlink raced into any component cannot redirect
-    /// the write outside the workspace or into a Skill root. The file is not truncated here.
+    /// Opens (with `create`, creating missing parents and the file) a resolved path for
+    /// writing. Parents are created and entered one `openat`/`mkdirat` at a time with
+    /// `O_NOFOLLOW`, so a symlink raced into any component cannot redirect the write (or a
+    /// directory creation) outside the workspace or into a Skill root. Not truncated here.
     pub fn open_write(&self, resolved: &Path, raw: &str, create: bool) -> Result<File, String> {
         if resolved == self.root {
             return Err(format!("{raw} is a directory"));
         }
         self.check_writable(resolved, raw)?;
-        let (parent, name) = match (resolved.parent(), resolved.file_name()) {
-            (Some(p), Some(n)) => (p, n),
-            _ => return Err(format!("{raw} is not a file path")),
-        };
-        if create {
-            fs::create_dir_all(parent).map_err(|e| format!("Write failed: {e}"))?;
+        let (dir, name) = self.open_parent(resolved, raw, create)?;
+        if let Some(real_dir) = self.verify_fd(&dir, raw)? {
+            self.check_writable(&real_dir.join(&name), raw)?;
         }
-        let dir = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-            .open(parent)
-            .map_err(|e| open_error(raw, &e))?;
-        let real_dir = self.verify_fd(&dir, raw)?;
-        if let Some(real_dir) = real_dir {
-            self.check_writable(&real_dir.join(name), raw)?;
-        }
-        let cname = CString::new(name.as_bytes())
-            .map_err(|_| format!("Path '{raw}' contains a NUL byte"))?;
-        let mut flags = libc::O_RDWR | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        let mut flags = libc::O_RDWR;
         if create {
             flags |= libc::O_CREAT;
         }
-        // SAFETY: `dir` is an open directory descriptor and `cname` a NUL-terminated name; the
-        // returned descriptor is owned by the File below.
-        let fd = unsafe { libc::openat(dir.as_raw_fd(), cname.as_ptr(), flags, 0o644) };
-        if fd < 0 {
-            return Err(open_error(raw, &io::Error::last_os_error()));
-        }
-        // SAFETY: `fd` was just returned by openat and is not owned elsewhere.
-        let f = unsafe { File::from_raw_fd(fd) };
+        let f = open_at(&dir, &name, flags).map_err(|e| open_error(raw, &e))?;
         let meta = f.metadata().map_err(|e| format!("Write failed: {e}"))?;
         if !meta.is_file() {
             return Err(format!("{raw} is not a regular file"));
         }
         Ok(f)
+    }
+
+    /// Opens the directory holding `resolved` by walking down from the workspace root without
+    /// following symlinks; returns it with the final name.
+    fn open_parent(
+        &self,
+        resolved: &Path,
+        raw: &str,
+        create: bool,
+    ) -> Result<(File, OsString), String> {
+        let rel = resolved
+            .strip_prefix(&self.root)
+            .map_err(|_| outside(raw))?;
+        let mut comps: Vec<OsString> = Vec::new();
+        for c in rel.components() {
+            match c {
+                Component::Normal(n) => comps.push(n.to_os_string()),
+                // A resolved path has no `.`/`..`; refuse rather than guess.
+                _ => return Err(outside(raw)),
+            }
+        }
+        let Some(name) = comps.pop() else {
+            return Err(format!("{raw} is a directory"));
+        };
+        let mut dir = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(&self.root)
+            .map_err(|e| format!("the working directory is not available ({e})"))?;
+        for c in comps {
+            let cname = cstring(&c, raw)?;
+            if create {
+                // SAFETY: `dir` is an open directory and `cname` NUL-terminated.
+                let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), cname.as_ptr(), 0o755) };
+                if rc != 0 {
+                    let e = io::Error::last_os_error();
+                    if e.raw_os_error() != Some(libc::EEXIST) {
+                        return Err(format!("Write failed: {e}"));
+                    }
+                }
+            }
+            dir = open_at(&dir, &c, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|e| {
+                match e.raw_os_error() {
+                    Some(libc::ELOOP) | Some(libc::ENOTDIR) => outside(raw),
+                    Some(libc::ENOENT) => format!("File not found: {raw}"),
+                    _ => format!("Opening {raw} failed: {e}"),
+                }
+            })?;
+        }
+        Ok((dir, name))
     }
 
     /// Refuses writes that land in a Skill root (the message names `agent_skill_manage`).
@@ -296,6 +323,32 @@ impl Workspace {
 /// The contract's refusal text for a path outside the workspace.
 pub fn outside(raw: &str) -> String {
     format!("Path '{raw}' is outside the working directory; access denied")
+}
+
+fn cstring(name: &OsStr, raw: &str) -> Result<CString, String> {
+    CString::new(name.as_bytes()).map_err(|_| format!("Path '{raw}' contains a NUL byte"))
+}
+
+/// `openat(dir, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644)` as an owned File.
+fn open_at(dir: &File, name: &OsStr, flags: libc::c_int) -> io::Result<File> {
+    let cname =
+        CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let flags = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    // SAFETY: `dir` is an open directory descriptor and `cname` a NUL-terminated name; the
+    // returned descriptor is owned by the File below and nowhere else.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            cname.as_ptr(),
+            flags,
+            0o644 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by openat and is not owned elsewhere.
+    Ok(unsafe { File::from_raw_fd(fd) })
 }
 
 fn open_error(raw: &str, e: &io::Error) -> String {
@@ -543,6 +596,36 @@ pub(crate) mod tests {
         assert!(!sb.ws.join("skills/user/x").exists());
         let ok = w.resolve("notes/a.txt").unwrap();
         assert!(w.open_write(&ok, "notes/a.txt", true).is_ok());
+    }
+
+    /// Simulates a symlink swapped in after `resolve`: the opens themselves must refuse it.
+    #[test]
+    fn opens_refuse_symlinks_raced_in_after_resolution() {
+        let sb = Sandbox::new();
+        let w = Workspace::new(&sb.ctx).unwrap();
+        sb.link("evil", &sb.outside.join("secret.txt"));
+        sb.link("evildir", &sb.outside);
+        let final_link = sb.ws.join("evil");
+        let err = w.open_write(&final_link, "evil", true).unwrap_err();
+        assert!(err.contains("symbolic link"), "{err}");
+        let err = w.open_read(&final_link, "evil").unwrap_err();
+        assert!(err.contains("symbolic link"), "{err}");
+        let through_dir = sb.ws.join("evildir/new.txt");
+        assert_eq!(
+            w.open_write(&through_dir, "evildir/new.txt", true)
+                .unwrap_err(),
+            outside("evildir/new.txt")
+        );
+        assert!(!sb.outside.join("new.txt").exists());
+        let through_dir = sb.ws.join("evildir/secret.txt");
+        assert_eq!(
+            w.open_read(&through_dir, "evildir/secret.txt").unwrap_err(),
+            outside("evildir/secret.txt")
+        );
+        assert_eq!(
+            fs::read_to_string(sb.outside.join("secret.txt")).unwrap(),
+            "TOPSECRET\n"
+        );
     }
 
     #[test]
