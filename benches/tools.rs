@@ -57,6 +57,7 @@ fn main() {
         ("literal, rare", "NEEDLE_marker", ""),
         ("regex with literal prefilter", r"NEEDLE_\w+ = \d+", ""),
         ("regex without literal", r"(?i)needle_[a-z]+ = \d{2}", ""),
+        ("regex, no literal, every line", r"\d{5,}[xy]", ""),
         ("no match, file_pattern", "does_not_occur", "*.rs"),
     ];
     for (label, pattern, file_pattern) in cases {

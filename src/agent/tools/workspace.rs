@@ -1,8 +1,8 @@
 //! Workspace confinement for the file and search tools (tools-and-mcp.md §2), run on the turn's
 //! worker thread: path resolution (a symlink-aware `realpath` that also works for paths that do
-//! not exist yet), the inside-the-workspace and Skill-root checks, race-resistant opens
-//! (`O_NOFOLLOW`, `openat` on a verified parent directory) and the sorted, symlink-safe
-//! directory walk shared by `glob` and `grep`.
+//! not exist yet), the inside-the-workspace and Skill-root checks, race-resistant opens (every
+//! component below the root entered with `openat(…, O_NOFOLLOW)`, then the descriptor's real
+//! path re-checked) and the sorted, symlink-safe directory walk shared by `glob` and `grep`.
 
 use std::collections::VecDeque;
 use std::ffi::{CString, OsStr, OsString};
@@ -72,9 +72,14 @@ impl Workspace {
                 e.kind()
             )
         })?;
+        // Relative roots are taken from the process's working directory (as Python's realpath
+        // does); a root that cannot be resolved stays protected under its literal path.
+        let cwd = std::env::current_dir()
+            .and_then(fs::canonicalize)
+            .unwrap_or_else(|_| PathBuf::from("/"));
         let protected = protected
             .iter()
-            .filter_map(|p| resolve_from(Path::new("/"), p).ok())
+            .map(|p| resolve_from(&cwd, p).unwrap_or_else(|_| p.clone()))
             .collect();
         Ok(Workspace { root, protected })
     }
