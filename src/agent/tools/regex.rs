@@ -161,10 +161,12 @@ impl Regex {
     }
 }
 
+/// The node a match must begin with (looking through groups and repeats of at least one).
 fn first_node(n: &Node) -> &Node {
     match n {
         Node::Concat(v) if !v.is_empty() => first_node(&v[0]),
-        Node::Group(inner, _) => first_node(inner),
+        Node::Group(inner, _) | Node::Atomic(inner) => first_node(inner),
+        Node::Repeat { node, min, .. } if *min >= 1 => first_node(node),
         other => other,
     }
 }
@@ -820,7 +822,10 @@ impl Class {
                 Item::Range(a, b) => a <= c && c <= b,
                 Item::Digit(neg) => c.is_numeric() != neg,
                 Item::Word(neg) => is_word(c) != neg,
-                Item::Space(neg) => c.is_whitespace() != neg,
+                // Python's str.isspace also counts the separators \x1c-\x1f.
+                Item::Space(neg) => {
+                    (c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)) != neg
+                }
             })
         };
         let found = hit(c)
