@@ -52,6 +52,7 @@ fn main() {
         protected: Vec::<PathBuf>::new(),
         memory: Arc::new(MemoryFiles::new(&tmp.join("memory"))),
         cancel: CancelToken::new(),
+        state: Default::default(),
     };
     let cases = [
         ("literal, rare", "NEEDLE_marker", ""),

@@ -39,11 +39,7 @@ impl Tool for EditFile {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let (path, old, new) = match (
-            arg_str(args, "path"),
-            arg_str(args, "old_string"),
-            arg_str(args, "new_string"),
-        ) {
+        let (path, old, new) = match (arg_str(args, "path"), arg_str(args, "old_string"), arg_str(args, "new_string")) {
             (Ok(p), Ok(o), Ok(n)) => (p, o, n),
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
         };
@@ -83,18 +79,14 @@ impl Tool for EditFile {
             return ToolOutput::error(format!("Reading {path} failed: {e}"));
         }
         let Ok(text) = String::from_utf8(bytes) else {
-            return ToolOutput::error(format!(
-                "{path} is not valid UTF-8 text; edit_file only edits text files"
-            ));
+            return ToolOutput::error(format!("{path} is not valid UTF-8 text; edit_file only edits text files"));
         };
         let count = text.matches(old).count();
         if count == 0 {
             return ToolOutput::error(format!("old_string not found, check it (file: {path})"));
         }
         if count > 1 {
-            return ToolOutput::error(format!(
-                "old_string occurs {count} times; add context to make it unique"
-            ));
+            return ToolOutput::error(format!("old_string occurs {count} times; add context to make it unique"));
         }
         let updated = text.replacen(old, new, 1);
         let written = file
@@ -127,30 +119,15 @@ mod tests {
     fn replaces_unique_occurrence() {
         let sb = Sandbox::new();
         sb.write("a.txt", "one two three two");
-        assert_eq!(
-            run(&sb, "a.txt", "one", "1"),
-            ToolOutput::ok("Replaced content in a.txt")
-        );
-        assert_eq!(
-            fs::read_to_string(sb.ws.join("a.txt")).unwrap(),
-            "1 two three two"
-        );
+        assert_eq!(run(&sb, "a.txt", "one", "1"), ToolOutput::ok("Replaced content in a.txt"));
+        assert_eq!(fs::read_to_string(sb.ws.join("a.txt")).unwrap(), "1 two three two");
         let out = run(&sb, "a.txt", "two", "2");
         assert!(out.failed);
-        assert_eq!(
-            out.for_model,
-            "Error: old_string occurs 2 times; add context to make it unique"
-        );
+        assert_eq!(out.for_model, "Error: old_string occurs 2 times; add context to make it unique");
         let out = run(&sb, "a.txt", "four", "4");
-        assert_eq!(
-            out.for_model,
-            "Error: old_string not found, check it (file: a.txt)"
-        );
+        assert_eq!(out.for_model, "Error: old_string not found, check it (file: a.txt)");
         assert!(run(&sb, "a.txt", "", "x").failed);
-        assert_eq!(
-            run(&sb, "b.txt", "x", "y").for_model,
-            "Error: File not found: b.txt"
-        );
+        assert_eq!(run(&sb, "b.txt", "x", "y").for_model, "Error: File not found: b.txt");
         // A longer replacement and a shorter one both leave exactly the new text.
         assert!(!run(&sb, "a.txt", "three two", "3").failed);
         assert_eq!(fs::read_to_string(sb.ws.join("a.txt")).unwrap(), "1 two 3");
@@ -162,25 +139,14 @@ mod tests {
         sb.link("outfile", &sb.outside.join("secret.txt"));
         for p in ["../outside/secret.txt", "outfile"] {
             let out = run(&sb, p, "TOPSECRET", "gone");
-            assert_eq!(
-                out.for_model,
-                format!("Error: Path '{p}' is outside the working directory; access denied")
-            );
+            assert_eq!(out.for_model, format!("Error: Path '{p}' is outside the working directory; access denied"));
         }
-        assert_eq!(
-            fs::read_to_string(sb.outside.join("secret.txt")).unwrap(),
-            "TOPSECRET\n"
-        );
+        assert_eq!(fs::read_to_string(sb.outside.join("secret.txt")).unwrap(), "TOPSECRET\n");
         sb.write("skills/user/s/SKILL.md", "name: s");
         let out = run(&sb, "skills/user/s/SKILL.md", "s", "t");
         assert!(out.failed && out.for_model.contains("agent_skill_manage"));
-        assert_eq!(
-            fs::read_to_string(sb.ws.join("skills/user/s/SKILL.md")).unwrap(),
-            "name: s"
-        );
+        assert_eq!(fs::read_to_string(sb.ws.join("skills/user/s/SKILL.md")).unwrap(), "name: s");
         fs::write(sb.ws.join("bin"), [0xff, 0xfe, b'a']).unwrap();
-        assert!(run(&sb, "bin", "a", "b")
-            .for_model
-            .contains("not valid UTF-8"));
+        assert!(run(&sb, "bin", "a", "b").for_model.contains("not valid UTF-8"));
     }
 }

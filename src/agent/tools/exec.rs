@@ -36,9 +36,7 @@ pub struct Exec {
 
 impl Default for Exec {
     fn default() -> Self {
-        Exec {
-            timeout: DEFAULT_TIMEOUT,
-        }
+        Exec { timeout: DEFAULT_TIMEOUT }
     }
 }
 
@@ -122,12 +120,9 @@ impl Tool for Exec {
         }
         drop(pipe_tx);
         let (status_tx, status_rx) = bounded(1);
-        let reaper = thread::Builder::new()
-            .name("exec-wait".into())
-            .stack_size(64 << 10)
-            .spawn(move || {
-                let _ = status_tx.send(child.wait());
-            });
+        let reaper = thread::Builder::new().name("exec-wait".into()).stack_size(64 << 10).spawn(move || {
+            let _ = status_tx.send(child.wait());
+        });
         if let Err(e) = reaper {
             kill_group(pgid);
             return ToolOutput::error(format!("Failed to start command: {e}"));
@@ -157,11 +152,7 @@ impl Tool for Exec {
         match outcome {
             Outcome::Exited(st) => {
                 let code = st.code().unwrap_or_else(|| -st.signal().unwrap_or(0));
-                let body = if text.is_empty() {
-                    "(no output)".to_string()
-                } else {
-                    text
-                };
+                let body = if text.is_empty() { "(no output)".to_string() } else { text };
                 ToolOutput::ok(format!("$ {command}\nexit code: {code}\n\n{body}"))
             }
             Outcome::TimedOut => {
@@ -179,9 +170,7 @@ impl Tool for Exec {
 /// Environment names not handed to model-chosen commands.
 fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"]
-        .iter()
-        .any(|m| n.contains(m))
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"].iter().any(|m| n.contains(m))
 }
 
 fn kill_group(pgid: libc::pid_t) {
@@ -194,30 +183,23 @@ fn kill_group(pgid: libc::pid_t) {
 }
 
 /// Drains a pipe on its own thread, keeping the first [`MAX_CAPTURE_BYTES`].
-fn drain(
-    mut r: impl Read + Send + 'static,
-    cap: Arc<Mutex<Capture>>,
-    done: crossbeam_channel::Sender<()>,
-) {
-    let spawned = thread::Builder::new()
-        .name("exec-pipe".into())
-        .stack_size(64 << 10)
-        .spawn(move || {
-            let mut buf = [0u8; 8192];
-            loop {
-                match r.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        let mut c = cap.lock().unwrap_or_else(|p| p.into_inner());
-                        let room = MAX_CAPTURE_BYTES.saturating_sub(c.bytes.len());
-                        c.bytes.extend_from_slice(&buf[..n.min(room)]);
-                        c.total += n as u64;
-                    }
+fn drain(mut r: impl Read + Send + 'static, cap: Arc<Mutex<Capture>>, done: crossbeam_channel::Sender<()>) {
+    let spawned = thread::Builder::new().name("exec-pipe".into()).stack_size(64 << 10).spawn(move || {
+        let mut buf = [0u8; 8192];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let mut c = cap.lock().unwrap_or_else(|p| p.into_inner());
+                    let room = MAX_CAPTURE_BYTES.saturating_sub(c.bytes.len());
+                    c.bytes.extend_from_slice(&buf[..n.min(room)]);
+                    c.total += n as u64;
                 }
             }
-            cap.lock().unwrap_or_else(|p| p.into_inner()).done = true;
-            let _ = done.send(());
-        });
+        }
+        cap.lock().unwrap_or_else(|p| p.into_inner()).done = true;
+        let _ = done.send(());
+    });
     // Without a reader the pipe may fill and block the child until the timeout kills it.
     if let Err(e) = spawned {
         log::warn!("exec: could not start a pipe reader: {e}");
@@ -238,10 +220,7 @@ fn wait_pipes(rx: &Receiver<()>, grace: Duration) -> bool {
 
 /// stdout then stderr, decoded lossily, cut to [`MAX_OUTPUT_CHARS`] with the total noted.
 fn combined(out: &Mutex<Capture>, err: &Mutex<Capture>) -> String {
-    let (o, e) = (
-        out.lock().unwrap_or_else(|p| p.into_inner()),
-        err.lock().unwrap_or_else(|p| p.into_inner()),
-    );
+    let (o, e) = (out.lock().unwrap_or_else(|p| p.into_inner()), err.lock().unwrap_or_else(|p| p.into_inner()));
     let mut text = String::from_utf8_lossy(&o.bytes).into_owned();
     let stderr = String::from_utf8_lossy(&e.bytes);
     if !text.is_empty() && !stderr.is_empty() && !text.ends_with('\n') {
@@ -273,12 +252,7 @@ mod tests {
     fn alive(pid: &str) -> bool {
         // A zombie (not yet reaped by init) counts as dead.
         match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
-            Ok(s) => !s
-                .rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z'),
+            Ok(s) => !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
             Err(_) => false,
         }
     }
@@ -288,10 +262,7 @@ mod tests {
         let sb = Sandbox::new();
         sb.write("here.txt", "");
         let out = run(&sb, &Exec::default(), "ls here.txt; echo err >&2; exit 3");
-        assert_eq!(
-            out,
-            ToolOutput::ok("$ ls here.txt; echo err >&2; exit 3\nexit code: 3\n\nhere.txt\nerr")
-        );
+        assert_eq!(out, ToolOutput::ok("$ ls here.txt; echo err >&2; exit 3\nexit code: 3\n\nhere.txt\nerr"));
         let out = run(&sb, &Exec::default(), "true");
         assert_eq!(out.for_model, "$ true\nexit code: 0\n\n(no output)");
         let out = run(&sb, &Exec::default(), "kill -9 $$");
@@ -301,15 +272,9 @@ mod tests {
     #[test]
     fn timeout_kills_the_whole_group() {
         let sb = Sandbox::new();
-        let exec = Exec {
-            timeout: Duration::from_millis(300),
-        };
+        let exec = Exec { timeout: Duration::from_millis(300) };
         let start = Instant::now();
-        let out = run(
-            &sb,
-            &exec,
-            "sleep 30 & echo $! > bg.pid; echo started; wait",
-        );
+        let out = run(&sb, &exec, "sleep 30 & echo $! > bg.pid; echo started; wait");
         assert!(start.elapsed() < Duration::from_secs(5));
         assert!(out.failed);
         assert_eq!(

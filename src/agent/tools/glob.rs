@@ -78,9 +78,7 @@ impl Tool for Glob {
         if hits.is_empty() {
             let mut out = format!("No files match `{pattern}`");
             if stats.truncated {
-                out.push_str(&format!(
-                    " (search stopped after {MAX_WALK_ENTRIES} entries)"
-                ));
+                out.push_str(&format!(" (search stopped after {MAX_WALK_ENTRIES} entries)"));
             }
             return ToolOutput::ok(out);
         }
@@ -89,9 +87,7 @@ impl Tool for Glob {
             out.push_str(&format!("\n  {h}"));
         }
         if stats.truncated {
-            out.push_str(&format!(
-                "\n\n(search stopped after {MAX_WALK_ENTRIES} entries)"
-            ));
+            out.push_str(&format!("\n\n(search stopped after {MAX_WALK_ENTRIES} entries)"));
         }
         ToolOutput::ok(out)
     }
@@ -117,18 +113,9 @@ mod tests {
         sb.write("src/deep/c.md", "");
         sb.write("src/deep/c.txt", "");
         sb.write("docs/md/x", "");
-        assert_eq!(
-            run(&sb, "*.md", "").for_model,
-            "Matched `*.md` (3):\n\n  b.md\n  src/a.md\n  src/deep/c.md"
-        );
-        assert_eq!(
-            run(&sb, "deep/*", "src").for_model,
-            "Matched `deep/*` (2):\n\n  src/deep/c.md\n  src/deep/c.txt"
-        );
-        assert_eq!(
-            run(&sb, "m?", "").for_model,
-            "Matched `m?` (1):\n\n  docs/md/"
-        );
+        assert_eq!(run(&sb, "*.md", "").for_model, "Matched `*.md` (3):\n\n  b.md\n  src/a.md\n  src/deep/c.md");
+        assert_eq!(run(&sb, "deep/*", "src").for_model, "Matched `deep/*` (2):\n\n  src/deep/c.md\n  src/deep/c.txt");
+        assert_eq!(run(&sb, "m?", "").for_model, "Matched `m?` (1):\n\n  docs/md/");
         assert_eq!(run(&sb, "*.rs", "").for_model, "No files match `*.rs`");
         for i in 0..120 {
             sb.write(&format!("many/{i:03}.log"), "");
@@ -144,35 +131,19 @@ mod tests {
         sb.write("in.txt", "");
         sb.link("outdir", &sb.outside);
         sb.link("outfile.txt", &sb.outside.join("secret.txt"));
-        for (pattern, path) in [
-            ("*", ""),
-            ("**/*.txt", ""),
-            ("*secret*", ""),
-            ("outdir/*", ""),
-        ] {
+        for (pattern, path) in [("*", ""), ("**/*.txt", ""), ("*secret*", ""), ("outdir/*", "")] {
             let out = run(&sb, pattern, path).for_model;
             assert!(
-                !out.contains("secret.txt")
-                    && !out.contains("outfile")
-                    && !out.contains("  outdir"),
+                !out.contains("secret.txt") && !out.contains("outfile") && !out.contains("  outdir"),
                 "{pattern}: {out}"
             );
         }
-        assert_eq!(
-            run(&sb, "*.txt", "").for_model,
-            "Matched `*.txt` (1):\n\n  in.txt"
-        );
+        assert_eq!(run(&sb, "*.txt", "").for_model, "Matched `*.txt` (1):\n\n  in.txt");
         let out = run(&sb, "../outside/*", "");
         assert!(out.failed);
-        assert_eq!(
-            out.for_model,
-            "Error: Match failed: '..' is not allowed in a pattern"
-        );
+        assert_eq!(out.for_model, "Error: Match failed: '..' is not allowed in a pattern");
         let out = run(&sb, "/etc/*", "");
-        assert_eq!(
-            out.for_model,
-            "Error: Match failed: non-relative patterns are unsupported"
-        );
+        assert_eq!(out.for_model, "Error: Match failed: non-relative patterns are unsupported");
         assert_eq!(
             run(&sb, "*", "outdir").for_model,
             "Error: Path 'outdir' is outside the working directory; access denied"
@@ -181,9 +152,6 @@ mod tests {
             run(&sb, "*", "../outside").for_model,
             "Error: Path '../outside' is outside the working directory; access denied"
         );
-        assert_eq!(
-            run(&sb, "*", "in.txt").for_model,
-            "Error: Directory not found: in.txt"
-        );
+        assert_eq!(run(&sb, "*", "in.txt").for_model, "Error: Directory not found: in.txt");
     }
 }

@@ -52,23 +52,16 @@ impl Tool for Grep {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let (pattern, path, file_pattern) = match (
-            arg_str(args, "pattern"),
-            arg_opt_str(args, "path"),
-            arg_opt_str(args, "file_pattern"),
-        ) {
-            (Ok(p), Ok(d), Ok(f)) => (p.to_string(), d, f),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
-        };
+        let (pattern, path, file_pattern) =
+            match (arg_str(args, "pattern"), arg_opt_str(args, "path"), arg_opt_str(args, "file_pattern")) {
+                (Ok(p), Ok(d), Ok(f)) => (p.to_string(), d, f),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
+            };
         let regex = match Regex::new(&pattern) {
             Ok(r) => r,
             Err(e) => return ToolOutput::error(format!("Invalid regex: {e}")),
         };
-        let files = if file_pattern.is_empty() {
-            "*"
-        } else {
-            file_pattern
-        };
+        let files = if file_pattern.is_empty() { "*" } else { file_pattern };
         let glob = match Glob::recursive(files) {
             Ok(g) => g,
             Err(e) => return ToolOutput::error(format!("Invalid file_pattern: {e}")),
@@ -106,14 +99,7 @@ struct Limits {
     partial_files: usize,
 }
 
-fn search(
-    ws: &Workspace,
-    base: &Path,
-    regex: &Regex,
-    glob: &Glob,
-    pattern: &str,
-    cancel: &CancelToken,
-) -> ToolOutput {
+fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str, cancel: &CancelToken) -> ToolOutput {
     // Candidate files in path order: the walk is sorted and stops when the cap is reached.
     let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut limits = Limits::default();
@@ -184,15 +170,10 @@ fn search(
 
     let mut notes = Vec::new();
     if limits.walk_truncated {
-        notes.push(format!(
-            "search stopped after {MAX_WALK_ENTRIES} directory entries"
-        ));
+        notes.push(format!("search stopped after {MAX_WALK_ENTRIES} directory entries"));
     }
     if limits.bytes_capped {
-        notes.push(format!(
-            "search stopped after reading {} MiB",
-            MAX_TOTAL_BYTES >> 20
-        ));
+        notes.push(format!("search stopped after reading {} MiB", MAX_TOTAL_BYTES >> 20));
     }
     if limits.partial_files > 0 {
         notes.push(format!(
@@ -205,11 +186,7 @@ fn search(
     let mut out = if results.is_empty() {
         format!("No content matches `{pattern}`")
     } else {
-        format!(
-            "Matched `{pattern}` ({}):\n\n{}",
-            results.len(),
-            results.join("\n")
-        )
+        format!("Matched `{pattern}` ({}):\n\n{}", results.len(), results.join("\n"))
     };
     if !notes.is_empty() {
         out.push_str(&format!("\n\n({})", notes.join("; ")));
@@ -241,29 +218,15 @@ mod tests {
             run(&sb, r"^def \w+", "", "*.py").for_model,
             "Matched `^def \\w+` (2):\n\na/x.py:2: def helper(): pass\nb.py:1: def main():"
         );
-        assert_eq!(
-            run(&sb, "(?i)RETURN", "", "").for_model,
-            "Matched `(?i)RETURN` (1):\n\nb.py:2:     return 1"
-        );
+        assert_eq!(run(&sb, "(?i)RETURN", "", "").for_model, "Matched `(?i)RETURN` (1):\n\nb.py:2:     return 1");
         assert_eq!(
             run(&sb, "def", "a", "").for_model,
             "Matched `def` (2):\n\na/x.py:2: def helper(): pass\na/y.txt:1: def not_python"
         );
-        assert_eq!(
-            run(&sb, "import", "a/x.py", "").for_model,
-            "Matched `import` (1):\n\na/x.py:1: import os"
-        );
-        assert_eq!(
-            run(&sb, "zzz", "", "").for_model,
-            "No content matches `zzz`"
-        );
+        assert_eq!(run(&sb, "import", "a/x.py", "").for_model, "Matched `import` (1):\n\na/x.py:1: import os");
+        assert_eq!(run(&sb, "zzz", "", "").for_model, "No content matches `zzz`");
         let bad = run(&sb, "(unclosed", "", "");
-        assert!(
-            bad.failed
-                && bad
-                    .for_model
-                    .starts_with("Error: Invalid regex: missing ),")
-        );
+        assert!(bad.failed && bad.for_model.starts_with("Error: Invalid regex: missing ),"));
     }
 
     #[test]
@@ -285,29 +248,17 @@ mod tests {
         sb.link("outdir", &sb.outside);
         sb.link("outfile.txt", &sb.outside.join("secret.txt"));
         let out = run(&sb, "TOPSECRET", "", "");
-        assert_eq!(
-            out.for_model,
-            "Matched `TOPSECRET` (1):\n\nok.txt:1: TOPSECRET lookalike"
-        );
+        assert_eq!(out.for_model, "Matched `TOPSECRET` (1):\n\nok.txt:1: TOPSECRET lookalike");
         for fp in ["../outside/*", "../*", "/tmp/*"] {
             let out = run(&sb, "TOPSECRET", "", fp);
-            assert!(
-                out.failed && out.for_model.starts_with("Error: Invalid file_pattern"),
-                "{fp}"
-            );
+            assert!(out.failed && out.for_model.starts_with("Error: Invalid file_pattern"), "{fp}");
         }
         for fp in ["outdir/*", "**/secret.txt", "outfile.txt"] {
-            assert_eq!(
-                run(&sb, "TOPSECRET", "", fp).for_model,
-                "No content matches `TOPSECRET`"
-            );
+            assert_eq!(run(&sb, "TOPSECRET", "", fp).for_model, "No content matches `TOPSECRET`");
         }
         for p in ["outdir", "outfile.txt", "../outside", "/etc"] {
             let out = run(&sb, "TOPSECRET", p, "");
-            assert_eq!(
-                out.for_model,
-                format!("Error: Path '{p}' is outside the working directory; access denied")
-            );
+            assert_eq!(out.for_model, format!("Error: Path '{p}' is outside the working directory; access denied"));
         }
     }
 
@@ -316,10 +267,6 @@ mod tests {
         let sb = Sandbox::new();
         sb.write("a.txt", &format!("{}b\n", "a".repeat(40)));
         let out = run(&sb, "^(a+)+$", "", "");
-        assert!(
-            out.failed && out.for_model.contains("too expensive"),
-            "{}",
-            out.for_model
-        );
+        assert!(out.failed && out.for_model.contains("too expensive"), "{}", out.for_model);
     }
 }

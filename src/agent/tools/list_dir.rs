@@ -49,9 +49,7 @@ impl Tool for ListDir {
         };
         match fs::metadata(&dir) {
             Err(_) => return ToolOutput::error(format!("Directory not found: {shown}")),
-            Ok(m) if !m.is_dir() => {
-                return ToolOutput::error(format!("{shown} is not a directory"))
-            }
+            Ok(m) if !m.is_dir() => return ToolOutput::error(format!("{shown} is not a directory")),
             Ok(_) => {}
         }
         let rd = match fs::read_dir(&dir) {
@@ -122,10 +120,7 @@ mod tests {
             run(&sb, None).for_model,
             "Directory: (workspace)\n\n[dir] in\n[link] out\n[dir] skills\n[dir] zdir\n[file] a.txt\n[file] b.txt"
         );
-        assert_eq!(
-            run(&sb, Some("zdir")).for_model,
-            "Directory: zdir\n\n[file] x"
-        );
+        assert_eq!(run(&sb, Some("zdir")).for_model, "Directory: zdir\n\n[file] x");
         // The symlinked directory lists its (inside) target.
         assert_eq!(run(&sb, Some("in")).for_model, "Directory: in\n\n[file] x");
     }
@@ -137,26 +132,14 @@ mod tests {
             sb.write(&format!("many/f{i:03}"), "");
         }
         let out = run(&sb, Some("many")).for_model;
-        assert!(
-            out.ends_with("[file] f199\n\n(showing first 200 of 205)"),
-            "{out}"
-        );
+        assert!(out.ends_with("[file] f199\n\n(showing first 200 of 205)"), "{out}");
         sb.link("out", &sb.outside);
         assert_eq!(
             run(&sb, Some("out")).for_model,
             "Error: Path 'out' is outside the working directory; access denied"
         );
-        assert_eq!(
-            run(&sb, Some("..")).for_model,
-            "Error: Path '..' is outside the working directory; access denied"
-        );
-        assert_eq!(
-            run(&sb, Some("nope")).for_model,
-            "Error: Directory not found: nope"
-        );
-        assert_eq!(
-            run(&sb, Some("many/f001")).for_model,
-            "Error: many/f001 is not a directory"
-        );
+        assert_eq!(run(&sb, Some("..")).for_model, "Error: Path '..' is outside the working directory; access denied");
+        assert_eq!(run(&sb, Some("nope")).for_model, "Error: Directory not found: nope");
+        assert_eq!(run(&sb, Some("many/f001")).for_model, "Error: many/f001 is not a directory");
     }
 }

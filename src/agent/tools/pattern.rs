@@ -22,10 +22,7 @@ enum Tok {
     Lit(char),
     One,
     Star,
-    Class {
-        neg: bool,
-        ranges: Vec<(char, char)>,
-    },
+    Class { neg: bool, ranges: Vec<(char, char)> },
 }
 
 impl Glob {

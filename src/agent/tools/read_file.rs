@@ -68,11 +68,7 @@ impl Tool for ReadFile {
             format!(
                 "{}\n\n[content truncated, total {} lines]",
                 lines[..MAX_LINES].join("\n"),
-                if size > MAX_READ_BYTES {
-                    format!("{}+", lines.len())
-                } else {
-                    lines.len().to_string()
-                }
+                if size > MAX_READ_BYTES { format!("{}+", lines.len()) } else { lines.len().to_string() }
             )
         } else {
             text.to_string()
@@ -106,13 +102,7 @@ mod tests {
         sb.write("long.txt", &long);
         let out = run(&sb, "long.txt");
         let expect: Vec<String> = (1..=500).map(|i| format!("l{i}")).collect();
-        assert_eq!(
-            out.for_model,
-            format!(
-                "{}\n\n[content truncated, total 600 lines]",
-                expect.join("\n")
-            )
-        );
+        assert_eq!(out.for_model, format!("{}\n\n[content truncated, total 600 lines]", expect.join("\n")));
     }
 
     #[test]
@@ -122,7 +112,10 @@ mod tests {
         sb.link("secret", &sb.outside.join("secret.txt"));
         std::fs::create_dir(sb.ws.join("d")).unwrap();
         for (p, msg) in [
-            ("../outside/secret.txt", "Error: Path '../outside/secret.txt' is outside the working directory; access denied"),
+            (
+                "../outside/secret.txt",
+                "Error: Path '../outside/secret.txt' is outside the working directory; access denied",
+            ),
             ("out/secret.txt", "Error: Path 'out/secret.txt' is outside the working directory; access denied"),
             ("secret", "Error: Path 'secret' is outside the working directory; access denied"),
             ("nope.txt", "Error: File not found: nope.txt"),

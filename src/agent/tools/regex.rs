@@ -108,11 +108,7 @@ impl Regex {
             return Err(Error(format!("unbalanced parenthesis at position {}", p.i)));
         }
         let required = required_literal(&root);
-        Ok(Regex {
-            root,
-            groups: p.groups,
-            required,
-        })
+        Ok(Regex { root, groups: p.groups, required })
     }
 
     /// Whether the pattern matches anywhere in `line` (Python `re.search`).
@@ -123,11 +119,7 @@ impl Regex {
             }
         }
         let text: Vec<char> = line.chars().collect();
-        let m = Matcher {
-            text: &text,
-            steps: Cell::new(0),
-            depth: Cell::new(0),
-        };
+        let m = Matcher { text: &text, steps: Cell::new(0), depth: Cell::new(0) };
         let mut caps: Caps = vec![None; self.groups + 1];
         let first = first_node(&self.root);
         for start in 0..=text.len() {
@@ -152,11 +144,7 @@ impl Regex {
         match &self.required {
             None => true,
             Some((lit, false)) => text.contains(lit.as_str()),
-            Some((lit, true)) => text
-                .chars()
-                .map(fold)
-                .collect::<String>()
-                .contains(lit.as_str()),
+            Some((lit, true)) => text.chars().map(fold).collect::<String>().contains(lit.as_str()),
         }
     }
 }
@@ -184,10 +172,7 @@ fn required_literal(n: &Node) -> Option<(String, bool)> {
     let mut cur: Option<(String, bool)> = None;
     let keep = |best: &mut Option<(String, bool)>, cand: Option<(String, bool)>| {
         if let Some(c) = cand {
-            if best
-                .as_ref()
-                .is_none_or(|b| c.0.chars().count() > b.0.chars().count())
-            {
+            if best.as_ref().is_none_or(|b| c.0.chars().count() > b.0.chars().count()) {
                 *best = Some(c);
             }
         }
@@ -277,10 +262,7 @@ impl Parser {
                         break;
                     }
                 }
-            } else if c == Some('(')
-                && self.s.get(self.i + 1) == Some(&'?')
-                && self.s.get(self.i + 2) == Some(&'#')
-            {
+            } else if c == Some('(') && self.s.get(self.i + 1) == Some(&'?') && self.s.get(self.i + 2) == Some(&'#') {
                 match self.s[self.i..].iter().position(|&c| c == ')') {
                     Some(end) => self.i += end + 1,
                     None => return self.err("missing ), unterminated comment"),
@@ -297,11 +279,7 @@ impl Parser {
             self.i += 1;
             alts.push(self.sequence()?);
         }
-        Ok(if alts.len() == 1 {
-            alts.pop().unwrap_or(Node::Empty)
-        } else {
-            Node::Alt(alts)
-        })
+        Ok(if alts.len() == 1 { alts.pop().unwrap_or(Node::Empty) } else { Node::Alt(alts) })
     }
 
     fn sequence(&mut self) -> Result<Node, Error> {
@@ -349,18 +327,9 @@ impl Parser {
         if matches!(self.peek(), Some('*' | '+' | '?')) || self.braces_at(self.i)?.is_some() {
             return self.err("multiple repeat");
         }
-        let rep = Node::Repeat {
-            node: Box::new(atom),
-            min,
-            max,
-            greedy,
-        };
+        let rep = Node::Repeat { node: Box::new(atom), min, max, greedy };
         // A possessive quantifier (Python 3.11) is an atomic group around the greedy repeat.
-        Ok(if possessive {
-            Node::Atomic(Box::new(rep))
-        } else {
-            rep
-        })
+        Ok(if possessive { Node::Atomic(Box::new(rep)) } else { rep })
     }
 
     /// A `{m}`, `{m,}`, `{,n}`, `{,}` or `{m,n}` quantifier starting at `at`, with the index
@@ -378,13 +347,7 @@ impl Parser {
             if *j == b {
                 None
             } else {
-                Some(
-                    s[b..*j]
-                        .iter()
-                        .collect::<String>()
-                        .parse()
-                        .unwrap_or(u64::MAX),
-                )
+                Some(s[b..*j].iter().collect::<String>().parse().unwrap_or(u64::MAX))
             }
         };
         let min = num(&mut j, &self.s);
@@ -403,14 +366,10 @@ impl Parser {
         }
         let too_large = |n: u64| n > u64::from(MAX_REPEAT);
         if too_large(min) || max.is_some_and(too_large) {
-            return Err(Error(format!(
-                "the repetition number is too large at position {at}"
-            )));
+            return Err(Error(format!("the repetition number is too large at position {at}")));
         }
         if max.is_some_and(|m| m < min) {
-            return Err(Error(format!(
-                "min repeat greater than max repeat at position {at}"
-            )));
+            return Err(Error(format!("min repeat greater than max repeat at position {at}")));
         }
         Ok(Some((min as u32, max.map(|m| m as u32), j + 1)))
     }
@@ -486,9 +445,7 @@ impl Parser {
                     self.i += 2;
                     let n = self.ident(')')?;
                     return match self.names.iter().find(|(k, _)| *k == n) {
-                        Some(&(_, g)) if self.open.contains(&g) => {
-                            self.err("cannot refer to an open group")
-                        }
+                        Some(&(_, g)) if self.open.contains(&g) => self.err("cannot refer to an open group"),
                         Some(&(_, g)) => Ok(Node::Backref(g, self.flags.icase)),
                         None => self.err(&format!("unknown group name '{n}'")),
                     };
@@ -550,11 +507,7 @@ impl Parser {
         }
         self.i += 1;
         Ok(match look {
-            Some((behind, neg)) => Node::Look {
-                node: Box::new(inner),
-                behind,
-                neg,
-            },
+            Some((behind, neg)) => Node::Look { node: Box::new(inner), behind, neg },
             None if atomic => Node::Atomic(Box::new(inner)),
             None => Node::Group(Box::new(inner), index),
         })
@@ -565,16 +518,9 @@ impl Parser {
         while let Some(c) = self.peek() {
             self.i += 1;
             if c == end {
-                let valid = s
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_alphabetic() || c == '_')
+                let valid = s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
                     && s.chars().all(|c| c.is_alphanumeric() || c == '_');
-                return if valid {
-                    Ok(s)
-                } else {
-                    self.err(&format!("bad character in group name '{s}'"))
-                };
+                return if valid { Ok(s) } else { self.err(&format!("bad character in group name '{s}'")) };
             }
             s.push(c);
         }
@@ -699,10 +645,7 @@ impl Parser {
             return self.err("incomplete escape");
         }
         self.i += n;
-        u32::from_str_radix(&digits, 16)
-            .ok()
-            .and_then(char::from_u32)
-            .map_or_else(|| self.err("bad escape"), Ok)
+        u32::from_str_radix(&digits, 16).ok().and_then(char::from_u32).map_or_else(|| self.err("bad escape"), Ok)
     }
 
     fn escape(&mut self) -> Result<Node, Error> {
@@ -710,15 +653,7 @@ impl Parser {
         let Some(c) = self.peek() else {
             return self.err("bad escape (end of pattern)");
         };
-        let set = |item| {
-            Node::Set(
-                Box::new(Class {
-                    neg: false,
-                    items: vec![item],
-                }),
-                false,
-            )
-        };
+        let set = |item| Node::Set(Box::new(Class { neg: false, items: vec![item] }), false);
         match c {
             'd' | 'D' | 'w' | 'W' | 's' | 'S' => {
                 self.i += 1;
@@ -776,10 +711,7 @@ fn set_flag(f: &mut Flags, c: char, on: bool) -> bool {
 }
 
 fn is_zero_width(n: &Node) -> bool {
-    matches!(
-        n,
-        Node::LineStart(_) | Node::LineEnd(_) | Node::TextStart | Node::TextEnd | Node::WordB(_)
-    )
+    matches!(n, Node::LineStart(_) | Node::LineEnd(_) | Node::TextStart | Node::TextEnd | Node::WordB(_))
 }
 
 type Caps = Vec<Option<(usize, usize)>>;
@@ -823,9 +755,7 @@ impl Class {
                 Item::Digit(neg) => c.is_numeric() != neg,
                 Item::Word(neg) => is_word(c) != neg,
                 // Python's str.isspace also counts the separators \x1c-\x1f.
-                Item::Space(neg) => {
-                    (c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)) != neg
-                }
+                Item::Space(neg) => (c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)) != neg,
             })
         };
         let found = hit(c)
@@ -954,12 +884,7 @@ impl Matcher<'_> {
                 }
                 Ok(false)
             }
-            Node::Repeat {
-                node,
-                min,
-                max,
-                greedy,
-            } => {
+            Node::Repeat { node, min, max, greedy } => {
                 if matches!(**node, Node::Lit(..) | Node::Any(_) | Node::Set(..)) {
                     self.repeat_single(node, *min, *max, *greedy, i, caps, k)
                 } else {
@@ -1013,9 +938,7 @@ impl Matcher<'_> {
     fn seq(&self, items: &[Node], i: usize, caps: &mut Caps, k: Cont) -> Result<bool, Exhausted> {
         match items.split_first() {
             None => k(i, caps),
-            Some((first, rest)) => self.node(first, i, caps, &mut |j, caps: &mut Caps| {
-                self.seq(rest, j, caps, k)
-            }),
+            Some((first, rest)) => self.node(first, i, caps, &mut |j, caps: &mut Caps| self.seq(rest, j, caps, k)),
         }
     }
 
@@ -1034,10 +957,7 @@ impl Matcher<'_> {
     ) -> Result<bool, Exhausted> {
         let limit = max.map_or(usize::MAX, |m| m as usize);
         let mut run = 0usize;
-        while run < limit
-            && i + run < self.text.len()
-            && self.single(n, self.text[i + run]) == Some(true)
-        {
+        while run < limit && i + run < self.text.len() && self.single(n, self.text[i + run]) == Some(true) {
             run += 1;
         }
         let min = min as usize;
@@ -1184,30 +1104,14 @@ mod tests {
 
     #[test]
     fn invalid_patterns_are_errors() {
-        for p in [
-            "(abc",
-            "abc)",
-            "[a-",
-            "*a",
-            "a**",
-            r"\q",
-            "(?<n>a)(?P=m)",
-            "[z-a]",
-            r"\2(a)",
-            "a{5,2}",
-        ] {
+        for p in ["(abc", "abc)", "[a-", "*a", "a**", r"\q", "(?<n>a)(?P=m)", "[z-a]", r"\2(a)", "a{5,2}"] {
             assert!(Regex::new(p).is_err(), "{p}");
         }
     }
 
     #[test]
     fn pathological_patterns_exhaust_instead_of_hanging() {
-        std::thread::Builder::new()
-            .stack_size(STACK_SIZE)
-            .spawn(pathological)
-            .unwrap()
-            .join()
-            .unwrap();
+        std::thread::Builder::new().stack_size(STACK_SIZE).spawn(pathological).unwrap().join().unwrap();
     }
 
     fn pathological() {
@@ -1218,10 +1122,7 @@ mod tests {
         let r = Regex::new("^(?:ab)*$").unwrap();
         assert_eq!(r.is_match(&"ab".repeat(50_000)), Err(Exhausted));
         // The fast path handles long single-char runs without recursion.
-        assert!(Regex::new("^.*z$")
-            .unwrap()
-            .is_match(&format!("{}z", "x".repeat(100_000)))
-            .unwrap());
+        assert!(Regex::new("^.*z$").unwrap().is_match(&format!("{}z", "x".repeat(100_000))).unwrap());
     }
 
     #[test]
@@ -1246,17 +1147,12 @@ mod python_parity {
     #[test]
     fn agrees_with_cpython() {
         let fixture: Value =
-            serde_json::from_str(include_str!("../../../tests/fixtures/python_re_cases.json"))
-                .expect("fixture parses");
+            serde_json::from_str(include_str!("../../../tests/fixtures/python_re_cases.json")).expect("fixture parses");
         let mut bad = Vec::new();
         let mut checked = 0;
         for group in fixture["groups"].as_array().expect("groups") {
-            let texts: Vec<&str> = group["texts"]
-                .as_array()
-                .expect("texts")
-                .iter()
-                .map(|t| t.as_str().expect("text"))
-                .collect();
+            let texts: Vec<&str> =
+                group["texts"].as_array().expect("texts").iter().map(|t| t.as_str().expect("text")).collect();
             for case in group["cases"].as_array().expect("cases") {
                 let pattern = case[0].as_str().expect("pattern");
                 let mask = case[1].as_str().expect("mask").as_bytes();
@@ -1283,11 +1179,6 @@ mod python_parity {
             }
         }
         assert!(checked > 40_000);
-        assert!(
-            bad.is_empty(),
-            "{} mismatches:\n{}",
-            bad.len(),
-            bad[..bad.len().min(40)].join("\n")
-        );
+        assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad[..bad.len().min(40)].join("\n"));
     }
 }

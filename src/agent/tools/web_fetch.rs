@@ -30,10 +30,7 @@ pub struct WebFetch {
 
 impl Default for WebFetch {
     fn default() -> Self {
-        WebFetch {
-            timeout: DEFAULT_TIMEOUT,
-            max_bytes: DEFAULT_MAX_BYTES,
-        }
+        WebFetch { timeout: DEFAULT_TIMEOUT, max_bytes: DEFAULT_MAX_BYTES }
     }
 }
 
@@ -59,10 +56,8 @@ pub fn is_timeout(e: &ureq::Error) -> bool {
 }
 
 fn is_io_timeout(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-    ) || e.to_string().contains("timeout")
+    matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock)
+        || e.to_string().contains("timeout")
 }
 
 impl Tool for WebFetch {
@@ -89,26 +84,13 @@ impl Tool for WebFetch {
             Err(e) => return e,
         };
         let lower = url.to_ascii_lowercase();
-        let rest = lower
-            .strip_prefix("http://")
-            .or_else(|| lower.strip_prefix("https://"));
+        let rest = lower.strip_prefix("http://").or_else(|| lower.strip_prefix("https://"));
         match rest {
             Some(r) if !r.is_empty() && !r.starts_with('/') => {}
-            Some(_) => {
-                return ToolOutput::error(format!("Fetching {url} failed: the URL has no host"))
-            }
-            None => {
-                return ToolOutput::error(format!(
-                    "Only http:// and https:// URLs can be fetched: {url}"
-                ))
-            }
+            Some(_) => return ToolOutput::error(format!("Fetching {url} failed: the URL has no host")),
+            None => return ToolOutput::error(format!("Only http:// and https:// URLs can be fetched: {url}")),
         }
-        let timed_out = || {
-            ToolOutput::error(format!(
-                "Fetching {url} timed out ({})",
-                fmt_secs(self.timeout)
-            ))
-        };
+        let timed_out = || ToolOutput::error(format!("Fetching {url} timed out ({})", fmt_secs(self.timeout)));
         let mut resp = match http_agent(self.timeout).get(url).call() {
             Ok(r) => r,
             Err(e) if is_timeout(&e) => return timed_out(),
@@ -119,22 +101,14 @@ impl Tool for WebFetch {
             return ToolOutput::error(format!("HTTP error {status}: {url}"));
         }
         let mime = resp.body().mime_type().unwrap_or("").to_ascii_lowercase();
-        if ["image/", "audio/", "video/", "font/"]
-            .iter()
-            .any(|p| mime.starts_with(p))
+        if ["image/", "audio/", "video/", "font/"].iter().any(|p| mime.starts_with(p))
             || mime == "application/octet-stream"
             || mime == "application/zip"
         {
-            return ToolOutput::error(format!(
-                "Fetching {url} failed: content type {mime} is not text"
-            ));
+            return ToolOutput::error(format!("Fetching {url} failed: content type {mime} is not text"));
         }
         let mut bytes = Vec::new();
-        let read = resp
-            .body_mut()
-            .as_reader()
-            .take(self.max_bytes + 1)
-            .read_to_end(&mut bytes);
+        let read = resp.body_mut().as_reader().take(self.max_bytes + 1).read_to_end(&mut bytes);
         if let Err(e) = read {
             return if is_io_timeout(&e) {
                 timed_out()
@@ -147,18 +121,12 @@ impl Tool for WebFetch {
         let text = html_to_text(&String::from_utf8_lossy(&bytes));
         let total = text.chars().count();
         let mut body = if total > MAX_TEXT_CHARS {
-            format!(
-                "{}\n\n[content truncated, total {total} chars]",
-                take_chars(&text, MAX_TEXT_CHARS)
-            )
+            format!("{}\n\n[content truncated, total {total} chars]", take_chars(&text, MAX_TEXT_CHARS))
         } else {
             text
         };
         if capped {
-            body.push_str(&format!(
-                "\n\n[download stopped at {} bytes; the page is larger]",
-                self.max_bytes
-            ));
+            body.push_str(&format!("\n\n[download stopped at {} bytes; the page is larger]", self.max_bytes));
         }
         ToolOutput::ok(format!("[From {url}]\n\n{body}"))
     }
@@ -174,9 +142,7 @@ pub fn html_to_text(html: &str) -> String {
     while i < no_blocks.len() {
         let b = bytes[i];
         let starts_tag = b == b'<'
-            && bytes
-                .get(i + 1)
-                .is_some_and(|&n| n.is_ascii_alphabetic() || n == b'/' || n == b'!' || n == b'?');
+            && bytes.get(i + 1).is_some_and(|&n| n.is_ascii_alphabetic() || n == b'/' || n == b'!' || n == b'?');
         if starts_tag {
             match no_blocks[i..].find('>') {
                 Some(end) => {
@@ -210,16 +176,10 @@ fn remove_elements(html: &str) -> String {
         let rest = &lower[at..];
         let end = if rest.starts_with("<!--") {
             rest.find("-->").map(|e| at + e + 3)
-        } else if let Some(name) = ["script", "style", "noscript", "template"]
-            .into_iter()
-            .find(|n| {
-                rest[1..].starts_with(n)
-                    && rest[1 + n.len()..]
-                        .bytes()
-                        .next()
-                        .is_some_and(|c| c == b'>' || c == b'/' || c.is_ascii_whitespace())
-            })
-        {
+        } else if let Some(name) = ["script", "style", "noscript", "template"].into_iter().find(|n| {
+            rest[1..].starts_with(n)
+                && rest[1 + n.len()..].bytes().next().is_some_and(|c| c == b'>' || c == b'/' || c.is_ascii_whitespace())
+        }) {
             let close = format!("</{name}");
             rest.find(&close)
                 .map(|c| match rest[c..].find('>') {
@@ -310,11 +270,7 @@ fn entity(name: &str) -> Option<char> {
             Some(hex) => u32::from_str_radix(hex, 16).ok()?,
             None => num.parse().ok()?,
         };
-        return Some(
-            char::from_u32(code)
-                .filter(|&c| c != '\0')
-                .unwrap_or('\u{fffd}'),
-        );
+        return Some(char::from_u32(code).filter(|&c| c != '\0').unwrap_or('\u{fffd}'));
     }
     Some(match name {
         "amp" => '&',
@@ -355,11 +311,7 @@ fn tidy_whitespace(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut blank_run = 0;
     for line in s.split('\n') {
-        let line = line
-            .split([' ', '\t', '\u{a0}'])
-            .filter(|w| !w.is_empty())
-            .collect::<Vec<_>>()
-            .join(" ");
+        let line = line.split([' ', '\t', '\u{a0}']).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ");
         if line.is_empty() {
             blank_run += 1;
             if blank_run > 1 {
@@ -401,9 +353,7 @@ pub(crate) mod tests {
                 thread::sleep(delay);
                 let resp = tiny_http::Response::from_data(body.clone())
                     .with_status_code(status)
-                    .with_header(
-                        tiny_http::Header::from_bytes("Content-Type", content_type).unwrap(),
-                    );
+                    .with_header(tiny_http::Header::from_bytes("Content-Type", content_type).unwrap());
                 let _ = req.respond(resp);
             }
             urls
@@ -424,24 +374,10 @@ pub(crate) mod tests {
             <script type=\"x\">alert('<b>')</script></head>\
             <body><!-- hidden --><h1>Hello&nbsp;&amp; welcome</h1>\n\n\n\n<p>a   b\t c &lt;ok&gt; &#233;&#x263A;</p>\
             <p>1 < 2</p></body></html>";
-        assert_eq!(
-            html_to_text(html),
-            "T\n\nHello & welcome\n\na b c <ok> é☺\n\n1 < 2"
-        );
-        let (url, h) = serve(
-            200,
-            "text/html; charset=utf-8",
-            html.as_bytes().to_vec(),
-            Duration::ZERO,
-            1,
-        );
+        assert_eq!(html_to_text(html), "T\n\nHello & welcome\n\na b c <ok> é☺\n\n1 < 2");
+        let (url, h) = serve(200, "text/html; charset=utf-8", html.as_bytes().to_vec(), Duration::ZERO, 1);
         let out = run(&WebFetch::default(), &format!("{url}/page"));
-        assert_eq!(
-            out,
-            ToolOutput::ok(format!(
-                "[From {url}/page]\n\nT\n\nHello & welcome\n\na b c <ok> é☺\n\n1 < 2"
-            ))
-        );
+        assert_eq!(out, ToolOutput::ok(format!("[From {url}/page]\n\nT\n\nHello & welcome\n\na b c <ok> é☺\n\n1 < 2")));
         assert_eq!(h.join().unwrap(), ["/page"]);
     }
 
@@ -467,10 +403,7 @@ pub(crate) mod tests {
     fn caps_download_and_text() {
         let body = "word ".repeat(20_000).into_bytes();
         let (url, h) = serve(200, "text/plain", body, Duration::ZERO, 1);
-        let tool = WebFetch {
-            max_bytes: 10_000,
-            ..WebFetch::default()
-        };
+        let tool = WebFetch { max_bytes: 10_000, ..WebFetch::default() };
         let out = run(&tool, &url).for_model;
         let expect_text = take_chars(&"word ".repeat(2000), 3000).to_string();
         assert_eq!(
@@ -485,62 +418,30 @@ pub(crate) mod tests {
 
     #[test]
     fn refuses_other_schemes_and_reports_errors() {
-        for u in [
-            "file:///etc/passwd",
-            "ftp://x/y",
-            "gopher://a",
-            "javascript:alert(1)",
-            "/etc/passwd",
-        ] {
+        for u in ["file:///etc/passwd", "ftp://x/y", "gopher://a", "javascript:alert(1)", "/etc/passwd"] {
             let out = run(&WebFetch::default(), u);
             assert!(out.failed);
-            assert_eq!(
-                out.for_model,
-                format!("Error: Only http:// and https:// URLs can be fetched: {u}")
-            );
+            assert_eq!(out.for_model, format!("Error: Only http:// and https:// URLs can be fetched: {u}"));
         }
         assert!(run(&WebFetch::default(), "http:///x").failed);
         let (url, h) = serve(404, "text/html", b"nope".to_vec(), Duration::ZERO, 1);
-        assert_eq!(
-            run(&WebFetch::default(), &url).for_model,
-            format!("Error: HTTP error 404: {url}")
-        );
+        assert_eq!(run(&WebFetch::default(), &url).for_model, format!("Error: HTTP error 404: {url}"));
         h.join().unwrap();
         let (url, h) = serve(200, "image/png", vec![0x89, b'P'], Duration::ZERO, 1);
-        assert!(run(&WebFetch::default(), &url)
-            .for_model
-            .contains("is not text"));
+        assert!(run(&WebFetch::default(), &url).for_model.contains("is not text"));
         h.join().unwrap();
         // Nothing listens on a port we just closed.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let url = format!("http://127.0.0.1:{port}/");
-        assert!(run(&WebFetch::default(), &url)
-            .for_model
-            .starts_with(&format!("Error: Fetching {url} failed: ")));
+        assert!(run(&WebFetch::default(), &url).for_model.starts_with(&format!("Error: Fetching {url} failed: ")));
     }
 
     #[test]
     fn times_out() {
-        let (url, h) = serve(
-            200,
-            "text/plain",
-            b"late".to_vec(),
-            Duration::from_millis(1500),
-            1,
-        );
-        let tool = WebFetch {
-            timeout: Duration::from_millis(300),
-            ..WebFetch::default()
-        };
+        let (url, h) = serve(200, "text/plain", b"late".to_vec(), Duration::from_millis(1500), 1);
+        let tool = WebFetch { timeout: Duration::from_millis(300), ..WebFetch::default() };
         let start = std::time::Instant::now();
-        assert_eq!(
-            run(&tool, &url).for_model,
-            format!("Error: Fetching {url} timed out (0.3s)")
-        );
+        assert_eq!(run(&tool, &url).for_model, format!("Error: Fetching {url} timed out (0.3s)"));
         assert!(start.elapsed() < Duration::from_secs(2));
         h.join().unwrap();
     }

@@ -26,10 +26,7 @@ pub struct WebSearch {
 
 impl Default for WebSearch {
     fn default() -> Self {
-        WebSearch {
-            base_url: DEFAULT_URL.to_string(),
-            timeout: DEFAULT_TIMEOUT,
-        }
+        WebSearch { base_url: DEFAULT_URL.to_string(), timeout: DEFAULT_TIMEOUT }
     }
 }
 
@@ -86,37 +83,24 @@ impl WebSearch {
             return Err(format!("HTTP error {status}"));
         }
         let mut bytes = Vec::new();
-        resp.body_mut()
-            .as_reader()
-            .take(MAX_RESPONSE_BYTES)
-            .read_to_end(&mut bytes)
-            .map_err(|e| {
-                if e.kind() == std::io::ErrorKind::TimedOut {
-                    timeout_msg()
-                } else {
-                    e.to_string()
-                }
-            })?;
+        resp.body_mut().as_reader().take(MAX_RESPONSE_BYTES).read_to_end(&mut bytes).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                timeout_msg()
+            } else {
+                e.to_string()
+            }
+        })?;
         serde_json::from_slice(&bytes).map_err(|e| format!("invalid JSON response: {e}"))
     }
 }
 
 /// The contract's text rendering of an Instant Answer response.
 pub fn format_answer(query: &str, v: &Value) -> String {
-    let s = |v: &Value, k: &str| {
-        v.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .trim()
-            .to_string()
-    };
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").trim().to_string();
     let mut lines = vec![format!("Search: {query}"), String::new()];
     let abstract_text = s(v, "Abstract");
     if !abstract_text.is_empty() {
-        lines.push(format!(
-            "**Summary** ({}): {abstract_text}",
-            s(v, "AbstractSource")
-        ));
+        lines.push(format!("**Summary** ({}): {abstract_text}", s(v, "AbstractSource")));
         let url = s(v, "AbstractURL");
         if !url.is_empty() {
             lines.push(format!("Source: {url}"));
@@ -125,12 +109,7 @@ pub fn format_answer(query: &str, v: &Value) -> String {
     }
     // Topic groups (`{"Name", "Topics": [...]}`) are flattened in order.
     let mut topics: Vec<&Value> = Vec::new();
-    for t in v
-        .get("RelatedTopics")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for t in v.get("RelatedTopics").and_then(Value::as_array).into_iter().flatten() {
         match t.get("Topics").and_then(Value::as_array) {
             Some(group) => topics.extend(group.iter()),
             None => topics.push(t),
@@ -186,17 +165,8 @@ mod tests {
                 {"Text": "Ferris"}
             ]
         });
-        let (url, h) = serve(
-            200,
-            "application/x-javascript",
-            body.to_string().into_bytes(),
-            Duration::ZERO,
-            1,
-        );
-        let tool = WebSearch {
-            base_url: format!("{url}/"),
-            ..WebSearch::default()
-        };
+        let (url, h) = serve(200, "application/x-javascript", body.to_string().into_bytes(), Duration::ZERO, 1);
+        let tool = WebSearch { base_url: format!("{url}/"), ..WebSearch::default() };
         assert_eq!(
             run(&tool, "rust lang"),
             ToolOutput::ok(
@@ -205,10 +175,7 @@ mod tests {
                  https://duckduckgo.com/Cargo\n- Crates\n- Ferris"
             )
         );
-        assert_eq!(
-            h.join().unwrap(),
-            ["/?q=rust%20lang&format=json&no_redirect=1&no_html=1"]
-        );
+        assert_eq!(h.join().unwrap(), ["/?q=rust%20lang&format=json&no_redirect=1&no_html=1"]);
     }
 
     #[test]
@@ -217,17 +184,9 @@ mod tests {
         let out = format_answer("q", &json!({"RelatedTopics": topics}));
         assert_eq!(out.lines().filter(|l| l.starts_with("- ")).count(), 10);
         assert!(out.ends_with("- t9"));
-        let (url, h) = serve(
-            200,
-            "application/json",
-            b"{\"Abstract\":\"\",\"RelatedTopics\":[]}".to_vec(),
-            Duration::ZERO,
-            1,
-        );
-        let tool = WebSearch {
-            base_url: url,
-            ..WebSearch::default()
-        };
+        let (url, h) =
+            serve(200, "application/json", b"{\"Abstract\":\"\",\"RelatedTopics\":[]}".to_vec(), Duration::ZERO, 1);
+        let tool = WebSearch { base_url: url, ..WebSearch::default() };
         assert_eq!(
             run(&tool, "a b").for_model,
             "No DuckDuckGo instant answer for 'a b'. Suggestion: use web_fetch on e.g. https://duckduckgo.com/?q=a+b"
@@ -238,22 +197,14 @@ mod tests {
     #[test]
     fn failures_are_structured() {
         let (url, h) = serve(500, "text/plain", b"boom".to_vec(), Duration::ZERO, 1);
-        let tool = WebSearch {
-            base_url: url.clone(),
-            ..WebSearch::default()
-        };
+        let tool = WebSearch { base_url: url.clone(), ..WebSearch::default() };
         let out = run(&tool, "x");
         assert!(out.failed);
         assert_eq!(out.for_model, "Error: Search failed: HTTP error 500");
         h.join().unwrap();
         let (url, h) = serve(200, "text/html", b"<html>".to_vec(), Duration::ZERO, 1);
-        let tool = WebSearch {
-            base_url: url,
-            ..WebSearch::default()
-        };
-        assert!(run(&tool, "x")
-            .for_model
-            .starts_with("Error: Search failed: invalid JSON response"));
+        let tool = WebSearch { base_url: url, ..WebSearch::default() };
+        assert!(run(&tool, "x").for_model.starts_with("Error: Search failed: invalid JSON response"));
         h.join().unwrap();
         assert!(run(&WebSearch::default(), "  ").failed);
     }

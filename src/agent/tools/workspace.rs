@@ -65,22 +65,12 @@ impl Workspace {
     }
 
     pub fn from_paths(workspace: &Path, protected: &[PathBuf]) -> Result<Self, String> {
-        let root = fs::canonicalize(workspace).map_err(|e| {
-            format!(
-                "the working directory {} is not available ({})",
-                workspace.display(),
-                e.kind()
-            )
-        })?;
+        let root = fs::canonicalize(workspace)
+            .map_err(|e| format!("the working directory {} is not available ({})", workspace.display(), e.kind()))?;
         // Relative roots are taken from the process's working directory (as Python's realpath
         // does); a root that cannot be resolved stays protected under its literal path.
-        let cwd = std::env::current_dir()
-            .and_then(fs::canonicalize)
-            .unwrap_or_else(|_| PathBuf::from("/"));
-        let protected = protected
-            .iter()
-            .map(|p| resolve_from(&cwd, p).unwrap_or_else(|_| p.clone()))
-            .collect();
+        let cwd = std::env::current_dir().and_then(fs::canonicalize).unwrap_or_else(|_| PathBuf::from("/"));
+        let protected = protected.iter().map(|p| resolve_from(&cwd, p).unwrap_or_else(|_| p.clone())).collect();
         Ok(Workspace { root, protected })
     }
 
@@ -135,9 +125,7 @@ impl Workspace {
         let (dir, name) = self.open_parent(resolved, raw, false)?;
         let f = open_at(&dir, &name, libc::O_RDONLY).map_err(|e| open_error(raw, &e))?;
         self.verify_fd(&f, raw)?;
-        let meta = f
-            .metadata()
-            .map_err(|e| format!("Reading {raw} failed: {e}"))?;
+        let meta = f.metadata().map_err(|e| format!("Reading {raw} failed: {e}"))?;
         if !meta.is_file() {
             return Err(format!("{raw} is not a file"));
         }
@@ -171,15 +159,8 @@ impl Workspace {
 
     /// Opens the directory holding `resolved` by walking down from the workspace root without
     /// following symlinks; returns it with the final name.
-    fn open_parent(
-        &self,
-        resolved: &Path,
-        raw: &str,
-        create: bool,
-    ) -> Result<(File, OsString), String> {
-        let rel = resolved
-            .strip_prefix(&self.root)
-            .map_err(|_| outside(raw))?;
+    fn open_parent(&self, resolved: &Path, raw: &str, create: bool) -> Result<(File, OsString), String> {
+        let rel = resolved.strip_prefix(&self.root).map_err(|_| outside(raw))?;
         let mut comps: Vec<OsString> = Vec::new();
         for c in rel.components() {
             match c {
@@ -208,12 +189,10 @@ impl Workspace {
                     }
                 }
             }
-            dir = open_at(&dir, &c, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|e| {
-                match e.raw_os_error() {
-                    Some(libc::ELOOP) | Some(libc::ENOTDIR) => outside(raw),
-                    Some(libc::ENOENT) => format!("File not found: {raw}"),
-                    _ => format!("Opening {raw} failed: {e}"),
-                }
+            dir = open_at(&dir, &c, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) | Some(libc::ENOTDIR) => outside(raw),
+                Some(libc::ENOENT) => format!("File not found: {raw}"),
+                _ => format!("Opening {raw} failed: {e}"),
             })?;
         }
         Ok((dir, name))
@@ -251,9 +230,7 @@ impl Workspace {
         let mut seen = 0usize;
         let mut rel = Vec::new();
         self.walk_dir(base, &mut rel, 0, &mut seen, visit);
-        WalkStats {
-            truncated: seen >= MAX_WALK_ENTRIES,
-        }
+        WalkStats { truncated: seen >= MAX_WALK_ENTRIES }
     }
 
     /// Returns false when the walk must stop (visitor said so or the entry cap was hit).
@@ -302,20 +279,12 @@ impl Workspace {
                 (path.clone(), Kind::Other, false)
             };
             rel.push(name.to_string_lossy().into_owned());
-            let entry = Entry {
-                rel: rel.clone(),
-                path: path.clone(),
-                real,
-                kind,
-            };
+            let entry = Entry { rel: rel.clone(), path: path.clone(), real, kind };
             if let Flow::Stop = visit(entry) {
                 rel.pop();
                 return false;
             }
-            if descend
-                && depth + 1 < MAX_WALK_DEPTH
-                && !self.walk_dir(&path, rel, depth + 1, seen, visit)
-            {
+            if descend && depth + 1 < MAX_WALK_DEPTH && !self.walk_dir(&path, rel, depth + 1, seen, visit) {
                 rel.pop();
                 return false;
             }
@@ -336,19 +305,11 @@ fn cstring(name: &OsStr, raw: &str) -> Result<CString, String> {
 
 /// `openat(dir, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644)` as an owned File.
 fn open_at(dir: &File, name: &OsStr, flags: libc::c_int) -> io::Result<File> {
-    let cname =
-        CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let cname = CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let flags = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
     // SAFETY: `dir` is an open directory descriptor and `cname` a NUL-terminated name; the
     // returned descriptor is owned by the File below and nowhere else.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            cname.as_ptr(),
-            flags,
-            0o644 as libc::c_uint,
-        )
-    };
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), cname.as_ptr(), flags, 0o644 as libc::c_uint) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -372,11 +333,7 @@ fn open_error(raw: &str, e: &io::Error) -> String {
 /// way (up to [`MAX_SYMLINKS`]) and treating `..` after resolution, so `link/..` means the link
 /// target's parent, as the kernel does. Missing components are appended as they are.
 pub fn resolve_from(base: &Path, raw: &Path) -> io::Result<PathBuf> {
-    let mut cur = if raw.is_absolute() {
-        PathBuf::from("/")
-    } else {
-        base.to_path_buf()
-    };
+    let mut cur = if raw.is_absolute() { PathBuf::from("/") } else { base.to_path_buf() };
     let mut queue: VecDeque<OsString> = VecDeque::new();
     push_components(&mut queue, raw, false);
     let mut links = 0usize;
@@ -400,12 +357,7 @@ pub fn resolve_from(base: &Path, raw: &Path) -> io::Result<PathBuf> {
                 push_components(&mut queue, &target, true);
             }
             Ok(_) => cur = next,
-            Err(e)
-                if e.kind() == io::ErrorKind::NotFound
-                    || e.raw_os_error() == Some(libc::ENOTDIR) =>
-            {
-                cur = next
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => cur = next,
             Err(e) => return Err(e),
         }
     }
@@ -446,15 +398,7 @@ pub fn split_lines(s: &str) -> Vec<&str> {
     while let Some((i, c)) = it.next() {
         let is_break = matches!(
             c,
-            '\n' | '\r'
-                | '\u{0b}'
-                | '\u{0c}'
-                | '\u{1c}'
-                | '\u{1d}'
-                | '\u{1e}'
-                | '\u{85}'
-                | '\u{2028}'
-                | '\u{2029}'
+            '\n' | '\r' | '\u{0b}' | '\u{0c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}'
         );
         if is_break {
             out.push(&s[start..i]);
@@ -522,13 +466,9 @@ pub(crate) mod tests {
                 protected: vec![ws.join("skills/user"), tmp.join("data/skills/agent")],
                 memory: Arc::new(MemoryFiles::new(&tmp.join("memory"))),
                 cancel: CancelToken::new(),
+                state: Default::default(),
             };
-            Sandbox {
-                tmp,
-                ws,
-                outside,
-                ctx,
-            }
+            Sandbox { tmp, ws, outside, ctx }
         }
 
         pub fn write(&self, rel: &str, text: &str) {
@@ -553,12 +493,7 @@ pub(crate) mod tests {
         assert_eq!(w.resolve("").unwrap(), sb.ws);
         let abs_inside = sb.ws.join("a/b.txt").display().to_string();
         assert_eq!(w.resolve(&abs_inside).unwrap(), sb.ws.join("a/b.txt"));
-        for bad in [
-            "../outside/secret.txt",
-            "a/../../x",
-            "/etc/passwd",
-            "missing/../../x",
-        ] {
+        for bad in ["../outside/secret.txt", "a/../../x", "/etc/passwd", "missing/../../x"] {
             assert_eq!(w.resolve(bad).unwrap_err(), outside(bad), "{bad}");
         }
     }
@@ -577,13 +512,7 @@ pub(crate) mod tests {
         assert_eq!(w.resolve("in/f.txt").unwrap(), sb.ws.join("real/f.txt"));
         // `..` after a symlink is taken from the target, as the kernel does.
         assert_eq!(w.resolve("in/../real").unwrap(), sb.ws.join("real"));
-        for bad in [
-            "out/secret.txt",
-            "outfile",
-            "rel_out/secret.txt",
-            "dangling_out",
-            "out/../ws/../outside",
-        ] {
+        for bad in ["out/secret.txt", "outfile", "rel_out/secret.txt", "dangling_out", "out/../ws/../outside"] {
             assert_eq!(w.resolve(bad).unwrap_err(), outside(bad), "{bad}");
         }
         assert!(w.resolve("loop").unwrap_err().contains("symbolic links"));
@@ -594,10 +523,7 @@ pub(crate) mod tests {
         let sb = Sandbox::new();
         let w = Workspace::new(&sb.ctx).unwrap();
         let p = w.resolve("skills/user/x/SKILL.md").unwrap();
-        assert!(w
-            .open_write(&p, "skills/user/x/SKILL.md", true)
-            .unwrap_err()
-            .contains("agent_skill_manage"));
+        assert!(w.open_write(&p, "skills/user/x/SKILL.md", true).unwrap_err().contains("agent_skill_manage"));
         assert!(!sb.ws.join("skills/user/x").exists());
         let ok = w.resolve("notes/a.txt").unwrap();
         assert!(w.open_write(&ok, "notes/a.txt", true).is_ok());
@@ -616,21 +542,11 @@ pub(crate) mod tests {
         let err = w.open_read(&final_link, "evil").unwrap_err();
         assert!(err.contains("symbolic link"), "{err}");
         let through_dir = sb.ws.join("evildir/new.txt");
-        assert_eq!(
-            w.open_write(&through_dir, "evildir/new.txt", true)
-                .unwrap_err(),
-            outside("evildir/new.txt")
-        );
+        assert_eq!(w.open_write(&through_dir, "evildir/new.txt", true).unwrap_err(), outside("evildir/new.txt"));
         assert!(!sb.outside.join("new.txt").exists());
         let through_dir = sb.ws.join("evildir/secret.txt");
-        assert_eq!(
-            w.open_read(&through_dir, "evildir/secret.txt").unwrap_err(),
-            outside("evildir/secret.txt")
-        );
-        assert_eq!(
-            fs::read_to_string(sb.outside.join("secret.txt")).unwrap(),
-            "TOPSECRET\n"
-        );
+        assert_eq!(w.open_read(&through_dir, "evildir/secret.txt").unwrap_err(), outside("evildir/secret.txt"));
+        assert_eq!(fs::read_to_string(sb.outside.join("secret.txt")).unwrap(), "TOPSECRET\n");
     }
 
     #[test]
@@ -649,27 +565,13 @@ pub(crate) mod tests {
             Flow::Continue
         });
         let names: Vec<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "a",
-                "a/z.txt",
-                "a.txt",
-                "b.txt",
-                "inlink",
-                "skills",
-                "skills/user"
-            ]
-        );
+        assert_eq!(names, ["a", "a/z.txt", "a.txt", "b.txt", "inlink", "skills", "skills/user"]);
         assert_eq!(seen[4].1, Kind::File);
     }
 
     #[test]
     fn splits_lines_like_python() {
-        assert_eq!(
-            split_lines("a\nb\r\nc\rd\u{2028}e\n"),
-            ["a", "b", "c", "d", "e"]
-        );
+        assert_eq!(split_lines("a\nb\r\nc\rd\u{2028}e\n"), ["a", "b", "c", "d", "e"]);
         assert_eq!(split_lines(""), Vec::<&str>::new());
         assert_eq!(split_lines("\n\n"), ["", ""]);
     }

@@ -50,10 +50,7 @@ impl Tool for WriteFile {
             Err(e) => return ToolOutput::error(e),
         };
         // Truncate only now that the descriptor is known to be the right file.
-        let written = file
-            .set_len(0)
-            .and_then(|_| file.write_all(content.as_bytes()))
-            .and_then(|_| file.sync_data());
+        let written = file.set_len(0).and_then(|_| file.write_all(content.as_bytes())).and_then(|_| file.sync_data());
         match written {
             Ok(()) => ToolOutput::ok(format!("Wrote {path} ({} chars)", content.chars().count())),
             Err(e) => ToolOutput::error(format!("Write failed: {e}")),
@@ -77,18 +74,9 @@ mod tests {
     #[test]
     fn writes_and_overwrites() {
         let sb = Sandbox::new();
-        assert_eq!(
-            run(&sb, "d/e/f.txt", "héllo"),
-            ToolOutput::ok("Wrote d/e/f.txt (5 chars)")
-        );
-        assert_eq!(
-            fs::read_to_string(sb.ws.join("d/e/f.txt")).unwrap(),
-            "héllo"
-        );
-        assert_eq!(
-            run(&sb, "d/e/f.txt", "x"),
-            ToolOutput::ok("Wrote d/e/f.txt (1 chars)")
-        );
+        assert_eq!(run(&sb, "d/e/f.txt", "héllo"), ToolOutput::ok("Wrote d/e/f.txt (5 chars)"));
+        assert_eq!(fs::read_to_string(sb.ws.join("d/e/f.txt")).unwrap(), "héllo");
+        assert_eq!(run(&sb, "d/e/f.txt", "x"), ToolOutput::ok("Wrote d/e/f.txt (1 chars)"));
         assert_eq!(fs::read_to_string(sb.ws.join("d/e/f.txt")).unwrap(), "x");
         // A symlink to a file inside the workspace writes the real file.
         sb.link("alias", &sb.ws.join("d/e/f.txt"));
@@ -103,24 +91,12 @@ mod tests {
         sb.link("outfile", &sb.outside.join("secret.txt"));
         sb.link("dangling", &sb.outside.join("new.txt"));
         let abs = sb.outside.join("abs.txt").display().to_string();
-        for p in [
-            "../outside/x.txt",
-            "out/x.txt",
-            "outfile",
-            "dangling",
-            abs.as_str(),
-        ] {
+        for p in ["../outside/x.txt", "out/x.txt", "outfile", "dangling", abs.as_str()] {
             let out = run(&sb, p, "pwned");
             assert!(out.failed, "{p}");
-            assert_eq!(
-                out.for_model,
-                format!("Error: Path '{p}' is outside the working directory; access denied")
-            );
+            assert_eq!(out.for_model, format!("Error: Path '{p}' is outside the working directory; access denied"));
         }
-        assert_eq!(
-            fs::read_to_string(sb.outside.join("secret.txt")).unwrap(),
-            "TOPSECRET\n"
-        );
+        assert_eq!(fs::read_to_string(sb.outside.join("secret.txt")).unwrap(), "TOPSECRET\n");
         assert_eq!(fs::read_dir(&sb.outside).unwrap().count(), 1);
 
         let out = run(&sb, "skills/user/demo/SKILL.md", "x");
