@@ -1125,6 +1125,28 @@ mod tests {
         assert!(Regex::new("^.*z$").unwrap().is_match(&format!("{}z", "x".repeat(100_000))).unwrap());
     }
 
+    /// Arbitrary pattern text never panics the parser or the matcher.
+    #[test]
+    fn random_patterns_never_panic() {
+        let alphabet: Vec<char> = "ab(){}[]^$.*+?|\\-,:=!<>#P0123456789dwsbBAZxuUnNié ß".chars().collect();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 12) as usize;
+            let p: String = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
+            if let Ok(r) = Regex::new(&p) {
+                for t in ["", "ab", "a{1}b", "xx(yy)", "é ß 12"] {
+                    let _ = r.is_match(t);
+                }
+            }
+        }
+    }
+
     #[test]
     fn required_literal_prefilter() {
         let req = |p: &str| Regex::new(p).unwrap().required;

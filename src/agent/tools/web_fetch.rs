@@ -395,6 +395,19 @@ pub(crate) mod tests {
         for s in samples {
             let _ = html_to_text(s);
         }
+        let alphabet: Vec<char> = "<>&;#x!-/scriptyle é中\n\t0a".chars().collect();
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..20_000 {
+            let text: String = (0..(seed % 24))
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    alphabet[(seed % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            let _ = html_to_text(&text);
+        }
         assert_eq!(html_to_text("&#0;&#x41;&bogus;"), "\u{fffd}A&bogus;");
         assert_eq!(html_to_text("<sCrIpT>x</ScRiPt >y"), "y");
     }
