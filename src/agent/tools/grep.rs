@@ -117,6 +117,7 @@ fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str
 
     let mut results: Vec<String> = Vec::new();
     let mut total_read = 0u64;
+    let mut buf = Vec::new();
     'files: for (shown_path, real) in &files {
         if cancel.is_cancelled() {
             return ToolOutput::error("grep cancelled");
@@ -146,7 +147,7 @@ fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str
             continue;
         }
         for (i, line) in split_lines(&text).into_iter().enumerate() {
-            match regex.is_match(line) {
+            match regex.is_match_with(line, &mut buf) {
                 Ok(false) => {}
                 Ok(true) => {
                     let line = line.trim_end();

@@ -113,13 +113,20 @@ impl Regex {
 
     /// Whether the pattern matches anywhere in `line` (Python `re.search`).
     pub fn is_match(&self, line: &str) -> Result<bool, Exhausted> {
+        self.is_match_with(line, &mut Vec::new())
+    }
+
+    /// [`Regex::is_match`] reusing `buf` for the decoded line (saves an allocation per line).
+    pub fn is_match_with(&self, line: &str, buf: &mut Vec<char>) -> Result<bool, Exhausted> {
         if let Some((req, false)) = &self.required {
             if !line.contains(req.as_str()) {
                 return Ok(false);
             }
         }
-        let text: Vec<char> = line.chars().collect();
-        let m = Matcher { text: &text, steps: Cell::new(0), depth: Cell::new(0) };
+        buf.clear();
+        buf.extend(line.chars());
+        let text: &[char] = buf;
+        let m = Matcher { text, steps: Cell::new(0), depth: Cell::new(0) };
         let mut caps: Caps = vec![None; self.groups + 1];
         let first = first_node(&self.root);
         for start in 0..=text.len() {
