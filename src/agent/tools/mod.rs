@@ -155,6 +155,39 @@ pub(crate) fn arg_opt_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result
     }
 }
 
+/// Why [`cancellable`] returned without the work's result.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Interrupted {
+    Cancelled,
+    Overdue,
+}
+
+/// Runs blocking network work on a helper thread so a cancelled turn gets control back at once.
+/// The helper ends on its own (its requests have timeouts) and a late result is dropped;
+/// `limit` bounds the wait even if those timeouts misbehave.
+pub(crate) fn cancellable<T: Send + 'static>(
+    cancel: &CancelToken,
+    limit: Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Interrupted> {
+    if cancel.is_cancelled() {
+        return Err(Interrupted::Cancelled);
+    }
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let spawned = std::thread::Builder::new().name("tool-net".into()).spawn(move || {
+        let _ = tx.send(work());
+    });
+    if let Err(e) = spawned {
+        log::warn!("tools: cannot start a network helper thread: {e}");
+        return Err(Interrupted::Overdue);
+    }
+    crossbeam_channel::select! {
+        recv(rx) -> r => r.map_err(|_| Interrupted::Overdue),
+        recv(cancel.wait_chan()) -> _ => Err(Interrupted::Cancelled),
+        recv(crossbeam_channel::after(limit)) -> _ => Err(Interrupted::Overdue),
+    }
+}
+
 /// Formats a duration the way tool messages quote it (`30s`, `0.3s`).
 pub(crate) fn fmt_secs(d: Duration) -> String {
     if d.subsec_millis() == 0 {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
+use super::{arg_str, cancellable, fmt_secs, Interrupted, Tool, ToolOutput, TurnCtx};
 use crate::util::text::take_chars;
 
 /// The contract's overall fetch timeout.
@@ -20,6 +20,8 @@ pub const DEFAULT_MAX_BYTES: u64 = 2 << 20;
 pub const MAX_TEXT_CHARS: usize = 3000;
 /// The contract's User-Agent for web_fetch and web_search.
 pub const USER_AGENT: &str = "Mozilla/5.0 (compatible; CashCode/1.0)";
+/// Extra wait for the helper thread beyond the request timeout before giving up on it.
+pub(crate) const GRACE: Duration = Duration::from_secs(2);
 /// Connect timeout (never longer than the overall timeout).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -78,7 +80,7 @@ impl Tool for WebFetch {
         })
     }
 
-    fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
+    fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
         let url = match arg_str(args, "url") {
             Ok(u) => u.trim(),
             Err(e) => return e,
@@ -90,46 +92,54 @@ impl Tool for WebFetch {
             Some(_) => return ToolOutput::error(format!("Fetching {url} failed: the URL has no host")),
             None => return ToolOutput::error(format!("Only http:// and https:// URLs can be fetched: {url}")),
         }
-        let timed_out = || ToolOutput::error(format!("Fetching {url} timed out ({})", fmt_secs(self.timeout)));
-        let mut resp = match http_agent(self.timeout).get(url).call() {
-            Ok(r) => r,
-            Err(e) if is_timeout(&e) => return timed_out(),
-            Err(e) => return ToolOutput::error(format!("Fetching {url} failed: {e}")),
-        };
-        let status = resp.status().as_u16();
-        if !(200..300).contains(&status) {
-            return ToolOutput::error(format!("HTTP error {status}: {url}"));
+        let (owned, timeout, max_bytes) = (url.to_string(), self.timeout, self.max_bytes);
+        match cancellable(&ctx.cancel, timeout + GRACE, move || fetch(&owned, timeout, max_bytes)) {
+            Ok(out) => out,
+            Err(Interrupted::Cancelled) => ToolOutput::error(format!("Fetching {url} was cancelled")),
+            Err(Interrupted::Overdue) => {
+                ToolOutput::error(format!("Fetching {url} timed out ({})", fmt_secs(self.timeout)))
+            }
         }
-        let mime = resp.body().mime_type().unwrap_or("").to_ascii_lowercase();
-        if ["image/", "audio/", "video/", "font/"].iter().any(|p| mime.starts_with(p))
-            || mime == "application/octet-stream"
-            || mime == "application/zip"
-        {
-            return ToolOutput::error(format!("Fetching {url} failed: content type {mime} is not text"));
-        }
-        let mut bytes = Vec::new();
-        let read = resp.body_mut().as_reader().take(self.max_bytes + 1).read_to_end(&mut bytes);
-        if let Err(e) = read {
-            return if is_io_timeout(&e) {
-                timed_out()
-            } else {
-                ToolOutput::error(format!("Fetching {url} failed: {e}"))
-            };
-        }
-        let capped = bytes.len() as u64 > self.max_bytes;
-        bytes.truncate(self.max_bytes as usize);
-        let text = html_to_text(&String::from_utf8_lossy(&bytes));
-        let total = text.chars().count();
-        let mut body = if total > MAX_TEXT_CHARS {
-            format!("{}\n\n[content truncated, total {total} chars]", take_chars(&text, MAX_TEXT_CHARS))
-        } else {
-            text
-        };
-        if capped {
-            body.push_str(&format!("\n\n[download stopped at {} bytes; the page is larger]", self.max_bytes));
-        }
-        ToolOutput::ok(format!("[From {url}]\n\n{body}"))
     }
+}
+
+/// The blocking GET and text extraction (runs on the helper thread of [`cancellable`]).
+fn fetch(url: &str, timeout: Duration, max_bytes: u64) -> ToolOutput {
+    let timed_out = || ToolOutput::error(format!("Fetching {url} timed out ({})", fmt_secs(timeout)));
+    let mut resp = match http_agent(timeout).get(url).call() {
+        Ok(r) => r,
+        Err(e) if is_timeout(&e) => return timed_out(),
+        Err(e) => return ToolOutput::error(format!("Fetching {url} failed: {e}")),
+    };
+    let status = resp.status().as_u16();
+    if !(200..300).contains(&status) {
+        return ToolOutput::error(format!("HTTP error {status}: {url}"));
+    }
+    let mime = resp.body().mime_type().unwrap_or("").to_ascii_lowercase();
+    if ["image/", "audio/", "video/", "font/"].iter().any(|p| mime.starts_with(p))
+        || mime == "application/octet-stream"
+        || mime == "application/zip"
+    {
+        return ToolOutput::error(format!("Fetching {url} failed: content type {mime} is not text"));
+    }
+    let mut bytes = Vec::new();
+    let read = resp.body_mut().as_reader().take(max_bytes + 1).read_to_end(&mut bytes);
+    if let Err(e) = read {
+        return if is_io_timeout(&e) { timed_out() } else { ToolOutput::error(format!("Fetching {url} failed: {e}")) };
+    }
+    let capped = bytes.len() as u64 > max_bytes;
+    bytes.truncate(max_bytes as usize);
+    let text = html_to_text(&String::from_utf8_lossy(&bytes));
+    let total = text.chars().count();
+    let mut body = if total > MAX_TEXT_CHARS {
+        format!("{}\n\n[content truncated, total {total} chars]", take_chars(&text, MAX_TEXT_CHARS))
+    } else {
+        text
+    };
+    if capped {
+        body.push_str(&format!("\n\n[download stopped at {} bytes; the page is larger]", max_bytes));
+    }
+    ToolOutput::ok(format!("[From {url}]\n\n{body}"))
 }
 
 /// Readable text from HTML (or any text): drops script/style elements and comments, removes
@@ -447,6 +457,25 @@ pub(crate) mod tests {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let url = format!("http://127.0.0.1:{port}/");
         assert!(run(&WebFetch::default(), &url).for_model.starts_with(&format!("Error: Fetching {url} failed: ")));
+    }
+
+    #[test]
+    fn cancel_returns_promptly() {
+        let (url, h) = serve(200, "text/plain", b"late".to_vec(), Duration::from_millis(3000), 1);
+        let sb = Sandbox::new();
+        let cancel = sb.ctx.cancel.clone();
+        let t = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(200));
+            cancel.cancel();
+        });
+        let start = std::time::Instant::now();
+        let mut a = Map::new();
+        a.insert("url".into(), json!(url));
+        let out = WebFetch::default().run(&a, &sb.ctx);
+        assert!(start.elapsed() < Duration::from_secs(2));
+        assert_eq!(out.for_model, format!("Error: Fetching {url} was cancelled"));
+        t.join().unwrap();
+        h.join().unwrap();
     }
 
     #[test]

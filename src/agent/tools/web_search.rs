@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::web_fetch::{http_agent, is_timeout};
-use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
+use super::web_fetch::{http_agent, is_timeout, GRACE};
+use super::{arg_str, cancellable, fmt_secs, Interrupted, Tool, ToolOutput, TurnCtx};
 
 /// The public Instant Answer endpoint.
 pub const DEFAULT_URL: &str = "https://api.duckduckgo.com/";
@@ -48,7 +48,7 @@ impl Tool for WebSearch {
         })
     }
 
-    fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
+    fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
         let query = match arg_str(args, "query") {
             Ok(q) => q.trim(),
             Err(e) => return e,
@@ -56,42 +56,44 @@ impl Tool for WebSearch {
         if query.is_empty() {
             return ToolOutput::error("Search failed: the query is empty");
         }
-        match self.fetch(query) {
-            Ok(v) => ToolOutput::ok(format_answer(query, &v)),
-            Err(e) => ToolOutput::error(format!("Search failed: {e}")),
+        let (base, q, timeout) = (self.base_url.clone(), query.to_string(), self.timeout);
+        match cancellable(&ctx.cancel, timeout + GRACE, move || fetch(&base, &q, timeout)) {
+            Ok(Ok(v)) => ToolOutput::ok(format_answer(query, &v)),
+            Ok(Err(e)) => ToolOutput::error(format!("Search failed: {e}")),
+            Err(Interrupted::Cancelled) => ToolOutput::error("Search failed: cancelled"),
+            Err(Interrupted::Overdue) => ToolOutput::error(format!("Search failed: timed out ({})", fmt_secs(timeout))),
         }
     }
 }
 
-impl WebSearch {
-    fn fetch(&self, query: &str) -> Result<Value, String> {
-        let resp = http_agent(self.timeout)
-            .get(&self.base_url)
-            .query("q", query)
-            .query("format", "json")
-            .query("no_redirect", "1")
-            .query("no_html", "1")
-            .call();
-        let timeout_msg = || format!("timed out ({})", fmt_secs(self.timeout));
-        let mut resp = match resp {
-            Ok(r) => r,
-            Err(e) if is_timeout(&e) => return Err(timeout_msg()),
-            Err(e) => return Err(e.to_string()),
-        };
-        let status = resp.status().as_u16();
-        if !(200..300).contains(&status) {
-            return Err(format!("HTTP error {status}"));
-        }
-        let mut bytes = Vec::new();
-        resp.body_mut().as_reader().take(MAX_RESPONSE_BYTES).read_to_end(&mut bytes).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::TimedOut {
-                timeout_msg()
-            } else {
-                e.to_string()
-            }
-        })?;
-        serde_json::from_slice(&bytes).map_err(|e| format!("invalid JSON response: {e}"))
+/// The blocking API call (runs on the helper thread of [`cancellable`]).
+fn fetch(base_url: &str, query: &str, timeout: Duration) -> Result<Value, String> {
+    let resp = http_agent(timeout)
+        .get(base_url)
+        .query("q", query)
+        .query("format", "json")
+        .query("no_redirect", "1")
+        .query("no_html", "1")
+        .call();
+    let timeout_msg = || format!("timed out ({})", fmt_secs(timeout));
+    let mut resp = match resp {
+        Ok(r) => r,
+        Err(e) if is_timeout(&e) => return Err(timeout_msg()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let status = resp.status().as_u16();
+    if !(200..300).contains(&status) {
+        return Err(format!("HTTP error {status}"));
     }
+    let mut bytes = Vec::new();
+    resp.body_mut().as_reader().take(MAX_RESPONSE_BYTES).read_to_end(&mut bytes).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            timeout_msg()
+        } else {
+            e.to_string()
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("invalid JSON response: {e}"))
 }
 
 /// The contract's text rendering of an Instant Answer response.
