@@ -39,6 +39,7 @@ pub struct Server {
     threads: Vec<JoinHandle<()>>,
     /// Dropping it stops the dream thread.
     dream_stop: Option<crossbeam_channel::Sender<()>>,
+    api: Arc<Api>,
 }
 
 #[derive(Debug)]
@@ -110,7 +111,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         memory,
         llm: Arc::clone(&llm),
         sink: hub.clone(),
-        tools: tools::builtins(),
+        tools: tools::builtins_with(&tools::ToolSettings::from_config(&config)),
         extensions: Vec::new(),
         workspace,
         protected,
@@ -149,10 +150,11 @@ pub fn start(config: Config) -> Result<Server, Error> {
     let api =
         Arc::new(Api { config: Arc::clone(&config), policy, agent: Arc::clone(&agent), llm, ws_port: ws_addr.port() });
     let sd = Arc::clone(&shutdown);
+    let api2 = Arc::clone(&api);
     threads.push(
         thread::Builder::new()
             .name("http".into())
-            .spawn(move || crate::http::serve(http_server, api, &sd))
+            .spawn(move || crate::http::serve(http_server, api2, &sd))
             .map_err(|e| Error(format!("cannot start http: {e}")))?,
     );
 
@@ -167,10 +169,16 @@ pub fn start(config: Config) -> Result<Server, Error> {
         ws_addr,
         threads,
         dream_stop: Some(dream_stop),
+        api,
     })
 }
 
 impl Server {
+    /// The HTTP router (tests drive it without a socket).
+    pub fn api(&self) -> Arc<Api> {
+        Arc::clone(&self.api)
+    }
+
     /// Stops accepting, cancels turns, closes connections, joins threads (bounded wait).
     pub fn stop(mut self) {
         self.dream_stop.take();

@@ -126,3 +126,41 @@ mod tests {
         assert!(read_line_capped(&mut &long[..], &mut buf, 50).is_err());
     }
 }
+
+#[cfg(test)]
+mod property {
+    use super::*;
+    use crate::util::prng::Prng;
+
+    /// Random bytes and mutated streams: the reader ends (event, EOF or error) without panics
+    /// or unbounded loops, and never returns more data than it was given.
+    #[test]
+    fn random_streams_never_panic() {
+        let mut rng = Prng::new(42);
+        let pieces: &[&[u8]] =
+            &[b"data: ", b"event: x", b"\n", b"\r\n", b":", b"{\"a\":1}", b"[DONE]", b"\xff", b"id: 3", b" "];
+        for _ in 0..50_000 {
+            let mut input = Vec::new();
+            for _ in 0..rng.below(30) {
+                if rng.chance(10) {
+                    let n = rng.below(8);
+                    input.extend(rng.bytes(n));
+                } else {
+                    let piece: &[u8] = pieces[rng.below(pieces.len())];
+                    input.extend_from_slice(piece);
+                }
+            }
+            let mut r = Reader::new(&input[..]);
+            let mut total = 0;
+            for _ in 0..input.len() + 2 {
+                match r.next_event() {
+                    Ok(Some(ev)) => {
+                        total += ev.data.len();
+                        assert!(total <= input.len());
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
+    }
+}

@@ -272,3 +272,108 @@ mod tests {
         assert_eq!(selection.model, "m");
     }
 }
+
+#[cfg(test)]
+mod property {
+    use super::*;
+    use crate::util::prng::Prng;
+
+    const PIECES: &[&str] = &[
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        "\"type\"",
+        "\"message\"",
+        "\"attach\"",
+        "\"chat_id\"",
+        "\"c1\"",
+        "\"content\"",
+        "\"hi\"",
+        "\"metadata\"",
+        "\"llm\"",
+        "\"provider\"",
+        "\"ollama\"",
+        "\"model\"",
+        "\"m\"",
+        "\"mentioned_skills\"",
+        "\"name\"",
+        "\"label\"",
+        "null",
+        "1",
+        "-1e999",
+        "true",
+        "\"\\u0000\"",
+        "\"after_seq\"",
+        "18446744073709551616",
+        "\"\u{5b57}\"",
+        " ",
+    ];
+
+    /// Random token soups and byte noise: parsing never panics and every rejection carries a
+    /// known detail.
+    #[test]
+    fn random_frames_never_panic() {
+        let mut rng = Prng::new(0x5eed);
+        let known = [
+            "typed JSON envelope required",
+            "invalid chat_id",
+            "missing content",
+            "llm selection is required",
+            "metadata must be an object",
+            "llm must be an object",
+            "llm.provider is invalid",
+            "llm.model must be a string",
+            "llm.model is invalid",
+            "at most 8 Skill/MCP selections are allowed",
+        ];
+        let mut accepted = 0;
+        for i in 0..200_000 {
+            let vals = [
+                json!(null),
+                json!(1),
+                json!("ollama"),
+                json!("m"),
+                json!(""),
+                json!({}),
+                json!([]),
+                json!("c1"),
+                json!([{"name": "a"}]),
+                json!({"provider": "ollama", "model": "m"}),
+            ];
+            let text = if i % 3 == 1 {
+                let mut meta = serde_json::Map::new();
+                for k in ["llm", "mentioned_skills", "selected_mcp_connectors"] {
+                    if rng.chance(70) {
+                        meta.insert(k.into(), rng.pick(&vals).clone());
+                    }
+                }
+                if rng.chance(50) {
+                    meta.insert("llm".into(), json!({"provider": "ollama", "model": rng.pick(&vals)}));
+                }
+                let kind = *rng.pick(&["message", "attach", "ping", "cancel", "x"]);
+                json!({"type": kind, "chat_id": rng.pick(&vals), "content": rng.pick(&vals), "metadata": meta})
+                    .to_string()
+            } else if i % 10 == 0 {
+                let n = rng.below(64);
+                String::from_utf8_lossy(&rng.bytes(n)).into_owned()
+            } else {
+                (0..rng.below(40)).map(|_| *rng.pick(PIECES)).collect::<String>()
+            };
+            match parse_frame(&text) {
+                Ok(_) => accepted += 1,
+                Err(r) => assert!(
+                    known.contains(&r.detail.as_str())
+                        || r.detail.starts_with("unknown type: ")
+                        || r.detail.starts_with("mentioned_skills")
+                        || r.detail.starts_with("selected_mcp_connectors"),
+                    "unexpected detail {:?} for {text:?}",
+                    r.detail
+                ),
+            }
+        }
+        assert!(accepted > 0, "the generator should also produce valid frames");
+    }
+}
