@@ -257,3 +257,31 @@ fn a_stalled_http_client_does_not_block_other_requests() {
     assert_eq!(got.ok(), Some(Ok(200)), "GET /api/health stalled behind a client that never finished its request body");
     drop(stalled);
 }
+
+#[test]
+fn deleting_a_chat_mid_turn_does_not_resurrect_it() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    let never = Gate::new();
+    fake.push(Reply::text(&["partial ", "never"]).gate_before_chunk(1, &never));
+    ws.message(&chat, "delete me while I talk", "openai_compatible");
+    never.wait_reached(WAIT);
+    ws.recv_until(|v| v["event"] == "delta");
+    assert_eq!(server.delete(&format!("/api/sessions/{chat}")).status, 204);
+    // The turn ends for the client...
+    let events = ws.turn_events(&chat);
+    let last = events.last().expect("a closing event");
+    assert!(last["event"] == "done" || last["event"] == "error", "{events:?}");
+    // ...and the deleted chat stays deleted.
+    ws.ping_sync();
+    assert!(
+        !server.chat_dir(&chat).exists(),
+        "the chat directory came back: {:?}",
+        history_records(&server.home, &chat)
+    );
+    server.get("/api/sessions").expect(200, json!({"sessions":[]}));
+    server.get(&format!("/api/sessions/{chat}/messages")).expect(404, json!({"detail":"session not found"}));
+    never.open();
+}
