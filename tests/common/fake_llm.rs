@@ -364,6 +364,10 @@ struct State {
     models: HashMap<String, Reply>,
     /// Served when the queue is empty (instead of recording an unexpected call).
     fallback: Option<Reply>,
+    /// Replies for non-streamed requests (`stream` not true: consolidation, Dream), kept apart
+    /// because they run in the background and interleave with turns.
+    completions: VecDeque<Reply>,
+    completion_fallback: Option<Reply>,
 }
 
 struct Shared {
@@ -431,6 +435,16 @@ impl FakeLlm {
     /// misuse (for tests whose number of model calls is legitimately unknown).
     pub fn set_fallback(&self, reply: Reply) {
         self.shared.state.lock().expect("fake state").fallback = Some(reply);
+    }
+
+    /// Queues a reply for the next non-streamed chat request.
+    pub fn push_completion(&self, reply: Reply) {
+        self.shared.state.lock().expect("fake state").completions.push_back(reply);
+    }
+
+    /// Serves `reply` to every non-streamed request that finds its queue empty.
+    pub fn set_completion_fallback(&self, reply: Reply) {
+        self.shared.state.lock().expect("fake state").completion_fallback = Some(reply);
     }
 
     /// Scripted replies not consumed yet.
@@ -678,8 +692,19 @@ fn choose_reply(shared: &Shared, req: &RawRequest, now: Instant) -> (Reply, usiz
             }
             _ => None,
         };
+        let background = body["stream"] != json!(true);
         match retry {
             Some(r) => r,
+            None if background => match st.completions.pop_front() {
+                Some(r) => r,
+                None => match st.completion_fallback.clone() {
+                    Some(r) => r,
+                    None => {
+                        st.failures.push(format!("unexpected non-streamed request {path}: {}", short(&raw)));
+                        Reply::status(500, r#"{"error":{"message":"fake llm: no scripted completion"}}"#)
+                    }
+                },
+            },
             None => match st.queue.pop_front() {
                 Some(r) => {
                     if let Some(want) = r.expect_stream {

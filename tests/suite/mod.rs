@@ -1,5 +1,6 @@
 //! The integration tests, one module per area of the contract.
 
+mod consolidation;
 mod harness;
 mod http_api;
 mod legacy_data;
