@@ -597,3 +597,29 @@ fn saving_settings_mid_turn_does_not_switch_the_running_turn() {
     let old = format!("Bearer {TEST_KEY}");
     assert_eq!(auths, vec![old.clone(), old, "Bearer sk-new-KEY2".to_string()]);
 }
+
+#[test]
+fn tool_result_events_carry_the_first_200_code_points_only() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    let fact = "é".repeat(300);
+    let args = json!({ "content": fact }).to_string();
+    // Split the arguments mid-way, inside the run of two-byte characters, on a char boundary.
+    let mid = args.char_indices().nth(args.chars().count() / 2).map(|(i, _)| i).expect("middle");
+    let (a, b) = args.split_at(mid);
+    fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_long", "save_memory", &[a, b])]));
+    fake.push(Reply::text(&["saved"]));
+    ws.message(&chat, "remember a long fact", "openai_compatible");
+    let events = ws.turn_events(&chat);
+    let full = format!("Saved to long-term memory: {fact}");
+    let preview: String = full.chars().take(200).collect();
+    let result = events.iter().find(|e| e["event"] == "tool_result").expect("tool_result");
+    assert_eq!(result["result"], preview.as_str());
+    // The model and the history get the whole text.
+    let msgs = req_messages(&fake.chat_requests()[1].body);
+    assert_eq!(msgs.last().expect("tool message")["content"], full.as_str());
+    let recs = history_records(&server.home, &chat);
+    assert_eq!(recs[2]["content"], full.as_str());
+}
