@@ -9,9 +9,9 @@ use serde_json::{json, Value};
 
 use crate::common::*;
 
-/// The contract says 100 ms; the bound leaves room for debug builds on a loaded 2-core box
-/// while still failing a server that waits for the model (which is held for 30 s).
-const CANCEL_BOUND: Duration = Duration::from_millis(1000);
+/// The contract's 100 ms, doubled as slack for scheduling on a loaded 2-core box (measured
+/// latency is well under 1 ms); a server that waits for the model (held for 30 s) fails it.
+const CANCEL_BOUND: Duration = Duration::from_millis(200);
 
 /// Reads until the chat's closing event, splitting off `stop_ack` frames.
 fn until_closed(ws: &mut WsClient, chat: &str) -> (Vec<Value>, Vec<Value>) {
