@@ -226,6 +226,14 @@ impl Reply {
         r
     }
 
+    /// A 200 event stream of the given raw byte pieces, each written and flushed separately
+    /// (for SSE framing variants: comments, CRLF, `data:` without a space, split lines).
+    pub fn raw_sse(pieces: &[&str]) -> Self {
+        let mut steps = vec![Step::Head];
+        steps.extend(pieces.iter().map(|p| Step::Data(p.as_bytes().to_vec())));
+        Reply::stream(steps, Vec::new())
+    }
+
     /// A 200 event stream whose data line is not JSON.
     pub fn malformed() -> Self {
         let steps = vec![

@@ -623,3 +623,34 @@ fn tool_result_events_carry_the_first_200_code_points_only() {
     let recs = history_records(&server.home, &chat);
     assert_eq!(recs[2]["content"], full.as_str());
 }
+
+#[test]
+fn sse_framing_variants_are_understood() {
+    // What real providers and proxies send: keep-alive comments, CRLF line ends, `data:`
+    // without a space, `event:` lines, a line split across TCP writes, null content.
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    let c = |text: &str| {
+        json!({"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":text},"finish_reason":null}]})
+            .to_string()
+    };
+    let first = format!("data: {}\n\n", c("Hel"));
+    let (split_a, split_b) = first.split_at(20);
+    fake.push(Reply::raw_sse(&[
+        ": OPENROUTER PROCESSING\n\n",
+        split_a,
+        split_b,
+        &format!("data:{}\r\n\r\n", c("lo")),
+        &format!("event: message\ndata: {}\n\n", c(" world")),
+        "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":null},\"finish_reason\":null}]}\n\n",
+        ": ping\n\n",
+        "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    ]));
+    ws.message(&chat, "variants", "openai_compatible");
+    let (masked, _) = mask_turn(&ws.turn_events(&chat), 1);
+    assert_eq!(masked, plain_answer(&chat, Some("variants"), &["Hel", "lo", " world"]));
+    assert_eq!(history_summary(&server.home, &chat)[1], (2, "assistant".to_string(), "Hello world".to_string()));
+}
