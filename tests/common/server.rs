@@ -320,6 +320,54 @@ impl Drop for TestServer {
     }
 }
 
+/// Runs the binary to completion (for start-up failures and `--help`) with the test
+/// environment plus `env`, in a fresh home; returns (exit code, stdout, stderr). Killed after
+/// 10 s if it does not exit by itself.
+pub fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let home = fresh_home("exit");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cashcode"));
+    cmd.env_clear()
+        .current_dir(&home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("TZ", "UTC")
+        .env("CASHCODE_HOME", &home)
+        .env("CASHCODE_CONFIG_DIR", home.join("config"))
+        .env("CASHCODE_PORT", "0")
+        .env("WS_PORT", "0")
+        .env("DREAM_INTERVAL", "0")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn cashcode");
+    let out = Arc::new(Mutex::new(String::new()));
+    let err = Arc::new(Mutex::new(String::new()));
+    drain(child.stdout.take().expect("stdout"), out.clone(), None);
+    drain(child.stderr.take().expect("stderr"), err.clone(), None);
+    let deadline = Deadline::after(START_LIMIT);
+    let status = loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            break st.code();
+        }
+        if deadline.passed() {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Give the drain threads a moment to finish reading the closed pipes.
+    std::thread::sleep(Duration::from_millis(50));
+    let _ = std::fs::remove_dir_all(&home);
+    let o = out.lock().expect("lock").clone();
+    let e = err.lock().expect("lock").clone();
+    (status, o, e)
+}
+
 /// A buffered HTTP response.
 #[derive(Debug, Clone)]
 pub struct HttpResp {
