@@ -180,6 +180,12 @@ fn concurrent_run(server: &TestServer, fake: &FakeLlm, clients: usize) -> ConcRe
 }
 
 fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary too (without
+    // it, in a debug build), where minutes of load would only slow the test run down.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("benches/server.rs: skipped (run `cargo bench --bench server` for the figures)");
+        return;
+    }
     raise_nofile();
     let bin = env!("CARGO_BIN_EXE_cashcode");
     let size = std::fs::metadata(bin).map(|m| m.len()).unwrap_or(0);
