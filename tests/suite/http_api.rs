@@ -94,8 +94,17 @@ fn sessions_list_messages_rename_delete() {
     assert_eq!(r.status, 422);
     let detail = r.json()["detail"].clone();
     assert_eq!(detail[0]["msg"], "Value error, title must not be empty", "{detail}");
-    assert_eq!(server.patch(&format!("/api/sessions/{a}"), &json!({})).status, 422);
-    assert_eq!(server.patch(&format!("/api/sessions/{a}"), &json!({"title":5})).status, 422);
+    assert_eq!(detail[0]["loc"], json!(["body", "title"]));
+    let r = server.patch(&format!("/api/sessions/{a}"), &json!({}));
+    assert_eq!(r.status, 422);
+    let d = r.json()["detail"][0].clone();
+    assert_eq!(
+        (d["type"].clone(), d["loc"].clone(), d["msg"].clone()),
+        (json!("missing"), json!(["body", "title"]), json!("Field required"))
+    );
+    let r = server.patch(&format!("/api/sessions/{a}"), &json!({"title":5}));
+    assert_eq!(r.status, 422);
+    assert_eq!(r.json()["detail"][0]["loc"], json!(["body", "title"]));
     assert_eq!(server.request("PATCH", &format!("/api/sessions/{a}"), &[], Some("not json")).status, 422);
     server
         .patch("/api/sessions/no-such-chat", &json!({"title":"x"}))
