@@ -154,3 +154,14 @@ fn stream_cut_mid_answer_is_an_error_and_persists_nothing() {
     let (masked, _) = mask_turn(&ws.turn_events(&chat), last + 1);
     assert_eq!(masked, plain_answer(&chat, None, &["whole answer"]));
 }
+
+#[test]
+fn an_error_object_inside_the_stream_is_reported() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    fake.push(Reply::raw_sse(&[
+        "data: {\"error\":{\"message\":\"model overloaded, try later\",\"type\":\"server_error\",\"code\":503}}\n\n",
+    ]));
+    let detail = fail_then_recover(&server, &fake, "openai_compatible");
+    assert!(detail.contains("overloaded"), "detail {detail:?}");
+}
