@@ -211,8 +211,17 @@ fn main() {
     let mut p99s = Vec::new();
     let mut first50 = Vec::new();
     let mut first99 = Vec::new();
+    // Early vs late turns of a run: how much the growing history (sent every turn) costs.
+    let mut early50 = Vec::new();
+    let mut late50 = Vec::new();
     for _ in 0..SEQ_RUNS {
         let (mut o, mut f) = sequential_run(&server, &fake);
+        let mut early = o[..50].to_vec();
+        let mut late = o[o.len() - 50..].to_vec();
+        early.sort_by(|a, b| a.total_cmp(b));
+        late.sort_by(|a, b| a.total_cmp(b));
+        early50.push(pct(&early, 0.5));
+        late50.push(pct(&late, 0.5));
         o.sort_by(|a, b| a.total_cmp(b));
         f.sort_by(|a, b| a.total_cmp(b));
         p50s.push(pct(&o, 0.5));
@@ -246,6 +255,8 @@ fn main() {
         median(p50s)
     );
     println!("{:<52} {:>21.3} ms", "server overhead per turn p99", median(p99s));
+    println!("{:<52} {:>21.3} ms", "  overhead p50 of turns 1-50 (short history)", median(early50));
+    println!("{:<52} {:>21.3} ms", "  overhead p50 of turns 151-200 (long history)", median(late50));
     println!("{:<52} {:>21.3} ms", "time to first delta p50", median(first50));
     println!("{:<52} {:>21.3} ms", "time to first delta p99", median(first99));
     for (clients, tps, p50, p99, errors) in &conc {
