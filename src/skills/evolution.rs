@@ -1,0 +1,596 @@
+//! Skill self-evolution (skills.md §12, storage.md §8), off by default: the env switches, the
+//! gate on successful turns, redacted evidence files, the workflow fingerprint, recurrence,
+//! the restricted proposal generator (one LLM call through a caller-supplied closure, no tools)
+//! and the proposal store with approve/reject. Turn workers call [`Evolution::schedule_turn`],
+//! which processes on a short-lived `skill-evolution` thread under a counting semaphore; the
+//! HTTP thread calls the proposal methods.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+
+use super::package;
+use super::service::{CreateRequest, ReplaceRequest, SkillService};
+use super::{sha256_hex, Result, SkillError, Source};
+use crate::util::{fsx, rand, text, time};
+
+/// The proposal generator: OpenAI-style messages in, the model's reply text out.
+pub type Generator = dyn Fn(&[Value]) -> std::result::Result<String, String> + Send + Sync;
+
+/// How long a queued turn waits for a free evolution slot before it is dropped.
+const SLOT_WAIT: Duration = Duration::from_secs(300);
+
+/// The env switches, validated once at startup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvolutionConfig {
+    pub enabled: bool,
+    pub min_tool_calls: usize,
+    pub recurrence: usize,
+    pub max_context_chars: usize,
+    pub max_concurrent: usize,
+    pub max_evidence: usize,
+}
+
+impl Default for EvolutionConfig {
+    fn default() -> Self {
+        EvolutionConfig {
+            enabled: false,
+            min_tool_calls: 2,
+            recurrence: 2,
+            max_context_chars: 12_000,
+            max_concurrent: 1,
+            max_evidence: 500,
+        }
+    }
+}
+
+impl EvolutionConfig {
+    /// Reads the `SKILL_EVOLUTION_*` variables; a non-integer value is a startup error.
+    pub fn from_config(cfg: &crate::config::Config) -> std::result::Result<Self, String> {
+        Self::from_lookup(|k| cfg.var(k).map(str::to_string))
+    }
+
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> std::result::Result<Self, String> {
+        let d = EvolutionConfig::default();
+        let int = |key: &str, default: usize, min: usize| -> std::result::Result<usize, String> {
+            match get(key) {
+                None => Ok(default),
+                Some(v) => v
+                    .trim()
+                    .parse::<i64>()
+                    .map(|n| (n.max(min as i64)) as usize)
+                    .map_err(|_| format!("{key} must be an integer")),
+            }
+        };
+        Ok(EvolutionConfig {
+            enabled: get("SKILL_EVOLUTION_ENABLED")
+                .map(|v| matches!(v.trim().to_lowercase().as_str(), "1" | "true" | "yes"))
+                .unwrap_or(false),
+            min_tool_calls: int("SKILL_EVOLUTION_MIN_TOOL_CALLS", d.min_tool_calls, 1)?,
+            recurrence: int("SKILL_EVOLUTION_RECURRENCE", d.recurrence, 2)?,
+            max_context_chars: int(
+                "SKILL_EVOLUTION_MAX_CONTEXT_CHARS",
+                d.max_context_chars,
+                1000,
+            )?,
+            max_concurrent: int("SKILL_EVOLUTION_MAX_CONCURRENT", d.max_concurrent, 1)?,
+            max_evidence: int("SKILL_EVOLUTION_MAX_EVIDENCE", d.max_evidence, 10)?,
+        })
+    }
+}
+
+/// What a finished, persisted turn hands to evolution.
+#[derive(Debug, Clone, Default)]
+pub struct TurnTrace {
+    pub chat_id: String,
+    pub user: String,
+    pub assistant: String,
+    /// Every tool call name in order (duplicates count; explicit @-loads excluded).
+    pub tools: Vec<String>,
+    /// Persisted tool-message texts.
+    pub tool_receipts: Vec<String>,
+    /// No failed tool call and the iteration limit not hit.
+    pub success: bool,
+}
+
+/// The evolution service.
+pub struct Evolution {
+    pub cfg: EvolutionConfig,
+    evidence_dir: PathBuf,
+    proposals_dir: PathBuf,
+    skills: Arc<SkillService>,
+    slots: (Mutex<usize>, Condvar),
+    /// Serialises proposal files (generation and approve/reject).
+    lock: Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Lowercase, standalone digit runs -> `#`, whitespace collapsed, first 500 chars, then
+/// `|` + sorted unique tool names joined by `|`; SHA-256, first 24 hex.
+pub fn fingerprint(user: &str, tools: &[String]) -> String {
+    let lower: Vec<char> = user.to_lowercase().chars().collect();
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(lower.len());
+    let mut i = 0;
+    while i < lower.len() {
+        let c = lower[i];
+        if c.is_ascii_digit() {
+            let start = i;
+            while i < lower.len() && lower[i].is_ascii_digit() {
+                i += 1;
+            }
+            let before_ok = start == 0 || !word(lower[start - 1]);
+            let after_ok = i == lower.len() || !word(lower[i]);
+            if before_ok && after_ok {
+                out.push('#');
+            } else {
+                out.extend(&lower[start..i]);
+            }
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    let norm = text::collapse_ws(&out);
+    let norm = text::take_chars(&norm, 500);
+    let tools: BTreeSet<&str> = tools.iter().map(String::as_str).collect();
+    let joined: Vec<&str> = tools.into_iter().collect();
+    sha256_hex(format!("{norm}|{}", joined.join("|")).as_bytes())[..24].to_string()
+}
+
+const SECRET_LABELS: [&str; 6] = [
+    "api_key", "api-key", "apikey", "token", "password", "secret",
+];
+
+/// Evidence redaction: `label: value` / `label=value` -> `label=[REDACTED]`, skill-load receipts
+/// -> `[Skill loaded receipt]`, plus the shared redactor (bearer tokens, `sk-` keys); then cut.
+pub fn sanitize_evidence(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len());
+    let b = s.as_bytes();
+    let mut i = 0;
+    'outer: while i < s.len() {
+        if s[i..].starts_with("[Skill loaded:") {
+            if let Some(end) = s[i..].find(']') {
+                out.push_str("[Skill loaded receipt]");
+                i += end + 1;
+                continue;
+            }
+        }
+        for label in SECRET_LABELS {
+            if b.len() >= i + label.len()
+                && b[i..i + label.len()].eq_ignore_ascii_case(label.as_bytes())
+            {
+                let mut j = i + label.len();
+                while j < b.len() && b[j] == b' ' {
+                    j += 1;
+                }
+                if j < b.len() && (b[j] == b':' || b[j] == b'=') {
+                    j += 1;
+                    while j < b.len() && matches!(b[j], b' ' | b'"' | b'\'') {
+                        j += 1;
+                    }
+                    let end = j + s[j..]
+                        .find(|c: char| {
+                            c.is_whitespace() || matches!(c, '"' | '\'' | ',' | ';' | '&' | '}')
+                        })
+                        .unwrap_or(s.len() - j);
+                    if end > j {
+                        out.push_str(&s[i..i + label.len()]);
+                        out.push_str("=[REDACTED]");
+                        i = end;
+                        continue 'outer;
+                    }
+                }
+            }
+        }
+        let ch = s[i..].chars().next().expect("i is on a char boundary");
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    let out = crate::util::redact::redact(&out);
+    text::take_chars(&out, max).to_string()
+}
+
+impl Evolution {
+    pub fn new(cfg: EvolutionConfig, skills: Arc<SkillService>) -> Arc<Evolution> {
+        let base = skills.paths().evolution.clone();
+        Arc::new(Evolution {
+            cfg,
+            evidence_dir: base.join("evidence"),
+            proposals_dir: base.join("proposals"),
+            skills,
+            slots: (Mutex::new(0), Condvar::new()),
+            lock: Mutex::new(()),
+        })
+    }
+
+    /// Whether a finished turn qualifies for evidence.
+    pub fn gate(&self, t: &TurnTrace) -> bool {
+        self.cfg.enabled && t.success && t.tools.len() >= self.cfg.min_tool_calls
+    }
+
+    /// Called after every persisted turn: when the gate passes, processes the turn on a
+    /// background thread (at most `max_concurrent` at once). Returns whether it was queued.
+    pub fn schedule_turn(self: &Arc<Self>, trace: TurnTrace, generator: Arc<Generator>) -> bool {
+        if !self.gate(&trace) {
+            return false;
+        }
+        let me = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("skill-evolution".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                if !me.acquire_slot() {
+                    log::warn!("event=skill_evolution.dropped reason=\"no free slot\"");
+                    return;
+                }
+                if let Err(e) = me.process_turn(&trace, generator.as_ref()) {
+                    log::warn!(
+                        "event=skill_evolution.failed error={:?}",
+                        package::sanitize(&e.to_string(), &[])
+                    );
+                }
+                me.release_slot();
+            });
+        spawned.is_ok()
+    }
+
+    fn acquire_slot(&self) -> bool {
+        let (m, cv) = &self.slots;
+        let mut n = lock(m);
+        let deadline = std::time::Instant::now() + SLOT_WAIT;
+        while *n >= self.cfg.max_concurrent {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            n = cv
+                .wait_timeout(n, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        *n += 1;
+        true
+    }
+
+    fn release_slot(&self) {
+        let (m, cv) = &self.slots;
+        *lock(m) -= 1;
+        cv.notify_one();
+    }
+
+    /// Records the evidence and, on recurrence, asks the generator for a proposal.
+    /// Returns the new proposal, if one was stored.
+    pub fn process_turn(&self, t: &TurnTrace, generator: &Generator) -> Result<Option<Value>> {
+        if !self.gate(t) {
+            return Ok(None);
+        }
+        let fp = fingerprint(&t.user, &t.tools);
+        let id = package::version_id();
+        let evidence = json!({
+            "id": id,
+            "fingerprint": fp,
+            "chat_id_hash": &sha256_hex(t.chat_id.as_bytes())[..12],
+            "user": sanitize_evidence(&t.user, 2000),
+            "assistant": sanitize_evidence(&t.assistant, 2500),
+            "tools": t.tools,
+            "tool_receipts": t.tool_receipts.iter().map(|r| sanitize_evidence(r, 500)).collect::<Vec<_>>(),
+            "created_at": time::now_epoch(),
+        });
+        write_json(&self.evidence_dir.join(format!("{id}.json")), &evidence)?;
+        self.prune_evidence();
+
+        let _g = lock(&self.lock);
+        let mut matches: Vec<Value> = read_dir_json(&self.evidence_dir)
+            .into_iter()
+            .filter(|e| e["fingerprint"] == json!(fp))
+            .collect();
+        if matches.len() < self.cfg.recurrence {
+            return Ok(None);
+        }
+        if self.proposals().iter().any(|p| {
+            p["fingerprint"] == json!(fp)
+                && matches!(p["status"].as_str(), Some("pending" | "applied"))
+        }) {
+            return Ok(None);
+        }
+        matches.sort_by(|a, b| {
+            let ka = (
+                a["created_at"].as_f64().unwrap_or(0.0),
+                a["id"].as_str().unwrap_or(""),
+            );
+            let kb = (
+                b["created_at"].as_f64().unwrap_or(0.0),
+                b["id"].as_str().unwrap_or(""),
+            );
+            ka.partial_cmp(&kb).unwrap_or(std::cmp::Ordering::Equal)
+        });
+        let recent: Vec<Value> = matches.split_off(matches.len() - self.cfg.recurrence);
+        let messages = self.prompt(&recent);
+        let reply = match generator(&messages) {
+            Ok(r) => r,
+            Err(e) => {
+                log::info!(
+                    "event=skill_evolution.generator_failed error={:?}",
+                    package::sanitize(&e, &[])
+                );
+                return Ok(None);
+            }
+        };
+        self.store_proposal(&reply, &recent, &fp)
+    }
+
+    /// The restricted generator's two messages.
+    fn prompt(&self, evidence: &[Value]) -> Vec<Value> {
+        let cat = self.skills.catalog();
+        let contract = cat
+            .get("skill-creator")
+            .and_then(|r| self.skills.read(r).ok())
+            .map(|p| text::take_chars(&p.parsed.manifest.body, 5000).to_string())
+            .unwrap_or_default();
+        let existing: Vec<Value> = cat
+            .records
+            .values()
+            .take(80)
+            .map(|r| r.to_json(false))
+            .collect();
+        let rules = [
+            "Reply with one JSON object only, no code fences, no prose.",
+            "Shape: {\"action\": \"create\"|\"update\", \"name\": \"<slug>\", \"candidate_content\": \"<complete SKILL.md>\", \"reason\": \"<why>\"}.",
+            "Use action update only for an existing Skill whose source is agent; otherwise create with a new name.",
+            "candidate_content must be a complete SKILL.md with YAML frontmatter following the contract.",
+            "Describe the reusable workflow only: no one-off identifiers, failures, secrets, personal data or project status.",
+            "Propose at most one Skill. If the evidence shows no reusable workflow, reply {\"action\": \"none\"}.",
+        ];
+        let payload = json!({
+            "contract": contract,
+            "existing_skills": existing,
+            "evidence": evidence.iter().map(|e| json!({
+                "user": e["user"], "assistant": e["assistant"], "tools": e["tools"], "tool_receipts": e["tool_receipts"],
+            })).collect::<Vec<_>>(),
+            "rules": rules,
+        });
+        let mut body = payload.to_string();
+        if text::char_len(&body) > self.cfg.max_context_chars {
+            // Drop the bulky skill dicts to names and descriptions before cutting blindly.
+            let mut slim = payload.clone();
+            slim["existing_skills"] = json!(cat
+                .records
+                .values()
+                .take(80)
+                .map(|r| json!({"name": r.name(), "description": r.manifest.description, "source": r.source.as_str()}))
+                .collect::<Vec<_>>());
+            body = slim.to_string();
+        }
+        let body = text::take_chars(&body, self.cfg.max_context_chars).to_string();
+        vec![
+            json!({"role": "system", "content": "You are a restricted Skill proposal generator for CashCode. You cannot modify files, call tools or access the network. You only read the workflow evidence and reply with a single JSON proposal as instructed."}),
+            json!({"role": "user", "content": body}),
+        ]
+    }
+
+    fn store_proposal(&self, reply: &str, evidence: &[Value], fp: &str) -> Result<Option<Value>> {
+        let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(reply.trim()) else {
+            return Ok(None);
+        };
+        let action = obj.get("action").and_then(Value::as_str).unwrap_or("");
+        if action != "create" && action != "update" {
+            return Ok(None);
+        }
+        let (Some(name), Some(content)) = (
+            obj.get("name").and_then(Value::as_str),
+            obj.get("candidate_content").and_then(Value::as_str),
+        ) else {
+            return Ok(None);
+        };
+        let name = name.trim().to_string();
+        let target = self.skills.get(&name);
+        if action == "update" && target.as_ref().is_none_or(|r| r.source != Source::Agent) {
+            return Ok(None);
+        }
+        let validation = match SkillService::check_content(&name, content) {
+            Ok(_) => json!({"valid": true, "errors": []}),
+            Err(e) => json!({"valid": false, "errors": [e.message()]}),
+        };
+        let reason = obj
+            .get("reason")
+            .and_then(Value::as_str)
+            .map(|r| text::take_chars(r.trim(), 500).to_string())
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| "Reusable workflow evidence".into());
+        let now = time::now_epoch();
+        let id = rand::hex(16);
+        let proposal = json!({
+            "id": id,
+            "action": action,
+            "name": name,
+            "candidate_content": content,
+            "reason": reason,
+            "evidence_ids": evidence.iter().map(|e| e["id"].clone()).collect::<Vec<_>>(),
+            "base_hash": target.map(|r| r.hash.clone()),
+            "status": "pending",
+            "validation": validation,
+            "created_at": now,
+            "updated_at": now,
+            "applied_version": Value::Null,
+            "fingerprint": fp,
+        });
+        write_json(&self.proposal_path(&id), &proposal)?;
+        Ok(Some(proposal))
+    }
+
+    /// Keeps the newest `max_evidence` files by mtime (name breaks ties).
+    fn prune_evidence(&self) {
+        let Ok(rd) = fs::read_dir(&self.evidence_dir) else {
+            return;
+        };
+        let mut files: Vec<(std::time::SystemTime, String, PathBuf)> = rd
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.ends_with(".json") && !n.starts_with('.')
+            })
+            .filter_map(|e| {
+                let m = e.metadata().ok()?.modified().ok()?;
+                Some((m, e.file_name().to_string_lossy().into_owned(), e.path()))
+            })
+            .collect();
+        if files.len() <= self.cfg.max_evidence {
+            return;
+        }
+        files.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+        for (_, _, p) in files.into_iter().skip(self.cfg.max_evidence) {
+            let _ = fs::remove_file(p);
+        }
+    }
+
+    fn proposal_path(&self, id: &str) -> PathBuf {
+        self.proposals_dir.join(format!("{id}.json"))
+    }
+
+    fn proposals(&self) -> Vec<Value> {
+        read_dir_json(&self.proposals_dir)
+    }
+
+    // ----- API -------------------------------------------------------------------------
+
+    /// `GET /api/skill-evolution/proposals`.
+    pub fn list(&self) -> Value {
+        let mut items = self.proposals();
+        items.sort_by(|a, b| {
+            b["created_at"]
+                .as_f64()
+                .unwrap_or(0.0)
+                .partial_cmp(&a["created_at"].as_f64().unwrap_or(0.0))
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| b["id"].as_str().cmp(&a["id"].as_str()))
+        });
+        json!({"enabled": self.cfg.enabled, "items": items})
+    }
+
+    /// `GET …/{id}`.
+    pub fn get(&self, id: &str) -> Result<Value> {
+        let not_found = || SkillError::invalid("proposal not found");
+        if id.is_empty()
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(not_found());
+        }
+        let bytes = fs::read(self.proposal_path(id)).map_err(|_| not_found())?;
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v @ Value::Object(_)) => Ok(v),
+            _ => Err(not_found()),
+        }
+    }
+
+    fn pending(&self, id: &str) -> Result<Map<String, Value>> {
+        let Value::Object(p) = self.get(id)? else {
+            return Err(SkillError::invalid("proposal not found"));
+        };
+        if p.get("status").and_then(Value::as_str) != Some("pending") {
+            return Err(SkillError::Conflict("proposal is not pending".into()));
+        }
+        Ok(p)
+    }
+
+    /// `POST …/{id}/reject`.
+    pub fn reject(&self, id: &str) -> Result<Value> {
+        let _g = lock(&self.lock);
+        let mut p = self.pending(id)?;
+        p.insert("status".into(), json!("rejected"));
+        p.insert("updated_at".into(), json!(time::now_epoch()));
+        let v = Value::Object(p);
+        write_json(&self.proposal_path(id), &v)?;
+        Ok(v)
+    }
+
+    /// `POST …/{id}/approve`: re-validates, then creates an agent skill or replaces one
+    /// (agent-owned only, at the base hash, snapshot first). Never applied automatically.
+    pub fn approve(&self, id: &str) -> Result<Value> {
+        let _g = lock(&self.lock);
+        let mut p = self.pending(id)?;
+        if p.get("validation")
+            .and_then(|v| v.get("valid"))
+            .and_then(Value::as_bool)
+            != Some(true)
+        {
+            return Err(SkillError::invalid("proposal candidate is invalid"));
+        }
+        let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let (action, name, content, reason) =
+            (s("action"), s("name"), s("candidate_content"), s("reason"));
+        let applied = match action.as_str() {
+            "create" => {
+                self.skills.create(CreateRequest {
+                    name: name.clone(),
+                    content,
+                    source: Source::Agent,
+                    support_files: Default::default(),
+                    enabled: true,
+                    reason: Some(reason),
+                })?;
+                String::new()
+            }
+            "update" => {
+                let expected = p
+                    .get("base_hash")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                let (_, snapshot) = self.skills.replace(
+                    &name,
+                    ReplaceRequest {
+                        content,
+                        support_files: None,
+                        // An update proposal without a base hash cannot prove freshness.
+                        expected_hash: Some(expected.unwrap_or_else(|| "missing-base-hash".into())),
+                        agent_only: true,
+                    },
+                )?;
+                snapshot
+            }
+            _ => return Err(SkillError::invalid("proposal candidate is invalid")),
+        };
+        p.insert("status".into(), json!("applied"));
+        p.insert("applied_version".into(), json!(applied));
+        p.insert("updated_at".into(), json!(time::now_epoch()));
+        let v = Value::Object(p);
+        write_json(&self.proposal_path(id), &v)?;
+        Ok(v)
+    }
+}
+
+fn write_json(path: &Path, v: &Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| SkillError::Internal(e.to_string()))?;
+    fsx::write_atomic(path, text.as_bytes(), false)?;
+    Ok(())
+}
+
+/// Every readable `*.json` object in `dir` (hidden and unreadable files skipped).
+fn read_dir_json(dir: &Path) -> Vec<Value> {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.filter_map(|e| e.ok()) {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with('.') || !n.ends_with(".json") {
+            continue;
+        }
+        if let Ok(Value::Object(o)) = fs::read(e.path())
+            .map_err(|_| ())
+            .and_then(|b| serde_json::from_slice::<Value>(&b).map_err(|_| ()))
+        {
+            out.push(Value::Object(o));
+        }
+    }
+    out
+}
