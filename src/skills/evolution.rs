@@ -594,3 +594,350 @@ fn read_dir_json(dir: &Path) -> Vec<Value> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skills::package::tests::skill_md;
+    use crate::skills::service::tests::{create, service};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn cfg(pairs: &[(&str, &str)]) -> std::result::Result<EvolutionConfig, String> {
+        let m: std::collections::BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        EvolutionConfig::from_lookup(|k| m.get(k).cloned())
+    }
+
+    fn trace(user: &str, tools: &[&str], success: bool) -> TurnTrace {
+        TurnTrace {
+            chat_id: "chat-1".into(),
+            user: user.into(),
+            assistant: "done; token=abc123".into(),
+            tools: tools.iter().map(|s| s.to_string()).collect(),
+            tool_receipts: vec!["[Skill loaded: weather@v1 sha256:aa] fetched".into()],
+            success,
+        }
+    }
+
+    fn evidence_count(evo: &Evolution) -> usize {
+        read_dir_json(&evo.evidence_dir).len()
+    }
+
+    #[test]
+    fn config_defaults_minimums_and_errors() {
+        assert_eq!(cfg(&[]).unwrap(), EvolutionConfig::default());
+        let c = cfg(&[
+            ("SKILL_EVOLUTION_ENABLED", "Yes"),
+            ("SKILL_EVOLUTION_MIN_TOOL_CALLS", "0"),
+            ("SKILL_EVOLUTION_RECURRENCE", "1"),
+            ("SKILL_EVOLUTION_MAX_CONTEXT_CHARS", "5"),
+            ("SKILL_EVOLUTION_MAX_CONCURRENT", "3"),
+            ("SKILL_EVOLUTION_MAX_EVIDENCE", "2"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c,
+            EvolutionConfig {
+                enabled: true,
+                min_tool_calls: 1,
+                recurrence: 2,
+                max_context_chars: 1000,
+                max_concurrent: 3,
+                max_evidence: 10
+            }
+        );
+        for v in ["1", "true", "TRUE", "yes"] {
+            assert!(
+                cfg(&[("SKILL_EVOLUTION_ENABLED", v)]).unwrap().enabled,
+                "{v}"
+            );
+        }
+        for v in ["0", "on", "no", ""] {
+            assert!(
+                !cfg(&[("SKILL_EVOLUTION_ENABLED", v)]).unwrap().enabled,
+                "{v}"
+            );
+        }
+        assert_eq!(
+            cfg(&[("SKILL_EVOLUTION_RECURRENCE", "two")]).unwrap_err(),
+            "SKILL_EVOLUTION_RECURRENCE must be an integer"
+        );
+        assert!(cfg(&[("SKILL_EVOLUTION_MAX_EVIDENCE", "1.5")]).is_err());
+    }
+
+    #[test]
+    fn fingerprint_normalises_numbers_whitespace_and_tool_order() {
+        let a = fingerprint(
+            "Weather in  Paris for 3 days",
+            &["web_fetch".into(), "write_file".into()],
+        );
+        let b = fingerprint(
+            "weather in paris for 12 days\n",
+            &["write_file".into(), "web_fetch".into(), "web_fetch".into()],
+        );
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 24);
+        assert_ne!(
+            a,
+            fingerprint("weather in paris for 3 days", &["web_fetch".into()])
+        );
+        // Digits inside words are not standalone.
+        assert_ne!(fingerprint("v2 api", &[]), fingerprint("v3 api", &[]));
+        assert_eq!(
+            fingerprint("item 2024-01-02", &[]),
+            fingerprint("item 1999-12-31", &[])
+        );
+        let expected =
+            &sha256_hex("weather in paris for # days|web_fetch|write_file".as_bytes())[..24];
+        assert_eq!(a, expected);
+    }
+
+    #[test]
+    fn evidence_is_redacted_and_bounded() {
+        assert_eq!(
+            sanitize_evidence("use API_KEY: sk-abc and password=hunter2, ok", 2000),
+            "use API_KEY=[REDACTED] and password=[REDACTED], ok"
+        );
+        assert_eq!(
+            sanitize_evidence("[Skill loaded: weather@v1 sha256:ab] then", 2000),
+            "[Skill loaded receipt] then"
+        );
+        assert_eq!(
+            text::char_len(&sanitize_evidence(&"字".repeat(3000), 2000)),
+            2000
+        );
+        assert_eq!(
+            sanitize_evidence("Authorization: Bearer xyz", 100),
+            "Authorization: [REDACTED]"
+        );
+    }
+
+    #[test]
+    fn two_matching_successful_turns_produce_one_proposal_and_approval_applies_it() {
+        let (data, svc) = service("evo-flow");
+        let c = cfg(&[("SKILL_EVOLUTION_ENABLED", "1")]).unwrap();
+        let evo = Evolution::new(c, Arc::clone(&svc));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(Mutex::new(Vec::<Value>::new()));
+        let (c2, s2) = (Arc::clone(&calls), Arc::clone(&seen));
+        let generator = move |msgs: &[Value]| -> std::result::Result<String, String> {
+            c2.fetch_add(1, Ordering::SeqCst);
+            s2.lock().unwrap().extend(msgs.iter().cloned());
+            Ok(
+                json!({"action": "create", "name": "paris-weather-report", "reason": "asked twice",
+                      "candidate_content": skill_md("paris-weather-report", "")})
+                .to_string(),
+            )
+        };
+
+        // A failed tool turn and a turn with too few tool calls leave no evidence.
+        assert!(evo
+            .process_turn(
+                &trace("weather in paris", &["web_fetch", "write_file"], false),
+                &generator
+            )
+            .unwrap()
+            .is_none());
+        assert!(evo
+            .process_turn(&trace("weather in paris", &["web_fetch"], true), &generator)
+            .unwrap()
+            .is_none());
+        assert_eq!(evidence_count(&evo), 0);
+
+        assert!(evo
+            .process_turn(
+                &trace("weather in Paris 3", &["web_fetch", "write_file"], true),
+                &generator
+            )
+            .unwrap()
+            .is_none());
+        assert_eq!(evidence_count(&evo), 1);
+        let ev = &read_dir_json(&evo.evidence_dir)[0];
+        assert_eq!(ev["assistant"], "done; token=[REDACTED]");
+        assert_eq!(
+            ev["tool_receipts"],
+            json!(["[Skill loaded receipt] fetched"])
+        );
+        assert_eq!(ev["chat_id_hash"], json!(&sha256_hex(b"chat-1")[..12]));
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+
+        let p = evo
+            .process_turn(
+                &trace("weather in paris 4", &["write_file", "web_fetch"], true),
+                &generator,
+            )
+            .unwrap()
+            .expect("second matching turn must propose");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(p["status"], "pending");
+        assert_eq!(p["validation"], json!({"valid": true, "errors": []}));
+        assert_eq!(p["evidence_ids"].as_array().unwrap().len(), 2);
+        assert_eq!(p["base_hash"], Value::Null);
+        assert_eq!(p["reason"], "asked twice");
+        let msgs = seen.lock().unwrap().clone();
+        assert_eq!(msgs.len(), 2);
+        assert_eq!(msgs[0]["role"], "system");
+        let user = msgs[1]["content"].as_str().unwrap();
+        assert!(text::char_len(user) <= 12_000);
+        assert!(
+            user.contains("agent_skill_manage"),
+            "the skill-creator contract is included"
+        );
+
+        // A pending proposal with the same fingerprint blocks another generation.
+        assert!(evo
+            .process_turn(
+                &trace("weather in paris 5", &["web_fetch", "write_file"], true),
+                &generator
+            )
+            .unwrap()
+            .is_none());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(evo.list()["items"].as_array().unwrap().len(), 1);
+        assert_eq!(evo.list()["enabled"], true);
+
+        let id = p["id"].as_str().unwrap();
+        assert!(
+            svc.get("paris-weather-report").is_none(),
+            "proposals are never auto-applied"
+        );
+        let applied = evo.approve(id).unwrap();
+        assert_eq!(applied["status"], "applied");
+        assert_eq!(applied["applied_version"], "");
+        let rec = svc.get("paris-weather-report").unwrap();
+        assert_eq!(rec.source, Source::Agent);
+        let e = evo.approve(id).unwrap_err();
+        assert_eq!((e.status(), e.message()), (409, "proposal is not pending"));
+        assert_eq!(evo.reject(id).unwrap_err().status(), 409);
+        assert_eq!(evo.get("nope").unwrap_err().status(), 404);
+        assert_eq!(evo.get("../x").unwrap_err().status(), 404);
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn update_proposals_recheck_ownership_hash_and_validation() {
+        let (data, svc) = service("evo-update");
+        let evo = Evolution::new(
+            cfg(&[("SKILL_EVOLUTION_ENABLED", "true")]).unwrap(),
+            Arc::clone(&svc),
+        );
+        create(&svc, "mine", Source::Agent, "");
+        create(&svc, "users", Source::User, "");
+        let reply = Arc::new(Mutex::new(String::new()));
+        let r2 = Arc::clone(&reply);
+        let generator = move |_: &[Value]| -> std::result::Result<String, String> {
+            Ok(r2.lock().unwrap().clone())
+        };
+        let mut n = 0;
+        let mut propose = |text: String| {
+            *reply.lock().unwrap() = text;
+            n += 1;
+            let user = format!("task number{n}x");
+            evo.process_turn(&trace(&user, &["exec", "grep"], true), &generator)
+                .unwrap();
+            evo.process_turn(&trace(&user, &["exec", "grep"], true), &generator)
+                .unwrap()
+        };
+        // Unparsable, fenced, unknown action, or update of a non-agent skill: dropped.
+        assert!(propose("not json".into()).is_none());
+        assert!(propose(format!(
+            "```json\n{}\n```",
+            json!({"action": "create", "name": "x", "candidate_content": "y"})
+        ))
+        .is_none());
+        assert!(propose(
+            json!({"action": "delete", "name": "mine", "candidate_content": "y"}).to_string()
+        )
+        .is_none());
+        assert!(propose(json!({"action": "update", "name": "users", "candidate_content": skill_md("users", "")}).to_string()).is_none());
+        assert!(propose(json!({"action": "update", "name": "ghost", "candidate_content": skill_md("ghost", "")}).to_string()).is_none());
+
+        // An invalid candidate is stored but cannot be approved.
+        let bad = propose(
+            json!({"action": "create", "name": "bad", "candidate_content": "nope"}).to_string(),
+        )
+        .unwrap();
+        assert_eq!(bad["validation"]["valid"], false);
+        let e = evo.approve(bad["id"].as_str().unwrap()).unwrap_err();
+        assert_eq!(
+            (e.status(), e.message()),
+            (422, "proposal candidate is invalid")
+        );
+        let rejected = evo.reject(bad["id"].as_str().unwrap()).unwrap();
+        assert_eq!(rejected["status"], "rejected");
+
+        let up = propose(json!({"action": "update", "name": "mine", "candidate_content": skill_md("mine", "version: 2\n")}).to_string()).unwrap();
+        assert_eq!(up["base_hash"], json!(svc.get("mine").unwrap().hash));
+        // Changed since the proposal was made: stale base hash.
+        svc.replace(
+            "mine",
+            ReplaceRequest {
+                content: skill_md("mine", "version: 3\n"),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let e = evo.approve(up["id"].as_str().unwrap()).unwrap_err();
+        assert_eq!(
+            (e.status(), e.message()),
+            (409, "Skill content changed since it was read")
+        );
+        assert_eq!(
+            evo.get(up["id"].as_str().unwrap()).unwrap()["status"],
+            "pending"
+        );
+
+        let up2 = propose(json!({"action": "update", "name": "mine", "candidate_content": skill_md("mine", "version: 4\n")}).to_string()).unwrap();
+        let versions_before = svc.versions("mine").unwrap().len();
+        let applied = evo.approve(up2["id"].as_str().unwrap()).unwrap();
+        assert_eq!(svc.get("mine").unwrap().manifest.version, 4);
+        let versions = svc.versions("mine").unwrap();
+        assert_eq!(
+            versions.len(),
+            versions_before + 1,
+            "approval snapshots first"
+        );
+        assert_eq!(applied["applied_version"], json!(versions[0]));
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn evidence_is_pruned_and_scheduling_respects_the_gate() {
+        let (data, svc) = service("evo-prune");
+        let evo = Evolution::new(
+            cfg(&[
+                ("SKILL_EVOLUTION_ENABLED", "1"),
+                ("SKILL_EVOLUTION_MAX_EVIDENCE", "10"),
+                ("SKILL_EVOLUTION_RECURRENCE", "100"),
+            ])
+            .unwrap(),
+            Arc::clone(&svc),
+        );
+        let never = |_: &[Value]| -> std::result::Result<String, String> { Err("unused".into()) };
+        for i in 0..14 {
+            evo.process_turn(&trace(&format!("task {i}"), &["a", "b"], true), &never)
+                .unwrap();
+        }
+        assert_eq!(evidence_count(&evo), 10);
+        let off = Evolution::new(EvolutionConfig::default(), Arc::clone(&svc));
+        assert!(!off.schedule_turn(trace("x", &["a", "b"], true), Arc::new(never)));
+        // A scheduled turn runs on its own thread and writes its evidence there.
+        let before = evidence_count(&evo);
+        assert!(evo.schedule_turn(trace("fresh", &["a", "b"], true), Arc::new(never)));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while read_dir_json(&evo.evidence_dir)
+            .iter()
+            .all(|e| e["user"] != "fresh")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "background evidence never appeared"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(evidence_count(&evo), before.min(10));
+        fs::remove_dir_all(data).unwrap();
+    }
+}

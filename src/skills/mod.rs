@@ -14,6 +14,7 @@ pub mod import;
 pub mod package;
 pub mod search;
 pub mod service;
+pub mod tools;
 
 /// Largest SKILL.md accepted, in UTF-8 bytes.
 pub const MAX_SKILL_MD_BYTES: usize = 80_000;
