@@ -10,6 +10,8 @@ pub mod builtin;
 pub mod catalog;
 pub mod evolution;
 pub mod frontmatter;
+#[cfg(test)]
+mod fuzz;
 pub mod import;
 pub mod package;
 pub mod search;
