@@ -84,12 +84,13 @@ fn random_skill_md(r: &mut Rng) -> Vec<u8> {
     let name = *r.pick(&["fuzzed", "pkg", "Bad Name", "yes", long.as_str()]);
     let mut s = format!("---\nname: {name}\ndescription: generated\n");
     if r.chance(30) {
-        s.push_str(*r.pick(&[
+        let extra: &&str = r.pick(&[
             "version: 0\n",
             "tags: [x, '']\n",
             "display_name: \"\\u0007\"\n",
             "always: maybe\n",
-        ]));
+        ]);
+        s.push_str(extra);
     }
     s.push_str("---\n");
     if r.chance(90) {
@@ -340,7 +341,8 @@ fn frontmatter_parser_never_panics_and_keeps_its_invariants() {
             s.push_str("---\nname: fuzz\ndescription: d\n");
         }
         for _ in 0..r.below(24) {
-            s.push_str(*r.pick(FM_FRAGMENTS));
+            let frag: &&str = r.pick(FM_FRAGMENTS);
+            s.push_str(frag);
         }
         if r.chance(60) {
             s.push_str("\n---\n# Body\n");
