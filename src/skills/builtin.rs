@@ -11,11 +11,7 @@ use super::Result;
 
 /// `(package-relative path, bytes)` of every embedded file, grouped by package.
 pub const FILES: &[(&str, &str, &[u8])] = &[
-    (
-        "chart-visualization",
-        "SKILL.md",
-        include_bytes!("../../skills/builtin/chart-visualization/SKILL.md"),
-    ),
+    ("chart-visualization", "SKILL.md", include_bytes!("../../skills/builtin/chart-visualization/SKILL.md")),
     (
         "chart-visualization",
         "references/echarts.md",
@@ -26,26 +22,14 @@ pub const FILES: &[(&str, &str, &[u8])] = &[
         "templates/chart.html",
         include_bytes!("../../skills/builtin/chart-visualization/templates/chart.html"),
     ),
-    (
-        "github",
-        "SKILL.md",
-        include_bytes!("../../skills/builtin/github/SKILL.md"),
-    ),
-    (
-        "skill-creator",
-        "SKILL.md",
-        include_bytes!("../../skills/builtin/skill-creator/SKILL.md"),
-    ),
+    ("github", "SKILL.md", include_bytes!("../../skills/builtin/github/SKILL.md")),
+    ("skill-creator", "SKILL.md", include_bytes!("../../skills/builtin/skill-creator/SKILL.md")),
     (
         "skill-creator",
         "scripts/quick_validate.py",
         include_bytes!("../../skills/builtin/skill-creator/scripts/quick_validate.py"),
     ),
-    (
-        "weather",
-        "SKILL.md",
-        include_bytes!("../../skills/builtin/weather/SKILL.md"),
-    ),
+    ("weather", "SKILL.md", include_bytes!("../../skills/builtin/weather/SKILL.md")),
 ];
 
 /// True when `root` already holds exactly the embedded files (nothing more, nothing less).
@@ -57,10 +41,7 @@ fn up_to_date(root: &Path) -> bool {
         return false;
     }
     found.sort();
-    found == expected
-        && FILES
-            .iter()
-            .all(|(p, f, bytes)| fs::read(root.join(p).join(f)).is_ok_and(|b| b == *bytes))
+    found == expected && FILES.iter().all(|(p, f, bytes)| fs::read(root.join(p).join(f)).is_ok_and(|b| b == *bytes))
 }
 
 fn collect_files(base: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()> {
@@ -84,9 +65,7 @@ pub fn install(root: &Path) -> Result<()> {
     if up_to_date(root) {
         return Ok(());
     }
-    let parent = root
-        .parent()
-        .ok_or_else(|| super::SkillError::Internal("built-in root has no parent".into()))?;
+    let parent = root.parent().ok_or_else(|| super::SkillError::Internal("built-in root has no parent".into()))?;
     fs::create_dir_all(parent)?;
     let tmp = super::service::TempDir(Some(package::hidden_temp(parent, "builtin", "tmp")));
     fs::create_dir(tmp.path())?;
@@ -138,41 +117,21 @@ mod tests {
         let siblings: Vec<_> = fs::read_dir(base.join("skills")).unwrap().collect();
         assert_eq!(siblings.len(), 1);
 
-        let cat = scan(
-            &[(Source::Builtin, root.clone())],
-            &DepProbe::base(Default::default()),
-            1,
-        )
-        .unwrap();
+        let cat = scan(&[(Source::Builtin, root.clone())], &DepProbe::base(Default::default()), 1).unwrap();
         assert!(cat.invalid.is_empty(), "{:?}", cat.invalid);
         let names: Vec<&str> = cat.records.keys().map(String::as_str).collect();
-        assert_eq!(
-            names,
-            ["chart-visualization", "github", "skill-creator", "weather"]
-        );
+        assert_eq!(names, ["chart-visualization", "github", "skill-creator", "weather"]);
         // skill-creator needs only agent_skill_manage, which is always registered.
-        assert_eq!(
-            cat.get("skill-creator").unwrap().availability(),
-            "available"
-        );
-        assert_eq!(
-            cat.get("weather").unwrap().manifest.requires.tools,
-            ["web_fetch"]
-        );
+        assert_eq!(cat.get("skill-creator").unwrap().availability(), "available");
+        assert_eq!(cat.get("weather").unwrap().manifest.requires.tools, ["web_fetch"]);
         assert_eq!(cat.get("github").unwrap().manifest.requires.bins, ["gh"]);
         fs::remove_dir_all(base).unwrap();
     }
 
     #[test]
     fn skill_creator_example_passes_the_loader() {
-        let md = std::str::from_utf8(
-            FILES
-                .iter()
-                .find(|f| f.0 == "skill-creator" && f.1 == "SKILL.md")
-                .unwrap()
-                .2,
-        )
-        .unwrap();
+        let md =
+            std::str::from_utf8(FILES.iter().find(|f| f.0 == "skill-creator" && f.1 == "SKILL.md").unwrap().2).unwrap();
         let start = md.find("```markdown\n").unwrap() + "```markdown\n".len();
         let end = start + md[start..].find("\n```\n").unwrap();
         let example = &md[start..end];

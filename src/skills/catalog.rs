@@ -47,11 +47,7 @@ pub const BASE_TOOLS: [&str; 11] = [
 impl DepProbe {
     /// A probe with the base tools, no MCP servers and the given variables.
     pub fn base(vars: BTreeMap<String, String>) -> DepProbe {
-        DepProbe {
-            tools: BASE_TOOLS.iter().map(|s| s.to_string()).collect(),
-            mcp_servers: BTreeSet::new(),
-            vars,
-        }
+        DepProbe { tools: BASE_TOOLS.iter().map(|s| s.to_string()).collect(), mcp_servers: BTreeSet::new(), vars }
     }
 
     fn on_path(&self, bin: &str, cache: &mut HashMap<String, bool>) -> bool {
@@ -192,28 +188,19 @@ pub struct Catalog {
 }
 
 /// Scans `roots` (in precedence order, lowest first) into a catalog.
-pub fn scan(
-    roots: &[(Source, PathBuf)],
-    probe: &DepProbe,
-    revision: u64,
-) -> std::io::Result<Catalog> {
+pub fn scan(roots: &[(Source, PathBuf)], probe: &DepProbe, revision: u64) -> std::io::Result<Catalog> {
     let mut candidates: BTreeMap<String, Vec<SkillRecord>> = BTreeMap::new();
     let mut invalid = BTreeMap::new();
     let mut bin_cache = HashMap::new();
     for (source, root) in roots {
         let mut children: Vec<(String, PathBuf)> = match fs::read_dir(root) {
-            Ok(rd) => rd
-                .filter_map(|e| e.ok())
-                .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-                .collect(),
+            Ok(rd) => {
+                rd.filter_map(|e| e.ok()).map(|e| (e.file_name().to_string_lossy().into_owned(), e.path())).collect()
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e),
         };
-        children.sort_by(|a, b| {
-            a.0.to_lowercase()
-                .cmp(&b.0.to_lowercase())
-                .then(a.0.cmp(&b.0))
-        });
+        children.sort_by(|a, b| a.0.to_lowercase().cmp(&b.0.to_lowercase()).then(a.0.cmp(&b.0)));
         for (name, path) in children {
             if name.starts_with('.') || !fs::metadata(&path).map(|m| m.is_dir()).unwrap_or(false) {
                 continue;
@@ -222,11 +209,7 @@ pub fn scan(
                 Ok(pkg) => {
                     let mut manifest = pkg.parsed.manifest;
                     manifest.body = String::new();
-                    let missing = if pkg.enabled {
-                        probe.missing(&manifest, &mut bin_cache)
-                    } else {
-                        Vec::new()
-                    };
+                    let missing = if pkg.enabled { probe.missing(&manifest, &mut bin_cache) } else { Vec::new() };
                     let doc = Doc::new(
                         &manifest.name,
                         &[
@@ -237,19 +220,16 @@ pub fn scan(
                             &manifest.triggers.join(" "),
                         ],
                     );
-                    candidates
-                        .entry(manifest.name.clone())
-                        .or_default()
-                        .push(SkillRecord {
-                            manifest,
-                            source: *source,
-                            path,
-                            enabled: pkg.enabled,
-                            missing,
-                            hash: pkg.parsed.hash,
-                            shadowed_sources: Vec::new(),
-                            doc,
-                        });
+                    candidates.entry(manifest.name.clone()).or_default().push(SkillRecord {
+                        manifest,
+                        source: *source,
+                        path,
+                        enabled: pkg.enabled,
+                        missing,
+                        hash: pkg.parsed.hash,
+                        shadowed_sources: Vec::new(),
+                        doc,
+                    });
                 }
                 Err(e) => {
                     if invalid.len() < MAX_INVALID {
@@ -276,11 +256,7 @@ pub fn scan(
             (name, Arc::new(top))
         })
         .collect();
-    Ok(Catalog {
-        records,
-        invalid,
-        revision,
-    })
+    Ok(Catalog { records, invalid, revision })
 }
 
 /// `<source>:<label>`; the label is the bounded directory name, disambiguated by a hash suffix.
@@ -294,11 +270,7 @@ fn invalid_key(source: Source, name: &str, taken: &BTreeMap<String, InvalidEntry
         return key;
     }
     let short = bounded(name, 71);
-    format!(
-        "{}:{short}~{}",
-        source.as_str(),
-        &sha256_hex(name.as_bytes())[..8]
-    )
+    format!("{}:{short}~{}", source.as_str(), &sha256_hex(name.as_bytes())[..8])
 }
 
 impl Catalog {
@@ -307,31 +279,17 @@ impl Catalog {
     }
 
     /// Search over records; disabled ones only with `include_disabled`.
-    pub fn search(
-        &self,
-        query: &str,
-        limit: usize,
-        include_disabled: bool,
-    ) -> Vec<(Arc<SkillRecord>, f64)> {
-        let eligible: Vec<&Arc<SkillRecord>> = self
-            .records
-            .values()
-            .filter(|r| include_disabled || r.enabled)
-            .collect();
+    pub fn search(&self, query: &str, limit: usize, include_disabled: bool) -> Vec<(Arc<SkillRecord>, f64)> {
+        let eligible: Vec<&Arc<SkillRecord>> =
+            self.records.values().filter(|r| include_disabled || r.enabled).collect();
         let docs: Vec<&Doc> = eligible.iter().map(|r| &r.doc).collect();
-        search::rank(&docs, query, limit)
-            .into_iter()
-            .map(|(i, s)| (Arc::clone(eligible[i]), s))
-            .collect()
+        search::rank(&docs, query, limit).into_iter().map(|(i, s)| (Arc::clone(eligible[i]), s)).collect()
     }
 
     /// The `invalid` object of the list response.
     pub fn invalid_json(&self) -> Value {
-        let map: serde_json::Map<String, Value> = self
-            .invalid
-            .iter()
-            .map(|(k, v)| (k.clone(), json!([v.message])))
-            .collect();
+        let map: serde_json::Map<String, Value> =
+            self.invalid.iter().map(|(k, v)| (k.clone(), json!([v.message]))).collect();
         Value::Object(map)
     }
 }
@@ -370,19 +328,13 @@ mod tests {
         assert_eq!(u.source, Source::User);
         assert_eq!(u.to_json(false)["shadowed_sources"], json!(["builtin"]));
         assert_eq!(c.get("builtin-only").unwrap().shadowed_sources, vec![]);
-        assert_eq!(
-            c.get("builtin-only").unwrap().to_json(false)["mutable"],
-            json!(false)
-        );
+        assert_eq!(c.get("builtin-only").unwrap().to_json(false)["mutable"], json!(false));
         // An invalid higher-precedence package does not shadow the valid lower one.
         let bad = r[2].1.join("builtin-only");
         fs::create_dir(&bad).unwrap();
         let c = scan(&r, &DepProbe::default(), 2).unwrap();
         assert_eq!(c.get("builtin-only").unwrap().source, Source::Builtin);
-        assert_eq!(
-            c.invalid["agent:builtin-only"].message,
-            "SKILL.md not found"
-        );
+        assert_eq!(c.invalid["agent:builtin-only"].message, "SKILL.md not found");
         fs::remove_dir_all(base).unwrap();
     }
 
@@ -412,24 +364,10 @@ mod tests {
         let long = "x".repeat(100);
         let k = invalid_key(Source::User, &long, &taken);
         assert_eq!(k, format!("user:{}...", "x".repeat(77)));
-        taken.insert(
-            k.clone(),
-            InvalidEntry {
-                source: Source::User,
-                dir: long.clone(),
-                message: String::new(),
-            },
-        );
+        taken.insert(k.clone(), InvalidEntry { source: Source::User, dir: long.clone(), message: String::new() });
         let long2 = format!("{}y", "x".repeat(99));
         let k2 = invalid_key(Source::User, &long2, &taken);
-        assert_eq!(
-            k2,
-            format!(
-                "user:{}...~{}",
-                "x".repeat(68),
-                &sha256_hex(long2.as_bytes())[..8]
-            )
-        );
+        assert_eq!(k2, format!("user:{}...~{}", "x".repeat(68), &sha256_hex(long2.as_bytes())[..8]));
         assert_eq!(invalid_key(Source::Agent, "a\u{1}b", &taken), "agent:a b");
     }
 
@@ -443,8 +381,7 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(bin_dir.join("present"), fs::Permissions::from_mode(0o755))
-                .unwrap();
+            fs::set_permissions(bin_dir.join("present"), fs::Permissions::from_mode(0o755)).unwrap();
         }
         make_pkg(
             &r[1].1,
@@ -461,16 +398,7 @@ mod tests {
         probe.mcp_servers.insert("srv".into());
         let c = scan(&r, &probe, 1).unwrap();
         let d = c.get("deps").unwrap();
-        assert_eq!(
-            d.missing,
-            vec![
-                "bin:absent",
-                "env:EMPTY_VAR",
-                "env:UNSET_VAR",
-                "tool:nope",
-                "mcp:other"
-            ]
-        );
+        assert_eq!(d.missing, vec!["bin:absent", "env:EMPTY_VAR", "env:UNSET_VAR", "tool:nope", "mcp:other"]);
         assert_eq!(d.availability(), "missing_dependency");
         assert_eq!(c.get("switched").unwrap().availability(), "disabled");
         // Disabled skills are excluded from search unless asked; missing-dependency ones stay.

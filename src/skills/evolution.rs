@@ -72,11 +72,7 @@ impl EvolutionConfig {
                 .unwrap_or(false),
             min_tool_calls: int("SKILL_EVOLUTION_MIN_TOOL_CALLS", d.min_tool_calls, 1)?,
             recurrence: int("SKILL_EVOLUTION_RECURRENCE", d.recurrence, 2)?,
-            max_context_chars: int(
-                "SKILL_EVOLUTION_MAX_CONTEXT_CHARS",
-                d.max_context_chars,
-                1000,
-            )?,
+            max_context_chars: int("SKILL_EVOLUTION_MAX_CONTEXT_CHARS", d.max_context_chars, 1000)?,
             max_concurrent: int("SKILL_EVOLUTION_MAX_CONCURRENT", d.max_concurrent, 1)?,
             max_evidence: int("SKILL_EVOLUTION_MAX_EVIDENCE", d.max_evidence, 10)?,
         })
@@ -95,6 +91,53 @@ pub struct TurnTrace {
     pub tool_receipts: Vec<String>,
     /// No failed tool call and the iteration limit not hit.
     pub success: bool,
+}
+
+impl TurnTrace {
+    /// Builds the trace from the records a turn persisted: the first `user` record, the last
+    /// record (the answer), every `tool` record (explicit-selection receipts are `assistant`
+    /// records, so they never count). A tool failed when its stored text says so by the
+    /// runner's rule (agent-and-memory.md §13).
+    pub fn from_records(chat_id: &str, records: &[crate::store::chats::Record], hit_limit: bool) -> TurnTrace {
+        let user = records.iter().find(|r| r.role == "user").map(|r| r.content.clone()).unwrap_or_default();
+        let assistant = records.last().filter(|r| r.role == "assistant").map(|r| r.content.clone()).unwrap_or_default();
+        let tool_records: Vec<_> = records.iter().filter(|r| r.role == "tool").collect();
+        let failed = tool_records.iter().any(|r| tool_text_failed(&r.content));
+        TurnTrace {
+            chat_id: chat_id.to_string(),
+            user,
+            assistant,
+            tools: tool_records.iter().map(|r| r.name.clone().unwrap_or_default()).collect(),
+            tool_receipts: tool_records.iter().map(|r| r.content.clone()).collect(),
+            success: !hit_limit && !failed,
+        }
+    }
+}
+
+/// The runner's error rule: text starting with `Error`, or a JSON object with a truthy
+/// `error` or `success: false`.
+pub fn tool_text_failed(text: &str) -> bool {
+    let t = text.trim_start();
+    if t.starts_with("Error") {
+        return true;
+    }
+    if !t.starts_with('{') {
+        return false;
+    }
+    match serde_json::from_str::<Value>(t) {
+        Ok(Value::Object(o)) => {
+            let truthy = |v: &Value| match v {
+                Value::Null => false,
+                Value::Bool(b) => *b,
+                Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+                Value::String(s) => !s.is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                Value::Object(m) => !m.is_empty(),
+            };
+            o.get("error").is_some_and(truthy) || o.get("success") == Some(&Value::Bool(false))
+        }
+        _ => false,
+    }
 }
 
 /// The evolution service.
@@ -145,9 +188,7 @@ pub fn fingerprint(user: &str, tools: &[String]) -> String {
     sha256_hex(format!("{norm}|{}", joined.join("|")).as_bytes())[..24].to_string()
 }
 
-const SECRET_LABELS: [&str; 6] = [
-    "api_key", "api-key", "apikey", "token", "password", "secret",
-];
+const SECRET_LABELS: [&str; 6] = ["api_key", "api-key", "apikey", "token", "password", "secret"];
 
 /// Evidence redaction: `label: value` / `label=value` -> `label=[REDACTED]`, skill-load receipts
 /// -> `[Skill loaded receipt]`, plus the shared redactor (bearer tokens, `sk-` keys); then cut.
@@ -164,9 +205,7 @@ pub fn sanitize_evidence(s: &str, max: usize) -> String {
             }
         }
         for label in SECRET_LABELS {
-            if b.len() >= i + label.len()
-                && b[i..i + label.len()].eq_ignore_ascii_case(label.as_bytes())
-            {
+            if b.len() >= i + label.len() && b[i..i + label.len()].eq_ignore_ascii_case(label.as_bytes()) {
                 let mut j = i + label.len();
                 while j < b.len() && b[j] == b' ' {
                     j += 1;
@@ -177,9 +216,7 @@ pub fn sanitize_evidence(s: &str, max: usize) -> String {
                         j += 1;
                     }
                     let end = j + s[j..]
-                        .find(|c: char| {
-                            c.is_whitespace() || matches!(c, '"' | '\'' | ',' | ';' | '&' | '}')
-                        })
+                        .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ',' | ';' | '&' | '}'))
                         .unwrap_or(s.len() - j);
                     if end > j {
                         out.push_str(&s[i..i + label.len()]);
@@ -223,19 +260,14 @@ impl Evolution {
             return false;
         }
         let me = Arc::clone(self);
-        let spawned = std::thread::Builder::new()
-            .name("skill-evolution".into())
-            .stack_size(256 * 1024)
-            .spawn(move || {
+        let spawned =
+            std::thread::Builder::new().name("skill-evolution".into()).stack_size(256 * 1024).spawn(move || {
                 if !me.acquire_slot() {
                     log::warn!("event=skill_evolution.dropped reason=\"no free slot\"");
                     return;
                 }
                 if let Err(e) = me.process_turn(&trace, generator.as_ref()) {
-                    log::warn!(
-                        "event=skill_evolution.failed error={:?}",
-                        package::sanitize(&e.to_string(), &[])
-                    );
+                    log::warn!("event=skill_evolution.failed error={:?}", package::sanitize(&e.to_string(), &[]));
                 }
                 me.release_slot();
             });
@@ -251,10 +283,7 @@ impl Evolution {
             if left.is_zero() {
                 return false;
             }
-            n = cv
-                .wait_timeout(n, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            n = cv.wait_timeout(n, left).unwrap_or_else(|e| e.into_inner()).0;
         }
         *n += 1;
         true
@@ -288,28 +317,21 @@ impl Evolution {
         self.prune_evidence();
 
         let _g = lock(&self.lock);
-        let mut matches: Vec<Value> = read_dir_json(&self.evidence_dir)
-            .into_iter()
-            .filter(|e| e["fingerprint"] == json!(fp))
-            .collect();
+        let mut matches: Vec<Value> =
+            read_dir_json(&self.evidence_dir).into_iter().filter(|e| e["fingerprint"] == json!(fp)).collect();
         if matches.len() < self.cfg.recurrence {
             return Ok(None);
         }
-        if self.proposals().iter().any(|p| {
-            p["fingerprint"] == json!(fp)
-                && matches!(p["status"].as_str(), Some("pending" | "applied"))
-        }) {
+        if self
+            .proposals()
+            .iter()
+            .any(|p| p["fingerprint"] == json!(fp) && matches!(p["status"].as_str(), Some("pending" | "applied")))
+        {
             return Ok(None);
         }
         matches.sort_by(|a, b| {
-            let ka = (
-                a["created_at"].as_f64().unwrap_or(0.0),
-                a["id"].as_str().unwrap_or(""),
-            );
-            let kb = (
-                b["created_at"].as_f64().unwrap_or(0.0),
-                b["id"].as_str().unwrap_or(""),
-            );
+            let ka = (a["created_at"].as_f64().unwrap_or(0.0), a["id"].as_str().unwrap_or(""));
+            let kb = (b["created_at"].as_f64().unwrap_or(0.0), b["id"].as_str().unwrap_or(""));
             ka.partial_cmp(&kb).unwrap_or(std::cmp::Ordering::Equal)
         });
         let recent: Vec<Value> = matches.split_off(matches.len() - self.cfg.recurrence);
@@ -317,10 +339,7 @@ impl Evolution {
         let reply = match generator(&messages) {
             Ok(r) => r,
             Err(e) => {
-                log::info!(
-                    "event=skill_evolution.generator_failed error={:?}",
-                    package::sanitize(&e, &[])
-                );
+                log::info!("event=skill_evolution.generator_failed error={:?}", package::sanitize(&e, &[]));
                 return Ok(None);
             }
         };
@@ -335,12 +354,7 @@ impl Evolution {
             .and_then(|r| self.skills.read(r).ok())
             .map(|p| text::take_chars(&p.parsed.manifest.body, 5000).to_string())
             .unwrap_or_default();
-        let existing: Vec<Value> = cat
-            .records
-            .values()
-            .take(80)
-            .map(|r| r.to_json(false))
-            .collect();
+        let existing: Vec<Value> = cat.records.values().take(80).map(|r| r.to_json(false)).collect();
         let rules = [
             "Reply with one JSON object only, no code fences, no prose.",
             "Shape: {\"action\": \"create\"|\"update\", \"name\": \"<slug>\", \"candidate_content\": \"<complete SKILL.md>\", \"reason\": \"<why>\"}.",
@@ -384,10 +398,9 @@ impl Evolution {
         if action != "create" && action != "update" {
             return Ok(None);
         }
-        let (Some(name), Some(content)) = (
-            obj.get("name").and_then(Value::as_str),
-            obj.get("candidate_content").and_then(Value::as_str),
-        ) else {
+        let (Some(name), Some(content)) =
+            (obj.get("name").and_then(Value::as_str), obj.get("candidate_content").and_then(Value::as_str))
+        else {
             return Ok(None);
         };
         let name = name.trim().to_string();
@@ -478,11 +491,7 @@ impl Evolution {
     /// `GET …/{id}`.
     pub fn get(&self, id: &str) -> Result<Value> {
         let not_found = || SkillError::invalid("proposal not found");
-        if id.is_empty()
-            || !id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
             return Err(not_found());
         }
         let bytes = fs::read(self.proposal_path(id)).map_err(|_| not_found())?;
@@ -518,16 +527,11 @@ impl Evolution {
     pub fn approve(&self, id: &str) -> Result<Value> {
         let _g = lock(&self.lock);
         let mut p = self.pending(id)?;
-        if p.get("validation")
-            .and_then(|v| v.get("valid"))
-            .and_then(Value::as_bool)
-            != Some(true)
-        {
+        if p.get("validation").and_then(|v| v.get("valid")).and_then(Value::as_bool) != Some(true) {
             return Err(SkillError::invalid("proposal candidate is invalid"));
         }
         let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let (action, name, content, reason) =
-            (s("action"), s("name"), s("candidate_content"), s("reason"));
+        let (action, name, content, reason) = (s("action"), s("name"), s("candidate_content"), s("reason"));
         let applied = match action.as_str() {
             "create" => {
                 self.skills.create(CreateRequest {
@@ -541,10 +545,7 @@ impl Evolution {
                 String::new()
             }
             "update" => {
-                let expected = p
-                    .get("base_hash")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
+                let expected = p.get("base_hash").and_then(Value::as_str).map(str::to_string);
                 let (_, snapshot) = self.skills.replace(
                     &name,
                     ReplaceRequest {
@@ -585,9 +586,8 @@ fn read_dir_json(dir: &Path) -> Vec<Value> {
         if n.starts_with('.') || !n.ends_with(".json") {
             continue;
         }
-        if let Ok(Value::Object(o)) = fs::read(e.path())
-            .map_err(|_| ())
-            .and_then(|b| serde_json::from_slice::<Value>(&b).map_err(|_| ()))
+        if let Ok(Value::Object(o)) =
+            fs::read(e.path()).map_err(|_| ()).and_then(|b| serde_json::from_slice::<Value>(&b).map_err(|_| ()))
         {
             out.push(Value::Object(o));
         }
@@ -603,10 +603,8 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn cfg(pairs: &[(&str, &str)]) -> std::result::Result<EvolutionConfig, String> {
-        let m: std::collections::BTreeMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let m: std::collections::BTreeMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         EvolutionConfig::from_lookup(|k| m.get(k).cloned())
     }
 
@@ -649,16 +647,10 @@ mod tests {
             }
         );
         for v in ["1", "true", "TRUE", "yes"] {
-            assert!(
-                cfg(&[("SKILL_EVOLUTION_ENABLED", v)]).unwrap().enabled,
-                "{v}"
-            );
+            assert!(cfg(&[("SKILL_EVOLUTION_ENABLED", v)]).unwrap().enabled, "{v}");
         }
         for v in ["0", "on", "no", ""] {
-            assert!(
-                !cfg(&[("SKILL_EVOLUTION_ENABLED", v)]).unwrap().enabled,
-                "{v}"
-            );
+            assert!(!cfg(&[("SKILL_EVOLUTION_ENABLED", v)]).unwrap().enabled, "{v}");
         }
         assert_eq!(
             cfg(&[("SKILL_EVOLUTION_RECURRENCE", "two")]).unwrap_err(),
@@ -669,28 +661,18 @@ mod tests {
 
     #[test]
     fn fingerprint_normalises_numbers_whitespace_and_tool_order() {
-        let a = fingerprint(
-            "Weather in  Paris for 3 days",
-            &["web_fetch".into(), "write_file".into()],
-        );
+        let a = fingerprint("Weather in  Paris for 3 days", &["web_fetch".into(), "write_file".into()]);
         let b = fingerprint(
             "weather in paris for 12 days\n",
             &["write_file".into(), "web_fetch".into(), "web_fetch".into()],
         );
         assert_eq!(a, b);
         assert_eq!(a.len(), 24);
-        assert_ne!(
-            a,
-            fingerprint("weather in paris for 3 days", &["web_fetch".into()])
-        );
+        assert_ne!(a, fingerprint("weather in paris for 3 days", &["web_fetch".into()]));
         // Digits inside words are not standalone.
         assert_ne!(fingerprint("v2 api", &[]), fingerprint("v3 api", &[]));
-        assert_eq!(
-            fingerprint("item 2024-01-02", &[]),
-            fingerprint("item 1999-12-31", &[])
-        );
-        let expected =
-            &sha256_hex("weather in paris for # days|web_fetch|write_file".as_bytes())[..24];
+        assert_eq!(fingerprint("item 2024-01-02", &[]), fingerprint("item 1999-12-31", &[]));
+        let expected = &sha256_hex("weather in paris for # days|web_fetch|write_file".as_bytes())[..24];
         assert_eq!(a, expected);
     }
 
@@ -700,18 +682,9 @@ mod tests {
             sanitize_evidence("use API_KEY: sk-abc and password=hunter2, ok", 2000),
             "use API_KEY=[REDACTED] and password=[REDACTED], ok"
         );
-        assert_eq!(
-            sanitize_evidence("[Skill loaded: weather@v1 sha256:ab] then", 2000),
-            "[Skill loaded receipt] then"
-        );
-        assert_eq!(
-            text::char_len(&sanitize_evidence(&"字".repeat(3000), 2000)),
-            2000
-        );
-        assert_eq!(
-            sanitize_evidence("Authorization: Bearer xyz", 100),
-            "Authorization: [REDACTED]"
-        );
+        assert_eq!(sanitize_evidence("[Skill loaded: weather@v1 sha256:ab] then", 2000), "[Skill loaded receipt] then");
+        assert_eq!(text::char_len(&sanitize_evidence(&"字".repeat(3000), 2000)), 2000);
+        assert_eq!(sanitize_evidence("Authorization: Bearer xyz", 100), "Authorization: [REDACTED]");
     }
 
     #[test]
@@ -725,49 +698,32 @@ mod tests {
         let generator = move |msgs: &[Value]| -> std::result::Result<String, String> {
             c2.fetch_add(1, Ordering::SeqCst);
             s2.lock().unwrap().extend(msgs.iter().cloned());
-            Ok(
-                json!({"action": "create", "name": "paris-weather-report", "reason": "asked twice",
+            Ok(json!({"action": "create", "name": "paris-weather-report", "reason": "asked twice",
                       "candidate_content": skill_md("paris-weather-report", "")})
-                .to_string(),
-            )
+            .to_string())
         };
 
         // A failed tool turn and a turn with too few tool calls leave no evidence.
         assert!(evo
-            .process_turn(
-                &trace("weather in paris", &["web_fetch", "write_file"], false),
-                &generator
-            )
+            .process_turn(&trace("weather in paris", &["web_fetch", "write_file"], false), &generator)
             .unwrap()
             .is_none());
-        assert!(evo
-            .process_turn(&trace("weather in paris", &["web_fetch"], true), &generator)
-            .unwrap()
-            .is_none());
+        assert!(evo.process_turn(&trace("weather in paris", &["web_fetch"], true), &generator).unwrap().is_none());
         assert_eq!(evidence_count(&evo), 0);
 
         assert!(evo
-            .process_turn(
-                &trace("weather in Paris 3", &["web_fetch", "write_file"], true),
-                &generator
-            )
+            .process_turn(&trace("weather in Paris 3", &["web_fetch", "write_file"], true), &generator)
             .unwrap()
             .is_none());
         assert_eq!(evidence_count(&evo), 1);
         let ev = &read_dir_json(&evo.evidence_dir)[0];
         assert_eq!(ev["assistant"], "done; token=[REDACTED]");
-        assert_eq!(
-            ev["tool_receipts"],
-            json!(["[Skill loaded receipt] fetched"])
-        );
+        assert_eq!(ev["tool_receipts"], json!(["[Skill loaded receipt] fetched"]));
         assert_eq!(ev["chat_id_hash"], json!(&sha256_hex(b"chat-1")[..12]));
         assert_eq!(calls.load(Ordering::SeqCst), 0);
 
         let p = evo
-            .process_turn(
-                &trace("weather in paris 4", &["write_file", "web_fetch"], true),
-                &generator,
-            )
+            .process_turn(&trace("weather in paris 4", &["write_file", "web_fetch"], true), &generator)
             .unwrap()
             .expect("second matching turn must propose");
         assert_eq!(calls.load(Ordering::SeqCst), 1);
@@ -781,17 +737,11 @@ mod tests {
         assert_eq!(msgs[0]["role"], "system");
         let user = msgs[1]["content"].as_str().unwrap();
         assert!(text::char_len(user) <= 12_000);
-        assert!(
-            user.contains("agent_skill_manage"),
-            "the skill-creator contract is included"
-        );
+        assert!(user.contains("agent_skill_manage"), "the skill-creator contract is included");
 
         // A pending proposal with the same fingerprint blocks another generation.
         assert!(evo
-            .process_turn(
-                &trace("weather in paris 5", &["web_fetch", "write_file"], true),
-                &generator
-            )
+            .process_turn(&trace("weather in paris 5", &["web_fetch", "write_file"], true), &generator)
             .unwrap()
             .is_none());
         assert_eq!(calls.load(Ordering::SeqCst), 1);
@@ -799,10 +749,7 @@ mod tests {
         assert_eq!(evo.list()["enabled"], true);
 
         let id = p["id"].as_str().unwrap();
-        assert!(
-            svc.get("paris-weather-report").is_none(),
-            "proposals are never auto-applied"
-        );
+        assert!(svc.get("paris-weather-report").is_none(), "proposals are never auto-applied");
         let applied = evo.approve(id).unwrap();
         assert_eq!(applied["status"], "applied");
         assert_eq!(applied["applied_version"], "");
@@ -819,26 +766,19 @@ mod tests {
     #[test]
     fn update_proposals_recheck_ownership_hash_and_validation() {
         let (data, svc) = service("evo-update");
-        let evo = Evolution::new(
-            cfg(&[("SKILL_EVOLUTION_ENABLED", "true")]).unwrap(),
-            Arc::clone(&svc),
-        );
+        let evo = Evolution::new(cfg(&[("SKILL_EVOLUTION_ENABLED", "true")]).unwrap(), Arc::clone(&svc));
         create(&svc, "mine", Source::Agent, "");
         create(&svc, "users", Source::User, "");
         let reply = Arc::new(Mutex::new(String::new()));
         let r2 = Arc::clone(&reply);
-        let generator = move |_: &[Value]| -> std::result::Result<String, String> {
-            Ok(r2.lock().unwrap().clone())
-        };
+        let generator = move |_: &[Value]| -> std::result::Result<String, String> { Ok(r2.lock().unwrap().clone()) };
         let mut n = 0;
         let mut propose = |text: String| {
             *reply.lock().unwrap() = text;
             n += 1;
             let user = format!("task number{n}x");
-            evo.process_turn(&trace(&user, &["exec", "grep"], true), &generator)
-                .unwrap();
-            evo.process_turn(&trace(&user, &["exec", "grep"], true), &generator)
-                .unwrap()
+            evo.process_turn(&trace(&user, &["exec", "grep"], true), &generator).unwrap();
+            evo.process_turn(&trace(&user, &["exec", "grep"], true), &generator).unwrap()
         };
         // Unparsable, fenced, unknown action, or update of a non-agent skill: dropped.
         assert!(propose("not json".into()).is_none());
@@ -847,58 +787,47 @@ mod tests {
             json!({"action": "create", "name": "x", "candidate_content": "y"})
         ))
         .is_none());
+        assert!(propose(json!({"action": "delete", "name": "mine", "candidate_content": "y"}).to_string()).is_none());
         assert!(propose(
-            json!({"action": "delete", "name": "mine", "candidate_content": "y"}).to_string()
+            json!({"action": "update", "name": "users", "candidate_content": skill_md("users", "")}).to_string()
         )
         .is_none());
-        assert!(propose(json!({"action": "update", "name": "users", "candidate_content": skill_md("users", "")}).to_string()).is_none());
-        assert!(propose(json!({"action": "update", "name": "ghost", "candidate_content": skill_md("ghost", "")}).to_string()).is_none());
+        assert!(propose(
+            json!({"action": "update", "name": "ghost", "candidate_content": skill_md("ghost", "")}).to_string()
+        )
+        .is_none());
 
         // An invalid candidate is stored but cannot be approved.
-        let bad = propose(
-            json!({"action": "create", "name": "bad", "candidate_content": "nope"}).to_string(),
-        )
-        .unwrap();
+        let bad = propose(json!({"action": "create", "name": "bad", "candidate_content": "nope"}).to_string()).unwrap();
         assert_eq!(bad["validation"]["valid"], false);
         let e = evo.approve(bad["id"].as_str().unwrap()).unwrap_err();
-        assert_eq!(
-            (e.status(), e.message()),
-            (422, "proposal candidate is invalid")
-        );
+        assert_eq!((e.status(), e.message()), (422, "proposal candidate is invalid"));
         let rejected = evo.reject(bad["id"].as_str().unwrap()).unwrap();
         assert_eq!(rejected["status"], "rejected");
 
-        let up = propose(json!({"action": "update", "name": "mine", "candidate_content": skill_md("mine", "version: 2\n")}).to_string()).unwrap();
-        assert_eq!(up["base_hash"], json!(svc.get("mine").unwrap().hash));
-        // Changed since the proposal was made: stale base hash.
-        svc.replace(
-            "mine",
-            ReplaceRequest {
-                content: skill_md("mine", "version: 3\n"),
-                ..Default::default()
-            },
+        let up = propose(
+            json!({"action": "update", "name": "mine", "candidate_content": skill_md("mine", "version: 2\n")})
+                .to_string(),
         )
         .unwrap();
+        assert_eq!(up["base_hash"], json!(svc.get("mine").unwrap().hash));
+        // Changed since the proposal was made: stale base hash.
+        svc.replace("mine", ReplaceRequest { content: skill_md("mine", "version: 3\n"), ..Default::default() })
+            .unwrap();
         let e = evo.approve(up["id"].as_str().unwrap()).unwrap_err();
-        assert_eq!(
-            (e.status(), e.message()),
-            (409, "Skill content changed since it was read")
-        );
-        assert_eq!(
-            evo.get(up["id"].as_str().unwrap()).unwrap()["status"],
-            "pending"
-        );
+        assert_eq!((e.status(), e.message()), (409, "Skill content changed since it was read"));
+        assert_eq!(evo.get(up["id"].as_str().unwrap()).unwrap()["status"], "pending");
 
-        let up2 = propose(json!({"action": "update", "name": "mine", "candidate_content": skill_md("mine", "version: 4\n")}).to_string()).unwrap();
+        let up2 = propose(
+            json!({"action": "update", "name": "mine", "candidate_content": skill_md("mine", "version: 4\n")})
+                .to_string(),
+        )
+        .unwrap();
         let versions_before = svc.versions("mine").unwrap().len();
         let applied = evo.approve(up2["id"].as_str().unwrap()).unwrap();
         assert_eq!(svc.get("mine").unwrap().manifest.version, 4);
         let versions = svc.versions("mine").unwrap();
-        assert_eq!(
-            versions.len(),
-            versions_before + 1,
-            "approval snapshots first"
-        );
+        assert_eq!(versions.len(), versions_before + 1, "approval snapshots first");
         assert_eq!(applied["applied_version"], json!(versions[0]));
         fs::remove_dir_all(data).unwrap();
     }
@@ -917,8 +846,7 @@ mod tests {
         );
         let never = |_: &[Value]| -> std::result::Result<String, String> { Err("unused".into()) };
         for i in 0..14 {
-            evo.process_turn(&trace(&format!("task {i}"), &["a", "b"], true), &never)
-                .unwrap();
+            evo.process_turn(&trace(&format!("task {i}"), &["a", "b"], true), &never).unwrap();
         }
         assert_eq!(evidence_count(&evo), 10);
         let off = Evolution::new(EvolutionConfig::default(), Arc::clone(&svc));
@@ -932,10 +860,7 @@ mod tests {
             if all.len() == 10 && all.iter().any(|e| e["user"] == "fresh") {
                 break;
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "background evidence never appeared"
-            );
+            assert!(std::time::Instant::now() < deadline, "background evidence never appeared");
             std::thread::sleep(Duration::from_millis(10));
         }
         fs::remove_dir_all(data).unwrap();

@@ -72,18 +72,10 @@ fn py_space(c: char) -> bool {
 /// returns `(yaml, rest)`, or `None` when the text does not start with frontmatter.
 fn split(text: &str) -> Option<(&str, &str)> {
     let after = text.strip_prefix("---")?;
-    let run_len: usize = after
-        .chars()
-        .take_while(|c| py_space(*c))
-        .map(char::len_utf8)
-        .sum();
+    let run_len: usize = after.chars().take_while(|c| py_space(*c)).map(char::len_utf8).sum();
     let run = &after[..run_len];
     // Greedy `\s*` backtracks from the last newline of the whitespace run to the first.
-    let starts: Vec<usize> = run
-        .char_indices()
-        .filter(|(_, c)| *c == '\n')
-        .map(|(i, _)| 3 + i + 1)
-        .collect();
+    let starts: Vec<usize> = run.char_indices().filter(|(_, c)| *c == '\n').map(|(i, _)| 3 + i + 1).collect();
     for &start in starts.iter().rev() {
         if let Some(p) = find_closing(text, start) {
             return Some((&text[start..p], &text[p + 4..]));
@@ -107,30 +99,22 @@ pub fn parse(raw: &str, expected: Option<&str>) -> Result<Parsed> {
     if text.len() > MAX_SKILL_MD_BYTES {
         return Err(SkillError::invalid("SKILL.md is too large"));
     }
-    let (yaml, rest) = split(&text)
-        .ok_or_else(|| SkillError::invalid("SKILL.md must start with YAML frontmatter"))?;
+    let (yaml, rest) = split(&text).ok_or_else(|| SkillError::invalid("SKILL.md must start with YAML frontmatter"))?;
     let value: Value = serde_yaml::from_str(yaml).map_err(|e| {
-        SkillError::invalid(format!(
-            "invalid YAML frontmatter: {}",
-            crate::util::text::take_chars(&e.to_string(), 200)
-        ))
+        SkillError::invalid(format!("invalid YAML frontmatter: {}", crate::util::text::take_chars(&e.to_string(), 200)))
     })?;
     let Value::Mapping(map) = value else {
         return Err(SkillError::invalid("frontmatter must be a mapping"));
     };
     let get = |k: &str| -> Option<Value> { map.get(k).map(|v| yaml11_scalar(yaml, k, v.clone())) };
 
-    let (Some(Value::String(name)), Some(Value::String(description))) =
-        (get("name"), get("description"))
-    else {
+    let (Some(Value::String(name)), Some(Value::String(description))) = (get("name"), get("description")) else {
         return Err(SkillError::invalid("name and description must be strings"));
     };
     let name = validate_name(&name)?;
     if let Some(exp) = expected {
         if name != exp {
-            return Err(SkillError::invalid(
-                "frontmatter name must match the package directory",
-            ));
+            return Err(SkillError::invalid("frontmatter name must match the package directory"));
         }
     }
     let description = description.trim_matches(py_space).to_string();
@@ -194,14 +178,10 @@ fn check_display_name(s: &str) -> Result<String> {
         return Err(SkillError::invalid("display_name cannot be empty"));
     }
     if t.chars().count() > 80 {
-        return Err(SkillError::invalid(
-            "display_name must be at most 80 characters",
-        ));
+        return Err(SkillError::invalid("display_name must be at most 80 characters"));
     }
     if t.chars().any(is_other_category) {
-        return Err(SkillError::invalid(
-            "display_name cannot contain control characters",
-        ));
+        return Err(SkillError::invalid("display_name cannot contain control characters"));
     }
     Ok(t.to_string())
 }
@@ -230,9 +210,7 @@ fn string_list(v: Option<Value>, field: &str) -> Result<Vec<String>> {
         Some(Value::Sequence(items)) => items
             .into_iter()
             .map(|item| match item {
-                Value::String(s) if !s.trim_matches(py_space).is_empty() => {
-                    Ok(s.trim_matches(py_space).to_string())
-                }
+                Value::String(s) if !s.trim_matches(py_space).is_empty() => Ok(s.trim_matches(py_space).to_string()),
                 _ => Err(err()),
             })
             .collect(),
@@ -247,12 +225,7 @@ fn deps(v: Option<Value>, field: &str) -> Result<Deps> {
         Some(_) => return Err(SkillError::invalid(format!("{field} must be a mapping"))),
     };
     let list = |k: &str| string_list(map.get(k).cloned(), &format!("{field}.{k}"));
-    Ok(Deps {
-        tools: list("tools")?,
-        mcp_servers: list("mcp_servers")?,
-        bins: list("bins")?,
-        env: list("env")?,
-    })
+    Ok(Deps { tools: list("tools")?, mcp_servers: list("mcp_servers")?, bins: list("bins")?, env: list("env")? })
 }
 
 /// YAML 1.1 compatibility for top-level plain scalars (the original parsed with PyYAML):
@@ -288,15 +261,8 @@ fn is_yaml11_date(s: &str) -> bool {
         let rest = &s[5..];
         let mut parts = rest.splitn(2, '-');
         let m = parts.next().unwrap_or("");
-        let d: String = parts
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        (1..=2).contains(&m.len())
-            && m.bytes().all(|c| c.is_ascii_digit())
-            && (1..=2).contains(&d.len())
+        let d: String = parts.next().unwrap_or("").chars().take_while(char::is_ascii_digit).collect();
+        (1..=2).contains(&m.len()) && m.bytes().all(|c| c.is_ascii_digit()) && (1..=2).contains(&d.len())
     }
 }
 
@@ -345,14 +311,7 @@ mod tests {
         assert!(p.manifest.tags.is_empty());
         assert_eq!(p.manifest.display_name, None);
         assert_eq!(p.manifest.label(), "a");
-        let p = parse(
-            &md(
-                "name: a\ndescription: d\ndisplay_name: null\ntags: null",
-                "b",
-            ),
-            None,
-        )
-        .unwrap();
+        let p = parse(&md("name: a\ndescription: d\ndisplay_name: null\ntags: null", "b"), None).unwrap();
         assert_eq!(p.manifest.display_name, None);
     }
 
@@ -375,37 +334,22 @@ mod tests {
         assert_eq!(err(&big, None), "SKILL.md is too large");
         let exact = {
             let head = md("name: a\ndescription: d", "");
-            md(
-                "name: a\ndescription: d",
-                &"x".repeat(MAX_SKILL_MD_BYTES - head.len()),
-            )
+            md("name: a\ndescription: d", &"x".repeat(MAX_SKILL_MD_BYTES - head.len()))
         };
         assert_eq!(exact.len(), MAX_SKILL_MD_BYTES);
         assert!(parse(&exact, None).is_ok());
         let start = "SKILL.md must start with YAML frontmatter";
         assert_eq!(err("name: a\n", None), start);
-        assert_eq!(
-            err("\u{feff}---\nname: a\ndescription: d\n---\nb", None),
-            start
-        );
+        assert_eq!(err("\u{feff}---\nname: a\ndescription: d\n---\nb", None), start);
         assert_eq!(err(" ---\nname: a\n---\nb", None), start);
         assert_eq!(err("---\nname: a\ndescription: d\nbody", None), start);
         assert_eq!(err("---name: a\n---\nb", None), start);
         // Trailing spaces after the delimiters are allowed.
         assert!(parse("---  \nname: a\ndescription: d\n---  \nbody", None).is_ok());
-        assert_eq!(
-            err("---\n- a\n- b\n---\nbody", None),
-            "frontmatter must be a mapping"
-        );
-        assert_eq!(
-            err("---\n\n---\nbody", None),
-            "frontmatter must be a mapping"
-        );
+        assert_eq!(err("---\n- a\n- b\n---\nbody", None), "frontmatter must be a mapping");
+        assert_eq!(err("---\n\n---\nbody", None), "frontmatter must be a mapping");
         assert!(err("---\nname: [a\n---\nbody", None).starts_with("invalid YAML frontmatter: "));
-        assert_eq!(
-            err(&md("name: a\ndescription: d", " \n\t "), None),
-            "SKILL.md body cannot be empty"
-        );
+        assert_eq!(err(&md("name: a\ndescription: d", " \n\t "), None), "SKILL.md body cannot be empty");
     }
 
     #[test]
@@ -417,65 +361,29 @@ mod tests {
         assert_eq!(err(&md("name: a\ndescription: [d]", "b"), None), strings);
         // YAML 1.1: unquoted yes is a boolean, an unquoted date is not a string.
         assert_eq!(err(&md("name: yes\ndescription: d", "b"), None), strings);
-        assert_eq!(
-            err(&md("name: a\ndescription: 2024-01-02", "b"), None),
-            strings
-        );
+        assert_eq!(err(&md("name: a\ndescription: 2024-01-02", "b"), None), strings);
         assert!(parse(&md("name: \"yes\"\ndescription: '2024-01-02'", "b"), None).is_ok());
-        assert_eq!(
-            err(&md("name: Bad\ndescription: d", "b"), None),
-            super::super::INVALID_NAME
-        );
-        assert_eq!(
-            err(&md("name: a b\ndescription: d", "b"), None),
-            super::super::INVALID_NAME
-        );
+        assert_eq!(err(&md("name: Bad\ndescription: d", "b"), None), super::super::INVALID_NAME);
+        assert_eq!(err(&md("name: a b\ndescription: d", "b"), None), super::super::INVALID_NAME);
         assert_eq!(
             err(&md("name: a\ndescription: d", "b"), Some("other")),
             "frontmatter name must match the package directory"
         );
         assert!(parse(&md("name: '  a '\ndescription: d", "b"), Some("a")).is_ok());
-        assert_eq!(
-            err(&md("name: a\ndescription: '  '", "b"), None),
-            "description cannot be empty"
-        );
+        assert_eq!(err(&md("name: a\ndescription: '  '", "b"), None), "description cannot be empty");
     }
 
     #[test]
     fn display_name_rules() {
-        let e = |v: &str| {
-            err(
-                &md(&format!("name: a\ndescription: d\ndisplay_name: {v}"), "b"),
-                None,
-            )
-        };
+        let e = |v: &str| err(&md(&format!("name: a\ndescription: d\ndisplay_name: {v}"), "b"), None);
         assert_eq!(e("5"), "display_name must be a string");
         assert_eq!(e("[x]"), "display_name must be a string");
         assert_eq!(e("'  '"), "display_name cannot be empty");
-        assert_eq!(
-            e(&"x".repeat(81)),
-            "display_name must be at most 80 characters"
-        );
-        assert!(parse(
-            &md(
-                &format!("name: a\ndescription: d\ndisplay_name: {}", "字".repeat(80)),
-                "b"
-            ),
-            None
-        )
-        .is_ok());
-        assert_eq!(
-            e("\"a\\u0007b\""),
-            "display_name cannot contain control characters"
-        );
-        assert_eq!(
-            e("\"a\\u200bb\""),
-            "display_name cannot contain control characters"
-        );
-        assert_eq!(
-            e("\"a\\ue000b\""),
-            "display_name cannot contain control characters"
-        );
+        assert_eq!(e(&"x".repeat(81)), "display_name must be at most 80 characters");
+        assert!(parse(&md(&format!("name: a\ndescription: d\ndisplay_name: {}", "字".repeat(80)), "b"), None).is_ok());
+        assert_eq!(e("\"a\\u0007b\""), "display_name cannot contain control characters");
+        assert_eq!(e("\"a\\u200bb\""), "display_name cannot contain control characters");
+        assert_eq!(e("\"a\\ue000b\""), "display_name cannot contain control characters");
     }
 
     #[test]
@@ -489,37 +397,17 @@ mod tests {
         assert_eq!(e("version: '2'"), version);
         assert_eq!(e("always: 1"), "always must be a boolean");
         assert_eq!(e("always: 'true'"), "always must be a boolean");
-        assert!(
-            parse(&md("name: a\ndescription: d\nalways: yes", "b"), None)
-                .unwrap()
-                .manifest
-                .always
-        );
+        assert!(parse(&md("name: a\ndescription: d\nalways: yes", "b"), None).unwrap().manifest.always);
         assert_eq!(e("tags: a"), "tags must be a list of non-empty strings");
         assert_eq!(e("tags: ['']"), "tags must be a list of non-empty strings");
         assert_eq!(e("tags: [1]"), "tags must be a list of non-empty strings");
-        assert_eq!(
-            e("triggers: [' ']"),
-            "triggers must be a list of non-empty strings"
-        );
+        assert_eq!(e("triggers: [' ']"), "triggers must be a list of non-empty strings");
         assert_eq!(e("requires: [x]"), "requires must be a mapping");
         assert_eq!(e("optional: x"), "optional must be a mapping");
-        assert_eq!(
-            e("requires:\n  tools: x"),
-            "requires.tools must be a list of non-empty strings"
-        );
-        assert_eq!(
-            e("requires:\n  mcp_servers: [1]"),
-            "requires.mcp_servers must be a list of non-empty strings"
-        );
-        assert_eq!(
-            e("requires:\n  bins: ['']"),
-            "requires.bins must be a list of non-empty strings"
-        );
-        assert_eq!(
-            e("optional:\n  env: {a: 1}"),
-            "optional.env must be a list of non-empty strings"
-        );
+        assert_eq!(e("requires:\n  tools: x"), "requires.tools must be a list of non-empty strings");
+        assert_eq!(e("requires:\n  mcp_servers: [1]"), "requires.mcp_servers must be a list of non-empty strings");
+        assert_eq!(e("requires:\n  bins: ['']"), "requires.bins must be a list of non-empty strings");
+        assert_eq!(e("optional:\n  env: {a: 1}"), "optional.env must be a list of non-empty strings");
     }
 
     #[test]

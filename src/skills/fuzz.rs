@@ -41,11 +41,7 @@ impl Rng {
 }
 
 fn cases(default: usize) -> usize {
-    std::env::var("CASHCODE_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .map(|n| n.max(1))
-        .unwrap_or(default)
+    std::env::var("CASHCODE_FUZZ_CASES").ok().and_then(|v| v.parse::<usize>().ok()).map(|n| n.max(1)).unwrap_or(default)
 }
 
 const NAME_POOL: &[&str] = &[
@@ -84,12 +80,8 @@ fn random_skill_md(r: &mut Rng) -> Vec<u8> {
     let name = *r.pick(&["fuzzed", "pkg", "Bad Name", "yes", long.as_str()]);
     let mut s = format!("---\nname: {name}\ndescription: generated\n");
     if r.chance(30) {
-        let extra: &&str = r.pick(&[
-            "version: 0\n",
-            "tags: [x, '']\n",
-            "display_name: \"\\u0007\"\n",
-            "always: maybe\n",
-        ]);
+        let extra: &&str =
+            r.pick(&["version: 0\n", "tags: [x, '']\n", "display_name: \"\\u0007\"\n", "always: maybe\n"]);
         s.push_str(extra);
     }
     s.push_str("---\n");
@@ -114,45 +106,26 @@ fn random_archive(r: &mut Rng) -> Vec<u8> {
     }
     for _ in 0..members {
         let name = if r.chance(50) {
-            r.pick(&[
-                "references/a.md",
-                "templates/t.html",
-                "assets/logo.png",
-                "scripts/run.py",
-            ])
-            .to_string()
+            r.pick(&["references/a.md", "templates/t.html", "assets/logo.png", "scripts/run.py"]).to_string()
         } else {
             r.pick(NAME_POOL).to_string()
         };
         if !used.insert(name.clone()) {
             continue;
         }
-        let method = if r.chance(50) {
-            zip::CompressionMethod::Deflated
-        } else {
-            zip::CompressionMethod::Stored
-        };
+        let method = if r.chance(50) { zip::CompressionMethod::Deflated } else { zip::CompressionMethod::Stored };
         let mut opts = SimpleFileOptions::default().compression_method(method);
         if r.chance(20) {
-            opts = opts.unix_permissions(
-                *r.pick(&[0o100_644, 0o040_755, 0o120_777, 0o010_644, 0o020_644, 0o644]),
-            );
+            opts = opts.unix_permissions(*r.pick(&[0o100_644, 0o040_755, 0o120_777, 0o010_644, 0o020_644, 0o644]));
         }
-        let size = if r.chance(3) {
-            *r.pick(&[200_000usize, 200_001])
-        } else {
-            *r.pick(&[0usize, 1, 100, 4096])
-        };
+        let size = if r.chance(3) { *r.pick(&[200_000usize, 200_001]) } else { *r.pick(&[0usize, 1, 100, 4096]) };
         let byte = r.below(256) as u8;
         let res = if name.ends_with('/') {
             w.add_directory(name, opts)
         } else if r.chance(5) {
             w.add_symlink(name, "/etc/passwd", opts)
         } else {
-            w.start_file(name, opts).and_then(|()| {
-                w.write_all(&vec![byte; size])
-                    .map_err(zip::result::ZipError::Io)
-            })
+            w.start_file(name, opts).and_then(|()| w.write_all(&vec![byte; size]).map_err(zip::result::ZipError::Io))
         };
         if res.is_err() {
             // The writer refused this member (it validates some names); keep going.
@@ -186,24 +159,11 @@ fn mutate(r: &mut Rng, mut z: Vec<u8>) -> Vec<u8> {
             3 | 4 => {
                 // Patch a central-directory field: sizes, flags, attributes, name length.
                 let sig = [0x50, 0x4b, 0x01, 0x02];
-                let at: Vec<usize> = z
-                    .windows(4)
-                    .enumerate()
-                    .filter(|(_, w)| *w == sig)
-                    .map(|(i, _)| i)
-                    .collect();
+                let at: Vec<usize> = z.windows(4).enumerate().filter(|(_, w)| *w == sig).map(|(i, _)| i).collect();
                 if let Some(&i) = at.get(r.below(at.len().max(1))) {
                     let off = *r.pick(&[8usize, 20, 24, 28, 38, 40, 42]);
                     if i + off + 4 <= z.len() {
-                        let v = *r.pick(&[
-                            0u32,
-                            1,
-                            0xffff_ffff,
-                            10,
-                            300_000,
-                            0o120_777 << 16,
-                            0x8000_0000,
-                        ]);
+                        let v = *r.pick(&[0u32, 1, 0xffff_ffff, 10, 300_000, 0o120_777 << 16, 0x8000_0000]);
                         z[i + off..i + off + 4].copy_from_slice(&v.to_le_bytes());
                     }
                 }
@@ -224,11 +184,7 @@ fn mutate(r: &mut Rng, mut z: Vec<u8>) -> Vec<u8> {
 
 fn assert_empty(root: &Path, case: usize) {
     let left: Vec<_> = fs::read_dir(root).expect("root readable").collect();
-    assert!(
-        left.is_empty(),
-        "case {case}: import left {} entries behind",
-        left.len()
-    );
+    assert!(left.is_empty(), "case {case}: import left {} entries behind", left.len());
 }
 
 #[test]
@@ -239,11 +195,7 @@ fn zip_importer_never_panics_and_never_leaves_files() {
     let (mut accepted, mut refused) = (0usize, 0usize);
     for case in 0..n {
         let archive = random_archive(&mut r);
-        let bytes = if r.chance(60) {
-            mutate(&mut r, archive)
-        } else {
-            archive
-        };
+        let bytes = if r.chance(60) { mutate(&mut r, archive) } else { archive };
         let result = catch_unwind(AssertUnwindSafe(|| import::unpack(&bytes, &root)));
         match result {
             Err(_) => panic!("case {case}: importer panicked"),
@@ -257,19 +209,13 @@ fn zip_importer_never_panics_and_never_leaves_files() {
             Ok(Err(e)) => {
                 refused += 1;
                 assert!(!e.message().is_empty());
-                assert!(
-                    !e.message().contains(&root.display().to_string()),
-                    "case {case}: path leaked"
-                );
+                assert!(!e.message().contains(&root.display().to_string()), "case {case}: path leaked");
             }
         }
         assert_empty(&root, case);
     }
     eprintln!("zip property test: {n} archives, {accepted} accepted, {refused} refused");
-    assert!(
-        accepted > 0 && refused > 0,
-        "the generator must reach both outcomes"
-    );
+    assert!(accepted > 0 && refused > 0, "the generator must reach both outcomes");
     fs::remove_dir_all(root).unwrap();
 }
 
@@ -350,11 +296,7 @@ fn frontmatter_parser_never_panics_and_keeps_its_invariants() {
         if r.chance(1) {
             // Deep nesting probes the YAML parser's recursion limit (slow-ish in debug builds).
             let depth = r.below(1000);
-            s = format!(
-                "---\nname: fuzz\ndescription: d\nx: {}{}\n---\nb",
-                "[".repeat(depth),
-                "]".repeat(depth)
-            );
+            s = format!("---\nname: fuzz\ndescription: d\nx: {}{}\n---\nb", "[".repeat(depth), "]".repeat(depth));
         }
         let expected = if r.chance(50) { Some("fuzz") } else { None };
         let res = catch_unwind(|| frontmatter::parse(&s, expected));

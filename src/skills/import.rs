@@ -44,8 +44,7 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
     if bytes.len() < 4 || bytes.len() > MAX_ARCHIVE_BYTES || !bytes.starts_with(b"PK") {
         return Err(fail("invalid or oversized ZIP archive"));
     }
-    let mut zip =
-        zip::ZipArchive::new(Cursor::new(bytes)).map_err(|_| fail("invalid ZIP archive"))?;
+    let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|_| fail("invalid ZIP archive"))?;
     if zip.is_empty() {
         return Err(fail("archive is empty"));
     }
@@ -57,26 +56,15 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
 
     let mut members = Vec::with_capacity(zip.len());
     for index in 0..zip.len() {
-        let f = zip
-            .by_index_raw(index)
-            .map_err(|_| fail("invalid ZIP archive"))?;
-        let raw = f
-            .name()
-            .map_err(|_| fail("archive contains an illegal path"))?;
+        let f = zip.by_index_raw(index).map_err(|_| fail("invalid ZIP archive"))?;
+        let raw = f.name().map_err(|_| fail("archive contains an illegal path"))?;
         let name = raw.replace('\\', "/");
-        if name.is_empty()
-            || name.contains('\0')
-            || name.starts_with('/')
-            || package::has_drive(&name)
-        {
+        if name.is_empty() || name.contains('\0') || name.starts_with('/') || package::has_drive(&name) {
             return Err(fail("archive contains an illegal path"));
         }
         let is_dir = name.ends_with('/');
         let path = name.trim_end_matches('/').to_string();
-        if path
-            .split('/')
-            .any(|c| c.is_empty() || c == "." || c == "..")
-        {
+        if path.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
             return Err(fail("archive contains an illegal path"));
         }
         let kind = (f.external_attributes() >> 16) & S_IFMT;
@@ -91,12 +79,7 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
         if f.encrypted() {
             return Err(fail("encrypted archive entries are not supported"));
         }
-        members.push(Member {
-            index,
-            path,
-            is_dir,
-            size: if is_dir { 0 } else { f.size() },
-        });
+        members.push(Member { index, path, is_dir, size: if is_dir { 0 } else { f.size() } });
     }
 
     let mut seen = BTreeSet::new();
@@ -116,11 +99,7 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
             return Err(fail("archive expands beyond the allowed size"));
         }
     }
-    let files: BTreeSet<String> = members
-        .iter()
-        .filter(|m| !m.is_dir)
-        .map(|m| m.path.to_lowercase())
-        .collect();
+    let files: BTreeSet<String> = members.iter().filter(|m| !m.is_dir).map(|m| m.path.to_lowercase()).collect();
     for m in &members {
         let lower = m.path.to_lowercase();
         let mut prefix = String::new();
@@ -145,8 +124,7 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
         };
         let first = rel.split('/').next().unwrap_or("");
         let nested = rel.contains('/');
-        let invalid_path =
-            || SkillError::invalid(format!("invalid package path: {}", bounded(&rel, 120)));
+        let invalid_path = || SkillError::invalid(format!("invalid package path: {}", bounded(&rel, 120)));
         match first {
             "SKILL.md" | "_meta.json" if nested || m.is_dir => return Err(invalid_path()),
             "SKILL.md" if m.size > MAX_SKILL_MD_BYTES as u64 => {
@@ -180,18 +158,9 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
         if let Some(parent) = target.parent() {
             fs::create_dir_all(parent)?;
         }
-        let limit = if rel == "SKILL.md" {
-            MAX_SKILL_MD_BYTES as u64
-        } else {
-            MAX_SUPPORT_FILE_BYTES
-        };
-        let mut out = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&target)?;
-        let mut f = zip
-            .by_index(m.index)
-            .map_err(|_| fail("invalid ZIP archive"))?;
+        let limit = if rel == "SKILL.md" { MAX_SKILL_MD_BYTES as u64 } else { MAX_SUPPORT_FILE_BYTES };
+        let mut out = fs::OpenOptions::new().write(true).create_new(true).open(&target)?;
+        let mut f = zip.by_index(m.index).map_err(|_| fail("invalid ZIP archive"))?;
         let mut buf = [0u8; 16 * 1024];
         let mut n_file: u64 = 0;
         loop {
@@ -202,10 +171,7 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
             n_file += n as u64;
             written += n as u64;
             if n_file > limit {
-                return Err(SkillError::invalid(format!(
-                    "package file is too large: {}",
-                    bounded(rel, 120)
-                )));
+                return Err(SkillError::invalid(format!("package file is too large: {}", bounded(rel, 120))));
             }
             if written > MAX_EXTRACTED_BYTES {
                 return Err(fail("archive expands beyond the allowed size"));
@@ -214,8 +180,7 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
         }
     }
 
-    let raw = fs::read(tmp.path().join("SKILL.md"))
-        .map_err(|_| SkillError::invalid("SKILL.md not found"))?;
+    let raw = fs::read(tmp.path().join("SKILL.md")).map_err(|_| SkillError::invalid("SKILL.md not found"))?;
     let text = String::from_utf8(raw).map_err(|_| fail("SKILL.md must be UTF-8"))?;
     let parsed = frontmatter::parse(&text, None)?;
     package::read_package(tmp.path(), Some(&parsed.manifest.name))?;
@@ -233,21 +198,12 @@ fn layout(members: &[Member]) -> Result<Option<String>> {
         let has_skill = !m.is_dir && m.path.strip_prefix(top).is_some_and(|r| r == "/SKILL.md");
         *tops.entry(top).or_insert(false) |= has_skill;
     }
-    let with_skill: Vec<&str> = tops
-        .iter()
-        .filter(|(_, has)| **has)
-        .map(|(t, _)| *t)
-        .collect();
+    let with_skill: Vec<&str> = tops.iter().filter(|(_, has)| **has).map(|(t, _)| *t).collect();
     if with_skill.len() != 1 {
-        return Err(fail(
-            "archive must contain SKILL.md at its root or in exactly one top-level directory",
-        ));
+        return Err(fail("archive must contain SKILL.md at its root or in exactly one top-level directory"));
     }
     let w = with_skill[0];
-    if members
-        .iter()
-        .any(|m| m.path != w && !m.path.starts_with(&format!("{w}/")))
-    {
+    if members.iter().any(|m| m.path != w && !m.path.starts_with(&format!("{w}/"))) {
         return Err(fail("archive contains entries outside the Skill package"));
     }
     Ok(Some(w.to_string()))
@@ -265,20 +221,14 @@ pub(crate) mod tests {
     pub fn build(entries: &[Entry<'_>]) -> Vec<u8> {
         let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
         for (name, data, mode) in entries {
-            let mut opts =
-                SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+            let mut opts = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
             if *mode != 0 {
                 opts = opts.unix_permissions(*mode);
             }
             if name.ends_with('/') {
                 w.add_directory(name.to_string(), opts).unwrap();
             } else if *mode & S_IFMT == 0o120_000 {
-                w.add_symlink(
-                    name.to_string(),
-                    String::from_utf8_lossy(data).into_owned(),
-                    opts,
-                )
-                .unwrap();
+                w.add_symlink(name.to_string(), String::from_utf8_lossy(data).into_owned(), opts).unwrap();
             } else {
                 w.start_file(name.to_string(), opts).unwrap();
                 w.write_all(data).unwrap();
@@ -345,34 +295,21 @@ pub(crate) mod tests {
     #[test]
     fn accepts_flat_and_wrapped_layouts() {
         let root = tmp("imp-ok");
-        let flat = build(&[
-            ("SKILL.md", md("flat"), 0),
-            ("assets/a.bin", vec![0, 1, 2, 255], 0),
-        ]);
+        let flat = build(&[("SKILL.md", md("flat"), 0), ("assets/a.bin", vec![0, 1, 2, 255], 0)]);
         let (t, p) = unpack(&flat, &root).unwrap();
         assert_eq!(p.manifest.name, "flat");
-        assert_eq!(
-            fs::read(t.path().join("assets/a.bin")).unwrap(),
-            vec![0, 1, 2, 255]
-        );
+        assert_eq!(fs::read(t.path().join("assets/a.bin")).unwrap(), vec![0, 1, 2, 255]);
         drop(t);
         let wrapped = build(&[
             ("pkg/", vec![], 0),
             ("pkg/SKILL.md", md("wrapped"), 0o100_644),
             ("pkg/references/", vec![], 0o040_755),
             ("pkg/references/r.md", b"ref".to_vec(), 0),
-            (
-                "pkg/_meta.json",
-                br#"{"source":"builtin","enabled":false}"#.to_vec(),
-                0,
-            ),
+            ("pkg/_meta.json", br#"{"source":"builtin","enabled":false}"#.to_vec(), 0),
         ]);
         let (t, p) = unpack(&wrapped, &root).unwrap();
         assert_eq!(p.manifest.name, "wrapped");
-        assert!(
-            !t.path().join("_meta.json").exists(),
-            "archive _meta.json must be skipped"
-        );
+        assert!(!t.path().join("_meta.json").exists(), "archive _meta.json must be skipped");
         let tp = t.path().to_path_buf();
         drop(t);
         assert!(!tp.exists());
@@ -384,82 +321,33 @@ pub(crate) mod tests {
     fn every_refusal_has_its_message_and_leaves_nothing() {
         refuse(b"PK", "invalid or oversized ZIP archive");
         refuse(b"hello world", "invalid or oversized ZIP archive");
-        refuse(
-            &vec![b'P'; MAX_ARCHIVE_BYTES + 1],
-            "invalid or oversized ZIP archive",
-        );
+        refuse(&vec![b'P'; MAX_ARCHIVE_BYTES + 1], "invalid or oversized ZIP archive");
         refuse(b"PK\x03\x04garbage-garbage", "invalid ZIP archive");
         refuse(&build(&[]), "archive is empty");
-        let many: Vec<(String, Vec<u8>, u32)> = (0..257)
-            .map(|i| (format!("assets/{i}"), vec![], 0))
-            .collect();
-        let many_ref: Vec<Entry<'_>> = many
-            .iter()
-            .map(|(n, d, m)| (n.as_str(), d.clone(), *m))
-            .collect();
+        let many: Vec<(String, Vec<u8>, u32)> = (0..257).map(|i| (format!("assets/{i}"), vec![], 0)).collect();
+        let many_ref: Vec<Entry<'_>> = many.iter().map(|(n, d, m)| (n.as_str(), d.clone(), *m)).collect();
         refuse(&build(&many_ref), "archive contains too many entries");
-        for bad in [
-            "../escape/SKILL.md",
-            "/abs/SKILL.md",
-            "C:/x/SKILL.md",
-            "a//b",
-            "a/./SKILL.md",
-            "x\\..\\SKILL.md",
-        ] {
-            refuse(
-                &build(&[("SKILL.md", md("a"), 0), (bad, vec![1], 0)]),
-                "archive contains an illegal path",
-            );
+        for bad in ["../escape/SKILL.md", "/abs/SKILL.md", "C:/x/SKILL.md", "a//b", "a/./SKILL.md", "x\\..\\SKILL.md"] {
+            refuse(&build(&[("SKILL.md", md("a"), 0), (bad, vec![1], 0)]), "archive contains an illegal path");
         }
         refuse(
-            &build(&[
-                ("SKILL.md", md("a"), 0),
-                ("assets/link", b"/etc/passwd".to_vec(), 0o120_777),
-            ]),
+            &build(&[("SKILL.md", md("a"), 0), ("assets/link", b"/etc/passwd".to_vec(), 0o120_777)]),
             "archive contains a symlink or special file",
         );
+        refuse(&set_mode(build(&[("SKILL.md", md("a"), 0)]), 0o010_644), "archive contains a symlink or special file");
+        refuse(&set_mode(build(&[("SKILL.md", md("a"), 0)]), 0o040_755), "archive contains an unsupported member type");
+        refuse(&mark_encrypted(build(&[("SKILL.md", md("a"), 0)])), "encrypted archive entries are not supported");
         refuse(
-            &set_mode(build(&[("SKILL.md", md("a"), 0)]), 0o010_644),
-            "archive contains a symlink or special file",
-        );
-        refuse(
-            &set_mode(build(&[("SKILL.md", md("a"), 0)]), 0o040_755),
-            "archive contains an unsupported member type",
-        );
-        refuse(
-            &mark_encrypted(build(&[("SKILL.md", md("a"), 0)])),
-            "encrypted archive entries are not supported",
-        );
-        refuse(
-            &build(&[
-                ("SKILL.md", md("a"), 0),
-                ("assets/X.txt", vec![1], 0),
-                ("assets/x.txt", vec![2], 0),
-            ]),
+            &build(&[("SKILL.md", md("a"), 0), ("assets/X.txt", vec![1], 0), ("assets/x.txt", vec![2], 0)]),
             "archive contains duplicate paths",
         );
-        refuse(
-            &build(&[
-                ("SKILL.md", md("a"), 0),
-                ("assets/big", vec![0; 200_001], 0),
-            ]),
-            "archive member is too large",
-        );
-        let fat: Vec<(String, Vec<u8>, u32)> = (0..105)
-            .map(|i| (format!("assets/{i}"), vec![0; 200_000], 0))
-            .collect();
-        let mut fat_ref: Vec<Entry<'_>> = fat
-            .iter()
-            .map(|(n, d, m)| (n.as_str(), d.clone(), *m))
-            .collect();
+        refuse(&build(&[("SKILL.md", md("a"), 0), ("assets/big", vec![0; 200_001], 0)]), "archive member is too large");
+        let fat: Vec<(String, Vec<u8>, u32)> = (0..105).map(|i| (format!("assets/{i}"), vec![0; 200_000], 0)).collect();
+        let mut fat_ref: Vec<Entry<'_>> = fat.iter().map(|(n, d, m)| (n.as_str(), d.clone(), *m)).collect();
         fat_ref.insert(0, ("SKILL.md", md("a"), 0));
         refuse(&build(&fat_ref), "archive expands beyond the allowed size");
         refuse(
-            &build(&[
-                ("SKILL.md", md("a"), 0),
-                ("assets/f", vec![1], 0),
-                ("assets/f/g", vec![1], 0),
-            ]),
+            &build(&[("SKILL.md", md("a"), 0), ("assets/f", vec![1], 0), ("assets/f/g", vec![1], 0)]),
             "archive contains a file and directory path conflict",
         );
         refuse(
@@ -474,56 +362,24 @@ pub(crate) mod tests {
             &build(&[("a/SKILL.md", md("a"), 0), ("README.md", vec![1], 0)]),
             "archive contains entries outside the Skill package",
         );
+        refuse(&build(&[("SKILL.md", md("a"), 0), ("README.md", vec![1], 0)]), "invalid package path: README.md");
+        refuse(&build(&[("SKILL.md", md("a"), 0), ("references", vec![1], 0)]), "references must be a directory");
+        refuse(&build(&[("SKILL.md", md("a"), 0), ("_meta.json/x", vec![1], 0)]), "invalid package path: _meta.json/x");
+        let big_md = skill_md("a", "").into_bytes().into_iter().chain(vec![b'x'; 80_000]).collect();
+        refuse(&build(&[("SKILL.md", big_md, 0)]), "package file is too large: SKILL.md");
+        refuse(&build(&[("SKILL.md", vec![0xff, 0xfe], 0)]), "SKILL.md must be UTF-8");
         refuse(
-            &build(&[("SKILL.md", md("a"), 0), ("README.md", vec![1], 0)]),
-            "invalid package path: README.md",
-        );
-        refuse(
-            &build(&[("SKILL.md", md("a"), 0), ("references", vec![1], 0)]),
-            "references must be a directory",
-        );
-        refuse(
-            &build(&[("SKILL.md", md("a"), 0), ("_meta.json/x", vec![1], 0)]),
-            "invalid package path: _meta.json/x",
-        );
-        let big_md = skill_md("a", "")
-            .into_bytes()
-            .into_iter()
-            .chain(vec![b'x'; 80_000])
-            .collect();
-        refuse(
-            &build(&[("SKILL.md", big_md, 0)]),
-            "package file is too large: SKILL.md",
-        );
-        refuse(
-            &build(&[("SKILL.md", vec![0xff, 0xfe], 0)]),
-            "SKILL.md must be UTF-8",
-        );
-        refuse(
-            &build(&[(
-                "SKILL.md",
-                b"---\nname: a\ndescription: d\n---\n  \n".to_vec(),
-                0,
-            )]),
+            &build(&[("SKILL.md", b"---\nname: a\ndescription: d\n---\n  \n".to_vec(), 0)]),
             "SKILL.md body cannot be empty",
         );
-        refuse(
-            &build(&[("SKILL.md", b"no frontmatter".to_vec(), 0)]),
-            "SKILL.md must start with YAML frontmatter",
-        );
-        refuse(
-            &build(&[("SKILL.md", md("Bad Name"), 0)]),
-            crate::skills::INVALID_NAME,
-        );
+        refuse(&build(&[("SKILL.md", b"no frontmatter".to_vec(), 0)]), "SKILL.md must start with YAML frontmatter");
+        refuse(&build(&[("SKILL.md", md("Bad Name"), 0)]), crate::skills::INVALID_NAME);
     }
 
     #[test]
     fn declared_sizes_are_enforced_on_actual_bytes() {
         // A member whose header claims 10 bytes but inflates to 300,000: the extractor must stop.
-        let real = build(&[
-            ("SKILL.md", md("a"), 0),
-            ("assets/bomb", vec![b'z'; 300_000], 0),
-        ]);
+        let real = build(&[("SKILL.md", md("a"), 0), ("assets/bomb", vec![b'z'; 300_000], 0)]);
         let mut z = real.clone();
         let mut i = 0;
         while i + 30 < z.len() {
@@ -538,8 +394,7 @@ pub(crate) mod tests {
         let root = tmp("imp-bomb");
         let e = unpack(&z, &root).err().expect("must refuse");
         assert!(
-            e.message() == "package file is too large: assets/bomb"
-                || e.message() == "invalid ZIP archive",
+            e.message() == "package file is too large: assets/bomb" || e.message() == "invalid ZIP archive",
             "{}",
             e.message()
         );

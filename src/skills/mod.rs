@@ -9,6 +9,7 @@ use std::fmt;
 pub mod builtin;
 pub mod catalog;
 pub mod evolution;
+pub mod ext;
 pub mod frontmatter;
 #[cfg(test)]
 mod fuzz;
@@ -26,8 +27,7 @@ pub const MAX_SUPPORT_FILE_BYTES: u64 = 200_000;
 pub const SUPPORT_DIRS: [&str; 4] = ["references", "templates", "scripts", "assets"];
 
 /// The message for a name that breaks `^[a-z0-9][a-z0-9._-]{0,63}$`.
-pub const INVALID_NAME: &str =
-    "invalid Skill name; use lowercase letters, numbers, dots, underscores, and hyphens";
+pub const INVALID_NAME: &str = "invalid Skill name; use lowercase letters, numbers, dots, underscores, and hyphens";
 
 /// Where a package lives; the order is the precedence (later wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -81,10 +81,7 @@ impl SkillError {
 
     pub fn message(&self) -> &str {
         match self {
-            SkillError::Permission(m)
-            | SkillError::Conflict(m)
-            | SkillError::Invalid(m)
-            | SkillError::Internal(m) => m,
+            SkillError::Permission(m) | SkillError::Conflict(m) | SkillError::Invalid(m) | SkillError::Internal(m) => m,
         }
     }
 
@@ -123,9 +120,7 @@ pub fn is_valid_name(s: &str) -> bool {
     !b.is_empty()
         && b.len() <= 64
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b[1..].iter().all(|c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-')
-        })
+        && b[1..].iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-'))
 }
 
 /// Trims and checks a skill name, returning the canonical form.
@@ -153,18 +148,7 @@ mod tests {
         for ok in ["a", "0", "weather", "a.b_c-d", &"a".repeat(64)] {
             assert!(is_valid_name(ok), "{ok}");
         }
-        for bad in [
-            "",
-            "A",
-            "-a",
-            ".a",
-            "_a",
-            "a b",
-            "a/b",
-            "ä",
-            &"a".repeat(65),
-            "a\n",
-        ] {
+        for bad in ["", "A", "-a", ".a", "_a", "a b", "a/b", "ä", &"a".repeat(65), "a\n"] {
             assert!(!is_valid_name(bad), "{bad:?}");
         }
         assert_eq!(validate_name("  web  ").unwrap(), "web");

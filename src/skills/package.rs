@@ -24,9 +24,7 @@ pub struct Package {
 
 /// The directory name of `dir` as text (lossy for non-UTF-8 names, which then fail the name rule).
 pub fn dir_name(dir: &Path) -> String {
-    dir.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// Python truthiness of a JSON value (`_meta.json` `enabled`).
@@ -54,13 +52,9 @@ pub fn read_package(dir: &Path, expected: Option<&str>) -> Result<Package> {
         .collect::<Result<_, _>>()?;
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, entry) in &entries {
-        let allowed =
-            name == "SKILL.md" || name == "_meta.json" || SUPPORT_DIRS.contains(&name.as_str());
+        let allowed = name == "SKILL.md" || name == "_meta.json" || SUPPORT_DIRS.contains(&name.as_str());
         if !allowed {
-            return Err(SkillError::invalid(format!(
-                "unsupported package entry: {}",
-                bounded(name, 80)
-            )));
+            return Err(SkillError::invalid(format!("unsupported package entry: {}", bounded(name, 80))));
         }
         if entry.file_type()?.is_symlink() {
             check_link_inside(&root, &entry.path(), name)?;
@@ -80,8 +74,7 @@ pub fn read_package(dir: &Path, expected: Option<&str>) -> Result<Package> {
     }
     let bytes = read_capped(&skill_md, MAX_SKILL_MD_BYTES as u64)
         .ok_or_else(|| SkillError::invalid("SKILL.md is too large"))??;
-    let raw =
-        String::from_utf8(bytes).map_err(|_| SkillError::invalid("SKILL.md must be UTF-8"))?;
+    let raw = String::from_utf8(bytes).map_err(|_| SkillError::invalid("SKILL.md must be UTF-8"))?;
     let dname = dir_name(dir);
     let parsed = frontmatter::parse(&raw, Some(expected.unwrap_or(&dname)))?;
 
@@ -105,18 +98,12 @@ pub fn read_package(dir: &Path, expected: Option<&str>) -> Result<Package> {
         match fs::symlink_metadata(&p) {
             Err(_) => continue,
             Ok(_) if !fs::metadata(&p).map(|m| m.is_dir()).unwrap_or(false) => {
-                return Err(SkillError::invalid(format!(
-                    "{support} must be a directory"
-                )));
+                return Err(SkillError::invalid(format!("{support} must be a directory")));
             }
             Ok(_) => walk_support(&root, &p, support, 0)?,
         }
     }
-    Ok(Package {
-        parsed,
-        meta,
-        enabled,
-    })
+    Ok(Package { parsed, meta, enabled })
 }
 
 /// Reads at most `cap` bytes; `None` when the file is longer (it grew after the size check).
@@ -138,10 +125,7 @@ const MAX_SUPPORT_DEPTH: usize = 32;
 
 fn walk_support(root: &Path, dir: &Path, rel: &str, depth: usize) -> Result<()> {
     if depth > MAX_SUPPORT_DEPTH {
-        return Err(SkillError::invalid(format!(
-            "unsupported package entry: {}",
-            bounded(rel, 120)
-        )));
+        return Err(SkillError::invalid(format!("unsupported package entry: {}", bounded(rel, 120))));
     }
     let mut entries: Vec<fs::DirEntry> = fs::read_dir(dir)?.collect::<Result<_, _>>()?;
     entries.sort_by_key(|e| e.file_name());
@@ -153,10 +137,7 @@ fn walk_support(root: &Path, dir: &Path, rel: &str, depth: usize) -> Result<()> 
             let target = check_link_inside(root, &path, &name)?;
             let m = fs::metadata(&target)?;
             if m.is_file() && m.len() > MAX_SUPPORT_FILE_BYTES {
-                return Err(SkillError::invalid(format!(
-                    "supporting file is too large: {}",
-                    bounded(&name, 120)
-                )));
+                return Err(SkillError::invalid(format!("supporting file is too large: {}", bounded(&name, 120))));
             }
             // A link to a directory inside the package is not followed: its target is
             // walked where it really lives, and following could loop.
@@ -164,17 +145,11 @@ fn walk_support(root: &Path, dir: &Path, rel: &str, depth: usize) -> Result<()> 
             walk_support(root, &path, &name, depth + 1)?;
         } else if ft.is_file() {
             if entry.metadata()?.len() > MAX_SUPPORT_FILE_BYTES {
-                return Err(SkillError::invalid(format!(
-                    "supporting file is too large: {}",
-                    bounded(&name, 120)
-                )));
+                return Err(SkillError::invalid(format!("supporting file is too large: {}", bounded(&name, 120))));
             }
         } else {
             // FIFOs, sockets and devices could block or leak a reader.
-            return Err(SkillError::invalid(format!(
-                "unsupported package entry: {}",
-                bounded(&name, 120)
-            )));
+            return Err(SkillError::invalid(format!("unsupported package entry: {}", bounded(&name, 120))));
         }
     }
     Ok(())
@@ -182,8 +157,7 @@ fn walk_support(root: &Path, dir: &Path, rel: &str, depth: usize) -> Result<()> 
 
 /// Resolves the symlink at `path` and requires the target inside `root` (canonical).
 fn check_link_inside(root: &Path, path: &Path, label: &str) -> Result<PathBuf> {
-    let escapes =
-        || SkillError::invalid(format!("symlink escapes package: {}", bounded(label, 120)));
+    let escapes = || SkillError::invalid(format!("symlink escapes package: {}", bounded(label, 120)));
     let target = fs::canonicalize(path).map_err(|_| escapes())?;
     if target.starts_with(root) && target != root {
         Ok(target)
@@ -201,16 +175,11 @@ pub fn check_support_path(raw: &str) -> Result<String> {
         return Err(relative);
     }
     let parts: Vec<&str> = p.split('/').collect();
-    if parts
-        .iter()
-        .any(|c| c.is_empty() || *c == "." || *c == "..")
-    {
+    if parts.iter().any(|c| c.is_empty() || *c == "." || *c == "..") {
         return Err(relative);
     }
     if parts.len() < 2 || !SUPPORT_DIRS.contains(&parts[0]) {
-        return Err(SkillError::invalid(
-            "support path must be under references, templates, scripts, or assets",
-        ));
+        return Err(SkillError::invalid("support path must be under references, templates, scripts, or assets"));
     }
     Ok(parts.join("/"))
 }
@@ -238,10 +207,7 @@ pub fn write_package(
             fs::create_dir_all(parent)?;
         }
         if target.exists() {
-            return Err(SkillError::invalid(format!(
-                "duplicate support path: {}",
-                bounded(&rel, 120)
-            )));
+            return Err(SkillError::invalid(format!("duplicate support path: {}", bounded(&rel, 120))));
         }
         fs::write(&target, body.as_bytes())?;
     }
@@ -250,8 +216,7 @@ pub fn write_package(
 
 /// `_meta.json`, 2-space indent, no trailing newline, atomic.
 pub fn write_meta(dir: &Path, meta: &Map<String, Value>) -> Result<()> {
-    let text =
-        serde_json::to_string_pretty(meta).map_err(|e| SkillError::Internal(e.to_string()))?;
+    let text = serde_json::to_string_pretty(meta).map_err(|e| SkillError::Internal(e.to_string()))?;
     fsx::write_atomic(&dir.join("_meta.json"), text.as_bytes(), false)?;
     Ok(())
 }
@@ -316,10 +281,7 @@ pub fn version_id() -> String {
 
 /// Control characters become spaces, trimmed, at most `max` chars (`...` when cut).
 pub fn bounded(s: &str, max: usize) -> String {
-    let clean: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let clean: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let clean = clean.trim();
     if text::char_len(clean) > max {
         format!("{}...", text::take_chars(clean, max - 3))
@@ -362,21 +324,12 @@ fn strip_absolute_paths(s: &str) -> String {
     let chars: Vec<char> = s.chars().collect();
     let mut out = String::with_capacity(s.len());
     let mut i = 0;
-    let boundary = |i: usize| {
-        i == 0
-            || matches!(
-                chars[i - 1],
-                ' ' | '\'' | '"' | '(' | '=' | ':' | '[' | ',' | '\t' | '\n'
-            )
-    };
+    let boundary =
+        |i: usize| i == 0 || matches!(chars[i - 1], ' ' | '\'' | '"' | '(' | '=' | ':' | '[' | ',' | '\t' | '\n');
     let stop = |c: char| c.is_whitespace() || matches!(c, '\'' | '"' | ')' | ',' | ']');
     while i < chars.len() {
         let c = chars[i];
-        let posix = c == '/'
-            && boundary(i)
-            && chars
-                .get(i + 1)
-                .is_some_and(|n| !n.is_whitespace() && *n != '/');
+        let posix = c == '/' && boundary(i) && chars.get(i + 1).is_some_and(|n| !n.is_whitespace() && *n != '/');
         let drive = c.is_ascii_alphabetic()
             && boundary(i)
             && chars.get(i + 1) == Some(&':')
@@ -398,11 +351,7 @@ fn strip_absolute_paths(s: &str) -> String {
 /// Where a package lives relative to its root must be a plain single component.
 pub fn is_plain_component(s: &str) -> bool {
     let mut comps = Path::new(s).components();
-    matches!(
-        (comps.next(), comps.next()),
-        (Some(Component::Normal(_)), None)
-    ) && !s.contains('/')
-        && !s.contains('\\')
+    matches!((comps.next(), comps.next()), (Some(Component::Normal(_)), None)) && !s.contains('/') && !s.contains('\\')
 }
 
 #[cfg(test)]
@@ -502,23 +451,9 @@ pub(crate) mod tests {
 
     #[test]
     fn support_path_rules() {
-        assert_eq!(
-            check_support_path(" references\\a.md ").unwrap(),
-            "references/a.md"
-        );
-        assert_eq!(
-            check_support_path("assets/x/y.png").unwrap(),
-            "assets/x/y.png"
-        );
-        for bad in [
-            "/etc/x",
-            "../x",
-            "references/../x",
-            "C:/x",
-            "references//x",
-            "",
-            "references/./x",
-        ] {
+        assert_eq!(check_support_path(" references\\a.md ").unwrap(), "references/a.md");
+        assert_eq!(check_support_path("assets/x/y.png").unwrap(), "assets/x/y.png");
+        for bad in ["/etc/x", "../x", "references/../x", "C:/x", "references//x", "", "references/./x"] {
             assert_eq!(
                 check_support_path(bad).unwrap_err().message(),
                 "support path must be package-relative",
@@ -536,23 +471,14 @@ pub(crate) mod tests {
     #[test]
     fn sanitize_hides_paths_and_bounds_length() {
         let root = Path::new("/tmp/cc-secret-root");
-        let s = sanitize(
-            "failed at /tmp/cc-secret-root/broken/private.md and C:\\Users\\me\\x.md\nnext",
-            &[root],
-        );
-        assert!(
-            !s.contains("cc-secret-root") && !s.contains("private") && !s.contains("Users"),
-            "{s}"
-        );
+        let s = sanitize("failed at /tmp/cc-secret-root/broken/private.md and C:\\Users\\me\\x.md\nnext", &[root]);
+        assert!(!s.contains("cc-secret-root") && !s.contains("private") && !s.contains("Users"), "{s}");
         assert!(s.contains("<path>"));
         assert!(!s.contains('\n'));
         let long = sanitize(&"é".repeat(500), &[]);
         assert_eq!(text::char_len(&long), 240);
         assert!(long.ends_with("..."));
-        assert_eq!(
-            sanitize("api_key=abc123 fine", &[]),
-            "api_key=[REDACTED] fine"
-        );
+        assert_eq!(sanitize("api_key=abc123 fine", &[]), "api_key=[REDACTED] fine");
         assert_eq!(bounded("a\u{7}b", 80), "a b");
     }
 
@@ -565,10 +491,7 @@ pub(crate) mod tests {
         fs::write(d.join("assets/b.bin"), &bin).unwrap();
         copy_tree(&d, &root.join("copy")).unwrap();
         assert_eq!(fs::read(root.join("copy/assets/b.bin")).unwrap(), bin);
-        assert_eq!(
-            fs::read(root.join("copy/SKILL.md")).unwrap(),
-            fs::read(d.join("SKILL.md")).unwrap()
-        );
+        assert_eq!(fs::read(root.join("copy/SKILL.md")).unwrap(), fs::read(d.join("SKILL.md")).unwrap());
         fs::remove_dir_all(root).unwrap();
     }
 }

@@ -53,11 +53,7 @@ impl Doc {
         for t in &tokens {
             *tf.entry(t.clone()).or_insert(0) += 1;
         }
-        Doc {
-            name: name.to_string(),
-            len: tokens.len(),
-            tf,
-        }
+        Doc { name: name.to_string(), len: tokens.len(), tf }
     }
 }
 
@@ -98,9 +94,7 @@ pub fn rank(docs: &[&Doc], query: &str, limit: usize) -> Vec<(usize, f64)> {
         .filter(|(_, s)| *s > 0.0)
         .collect();
     scored.sort_by(|a, b| {
-        b.1.partial_cmp(&a.1)
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then_with(|| docs[a.0].name.cmp(&docs[b.0].name))
+        b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then_with(|| docs[a.0].name.cmp(&docs[b.0].name))
     });
     scored.truncate(limit.clamp(1, 10_000));
     scored
@@ -114,19 +108,7 @@ mod tests {
     fn tokenizer_keeps_punctuated_words_and_cjk() {
         assert_eq!(
             tokenize("Chart-Viz v1.2 snake_case, 认知扭曲!"),
-            vec![
-                "chart-viz",
-                "v1.2",
-                "snake_case",
-                "认",
-                "知",
-                "扭",
-                "曲",
-                "认知",
-                "知扭",
-                "扭曲",
-                "曲!"
-            ]
+            vec!["chart-viz", "v1.2", "snake_case", "认", "知", "扭", "曲", "认知", "知扭", "扭曲", "曲!"]
         );
         assert!(tokenize("  ,;  ").is_empty());
         // The window's second char may be anything except whitespace (which is removed first).
@@ -135,14 +117,8 @@ mod tests {
 
     #[test]
     fn ranking_is_bm25_with_name_bonus_and_stable_ties() {
-        let a = Doc::new(
-            "weather",
-            &["weather", "", "Forecasts and current weather", "", ""],
-        );
-        let b = Doc::new(
-            "github",
-            &["github", "", "Pull requests, issues via gh", "", ""],
-        );
+        let a = Doc::new("weather", &["weather", "", "Forecasts and current weather", "", ""]);
+        let b = Doc::new("github", &["github", "", "Pull requests, issues via gh", "", ""]);
         let c = Doc::new("alpha", &["alpha", "", "same words", "", ""]);
         let d = Doc::new("beta", &["beta", "", "same words", "", ""]);
         let docs = vec![&a, &b, &c, &d];

@@ -4,7 +4,7 @@
 //! deletion and the read-side views (list, detail, content, validate). Called from the HTTP
 //! thread and from turn workers; readers take an `Arc<Catalog>` and never block on a refresh.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -105,14 +105,7 @@ pub struct ListQuery {
 
 impl Default for ListQuery {
     fn default() -> Self {
-        ListQuery {
-            source: None,
-            enabled: None,
-            availability: None,
-            query: None,
-            page: 1,
-            page_size: 50,
-        }
+        ListQuery { source: None, enabled: None, availability: None, query: None, page: 1, page_size: 50 }
     }
 }
 
@@ -121,9 +114,7 @@ pub struct TempDir(pub(crate) Option<PathBuf>);
 
 impl TempDir {
     pub fn path(&self) -> &Path {
-        self.0
-            .as_deref()
-            .expect("temp dir is present until published")
+        self.0.as_deref().expect("temp dir is present until published")
     }
 
     fn disarm(&mut self) {
@@ -174,14 +165,17 @@ impl SkillService {
         Ok(svc)
     }
 
-    /// The standard service for a config: roots under the data dir, the embedded built-ins
-    /// installed, dependency probe = base tools + the config's variables (replace it with
-    /// [`SkillService::set_probe`] once the tool registry and MCP catalog exist).
-    pub fn from_config(cfg: &crate::config::Config) -> Result<Arc<SkillService>> {
+    /// The server's service: roots under the data dir, the embedded built-ins installed, and
+    /// a dependency probe over `tools` (the full registry) and the config's variables. MCP
+    /// server names come later through [`SkillService::set_probe`].
+    pub fn from_config(cfg: &crate::config::Config, tools: BTreeSet<String>) -> Result<Arc<SkillService>> {
         let paths = SkillPaths::under(&cfg.data_dir);
         super::builtin::install(&paths.builtin)?;
         let vars = cfg.vars.clone();
-        SkillService::new(paths, Arc::new(move || DepProbe::base(vars.clone())))
+        SkillService::new(
+            paths,
+            Arc::new(move || DepProbe { tools: tools.clone(), mcp_servers: Default::default(), vars: vars.clone() }),
+        )
     }
 
     pub fn paths(&self) -> &SkillPaths {
@@ -213,19 +207,13 @@ impl SkillService {
         #[cfg(test)]
         {
             use std::sync::atomic::Ordering;
-            if self
-                .fail_refreshes
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok()
-            {
+            if self.fail_refreshes.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
                 return Err(SkillError::Internal("injected refresh failure".into()));
             }
         }
         let probe = (self.probe.read().unwrap_or_else(|e| e.into_inner()))();
-        let roots: Vec<(Source, PathBuf)> = Source::ALL
-            .iter()
-            .map(|s| (*s, self.paths.root(*s).to_path_buf()))
-            .collect();
+        let roots: Vec<(Source, PathBuf)> =
+            Source::ALL.iter().map(|s| (*s, self.paths.root(*s).to_path_buf())).collect();
         let revision = self.catalog().revision + 1;
         let cat = catalog::scan(&roots, &probe, revision)?;
         *lock(&self.catalog) = Arc::new(cat);
@@ -233,8 +221,7 @@ impl SkillService {
     }
 
     fn record(&self, name: &str) -> Result<Arc<SkillRecord>> {
-        self.get(name)
-            .ok_or_else(|| SkillError::invalid(format!("Skill not found: {name}")))
+        self.get(name).ok_or_else(|| SkillError::invalid(format!("Skill not found: {name}")))
     }
 
     fn mutable_record(&self, name: &str, agent_only: bool) -> Result<Arc<SkillRecord>> {
@@ -243,19 +230,14 @@ impl SkillService {
             return Err(SkillError::Permission(BUILTIN_READ_ONLY.into()));
         }
         if agent_only && rec.source != Source::Agent {
-            return Err(SkillError::Permission(
-                "evolution can modify only agent Skills".into(),
-            ));
+            return Err(SkillError::Permission("evolution can modify only agent Skills".into()));
         }
         Ok(rec)
     }
 
     /// Sources whose root already holds an entry called `name` (valid or not).
     pub fn sources_holding(&self, name: &str) -> Vec<Source> {
-        Source::ALL
-            .into_iter()
-            .filter(|s| fs::symlink_metadata(self.paths.root(*s).join(name)).is_ok())
-            .collect()
+        Source::ALL.into_iter().filter(|s| fs::symlink_metadata(self.paths.root(*s).join(name)).is_ok()).collect()
     }
 
     fn check_available(&self, name: &str) -> Result<()> {
@@ -264,10 +246,7 @@ impl SkillService {
             return Ok(());
         }
         let list: Vec<&str> = taken.iter().map(|s| s.as_str()).collect();
-        Err(SkillError::Conflict(format!(
-            "Skill already exists in {}: {name}",
-            list.join(", ")
-        )))
+        Err(SkillError::Conflict(format!("Skill already exists in {}: {name}", list.join(", "))))
     }
 
     // ----- mutations -------------------------------------------------------------------
@@ -284,13 +263,8 @@ impl SkillService {
         self.check_available(&name)?;
         let root = self.paths.root(req.source);
         let tmp = TempDir(Some(package::hidden_temp(root, &name, "tmp")));
-        let meta = package::fresh_meta(
-            req.source,
-            req.enabled,
-            req.reason
-                .as_deref()
-                .filter(|_| req.source == Source::Agent),
-        );
+        let meta =
+            package::fresh_meta(req.source, req.enabled, req.reason.as_deref().filter(|_| req.source == Source::Agent));
         package::write_package(tmp.path(), &parsed.text, &support, &meta)?;
         package::read_package(tmp.path(), Some(&name))?;
         self.publish(tmp, &root.join(&name), req.source, &parsed.hash)
@@ -298,13 +272,7 @@ impl SkillService {
 
     /// Renames a validated temp dir into place, refreshes and verifies the new record;
     /// on any failure after the rename the published dir is removed again.
-    fn publish(
-        &self,
-        mut tmp: TempDir,
-        dest: &Path,
-        source: Source,
-        hash: &str,
-    ) -> Result<Arc<SkillRecord>> {
+    fn publish(&self, mut tmp: TempDir, dest: &Path, source: Source, hash: &str) -> Result<Arc<SkillRecord>> {
         fs::rename(tmp.path(), dest)?;
         tmp.disarm();
         crate::util::fsx::sync_dir(dest.parent().unwrap_or(dest));
@@ -312,9 +280,7 @@ impl SkillService {
         let verified = self.refresh_locked().and_then(|()| {
             self.get(&name)
                 .filter(|r| r.source == source && r.hash == hash)
-                .ok_or_else(|| {
-                    SkillError::Internal("Skill publication could not be verified".into())
-                })
+                .ok_or_else(|| SkillError::Internal("Skill publication could not be verified".into()))
         });
         match verified {
             Ok(rec) => Ok(rec),
@@ -337,11 +303,7 @@ impl SkillService {
             }
         }
         let parsed = frontmatter::parse(&req.content, Some(name))?;
-        let support = req
-            .support_files
-            .as_ref()
-            .map(check_support_map)
-            .transpose()?;
+        let support = req.support_files.as_ref().map(check_support_map).transpose()?;
         let root = self.paths.root(rec.source);
         let tmp = TempDir(Some(package::hidden_temp(root, name, "tmp")));
         match &support {
@@ -381,11 +343,7 @@ impl SkillService {
 
     /// Full copy of the live package into `<snapshots>/<source>/<name>/<version>`.
     fn snapshot(&self, rec: &SkillRecord) -> Result<String> {
-        let dir = self
-            .paths
-            .snapshots
-            .join(rec.source.as_str())
-            .join(rec.name());
+        let dir = self.paths.snapshots.join(rec.source.as_str()).join(rec.name());
         fs::create_dir_all(&dir)?;
         let version = package::version_id();
         let tmp = TempDir(Some(package::hidden_temp(&dir, &version, "tmp")));
@@ -420,9 +378,7 @@ impl SkillService {
 
     /// Snapshot versions, newest first (`[]` for built-ins).
     pub fn versions(&self, name: &str) -> Result<Vec<String>> {
-        let rec = self
-            .get(name)
-            .ok_or_else(|| SkillError::invalid("Skill not found"))?;
+        let rec = self.get(name).ok_or_else(|| SkillError::invalid("Skill not found"))?;
         Ok(self.versions_of(&rec))
     }
 
@@ -430,11 +386,7 @@ impl SkillService {
         if !rec.source.mutable() {
             return Vec::new();
         }
-        let dir = self
-            .paths
-            .snapshots
-            .join(rec.source.as_str())
-            .join(rec.name());
+        let dir = self.paths.snapshots.join(rec.source.as_str()).join(rec.name());
         let mut v: Vec<String> = fs::read_dir(dir)
             .map(|rd| {
                 rd.filter_map(|e| e.ok())
@@ -450,27 +402,14 @@ impl SkillService {
 
     /// Restores a snapshot (validated first), snapshotting the current state before.
     pub fn rollback(&self, name: &str, version: &str) -> Result<Arc<SkillRecord>> {
-        if version.contains("..")
-            || !package::is_plain_component(version)
-            || version.starts_with('.')
-        {
+        if version.contains("..") || !package::is_plain_component(version) || version.starts_with('.') {
             return Err(SkillError::invalid("invalid snapshot version"));
         }
         let _g = lock(&self.op);
         let rec = self.mutable_record(name, false)?;
-        let snap = self
-            .paths
-            .snapshots
-            .join(rec.source.as_str())
-            .join(name)
-            .join(version);
-        if !fs::symlink_metadata(&snap)
-            .map(|m| m.is_dir())
-            .unwrap_or(false)
-        {
-            return Err(SkillError::invalid(format!(
-                "snapshot not found: {version}"
-            )));
+        let snap = self.paths.snapshots.join(rec.source.as_str()).join(name).join(version);
+        if !fs::symlink_metadata(&snap).map(|m| m.is_dir()).unwrap_or(false) {
+            return Err(SkillError::invalid(format!("snapshot not found: {version}")));
         }
         let root = self.paths.root(rec.source);
         let tmp = TempDir(Some(package::hidden_temp(root, name, "tmp")));
@@ -485,8 +424,7 @@ impl SkillService {
     /// Moves an invalid package (a diagnostic key of the last refresh) into
     /// `<snapshots>/invalid/<source>/<id>/<version>`.
     pub fn delete_invalid(&self, source: &str, directory: &str) -> Result<Value> {
-        let source =
-            Source::parse(source).ok_or_else(|| SkillError::invalid("invalid Skill source"))?;
+        let source = Source::parse(source).ok_or_else(|| SkillError::invalid("invalid Skill source"))?;
         if source == Source::Builtin {
             return Err(SkillError::Permission(BUILTIN_READ_ONLY.into()));
         }
@@ -501,27 +439,17 @@ impl SkillService {
         let _g = lock(&self.op);
         let not_found = || SkillError::invalid("invalid Skill package not found");
         let cat = self.catalog();
-        let entry = cat
-            .invalid
-            .get(&format!("{}:{directory}", source.as_str()))
-            .ok_or_else(not_found)?;
+        let entry = cat.invalid.get(&format!("{}:{directory}", source.as_str())).ok_or_else(not_found)?;
         let dir = self.paths.root(source).join(&entry.dir);
         if fs::symlink_metadata(&dir).is_err() {
             return Err(not_found());
         }
         if package::read_package(&dir, None).is_ok() {
-            return Err(SkillError::Conflict(
-                "Skill package is valid and cannot be deleted as invalid".into(),
-            ));
+            return Err(SkillError::Conflict("Skill package is valid and cannot be deleted as invalid".into()));
         }
         let id = &sha256_hex(format!("{}:{}", source.as_str(), entry.dir).as_bytes())[..16];
         let version = package::version_id();
-        let parent = self
-            .paths
-            .snapshots
-            .join("invalid")
-            .join(source.as_str())
-            .join(id);
+        let parent = self.paths.snapshots.join("invalid").join(source.as_str()).join(id);
         fs::create_dir_all(&parent)?;
         let dest = parent.join(&version);
         move_dir(&dir, &dest)?;
@@ -545,12 +473,7 @@ impl SkillService {
         self.check_available(&name)?;
         package::write_meta(tmp.path(), &package::fresh_meta(Source::User, true, None))?;
         package::read_package(tmp.path(), Some(&name))?;
-        self.publish(
-            tmp,
-            &self.paths.user.join(&name),
-            Source::User,
-            &parsed.hash,
-        )
+        self.publish(tmp, &self.paths.user.join(&name), Source::User, &parsed.hash)
     }
 
     // ----- read side -------------------------------------------------------------------
@@ -565,39 +488,24 @@ impl SkillService {
         let cat = self.catalog();
         let query = q.query.as_deref().map(str::trim).filter(|s| !s.is_empty());
         let recs: Vec<Arc<SkillRecord>> = match query {
-            Some(text) => cat
-                .search(text, 10_000, true)
-                .into_iter()
-                .map(|(r, _)| r)
-                .collect(),
+            Some(text) => cat.search(text, 10_000, true).into_iter().map(|(r, _)| r).collect(),
             None => cat.records.values().cloned().collect(),
         };
         let filtered: Vec<Arc<SkillRecord>> = recs
             .into_iter()
             .filter(|r| q.source.as_deref().is_none_or(|s| r.source.as_str() == s))
             .filter(|r| q.enabled.is_none_or(|e| r.enabled == e))
-            .filter(|r| {
-                q.availability
-                    .as_deref()
-                    .is_none_or(|a| r.availability() == a)
-            })
+            .filter(|r| q.availability.as_deref().is_none_or(|a| r.availability() == a))
             .collect();
         let total = filtered.len();
         let start = q.page.saturating_sub(1).saturating_mul(q.page_size);
-        let items: Vec<Value> = filtered
-            .iter()
-            .skip(start)
-            .take(q.page_size)
-            .map(|r| r.to_json(false))
-            .collect();
+        let items: Vec<Value> = filtered.iter().skip(start).take(q.page_size).map(|r| r.to_json(false)).collect();
         json!({"items": items, "total": total, "page": q.page, "page_size": q.page_size, "invalid": cat.invalid_json()})
     }
 
     /// `GET /api/skills/{name}` body.
     pub fn detail(&self, name: &str) -> Result<Value> {
-        let rec = self
-            .get(name)
-            .ok_or_else(|| SkillError::invalid("Skill not found"))?;
+        let rec = self.get(name).ok_or_else(|| SkillError::invalid("Skill not found"))?;
         let mut v = rec.to_json(true);
         let o = v.as_object_mut().expect("records serialise to objects");
         match self.read(&rec) {
@@ -621,23 +529,14 @@ impl SkillService {
         if !is_valid_name(name) {
             return Err(SkillError::invalid(super::INVALID_NAME));
         }
-        let mut rec = self
-            .get(name)
-            .ok_or_else(|| SkillError::invalid("Skill not found"))?;
+        let mut rec = self.get(name).ok_or_else(|| SkillError::invalid("Skill not found"))?;
         let mut pkg = self.read(&rec);
-        if pkg
-            .as_ref()
-            .map(|p| p.parsed.hash != rec.hash)
-            .unwrap_or(true)
-        {
+        if pkg.as_ref().map(|p| p.parsed.hash != rec.hash).unwrap_or(true) {
             self.refresh()?;
-            rec = self
-                .get(name)
-                .ok_or_else(|| SkillError::invalid("Skill not found"))?;
+            rec = self.get(name).ok_or_else(|| SkillError::invalid("Skill not found"))?;
             pkg = self.read(&rec);
         }
-        let pkg =
-            pkg.map_err(|e| SkillError::invalid(package::sanitize(e.message(), &[&rec.path])))?;
+        let pkg = pkg.map_err(|e| SkillError::invalid(package::sanitize(e.message(), &[&rec.path])))?;
         Ok(json!({
             "name": rec.name(),
             "display_name": pkg.parsed.manifest.label(),
@@ -650,9 +549,7 @@ impl SkillService {
 
     /// `POST /api/skills/{name}/validate` body.
     pub fn validate(&self, name: &str) -> Result<Value> {
-        let rec = self
-            .get(name)
-            .ok_or_else(|| SkillError::invalid("Skill not found"))?;
+        let rec = self.get(name).ok_or_else(|| SkillError::invalid("Skill not found"))?;
         Ok(match self.read(&rec) {
             Ok(pkg) => {
                 json!({"valid": true, "name": rec.name(), "hash": pkg.parsed.hash, "errors": []})
@@ -672,13 +569,9 @@ impl SkillService {
 
 /// Hash of the normalised SKILL.md currently on disk.
 fn current_hash(dir: &Path) -> Result<String> {
-    let bytes =
-        fs::read(dir.join("SKILL.md")).map_err(|_| SkillError::invalid("SKILL.md not found"))?;
-    let text =
-        String::from_utf8(bytes).map_err(|_| SkillError::invalid("SKILL.md must be UTF-8"))?;
-    Ok(sha256_hex(
-        frontmatter::normalize_newlines(&text).as_bytes(),
-    ))
+    let bytes = fs::read(dir.join("SKILL.md")).map_err(|_| SkillError::invalid("SKILL.md not found"))?;
+    let text = String::from_utf8(bytes).map_err(|_| SkillError::invalid("SKILL.md must be UTF-8"))?;
+    Ok(sha256_hex(frontmatter::normalize_newlines(&text).as_bytes()))
 }
 
 /// Checks every support path; returns the normalised map (duplicates after normalising refused).
@@ -687,16 +580,10 @@ fn check_support_map(files: &BTreeMap<String, String>) -> Result<BTreeMap<String
     for (k, v) in files {
         let p = package::check_support_path(k)?;
         if v.len() as u64 > super::MAX_SUPPORT_FILE_BYTES {
-            return Err(SkillError::invalid(format!(
-                "supporting file is too large: {}",
-                package::bounded(&p, 120)
-            )));
+            return Err(SkillError::invalid(format!("supporting file is too large: {}", package::bounded(&p, 120))));
         }
         if out.insert(p.clone(), v.clone()).is_some() {
-            return Err(SkillError::invalid(format!(
-                "duplicate support path: {}",
-                package::bounded(&p, 120)
-            )));
+            return Err(SkillError::invalid(format!("duplicate support path: {}", package::bounded(&p, 120))));
         }
     }
     // A path that is both a file and a parent directory cannot be written.
@@ -748,8 +635,7 @@ pub(crate) mod tests {
         let data = tmp(tag);
         let paths = SkillPaths::under(&data);
         crate::skills::builtin::install(&paths.builtin).unwrap();
-        let svc =
-            SkillService::new(paths, Arc::new(|| DepProbe::base(Default::default()))).unwrap();
+        let svc = SkillService::new(paths, Arc::new(|| DepProbe::base(Default::default()))).unwrap();
         (data, svc)
     }
 
@@ -787,10 +673,7 @@ pub(crate) mod tests {
     }
 
     fn req(content: String) -> ReplaceRequest {
-        ReplaceRequest {
-            content,
-            ..Default::default()
-        }
+        ReplaceRequest { content, ..Default::default() }
     }
 
     #[test]
@@ -811,20 +694,13 @@ pub(crate) mod tests {
         assert_eq!(rec.source, Source::User);
         assert!(!rec.enabled);
         assert_eq!(rec.availability(), "disabled");
-        assert_eq!(
-            fs::read_to_string(rec.path.join("references/guide.md")).unwrap(),
-            "guide"
-        );
-        let meta: Value =
-            serde_json::from_slice(&fs::read(rec.path.join("_meta.json")).unwrap()).unwrap();
+        assert_eq!(fs::read_to_string(rec.path.join("references/guide.md")).unwrap(), "guide");
+        let meta: Value = serde_json::from_slice(&fs::read(rec.path.join("_meta.json")).unwrap()).unwrap();
         assert_eq!(meta["source"], "user");
         assert_eq!(meta["agentCreated"], false);
         assert_eq!(meta["storage_version"], 1);
         assert!(meta.get("creation_reason").is_none());
-        assert_eq!(
-            rec.to_json(true)["path"],
-            json!(rec.path.display().to_string())
-        );
+        assert_eq!(rec.to_json(true)["path"], json!(rec.path.display().to_string()));
 
         // Name taken in any root, whatever is there.
         let e = svc
@@ -837,10 +713,7 @@ pub(crate) mod tests {
                 reason: None,
             })
             .unwrap_err();
-        assert_eq!(
-            e,
-            SkillError::Conflict("Skill already exists in user: demo".into())
-        );
+        assert_eq!(e, SkillError::Conflict("Skill already exists in user: demo".into()));
         assert_eq!(e.status(), 409);
         fs::create_dir(svc.paths().agent.join("legacy")).unwrap();
         fs::create_dir(svc.paths().user.join("legacy")).unwrap();
@@ -852,10 +725,7 @@ pub(crate) mod tests {
             enabled: true,
             reason: None,
         });
-        assert_eq!(
-            e.unwrap_err().message(),
-            "Skill already exists in user, agent: legacy"
-        );
+        assert_eq!(e.unwrap_err().message(), "Skill already exists in user, agent: legacy");
         let e = svc.create(CreateRequest {
             name: "weather".into(),
             content: skill_md("weather", ""),
@@ -864,10 +734,7 @@ pub(crate) mod tests {
             enabled: true,
             reason: None,
         });
-        assert_eq!(
-            e.unwrap_err().message(),
-            "Skill already exists in builtin: weather"
-        );
+        assert_eq!(e.unwrap_err().message(), "Skill already exists in builtin: weather");
 
         // Invalid inputs: nothing written.
         let before = tree(&svc.paths().user);
@@ -876,19 +743,13 @@ pub(crate) mod tests {
                 name: name.into(),
                 content,
                 source,
-                support_files: files
-                    .iter()
-                    .map(|(a, b)| (a.to_string(), b.to_string()))
-                    .collect(),
+                support_files: files.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
                 enabled: true,
                 reason: None,
             })
             .unwrap_err()
         };
-        assert_eq!(
-            bad("Bad", skill_md("bad", ""), Source::User, &[]).status(),
-            422
-        );
+        assert_eq!(bad("Bad", skill_md("bad", ""), Source::User, &[]).status(), 422);
         assert_eq!(
             bad("x", skill_md("y", ""), Source::User, &[]).message(),
             "frontmatter name must match the package directory"
@@ -915,11 +776,7 @@ pub(crate) mod tests {
         let rec = svc.get("github").unwrap();
         assert_eq!(rec.source, Source::User);
         assert_eq!(rec.shadowed_sources, vec![Source::Builtin]);
-        assert_eq!(
-            rec.availability(),
-            "available",
-            "the user copy declares no gh binary"
-        );
+        assert_eq!(rec.availability(), "available", "the user copy declares no gh binary");
         let r = svc
             .create(CreateRequest {
                 name: "helper".into(),
@@ -930,8 +787,7 @@ pub(crate) mod tests {
                 reason: Some("  user asked  ".into()),
             })
             .unwrap();
-        let meta: Value =
-            serde_json::from_slice(&fs::read(r.path.join("_meta.json")).unwrap()).unwrap();
+        let meta: Value = serde_json::from_slice(&fs::read(r.path.join("_meta.json")).unwrap()).unwrap();
         assert_eq!(meta["agentCreated"], true);
         assert_eq!(meta["creation_reason"], "user asked");
         fs::remove_dir_all(data).unwrap();
@@ -955,25 +811,12 @@ pub(crate) mod tests {
                 ..Default::default()
             },
         );
-        assert_eq!(
-            stale.unwrap_err(),
-            SkillError::Conflict(CONTENT_CHANGED.into())
-        );
+        assert_eq!(stale.unwrap_err(), SkillError::Conflict(CONTENT_CHANGED.into()));
         let renamed = svc.replace("demo", req(skill_md("other", ""))).unwrap_err();
-        assert_eq!(
-            (renamed.status(), renamed.message()),
-            (422, "frontmatter name must match the package directory")
-        );
+        assert_eq!((renamed.status(), renamed.message()), (422, "frontmatter name must match the package directory"));
         let empty = svc.replace("demo", req("---\nname: demo\ndescription: d\n---\n".into()));
-        assert_eq!(
-            empty.unwrap_err().message(),
-            "SKILL.md body cannot be empty"
-        );
-        assert_eq!(
-            tree(&data),
-            before,
-            "a rejected edit must change nothing and add no version"
-        );
+        assert_eq!(empty.unwrap_err().message(), "SKILL.md body cannot be empty");
+        assert_eq!(tree(&data), before, "a rejected edit must change nothing and add no version");
         assert!(svc.versions("demo").unwrap().is_empty());
 
         let current = svc.get("demo").unwrap().hash.clone();
@@ -981,8 +824,7 @@ pub(crate) mod tests {
             .replace(
                 "demo",
                 ReplaceRequest {
-                    content: skill_md("demo", "display_name: New label\nversion: 2\n")
-                        .replace('\n', "\r\n"),
+                    content: skill_md("demo", "display_name: New label\nversion: 2\n").replace('\n', "\r\n"),
                     expected_hash: Some(current),
                     ..Default::default()
                 },
@@ -993,9 +835,7 @@ pub(crate) mod tests {
         assert_eq!(r.path, rec.path, "editing display_name keeps name and path");
         assert_eq!(fs::read(r.path.join("assets/blob.bin")).unwrap(), bin);
         assert_eq!(fs::read(r.path.join("_meta.json")).unwrap(), meta_before);
-        assert!(!fs::read_to_string(r.path.join("SKILL.md"))
-            .unwrap()
-            .contains('\r'));
+        assert!(!fs::read_to_string(r.path.join("SKILL.md")).unwrap().contains('\r'));
         assert_eq!(svc.versions("demo").unwrap(), vec![snap.clone()]);
 
         // With support_files the package is rebuilt from exactly those files, enabled kept.
@@ -1013,10 +853,7 @@ pub(crate) mod tests {
             )
             .unwrap();
         assert!(!r.path.join("assets").exists());
-        assert_eq!(
-            fs::read_to_string(r.path.join("templates/t.txt")).unwrap(),
-            "tpl"
-        );
+        assert_eq!(fs::read_to_string(r.path.join("templates/t.txt")).unwrap(), "tpl");
         assert!(!r.enabled);
         assert_eq!(svc.versions("demo").unwrap().len(), 2);
         // No temp or backup dirs left in the root.
@@ -1037,27 +874,17 @@ pub(crate) mod tests {
         fs::write(rec.path.join("assets/img.png"), &bin).unwrap();
         svc.refresh().unwrap();
         let original = tree(&rec.path);
-        let (_, v1) = svc
-            .replace("demo", req(skill_md("demo", "version: 2\n")))
-            .unwrap();
+        let (_, v1) = svc.replace("demo", req(skill_md("demo", "version: 2\n"))).unwrap();
         fs::write(rec.path.join("assets/img.png"), b"changed").unwrap();
         svc.set_enabled("demo", false).unwrap();
         assert_ne!(tree(&rec.path), original);
 
         let r = svc.rollback("demo", &v1).unwrap();
-        assert_eq!(
-            tree(&r.path),
-            original,
-            "rollback must restore every byte, _meta.json included"
-        );
+        assert_eq!(tree(&r.path), original, "rollback must restore every byte, _meta.json included");
         assert!(r.enabled);
         assert_eq!(r.manifest.version, 1);
         let versions = svc.versions("demo").unwrap();
-        assert_eq!(
-            versions.len(),
-            2,
-            "rollback snapshots the current state first"
-        );
+        assert_eq!(versions.len(), 2, "rollback snapshots the current state first");
         assert!(versions[0] > versions[1]);
         // Rolling back to the pre-rollback snapshot undoes the rollback.
         let r = svc.rollback("demo", &versions[0]).unwrap();
@@ -1065,18 +892,12 @@ pub(crate) mod tests {
         assert_eq!(fs::read(r.path.join("assets/img.png")).unwrap(), b"changed");
 
         let e = svc.rollback("demo", "123-abc").unwrap_err();
-        assert_eq!(
-            (e.status(), e.message()),
-            (404, "snapshot not found: 123-abc")
-        );
+        assert_eq!((e.status(), e.message()), (404, "snapshot not found: 123-abc"));
         assert_eq!(svc.rollback("demo", "..").unwrap_err().status(), 422);
         assert_eq!(svc.rollback("demo", "../x").unwrap_err().status(), 422);
         assert_eq!(svc.rollback("nope", &v1).unwrap_err().status(), 404);
         assert_eq!(svc.versions("weather").unwrap(), Vec::<String>::new());
-        assert_eq!(
-            svc.versions("nope").unwrap_err().message(),
-            "Skill not found"
-        );
+        assert_eq!(svc.versions("nope").unwrap_err().message(), "Skill not found");
 
         // An invalid snapshot is refused before swapping.
         let snapdir = svc.paths().snapshots.join("agent/demo").join(&v1);
@@ -1091,8 +912,7 @@ pub(crate) mod tests {
     fn builtins_are_read_only_and_delete_snapshots() {
         let (data, svc) = service("svc-ro");
         for e in [
-            svc.replace("weather", req(skill_md("weather", "")))
-                .unwrap_err(),
+            svc.replace("weather", req(skill_md("weather", ""))).unwrap_err(),
             svc.set_enabled("weather", false).unwrap_err(),
             svc.delete("weather").unwrap_err(),
             svc.rollback("weather", "1-a").unwrap_err(),
@@ -1103,24 +923,15 @@ pub(crate) mod tests {
         svc.delete("gone").unwrap();
         assert!(!rec.path.exists());
         assert!(svc.get("gone").is_none());
-        let snaps = fs::read_dir(svc.paths().snapshots.join("user/gone"))
-            .unwrap()
-            .count();
+        let snaps = fs::read_dir(svc.paths().snapshots.join("user/gone")).unwrap().count();
         assert_eq!(snaps, 1);
         assert_eq!(svc.delete("gone").unwrap_err().status(), 404);
         // Disabled skills stay listed but leave search and the available filter.
         create(&svc, "quiet", Source::User, "");
         svc.set_enabled("quiet", false).unwrap();
-        let list = svc.list(&ListQuery {
-            enabled: Some(true),
-            availability: Some("available".into()),
-            ..Default::default()
-        });
-        assert!(!list["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|i| i["name"] == "quiet"));
+        let list =
+            svc.list(&ListQuery { enabled: Some(true), availability: Some("available".into()), ..Default::default() });
+        assert!(!list["items"].as_array().unwrap().iter().any(|i| i["name"] == "quiet"));
         assert!(svc.catalog().search("quiet", 10, false).is_empty());
         fs::remove_dir_all(data).unwrap();
     }
@@ -1134,41 +945,16 @@ pub(crate) mod tests {
         fs::create_dir(svc.paths().user.join("also-bad")).unwrap();
         svc.refresh().unwrap();
         let cat = svc.catalog();
-        assert_eq!(
-            cat.invalid["agent:broken"].message,
-            "SKILL.md must start with YAML frontmatter"
-        );
+        assert_eq!(cat.invalid["agent:broken"].message, "SKILL.md must start with YAML frontmatter");
 
-        assert_eq!(
-            svc.delete_invalid("nope", "broken").unwrap_err().message(),
-            "invalid Skill source"
-        );
-        assert_eq!(
-            svc.delete_invalid("builtin", "broken")
-                .unwrap_err()
-                .status(),
-            403
-        );
-        for sel in [
-            "",
-            ".",
-            "..",
-            "../broken",
-            "nested/broken",
-            "nested\\broken",
-        ] {
+        assert_eq!(svc.delete_invalid("nope", "broken").unwrap_err().message(), "invalid Skill source");
+        assert_eq!(svc.delete_invalid("builtin", "broken").unwrap_err().status(), 403);
+        for sel in ["", ".", "..", "../broken", "nested/broken", "nested\\broken"] {
             let e = svc.delete_invalid("agent", sel).unwrap_err();
-            assert_eq!(
-                (e.status(), e.message()),
-                (422, "invalid Skill directory selector"),
-                "{sel}"
-            );
+            assert_eq!((e.status(), e.message()), (422, "invalid Skill directory selector"), "{sel}");
         }
         let e = svc.delete_invalid("agent", "missing").unwrap_err();
-        assert_eq!(
-            (e.status(), e.message()),
-            (404, "invalid Skill package not found")
-        );
+        assert_eq!((e.status(), e.message()), (404, "invalid Skill package not found"));
 
         // Refresh failure rolls the move back.
         svc.fail_refreshes.store(1, Ordering::SeqCst);
@@ -1181,23 +967,14 @@ pub(crate) mod tests {
         assert!(snap.starts_with(&format!("invalid/agent/{id}/")), "{snap}");
         assert_eq!(v["directory"], "broken");
         assert!(!broken.exists());
-        assert_eq!(
-            fs::read_to_string(svc.paths().snapshots.join(snap).join("SKILL.md")).unwrap(),
-            "no frontmatter"
-        );
+        assert_eq!(fs::read_to_string(svc.paths().snapshots.join(snap).join("SKILL.md")).unwrap(), "no frontmatter");
         assert!(!svc.catalog().invalid.contains_key("agent:broken"));
 
         // A repaired package is no longer deletable as invalid.
         let fixed = svc.paths().user.join("also-bad");
         fs::write(fixed.join("SKILL.md"), skill_md("also-bad", "")).unwrap();
         let e = svc.delete_invalid("user", "also-bad").unwrap_err();
-        assert_eq!(
-            (e.status(), e.message()),
-            (
-                409,
-                "Skill package is valid and cannot be deleted as invalid"
-            )
-        );
+        assert_eq!((e.status(), e.message()), (409, "Skill package is valid and cannot be deleted as invalid"));
         fs::remove_dir_all(data).unwrap();
     }
 
@@ -1228,22 +1005,14 @@ pub(crate) mod tests {
         let (data, svc) = service("svc-import");
         let zip = build(&[
             ("SKILL.md", skill_md("zipped", "").into_bytes(), 0),
-            (
-                "_meta.json",
-                br#"{"source":"builtin","enabled":false,"agentCreated":true}"#.to_vec(),
-                0,
-            ),
+            ("_meta.json", br#"{"source":"builtin","enabled":false,"agentCreated":true}"#.to_vec(), 0),
             ("assets/a.bin", vec![9, 8, 7], 0),
         ]);
         let rec = svc.import_zip(&zip).unwrap();
         assert_eq!(rec.source, Source::User);
         assert!(rec.enabled);
-        let meta: Value =
-            serde_json::from_slice(&fs::read(rec.path.join("_meta.json")).unwrap()).unwrap();
-        assert_eq!(
-            (meta["source"].as_str(), meta["agentCreated"].as_bool()),
-            (Some("user"), Some(false))
-        );
+        let meta: Value = serde_json::from_slice(&fs::read(rec.path.join("_meta.json")).unwrap()).unwrap();
+        assert_eq!((meta["source"].as_str(), meta["agentCreated"].as_bool()), (Some("user"), Some(false)));
 
         create(&svc, "agentish", Source::Agent, "");
         for name in ["zipped", "agentish", "weather"] {
@@ -1253,11 +1022,7 @@ pub(crate) mod tests {
             let e = svc.import_zip(&zip).unwrap_err();
             assert_eq!(e.status(), 409, "{name}");
             assert_eq!(tree(&svc.paths().user), before_user);
-            assert_eq!(
-                svc.catalog().revision,
-                rev,
-                "a rejected import must not refresh"
-            );
+            assert_eq!(svc.catalog().revision, rev, "a rejected import must not refresh");
         }
         fs::remove_dir_all(data).unwrap();
     }
@@ -1265,62 +1030,24 @@ pub(crate) mod tests {
     #[test]
     fn list_search_detail_content_and_validate() {
         let (data, svc) = service("svc-list");
-        create(
-            &svc,
-            "renzhi-niuqu",
-            Source::User,
-            "display_name: 认知扭曲\ntags: [psychology]\n",
-        );
+        create(&svc, "renzhi-niuqu", Source::User, "display_name: 认知扭曲\ntags: [psychology]\n");
         let l = svc.list(&ListQuery::default());
         assert_eq!(l["total"], 5);
-        let names: Vec<&str> = l["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "chart-visualization",
-                "github",
-                "renzhi-niuqu",
-                "skill-creator",
-                "weather"
-            ]
-        );
+        let names: Vec<&str> = l["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["chart-visualization", "github", "renzhi-niuqu", "skill-creator", "weather"]);
         assert!(l["items"][0].get("path").is_none());
-        let l = svc.list(&ListQuery {
-            page: 2,
-            page_size: 2,
-            ..Default::default()
-        });
+        let l = svc.list(&ListQuery { page: 2, page_size: 2, ..Default::default() });
         assert_eq!(l["items"].as_array().unwrap().len(), 2);
         assert_eq!(l["items"][0]["name"], "renzhi-niuqu");
-        let l = svc.list(&ListQuery {
-            page: 9,
-            ..Default::default()
-        });
+        let l = svc.list(&ListQuery { page: 9, ..Default::default() });
         assert_eq!(l["items"], json!([]));
-        let l = svc.list(&ListQuery {
-            source: Some("builtin".into()),
-            ..Default::default()
-        });
+        let l = svc.list(&ListQuery { source: Some("builtin".into()), ..Default::default() });
         assert_eq!(l["total"], 4);
-        let l = svc.list(&ListQuery {
-            query: Some("认知扭曲".into()),
-            ..Default::default()
-        });
+        let l = svc.list(&ListQuery { query: Some("认知扭曲".into()), ..Default::default() });
         assert_eq!(l["items"][0]["name"], "renzhi-niuqu");
-        let l = svc.list(&ListQuery {
-            query: Some("!!!".into()),
-            ..Default::default()
-        });
+        let l = svc.list(&ListQuery { query: Some("!!!".into()), ..Default::default() });
         assert_eq!(l["total"], 0);
-        assert!(
-            svc.get("认知扭曲").is_none(),
-            "lookup by display name fails"
-        );
+        assert!(svc.get("认知扭曲").is_none(), "lookup by display name fails");
 
         let d = svc.detail("renzhi-niuqu").unwrap();
         assert_eq!(d["body_preview"], "# renzhi-niuqu\n\nSteps.");
@@ -1337,11 +1064,7 @@ pub(crate) mod tests {
         assert_eq!(svc.content("nope").unwrap_err().status(), 404);
         // An edit made on disk behind our back is picked up (content refreshes).
         let p = svc.get("renzhi-niuqu").unwrap().path.clone();
-        fs::write(
-            p.join("SKILL.md"),
-            skill_md("renzhi-niuqu", "version: 7\n").replace('\n', "\r\n"),
-        )
-        .unwrap();
+        fs::write(p.join("SKILL.md"), skill_md("renzhi-niuqu", "version: 7\n").replace('\n', "\r\n")).unwrap();
         let c = svc.content("renzhi-niuqu").unwrap();
         assert!(!c["content"].as_str().unwrap().contains('\r'));
         assert_eq!(svc.get("renzhi-niuqu").unwrap().manifest.version, 7);
@@ -1351,15 +1074,9 @@ pub(crate) mod tests {
         assert_eq!(v["valid"], true);
         fs::write(p.join("extra.txt"), "x").unwrap();
         let v = svc.validate("renzhi-niuqu").unwrap();
-        assert_eq!(
-            v,
-            json!({"valid": false, "errors": ["unsupported package entry: extra.txt"]})
-        );
+        assert_eq!(v, json!({"valid": false, "errors": ["unsupported package entry: extra.txt"]}));
         let d = svc.detail("renzhi-niuqu").unwrap();
-        assert_eq!(
-            d["validation_errors"],
-            json!(["unsupported package entry: extra.txt"])
-        );
+        assert_eq!(d["validation_errors"], json!(["unsupported package entry: extra.txt"]));
         assert_eq!(svc.validate("nope").unwrap_err().status(), 404);
         fs::remove_dir_all(data).unwrap();
     }

@@ -1,14 +1,15 @@
 //! The model-facing skill tools (skills.md §5–§8): `skill_search`, `skill_load` (two-phase
 //! lazy loading: the body lives only in this turn's model context, history keeps a receipt),
-//! `skill_read_resource`, `agent_skill_manage`; the per-turn state they share ([`SkillTurn`]:
-//! loaded (name, hash) pairs, the chat's `activated_skills` LRU, MCP tools to activate), explicit
-//! `@name` / `mentioned_skills` selection and the prompt summary of recent skills.
+//! `skill_read_resource`, `agent_skill_manage`; the state they keep within a turn ([`SkillTools`]:
+//! loaded (name, hash) pairs per chat; `activated_skills` / `activated_tools` in the turn's
+//! metadata working copy), explicit `@name` / `mentioned_skills` selection and the prompt
+//! summary of recent skills.
 //! Runs on the worker thread of the turn.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::io::Read;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use serde_json::{json, Map, Value};
 
@@ -61,9 +62,7 @@ pub fn py_object(pairs: &[(&str, Value)]) -> String {
 }
 
 fn py_pairs<'a>(pairs: impl Iterator<Item = (&'a str, &'a Value)>) -> String {
-    let items: Vec<String> = pairs
-        .map(|(k, v)| format!("{}: {}", Value::String(k.to_string()), py_json(v)))
-        .collect();
+    let items: Vec<String> = pairs.map(|(k, v)| format!("{}: {}", Value::String(k.to_string()), py_json(v))).collect();
     format!("{{{}}}", items.join(", "))
 }
 
@@ -145,11 +144,7 @@ impl ActivatedSkills {
             let oldest = self
                 .0
                 .iter()
-                .min_by(|a, b| {
-                    a.1.last_used
-                        .partial_cmp(&b.1.last_used)
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                })
+                .min_by(|a, b| a.1.last_used.partial_cmp(&b.1.last_used).unwrap_or(std::cmp::Ordering::Equal))
                 .map(|(k, _)| k.clone());
             match oldest {
                 Some(k) => {
@@ -164,10 +159,7 @@ impl ActivatedSkills {
     pub fn recent_first(&self) -> Vec<(&String, &Activated)> {
         let mut v: Vec<_> = self.0.iter().collect();
         v.sort_by(|a, b| {
-            b.1.last_used
-                .partial_cmp(&a.1.last_used)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then_with(|| a.0.cmp(b.0))
+            b.1.last_used.partial_cmp(&a.1.last_used).unwrap_or(std::cmp::Ordering::Equal).then_with(|| a.0.cmp(b.0))
         });
         v
     }
@@ -203,14 +195,17 @@ impl ActivatedSkills {
     }
 }
 
-/// The per-turn skill state shared by the turn's skill tools.
-pub struct SkillTurn {
+/// Most tools kept in a chat's `activated_tools` (shared with MCP activations).
+pub const ACTIVATED_TOOLS_CAPACITY: usize = 50;
+
+/// The skill tools and the state they keep between calls of one turn. The per-turn set of
+/// loaded (name, hash) pairs is keyed by chat (one turn per chat runs at a time) and reset by
+/// [`SkillTools::begin_turn`]; `activated_skills` / `activated_tools` live in the turn's
+/// metadata working copy, so a failed turn drops them with everything else.
+pub struct SkillTools {
     pub svc: Arc<SkillService>,
-    env: Arc<dyn SkillEnv>,
-    loaded: Mutex<HashSet<(String, String)>>,
-    activated: Mutex<ActivatedSkills>,
-    /// MCP tool names `skill_load` activated this turn (the turn adds them to `activated_tools`).
-    new_tools: Mutex<Vec<String>>,
+    env: RwLock<Arc<dyn SkillEnv>>,
+    loaded: Mutex<HashMap<String, HashSet<(String, String)>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -219,61 +214,55 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A loaded skill's three projections plus whether it was a failure.
 fn projection(model: String, public: String, persisted: String) -> ToolOutput {
-    ToolOutput {
-        for_model: model,
-        preview: Some(public),
-        for_history: Some(persisted),
-        failed: false,
-    }
+    ToolOutput { for_model: model, preview: Some(public), for_history: Some(persisted), failed: false }
 }
 
 fn json_error(pairs: &[(&str, Value)]) -> ToolOutput {
-    ToolOutput {
-        for_model: py_object(pairs),
-        preview: None,
-        for_history: None,
-        failed: true,
-    }
+    ToolOutput { for_model: py_object(pairs), preview: None, for_history: None, failed: true }
 }
 
-impl SkillTurn {
-    /// State for one turn, seeded with the chat's `activated_skills` metadata.
-    pub fn new(
-        svc: Arc<SkillService>,
-        env: Arc<dyn SkillEnv>,
-        activated: Option<&Value>,
-    ) -> Arc<SkillTurn> {
-        Arc::new(SkillTurn {
-            svc,
-            env,
-            loaded: Mutex::new(HashSet::new()),
-            activated: Mutex::new(ActivatedSkills::from_json(activated)),
-            new_tools: Mutex::new(Vec::new()),
-        })
+impl SkillTools {
+    pub fn new(svc: Arc<SkillService>, env: Arc<dyn SkillEnv>) -> Arc<SkillTools> {
+        Arc::new(SkillTools { svc, env: RwLock::new(env), loaded: Mutex::new(HashMap::new()) })
     }
 
-    /// The model-visible skill tools bound to this turn (always visible, in this order).
+    /// Replaces the registry/MCP view (when MCP comes up or its configuration changes).
+    pub fn set_env(&self, env: Arc<dyn SkillEnv>) {
+        *self.env.write().unwrap_or_else(|e| e.into_inner()) = env;
+    }
+
+    fn env(&self) -> Arc<dyn SkillEnv> {
+        Arc::clone(&self.env.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Starts a turn of `chat_id`: nothing is loaded yet.
+    pub fn begin_turn(&self, chat_id: &str) {
+        lock(&self.loaded).insert(chat_id.to_string(), HashSet::new());
+    }
+
+    /// Forgets the turn's loads.
+    pub fn end_turn(&self, chat_id: &str) {
+        lock(&self.loaded).remove(chat_id);
+    }
+
+    fn is_loaded(&self, chat_id: &str, name: &str, hash: &str) -> bool {
+        lock(&self.loaded).get(chat_id).is_some_and(|s| s.contains(&(name.to_string(), hash.to_string())))
+    }
+
+    /// The model-visible skill tools, in a stable order.
     pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
         vec![
             Arc::new(SkillSearch(Arc::clone(self))),
             Arc::new(SkillLoad(Arc::clone(self))),
             Arc::new(SkillReadResource(Arc::clone(self))),
+            Arc::new(AgentSkillManage(Arc::clone(&self.svc))),
         ]
     }
 
-    /// `activated_skills` to write back into the chat metadata.
-    pub fn activated_json(&self) -> Value {
-        lock(&self.activated).to_json()
-    }
-
-    /// The recent-skills prompt section for this chat.
-    pub fn summary(&self) -> String {
-        lock(&self.activated).summary(&self.svc)
-    }
-
-    /// MCP tool names activated by loads since the last call (drained).
-    pub fn take_new_tools(&self) -> Vec<String> {
-        std::mem::take(&mut *lock(&self.new_tools))
+    /// The recent-skills prompt section for a chat's metadata, if any line qualifies.
+    pub fn hints(&self, metadata: &Map<String, Value>) -> Option<String> {
+        let s = ActivatedSkills::from_json(metadata.get("activated_skills")).summary(&self.svc);
+        (!s.is_empty()).then_some(s)
     }
 
     /// `skill_search` result text.
@@ -294,14 +283,12 @@ impl SkillTurn {
     }
 
     /// `skill_load` (skills.md §6).
-    pub fn load(&self, name: &str) -> ToolOutput {
+    pub fn load(&self, ctx: &TurnCtx, name: &str) -> ToolOutput {
+        let env = self.env();
         let cat = self.svc.catalog();
         let Some(rec) = cat.get(name).cloned() else {
-            let suggestions: Vec<String> = cat
-                .search(name, 3, false)
-                .into_iter()
-                .map(|(r, _)| r.name().to_string())
-                .collect();
+            let suggestions: Vec<String> =
+                cat.search(name, 3, false).into_iter().map(|(r, _)| r.name().to_string()).collect();
             return json_error(&[
                 ("error", json!("skill_not_found")),
                 ("name", json!(name)),
@@ -311,11 +298,7 @@ impl SkillTurn {
         if !rec.enabled {
             return json_error(&[("error", json!("skill_disabled")), ("name", json!(name))]);
         }
-        let missing: Vec<&String> = rec
-            .missing
-            .iter()
-            .filter(|m| !m.starts_with("mcp:"))
-            .collect();
+        let missing: Vec<&String> = rec.missing.iter().filter(|m| !m.starts_with("mcp:")).collect();
         if !missing.is_empty() {
             return json_error(&[
                 ("error", json!("missing_dependency")),
@@ -324,7 +307,7 @@ impl SkillTurn {
             ]);
         }
         for t in &rec.manifest.requires.tools {
-            if !t.starts_with("mcp_") && !self.env.has_tool(t) {
+            if !t.starts_with("mcp_") && !env.has_tool(t) {
                 return json_error(&[
                     ("error", json!("missing_dependency")),
                     ("name", json!(name)),
@@ -334,7 +317,7 @@ impl SkillTurn {
         }
         let mut activate = Vec::new();
         for server in &rec.manifest.requires.mcp_servers {
-            match self.env.prepare_mcp(server) {
+            match env.prepare_mcp(server) {
                 Ok(tools) => activate.extend(tools),
                 Err(_) => {
                     return json_error(&[
@@ -346,7 +329,7 @@ impl SkillTurn {
             }
         }
         for t in &rec.manifest.requires.tools {
-            if t.starts_with("mcp_") && self.env.has_tool(t) {
+            if t.starts_with("mcp_") && env.has_tool(t) {
                 activate.push(t.clone());
             }
         }
@@ -357,41 +340,37 @@ impl SkillTurn {
                 let refreshed = self.svc.refresh();
                 let reread = match (refreshed, self.svc.get(name)) {
                     (Ok(()), Some(r)) => self.svc.read(&r).map(|p| (r, p)),
-                    (Ok(()), None) => self
-                        .svc
-                        .read(&rec)
-                        .and(Err(SkillError::invalid("Skill not found"))),
+                    (Ok(()), None) => self.svc.read(&rec).and(Err(SkillError::invalid("Skill not found"))),
                     (Err(e), _) => Err(e),
                 };
                 match reread {
                     Ok(x) => x,
                     Err(e) => {
                         let detail = package::sanitize(e.message(), &[&rec.path]);
-                        return json_error(&[
-                            ("error", json!("invalid_skill")),
-                            ("detail", json!(detail)),
-                        ]);
+                        return json_error(&[("error", json!("invalid_skill")), ("detail", json!(detail))]);
                     }
                 }
             }
         };
-        lock(&self.new_tools).extend(activate);
+        activate_tools(ctx, &activate);
         let m = &pkg.parsed.manifest;
-        let receipt = format!(
-            "[Skill loaded: {}@v{} sha256:{}]",
-            m.name, m.version, pkg.parsed.hash
-        );
-        if !lock(&self.loaded).insert((m.name.clone(), pkg.parsed.hash.clone())) {
+        let receipt = format!("[Skill loaded: {}@v{} sha256:{}]", m.name, m.version, pkg.parsed.hash);
+        let fresh = lock(&self.loaded)
+            .entry(ctx.chat_id.clone())
+            .or_default()
+            .insert((m.name.clone(), pkg.parsed.hash.clone()));
+        if !fresh {
             let t = format!("{receipt} already_loaded=true");
             return projection(t.clone(), format!("Skill already loaded: {}", m.name), t);
         }
-        lock(&self.activated).touch(&m.name, &m.description, m.version, &pkg.parsed.hash);
-        // Key order as the original prints it (tools first).
-        let optional = format!(
-            "{{\"tools\":{},\"mcp_servers\":{}}}",
-            json!(m.optional.tools),
-            json!(m.optional.mcp_servers)
-        );
+        {
+            let mut st = ctx.state();
+            let mut act = ActivatedSkills::from_json(st.metadata.get("activated_skills"));
+            act.touch(&m.name, &m.description, m.version, &pkg.parsed.hash);
+            st.metadata.insert("activated_skills".into(), act.to_json());
+        }
+        let optional =
+            format!("{{\"tools\":{},\"mcp_servers\":{}}}", json!(m.optional.tools), json!(m.optional.mcp_servers));
         let model = format!(
             "{receipt}\nSkill package root: {}\nOptional dependencies (not started): {optional}\n\n{}",
             rec.path.display(),
@@ -401,12 +380,12 @@ impl SkillTurn {
     }
 
     /// `skill_read_resource` (skills.md §7).
-    pub fn read_resource(&self, name: &str, path: &str) -> ToolOutput {
+    pub fn read_resource(&self, ctx: &TurnCtx, name: &str, path: &str) -> ToolOutput {
         let not_loaded = ToolOutput::error("Error: load the Skill before reading its resources");
         let Some(rec) = self.svc.get(name) else {
             return not_loaded;
         };
-        if !lock(&self.loaded).contains(&(rec.name().to_string(), rec.hash.clone())) {
+        if !self.is_loaded(&ctx.chat_id, rec.name(), &rec.hash) {
             return not_loaded;
         }
         let rel = match resource_path(path) {
@@ -428,15 +407,12 @@ impl SkillTurn {
             _ => return too_big,
         }
         let mut buf = Vec::new();
-        let read = fs::File::open(&target)
-            .and_then(|f| f.take(MAX_SUPPORT_FILE_BYTES + 1).read_to_end(&mut buf));
+        let read = fs::File::open(&target).and_then(|f| f.take(MAX_SUPPORT_FILE_BYTES + 1).read_to_end(&mut buf));
         if read.is_err() || buf.len() as u64 > MAX_SUPPORT_FILE_BYTES {
             return too_big;
         }
         let Ok(content) = String::from_utf8(buf) else {
-            return ToolOutput::error(format!(
-                "Error executing skill_read_resource: {rel} is not UTF-8 text"
-            ));
+            return ToolOutput::error(format!("Error executing skill_read_resource: {rel} is not UTF-8 text"));
         };
         let receipt = format!("[Skill resource read: {}/{rel}]", rec.name());
         projection(format!("{receipt}\n\n{content}"), receipt.clone(), receipt)
@@ -445,11 +421,11 @@ impl SkillTurn {
     /// Explicit selection before the runner (`mentioned_skills` + a leading `@name`): loads
     /// each, returning the bodies for the turn-only system message and the receipts to persist,
     /// or the turn's error text.
-    pub fn explicit(&self, names: &[String]) -> Result<(Vec<String>, Vec<String>), String> {
+    pub fn explicit(&self, ctx: &TurnCtx, names: &[String]) -> Result<(Vec<String>, Vec<String>), String> {
         let mut bodies = Vec::new();
         let mut receipts = Vec::new();
         for n in names {
-            let out = self.load(n);
+            let out = self.load(ctx, n);
             if out.failed {
                 return Err(format!("Unable to load @{n}: {}", out.for_model.trim()));
             }
@@ -460,21 +436,48 @@ impl SkillTurn {
     }
 }
 
+/// Adds MCP tool names to the turn's `activated_tools` LRU (`{name: epoch seconds}`, max 50).
+fn activate_tools(ctx: &TurnCtx, names: &[String]) {
+    if names.is_empty() {
+        return;
+    }
+    let mut st = ctx.state();
+    let mut map = match st.metadata.get("activated_tools") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    let now = time::now_epoch();
+    for n in names {
+        map.insert(n.clone(), json!(now));
+    }
+    while map.len() > ACTIVATED_TOOLS_CAPACITY {
+        let oldest = map
+            .iter()
+            .min_by(|a, b| {
+                let (x, y) = (a.1.as_f64().unwrap_or(0.0), b.1.as_f64().unwrap_or(0.0));
+                x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal)
+            })
+            .map(|(k, _)| k.clone());
+        match oldest {
+            Some(k) => {
+                map.remove(&k);
+            }
+            None => break,
+        }
+    }
+    st.metadata.insert("activated_tools".into(), Value::Object(map));
+}
+
 /// The turn-only system message carrying explicitly selected skill bodies.
 pub fn explicit_system_message(bodies: &[String]) -> String {
-    format!(
-        "The user explicitly selected these Skills:\n\n{}",
-        bodies.join("\n\n---\n\n")
-    )
+    format!("The user explicitly selected these Skills:\n\n{}", bodies.join("\n\n---\n\n"))
 }
 
 /// A leading `@name` (`^@([a-z0-9][a-z0-9._-]{0,63})(\s+|$)`): the name and the text after it.
 pub fn leading_mention(content: &str) -> Option<(String, String)> {
     let rest = content.strip_prefix('@')?;
     let end = rest
-        .find(|c: char| {
-            !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
-        })
+        .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')))
         .unwrap_or(rest.len());
     let name = &rest[..end];
     let after = &rest[end..];
@@ -504,10 +507,7 @@ fn resource_path(raw: &str) -> Result<String, String> {
     if p.is_empty() || p.starts_with('/') || package::has_drive(p) || p.contains('\0') {
         return Err("resource path must be relative to the Skill package".into());
     }
-    let parts: Vec<&str> = p
-        .split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .collect();
+    let parts: Vec<&str> = p.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
     if parts.contains(&"..") {
         return Err("resource path must not contain '..'".into());
     }
@@ -521,7 +521,7 @@ fn str_arg<'a>(args: &'a Map<String, Value>, k: &str) -> &'a str {
     args.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
-struct SkillSearch(Arc<SkillTurn>);
+struct SkillSearch(Arc<SkillTools>);
 
 impl Tool for SkillSearch {
     fn name(&self) -> &str {
@@ -545,23 +545,14 @@ impl Tool for SkillSearch {
     }
 
     fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
-        let limit = args
-            .get("limit")
-            .and_then(Value::as_u64)
-            .unwrap_or(8)
-            .clamp(1, 20) as usize;
+        let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(8).clamp(1, 20) as usize;
         let v = self.0.search(str_arg(args, "query"), limit);
         let failed = v.get("error").is_some();
-        ToolOutput {
-            for_model: v.to_string(),
-            preview: None,
-            for_history: None,
-            failed,
-        }
+        ToolOutput { for_model: v.to_string(), preview: None, for_history: None, failed }
     }
 }
 
-struct SkillLoad(Arc<SkillTurn>);
+struct SkillLoad(Arc<SkillTools>);
 
 impl Tool for SkillLoad {
     fn name(&self) -> &str {
@@ -582,12 +573,12 @@ impl Tool for SkillLoad {
         })
     }
 
-    fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
-        self.0.load(str_arg(args, "name").trim())
+    fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
+        self.0.load(ctx, str_arg(args, "name").trim())
     }
 }
 
-struct SkillReadResource(Arc<SkillTurn>);
+struct SkillReadResource(Arc<SkillTools>);
 
 impl Tool for SkillReadResource {
     fn name(&self) -> &str {
@@ -610,9 +601,8 @@ impl Tool for SkillReadResource {
         })
     }
 
-    fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
-        self.0
-            .read_resource(str_arg(args, "name").trim(), str_arg(args, "path"))
+    fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
+        self.0.read_resource(ctx, str_arg(args, "name").trim(), str_arg(args, "path"))
     }
 }
 
@@ -629,12 +619,7 @@ impl AgentSkillManage {
         let reason = match args.get("reason") {
             None | Some(Value::Null) => None,
             Some(Value::String(r)) if text::char_len(r.trim()) <= 500 => Some(r.trim().to_string()),
-            Some(_) => {
-                return fail(
-                    "validation_error",
-                    "reason must be a string of at most 500 characters",
-                )
-            }
+            Some(_) => return fail("validation_error", "reason must be a string of at most 500 characters"),
         };
         let support = match args.get("support_files") {
             None | Some(Value::Null) => BTreeMap::new(),
@@ -648,18 +633,12 @@ impl AgentSkillManage {
                 }
                 out
             }
-            Some(Value::Object(_)) => {
-                return fail(
-                    "validation_error",
-                    "support_files may hold at most 64 files",
-                )
-            }
+            Some(Value::Object(_)) => return fail("validation_error", "support_files may hold at most 64 files"),
             Some(_) => return fail("validation_error", "support_files must be an object"),
         };
-        let (Some(name), Some(content)) = (
-            args.get("name").and_then(Value::as_str),
-            args.get("content").and_then(Value::as_str),
-        ) else {
+        let (Some(name), Some(content)) =
+            (args.get("name").and_then(Value::as_str), args.get("content").and_then(Value::as_str))
+        else {
             return fail("validation_error", "name and content must be strings");
         };
         let name = match super::validate_name(name) {
@@ -688,10 +667,7 @@ impl AgentSkillManage {
                 "source": "agent",
                 "enabled": true,
             }),
-            Ok(_) | Err(SkillError::Internal(_)) => fail(
-                "publication_failed",
-                "Skill publication failed unexpectedly",
-            ),
+            Ok(_) | Err(SkillError::Internal(_)) => fail("publication_failed", "Skill publication failed unexpectedly"),
             Err(SkillError::Conflict(m)) => fail("conflict", &m),
             Err(SkillError::Permission(m)) => fail("permission_denied", &m),
             Err(SkillError::Invalid(m)) => fail("validation_error", &m),
@@ -731,12 +707,7 @@ impl Tool for AgentSkillManage {
     fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
         let v = self.manage(args);
         let failed = v.get("success") != Some(&json!(true));
-        ToolOutput {
-            for_model: v.to_string(),
-            preview: None,
-            for_history: None,
-            failed,
-        }
+        ToolOutput { for_model: v.to_string(), preview: None, for_history: None, failed }
     }
 }
 
@@ -748,9 +719,7 @@ mod tests {
     use crate::skills::service::tests::{create, service};
 
     fn env() -> Arc<dyn SkillEnv> {
-        Arc::new(StaticEnv(
-            BASE_TOOLS.iter().map(|s| s.to_string()).collect(),
-        ))
+        Arc::new(StaticEnv(BASE_TOOLS.iter().map(|s| s.to_string()).collect()))
     }
 
     struct McpEnv;
@@ -775,6 +744,7 @@ mod tests {
             protected: vec![],
             memory: Arc::new(crate::store::memory::MemoryFiles::new(dir)),
             cancel: crate::agent::cancel::CancelToken::new(),
+            state: Arc::new(Mutex::new(crate::agent::tools::TurnState::default())),
         }
     }
 
@@ -785,12 +755,9 @@ mod tests {
     #[test]
     fn search_tool_shapes() {
         let (data, svc) = service("tools-search");
-        let turn = SkillTurn::new(svc, env(), None);
+        let turn = SkillTools::new(svc, env());
         let tools = turn.tools();
-        let out = tools[0].run(
-            &args(json!({"query": "weather forecast", "limit": 50})),
-            &ctx(&data),
-        );
+        let out = tools[0].run(&args(json!({"query": "weather forecast", "limit": 50})), &ctx(&data));
         let v: Value = serde_json::from_str(&out.for_model).unwrap();
         assert_eq!(v["query"], "weather forecast");
         assert_eq!(v["skills"][0]["name"], "weather");
@@ -798,10 +765,7 @@ mod tests {
         let score = v["skills"][0]["score"].as_f64().unwrap();
         assert_eq!((score * 10_000.0).round() / 10_000.0, score);
         let out = tools[0].run(&args(json!({"query": "  "})), &ctx(&data));
-        assert_eq!(
-            out.for_model,
-            r#"{"error":"query is required","skills":[]}"#
-        );
+        assert_eq!(out.for_model, r#"{"error":"query is required","skills":[]}"#);
         assert!(out.failed);
         fs::remove_dir_all(data).unwrap();
     }
@@ -809,56 +773,40 @@ mod tests {
     #[test]
     fn load_projects_body_to_model_and_receipt_to_history() {
         let (data, svc) = service("tools-load");
-        let turn = SkillTurn::new(Arc::clone(&svc), env(), None);
-        let out = turn.load("weather");
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        let out = turn.load(&c, "weather");
         assert!(!out.failed);
         let rec = svc.get("weather").unwrap();
         let receipt = format!("[Skill loaded: weather@v1 sha256:{}]", rec.hash);
-        assert!(out.for_model.starts_with(&format!(
-            "{receipt}\nSkill package root: {}\n",
-            rec.path.display()
-        )));
-        assert!(out.for_model.contains(
-            "Optional dependencies (not started): {\"tools\":[\"web_search\"],\"mcp_servers\":[]}"
-        ));
+        assert!(out.for_model.starts_with(&format!("{receipt}\nSkill package root: {}\n", rec.path.display())));
+        assert!(out
+            .for_model
+            .contains("Optional dependencies (not started): {\"tools\":[\"web_search\"],\"mcp_servers\":[]}"));
         assert!(out.for_model.contains("wttr.in"));
         assert_eq!(out.history_text(), receipt);
         assert_eq!(out.preview_text(), "Loaded Skill: weather");
-        let again = turn.load("weather");
-        assert_eq!(
-            again.history_text(),
-            format!("{receipt} already_loaded=true")
-        );
+        let again = turn.load(&c, "weather");
+        assert_eq!(again.history_text(), format!("{receipt} already_loaded=true"));
         assert_eq!(again.for_model, again.history_text());
         assert_eq!(again.preview_text(), "Skill already loaded: weather");
-        let act = turn.activated_json();
+        let act = c.state().metadata["activated_skills"].clone();
         assert_eq!(act["weather"]["hash"], json!(rec.hash));
         assert_eq!(act["weather"]["version"], 1);
 
-        let nf = turn.load("wether");
+        let nf = turn.load(&c, "wether");
         assert!(nf.failed);
         let v: Value = serde_json::from_str(&nf.for_model).unwrap();
         assert_eq!(v["error"], "skill_not_found");
-        assert!(
-            nf.for_model.contains("\"error\": \"skill_not_found\""),
-            "python spacing: {}",
-            nf.for_model
-        );
+        assert!(nf.for_model.contains("\"error\": \"skill_not_found\""), "python spacing: {}", nf.for_model);
 
         create(&svc, "off-skill", Source::User, "");
         svc.set_enabled("off-skill", false).unwrap();
+        assert_eq!(turn.load(&c, "off-skill").for_model, r#"{"error": "skill_disabled", "name": "off-skill"}"#);
+        create(&svc, "needs-bin", Source::User, "requires:\n  bins: [definitely-not-installed-bin]\n");
         assert_eq!(
-            turn.load("off-skill").for_model,
-            r#"{"error": "skill_disabled", "name": "off-skill"}"#
-        );
-        create(
-            &svc,
-            "needs-bin",
-            Source::User,
-            "requires:\n  bins: [definitely-not-installed-bin]\n",
-        );
-        assert_eq!(
-            turn.load("needs-bin").for_model,
+            turn.load(&c, "needs-bin").for_model,
             r#"{"error": "missing_dependency", "name": "needs-bin", "missing": ["bin:definitely-not-installed-bin"]}"#
         );
         fs::remove_dir_all(data).unwrap();
@@ -868,18 +816,15 @@ mod tests {
     fn load_rereads_a_changed_package_and_reports_invalid() {
         let (data, svc) = service("tools-reload");
         let rec = create(&svc, "demo", Source::User, "");
-        let turn = SkillTurn::new(Arc::clone(&svc), env(), None);
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
         fs::write(rec.path.join("SKILL.md"), skill_md("demo", "version: 4\n")).unwrap();
-        let out = turn.load("demo");
-        assert!(
-            out.history_text()
-                .starts_with("[Skill loaded: demo@v4 sha256:"),
-            "{}",
-            out.history_text()
-        );
+        let out = turn.load(&c, "demo");
+        assert!(out.history_text().starts_with("[Skill loaded: demo@v4 sha256:"), "{}", out.history_text());
         assert_eq!(svc.get("demo").unwrap().manifest.version, 4);
         fs::write(rec.path.join("SKILL.md"), "broken").unwrap();
-        let out = turn.load("demo");
+        let out = turn.load(&c, "demo");
         assert!(out.failed);
         assert_eq!(
             out.for_model,
@@ -899,80 +844,46 @@ mod tests {
             p
         }))
         .unwrap();
-        create(
-            &svc,
-            "uses-files",
-            Source::User,
-            "requires:\n  mcp_servers: [files]\n  tools: [mcp_files_read]\n",
-        );
-        create(
-            &svc,
-            "uses-down",
-            Source::User,
-            "requires:\n  mcp_servers: [down]\n",
-        );
-        create(
-            &svc,
-            "uses-missing",
-            Source::User,
-            "requires:\n  mcp_servers: [nowhere]\n",
-        );
-        let turn = SkillTurn::new(Arc::clone(&svc), Arc::new(McpEnv), None);
-        assert!(!turn.load("uses-files").failed);
+        create(&svc, "uses-files", Source::User, "requires:\n  mcp_servers: [files]\n  tools: [mcp_files_read]\n");
+        create(&svc, "uses-down", Source::User, "requires:\n  mcp_servers: [down]\n");
+        create(&svc, "uses-missing", Source::User, "requires:\n  mcp_servers: [nowhere]\n");
+        let turn = SkillTools::new(Arc::clone(&svc), Arc::new(McpEnv));
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        assert!(!turn.load(&c, "uses-files").failed);
+        let activated = c.state().metadata["activated_tools"].clone();
+        let names: Vec<&String> = activated.as_object().unwrap().keys().collect();
+        assert_eq!(names, ["mcp_files_list", "mcp_files_read"]);
         assert_eq!(
-            turn.take_new_tools(),
-            vec!["mcp_files_read", "mcp_files_list", "mcp_files_read"]
-        );
-        assert!(turn.take_new_tools().is_empty());
-        assert_eq!(
-            turn.load("uses-down").for_model,
+            turn.load(&c, "uses-down").for_model,
             r#"{"error": "mcp_prepare_failed", "name": "uses-down", "server": "down"}"#
         );
         // A server missing from the MCP catalog is reported by preparation, not as a dependency.
-        assert!(turn
-            .load("uses-missing")
-            .for_model
-            .contains("mcp_prepare_failed"));
+        assert!(turn.load(&c, "uses-missing").for_model.contains("mcp_prepare_failed"));
         fs::remove_dir_all(data).unwrap();
     }
 
     #[test]
     fn read_resource_requires_a_load_and_stays_inside() {
         let (data, svc) = service("tools-res");
-        let turn = SkillTurn::new(Arc::clone(&svc), env(), None);
-        let before = turn.read_resource("chart-visualization", "templates/chart.html");
-        assert_eq!(
-            before.for_model,
-            "Error: load the Skill before reading its resources"
-        );
-        turn.load("chart-visualization");
-        let ok = turn.read_resource("chart-visualization", " templates\\chart.html ");
-        assert!(ok.for_model.starts_with(
-            "[Skill resource read: chart-visualization/templates/chart.html]\n\n<!doctype html>"
-        ));
-        assert_eq!(
-            ok.history_text(),
-            "[Skill resource read: chart-visualization/templates/chart.html]"
-        );
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        let before = turn.read_resource(&c, "chart-visualization", "templates/chart.html");
+        assert_eq!(before.for_model, "Error: load the Skill before reading its resources");
+        turn.load(&c, "chart-visualization");
+        let ok = turn.read_resource(&c, "chart-visualization", " templates\\chart.html ");
+        assert!(ok
+            .for_model
+            .starts_with("[Skill resource read: chart-visualization/templates/chart.html]\n\n<!doctype html>"));
+        assert_eq!(ok.history_text(), "[Skill resource read: chart-visualization/templates/chart.html]");
         assert_eq!(ok.preview_text(), ok.history_text());
-        for bad in [
-            "../weather/SKILL.md",
-            "/etc/passwd",
-            "SKILL.md",
-            "references",
-            "templates/../../x",
-            "C:/x",
-        ] {
-            let out = turn.read_resource("chart-visualization", bad);
-            assert!(
-                out.failed && out.for_model.starts_with("Error: "),
-                "{bad}: {}",
-                out.for_model
-            );
+        for bad in ["../weather/SKILL.md", "/etc/passwd", "SKILL.md", "references", "templates/../../x", "C:/x"] {
+            let out = turn.read_resource(&c, "chart-visualization", bad);
+            assert!(out.failed && out.for_model.starts_with("Error: "), "{bad}: {}", out.for_model);
         }
         assert_eq!(
-            turn.read_resource("chart-visualization", "templates/missing.html")
-                .for_model,
+            turn.read_resource(&c, "chart-visualization", "templates/missing.html").for_model,
             "Error: resource not found or too large"
         );
         let rec = create(&svc, "bin-res", Source::User, "");
@@ -982,13 +893,13 @@ mod tests {
         std::os::unix::fs::symlink("/etc/hostname", rec.path.join("assets/out")).unwrap();
         svc.refresh().unwrap();
         // The escaping symlink makes the package invalid, so it cannot even be loaded.
-        assert!(turn.load("bin-res").failed);
+        assert!(turn.load(&c, "bin-res").failed);
         #[cfg(unix)]
         fs::remove_file(rec.path.join("assets/out")).unwrap();
         svc.refresh().unwrap();
-        assert!(!turn.load("bin-res").failed);
+        assert!(!turn.load(&c, "bin-res").failed);
         assert!(turn
-            .read_resource("bin-res", "assets/x.bin")
+            .read_resource(&c, "bin-res", "assets/x.bin")
             .for_model
             .starts_with("Error executing skill_read_resource"));
         fs::remove_dir_all(data).unwrap();
@@ -996,38 +907,26 @@ mod tests {
 
     #[test]
     fn explicit_selection_and_leading_mentions() {
-        assert_eq!(
-            leading_mention("@weather what now"),
-            Some(("weather".into(), "what now".into()))
-        );
-        assert_eq!(
-            leading_mention("@weather"),
-            Some(("weather".into(), String::new()))
-        );
-        assert_eq!(
-            leading_mention("@weather\n\tx"),
-            Some(("weather".into(), "x".into()))
-        );
+        assert_eq!(leading_mention("@weather what now"), Some(("weather".into(), "what now".into())));
+        assert_eq!(leading_mention("@weather"), Some(("weather".into(), String::new())));
+        assert_eq!(leading_mention("@weather\n\tx"), Some(("weather".into(), "x".into())));
         assert_eq!(leading_mention("@weather, hi"), None);
         assert_eq!(leading_mention("@Weather hi"), None);
         assert_eq!(leading_mention(" @weather hi"), None);
         assert_eq!(leading_mention(&format!("@{} x", "a".repeat(65))), None);
-        assert_eq!(
-            selected_skills(&["github".into(), "weather".into()], "@weather hi"),
-            vec!["github", "weather"]
-        );
+        assert_eq!(selected_skills(&["github".into(), "weather".into()], "@weather hi"), vec!["github", "weather"]);
         let (data, svc) = service("tools-explicit");
-        let turn = SkillTurn::new(svc, env(), None);
-        let (bodies, receipts) = turn.explicit(&["weather".into()]).unwrap();
+        let turn = SkillTools::new(svc, env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        let (bodies, receipts) = turn.explicit(&c, &["weather".into()]).unwrap();
         assert!(bodies[0].contains("wttr.in"));
         assert!(receipts[0].starts_with("[Skill loaded: weather@v1 sha256:"));
-        assert!(explicit_system_message(&bodies)
-            .starts_with("The user explicitly selected these Skills:\n\n[Skill loaded"));
-        let e = turn.explicit(&["nope".into()]).unwrap_err();
         assert!(
-            e.starts_with("Unable to load @nope: {\"error\": \"skill_not_found\""),
-            "{e}"
+            explicit_system_message(&bodies).starts_with("The user explicitly selected these Skills:\n\n[Skill loaded")
         );
+        let e = turn.explicit(&c, &["nope".into()]).unwrap_err();
+        assert!(e.starts_with("Unable to load @nope: {\"error\": \"skill_not_found\""), "{e}");
         fs::remove_dir_all(data).unwrap();
     }
 
@@ -1083,45 +982,30 @@ mod tests {
         let rec = svc.get("renzhi-niuqu").unwrap();
         assert_eq!(rec.source, Source::Agent);
         assert_eq!(ok["hash"], json!(rec.hash));
-        let turn = SkillTurn::new(Arc::clone(&svc), env(), None);
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
         let found: Value = turn.search("认知扭曲", 8);
         assert_eq!(found["skills"][0]["name"], "renzhi-niuqu");
 
         let code = |v: Value| tool.manage(&args(v))["code"].as_str().unwrap().to_string();
+        assert_eq!(code(json!({"action": "delete", "name": "x", "content": ""})), "unsupported_action");
         assert_eq!(
-            code(json!({"action": "delete", "name": "x", "content": ""})),
-            "unsupported_action"
-        );
-        assert_eq!(
-            code(
-                json!({"action": "create", "name": "renzhi-niuqu", "content": skill_md("renzhi-niuqu", "")})
-            ),
+            code(json!({"action": "create", "name": "renzhi-niuqu", "content": skill_md("renzhi-niuqu", "")})),
             "conflict"
         );
         assert_eq!(
-            code(
-                json!({"action": "create", "name": "weather", "content": skill_md("weather", "")})
-            ),
+            code(json!({"action": "create", "name": "weather", "content": skill_md("weather", "")})),
             "conflict"
         );
+        assert_eq!(code(json!({"action": "create", "name": "Bad", "content": "x"})), "validation_error");
+        assert_eq!(code(json!({"action": "create", "name": "ok", "content": "no frontmatter"})), "validation_error");
         assert_eq!(
-            code(json!({"action": "create", "name": "Bad", "content": "x"})),
+            code(json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "reason": "r".repeat(501)})),
             "validation_error"
         );
         assert_eq!(
-            code(json!({"action": "create", "name": "ok", "content": "no frontmatter"})),
-            "validation_error"
-        );
-        assert_eq!(
-            code(
-                json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "reason": "r".repeat(501)})
-            ),
-            "validation_error"
-        );
-        assert_eq!(
-            code(
-                json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "support_files": {"a": 1}})
-            ),
+            code(json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "support_files": {"a": 1}})),
             "validation_error"
         );
         assert_eq!(
@@ -1130,20 +1014,14 @@ mod tests {
             ),
             "validation_error"
         );
-        svc.fail_refreshes
-            .store(1, std::sync::atomic::Ordering::SeqCst);
-        let v = tool.manage(&args(
-            json!({"action": "create", "name": "late", "content": skill_md("late", "")}),
-        ));
+        svc.fail_refreshes.store(1, std::sync::atomic::Ordering::SeqCst);
+        let v = tool.manage(&args(json!({"action": "create", "name": "late", "content": skill_md("late", "")})));
         assert_eq!(
             v,
             json!({"success": false, "action": "create", "code": "publication_failed", "detail": "Skill publication failed unexpectedly"})
         );
         assert!(!svc.paths().agent.join("late").exists());
-        let out = tool.run(
-            &args(json!({"action": "x", "name": "a", "content": ""})),
-            &ctx(&data),
-        );
+        let out = tool.run(&args(json!({"action": "x", "name": "a", "content": ""})), &ctx(&data));
         assert!(out.failed);
         fs::remove_dir_all(data).unwrap();
     }
