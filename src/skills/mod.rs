@@ -8,6 +8,8 @@ use std::fmt;
 
 pub mod builtin;
 pub mod catalog;
+#[cfg(test)]
+mod e2e;
 pub mod evolution;
 pub mod ext;
 pub mod frontmatter;
