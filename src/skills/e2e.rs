@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use std::io::Read;
 
 use crate::bus::TurnRequest;
 use crate::llm::Provider;
