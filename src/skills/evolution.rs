@@ -147,8 +147,10 @@ pub struct Evolution {
     proposals_dir: PathBuf,
     skills: Arc<SkillService>,
     slots: (Mutex<usize>, Condvar),
-    /// Serialises proposal files (generation and approve/reject).
+    /// Serialises proposal files (storing, approve, reject).
     lock: Mutex<()>,
+    /// Fingerprints whose proposal is being generated right now.
+    in_flight: Mutex<BTreeSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -245,6 +247,7 @@ impl Evolution {
             skills,
             slots: (Mutex::new(0), Condvar::new()),
             lock: Mutex::new(()),
+            in_flight: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -316,34 +319,48 @@ impl Evolution {
         write_json(&self.evidence_dir.join(format!("{id}.json")), &evidence)?;
         self.prune_evidence();
 
-        let _g = lock(&self.lock);
-        let mut matches: Vec<Value> =
-            read_dir_json(&self.evidence_dir).into_iter().filter(|e| e["fingerprint"] == json!(fp)).collect();
-        if matches.len() < self.cfg.recurrence {
-            return Ok(None);
-        }
-        if self
-            .proposals()
-            .iter()
-            .any(|p| p["fingerprint"] == json!(fp) && matches!(p["status"].as_str(), Some("pending" | "applied")))
-        {
-            return Ok(None);
-        }
-        matches.sort_by(|a, b| {
-            let ka = (a["created_at"].as_f64().unwrap_or(0.0), a["id"].as_str().unwrap_or(""));
-            let kb = (b["created_at"].as_f64().unwrap_or(0.0), b["id"].as_str().unwrap_or(""));
-            ka.partial_cmp(&kb).unwrap_or(std::cmp::Ordering::Equal)
-        });
-        let recent: Vec<Value> = matches.split_off(matches.len() - self.cfg.recurrence);
-        let messages = self.prompt(&recent);
-        let reply = match generator(&messages) {
-            Ok(r) => r,
-            Err(e) => {
-                log::info!("event=skill_evolution.generator_failed error={:?}", package::sanitize(&e, &[]));
+        let recent = {
+            let _g = lock(&self.lock);
+            let mut matches: Vec<Value> =
+                read_dir_json(&self.evidence_dir).into_iter().filter(|e| e["fingerprint"] == json!(fp)).collect();
+            if matches.len() < self.cfg.recurrence || self.blocked(&fp) || !lock(&self.in_flight).insert(fp.clone()) {
                 return Ok(None);
             }
+            matches.sort_by(|a, b| {
+                let ka = (a["created_at"].as_f64().unwrap_or(0.0), a["id"].as_str().unwrap_or(""));
+                let kb = (b["created_at"].as_f64().unwrap_or(0.0), b["id"].as_str().unwrap_or(""));
+                ka.partial_cmp(&kb).unwrap_or(std::cmp::Ordering::Equal)
+            });
+            matches.split_off(matches.len() - self.cfg.recurrence)
         };
-        self.store_proposal(&reply, &recent, &fp)
+        // The LLM call runs without the proposal lock, so approve/reject never wait on it; the
+        // in-flight set keeps a second worker from generating for the same fingerprint.
+        let messages = self.prompt(&recent);
+        let reply = generator(&messages);
+        let stored = match reply {
+            Ok(r) => {
+                let _g = lock(&self.lock);
+                if self.blocked(&fp) {
+                    Ok(None)
+                } else {
+                    self.store_proposal(&r, &recent, &fp)
+                }
+            }
+            Err(e) => {
+                log::info!("event=skill_evolution.generator_failed error={:?}", package::sanitize(&e, &[]));
+                Ok(None)
+            }
+        };
+        lock(&self.in_flight).remove(&fp);
+        stored
+    }
+
+    /// A pending or applied proposal with this fingerprint stops new generation
+    /// (rejected ones do not).
+    fn blocked(&self, fp: &str) -> bool {
+        self.proposals()
+            .iter()
+            .any(|p| p["fingerprint"] == json!(fp) && matches!(p["status"].as_str(), Some("pending" | "applied")))
     }
 
     /// The restricted generator's two messages.
