@@ -106,7 +106,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
     }
 
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
-    let builtin_tools = tools::builtins();
+    let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config));
     let mut registry: std::collections::BTreeSet<String> = builtin_tools.iter().map(|t| t.name().to_string()).collect();
     registry.insert("agent_skill_manage".into());
     let skills = crate::skills::service::SkillService::from_config(&config, registry.clone())

@@ -171,7 +171,7 @@ impl Drop for World {
 #[test]
 fn mentioned_skill_body_reaches_the_model_and_only_the_receipt_is_persisted() {
     let w = World::new("mention", &[]);
-    // A skill whose dependencies this registry satisfies (weather needs web_fetch).
+    // A user skill with a recognisable body marker.
     let md = "---\nname: trip\ndescription: Trip planning steps\n---\n\n# Trip\n\nBODY-MARKER-7 do things.\n";
     w.server()
         .api()
@@ -225,8 +225,21 @@ fn mentioned_skill_body_reaches_the_model_and_only_the_receipt_is_persisted() {
     assert!(msgs[1]["content"].as_str().unwrap().contains("BODY-MARKER-7"), "legacy @name loads the skill");
     assert_eq!(w.history("chat-a")[3]["content"], "@trip and tomorrow?", "stored content is unchanged");
 
-    // A skill with an unmet dependency cannot be selected (weather needs web_fetch here).
-    w.turn("chat-c", "hi", &["weather"]);
+    // A skill with an unmet dependency cannot be selected.
+    let md = "---\nname: needs-bin\ndescription: d\nrequires:\n  bins: [cc-no-such-binary]\n---\n\nBody.\n";
+    w.server()
+        .api()
+        .skills
+        .create(crate::skills::service::CreateRequest {
+            name: "needs-bin".into(),
+            content: md.into(),
+            source: crate::skills::Source::User,
+            support_files: Default::default(),
+            enabled: true,
+            reason: None,
+        })
+        .unwrap();
+    w.turn("chat-c", "hi", &["needs-bin"]);
     assert_eq!(w.llm.requests().len(), 2);
     assert!(w.history("chat-c").is_empty());
 
