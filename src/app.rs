@@ -108,7 +108,11 @@ pub fn start(config: Config) -> Result<Server, Error> {
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
     let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config));
     let mut registry: std::collections::BTreeSet<String> = builtin_tools.iter().map(|t| t.name().to_string()).collect();
-    registry.insert("agent_skill_manage".into());
+    // The skill tools are always visible too, so a skill may require them (the original
+    // reported them missing).
+    for t in ["agent_skill_manage", "skill_search", "skill_load", "skill_read_resource"] {
+        registry.insert(t.into());
+    }
     let skills = crate::skills::service::SkillService::from_config(&config, registry.clone())
         .map_err(|e| Error(format!("cannot load the skills: {e}")))?;
     let evolution = crate::skills::evolution::Evolution::new(
