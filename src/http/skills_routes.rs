@@ -597,6 +597,43 @@ mod tests {
     }
 
     #[test]
+    fn import_through_the_real_http_listener() {
+        let h = Harness::new("socket");
+        let port = h.server.as_ref().unwrap().http_port;
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(std::time::Duration::from_secs(20)))
+            .build()
+            .new_agent();
+        let zip = build(&[("SKILL.md", skill_md("over-socket", "display_name: 套接字\n").into_bytes(), 0)]);
+        let mut body = b"--bnd\r\nContent-Disposition: form-data; name=\"file\"; filename=\"s.zip\"\r\n\r\n".to_vec();
+        body.extend_from_slice(&zip);
+        body.extend_from_slice(b"\r\n--bnd--\r\n");
+        let mut resp = agent
+            .post(&format!("http://127.0.0.1:{port}/api/skills/import"))
+            .header("Content-Type", "multipart/form-data; boundary=bnd")
+            .send(&body[..])
+            .expect("request completes");
+        assert_eq!(resp.status().as_u16(), 201);
+        let v: Value = serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
+        assert_eq!(v["display_name"], "套接字");
+        let mut resp = agent
+            .get(&format!("http://127.0.0.1:{port}/api/skills?query=%E5%A5%97%E6%8E%A5%E5%AD%97"))
+            .call()
+            .expect("request completes");
+        let v: Value = serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
+        assert_eq!(v["items"][0]["name"], "over-socket");
+        // A browser on a foreign origin cannot import.
+        let resp = agent
+            .post(&format!("http://127.0.0.1:{port}/api/skills/import"))
+            .header("Origin", "http://evil.example")
+            .header("Content-Type", "multipart/form-data; boundary=bnd")
+            .send(&body[..])
+            .expect("request completes");
+        assert_eq!(resp.status().as_u16(), 403);
+    }
+
+    #[test]
     fn evolution_routes() {
         let h = Harness::new("evo");
         let (s, v) = h.call("GET", "/api/skill-evolution/proposals", Value::Null);
