@@ -161,8 +161,39 @@ impl SkillService {
             #[cfg(test)]
             fail_refreshes: std::sync::atomic::AtomicU32::new(0),
         });
+        svc.recover();
         svc.refresh()?;
         Ok(svc)
+    }
+
+    /// Crash recovery in the mutable roots: a `.<name>.<hex>.bak` whose package is missing was
+    /// left between the two renames of a swap and is put back; other leftover build dirs
+    /// (`*.tmp`, stale backups) are removed. Hidden entries are never packages, so this only
+    /// tidies.
+    fn recover(&self) {
+        for source in [Source::User, Source::Agent] {
+            let root = self.paths.root(source);
+            let Ok(rd) = fs::read_dir(root) else { continue };
+            for e in rd.filter_map(|e| e.ok()) {
+                let n = e.file_name().to_string_lossy().into_owned();
+                let Some(hidden) = n.strip_prefix('.') else { continue };
+                let path = e.path();
+                let restored = hidden
+                    .strip_suffix(".bak")
+                    .and_then(|stem| stem.rsplit_once('.'))
+                    .filter(|(name, hex)| is_valid_name(name) && hex.len() == 16)
+                    .filter(|(name, _)| fs::symlink_metadata(root.join(name)).is_err())
+                    .map(|(name, _)| fs::rename(&path, root.join(name)).is_ok())
+                    .unwrap_or(false);
+                if restored {
+                    log::warn!("event=skills.recovered_backup source={} name={:?}", source.as_str(), hidden);
+                } else if n.ends_with(".tmp") || n.ends_with(".bak") {
+                    if let Err(err) = package::remove_tree(&path) {
+                        log::warn!("event=skills.leftover_cleanup_failed kind={:?}", err.kind());
+                    }
+                }
+            }
+        }
     }
 
     /// The server's service: roots under the data dir, the embedded built-ins installed, and
@@ -975,6 +1006,37 @@ pub(crate) mod tests {
         fs::write(fixed.join("SKILL.md"), skill_md("also-bad", "")).unwrap();
         let e = svc.delete_invalid("user", "also-bad").unwrap_err();
         assert_eq!((e.status(), e.message()), (409, "Skill package is valid and cannot be deleted as invalid"));
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn startup_restores_an_interrupted_swap_and_removes_leftovers() {
+        let data = tmp("svc-recover");
+        let paths = SkillPaths::under(&data);
+        fs::create_dir_all(&paths.user).unwrap();
+        fs::create_dir_all(&paths.agent).unwrap();
+        // Crash between "live -> .bak" and "tmp -> live": only the backup holds the package.
+        let bak = paths.user.join(".demo.0123456789abcdef.bak");
+        fs::create_dir(&bak).unwrap();
+        fs::write(bak.join("SKILL.md"), skill_md("demo", "")).unwrap();
+        let tmp_left = paths.user.join(".demo.fedcba9876543210.tmp");
+        fs::create_dir(&tmp_left).unwrap();
+        // A stale backup next to an intact package is just removed.
+        make_pkg(&paths.agent, "kept", "");
+        let stale = paths.agent.join(".kept.00000000000000aa.bak");
+        fs::create_dir(&stale).unwrap();
+        fs::create_dir(paths.user.join(".skill-import.1111111111111111.tmp")).unwrap();
+        let svc = SkillService::new(paths.clone(), Arc::new(|| DepProbe::default())).unwrap();
+        assert_eq!(svc.get("demo").unwrap().source, Source::User);
+        assert!(svc.get("kept").is_some());
+        let names = |d: &Path| {
+            let mut v: Vec<String> =
+                fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(&paths.user), ["demo"]);
+        assert_eq!(names(&paths.agent), ["kept"]);
         fs::remove_dir_all(data).unwrap();
     }
 
