@@ -1026,7 +1026,7 @@ pub(crate) mod tests {
         let stale = paths.agent.join(".kept.00000000000000aa.bak");
         fs::create_dir(&stale).unwrap();
         fs::create_dir(paths.user.join(".skill-import.1111111111111111.tmp")).unwrap();
-        let svc = SkillService::new(paths.clone(), Arc::new(|| DepProbe::default())).unwrap();
+        let svc = SkillService::new(paths.clone(), Arc::new(DepProbe::default)).unwrap();
         assert_eq!(svc.get("demo").unwrap().source, Source::User);
         assert!(svc.get("kept").is_some());
         let names = |d: &Path| {
