@@ -7,7 +7,9 @@
 
 use std::collections::BTreeSet;
 use std::fs;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -23,6 +25,8 @@ pub type Generator = dyn Fn(&[Value]) -> std::result::Result<String, String> + S
 
 /// How long a queued turn waits for a free evolution slot before it is dropped.
 const SLOT_WAIT: Duration = Duration::from_secs(300);
+/// Turns that may wait for a slot at once.
+const MAX_WAITING: usize = 16;
 
 /// The env switches, validated once at startup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,6 +151,7 @@ pub struct Evolution {
     proposals_dir: PathBuf,
     skills: Arc<SkillService>,
     slots: (Mutex<usize>, Condvar),
+    waiting: AtomicUsize,
     /// Serialises proposal files (storing, approve, reject).
     lock: Mutex<()>,
     /// Fingerprints whose proposal is being generated right now.
@@ -246,6 +251,7 @@ impl Evolution {
             proposals_dir: base.join("proposals"),
             skills,
             slots: (Mutex::new(0), Condvar::new()),
+            waiting: AtomicUsize::new(0),
             lock: Mutex::new(()),
             in_flight: Mutex::new(BTreeSet::new()),
         })
@@ -262,19 +268,36 @@ impl Evolution {
         if !self.gate(&trace) {
             return false;
         }
+        // Bounded backlog: beyond it, evidence of a burst of turns is dropped, not queued.
+        if self.waiting.fetch_add(1, Ordering::SeqCst) >= MAX_WAITING {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            log::warn!("event=skill_evolution.dropped reason=\"backlog full\"");
+            return false;
+        }
         let me = Arc::clone(self);
         let spawned =
             std::thread::Builder::new().name("skill-evolution".into()).stack_size(256 * 1024).spawn(move || {
-                if !me.acquire_slot() {
+                let got = me.acquire_slot();
+                me.waiting.fetch_sub(1, Ordering::SeqCst);
+                if !got {
                     log::warn!("event=skill_evolution.dropped reason=\"no free slot\"");
                     return;
                 }
-                if let Err(e) = me.process_turn(&trace, generator.as_ref()) {
-                    log::warn!("event=skill_evolution.failed error={:?}", package::sanitize(&e.to_string(), &[]));
+                let run = std::panic::catch_unwind(AssertUnwindSafe(|| me.process_turn(&trace, generator.as_ref())));
+                match run {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        log::warn!("event=skill_evolution.failed error={:?}", package::sanitize(&e.to_string(), &[]))
+                    }
+                    Err(_) => log::error!("event=skill_evolution.panicked"),
                 }
                 me.release_slot();
             });
-        spawned.is_ok()
+        if spawned.is_err() {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            return false;
+        }
+        true
     }
 
     fn acquire_slot(&self) -> bool {
