@@ -105,14 +105,35 @@ pub fn start(config: Config) -> Result<Server, Error> {
         );
     }
 
+    // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
+    let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config));
+    let mut registry: std::collections::BTreeSet<String> = builtin_tools.iter().map(|t| t.name().to_string()).collect();
+    // The skill tools are always visible too, so a skill may require them (the original
+    // reported them missing).
+    for t in ["agent_skill_manage", "skill_search", "skill_load", "skill_read_resource"] {
+        registry.insert(t.into());
+    }
+    let skills = crate::skills::service::SkillService::from_config(&config, registry.clone())
+        .map_err(|e| Error(format!("cannot load the skills: {e}")))?;
+    let evolution = crate::skills::evolution::Evolution::new(
+        crate::skills::evolution::EvolutionConfig::from_config(&config).map_err(Error)?,
+        Arc::clone(&skills),
+    );
+    let skill_tools = crate::skills::tools::SkillTools::new(
+        Arc::clone(&skills),
+        Arc::new(crate::skills::tools::StaticEnv(registry.into_iter().collect())),
+    );
+    let skills_ext: Arc<dyn tools::TurnExtension> =
+        Arc::new(crate::skills::ext::SkillsExtension::new(skill_tools, Arc::clone(&evolution), config.llm_timeout));
+
     let agent = Agent::new(Deps {
         cache: ChatCache::new(Arc::clone(&chats)),
         chats,
         memory,
         llm: Arc::clone(&llm),
         sink: hub.clone(),
-        tools: tools::builtins_with(&tools::ToolSettings::from_config(&config)),
-        extensions: Vec::new(),
+        tools: builtin_tools,
+        extensions: vec![skills_ext],
         workspace,
         protected,
         consolidator: Some(consolidator),
@@ -147,8 +168,15 @@ pub fn start(config: Config) -> Result<Server, Error> {
 
     let http_server = tiny_http::Server::from_listener(http_listener, None)
         .map_err(|e| Error(format!("cannot start the HTTP server: {e}")))?;
-    let api =
-        Arc::new(Api { config: Arc::clone(&config), policy, agent: Arc::clone(&agent), llm, ws_port: ws_addr.port() });
+    let api = Arc::new(Api {
+        config: Arc::clone(&config),
+        policy,
+        agent: Arc::clone(&agent),
+        llm,
+        ws_port: ws_addr.port(),
+        skills,
+        evolution,
+    });
     let sd = Arc::clone(&shutdown);
     let api2 = Arc::clone(&api);
     threads.push(

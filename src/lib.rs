@@ -14,6 +14,7 @@ pub mod logging;
 pub mod memory;
 pub mod net;
 pub mod security;
+pub mod skills;
 pub mod store;
 pub mod util;
 pub mod ws;

@@ -7,6 +7,7 @@ pub mod api;
 pub mod assets;
 pub mod llm_routes;
 pub mod sessions;
+pub mod skills_routes;
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -101,6 +101,19 @@ pub struct Preparation {
     pub model_content: Option<String>,
 }
 
+/// A turn that completed and was persisted, as extensions see it afterwards (skill evolution).
+pub struct FinishedTurn<'a> {
+    pub req: &'a crate::bus::TurnRequest,
+    /// This turn's records as appended to history.jsonl (user, receipts, tool steps, answer).
+    pub records: &'a [crate::store::chats::Record],
+    /// The tool-iteration limit was hit (the answer came from the forced final call).
+    pub hit_limit: bool,
+    /// Cancelled after some text was streamed (what was shown is kept).
+    pub cancelled: bool,
+    /// The LLM client the turn used, for background follow-ups.
+    pub client: &'a Arc<crate::llm::client::LlmClient>,
+}
+
 /// A pluggable part of every turn (MCP, Skills). All methods have neutral defaults.
 pub trait TurnExtension: Send + Sync {
     /// Runs once before the first model call; `Err(detail)` fails the turn with that detail.
@@ -117,6 +130,9 @@ pub trait TurnExtension: Send + Sync {
     fn hints(&self, _metadata: &Map<String, Value>) -> Option<String> {
         None
     }
+
+    /// Runs on the worker after the turn was persisted and `done` was sent; must not block.
+    fn finished(&self, _turn: &FinishedTurn) {}
 }
 
 /// A model-callable tool.
