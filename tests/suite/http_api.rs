@@ -294,3 +294,53 @@ fn deleting_a_chat_mid_turn_does_not_resurrect_it() {
     server.get(&format!("/api/sessions/{chat}/messages")).expect(404, json!({"detail":"session not found"}));
     never.open();
 }
+
+#[test]
+fn many_hanging_discovery_requests_do_not_block_the_api() {
+    // Model discovery waits on the network (up to 15 s per provider). However many such
+    // requests are in flight, the rest of the API must keep answering.
+    let fake = FakeLlm::start();
+    let server = TestServer::start();
+    server
+        .put(
+            "/api/settings/llm",
+            &json!({"openai_compatible":{"base_url":fake.base(),"api_key":TEST_KEY},"ollama":{"base_url":""}}),
+        )
+        .expect(
+            200,
+            json!({"configured":true,
+                   "openai_compatible":{"base_url":fake.base(),"ready":true,"api_key_configured":true},
+                   "ollama":{"base_url":"","ready":false}}),
+        );
+    let never = Gate::new();
+    fake.set_models("/models", Reply::json(json!({"data":[]})).gate_before_head(&never));
+    let port = server.http_port;
+    let agent = || -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .timeout_global(Some(Duration::from_secs(40)))
+            .build()
+            .into()
+    };
+    let n = 24;
+    for _ in 0..n {
+        let a = agent();
+        std::thread::spawn(move || {
+            let _ = a.get(format!("http://127.0.0.1:{port}/api/settings/llm/models")).call();
+        });
+    }
+    wait_for("the discovery probes to reach the model service", WAIT, || {
+        (fake.requests().iter().filter(|r| r.path == "/models").count() >= 16).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let a = agent();
+    std::thread::spawn(move || {
+        let r = a.get(format!("http://127.0.0.1:{port}/api/health")).call().map(|r| r.status().as_u16());
+        let _ = tx.send(r.map_err(|e| e.to_string()));
+    });
+    let got = rx.recv_timeout(Duration::from_secs(5));
+    never.open();
+    assert_eq!(got.ok(), Some(Ok(200)), "GET /api/health stalled behind hanging discovery requests");
+}
