@@ -143,6 +143,9 @@ pub fn start(config: Config) -> Result<Server, Error> {
         .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.http_host, config.http_port)))?;
     let ws_listener = crate::net::listen(&config.ws_host, config.ws_port)
         .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.ws_host, config.ws_port)))?;
+    if let Err(e) = crate::net::set_listener_timeouts(&http_listener, crate::http::SOCKET_TIMEOUT) {
+        log::warn!("event=http.timeouts_unset error=\"{e}\"");
+    }
     let http_addr = http_listener.local_addr().map_err(|e| Error(e.to_string()))?;
     let ws_addr = ws_listener.local_addr().map_err(|e| Error(e.to_string()))?;
     let loopback_only = is_loopback(&config.http_host) && is_loopback(&config.ws_host);

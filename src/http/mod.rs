@@ -22,6 +22,11 @@ use crate::security::{query_param, AccessPolicy};
 pub const MAX_BODY: usize = 12 * 1024 * 1024;
 /// Concurrent slow-route threads.
 const MAX_SLOW: usize = 16;
+/// Threads that read request bodies (a client may stall mid-body until the socket timeout).
+const BODY_WORKERS: usize = 4;
+const BODY_QUEUE: usize = 256;
+/// Read and write timeout of HTTP connections.
+pub const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// A request as the router sees it.
 #[derive(Debug, Clone, Default)]
@@ -237,6 +242,21 @@ fn guarded(req: &Req, api: &api::Api, request_id: &str) -> Resp {
 /// The `http` thread: serves until `shutdown` is set (checked every 250 ms).
 pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBool) {
     let slow = Arc::new(AtomicUsize::new(0));
+    let (bodies, body_rx) = crossbeam_channel::bounded::<tiny_http::Request>(BODY_QUEUE);
+    let body_threads: Vec<_> = (0..BODY_WORKERS)
+        .filter_map(|i| {
+            let (rx, api) = (body_rx.clone(), Arc::clone(&api));
+            std::thread::Builder::new()
+                .name(format!("http-body-{i}"))
+                .stack_size(512 * 1024)
+                .spawn(move || {
+                    while let Ok(rq) = rx.recv() {
+                        handle(rq, &api);
+                    }
+                })
+                .ok()
+        })
+        .collect();
     loop {
         let rq = match server.recv_timeout(Duration::from_millis(250)) {
             Ok(Some(rq)) => rq,
@@ -253,7 +273,12 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
         };
         let path = rq.url().split('?').next().unwrap_or("").to_string();
         if !is_slow(rq.method().as_str(), &path) {
-            handle(rq, &api);
+            // A body is read from the client, which may stall: never on this thread.
+            if rq.body_length().unwrap_or(0) == 0 {
+                handle(rq, &api);
+            } else if let Err(e) = bodies.try_send(rq) {
+                busy(e.into_inner());
+            }
             continue;
         }
         // Network-bound routes never run on this thread: a full pool answers 503 at once.
@@ -271,6 +296,10 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
             slow.fetch_sub(1, Ordering::SeqCst);
             log::error!("event=http.slow.spawn_failed error=\"{e}\"");
         }
+    }
+    drop(bodies);
+    for t in body_threads {
+        let _ = t.join();
     }
 }
 
