@@ -6,5 +6,6 @@
 
 pub mod agent;
 pub mod config;
+pub mod mcp;
 pub mod store;
 pub mod util;
