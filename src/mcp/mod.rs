@@ -9,8 +9,13 @@
 //! Nothing here runs a thread of its own except the per-connection reader/writer/stderr threads
 //! a transport spawns; callers (HTTP handlers, turn workers) block with deadlines.
 
+pub mod activation;
+pub mod catalog;
 pub mod client;
 pub mod jsonrpc;
+pub mod manager;
+pub mod names;
+pub mod search;
 pub mod sse;
 pub mod transport;
 pub mod url;
