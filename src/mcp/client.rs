@@ -596,6 +596,16 @@ impl Client {
     }
 }
 
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.server)
+            .field("protocol_version", &lock(&self.info).protocol_version)
+            .field("dead", &self.dead_reason())
+            .finish()
+    }
+}
+
 impl Drop for Client {
     fn drop(&mut self) {
         self.close();

@@ -1,0 +1,774 @@
+//! MCP client tests against real servers: the official Python SDK stdio and SSE test servers,
+//! `@modelcontextprotocol/server-everything` over stdio, SSE and Streamable HTTP, and a
+//! misbehaving raw stdio server (crash, hang, garbage, huge lines, progress, server requests).
+//!
+//! Required runtimes are checked up front: a missing one fails the test with the command that
+//! installs it (nothing is skipped silently). Setup: `pip install -r mcp_servers/requirements.txt`
+//! and `npm ci --prefix mcp_servers`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cashcode::agent::cancel::CancelToken;
+use cashcode::mcp::catalog::Catalog;
+use cashcode::mcp::client::{Client, ClientConfig, Content};
+use cashcode::mcp::manager::{ManagerConfig, McpManager};
+use cashcode::mcp::transport::{HttpSpec, StdioSpec, TransportSpec};
+use cashcode::mcp::Error;
+use serde_json::{json, Map, Value};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn which(cmd: &str) -> Option<PathBuf> {
+    std::env::var("PATH")
+        .ok()?
+        .split(':')
+        .map(|d| Path::new(d).join(cmd))
+        .find(|p| p.is_file())
+}
+
+/// The Python interpreter; fails clearly when none exists.
+fn python() -> String {
+    for c in ["python3", "python"] {
+        if which(c).is_some() {
+            return c.to_string();
+        }
+    }
+    panic!("MCP tests need Python 3 on PATH (python3 or python)");
+}
+
+fn require_python_sdk() {
+    let ok = Command::new(python())
+        .args(["-c", "import mcp.server.fastmcp"])
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "the official Python MCP SDK is missing: run `pip install -r mcp_servers/requirements.txt`"
+    );
+}
+
+fn everything_js() -> PathBuf {
+    assert!(
+        which("node").is_some(),
+        "MCP tests need Node.js (node) on PATH"
+    );
+    let p = root()
+        .join("mcp_servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        p.is_file(),
+        "server-everything is not installed: run `npm ci --prefix mcp_servers`"
+    );
+    p
+}
+
+fn tmp_dir(tag: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let d = std::env::temp_dir().join(format!("cc-mcp-real-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn fast_cfg() -> ClientConfig {
+    ClientConfig {
+        connect_timeout: Duration::from_secs(20),
+        call_timeout: Duration::from_secs(10),
+        request_timeout: Duration::from_secs(10),
+        max_call_time: Duration::from_secs(60),
+        stdio_grace: Duration::from_millis(500),
+        ..ClientConfig::default()
+    }
+}
+
+/// A background server process killed (with its group) on drop.
+struct ServerProcess(Child);
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        unsafe {
+            libc::kill(-(self.0.id() as i32), libc::SIGKILL);
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_group(mut cmd: Command) -> ServerProcess {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    ServerProcess(cmd.spawn().expect("start test server"))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_port(port: u16, within: Duration) {
+    let deadline = Instant::now() + within;
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "test server did not listen on {port} within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn fixture(mode: &str, log: Option<&Path>) -> TransportSpec {
+    let mut env = BTreeMap::new();
+    if let Some(l) = log {
+        env.insert("MCP_FIXTURE_LOG".to_string(), l.display().to_string());
+    }
+    TransportSpec::Stdio(StdioSpec {
+        command: python(),
+        args: vec![
+            root()
+                .join("tests/fixtures/mcp/misbehaving.py")
+                .display()
+                .to_string(),
+            mode.to_string(),
+        ],
+        env,
+        cwd: None,
+    })
+}
+
+fn args(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+fn text_of(r: &cashcode::mcp::client::CallResult) -> String {
+    r.render()
+}
+
+// ------------------------------------------------------------------------------------------
+// Official Python SDK servers
+
+#[test]
+fn python_sdk_stdio_builtin_through_the_manager() {
+    require_python_sdk();
+    let data = tmp_dir("stdio-builtin");
+    let catalog = Catalog::load(Some(&root()), &data).unwrap();
+    let mgr = McpManager::new(
+        ManagerConfig {
+            client: fast_cfg(),
+            data_dir: data.clone(),
+        },
+        catalog,
+    );
+    let purged: Arc<Mutex<Vec<String>>> = Arc::default();
+    let p = purged.clone();
+    mgr.set_purge_hook(move |names| p.lock().unwrap().extend(names.iter().cloned()));
+
+    let list = mgr.list();
+    let names: Vec<&str> = list["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["test_sse_mcp", "test_stdio_mcp"]);
+    assert_eq!(list["servers"][1]["status"], "disconnected");
+    assert_eq!(
+        mgr.tools_listing("test_stdio_mcp").unwrap()["source"],
+        "none"
+    );
+
+    let dto = mgr.connect("test_stdio_mcp").unwrap();
+    assert_eq!(dto["status"], "connected", "{dto}");
+    assert_eq!(
+        (
+            dto["connected"].clone(),
+            dto["tool_count"].clone(),
+            dto["type"].clone()
+        ),
+        (json!(true), json!(1), json!("stdio"))
+    );
+    let listing = mgr.tools_listing("test_stdio_mcp").unwrap();
+    assert_eq!(listing["source"], "live");
+    assert_eq!(listing["tools"][0]["name"], "mcp_test_stdio_mcp_say_hello");
+    assert_eq!(listing["tools"][0]["callable"], true);
+
+    let r = mgr
+        .call("mcp_test_stdio_mcp_say_hello", &Map::new(), None)
+        .unwrap();
+    assert_eq!(text_of(&r), "Hello, Cash");
+    assert!(!r.is_error);
+
+    let idx = mgr.search_index();
+    let hits = idx.search("say hello", 5);
+    assert_eq!(hits[0].0.tool, "say_hello");
+    assert!(matches!(
+        hits[0].0.kind,
+        cashcode::mcp::search::DocKind::Live { .. }
+    ));
+
+    let dto = mgr.disconnect("test_stdio_mcp").unwrap();
+    assert_eq!(
+        (dto["status"].clone(), dto["tool_count"].clone()),
+        (json!("disconnected"), json!(0))
+    );
+    assert_eq!(
+        *purged.lock().unwrap(),
+        vec!["mcp_test_stdio_mcp_say_hello".to_string()]
+    );
+    let cached = mgr.tools_listing("test_stdio_mcp").unwrap();
+    assert_eq!(cached["source"], "cache");
+    assert_eq!(cached["tools"][0]["callable"], false);
+    assert_eq!(cached["tools"][0]["original_name"], "say_hello");
+    let idx = mgr.search_index();
+    let hits = idx.search("hello", 5);
+    assert_eq!(hits[0].0.kind, cashcode::mcp::search::DocKind::Cached);
+    // The SSE entry has neither cache nor live tools: a stub.
+    let hits = idx.search("SSE test", 5);
+    assert!(
+        hits.iter()
+            .any(|(d, _)| d.server == "test_sse_mcp"
+                && d.kind == cashcode::mcp::search::DocKind::Stub)
+    );
+    mgr.shutdown();
+    std::fs::remove_dir_all(data).unwrap();
+}
+
+#[test]
+fn python_sdk_sse_server() {
+    require_python_sdk();
+    let mut cmd = Command::new(python());
+    cmd.arg(root().join("mcp_servers/test_sse_mcp/server.py"))
+        .args(["--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut server = spawn_group(cmd);
+    let mut line = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("announce line")
+        .to_string();
+    let port: u16 = url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/sse")
+        .parse()
+        .unwrap();
+    wait_port(port, Duration::from_secs(20));
+
+    let spec = TransportSpec::Sse(HttpSpec {
+        url,
+        headers: BTreeMap::new(),
+    });
+    let client = Client::connect("test_sse_mcp", &spec, fast_cfg()).unwrap();
+    let tools = client.list_tools().unwrap();
+    assert_eq!(
+        tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        vec!["say_hello"]
+    );
+    let r = client.call_tool("say_hello", &Map::new(), None).unwrap();
+    assert_eq!(text_of(&r), "Hello, Cash");
+    client.ping().unwrap();
+    client.close();
+    assert!(client.dead_reason().is_some());
+}
+
+// ------------------------------------------------------------------------------------------
+// server-everything over the three transports
+
+const EVERYTHING_TOOLS: &[&str] = &[
+    "echo",
+    "get-annotated-message",
+    "get-env",
+    "get-resource-links",
+    "get-resource-reference",
+    "get-structured-content",
+    "get-sum",
+    "get-tiny-image",
+    "gzip-file-as-resource",
+    "simulate-research-query",
+    "toggle-simulated-logging",
+    "toggle-subscriber-updates",
+    "trigger-long-running-operation",
+];
+
+fn exercise_everything(client: &Client) {
+    let mut names: Vec<String> = client
+        .list_tools()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    names.sort();
+    assert_eq!(names, EVERYTHING_TOOLS);
+
+    let r = client
+        .call_tool("echo", &args(json!({"message": "hi there"})), None)
+        .unwrap();
+    assert_eq!(text_of(&r), "Echo: hi there");
+    let r = client
+        .call_tool("get-sum", &args(json!({"a": 2, "b": 40})), None)
+        .unwrap();
+    assert!(text_of(&r).contains("42"), "{}", text_of(&r));
+    assert!(!r.is_error);
+
+    // Failures come back as isError results, surfaced with an Error prefix.
+    let r = client
+        .call_tool("get-sum", &args(json!({"a": "two"})), None)
+        .unwrap();
+    assert!(r.is_error);
+    assert!(text_of(&r).starts_with("Error: "), "{}", text_of(&r));
+    let r = client.call_tool("no-such-tool", &Map::new(), None).unwrap();
+    assert!(r.is_error);
+
+    // Non-text content is described, never dumped as base64.
+    let r = client
+        .call_tool("get-tiny-image", &Map::new(), None)
+        .unwrap();
+    assert!(r.content.iter().any(|c| matches!(c, Content::Image { .. })));
+    assert!(text_of(&r).contains("[image image/png,"), "{}", text_of(&r));
+
+    // Progress notifications keep a call alive past its base timeout.
+    let started = Instant::now();
+    let r = client
+        .call_tool_with_timeout(
+            "trigger-long-running-operation",
+            &args(json!({"duration": 3, "steps": 6})),
+            None,
+            Duration::from_millis(1500),
+        )
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(2500));
+    assert!(
+        r.progress_events >= 4,
+        "progress events: {}",
+        r.progress_events
+    );
+    assert!(text_of(&r).contains("completed"), "{}", text_of(&r));
+}
+
+fn expect_list_changed(client: &Client) {
+    // server-everything registers capability-dependent tools right after `initialized` and
+    // announces it with tools/list_changed.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !client.take_list_changed() {
+        assert!(
+            Instant::now() < deadline,
+            "no notifications/tools/list_changed within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(client.list_tools().unwrap().len(), EVERYTHING_TOOLS.len());
+}
+
+#[test]
+fn everything_over_stdio() {
+    let js = everything_js();
+    let spec = TransportSpec::Stdio(StdioSpec {
+        command: "npx".into(),
+        args: vec![
+            "-y".into(),
+            "@modelcontextprotocol/server-everything".into(),
+        ],
+        env: BTreeMap::new(),
+        cwd: Some(root().join("mcp_servers")),
+    });
+    assert!(js.is_file());
+    let client = Client::connect("everything", &spec, fast_cfg()).unwrap();
+    assert_eq!(client.server_info().protocol_version, "2025-11-25");
+    expect_list_changed(&client);
+    exercise_everything(&client);
+    client.close();
+}
+
+#[test]
+fn everything_over_sse() {
+    let js = everything_js();
+    let port = free_port();
+    let mut cmd = Command::new("node");
+    cmd.arg(&js)
+        .arg("sse")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _server = spawn_group(cmd);
+    wait_port(port, Duration::from_secs(20));
+    let spec = TransportSpec::Sse(HttpSpec {
+        url: format!("http://127.0.0.1:{port}/sse"),
+        headers: BTreeMap::new(),
+    });
+    let client = Client::connect("everything", &spec, fast_cfg()).unwrap();
+    expect_list_changed(&client);
+    exercise_everything(&client);
+    client.close();
+}
+
+#[test]
+fn everything_over_streamable_http() {
+    let js = everything_js();
+    let port = free_port();
+    let mut cmd = Command::new("node");
+    cmd.arg(&js)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _server = spawn_group(cmd);
+    wait_port(port, Duration::from_secs(20));
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let spec = TransportSpec::StreamableHttp(HttpSpec {
+        url: url.clone(),
+        headers: BTreeMap::new(),
+    });
+    let client = Client::connect("everything", &spec, fast_cfg()).unwrap();
+    assert_eq!(client.server_info().protocol_version, "2025-11-25");
+    exercise_everything(&client);
+    client.close();
+}
+
+// ------------------------------------------------------------------------------------------
+// Misbehaving servers
+
+#[test]
+fn stdio_crash_mid_call_is_a_clear_retryable_error() {
+    let client = Client::connect("crashy", &fixture("crash", None), fast_cfg()).unwrap();
+    assert_eq!(client.list_tools().unwrap()[0].name, "echo");
+    let started = Instant::now();
+    let err = client
+        .call_tool("echo", &args(json!({"text": "x"})), None)
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "crash noticed late: {:?}",
+        started.elapsed()
+    );
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Closed(_)), "{err:?}");
+    assert!(
+        msg.contains("exit status: 3") && msg.contains("fatal: boom while calling"),
+        "{msg}"
+    );
+    assert!(err.retryable());
+    assert!(client.dead_reason().is_some());
+    assert!(matches!(client.ping(), Err(Error::Closed(_))));
+}
+
+#[test]
+fn manager_notices_a_crashed_server_and_reconnects_on_the_next_call() {
+    let proj = tmp_dir("crash-proj");
+    std::fs::create_dir_all(proj.join("mcp_servers")).unwrap();
+    let script = root().join("tests/fixtures/mcp/misbehaving.py");
+    let cfg = json!({
+        "crashy": {"command": python(), "args": [script.display().to_string(), "crash"], "display_name": "Crashy"},
+        "fine": {"command": python(), "args": [script.display().to_string(), "ok"]},
+    });
+    std::fs::write(proj.join("mcp_servers/mcp_config.json"), cfg.to_string()).unwrap();
+    let data = proj.join("data");
+    let mgr = McpManager::new(
+        ManagerConfig {
+            client: fast_cfg(),
+            data_dir: data,
+        },
+        Catalog::load(Some(&proj), &proj.join("data")).unwrap(),
+    );
+    assert_eq!(mgr.connect("crashy").unwrap()["status"], "connected");
+    let err = mgr
+        .call("mcp_crashy_echo", &args(json!({"text": "x"})), None)
+        .unwrap_err();
+    assert!(matches!(err, Error::Closed(_)), "{err:?}");
+    let dto = mgr.dto("crashy").unwrap();
+    assert_eq!(dto["status"], "disconnected");
+    assert_eq!(dto["status_error"], "connection is no longer available");
+    // The other server is unaffected, and works through the name table.
+    assert_eq!(mgr.connect("fine").unwrap()["tool_count"], 1);
+    let r = mgr
+        .call("mcp_fine_echo", &args(json!({"text": "hey"})), None)
+        .unwrap();
+    assert!(text_of(&r).starts_with("echo: hey"));
+    // Input schemas are normalised for providers.
+    let listing = mgr.tools_listing("fine").unwrap();
+    assert_eq!(
+        listing["tools"][0]["input_schema"],
+        json!({"type":"object","properties":{"text":{"type":"string","nullable":true}},"required":["text"]})
+    );
+    mgr.shutdown();
+    std::fs::remove_dir_all(proj).unwrap();
+}
+
+#[test]
+fn hanging_call_times_out_and_sends_cancelled() {
+    let dir = tmp_dir("hang");
+    let log = dir.join("log.txt");
+    let cfg = ClientConfig {
+        call_timeout: Duration::from_secs(1),
+        ..fast_cfg()
+    };
+    let client = Client::connect("hang", &fixture("hang", Some(&log)), cfg).unwrap();
+    let started = Instant::now();
+    let err = client.call_tool("echo", &Map::new(), None).unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "MCP request 'tools/call' timed out after 1s"
+    );
+    // The connection survives a timed-out call.
+    client.ping().unwrap();
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        seen.lines().any(|l| l == "notifications/cancelled"),
+        "{seen}"
+    );
+    client.close();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn cancel_token_interrupts_a_call() {
+    let dir = tmp_dir("cancel");
+    let log = dir.join("log.txt");
+    let client = Client::connect("hang", &fixture("hang", Some(&log)), fast_cfg()).unwrap();
+    let token = CancelToken::new();
+    let t2 = token.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        t2.cancel();
+    });
+    let started = Instant::now();
+    let err = client
+        .call_tool("echo", &Map::new(), Some(&token))
+        .unwrap_err();
+    assert!(matches!(err, Error::Cancelled), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    client.ping().unwrap();
+    assert!(std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("notifications/cancelled"));
+    client.close();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn progress_extends_the_deadline_up_to_the_hard_maximum() {
+    let cfg = ClientConfig {
+        call_timeout: Duration::from_secs(1),
+        ..fast_cfg()
+    };
+    let client = Client::connect("progress", &fixture("progress", None), cfg).unwrap();
+    let r = client.call_tool("echo", &Map::new(), None).unwrap();
+    assert_eq!(text_of(&r), "done after 6 steps");
+    assert!(r.progress_events >= 5);
+    client.close();
+
+    let cfg = ClientConfig {
+        call_timeout: Duration::from_secs(1),
+        max_call_time: Duration::from_millis(2500),
+        ..fast_cfg()
+    };
+    let client = Client::connect("forever", &fixture("progress-forever", None), cfg).unwrap();
+    let started = Instant::now();
+    let err = client.call_tool("echo", &Map::new(), None).unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    assert!(
+        took >= Duration::from_millis(2400) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    client.close();
+}
+
+#[test]
+fn garbage_lines_are_skipped_and_huge_lines_fail_the_connection() {
+    let client = Client::connect("garbage", &fixture("garbage", None), fast_cfg()).unwrap();
+    assert_eq!(client.list_tools().unwrap().len(), 1);
+    client.close();
+
+    let client = Client::connect("huge", &fixture("huge", None), fast_cfg()).unwrap();
+    let err = client.call_tool("echo", &Map::new(), None).unwrap_err();
+    assert!(err.to_string().contains("larger than 16 MiB"), "{err}");
+    assert!(err.retryable());
+    client.close();
+}
+
+#[test]
+fn server_requests_get_ping_answers_and_method_not_found() {
+    let client = Client::connect("srv", &fixture("server-requests", None), fast_cfg()).unwrap();
+    let r = client.call_tool("echo", &Map::new(), None).unwrap();
+    let got: Value = serde_json::from_str(&text_of(&r)).unwrap();
+    assert_eq!(
+        got,
+        json!([
+            {"jsonrpc": "2.0", "id": "srv-1", "result": {}},
+            {"jsonrpc": "2.0", "id": "srv-2", "error": {"code": -32601, "message": "Method not found"}}
+        ])
+    );
+    client.close();
+}
+
+#[test]
+fn pagination_content_types_and_is_error() {
+    let client = Client::connect("pages", &fixture("paginate", None), fast_cfg()).unwrap();
+    let names: Vec<String> = client
+        .list_tools()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, vec!["t1", "t2", "t3"]);
+    client.close();
+
+    let client = Client::connect("ok", &fixture("ok", None), fast_cfg()).unwrap();
+    let r = client
+        .call_tool("echo", &args(json!({"text": "hi"})), None)
+        .unwrap();
+    assert_eq!(
+        text_of(&r),
+        "echo: hi\n[image image/png, 5 bytes]\n[audio audio/wav, 3 bytes]\n[resource link file:///a.txt (a.txt)]\n[resource mem://x]\ninner"
+    );
+    assert_eq!(r.structured, Some(json!({"echo": "hi"})));
+    client.close();
+
+    let client = Client::connect("err", &fixture("is-error", None), fast_cfg()).unwrap();
+    let r = client.call_tool("echo", &Map::new(), None).unwrap();
+    assert!(r.is_error);
+    assert_eq!(text_of(&r), "Error: no such city");
+    client.close();
+}
+
+#[test]
+fn list_changed_refreshes_the_managers_tools() {
+    let proj = tmp_dir("lc-proj");
+    std::fs::create_dir_all(proj.join("mcp_servers")).unwrap();
+    let script = root().join("tests/fixtures/mcp/misbehaving.py");
+    let cfg = json!({"lc": {"command": python(), "args": [script.display().to_string(), "list-changed"]}});
+    std::fs::write(proj.join("mcp_servers/mcp_config.json"), cfg.to_string()).unwrap();
+    let mgr = McpManager::new(
+        ManagerConfig {
+            client: fast_cfg(),
+            data_dir: proj.join("data"),
+        },
+        Catalog::load(Some(&proj), &proj.join("data")).unwrap(),
+    );
+    mgr.connect("lc").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let names: Vec<String> = mgr
+            .live_tools_of("lc")
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        if names == ["mcp_lc_added_later", "mcp_lc_echo"] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "tools never refreshed: {names:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(mgr.dto("lc").unwrap()["tool_count"], 2);
+    mgr.shutdown();
+    std::fs::remove_dir_all(proj).unwrap();
+}
+
+#[test]
+fn startup_failures_are_clear() {
+    let err = Client::connect("v", &fixture("bad-version", None), fast_cfg()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "MCP server chose unsupported protocol version '1999-01-01'"
+    );
+
+    let cfg = ClientConfig {
+        connect_timeout: Duration::from_secs(1),
+        ..fast_cfg()
+    };
+    let started = Instant::now();
+    let err = Client::connect("slow", &fixture("slow-start", None), cfg).unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let err = Client::connect("gone", &fixture("exit-at-start", None), fast_cfg()).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("exit status: 7") && msg.contains("ImportError"),
+        "{msg}"
+    );
+
+    let spec = TransportSpec::Stdio(StdioSpec {
+        command: "definitely-not-a-command-xyz".into(),
+        args: vec![],
+        env: BTreeMap::new(),
+        cwd: None,
+    });
+    let err = Client::connect("missing", &spec, fast_cfg()).unwrap_err();
+    assert!(matches!(err, Error::Spawn { .. }), "{err:?}");
+}
+
+#[test]
+fn dead_url_connect_failure_is_redacted() {
+    let data = tmp_dir("dead-url");
+    let mgr = McpManager::new(
+        ManagerConfig {
+            client: fast_cfg(),
+            data_dir: data.clone(),
+        },
+        Catalog::load(None, &data).unwrap(),
+    );
+    let port = free_port();
+    for (name, kind, path) in [
+        ("dead-sse", "sse", "sse"),
+        ("dead-http", "streamable_http", "mcp"),
+    ] {
+        let body = json!({"name": name, "type": kind, "display_name": "Dead",
+                          "url": format!("http://127.0.0.1:{port}/{path}?token=topsecret-123"),
+                          "headers": {"Authorization": "Bearer topsecret-123", "X-Api-Key": "k3y-value-9"}});
+        let created = mgr.create(&body).unwrap();
+        assert_eq!(
+            created["headers"],
+            json!({"Authorization": "********", "X-Api-Key": "********"})
+        );
+        assert_eq!(created["status"], "disconnected");
+        let dto = mgr.connect(name).unwrap();
+        assert_eq!(dto["status"], "error", "{dto}");
+        assert_eq!(dto["connected"], false);
+        let err = dto["status_error"].as_str().unwrap();
+        assert!(err.starts_with("ConnectError: "), "{err}");
+        assert!(
+            !err.contains("topsecret") && !err.contains("k3y-value"),
+            "{err}"
+        );
+        assert!(err.chars().count() <= 500);
+        // The URL is shown as configured; header values never are.
+        let listed = mgr.list().to_string();
+        assert!(
+            !listed.contains("Bearer topsecret") && !listed.contains("k3y-value"),
+            "{listed}"
+        );
+    }
+    std::fs::remove_dir_all(data).unwrap();
+}
