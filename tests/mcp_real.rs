@@ -438,8 +438,47 @@ fn everything_over_streamable_http() {
     });
     let client = Client::connect("everything", &spec, fast_cfg()).unwrap();
     assert_eq!(client.server_info().protocol_version, "2025-11-25");
+    expect_list_changed(&client);
     exercise_everything(&client);
+
+    // An expired session (404) is initialised again transparently.
+    let session = client
+        .session_id()
+        .expect("server-everything assigns a session id");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let status = agent
+        .delete(&url)
+        .header("Mcp-Session-Id", session.as_str())
+        .call()
+        .unwrap()
+        .status();
+    assert!(status.is_success(), "DELETE answered {status}");
+    let r = client
+        .call_tool("echo", &args(json!({"message": "again"})), None)
+        .unwrap();
+    assert_eq!(text_of(&r), "Echo: again");
+    let new_session = client.session_id().unwrap();
+    assert_ne!(new_session, session);
+
+    // Close ends the session with DELETE: the old id is unknown afterwards (the TypeScript SDK
+    // answers 400 "No valid session ID provided" rather than the spec's 404).
     client.close();
+    let probe = agent
+        .post(&url)
+        .header("Mcp-Session-Id", new_session.as_str())
+        .header("Accept", "application/json, text/event-stream")
+        .content_type("application/json")
+        .send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .unwrap();
+    assert!(
+        matches!(probe.status().as_u16(), 400 | 404),
+        "{}",
+        probe.status()
+    );
 }
 
 // ------------------------------------------------------------------------------------------

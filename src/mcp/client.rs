@@ -322,6 +322,11 @@ impl Client {
         &self.cfg
     }
 
+    /// The Streamable HTTP session id, if the transport has one.
+    pub fn session_id(&self) -> Option<String> {
+        self.transport.session_id()
+    }
+
     /// `None` while the connection is usable, else why it is not.
     pub fn dead_reason(&self) -> Option<String> {
         self.inbox.closed_reason()
@@ -382,8 +387,8 @@ impl Client {
                 .map(str::to_string),
         };
         self.transport.set_protocol_version(version);
+        self.transport.open_notification_stream();
         self.notify("notifications/initialized", None)?;
-        self.transport.on_initialized();
         log::info!(
             "mcp {}: initialized ({} {}, protocol {version})",
             self.server,

@@ -92,10 +92,16 @@ pub trait Transport: Send + Sync {
     fn send(&self, msg: String, kind: Outgoing<'_>, timeout: Duration) -> Result<()>;
     /// The negotiated protocol version (Streamable HTTP sends it as a header).
     fn set_protocol_version(&self, _version: &str) {}
-    /// Called once the handshake is complete (Streamable HTTP opens its GET stream).
-    fn on_initialized(&self) {}
+    /// Called after the initialize reply and before `notifications/initialized`, so a
+    /// server-to-client stream exists before the server starts announcing changes (Streamable
+    /// HTTP opens its GET stream here; server-everything sends `tools/list_changed` at once).
+    fn open_notification_stream(&self) {}
     /// Forgets the server session before a re-initialise (Streamable HTTP after a 404).
     fn reset_session(&self) {}
+    /// The server-assigned session id (Streamable HTTP).
+    fn session_id(&self) -> Option<String> {
+        None
+    }
     /// Ends the connection: kills the child or ends the HTTP session. Idempotent, bounded.
     fn close(&self);
 }

@@ -27,6 +27,8 @@ use crate::mcp::{url, Error, Result};
 const MAX_JSON_BODY: u64 = 16 * 1024 * 1024;
 /// Idle limit on the GET notification stream before it is reopened.
 const GET_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long the handshake waits for the GET stream's response headers.
+const GET_OPEN_WAIT: Duration = Duration::from_secs(2);
 /// Failed GET stream attempts in a row before giving up on it.
 const MAX_GET_FAILURES: u32 = 3;
 /// Concurrent reply threads allowed for server requests.
@@ -113,11 +115,6 @@ impl StreamableHttpTransport {
             get_stream: Mutex::new(None),
         })
     }
-
-    /// The current `Mcp-Session-Id`, if the server assigned one.
-    pub fn session_id(&self) -> Option<String> {
-        lock(&self.shared.session).clone()
-    }
 }
 
 impl Transport for StreamableHttpTransport {
@@ -152,16 +149,20 @@ impl Transport for StreamableHttpTransport {
         *lock(&self.shared.protocol) = Some(version.to_string());
     }
 
-    fn on_initialized(&self) {
+    fn open_notification_stream(&self) {
         let mut slot = lock(&self.get_stream);
-        if slot.is_some() {
+        if slot.as_ref().is_some_and(|h| !h.is_finished()) {
             return;
         }
         let shared = self.shared.clone();
-        match spawn_named(format!("mcp-{}-get", self.shared.server), move || {
-            get_loop(&shared)
-        }) {
-            Ok(h) => *slot = Some(h),
+        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<()>(1);
+        let name = format!("mcp-{}-get", self.shared.server);
+        match spawn_named(name, move || get_loop(&shared, &ready_tx)) {
+            Ok(h) => {
+                *slot = Some(h);
+                // Wait until the server has answered the GET (or refused it), bounded.
+                let _ = ready_rx.recv_timeout(GET_OPEN_WAIT);
+            }
             Err(e) => log::warn!("mcp {}: no notification stream: {e}", self.shared.server),
         }
     }
@@ -169,6 +170,10 @@ impl Transport for StreamableHttpTransport {
     fn reset_session(&self) {
         lock(&self.shared.session).take();
         lock(&self.shared.protocol).take();
+    }
+
+    fn session_id(&self) -> Option<String> {
+        lock(&self.shared.session).clone()
     }
 
     fn close(&self) {
@@ -255,11 +260,11 @@ fn post_request(shared: &Shared, inbox: &Inbox, id: &Id, msg: String) -> Result<
             *lock(&shared.session) = Some(s.to_string());
         }
     }
-    if status == 404 && had_session {
-        return Err(Error::SessionExpired);
-    }
     if !(200..300).contains(&status) {
         let body = read_body_text(resp.into_body(), 64 * 1024).unwrap_or_default();
+        if had_session && session_gone(status, &body) {
+            return Err(Error::SessionExpired);
+        }
         return Err(Error::Status {
             status,
             detail: body_snippet(inbox, &body),
@@ -300,6 +305,12 @@ fn post_request(shared: &Shared, inbox: &Inbox, id: &Id, msg: String) -> Result<
     }
 }
 
+/// Whether a refusal means our session is gone: 404 per the spec, and the TypeScript SDK's
+/// `400 "No valid session ID provided"` for ids it no longer knows (server-everything).
+fn session_gone(status: u16, body: &str) -> bool {
+    status == 404 || (status == 400 && body.to_ascii_lowercase().contains("session"))
+}
+
 /// POSTs a notification or a response; the server answers 202 (or 200) without a message.
 fn post_control(shared: &Shared, inbox: &Inbox, msg: String, timeout: Duration) -> Result<()> {
     let req = shared
@@ -317,7 +328,7 @@ fn post_control(shared: &Shared, inbox: &Inbox, msg: String, timeout: Duration) 
     let body = read_body_text(resp.into_body(), 64 * 1024).unwrap_or_default();
     match status {
         200..=299 => Ok(()),
-        404 => Err(Error::SessionExpired),
+        _ if session_gone(status, &body) => Err(Error::SessionExpired),
         _ => Err(Error::Status {
             status,
             detail: body_snippet(inbox, &body),
@@ -327,7 +338,7 @@ fn post_control(shared: &Shared, inbox: &Inbox, msg: String, timeout: Duration) 
 
 /// Holds the optional GET stream for server-initiated messages; reopens it after idle
 /// timeouts, gives up when the server does not offer one (405) or keeps failing.
-fn get_loop(shared: &Shared) {
+fn get_loop(shared: &Shared, ready: &crossbeam_channel::Sender<()>) {
     let agent = http_agent(HttpTimeouts {
         connect: Duration::from_secs(10),
         global: None,
@@ -342,7 +353,9 @@ fn get_loop(shared: &Shared) {
             shared,
             agent.get(&shared.url).header("Accept", "text/event-stream"),
         );
-        let resp = match req.call() {
+        let resp = req.call();
+        let _ = ready.try_send(());
+        let resp = match resp {
             Ok(r) => r,
             Err(_) => {
                 failures += 1;
