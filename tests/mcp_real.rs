@@ -27,11 +27,7 @@ fn root() -> PathBuf {
 }
 
 fn which(cmd: &str) -> Option<PathBuf> {
-    std::env::var("PATH")
-        .ok()?
-        .split(':')
-        .map(|d| Path::new(d).join(cmd))
-        .find(|p| p.is_file())
+    std::env::var("PATH").ok()?.split(':').map(|d| Path::new(d).join(cmd)).find(|p| p.is_file())
 }
 
 /// The Python interpreter; fails clearly when none exists.
@@ -51,23 +47,13 @@ fn require_python_sdk() {
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
-    assert!(
-        ok,
-        "the official Python MCP SDK is missing: run `pip install -r mcp_servers/requirements.txt`"
-    );
+    assert!(ok, "the official Python MCP SDK is missing: run `pip install -r mcp_servers/requirements.txt`");
 }
 
 fn everything_js() -> PathBuf {
-    assert!(
-        which("node").is_some(),
-        "MCP tests need Node.js (node) on PATH"
-    );
-    let p = root()
-        .join("mcp_servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        p.is_file(),
-        "server-everything is not installed: run `npm ci --prefix mcp_servers`"
-    );
+    assert!(which("node").is_some(), "MCP tests need Node.js (node) on PATH");
+    let p = root().join("mcp_servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(p.is_file(), "server-everything is not installed: run `npm ci --prefix mcp_servers`");
     p
 }
 
@@ -111,20 +97,13 @@ fn spawn_group(mut cmd: Command) -> ServerProcess {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn wait_port(port: u16, within: Duration) {
     let deadline = Instant::now() + within;
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "test server did not listen on {port} within {within:?}"
-        );
+        assert!(Instant::now() < deadline, "test server did not listen on {port} within {within:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -136,13 +115,7 @@ fn fixture(mode: &str, log: Option<&Path>) -> TransportSpec {
     }
     TransportSpec::Stdio(StdioSpec {
         command: python(),
-        args: vec![
-            root()
-                .join("tests/fixtures/mcp/misbehaving.py")
-                .display()
-                .to_string(),
-            mode.to_string(),
-        ],
+        args: vec![root().join("tests/fixtures/mcp/misbehaving.py").display().to_string(), mode.to_string()],
         env,
         cwd: None,
     })
@@ -164,39 +137,21 @@ fn python_sdk_stdio_builtin_through_the_manager() {
     require_python_sdk();
     let data = tmp_dir("stdio-builtin");
     let catalog = Catalog::load(Some(&root()), &data).unwrap();
-    let mgr = McpManager::new(
-        ManagerConfig {
-            client: fast_cfg(),
-            data_dir: data.clone(),
-        },
-        catalog,
-    );
+    let mgr = McpManager::new(ManagerConfig { client: fast_cfg(), data_dir: data.clone() }, catalog);
     let purged: Arc<Mutex<Vec<String>>> = Arc::default();
     let p = purged.clone();
     mgr.set_purge_hook(move |names| p.lock().unwrap().extend(names.iter().cloned()));
 
     let list = mgr.list();
-    let names: Vec<&str> = list["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = list["servers"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, vec!["test_sse_mcp", "test_stdio_mcp"]);
     assert_eq!(list["servers"][1]["status"], "disconnected");
-    assert_eq!(
-        mgr.tools_listing("test_stdio_mcp").unwrap()["source"],
-        "none"
-    );
+    assert_eq!(mgr.tools_listing("test_stdio_mcp").unwrap()["source"], "none");
 
     let dto = mgr.connect("test_stdio_mcp").unwrap();
     assert_eq!(dto["status"], "connected", "{dto}");
     assert_eq!(
-        (
-            dto["connected"].clone(),
-            dto["tool_count"].clone(),
-            dto["type"].clone()
-        ),
+        (dto["connected"].clone(), dto["tool_count"].clone(), dto["type"].clone()),
         (json!(true), json!(1), json!("stdio"))
     );
     let listing = mgr.tools_listing("test_stdio_mcp").unwrap();
@@ -204,29 +159,18 @@ fn python_sdk_stdio_builtin_through_the_manager() {
     assert_eq!(listing["tools"][0]["name"], "mcp_test_stdio_mcp_say_hello");
     assert_eq!(listing["tools"][0]["callable"], true);
 
-    let r = mgr
-        .call("mcp_test_stdio_mcp_say_hello", &Map::new(), None)
-        .unwrap();
+    let r = mgr.call("mcp_test_stdio_mcp_say_hello", &Map::new(), None).unwrap();
     assert_eq!(text_of(&r), "Hello, Cash");
     assert!(!r.is_error);
 
     let idx = mgr.search_index();
     let hits = idx.search("say hello", 5);
     assert_eq!(hits[0].0.tool, "say_hello");
-    assert!(matches!(
-        hits[0].0.kind,
-        cashcode::mcp::search::DocKind::Live { .. }
-    ));
+    assert!(matches!(hits[0].0.kind, cashcode::mcp::search::DocKind::Live { .. }));
 
     let dto = mgr.disconnect("test_stdio_mcp").unwrap();
-    assert_eq!(
-        (dto["status"].clone(), dto["tool_count"].clone()),
-        (json!("disconnected"), json!(0))
-    );
-    assert_eq!(
-        *purged.lock().unwrap(),
-        vec!["mcp_test_stdio_mcp_say_hello".to_string()]
-    );
+    assert_eq!((dto["status"].clone(), dto["tool_count"].clone()), (json!("disconnected"), json!(0)));
+    assert_eq!(*purged.lock().unwrap(), vec!["mcp_test_stdio_mcp_say_hello".to_string()]);
     let cached = mgr.tools_listing("test_stdio_mcp").unwrap();
     assert_eq!(cached["source"], "cache");
     assert_eq!(cached["tools"][0]["callable"], false);
@@ -236,11 +180,7 @@ fn python_sdk_stdio_builtin_through_the_manager() {
     assert_eq!(hits[0].0.kind, cashcode::mcp::search::DocKind::Cached);
     // The SSE entry has neither cache nor live tools: a stub.
     let hits = idx.search("SSE test", 5);
-    assert!(
-        hits.iter()
-            .any(|(d, _)| d.server == "test_sse_mcp"
-                && d.kind == cashcode::mcp::search::DocKind::Stub)
-    );
+    assert!(hits.iter().any(|(d, _)| d.server == "test_sse_mcp" && d.kind == cashcode::mcp::search::DocKind::Stub));
     mgr.shutdown();
     std::fs::remove_dir_all(data).unwrap();
 }
@@ -255,33 +195,15 @@ fn python_sdk_sse_server() {
         .stderr(Stdio::null());
     let mut server = spawn_group(cmd);
     let mut line = String::new();
-    BufReader::new(server.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("announce line")
-        .to_string();
-    let port: u16 = url
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .trim_end_matches("/sse")
-        .parse()
-        .unwrap();
+    BufReader::new(server.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().strip_prefix("listening on ").expect("announce line").to_string();
+    let port: u16 = url.rsplit(':').next().unwrap().trim_end_matches("/sse").parse().unwrap();
     wait_port(port, Duration::from_secs(20));
 
-    let spec = TransportSpec::Sse(HttpSpec {
-        url,
-        headers: BTreeMap::new(),
-    });
+    let spec = TransportSpec::Sse(HttpSpec { url, headers: BTreeMap::new() });
     let client = Client::connect("test_sse_mcp", &spec, fast_cfg()).unwrap();
     let tools = client.list_tools().unwrap();
-    assert_eq!(
-        tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-        vec!["say_hello"]
-    );
+    assert_eq!(tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["say_hello"]);
     let r = client.call_tool("say_hello", &Map::new(), None).unwrap();
     assert_eq!(text_of(&r), "Hello, Cash");
     client.ping().unwrap();
@@ -309,38 +231,25 @@ const EVERYTHING_TOOLS: &[&str] = &[
 ];
 
 fn exercise_everything(client: &Client) {
-    let mut names: Vec<String> = client
-        .list_tools()
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let mut names: Vec<String> = client.list_tools().unwrap().into_iter().map(|t| t.name).collect();
     names.sort();
     assert_eq!(names, EVERYTHING_TOOLS);
 
-    let r = client
-        .call_tool("echo", &args(json!({"message": "hi there"})), None)
-        .unwrap();
+    let r = client.call_tool("echo", &args(json!({"message": "hi there"})), None).unwrap();
     assert_eq!(text_of(&r), "Echo: hi there");
-    let r = client
-        .call_tool("get-sum", &args(json!({"a": 2, "b": 40})), None)
-        .unwrap();
+    let r = client.call_tool("get-sum", &args(json!({"a": 2, "b": 40})), None).unwrap();
     assert!(text_of(&r).contains("42"), "{}", text_of(&r));
     assert!(!r.is_error);
 
     // Failures come back as isError results, surfaced with an Error prefix.
-    let r = client
-        .call_tool("get-sum", &args(json!({"a": "two"})), None)
-        .unwrap();
+    let r = client.call_tool("get-sum", &args(json!({"a": "two"})), None).unwrap();
     assert!(r.is_error);
     assert!(text_of(&r).starts_with("Error: "), "{}", text_of(&r));
     let r = client.call_tool("no-such-tool", &Map::new(), None).unwrap();
     assert!(r.is_error);
 
     // Non-text content is described, never dumped as base64.
-    let r = client
-        .call_tool("get-tiny-image", &Map::new(), None)
-        .unwrap();
+    let r = client.call_tool("get-tiny-image", &Map::new(), None).unwrap();
     assert!(r.content.iter().any(|c| matches!(c, Content::Image { .. })));
     assert!(text_of(&r).contains("[image image/png,"), "{}", text_of(&r));
 
@@ -355,11 +264,7 @@ fn exercise_everything(client: &Client) {
         )
         .unwrap();
     assert!(started.elapsed() >= Duration::from_millis(2500));
-    assert!(
-        r.progress_events >= 4,
-        "progress events: {}",
-        r.progress_events
-    );
+    assert!(r.progress_events >= 4, "progress events: {}", r.progress_events);
     assert!(text_of(&r).contains("completed"), "{}", text_of(&r));
 }
 
@@ -368,10 +273,7 @@ fn expect_list_changed(client: &Client) {
     // announces it with tools/list_changed.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !client.take_list_changed() {
-        assert!(
-            Instant::now() < deadline,
-            "no notifications/tools/list_changed within 10 s"
-        );
+        assert!(Instant::now() < deadline, "no notifications/tools/list_changed within 10 s");
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(client.list_tools().unwrap().len(), EVERYTHING_TOOLS.len());
@@ -382,10 +284,7 @@ fn everything_over_stdio() {
     let js = everything_js();
     let spec = TransportSpec::Stdio(StdioSpec {
         command: "npx".into(),
-        args: vec![
-            "-y".into(),
-            "@modelcontextprotocol/server-everything".into(),
-        ],
+        args: vec!["-y".into(), "@modelcontextprotocol/server-everything".into()],
         env: BTreeMap::new(),
         cwd: Some(root().join("mcp_servers")),
     });
@@ -402,17 +301,10 @@ fn everything_over_sse() {
     let js = everything_js();
     let port = free_port();
     let mut cmd = Command::new("node");
-    cmd.arg(&js)
-        .arg("sse")
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    cmd.arg(&js).arg("sse").env("PORT", port.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
     let _server = spawn_group(cmd);
     wait_port(port, Duration::from_secs(20));
-    let spec = TransportSpec::Sse(HttpSpec {
-        url: format!("http://127.0.0.1:{port}/sse"),
-        headers: BTreeMap::new(),
-    });
+    let spec = TransportSpec::Sse(HttpSpec { url: format!("http://127.0.0.1:{port}/sse"), headers: BTreeMap::new() });
     let client = Client::connect("everything", &spec, fast_cfg()).unwrap();
     expect_list_changed(&client);
     exercise_everything(&client);
@@ -424,42 +316,26 @@ fn everything_over_streamable_http() {
     let js = everything_js();
     let port = free_port();
     let mut cmd = Command::new("node");
-    cmd.arg(&js)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    cmd.arg(&js).arg("streamableHttp").env("PORT", port.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
     let _server = spawn_group(cmd);
     wait_port(port, Duration::from_secs(20));
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let spec = TransportSpec::StreamableHttp(HttpSpec {
-        url: url.clone(),
-        headers: BTreeMap::new(),
-    });
+    let spec = TransportSpec::StreamableHttp(HttpSpec { url: url.clone(), headers: BTreeMap::new() });
     let client = Client::connect("everything", &spec, fast_cfg()).unwrap();
     assert_eq!(client.server_info().protocol_version, "2025-11-25");
     expect_list_changed(&client);
     exercise_everything(&client);
 
     // An expired session (404) is initialised again transparently.
-    let session = client
-        .session_id()
-        .expect("server-everything assigns a session id");
+    let session = client.session_id().expect("server-everything assigns a session id");
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(5)))
         .http_status_as_error(false)
         .build()
         .into();
-    let status = agent
-        .delete(&url)
-        .header("Mcp-Session-Id", session.as_str())
-        .call()
-        .unwrap()
-        .status();
+    let status = agent.delete(&url).header("Mcp-Session-Id", session.as_str()).call().unwrap().status();
     assert!(status.is_success(), "DELETE answered {status}");
-    let r = client
-        .call_tool("echo", &args(json!({"message": "again"})), None)
-        .unwrap();
+    let r = client.call_tool("echo", &args(json!({"message": "again"})), None).unwrap();
     assert_eq!(text_of(&r), "Echo: again");
     let new_session = client.session_id().unwrap();
     assert_ne!(new_session, session);
@@ -474,11 +350,7 @@ fn everything_over_streamable_http() {
         .content_type("application/json")
         .send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
         .unwrap();
-    assert!(
-        matches!(probe.status().as_u16(), 400 | 404),
-        "{}",
-        probe.status()
-    );
+    assert!(matches!(probe.status().as_u16(), 400 | 404), "{}", probe.status());
 }
 
 // ------------------------------------------------------------------------------------------
@@ -489,20 +361,11 @@ fn stdio_crash_mid_call_is_a_clear_retryable_error() {
     let client = Client::connect("crashy", &fixture("crash", None), fast_cfg()).unwrap();
     assert_eq!(client.list_tools().unwrap()[0].name, "echo");
     let started = Instant::now();
-    let err = client
-        .call_tool("echo", &args(json!({"text": "x"})), None)
-        .unwrap_err();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "crash noticed late: {:?}",
-        started.elapsed()
-    );
+    let err = client.call_tool("echo", &args(json!({"text": "x"})), None).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5), "crash noticed late: {:?}", started.elapsed());
     let msg = err.to_string();
     assert!(matches!(err, Error::Closed(_)), "{err:?}");
-    assert!(
-        msg.contains("exit status: 3") && msg.contains("fatal: boom while calling"),
-        "{msg}"
-    );
+    assert!(msg.contains("exit status: 3") && msg.contains("fatal: boom while calling"), "{msg}");
     assert!(err.retryable());
     assert!(client.dead_reason().is_some());
     assert!(matches!(client.ping(), Err(Error::Closed(_))));
@@ -520,25 +383,18 @@ fn manager_notices_a_crashed_server_and_reconnects_on_the_next_call() {
     std::fs::write(proj.join("mcp_servers/mcp_config.json"), cfg.to_string()).unwrap();
     let data = proj.join("data");
     let mgr = McpManager::new(
-        ManagerConfig {
-            client: fast_cfg(),
-            data_dir: data,
-        },
+        ManagerConfig { client: fast_cfg(), data_dir: data },
         Catalog::load(Some(&proj), &proj.join("data")).unwrap(),
     );
     assert_eq!(mgr.connect("crashy").unwrap()["status"], "connected");
-    let err = mgr
-        .call("mcp_crashy_echo", &args(json!({"text": "x"})), None)
-        .unwrap_err();
+    let err = mgr.call("mcp_crashy_echo", &args(json!({"text": "x"})), None).unwrap_err();
     assert!(matches!(err, Error::Closed(_)), "{err:?}");
     let dto = mgr.dto("crashy").unwrap();
     assert_eq!(dto["status"], "disconnected");
     assert_eq!(dto["status_error"], "connection is no longer available");
     // The other server is unaffected, and works through the name table.
     assert_eq!(mgr.connect("fine").unwrap()["tool_count"], 1);
-    let r = mgr
-        .call("mcp_fine_echo", &args(json!({"text": "hey"})), None)
-        .unwrap();
+    let r = mgr.call("mcp_fine_echo", &args(json!({"text": "hey"})), None).unwrap();
     assert!(text_of(&r).starts_with("echo: hey"));
     // Input schemas are normalised for providers.
     let listing = mgr.tools_listing("fine").unwrap();
@@ -554,30 +410,18 @@ fn manager_notices_a_crashed_server_and_reconnects_on_the_next_call() {
 fn hanging_call_times_out_and_sends_cancelled() {
     let dir = tmp_dir("hang");
     let log = dir.join("log.txt");
-    let cfg = ClientConfig {
-        call_timeout: Duration::from_secs(1),
-        ..fast_cfg()
-    };
+    let cfg = ClientConfig { call_timeout: Duration::from_secs(1), ..fast_cfg() };
     let client = Client::connect("hang", &fixture("hang", Some(&log)), cfg).unwrap();
     let started = Instant::now();
     let err = client.call_tool("echo", &Map::new(), None).unwrap_err();
     let took = started.elapsed();
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
-    assert!(
-        took >= Duration::from_secs(1) && took < Duration::from_secs(3),
-        "{took:?}"
-    );
-    assert_eq!(
-        err.to_string(),
-        "MCP request 'tools/call' timed out after 1s"
-    );
+    assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(3), "{took:?}");
+    assert_eq!(err.to_string(), "MCP request 'tools/call' timed out after 1s");
     // The connection survives a timed-out call.
     client.ping().unwrap();
     let seen = std::fs::read_to_string(&log).unwrap();
-    assert!(
-        seen.lines().any(|l| l == "notifications/cancelled"),
-        "{seen}"
-    );
+    assert!(seen.lines().any(|l| l == "notifications/cancelled"), "{seen}");
     client.close();
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -594,45 +438,32 @@ fn cancel_token_interrupts_a_call() {
         t2.cancel();
     });
     let started = Instant::now();
-    let err = client
-        .call_tool("echo", &Map::new(), Some(&token))
-        .unwrap_err();
+    let err = client.call_tool("echo", &Map::new(), Some(&token)).unwrap_err();
     assert!(matches!(err, Error::Cancelled), "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(2));
     client.ping().unwrap();
-    assert!(std::fs::read_to_string(&log)
-        .unwrap()
-        .contains("notifications/cancelled"));
+    assert!(std::fs::read_to_string(&log).unwrap().contains("notifications/cancelled"));
     client.close();
     std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn progress_extends_the_deadline_up_to_the_hard_maximum() {
-    let cfg = ClientConfig {
-        call_timeout: Duration::from_secs(1),
-        ..fast_cfg()
-    };
+    let cfg = ClientConfig { call_timeout: Duration::from_secs(1), ..fast_cfg() };
     let client = Client::connect("progress", &fixture("progress", None), cfg).unwrap();
     let r = client.call_tool("echo", &Map::new(), None).unwrap();
     assert_eq!(text_of(&r), "done after 6 steps");
     assert!(r.progress_events >= 5);
     client.close();
 
-    let cfg = ClientConfig {
-        call_timeout: Duration::from_secs(1),
-        max_call_time: Duration::from_millis(2500),
-        ..fast_cfg()
-    };
+    let cfg =
+        ClientConfig { call_timeout: Duration::from_secs(1), max_call_time: Duration::from_millis(2500), ..fast_cfg() };
     let client = Client::connect("forever", &fixture("progress-forever", None), cfg).unwrap();
     let started = Instant::now();
     let err = client.call_tool("echo", &Map::new(), None).unwrap_err();
     let took = started.elapsed();
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
-    assert!(
-        took >= Duration::from_millis(2400) && took < Duration::from_secs(4),
-        "{took:?}"
-    );
+    assert!(took >= Duration::from_millis(2400) && took < Duration::from_secs(4), "{took:?}");
     client.close();
 }
 
@@ -667,19 +498,12 @@ fn server_requests_get_ping_answers_and_method_not_found() {
 #[test]
 fn pagination_content_types_and_is_error() {
     let client = Client::connect("pages", &fixture("paginate", None), fast_cfg()).unwrap();
-    let names: Vec<String> = client
-        .list_tools()
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let names: Vec<String> = client.list_tools().unwrap().into_iter().map(|t| t.name).collect();
     assert_eq!(names, vec!["t1", "t2", "t3"]);
     client.close();
 
     let client = Client::connect("ok", &fixture("ok", None), fast_cfg()).unwrap();
-    let r = client
-        .call_tool("echo", &args(json!({"text": "hi"})), None)
-        .unwrap();
+    let r = client.call_tool("echo", &args(json!({"text": "hi"})), None).unwrap();
     assert_eq!(
         text_of(&r),
         "echo: hi\n[image image/png, 5 bytes]\n[audio audio/wav, 3 bytes]\n[resource link file:///a.txt (a.txt)]\n[resource mem://x]\ninner"
@@ -702,27 +526,17 @@ fn list_changed_refreshes_the_managers_tools() {
     let cfg = json!({"lc": {"command": python(), "args": [script.display().to_string(), "list-changed"]}});
     std::fs::write(proj.join("mcp_servers/mcp_config.json"), cfg.to_string()).unwrap();
     let mgr = McpManager::new(
-        ManagerConfig {
-            client: fast_cfg(),
-            data_dir: proj.join("data"),
-        },
+        ManagerConfig { client: fast_cfg(), data_dir: proj.join("data") },
         Catalog::load(Some(&proj), &proj.join("data")).unwrap(),
     );
     mgr.connect("lc").unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let names: Vec<String> = mgr
-            .live_tools_of("lc")
-            .iter()
-            .map(|t| t.name.clone())
-            .collect();
+        let names: Vec<String> = mgr.live_tools_of("lc").iter().map(|t| t.name.clone()).collect();
         if names == ["mcp_lc_added_later", "mcp_lc_echo"] {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "tools never refreshed: {names:?}"
-        );
+        assert!(Instant::now() < deadline, "tools never refreshed: {names:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(mgr.dto("lc").unwrap()["tool_count"], 2);
@@ -733,30 +547,17 @@ fn list_changed_refreshes_the_managers_tools() {
 #[test]
 fn startup_failures_are_clear() {
     let err = Client::connect("v", &fixture("bad-version", None), fast_cfg()).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "MCP server chose unsupported protocol version '1999-01-01'"
-    );
+    assert_eq!(err.to_string(), "MCP server chose unsupported protocol version '1999-01-01'");
 
-    let cfg = ClientConfig {
-        connect_timeout: Duration::from_secs(1),
-        ..fast_cfg()
-    };
+    let cfg = ClientConfig { connect_timeout: Duration::from_secs(1), ..fast_cfg() };
     let started = Instant::now();
     let err = Client::connect("slow", &fixture("slow-start", None), cfg).unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
 
     let err = Client::connect("gone", &fixture("exit-at-start", None), fast_cfg()).unwrap_err();
     let msg = err.to_string();
-    assert!(
-        msg.contains("exit status: 7") && msg.contains("ImportError"),
-        "{msg}"
-    );
+    assert!(msg.contains("exit status: 7") && msg.contains("ImportError"), "{msg}");
 
     let spec = TransportSpec::Stdio(StdioSpec {
         command: "definitely-not-a-command-xyz".into(),
@@ -772,42 +573,27 @@ fn startup_failures_are_clear() {
 fn dead_url_connect_failure_is_redacted() {
     let data = tmp_dir("dead-url");
     let mgr = McpManager::new(
-        ManagerConfig {
-            client: fast_cfg(),
-            data_dir: data.clone(),
-        },
+        ManagerConfig { client: fast_cfg(), data_dir: data.clone() },
         Catalog::load(None, &data).unwrap(),
     );
     let port = free_port();
-    for (name, kind, path) in [
-        ("dead-sse", "sse", "sse"),
-        ("dead-http", "streamable_http", "mcp"),
-    ] {
+    for (name, kind, path) in [("dead-sse", "sse", "sse"), ("dead-http", "streamable_http", "mcp")] {
         let body = json!({"name": name, "type": kind, "display_name": "Dead",
                           "url": format!("http://127.0.0.1:{port}/{path}?token=topsecret-123"),
                           "headers": {"Authorization": "Bearer topsecret-123", "X-Api-Key": "k3y-value-9"}});
         let created = mgr.create(&body).unwrap();
-        assert_eq!(
-            created["headers"],
-            json!({"Authorization": "********", "X-Api-Key": "********"})
-        );
+        assert_eq!(created["headers"], json!({"Authorization": "********", "X-Api-Key": "********"}));
         assert_eq!(created["status"], "disconnected");
         let dto = mgr.connect(name).unwrap();
         assert_eq!(dto["status"], "error", "{dto}");
         assert_eq!(dto["connected"], false);
         let err = dto["status_error"].as_str().unwrap();
         assert!(err.starts_with("ConnectError: "), "{err}");
-        assert!(
-            !err.contains("topsecret") && !err.contains("k3y-value"),
-            "{err}"
-        );
+        assert!(!err.contains("topsecret") && !err.contains("k3y-value"), "{err}");
         assert!(err.chars().count() <= 500);
         // The URL is shown as configured; header values never are.
         let listed = mgr.list().to_string();
-        assert!(
-            !listed.contains("Bearer topsecret") && !listed.contains("k3y-value"),
-            "{listed}"
-        );
+        assert!(!listed.contains("Bearer topsecret") && !listed.contains("k3y-value"), "{listed}");
     }
     std::fs::remove_dir_all(data).unwrap();
 }

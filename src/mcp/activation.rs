@@ -22,30 +22,18 @@ impl ActivatedToolSet {
             Some(Value::Object(m)) => m
                 .iter()
                 .filter(|(k, _)| !k.is_empty())
-                .map(|(k, t)| {
-                    (
-                        k.clone(),
-                        t.as_f64().filter(|f| f.is_finite()).unwrap_or(0.0),
-                    )
-                })
+                .map(|(k, t)| (k.clone(), t.as_f64().filter(|f| f.is_finite()).unwrap_or(0.0)))
                 .collect(),
             _ => Vec::new(),
         };
         entries.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(std::cmp::Ordering::Equal));
-        let mut set = ActivatedToolSet {
-            entries,
-            revision: 0,
-        };
+        let mut set = ActivatedToolSet { entries, revision: 0 };
         set.evict();
         set
     }
 
     pub fn to_json(&self) -> Value {
-        let m: Map<String, Value> = self
-            .entries
-            .iter()
-            .map(|(k, t)| (k.clone(), Value::from(*t)))
-            .collect();
+        let m: Map<String, Value> = self.entries.iter().map(|(k, t)| (k.clone(), Value::from(*t))).collect();
         Value::Object(m)
     }
 
@@ -160,13 +148,9 @@ mod tests {
 
     #[test]
     fn purges_metadata_keeping_other_entries() {
-        let mut m =
-            json!({"activated_tools": {"mcp_one_ping": 1.0, "mcp_two_x": 2.0}, "title": "t"});
+        let mut m = json!({"activated_tools": {"mcp_one_ping": 1.0, "mcp_two_x": 2.0}, "title": "t"});
         assert!(purge_metadata(&mut m, &["mcp_one_ping".into()]));
-        assert_eq!(
-            m,
-            json!({"activated_tools": {"mcp_two_x": 2.0}, "title": "t"})
-        );
+        assert_eq!(m, json!({"activated_tools": {"mcp_two_x": 2.0}, "title": "t"}));
         assert!(!purge_metadata(&mut m, &["mcp_one_ping".into()]));
     }
 }

@@ -54,9 +54,7 @@ impl Kind {
         match s {
             "stdio" => Some(Kind::Stdio),
             "sse" => Some(Kind::Sse),
-            "streamable_http" | "streamableHttp" | "streamable-http" | "http" => {
-                Some(Kind::StreamableHttp)
-            }
+            "streamable_http" | "streamableHttp" | "streamable-http" | "http" => Some(Kind::StreamableHttp),
             _ => None,
         }
     }
@@ -83,23 +81,13 @@ pub struct ServerConfig {
 impl ServerConfig {
     /// Header names sorted, each value the literal mask.
     pub fn masked_headers(&self) -> Value {
-        Value::Object(
-            self.headers
-                .keys()
-                .map(|k| (k.clone(), json!(MASK)))
-                .collect(),
-        )
+        Value::Object(self.headers.keys().map(|k| (k.clone(), json!(MASK))).collect())
     }
 
     /// Values that must never leave the process.
     pub fn secrets(&self) -> Vec<String> {
         let mut s: Vec<String> = self.headers.values().cloned().collect();
-        s.extend(
-            self.env
-                .iter()
-                .filter(|(k, _)| super::transport::is_secret_key(k))
-                .map(|(_, v)| v.clone()),
-        );
+        s.extend(self.env.iter().filter(|(k, _)| super::transport::is_secret_key(k)).map(|(_, v)| v.clone()));
         s
     }
 }
@@ -113,17 +101,11 @@ pub struct ApiError {
 
 impl ApiError {
     fn unprocessable(detail: impl Into<String>) -> Self {
-        ApiError {
-            status: 422,
-            detail: detail.into(),
-        }
+        ApiError { status: 422, detail: detail.into() }
     }
 
     pub fn not_found(name: &str) -> Self {
-        ApiError {
-            status: 404,
-            detail: format!("MCP server not found: {name}"),
-        }
+        ApiError { status: 404, detail: format!("MCP server not found: {name}") }
     }
 }
 
@@ -168,69 +150,48 @@ impl Catalog {
         let mut builtin = BTreeMap::new();
         if let Some(root) = project_root {
             let path = root.join("mcp_servers").join("mcp_config.json");
-            let text = fsx::read_opt(&path)
-                .map_err(|e| LoadError(format!("cannot read {}: {e}", path.display())))?;
+            let text = fsx::read_opt(&path).map_err(|e| LoadError(format!("cannot read {}: {e}", path.display())))?;
             if let Some(text) = text {
                 let v: Value = serde_json::from_str(&text)
                     .map_err(|e| LoadError(format!("{} is not valid JSON: {e}", path.display())))?;
                 let Value::Object(entries) = v else {
-                    return Err(LoadError(format!(
-                        "{} must be a JSON object",
-                        path.display()
-                    )));
+                    return Err(LoadError(format!("{} must be a JSON object", path.display())));
                 };
                 for (name, entry) in entries {
-                    let cfg = parse_builtin(&name, &entry).map_err(|e| {
-                        LoadError(format!("built-in MCP server '{name}' is invalid: {e}"))
-                    })?;
+                    let cfg = parse_builtin(&name, &entry)
+                        .map_err(|e| LoadError(format!("built-in MCP server '{name}' is invalid: {e}")))?;
                     builtin.insert(name, cfg);
                 }
             }
         }
         let user_path = user_catalog_path(data_dir);
         let mut user = BTreeMap::new();
-        let text = fsx::read_opt(&user_path)
-            .map_err(|e| LoadError(format!("cannot read {}: {e}", user_path.display())))?;
+        let text =
+            fsx::read_opt(&user_path).map_err(|e| LoadError(format!("cannot read {}: {e}", user_path.display())))?;
         if let Some(text) = text {
-            let v: Value = serde_json::from_str(&text).map_err(|e| {
-                LoadError(format!("{} is not valid JSON: {e}", user_path.display()))
-            })?;
+            let v: Value = serde_json::from_str(&text)
+                .map_err(|e| LoadError(format!("{} is not valid JSON: {e}", user_path.display())))?;
             let Value::Object(entries) = v else {
-                return Err(LoadError(format!(
-                    "{} must be a JSON object",
-                    user_path.display()
-                )));
+                return Err(LoadError(format!("{} must be a JSON object", user_path.display())));
             };
             for (name, entry) in entries {
                 if builtin.contains_key(&name) {
-                    return Err(LoadError(format!(
-                        "user MCP server '{name}' has the name of a built-in server"
-                    )));
+                    return Err(LoadError(format!("user MCP server '{name}' has the name of a built-in server")));
                 }
                 let mut body = match entry {
                     Value::Object(m) => m,
-                    _ => {
-                        return Err(LoadError(format!(
-                            "user MCP server '{name}' is not an object"
-                        )))
-                    }
+                    _ => return Err(LoadError(format!("user MCP server '{name}' is not an object"))),
                 };
                 if let Some(d) = body.remove("displayName") {
                     body.entry("display_name").or_insert(d);
                 }
                 body.insert("name".into(), json!(name));
-                let cfg = validate_user(&Value::Object(body), None).map_err(|e| {
-                    LoadError(format!("user MCP server '{name}' is invalid: {}", e.detail))
-                })?;
+                let cfg = validate_user(&Value::Object(body), None)
+                    .map_err(|e| LoadError(format!("user MCP server '{name}' is invalid: {}", e.detail)))?;
                 user.insert(cfg.name.clone(), cfg);
             }
         }
-        Ok(Catalog {
-            builtin,
-            user,
-            user_path,
-            project_root: project_root.map(Path::to_path_buf),
-        })
+        Ok(Catalog { builtin, user, user_path, project_root: project_root.map(Path::to_path_buf) })
     }
 
     pub fn get(&self, name: &str) -> Option<&ServerConfig> {
@@ -252,18 +213,12 @@ impl Catalog {
     pub fn create(&mut self, body: &Value) -> Result<ServerConfig, ApiError> {
         let cfg = validate_user(body, None)?;
         if self.get(&cfg.name).is_some() {
-            return Err(ApiError {
-                status: 409,
-                detail: format!("MCP server already exists: {}", cfg.name),
-            });
+            return Err(ApiError { status: 409, detail: format!("MCP server already exists: {}", cfg.name) });
         }
         self.user.insert(cfg.name.clone(), cfg.clone());
         if let Err(e) = self.save_user() {
             self.user.remove(&cfg.name);
-            return Err(ApiError {
-                status: 500,
-                detail: format!("cannot save MCP servers: {e}"),
-            });
+            return Err(ApiError { status: 500, detail: format!("cannot save MCP servers: {e}") });
         }
         Ok(cfg)
     }
@@ -272,9 +227,7 @@ impl Catalog {
     pub fn update(&mut self, name: &str, body: &Value) -> Result<ServerConfig, ApiError> {
         self.check_mutable(name)?;
         if body.get("name").is_some() {
-            return Err(ApiError::unprocessable(
-                "name cannot be changed; it is taken from the URL",
-            ));
+            return Err(ApiError::unprocessable("name cannot be changed; it is taken from the URL"));
         }
         let mut with_name = match body {
             Value::Object(m) => m.clone(),
@@ -288,10 +241,7 @@ impl Catalog {
             if let Some(old) = old {
                 self.user.insert(name.to_string(), old);
             }
-            return Err(ApiError {
-                status: 500,
-                detail: format!("cannot save MCP servers: {e}"),
-            });
+            return Err(ApiError { status: 500, detail: format!("cannot save MCP servers: {e}") });
         }
         Ok(cfg)
     }
@@ -299,16 +249,10 @@ impl Catalog {
     /// `DELETE /api/mcp/servers/{name}`.
     pub fn delete(&mut self, name: &str) -> Result<ServerConfig, ApiError> {
         self.check_mutable(name)?;
-        let old = self
-            .user
-            .remove(name)
-            .ok_or_else(|| ApiError::not_found(name))?;
+        let old = self.user.remove(name).ok_or_else(|| ApiError::not_found(name))?;
         if let Err(e) = self.save_user() {
             self.user.insert(name.to_string(), old);
-            return Err(ApiError {
-                status: 500,
-                detail: format!("cannot save MCP servers: {e}"),
-            });
+            return Err(ApiError { status: 500, detail: format!("cannot save MCP servers: {e}") });
         }
         Ok(old)
     }
@@ -316,10 +260,7 @@ impl Catalog {
     /// 404 for unknown names, 403 for built-ins.
     pub fn check_mutable(&self, name: &str) -> Result<(), ApiError> {
         if self.builtin.contains_key(name) {
-            return Err(ApiError {
-                status: 403,
-                detail: MSG_READ_ONLY.into(),
-            });
+            return Err(ApiError { status: 403, detail: MSG_READ_ONLY.into() });
         }
         if !self.user.contains_key(name) {
             return Err(ApiError::not_found(name));
@@ -379,14 +320,10 @@ impl Catalog {
                 env: cfg.env.clone(),
                 cwd: self.project_root.clone(),
             }),
-            Kind::Sse => TransportSpec::Sse(HttpSpec {
-                url: cfg.url.clone(),
-                headers: cfg.headers.clone(),
-            }),
-            Kind::StreamableHttp => TransportSpec::StreamableHttp(HttpSpec {
-                url: cfg.url.clone(),
-                headers: cfg.headers.clone(),
-            }),
+            Kind::Sse => TransportSpec::Sse(HttpSpec { url: cfg.url.clone(), headers: cfg.headers.clone() }),
+            Kind::StreamableHttp => {
+                TransportSpec::StreamableHttp(HttpSpec { url: cfg.url.clone(), headers: cfg.headers.clone() })
+            }
         }
     }
 }
@@ -396,24 +333,17 @@ fn name_ok(name: &str) -> bool {
     !b.is_empty()
         && b.len() <= 64
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
 }
 
 fn header_name_ok(name: &str) -> bool {
     (1..=128).contains(&name.len())
-        && name
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+.^_`|~-".contains(&c))
+        && name.bytes().all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+.^_`|~-".contains(&c))
 }
 
 /// Python `repr()` of a string, for the contract's `'X'` quoting in messages.
 pub fn py_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
     let mut out = String::new();
     out.push(quote);
     for c in s.chars() {
@@ -426,9 +356,7 @@ pub fn py_repr(s: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
             c => out.push(c),
         }
     }
@@ -468,9 +396,7 @@ fn check_headers(
             return Err(ApiError::unprocessable(format!("invalid header name: {q}")));
         }
         let Value::String(value) = value else {
-            return Err(ApiError::unprocessable(format!(
-                "header {q} must be a string"
-            )));
+            return Err(ApiError::unprocessable(format!("header {q} must be a string")));
         };
         let value = if value == MASK {
             match stored.and_then(|s| s.get(name)) {
@@ -485,25 +411,17 @@ fn check_headers(
             value.clone()
         };
         if value.is_empty() || text::char_len(&value) > 4096 {
-            return Err(ApiError::unprocessable(format!(
-                "header {q} must be non-empty and at most 4096 characters"
-            )));
+            return Err(ApiError::unprocessable(format!("header {q} must be non-empty and at most 4096 characters")));
         }
         if value.contains('\r') || value.contains('\n') {
-            return Err(ApiError::unprocessable(format!(
-                "header {q} must not contain newlines"
-            )));
+            return Err(ApiError::unprocessable(format!("header {q} must not contain newlines")));
         }
         out.insert(name.clone(), value);
     }
     Ok(out)
 }
 
-fn opt_str<'a>(
-    body: &'a Map<String, Value>,
-    key: &str,
-    msg: &str,
-) -> Result<Option<&'a str>, ApiError> {
+fn opt_str<'a>(body: &'a Map<String, Value>, key: &str, msg: &str) -> Result<Option<&'a str>, ApiError> {
     match body.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -514,27 +432,14 @@ fn opt_str<'a>(
 /// Validates a user create/update body (with `name` already inside). `old` is the stored
 /// entry on update: masked header values take their secret from it.
 pub fn validate_user(body: &Value, old: Option<&ServerConfig>) -> Result<ServerConfig, ApiError> {
-    const KEYS: &[&str] = &[
-        "name",
-        "type",
-        "display_name",
-        "description",
-        "url",
-        "headers",
-    ];
+    const KEYS: &[&str] = &["name", "type", "display_name", "description", "url", "headers"];
     let Value::Object(body) = body else {
         return Err(ApiError::unprocessable("body must be a JSON object"));
     };
     if let Some(k) = body.keys().find(|k| !KEYS.contains(&k.as_str())) {
-        return Err(ApiError::unprocessable(format!(
-            "unknown field: {}",
-            py_repr(k)
-        )));
+        return Err(ApiError::unprocessable(format!("unknown field: {}", py_repr(k))));
     }
-    let name = opt_str(body, "name", MSG_NAME)?
-        .unwrap_or("")
-        .trim()
-        .to_string();
+    let name = opt_str(body, "name", MSG_NAME)?.unwrap_or("").trim().to_string();
     if !name_ok(&name) {
         return Err(ApiError::unprocessable(MSG_NAME));
     }
@@ -545,17 +450,11 @@ pub fn validate_user(body: &Value, old: Option<&ServerConfig>) -> Result<ServerC
             _ => return Err(ApiError::unprocessable(MSG_TYPE)),
         },
     };
-    let display = opt_str(body, "display_name", MSG_DISPLAY)?
-        .unwrap_or("")
-        .trim()
-        .to_string();
+    let display = opt_str(body, "display_name", MSG_DISPLAY)?.unwrap_or("").trim().to_string();
     if display.is_empty() || text::char_len(&display) > 100 {
         return Err(ApiError::unprocessable(MSG_DISPLAY));
     }
-    let description = opt_str(body, "description", MSG_DESCRIPTION)?
-        .unwrap_or("")
-        .trim()
-        .to_string();
+    let description = opt_str(body, "description", MSG_DESCRIPTION)?.unwrap_or("").trim().to_string();
     if text::char_len(&description) > 1000 {
         return Err(ApiError::unprocessable(MSG_DESCRIPTION));
     }
@@ -582,19 +481,11 @@ fn parse_builtin(name: &str, entry: &Value) -> Result<ServerConfig, String> {
     let Value::Object(e) = entry else {
         return Err("entry must be an object".into());
     };
-    let s = |k: &str| {
-        e.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .trim()
-            .to_string()
-    };
+    let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").trim().to_string();
     let command = s("command");
     let url_text = s("url");
     let kind = match e.get("type").and_then(Value::as_str).map(str::trim) {
-        Some(t) if !t.is_empty() => {
-            Kind::parse(t).ok_or_else(|| format!("unsupported type '{t}'"))?
-        }
+        Some(t) if !t.is_empty() => Kind::parse(t).ok_or_else(|| format!("unsupported type '{t}'"))?,
         _ if !command.is_empty() => Kind::Stdio,
         _ if url_text.trim_end_matches('/').ends_with("/sse") => Kind::Sse,
         _ if !url_text.is_empty() => Kind::StreamableHttp,
@@ -604,11 +495,7 @@ fn parse_builtin(name: &str, entry: &Value) -> Result<ServerConfig, String> {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|x| {
-                x.as_str()
-                    .map(str::to_string)
-                    .ok_or("args must be a list of strings")
-            })
+            .map(|x| x.as_str().map(str::to_string).ok_or("args must be a list of strings"))
             .collect::<Result<_, _>>()?,
         Some(_) => return Err("args must be a list of strings".into()),
     };
@@ -616,11 +503,7 @@ fn parse_builtin(name: &str, entry: &Value) -> Result<ServerConfig, String> {
         None | Some(Value::Null) => BTreeMap::new(),
         Some(Value::Object(m)) => m
             .iter()
-            .map(|(k, v)| {
-                v.as_str()
-                    .map(|v| (k.clone(), v.to_string()))
-                    .ok_or("env values must be strings")
-            })
+            .map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())).ok_or("env values must be strings"))
             .collect::<Result<_, _>>()?,
         Some(_) => return Err("env must be an object of strings".into()),
     };
@@ -631,17 +514,12 @@ fn parse_builtin(name: &str, entry: &Value) -> Result<ServerConfig, String> {
             }
             (String::new(), BTreeMap::new())
         }
-        Kind::Sse | Kind::StreamableHttp => (
-            check_url(&url_text).map_err(|e| e.detail)?,
-            check_headers(e.get("headers"), None).map_err(|e| e.detail)?,
-        ),
+        Kind::Sse | Kind::StreamableHttp => {
+            (check_url(&url_text).map_err(|e| e.detail)?, check_headers(e.get("headers"), None).map_err(|e| e.detail)?)
+        }
     };
     let display = s("display_name");
-    let display = if display.is_empty() {
-        name.to_string()
-    } else {
-        display
-    };
+    let display = if display.is_empty() { name.to_string() } else { display };
     Ok(ServerConfig {
         name: name.to_string(),
         kind,
@@ -664,9 +542,7 @@ fn parse_builtin(name: &str, entry: &Value) -> Result<ServerConfig, String> {
 pub fn fingerprint(spec: &TransportSpec) -> String {
     let (command, args, env, url) = match spec {
         TransportSpec::Stdio(s) => (s.command.as_str(), s.args.clone(), s.env.clone(), ""),
-        TransportSpec::Sse(h) | TransportSpec::StreamableHttp(h) => {
-            ("", Vec::new(), BTreeMap::new(), h.url.as_str())
-        }
+        TransportSpec::Sse(h) | TransportSpec::StreamableHttp(h) => ("", Vec::new(), BTreeMap::new(), h.url.as_str()),
     };
     // serde_json's map is ordered by key and writes non-ASCII raw with `,`/`:` separators:
     // exactly Python's json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False).
@@ -677,16 +553,8 @@ pub fn fingerprint(spec: &TransportSpec) -> String {
 
 /// Cache file name: every char other than ASCII alphanumerics, `_` and `-` becomes `_`.
 pub fn cache_path(data_dir: &Path, server: &str) -> PathBuf {
-    let safe: String = server
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let safe: String =
+        server.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
     data_dir.join("mcp_cache").join(format!("{safe}.json"))
 }
 
@@ -710,12 +578,7 @@ struct CacheFile<'a> {
 }
 
 /// Writes the cache after a successful connect + listing.
-pub fn write_cache(
-    data_dir: &Path,
-    server: &str,
-    fingerprint: &str,
-    tools: &[ToolInfo],
-) -> std::io::Result<()> {
+pub fn write_cache(data_dir: &Path, server: &str, fingerprint: &str, tools: &[ToolInfo]) -> std::io::Result<()> {
     let file = CacheFile {
         transport_fingerprint: fingerprint,
         cached_at: time::utc_rfc3339_micros(),
@@ -798,39 +661,16 @@ mod tests {
         };
         assert_eq!(create_err(with("name", json!("Bad Name"))), MSG_NAME);
         assert_eq!(create_err(with("type", json!("stdio"))), MSG_TYPE);
-        assert_eq!(
-            validate_user(&with("type", json!("streamable_http")), None)
-                .unwrap()
-                .kind,
-            Kind::StreamableHttp
-        );
+        assert_eq!(validate_user(&with("type", json!("streamable_http")), None).unwrap().kind, Kind::StreamableHttp);
         assert_eq!(create_err(with("display_name", json!("  "))), MSG_DISPLAY);
-        assert_eq!(
-            create_err(with("display_name", json!("x".repeat(101)))),
-            MSG_DISPLAY
-        );
-        assert_eq!(
-            create_err(with("description", json!("x".repeat(1001)))),
-            MSG_DESCRIPTION
-        );
+        assert_eq!(create_err(with("display_name", json!("x".repeat(101)))), MSG_DISPLAY);
+        assert_eq!(create_err(with("description", json!("x".repeat(1001)))), MSG_DESCRIPTION);
         assert_eq!(create_err(with("url", json!(""))), MSG_URL);
-        assert_eq!(
-            create_err(with("url", json!("file:///etc/passwd"))),
-            MSG_URL_ABS
-        );
-        assert_eq!(
-            create_err(with("url", json!("http://u:p@h/sse"))),
-            MSG_URL_CREDS
-        );
+        assert_eq!(create_err(with("url", json!("file:///etc/passwd"))), MSG_URL_ABS);
+        assert_eq!(create_err(with("url", json!("http://u:p@h/sse"))), MSG_URL_CREDS);
         let many: Map<String, Value> = (0..33).map(|i| (format!("H{i}"), json!("v"))).collect();
-        assert_eq!(
-            create_err(with("headers", Value::Object(many))),
-            MSG_HEADERS_MAX
-        );
-        assert_eq!(
-            create_err(with("headers", json!({"Bad Name": "v"}))),
-            "invalid header name: 'Bad Name'"
-        );
+        assert_eq!(create_err(with("headers", Value::Object(many))), MSG_HEADERS_MAX);
+        assert_eq!(create_err(with("headers", json!({"Bad Name": "v"}))), "invalid header name: 'Bad Name'");
         assert_eq!(
             create_err(with("headers", json!({"X-Key": MASK}))),
             "header 'X-Key' uses a masked value without a stored secret"
@@ -839,14 +679,8 @@ mod tests {
             create_err(with("headers", json!({"X-Key": ""}))),
             "header 'X-Key' must be non-empty and at most 4096 characters"
         );
-        assert_eq!(
-            create_err(with("headers", json!({"X-Key": "a\nb"}))),
-            "header 'X-Key' must not contain newlines"
-        );
-        assert_eq!(
-            create_err(with("extra", json!(1))),
-            "unknown field: 'extra'"
-        );
+        assert_eq!(create_err(with("headers", json!({"X-Key": "a\nb"}))), "header 'X-Key' must not contain newlines");
+        assert_eq!(create_err(with("extra", json!(1))), "unknown field: 'extra'");
         assert_eq!(py_repr("it's"), "\"it's\"");
     }
 
@@ -867,16 +701,8 @@ mod tests {
         let upd = json!({"display_name":"W2","url":"https://mcp.example/sse","headers":{"Authorization":MASK}});
         let updated = cat.update("weather", &upd).unwrap();
         assert_eq!(updated.headers["Authorization"], "Bearer real-secret");
-        assert_eq!(
-            cat.update("weather", &json!({"name":"x"}))
-                .unwrap_err()
-                .status,
-            422
-        );
-        assert_eq!(
-            cat.update("nope", &upd).unwrap_err(),
-            ApiError::not_found("nope")
-        );
+        assert_eq!(cat.update("weather", &json!({"name":"x"})).unwrap_err().status, 422);
+        assert_eq!(cat.update("nope", &upd).unwrap_err(), ApiError::not_found("nope"));
         let reloaded = Catalog::load(None, &data).unwrap();
         assert_eq!(reloaded.get("weather").unwrap().display_name, "W2");
         cat.delete("weather").unwrap();
@@ -898,30 +724,15 @@ mod tests {
         std::fs::write(root.join("mcp_servers/x.py"), "").unwrap();
         let mut cat = Catalog::load(Some(&root), &data).unwrap();
         let local = cat.get("local").unwrap().clone();
-        assert_eq!(
-            (local.kind, local.display_name.as_str(), local.builtin),
-            (Kind::Stdio, "local", true)
-        );
+        assert_eq!((local.kind, local.display_name.as_str(), local.builtin), (Kind::Stdio, "local", true));
         assert_eq!(cat.get("remote").unwrap().kind, Kind::Sse);
         match cat.runtime_spec(&local) {
             TransportSpec::Stdio(s) => {
-                assert_eq!(
-                    s.args,
-                    vec![
-                        root.join("mcp_servers/x.py").display().to_string(),
-                        "-u".to_string()
-                    ]
-                );
+                assert_eq!(s.args, vec![root.join("mcp_servers/x.py").display().to_string(), "-u".to_string()]);
             }
             other => panic!("unexpected {other:?}"),
         }
-        assert_eq!(
-            cat.delete("local").unwrap_err(),
-            ApiError {
-                status: 403,
-                detail: MSG_READ_ONLY.into()
-            }
-        );
+        assert_eq!(cat.delete("local").unwrap_err(), ApiError { status: 403, detail: MSG_READ_ONLY.into() });
         let body = json!({"name":"remote","display_name":"R","url":"http://h/sse"});
         assert_eq!(cat.create(&body).unwrap_err().status, 409);
         std::fs::create_dir_all(data.join("mcp")).unwrap();
@@ -946,10 +757,7 @@ mod tests {
         assert!(cache_path(&data, "a.b").ends_with("mcp_cache/a_b.json"));
         let got = read_cache(&data, "a.b", "0123456789abcdef").unwrap();
         assert_eq!(got[0].name, "say_hello");
-        assert_eq!(
-            got[0].input_schema,
-            json!({"type":"object","properties":{}})
-        );
+        assert_eq!(got[0].input_schema, json!({"type":"object","properties":{}}));
         assert!(read_cache(&data, "a.b", "ffffffffffffffff").is_none());
         std::fs::write(cache_path(&data, "a.b"), "[1]").unwrap();
         assert!(read_cache(&data, "a.b", "0123456789abcdef").is_none());

@@ -89,25 +89,10 @@ pub struct ToolInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Content {
     Text(String),
-    Image {
-        mime: String,
-        bytes: usize,
-    },
-    Audio {
-        mime: String,
-        bytes: usize,
-    },
-    ResourceLink {
-        uri: String,
-        name: String,
-        description: Option<String>,
-    },
-    Resource {
-        uri: String,
-        mime: Option<String>,
-        text: Option<String>,
-        blob_bytes: Option<usize>,
-    },
+    Image { mime: String, bytes: usize },
+    Audio { mime: String, bytes: usize },
+    ResourceLink { uri: String, name: String, description: Option<String> },
+    Resource { uri: String, mime: Option<String>, text: Option<String>, blob_bytes: Option<usize> },
     Unknown(String),
 }
 
@@ -147,20 +132,11 @@ impl CallResult {
                 Content::Text(t) => t.clone(),
                 Content::Image { mime, bytes } => format!("[image {mime}, {bytes} bytes]"),
                 Content::Audio { mime, bytes } => format!("[audio {mime}, {bytes} bytes]"),
-                Content::ResourceLink {
-                    uri,
-                    name,
-                    description,
-                } => match description {
+                Content::ResourceLink { uri, name, description } => match description {
                     Some(d) if !d.is_empty() => format!("[resource link {uri} ({name}): {d}]"),
                     _ => format!("[resource link {uri} ({name})]"),
                 },
-                Content::Resource {
-                    uri,
-                    mime,
-                    text,
-                    blob_bytes,
-                } => {
+                Content::Resource { uri, mime, text, blob_bytes } => {
                     let head = match (mime, blob_bytes) {
                         (Some(m), Some(n)) => format!("[resource {uri}, {m}, {n} bytes]"),
                         (None, Some(n)) => format!("[resource {uri}, {n} bytes]"),
@@ -179,11 +155,7 @@ impl CallResult {
                 parts.push(s.to_string());
             }
         }
-        let body = if parts.is_empty() {
-            "(no output)".to_string()
-        } else {
-            parts.join("\n")
-        };
+        let body = if parts.is_empty() { "(no output)".to_string() } else { parts.join("\n") };
         if self.is_error {
             format!("Error: {body}")
         } else {
@@ -254,18 +226,8 @@ impl Client {
         let start = Instant::now();
         let inbox = Inbox::new(server, spec.secrets());
         let transport: Box<dyn Transport> = match spec {
-            TransportSpec::Stdio(s) => Box::new(StdioTransport::spawn(
-                server,
-                s,
-                inbox.clone(),
-                cfg.stdio_grace,
-            )?),
-            TransportSpec::Sse(h) => Box::new(SseTransport::connect(
-                server,
-                h,
-                inbox.clone(),
-                cfg.connect_timeout,
-            )?),
+            TransportSpec::Stdio(s) => Box::new(StdioTransport::spawn(server, s, inbox.clone(), cfg.stdio_grace)?),
+            TransportSpec::Sse(h) => Box::new(SseTransport::connect(server, h, inbox.clone(), cfg.connect_timeout)?),
             TransportSpec::StreamableHttp(h) => Box::new(StreamableHttpTransport::new(
                 server,
                 h,
@@ -298,10 +260,7 @@ impl Client {
         let left = client.cfg.connect_timeout.saturating_sub(start.elapsed());
         if left.is_zero() {
             client.close();
-            return Err(Error::Timeout {
-                method: "connect".into(),
-                after: client.cfg.connect_timeout,
-            });
+            return Err(Error::Timeout { method: "connect".into(), after: client.cfg.connect_timeout });
         }
         if let Err(e) = client.handshake(left) {
             client.close();
@@ -349,42 +308,22 @@ impl Client {
             "capabilities": {},
             "clientInfo": {"name": self.cfg.client_name, "version": self.cfg.client_version},
         });
-        let call = Call {
-            timeout,
-            cancel: None,
-            progress: false,
-        };
+        let call = Call { timeout, cancel: None, progress: false };
         let result = self.request_once("initialize", Some(params), &call)?;
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
             .ok_or_else(|| Error::Protocol("initialize result has no protocolVersion".into()))?;
         if !SUPPORTED_VERSIONS.contains(&version) {
-            return Err(Error::UnsupportedVersion(
-                text::take_chars(version, 40).to_string(),
-            ));
+            return Err(Error::UnsupportedVersion(text::take_chars(version, 40).to_string()));
         }
         let si = result.get("serverInfo");
         let info = ServerInfo {
             protocol_version: version.to_string(),
-            name: si
-                .and_then(|s| s.get("name"))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
-            version: si
-                .and_then(|s| s.get("version"))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
-            capabilities: result
-                .get("capabilities")
-                .cloned()
-                .unwrap_or_else(|| json!({})),
-            instructions: result
-                .get("instructions")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            name: si.and_then(|s| s.get("name")).and_then(Value::as_str).unwrap_or("").to_string(),
+            version: si.and_then(|s| s.get("version")).and_then(Value::as_str).unwrap_or("").to_string(),
+            capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+            instructions: result.get("instructions").and_then(Value::as_str).map(str::to_string),
         };
         self.transport.set_protocol_version(version);
         self.transport.open_notification_stream();
@@ -403,27 +342,18 @@ impl Client {
     /// Sends a notification.
     pub fn notify(&self, method: &str, params: Option<Value>) -> Result<()> {
         let line = jsonrpc::notification(method, params.as_ref());
-        self.transport
-            .send(line, Outgoing::Notification, SEND_TIMEOUT)
+        self.transport.send(line, Outgoing::Notification, SEND_TIMEOUT)
     }
 
     /// `ping` round trip.
     pub fn ping(&self) -> Result<()> {
-        let call = Call {
-            timeout: self.cfg.request_timeout,
-            cancel: None,
-            progress: false,
-        };
+        let call = Call { timeout: self.cfg.request_timeout, cancel: None, progress: false };
         self.request("ping", None, &call).map(|_| ())
     }
 
     /// Every tool, following `nextCursor` until it is absent.
     pub fn list_tools(&self) -> Result<Vec<ToolInfo>> {
-        let call = Call {
-            timeout: self.cfg.request_timeout,
-            cancel: None,
-            progress: false,
-        };
+        let call = Call { timeout: self.cfg.request_timeout, cancel: None, progress: false };
         let mut tools: Vec<ToolInfo> = Vec::new();
         let mut cursor: Option<String> = None;
         let mut seen_cursors = std::collections::HashSet::new();
@@ -451,9 +381,7 @@ impl Client {
                 _ => return Ok(tools),
             }
         }
-        Err(Error::Protocol(format!(
-            "tools/list did not end after {MAX_LIST_PAGES} pages"
-        )))
+        Err(Error::Protocol(format!("tools/list did not end after {MAX_LIST_PAGES} pages")))
     }
 
     /// Calls a tool. Progress notifications push the deadline out (by `call_timeout` from the
@@ -475,11 +403,7 @@ impl Client {
         cancel: Option<&CancelToken>,
         timeout: Duration,
     ) -> Result<CallResult> {
-        let call = Call {
-            timeout,
-            cancel,
-            progress: true,
-        };
+        let call = Call { timeout, cancel, progress: true };
         let params = json!({ "name": name, "arguments": arguments });
         let (result, progress) = self.request_counting("tools/call", Some(params), &call)?;
         let mut r = CallResult::from_value(&result);
@@ -492,12 +416,7 @@ impl Client {
     }
 
     /// A request that re-initialises once if the HTTP session expired.
-    fn request_counting(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        call: &Call<'_>,
-    ) -> Result<(Value, u64)> {
+    fn request_counting(&self, method: &str, params: Option<Value>, call: &Call<'_>) -> Result<(Value, u64)> {
         let generation = self.generation.load(Ordering::SeqCst);
         match self.request_inner(method, params.clone(), call) {
             Err(Error::SessionExpired) => {
@@ -519,12 +438,7 @@ impl Client {
         self.request_inner(method, params, call).map(|(v, _)| v)
     }
 
-    fn request_inner(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        call: &Call<'_>,
-    ) -> Result<(Value, u64)> {
+    fn request_inner(&self, method: &str, params: Option<Value>, call: &Call<'_>) -> Result<(Value, u64)> {
         let id = Id::Num(self.next_id.fetch_add(1, Ordering::SeqCst));
         let token = call.progress.then(|| format!("cashcode-{id}"));
         let params = match (params, &token) {
@@ -566,10 +480,7 @@ impl Client {
                 }
                 self.inbox.forget(&id);
                 self.cancel_remote(&id, method, "timed out");
-                return Err(Error::Timeout {
-                    method: method.to_string(),
-                    after: now - start,
-                });
+                return Err(Error::Timeout { method: method.to_string(), after: now - start });
             }
             select! {
                 recv(rx) -> reply => {
@@ -624,10 +535,7 @@ fn parse_tool(t: &Value) -> Option<ToolInfo> {
     }
     Some(ToolInfo {
         name: name.to_string(),
-        description: t
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        description: t.get("description").and_then(Value::as_str).map(str::to_string),
         input_schema: t
             .get("inputSchema")
             .filter(|s| s.is_object())

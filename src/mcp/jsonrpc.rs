@@ -29,11 +29,7 @@ impl Id {
 
     fn from_value(v: &Value) -> Option<Id> {
         match v {
-            Value::Number(n) => Some(
-                n.as_i64()
-                    .map(Id::Num)
-                    .unwrap_or_else(|| Id::Str(n.to_string())),
-            ),
+            Value::Number(n) => Some(n.as_i64().map(Id::Num).unwrap_or_else(|| Id::Str(n.to_string()))),
             Value::String(s) => Some(Id::Str(s.clone())),
             _ => None,
         }
@@ -60,19 +56,9 @@ pub struct RpcError {
 /// One inbound message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
-    Request {
-        id: Id,
-        method: String,
-        params: Option<Value>,
-    },
-    Notification {
-        method: String,
-        params: Option<Value>,
-    },
-    Response {
-        id: Id,
-        outcome: Result<Value, RpcError>,
-    },
+    Request { id: Id, method: String, params: Option<Value> },
+    Notification { method: String, params: Option<Value> },
+    Response { id: Id, outcome: Result<Value, RpcError> },
 }
 
 /// Parses one text frame (a stdio line or an SSE `data`) into messages. A batch array yields
@@ -90,10 +76,7 @@ pub fn from_value(v: Value) -> Result<Message, String> {
     let Value::Object(mut obj) = v else {
         return Err("message is not a JSON object".into());
     };
-    let method = obj
-        .get("method")
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let method = obj.get("method").and_then(Value::as_str).map(str::to_string);
     let params = obj.remove("params");
     let id = obj.get("id").filter(|v| !v.is_null());
     match (method, id) {
@@ -105,29 +88,12 @@ pub fn from_value(v: Value) -> Result<Message, String> {
         (None, Some(id)) => {
             let id = Id::from_value(id).ok_or("response id is neither string nor number")?;
             if let Some(err) = obj.remove("error") {
-                let code = err
-                    .get("code")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(INTERNAL_ERROR);
-                let message = err
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("(no message)")
-                    .to_string();
+                let code = err.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR);
+                let message = err.get("message").and_then(Value::as_str).unwrap_or("(no message)").to_string();
                 let data = err.get("data").cloned();
-                Ok(Message::Response {
-                    id,
-                    outcome: Err(RpcError {
-                        code,
-                        message,
-                        data,
-                    }),
-                })
+                Ok(Message::Response { id, outcome: Err(RpcError { code, message, data }) })
             } else if let Some(result) = obj.remove("result") {
-                Ok(Message::Response {
-                    id,
-                    outcome: Ok(result),
-                })
+                Ok(Message::Response { id, outcome: Ok(result) })
             } else {
                 Err("response has neither result nor error".into())
             }
@@ -166,8 +132,7 @@ pub fn response_ok(id: &Id, result: Value) -> String {
 
 /// An error response to a server-initiated request.
 pub fn response_err(id: &Id, code: i64, message: &str) -> String {
-    json!({"jsonrpc": "2.0", "id": id.to_value(), "error": {"code": code, "message": message}})
-        .to_string()
+    json!({"jsonrpc": "2.0", "id": id.to_value(), "error": {"code": code, "message": message}}).to_string()
 }
 
 #[cfg(test)]
@@ -177,25 +142,10 @@ mod tests {
     #[test]
     fn classifies_the_three_kinds() {
         let got = parse(r#"{"jsonrpc":"2.0","id":7,"result":{"ok":true}}"#).unwrap();
-        assert_eq!(
-            got,
-            vec![Ok(Message::Response {
-                id: Id::Num(7),
-                outcome: Ok(json!({"ok": true}))
-            })]
-        );
+        assert_eq!(got, vec![Ok(Message::Response { id: Id::Num(7), outcome: Ok(json!({"ok": true})) })]);
         let got = parse(r#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#).unwrap();
-        assert_eq!(
-            got,
-            vec![Ok(Message::Request {
-                id: Id::Str("a".into()),
-                method: "ping".into(),
-                params: None
-            })]
-        );
-        let got =
-            parse(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}"#)
-                .unwrap();
+        assert_eq!(got, vec![Ok(Message::Request { id: Id::Str("a".into()), method: "ping".into(), params: None })]);
+        let got = parse(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{}}"#).unwrap();
         assert_eq!(
             got,
             vec![Ok(Message::Notification {
@@ -207,19 +157,12 @@ mod tests {
 
     #[test]
     fn error_response_keeps_code_and_message() {
-        let got = parse(
-            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}"#,
-        )
-        .unwrap();
+        let got = parse(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}"#).unwrap();
         assert_eq!(
             got,
             vec![Ok(Message::Response {
                 id: Id::Num(1),
-                outcome: Err(RpcError {
-                    code: METHOD_NOT_FOUND,
-                    message: "Method not found".into(),
-                    data: None
-                })
+                outcome: Err(RpcError { code: METHOD_NOT_FOUND, message: "Method not found".into(), data: None })
             })]
         );
     }
@@ -231,14 +174,8 @@ mod tests {
             Ok(Message::Notification { .. })
         ));
         assert!(parse("not json").is_err());
-        assert_eq!(
-            parse("42").unwrap(),
-            vec![Err("message is not a JSON object".to_string())]
-        );
-        assert_eq!(
-            parse(r#"{"id":3}"#).unwrap(),
-            vec![Err("response has neither result nor error".to_string())]
-        );
+        assert_eq!(parse("42").unwrap(), vec![Err("message is not a JSON object".to_string())]);
+        assert_eq!(parse(r#"{"id":3}"#).unwrap(), vec![Err("response has neither result nor error".to_string())]);
         assert_eq!(parse(r#"[{"id":1,"result":1},{}]"#).unwrap().len(), 2);
     }
 
@@ -247,18 +184,13 @@ mod tests {
         let line = request(&Id::Num(3), "tools/call", Some(&json!({"text": "a\nb"})));
         assert!(!line.contains('\n'));
         let back: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"text":"a\nb"}}));
         assert_eq!(
-            back,
-            json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"text":"a\nb"}})
-        );
-        assert_eq!(
-            serde_json::from_str::<Value>(&response_err(&Id::Str("x".into()), -32601, "nope"))
-                .unwrap(),
+            serde_json::from_str::<Value>(&response_err(&Id::Str("x".into()), -32601, "nope")).unwrap(),
             json!({"jsonrpc":"2.0","id":"x","error":{"code":-32601,"message":"nope"}})
         );
         assert_eq!(
-            serde_json::from_str::<Value>(&notification("notifications/initialized", None))
-                .unwrap(),
+            serde_json::from_str::<Value>(&notification("notifications/initialized", None)).unwrap(),
             json!({"jsonrpc":"2.0","method":"notifications/initialized"})
         );
     }

@@ -150,10 +150,7 @@ pub fn normalize_schema(raw: &Value) -> Value {
 
 fn fix_nullable(m: &mut Map<String, Value>) {
     if let Some(Value::Array(types)) = m.get("type") {
-        let non_null: Vec<&Value> = types
-            .iter()
-            .filter(|t| t.as_str() != Some("null"))
-            .collect();
+        let non_null: Vec<&Value> = types.iter().filter(|t| t.as_str() != Some("null")).collect();
         if non_null.len() == 1 && types.len() == 2 {
             let t = non_null[0].clone();
             m.insert("type".into(), t);
@@ -200,18 +197,11 @@ impl McpManager {
 
     /// Configured server names in catalog order.
     pub fn server_names(&self) -> Vec<String> {
-        lock(&self.catalog)
-            .all()
-            .into_iter()
-            .map(|c| c.name.clone())
-            .collect()
+        lock(&self.catalog).all().into_iter().map(|c| c.name.clone()).collect()
     }
 
     fn slot(&self, name: &str) -> Arc<Slot> {
-        lock(&self.slots)
-            .entry(name.to_string())
-            .or_default()
-            .clone()
+        lock(&self.slots).entry(name.to_string()).or_default().clone()
     }
 
     fn bump(&self) {
@@ -234,10 +224,7 @@ impl McpManager {
             }
         };
         if let Some(live) = dead {
-            log::warn!(
-                "mcp {name}: {GONE} ({})",
-                live.client.dead_reason().unwrap_or_default()
-            );
+            log::warn!("mcp {name}: {GONE} ({})", live.client.dead_reason().unwrap_or_default());
             lock(&self.names).remove_server(name);
             live.client.close();
             self.bump();
@@ -273,9 +260,7 @@ impl McpManager {
 
     /// One DTO, or 404.
     pub fn dto(&self, name: &str) -> std::result::Result<Value, ApiError> {
-        let cfg = self
-            .server_config(name)
-            .ok_or_else(|| ApiError::not_found(name))?;
+        let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
         Ok(self.dto_for(&cfg))
     }
 
@@ -320,18 +305,14 @@ impl McpManager {
 
     /// `POST /api/mcp/servers/{name}/connect`: 404 if unknown, else the DTO (maybe `error`).
     pub fn connect(&self, name: &str) -> std::result::Result<Value, ApiError> {
-        let cfg = self
-            .server_config(name)
-            .ok_or_else(|| ApiError::not_found(name))?;
+        let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
         let _ = self.connect_server(name);
         Ok(self.dto_for(&cfg))
     }
 
     /// `POST /api/mcp/servers/{name}/disconnect`.
     pub fn disconnect(&self, name: &str) -> std::result::Result<Value, ApiError> {
-        let cfg = self
-            .server_config(name)
-            .ok_or_else(|| ApiError::not_found(name))?;
+        let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
         self.disconnect_inner(name, true);
         Ok(self.dto_for(&cfg))
     }
@@ -378,10 +359,7 @@ impl McpManager {
         match outcome {
             Ok((client, tools)) => {
                 self.write_cache_for(name, &fingerprint, &tools);
-                let live = Arc::new(Live {
-                    client: Arc::new(client),
-                    tools: self.register(name, &tools),
-                });
+                let live = Arc::new(Live { client: Arc::new(client), tools: self.register(name, &tools) });
                 let out = live.tools.clone();
                 {
                     let mut st = lock(&slot.state);
@@ -390,11 +368,7 @@ impl McpManager {
                     st.live = Some(live);
                 }
                 self.bump();
-                log::info!(
-                    "mcp {name}: connected with {} tools in {} ms",
-                    out.len(),
-                    started.elapsed().as_millis()
-                );
+                log::info!("mcp {name}: connected with {} tools in {} ms", out.len(), started.elapsed().as_millis());
                 Ok(out)
             }
             Err(e) => {
@@ -405,11 +379,7 @@ impl McpManager {
                         redact_line(&line, &secrets)
                     }
                 };
-                let msg = if msg.trim().is_empty() {
-                    "MCP connection failed".to_string()
-                } else {
-                    msg
-                };
+                let msg = if msg.trim().is_empty() { "MCP connection failed".to_string() } else { msg };
                 log::warn!("mcp {name}: connect failed: {msg}");
                 let mut st = lock(&slot.state);
                 st.status = Status::Error;
@@ -443,11 +413,8 @@ impl McpManager {
             })
             .collect();
         let keep: Vec<&str> = out.iter().map(|t| t.name.as_str()).collect();
-        let stale: Vec<String> = names
-            .remove_server(server)
-            .into_iter()
-            .filter(|n| !keep.contains(&n.as_str()))
-            .collect();
+        let stale: Vec<String> =
+            names.remove_server(server).into_iter().filter(|n| !keep.contains(&n.as_str())).collect();
         // remove_server dropped every name: put the kept ones back in the same order.
         for t in &out {
             names.assign(server, &t.original_name);
@@ -475,10 +442,7 @@ impl McpManager {
                     let fp = catalog::fingerprint(&lock(&self.catalog).runtime_spec(&c));
                     self.write_cache_for(name, &fp, &tools);
                 }
-                let fresh = Arc::new(Live {
-                    client: live.client.clone(),
-                    tools: self.register(name, &tools),
-                });
+                let fresh = Arc::new(Live { client: live.client.clone(), tools: self.register(name, &tools) });
                 let out = fresh.tools.clone();
                 lock(&slot.state).live = Some(fresh);
                 self.bump();
@@ -486,10 +450,7 @@ impl McpManager {
                 out
             }
             Err(e) => {
-                log::warn!(
-                    "mcp {name}: refreshing tools failed: {}",
-                    redact_status(&e, &[])
-                );
+                log::warn!("mcp {name}: refreshing tools failed: {}", redact_status(&e, &[]));
                 live.tools.clone()
             }
         }
@@ -521,8 +482,7 @@ impl McpManager {
     /// Every live tool of every server (after list_changed refreshes), sorted by name.
     pub fn live_tools(&self) -> Vec<Arc<LiveTool>> {
         let names: Vec<String> = lock(&self.slots).keys().cloned().collect();
-        let mut out: Vec<Arc<LiveTool>> =
-            names.iter().flat_map(|n| self.live_tools_of(n)).collect();
+        let mut out: Vec<Arc<LiveTool>> = names.iter().flat_map(|n| self.live_tools_of(n)).collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }
@@ -548,21 +508,12 @@ impl McpManager {
 
     /// The registered tool behind a model-facing name.
     pub fn lookup(&self, wrapped: &str) -> Option<Arc<LiveTool>> {
-        let server = lock(&self.names)
-            .resolve(wrapped)
-            .map(|(s, _)| s.to_string())?;
-        self.live_tools_of(&server)
-            .into_iter()
-            .find(|t| t.name == wrapped)
+        let server = lock(&self.names).resolve(wrapped).map(|(s, _)| s.to_string())?;
+        self.live_tools_of(&server).into_iter().find(|t| t.name == wrapped)
     }
 
     /// Calls a registered tool. A connection found dead is reconnected once first.
-    pub fn call(
-        &self,
-        wrapped: &str,
-        args: &Map<String, Value>,
-        cancel: Option<&CancelToken>,
-    ) -> Result<CallResult> {
+    pub fn call(&self, wrapped: &str, args: &Map<String, Value>, cancel: Option<&CancelToken>) -> Result<CallResult> {
         let (server, tool) = lock(&self.names)
             .resolve(wrapped)
             .map(|(s, t)| (s.to_string(), t.to_string()))
@@ -594,17 +545,16 @@ impl McpManager {
 
     /// `GET /api/mcp/servers/{name}/tools`.
     pub fn tools_listing(&self, name: &str) -> std::result::Result<Value, ApiError> {
-        let cfg = self
-            .server_config(name)
-            .ok_or_else(|| ApiError::not_found(name))?;
+        let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
         let live = self.live_tools_of(name);
         let (status, error, _) = self.observe(name);
-        let (source, tools): (&str, Vec<Value>) = if !live.is_empty() || status == Status::Connected
-        {
+        let (source, tools): (&str, Vec<Value>) = if !live.is_empty() || status == Status::Connected {
             let tools = live
                 .iter()
-                .map(|t| json!({"name": t.name, "original_name": t.original_name, "description": t.description,
-                               "input_schema": t.input_schema, "source": "live", "callable": true}))
+                .map(|t| {
+                    json!({"name": t.name, "original_name": t.original_name, "description": t.description,
+                               "input_schema": t.input_schema, "source": "live", "callable": true})
+                })
                 .collect();
             ("live", tools)
         } else {
@@ -613,18 +563,18 @@ impl McpManager {
                     "cache",
                     cached
                         .iter()
-                        .map(|t| json!({"name": super::names::wrapped_name(name, &t.name), "original_name": t.name,
+                        .map(|t| {
+                            json!({"name": super::names::wrapped_name(name, &t.name), "original_name": t.name,
                                        "description": t.description.clone().unwrap_or_default(),
-                                       "input_schema": t.input_schema, "source": "cache", "callable": false}))
+                                       "input_schema": t.input_schema, "source": "cache", "callable": false})
+                        })
                         .collect(),
                 ),
                 None => ("none", Vec::new()),
             }
         };
-        Ok(
-            json!({"server": name, "display_name": cfg.display_name, "tools": tools, "source": source,
-                  "status": status.as_str(), "status_error": error, "tool_count": live.len()}),
-        )
+        Ok(json!({"server": name, "display_name": cfg.display_name, "tools": tools, "source": source,
+                  "status": status.as_str(), "status_error": error, "tool_count": live.len()}))
     }
 
     fn cached_tools(&self, cfg: &ServerConfig) -> Option<Vec<catalog::CachedTool>> {
@@ -667,9 +617,7 @@ impl McpManager {
                     &cfg.description,
                     &t.original_name,
                     t.raw_description.as_deref().unwrap_or(""),
-                    DocKind::Live {
-                        wrapped: t.name.clone(),
-                    },
+                    DocKind::Live { wrapped: t.name.clone() },
                 );
                 match server_docs.iter_mut().find(|d| d.tool == t.original_name) {
                     Some(d) => *d = doc,
@@ -677,11 +625,7 @@ impl McpManager {
                 }
             }
             if server_docs.is_empty() {
-                server_docs.push(SearchDoc::stub(
-                    &cfg.name,
-                    &cfg.display_name,
-                    &cfg.description,
-                ));
+                server_docs.push(SearchDoc::stub(&cfg.name, &cfg.display_name, &cfg.description));
             }
             docs.extend(server_docs);
         }
@@ -693,10 +637,7 @@ impl McpManager {
     /// Closes every connection (stdio children are killed and reaped), in parallel.
     pub fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
-        let slots: Vec<(String, Arc<Slot>)> = lock(&self.slots)
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let slots: Vec<(String, Arc<Slot>)> = lock(&self.slots).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let lives: Vec<(String, Arc<Live>)> = slots
             .iter()
             .filter_map(|(n, s)| {

@@ -30,10 +30,7 @@ pub enum Error {
     /// The server configuration cannot be turned into a transport.
     Config(String),
     /// The child process could not be started.
-    Spawn {
-        command: String,
-        source: std::io::Error,
-    },
+    Spawn { command: String, source: std::io::Error },
     /// An HTTP request failed before a response (refused, DNS, TLS, timeout while connecting).
     Connect(String),
     /// The server answered an HTTP request with an unexpected status.
@@ -109,11 +106,7 @@ impl fmt::Display for Error {
             }
             Error::Closed(m) => write!(f, "MCP connection closed: {m}"),
             Error::Timeout { method, after } => {
-                write!(
-                    f,
-                    "MCP request '{method}' timed out after {}s",
-                    fmt_secs(*after)
-                )
+                write!(f, "MCP request '{method}' timed out after {}s", fmt_secs(*after))
             }
             Error::Rpc { code, message } => write!(f, "MCP error {code}: {message}"),
             Error::Protocol(m) => write!(f, "MCP protocol error: {m}"),

@@ -11,26 +11,15 @@ pub const MAX_NAME: usize = 64;
 
 /// Whether `name` is acceptable as a function name for every provider.
 pub fn is_valid(name: &str) -> bool {
-    (1..=MAX_NAME).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=MAX_NAME).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// `mcp_{server}_{tool}` with every other character replaced by `_`; names over 64 bytes keep
 /// a readable head plus 8 hex chars of a hash of the original pair, so they stay unique.
 pub fn wrapped_name(server: &str, tool: &str) -> String {
     let raw = format!("mcp_{server}_{tool}");
-    let clean: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let clean: String =
+        raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
     if clean.len() <= MAX_NAME {
         clean
     } else {
@@ -76,19 +65,13 @@ impl NameTable {
     }
 
     pub fn resolve(&self, wrapped: &str) -> Option<(&str, &str)> {
-        self.reverse
-            .get(wrapped)
-            .map(|(s, t)| (s.as_str(), t.as_str()))
+        self.reverse.get(wrapped).map(|(s, t)| (s.as_str(), t.as_str()))
     }
 
     /// Forgets every name of `server`; returns them.
     pub fn remove_server(&mut self, server: &str) -> Vec<String> {
-        let names: Vec<String> = self
-            .reverse
-            .iter()
-            .filter(|(_, (s, _))| s == server)
-            .map(|(n, _)| n.clone())
-            .collect();
+        let names: Vec<String> =
+            self.reverse.iter().filter(|(_, (s, _))| s == server).map(|(n, _)| n.clone()).collect();
         for n in &names {
             if let Some(key) = self.reverse.remove(n) {
                 self.forward.remove(&key);
@@ -111,18 +94,9 @@ mod tests {
 
     #[test]
     fn names_follow_the_contract_and_the_provider_pattern() {
-        assert_eq!(
-            wrapped_name("test_stdio_mcp", "say_hello"),
-            "mcp_test_stdio_mcp_say_hello"
-        );
-        assert_eq!(
-            wrapped_name("everything", "get-sum"),
-            "mcp_everything_get-sum"
-        );
-        assert_eq!(
-            wrapped_name("srv", "files.read v2"),
-            "mcp_srv_files_read_v2"
-        );
+        assert_eq!(wrapped_name("test_stdio_mcp", "say_hello"), "mcp_test_stdio_mcp_say_hello");
+        assert_eq!(wrapped_name("everything", "get-sum"), "mcp_everything_get-sum");
+        assert_eq!(wrapped_name("srv", "files.read v2"), "mcp_srv_files_read_v2");
         let long = wrapped_name(&"s".repeat(40), &"t".repeat(40));
         assert_eq!(long.len(), 64);
         assert!(is_valid(&long));

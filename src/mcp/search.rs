@@ -71,20 +71,12 @@ impl SearchDoc {
 }
 
 fn join_non_empty(parts: &[&str]) -> String {
-    parts
-        .iter()
-        .filter(|p| !p.is_empty())
-        .copied()
-        .collect::<Vec<_>>()
-        .join(" ")
+    parts.iter().filter(|p| !p.is_empty()).copied().collect::<Vec<_>>().join(" ")
 }
 
 /// Lower-cased words of an identifier split on non-alphanumerics and camelCase boundaries.
 fn camel_words(s: &str) -> Vec<String> {
-    s.split(|c: char| !c.is_ascii_alphanumeric())
-        .flat_map(split_camel)
-        .map(|w| w.to_ascii_lowercase())
-        .collect()
+    s.split(|c: char| !c.is_ascii_alphanumeric()).flat_map(split_camel).map(|w| w.to_ascii_lowercase()).collect()
 }
 
 /// Splits at lower->Upper and before the last capital of an upper run followed by a lower
@@ -165,17 +157,8 @@ impl SearchIndex {
             }
         }
         let total: u64 = doc_len.iter().map(|n| u64::from(*n)).sum();
-        let avgdl = if docs.is_empty() {
-            0.0
-        } else {
-            total as f64 / docs.len() as f64
-        };
-        SearchIndex {
-            docs,
-            postings,
-            doc_len,
-            avgdl,
-        }
+        let avgdl = if docs.is_empty() { 0.0 } else { total as f64 / docs.len() as f64 };
+        SearchIndex { docs, postings, doc_len, avgdl }
     }
 
     pub fn docs(&self) -> &[SearchDoc] {
@@ -207,31 +190,20 @@ impl SearchIndex {
             for &(doc, tf) in list {
                 let tf = f64::from(tf);
                 let dl = f64::from(self.doc_len[doc as usize]);
-                let part = if self.avgdl == 0.0 {
-                    tf
-                } else {
-                    tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / self.avgdl))
-                };
+                let part =
+                    if self.avgdl == 0.0 { tf } else { tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / self.avgdl)) };
                 if scores[doc as usize] == 0.0 {
                     touched.push(doc);
                 }
                 scores[doc as usize] += idf * part;
             }
         }
-        let mut hits: Vec<u32> = touched
-            .into_iter()
-            .filter(|d| scores[*d as usize] > 0.0)
-            .collect();
+        let mut hits: Vec<u32> = touched.into_iter().filter(|d| scores[*d as usize] > 0.0).collect();
         hits.sort_by(|a, b| {
-            scores[*b as usize]
-                .partial_cmp(&scores[*a as usize])
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(a.cmp(b))
+            scores[*b as usize].partial_cmp(&scores[*a as usize]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(b))
         });
         hits.truncate(limit);
-        hits.into_iter()
-            .map(|d| (&self.docs[d as usize], scores[d as usize]))
-            .collect()
+        hits.into_iter().map(|d| (&self.docs[d as usize], scores[d as usize])).collect()
     }
 }
 
@@ -247,10 +219,7 @@ pub fn render(query: &str, hits: &[(&SearchDoc, f64)], activated: &[String]) -> 
                 if doc.server_description.is_empty() {
                     out.push_str(&format!("### {}\n", doc.server_display));
                 } else {
-                    out.push_str(&format!(
-                        "### {}: {}\n",
-                        doc.server_display, doc.server_description
-                    ));
+                    out.push_str(&format!("### {}: {}\n", doc.server_display, doc.server_description));
                 }
                 out.push_str(&format!(
                     "MCP server '{}' is configured but not connected; call mcp_prepare(server_name=\"{}\") to connect it and activate its tools.\n\n",
@@ -258,11 +227,7 @@ pub fn render(query: &str, hits: &[(&SearchDoc, f64)], activated: &[String]) -> 
                 ));
             }
             DocKind::Cached => {
-                let desc = if doc.description.is_empty() {
-                    "(no description)"
-                } else {
-                    &doc.description
-                };
+                let desc = if doc.description.is_empty() { "(no description)" } else { &doc.description };
                 out.push_str(&format!("- **{}**: {desc}\n", doc.tool));
                 out.push_str(&format!(
                     "  (requiresPreparation; call mcp_prepare(server_name=\"{}\") first)\n",
@@ -270,11 +235,7 @@ pub fn render(query: &str, hits: &[(&SearchDoc, f64)], activated: &[String]) -> 
                 ));
             }
             DocKind::Live { wrapped } => {
-                let desc = if doc.description.is_empty() {
-                    doc.tool.as_str()
-                } else {
-                    &doc.description
-                };
+                let desc = if doc.description.is_empty() { doc.tool.as_str() } else { &doc.description };
                 out.push_str(&format!("- **{wrapped}**: {desc}\n"));
             }
         }
@@ -283,10 +244,7 @@ pub fn render(query: &str, hits: &[(&SearchDoc, f64)], activated: &[String]) -> 
         while !out.ends_with("\n\n") {
             out.push('\n');
         }
-        out.push_str(&format!(
-            "✅ **{} tools activated; directly callable in this session:**\n",
-            activated.len()
-        ));
+        out.push_str(&format!("✅ **{} tools activated; directly callable in this session:**\n", activated.len()));
         for n in activated {
             out.push_str(&format!("  - {n}\n"));
         }
@@ -300,14 +258,8 @@ mod tests {
 
     #[test]
     fn tokenizer_splits_camel_snake_and_cjk() {
-        assert_eq!(
-            tokenize("getWeatherForecast"),
-            vec!["get", "weather", "forecast"]
-        );
-        assert_eq!(
-            tokenize("HTTPServer read_file x"),
-            vec!["http", "server", "read", "file"]
-        );
+        assert_eq!(tokenize("getWeatherForecast"), vec!["get", "weather", "forecast"]);
+        assert_eq!(tokenize("HTTPServer read_file x"), vec!["http", "server", "read", "file"]);
         assert_eq!(tokenize("v2Api get-sum"), vec!["v2api", "get", "sum"]);
         assert_eq!(tokenize("查询天气 a 字"), vec!["查询", "询天", "天气"]);
         assert_eq!(tokenize("weather天气"), vec!["weather", "天气"]);
@@ -321,27 +273,11 @@ mod tests {
                 "Forecasts",
                 "getForecast",
                 "Get the weather forecast for a city",
-                DocKind::Live {
-                    wrapped: "mcp_weather_getForecast".into(),
-                },
+                DocKind::Live { wrapped: "mcp_weather_getForecast".into() },
             ),
-            SearchDoc::tool(
-                "files",
-                "Files",
-                "",
-                "read_file",
-                "Read a file from disk",
-                DocKind::Cached,
-            ),
+            SearchDoc::tool("files", "Files", "", "read_file", "Read a file from disk", DocKind::Cached),
             SearchDoc::stub("github", "GitHub", "Issues and pull requests"),
-            SearchDoc::tool(
-                "maps",
-                "地图",
-                "查询地点",
-                "geocode",
-                "地址转坐标",
-                DocKind::Cached,
-            ),
+            SearchDoc::tool("maps", "地图", "查询地点", "geocode", "地址转坐标", DocKind::Cached),
         ]
     }
 
@@ -360,10 +296,7 @@ mod tests {
     #[test]
     fn bm25_score_matches_the_formula() {
         // Two docs: "alpha beta" and "alpha". Query "beta": df=1, N=2.
-        let d = |t: &str| SearchDoc {
-            text: t.into(),
-            ..SearchDoc::stub("s", "", "")
-        };
+        let d = |t: &str| SearchDoc { text: t.into(), ..SearchDoc::stub("s", "", "") };
         let idx = SearchIndex::build(vec![d("alpha beta"), d("alpha")]);
         let hits = idx.search("beta", 8);
         let idf = ((2.0 - 1.0 + 0.5) / (1.0 + 0.5) + 1.0f64).ln();
@@ -394,9 +327,6 @@ mod tests {
              MCP server 'github' is configured but not connected; call mcp_prepare(server_name=\"github\") to connect it and activate its tools.\n\n\
              ✅ **1 tools activated; directly callable in this session:**\n  - mcp_weather_getForecast"
         );
-        assert_eq!(
-            render("zz", &[], &[]),
-            "No tools found for 'zz'. Try different keywords."
-        );
+        assert_eq!(render("zz", &[], &[]), "No tools found for 'zz'. Try different keywords.");
     }
 }

@@ -228,15 +228,7 @@ impl<R: Read> SseReader<R> {
 }
 
 fn finish(event: String, data: String, id: Option<String>) -> SseEvent {
-    SseEvent {
-        event: if event.is_empty() {
-            "message".into()
-        } else {
-            event
-        },
-        data,
-        id,
-    }
+    SseEvent { event: if event.is_empty() { "message".into() } else { event }, data, id }
 }
 
 #[cfg(test)]
@@ -267,32 +259,23 @@ mod tests {
     }
 
     fn ev(event: &str, data: &str, id: Option<&str>) -> SseEvent {
-        SseEvent {
-            event: event.into(),
-            data: data.into(),
-            id: id.map(str::to_string),
-        }
+        SseEvent { event: event.into(), data: data.into(), id: id.map(str::to_string) }
     }
 
     #[test]
     fn parses_endpoint_and_message_events() {
-        let text = b"event: endpoint\ndata: /message?sessionId=abc\n\n: keep-alive\n\nevent: message\ndata: {\"id\":1}\n\n";
+        let text =
+            b"event: endpoint\ndata: /message?sessionId=abc\n\n: keep-alive\n\nevent: message\ndata: {\"id\":1}\n\n";
         assert_eq!(
             all(SseReader::new(&text[..])),
-            vec![
-                ev("endpoint", "/message?sessionId=abc", None),
-                ev("message", "{\"id\":1}", None)
-            ]
+            vec![ev("endpoint", "/message?sessionId=abc", None), ev("message", "{\"id\":1}", None)]
         );
     }
 
     #[test]
     fn joins_data_lines_and_handles_every_line_ending() {
         let text = b"\xEF\xBB\xBFdata: a\r\ndata:b\rdata\n\r\nid: 7\ndata:  two spaces\n\n";
-        let want = vec![
-            ev("message", "a\nb\n", None),
-            ev("message", " two spaces", Some("7")),
-        ];
+        let want = vec![ev("message", "a\nb\n", None), ev("message", " two spaces", Some("7"))];
         assert_eq!(all(SseReader::new(&text[..])), want);
         assert_eq!(all(SseReader::new(Trickle(text))), want);
     }
@@ -301,10 +284,7 @@ mod tests {
     fn blocks_without_data_are_not_dispatched_and_priming_events_are() {
         let text = b"id: prime-1\ndata:\n\nevent: ping\nid: 2\n\ndata: x\n\n";
         let mut r = SseReader::new(&text[..]);
-        assert_eq!(
-            r.next_event().unwrap(),
-            Some(ev("message", "", Some("prime-1")))
-        );
+        assert_eq!(r.next_event().unwrap(), Some(ev("message", "", Some("prime-1"))));
         assert_eq!(r.next_event().unwrap(), Some(ev("message", "x", None)));
         assert_eq!(r.last_event_id(), "2");
         assert_eq!(r.next_event().unwrap(), None);
@@ -332,9 +312,6 @@ mod tests {
     #[test]
     fn invalid_utf8_is_replaced_not_fatal() {
         let text = b"data: \xff\xfe ok\n\n";
-        assert_eq!(
-            all(SseReader::new(&text[..])),
-            vec![ev("message", "\u{fffd}\u{fffd} ok", None)]
-        );
+        assert_eq!(all(SseReader::new(&text[..])), vec![ev("message", "\u{fffd}\u{fffd} ok", None)]);
     }
 }

@@ -17,14 +17,11 @@ pub struct HttpUrl {
 impl HttpUrl {
     /// Port after defaults (80/443), for same-origin checks.
     pub fn effective_port(&self) -> u16 {
-        self.port
-            .unwrap_or(if self.scheme == "https" { 443 } else { 80 })
+        self.port.unwrap_or(if self.scheme == "https" { 443 } else { 80 })
     }
 
     pub fn same_origin(&self, other: &HttpUrl) -> bool {
-        self.scheme == other.scheme
-            && self.host == other.host
-            && self.effective_port() == other.effective_port()
+        self.scheme == other.scheme && self.host == other.host && self.effective_port() == other.effective_port()
     }
 
     /// `scheme://host[:port]`.
@@ -78,24 +75,14 @@ pub fn parse(s: &str) -> Result<HttpUrl, UrlProblem> {
         None | Some("") => None,
         Some(p) => Some(p.parse::<u16>().map_err(|_| UrlProblem::NotHttp)?),
     };
-    if host.is_empty() || host == "[]" || host.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
+    if host.is_empty() || host == "[]" || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(UrlProblem::NotHttp);
     }
     if userinfo.is_some() {
         return Err(UrlProblem::Credentials);
     }
-    let path_and_query = if tail.starts_with('?') {
-        format!("/{tail}")
-    } else {
-        tail.to_string()
-    };
-    Ok(HttpUrl {
-        scheme,
-        host: host.to_ascii_lowercase(),
-        port,
-        path_and_query,
-    })
+    let path_and_query = if tail.starts_with('?') { format!("/{tail}") } else { tail.to_string() };
+    Ok(HttpUrl { scheme, host: host.to_ascii_lowercase(), port, path_and_query })
 }
 
 /// Resolves `reference` against the absolute `base` (RFC 3986 §5.2, without fragments).
@@ -115,9 +102,7 @@ pub fn resolve(base: &str, reference: &str) -> Result<String, UrlProblem> {
     };
     let merged = if path.is_empty() {
         let base_path = if b.path().is_empty() { "/" } else { b.path() };
-        let query = query
-            .map(str::to_string)
-            .or_else(|| b.path_and_query.split_once('?').map(|(_, q)| q.to_string()));
+        let query = query.map(str::to_string).or_else(|| b.path_and_query.split_once('?').map(|(_, q)| q.to_string()));
         return Ok(match query {
             Some(q) => format!("{}{base_path}?{q}", b.origin()),
             None => format!("{}{base_path}", b.origin()),
@@ -142,9 +127,7 @@ fn has_scheme(s: &str) -> bool {
         Some(i) if i > 0 => {
             let scheme = &s[..i];
             scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-                && scheme
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+                && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
         }
         _ => false,
     }
@@ -180,18 +163,12 @@ mod tests {
     #[test]
     fn validates_like_the_catalog_needs() {
         let u = parse("http://127.0.0.1:8090/sse").unwrap();
-        assert_eq!(
-            (u.host.as_str(), u.port, u.path_and_query.as_str()),
-            ("127.0.0.1", Some(8090), "/sse")
-        );
+        assert_eq!((u.host.as_str(), u.port, u.path_and_query.as_str()), ("127.0.0.1", Some(8090), "/sse"));
         assert_eq!(parse("HTTPS://Example.COM").unwrap().host, "example.com");
         assert_eq!(parse("file:///etc/passwd"), Err(UrlProblem::NotHttp));
         assert_eq!(parse("http://"), Err(UrlProblem::NotHttp));
         assert_eq!(parse("example.com/sse"), Err(UrlProblem::NotHttp));
-        assert_eq!(
-            parse("http://user:pw@example.com/sse"),
-            Err(UrlProblem::Credentials)
-        );
+        assert_eq!(parse("http://user:pw@example.com/sse"), Err(UrlProblem::Credentials));
         assert_eq!(parse("http://host:99999/"), Err(UrlProblem::NotHttp));
         assert_eq!(parse("http://[::1]:3001/mcp").unwrap().host, "[::1]");
         assert_eq!(parse("http://h?x=1").unwrap().path_and_query, "/?x=1");
@@ -200,25 +177,13 @@ mod tests {
     #[test]
     fn resolves_endpoint_references() {
         let base = "http://127.0.0.1:3001/sse";
-        assert_eq!(
-            resolve(base, "/message?sessionId=ab").unwrap(),
-            "http://127.0.0.1:3001/message?sessionId=ab"
-        );
-        assert_eq!(
-            resolve(base, "message?s=1").unwrap(),
-            "http://127.0.0.1:3001/message?s=1"
-        );
+        assert_eq!(resolve(base, "/message?sessionId=ab").unwrap(), "http://127.0.0.1:3001/message?sessionId=ab");
+        assert_eq!(resolve(base, "message?s=1").unwrap(), "http://127.0.0.1:3001/message?s=1");
         assert_eq!(resolve("http://h/a/b/sse", "../m").unwrap(), "http://h/a/m");
         assert_eq!(resolve("http://h/a/sse", "./m/").unwrap(), "http://h/a/m/");
-        assert_eq!(
-            resolve(base, "?sessionId=1").unwrap(),
-            "http://127.0.0.1:3001/sse?sessionId=1"
-        );
+        assert_eq!(resolve(base, "?sessionId=1").unwrap(), "http://127.0.0.1:3001/sse?sessionId=1");
         assert_eq!(resolve(base, "//other:1/x").unwrap(), "http://other:1/x");
-        assert_eq!(
-            resolve(base, "https://x.test/m").unwrap(),
-            "https://x.test/m"
-        );
+        assert_eq!(resolve(base, "https://x.test/m").unwrap(), "https://x.test/m");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! per-turn context handed to tools. Tools run on the worker thread of the turn that calls them.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
 
@@ -25,28 +25,14 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn ok(text: impl Into<String>) -> Self {
-        ToolOutput {
-            for_model: text.into(),
-            preview: None,
-            for_history: None,
-            failed: false,
-        }
+        ToolOutput { for_model: text.into(), preview: None, for_history: None, failed: false }
     }
 
     /// A failure reported to the model as text starting with `Error`.
     pub fn error(text: impl Into<String>) -> Self {
         let t = text.into();
-        let t = if t.starts_with("Error") {
-            t
-        } else {
-            format!("Error: {t}")
-        };
-        ToolOutput {
-            for_model: t,
-            preview: None,
-            for_history: None,
-            failed: true,
-        }
+        let t = if t.starts_with("Error") { t } else { format!("Error: {t}") };
+        ToolOutput { for_model: t, preview: None, for_history: None, failed: true }
     }
 
     pub fn preview_text(&self) -> &str {
@@ -58,6 +44,19 @@ impl ToolOutput {
     }
 }
 
+/// What a turn may change besides history: a working copy of the chat's metadata (the
+/// `activated_tools` / `activated_skills` maps tools update) and tools visible for this turn
+/// only. Merged into the chat when the turn succeeds, dropped when it fails.
+#[derive(Default)]
+pub struct TurnState {
+    pub metadata: Map<String, Value>,
+    /// Turn-only tools (explicitly selected MCP connectors); never persisted.
+    pub turn_tools: Vec<Arc<dyn Tool>>,
+}
+
+/// Metadata keys a turn owns; everything else (e.g. a title renamed mid-turn) is left alone.
+pub const TURN_METADATA_KEYS: [&str; 2] = ["activated_tools", "activated_skills"];
+
 /// Everything a tool may touch, so tools never reach for globals.
 #[derive(Clone)]
 pub struct TurnCtx {
@@ -68,6 +67,42 @@ pub struct TurnCtx {
     pub protected: Vec<PathBuf>,
     pub memory: Arc<crate::store::memory::MemoryFiles>,
     pub cancel: CancelToken,
+    pub state: Arc<Mutex<TurnState>>,
+}
+
+impl TurnCtx {
+    pub fn state(&self) -> MutexGuard<'_, TurnState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What extensions prepare before the first model call (ws-protocol.md §6.3).
+#[derive(Debug, Default)]
+pub struct Preparation {
+    /// Bodies joined into one extra system message after the main one (explicit skills).
+    pub system_bodies: Vec<String>,
+    /// Assistant receipts persisted right after the user record (`[Skill loaded: …]`).
+    pub receipts: Vec<String>,
+    /// The user content the model sees, when it differs from the stored one (legacy `@name`).
+    pub model_content: Option<String>,
+}
+
+/// A pluggable part of every turn (MCP, Skills). All methods have neutral defaults.
+pub trait TurnExtension: Send + Sync {
+    /// Runs once before the first model call; `Err(detail)` fails the turn with that detail.
+    fn prepare(&self, _req: &crate::bus::TurnRequest, _ctx: &TurnCtx, _prep: &mut Preparation) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Tools visible besides the built-ins, asked before every model call, in a stable order.
+    fn tools(&self, _state: &TurnState) -> Vec<Arc<dyn Tool>> {
+        Vec::new()
+    }
+
+    /// Volatile hints appended after the stable system prompt (recently activated skills).
+    fn hints(&self, _metadata: &Map<String, Value>) -> Option<String> {
+        None
+    }
 }
 
 /// A model-callable tool.

@@ -56,15 +56,8 @@ impl TransportSpec {
     /// key looks secret.
     pub fn secrets(&self) -> Vec<String> {
         match self {
-            TransportSpec::Stdio(s) => s
-                .env
-                .iter()
-                .filter(|(k, _)| is_secret_key(k))
-                .map(|(_, v)| v.clone())
-                .collect(),
-            TransportSpec::Sse(h) | TransportSpec::StreamableHttp(h) => {
-                h.headers.values().cloned().collect()
-            }
+            TransportSpec::Stdio(s) => s.env.iter().filter(|(k, _)| is_secret_key(k)).map(|(_, v)| v.clone()).collect(),
+            TransportSpec::Sse(h) | TransportSpec::StreamableHttp(h) => h.headers.values().cloned().collect(),
         }
     }
 }
@@ -72,9 +65,7 @@ impl TransportSpec {
 /// Env keys whose values are treated as secrets (tools-and-mcp.md §11).
 pub fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    ["key", "token", "secret", "password"]
-        .iter()
-        .any(|w| k.contains(w))
+    ["key", "token", "secret", "password"].iter().any(|w| k.contains(w))
 }
 
 /// What is being sent, so HTTP transports know whether a reply body is expected.
@@ -168,24 +159,13 @@ impl Inbox {
     }
 
     /// Registers `id` before its request is written, so a fast reply cannot be lost.
-    pub fn register(
-        &self,
-        id: Id,
-        progress_token: Option<String>,
-    ) -> Result<(Receiver<Reply>, Arc<ProgressMark>)> {
+    pub fn register(&self, id: Id, progress_token: Option<String>) -> Result<(Receiver<Reply>, Arc<ProgressMark>)> {
         if let Some(reason) = self.closed_reason() {
             return Err(Error::Closed(reason));
         }
         let (tx, rx) = crossbeam_channel::bounded(1);
         let progress = Arc::new(ProgressMark::default());
-        lock(&self.pending).insert(
-            id,
-            Pending {
-                tx,
-                progress_token,
-                progress: progress.clone(),
-            },
-        );
+        lock(&self.pending).insert(id, Pending { tx, progress_token, progress: progress.clone() });
         Ok((rx, progress))
     }
 
@@ -312,17 +292,11 @@ impl Inbox {
     fn handle_notification(&self, method: &str, params: Option<Value>) {
         match method {
             "notifications/progress" => {
-                let token = params
-                    .as_ref()
-                    .and_then(|p| p.get("progressToken"))
-                    .map(token_text);
+                let token = params.as_ref().and_then(|p| p.get("progressToken")).map(token_text);
                 let Some(token) = token else { return };
                 let now_ms = (self.epoch.elapsed().as_millis() as u64).max(1);
                 let pending = lock(&self.pending);
-                if let Some(p) = pending
-                    .values()
-                    .find(|p| p.progress_token.as_deref() == Some(&token))
-                {
+                if let Some(p) = pending.values().find(|p| p.progress_token.as_deref() == Some(&token)) {
                     p.progress.last_ms.store(now_ms, Ordering::SeqCst);
                     p.progress.count.fetch_add(1, Ordering::SeqCst);
                 }
@@ -333,11 +307,7 @@ impl Inbox {
             }
             "notifications/message" => {
                 let data = params.map(|p| p.to_string()).unwrap_or_default();
-                log::debug!(
-                    "mcp {} log: {}",
-                    self.server,
-                    self.redact(text::take_chars(&data, 300))
-                );
+                log::debug!("mcp {} log: {}", self.server, self.redact(text::take_chars(&data, 300)));
             }
             // Other notifications (resources, cancelled, …) are not used by this client.
             _ => {}
@@ -369,11 +339,7 @@ pub enum LineRead {
 
 /// Reads one `\n`-terminated line into `buf` (terminator and a trailing CR stripped) without
 /// ever holding more than `max` bytes of it.
-pub fn read_capped_line(
-    r: &mut impl BufRead,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> io::Result<LineRead> {
+pub fn read_capped_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<LineRead> {
     buf.clear();
     let mut too_long = false;
     let mut any = false;
@@ -407,18 +373,11 @@ pub fn read_capped_line(
     if buf.last() == Some(&b'\r') {
         buf.pop();
     }
-    Ok(if too_long {
-        LineRead::TooLong
-    } else {
-        LineRead::Line
-    })
+    Ok(if too_long { LineRead::TooLong } else { LineRead::Line })
 }
 
 /// Spawns a named thread with a small stack (connection threads only parse and route).
-pub(crate) fn spawn_named(
-    name: String,
-    f: impl FnOnce() + Send + 'static,
-) -> Result<std::thread::JoinHandle<()>> {
+pub(crate) fn spawn_named(name: String, f: impl FnOnce() + Send + 'static) -> Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name)
         .stack_size(256 * 1024)
@@ -440,10 +399,7 @@ pub(crate) fn join_until(h: std::thread::JoinHandle<()>, deadline: Instant) {
 
 /// A short, redacted description of an HTTP error body for error messages.
 pub(crate) fn body_snippet(inbox: &Inbox, body: &str) -> String {
-    let one_line: String = body
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let one_line: String = body.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     inbox.redact(text::take_chars(one_line.trim(), 200))
 }
 
@@ -490,11 +446,7 @@ pub(crate) fn read_body_text(body: ureq::Body, limit: u64) -> std::io::Result<St
 
 /// The response's `Content-Type` header, lower-cased.
 pub(crate) fn content_type(resp: &ureq::http::Response<ureq::Body>) -> String {
-    resp.headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase()
+    resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase()
 }
 
 #[cfg(test)]
@@ -516,9 +468,7 @@ mod tests {
         let inbox = Inbox::new("t", vec!["hunter22".into()]);
         let (rx, _) = inbox.register(Id::Str("x".into()), None).unwrap();
         inbox.handle_text("this is not json");
-        inbox.handle_text(
-            r#"{"jsonrpc":"2.0","id":"x","error":{"code":-32000,"message":"bad key hunter22"}}"#,
-        );
+        inbox.handle_text(r#"{"jsonrpc":"2.0","id":"x","error":{"code":-32000,"message":"bad key hunter22"}}"#);
         match rx.try_recv().unwrap() {
             Err(Error::Rpc { code, message }) => {
                 assert_eq!(code, -32000);
@@ -537,16 +487,11 @@ mod tests {
             let _ = tx.send(s);
         }));
         inbox.handle_text(r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#);
-        inbox.handle_text(
-            r#"{"jsonrpc":"2.0","id":10,"method":"sampling/createMessage","params":{}}"#,
-        );
+        inbox.handle_text(r#"{"jsonrpc":"2.0","id":10,"method":"sampling/createMessage","params":{}}"#);
         let a: Value = serde_json::from_str(&rx.try_recv().unwrap()).unwrap();
         assert_eq!(a, json!({"jsonrpc":"2.0","id":9,"result":{}}));
         let b: Value = serde_json::from_str(&rx.try_recv().unwrap()).unwrap();
-        assert_eq!(
-            b,
-            json!({"jsonrpc":"2.0","id":10,"error":{"code":-32601,"message":"Method not found"}})
-        );
+        assert_eq!(b, json!({"jsonrpc":"2.0","id":10,"error":{"code":-32601,"message":"Method not found"}}));
     }
 
     #[test]
@@ -571,10 +516,7 @@ mod tests {
             Err(Error::Closed(r)) => assert_eq!(r, "process exited: token [REDACTED]"),
             other => panic!("unexpected {other:?}"),
         }
-        assert!(matches!(
-            inbox.register(Id::Num(2), None),
-            Err(Error::Closed(_))
-        ));
+        assert!(matches!(inbox.register(Id::Num(2), None), Err(Error::Closed(_))));
     }
 
     #[test]
@@ -582,29 +524,14 @@ mod tests {
         let data = b"short\r\nthis line is far too long\nnext\nlast-no-newline";
         let mut r = io::BufReader::with_capacity(4, &data[..]);
         let mut buf = Vec::new();
-        assert_eq!(
-            read_capped_line(&mut r, &mut buf, 8).unwrap(),
-            LineRead::Line
-        );
+        assert_eq!(read_capped_line(&mut r, &mut buf, 8).unwrap(), LineRead::Line);
         assert_eq!(buf, b"short");
-        assert_eq!(
-            read_capped_line(&mut r, &mut buf, 8).unwrap(),
-            LineRead::TooLong
-        );
+        assert_eq!(read_capped_line(&mut r, &mut buf, 8).unwrap(), LineRead::TooLong);
         assert_eq!(buf, b"this lin");
-        assert_eq!(
-            read_capped_line(&mut r, &mut buf, 8).unwrap(),
-            LineRead::Line
-        );
+        assert_eq!(read_capped_line(&mut r, &mut buf, 8).unwrap(), LineRead::Line);
         assert_eq!(buf, b"next");
-        assert_eq!(
-            read_capped_line(&mut r, &mut buf, 64).unwrap(),
-            LineRead::Line
-        );
+        assert_eq!(read_capped_line(&mut r, &mut buf, 64).unwrap(), LineRead::Line);
         assert_eq!(buf, b"last-no-newline");
-        assert_eq!(
-            read_capped_line(&mut r, &mut buf, 64).unwrap(),
-            LineRead::Eof
-        );
+        assert_eq!(read_capped_line(&mut r, &mut buf, 64).unwrap(), LineRead::Eof);
     }
 }

@@ -14,8 +14,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{
-    body_snippet, content_type, http_agent, join_until, lock, map_ureq, read_body_text,
-    spawn_named, HttpSpec, HttpTimeouts, Inbox, Outgoing, Transport,
+    body_snippet, content_type, http_agent, join_until, lock, map_ureq, read_body_text, spawn_named, HttpSpec,
+    HttpTimeouts, Inbox, Outgoing, Transport,
 };
 use crate::mcp::sse::SseReader;
 use crate::mcp::url;
@@ -42,36 +42,17 @@ pub struct SseTransport {
 
 impl SseTransport {
     /// Opens the stream and waits (at most `connect_timeout`) for the `endpoint` event.
-    pub fn connect(
-        server: &str,
-        spec: &HttpSpec,
-        inbox: Arc<Inbox>,
-        connect_timeout: Duration,
-    ) -> Result<Self> {
-        let base = url::parse(&spec.url)
-            .map_err(|_| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
+    pub fn connect(server: &str, spec: &HttpSpec, inbox: Arc<Inbox>, connect_timeout: Duration) -> Result<Self> {
+        let base = url::parse(&spec.url).map_err(|_| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
         let closed = Arc::new(AtomicBool::new(false));
         let (ep_tx, ep_rx) = crossbeam_channel::bounded::<Result<String>>(1);
-        let stream_agent = http_agent(HttpTimeouts {
-            connect: connect_timeout,
-            global: None,
-            per_read: Some(STREAM_IDLE_TIMEOUT),
-        });
+        let stream_agent =
+            http_agent(HttpTimeouts { connect: connect_timeout, global: None, per_read: Some(STREAM_IDLE_TIMEOUT) });
         let reader = spawn_named(format!("mcp-{server}-sse"), {
             let inbox = inbox.clone();
             let closed = closed.clone();
             let spec = spec.clone();
-            move || {
-                stream_loop(
-                    &stream_agent,
-                    &spec,
-                    &base,
-                    &inbox,
-                    &closed,
-                    &ep_tx,
-                    connect_timeout,
-                )
-            }
+            move || stream_loop(&stream_agent, &spec, &base, &inbox, &closed, &ep_tx, connect_timeout)
         })?;
         let endpoint = match ep_rx.recv_timeout(connect_timeout) {
             Ok(Ok(ep)) => ep,
@@ -97,8 +78,7 @@ impl SseTransport {
         });
         let active = Arc::new(AtomicUsize::new(0));
         {
-            let (agent, endpoint, headers) =
-                (agent.clone(), endpoint.clone(), spec.headers.clone());
+            let (agent, endpoint, headers) = (agent.clone(), endpoint.clone(), spec.headers.clone());
             let inbox_w = Arc::downgrade(&inbox);
             let srv = server.to_string();
             inbox.set_replier(Box::new(move |line| {
@@ -107,18 +87,11 @@ impl SseTransport {
                     log::warn!("mcp {srv}: too many pending replies, dropping one");
                     return;
                 }
-                let (agent, endpoint, headers, inbox_w, active) = (
-                    agent.clone(),
-                    endpoint.clone(),
-                    headers.clone(),
-                    inbox_w.clone(),
-                    active.clone(),
-                );
+                let (agent, endpoint, headers, inbox_w, active) =
+                    (agent.clone(), endpoint.clone(), headers.clone(), inbox_w.clone(), active.clone());
                 let spawned = spawn_named(format!("mcp-{srv}-reply"), move || {
                     if let Some(inbox) = inbox_w.upgrade() {
-                        if let Err(e) =
-                            post(&agent, &endpoint, &headers, line, REPLY_TIMEOUT, &inbox)
-                        {
+                        if let Err(e) = post(&agent, &endpoint, &headers, line, REPLY_TIMEOUT, &inbox) {
                             log::debug!("mcp {}: reply failed: {e}", inbox.server());
                         }
                     }
@@ -146,14 +119,7 @@ impl Transport for SseTransport {
         if let Some(reason) = self.inbox.closed_reason() {
             return Err(Error::Closed(reason));
         }
-        post(
-            &self.agent,
-            &self.endpoint,
-            &self.headers,
-            msg,
-            timeout,
-            &self.inbox,
-        )
+        post(&self.agent, &self.endpoint, &self.headers, msg, timeout, &self.inbox)
     }
 
     fn close(&self) {
@@ -183,27 +149,18 @@ fn post(
     timeout: Duration,
     inbox: &Inbox,
 ) -> Result<()> {
-    let mut req = agent
-        .post(endpoint)
-        .config()
-        .timeout_global(Some(timeout))
-        .build()
-        .header("Content-Type", "application/json");
+    let mut req =
+        agent.post(endpoint).config().timeout_global(Some(timeout)).build().header("Content-Type", "application/json");
     for (k, v) in headers {
         req = req.header(k.as_str(), v.as_str());
     }
-    let resp = req
-        .send(msg)
-        .map_err(|e| map_ureq(inbox, e, "POST to the message endpoint"))?;
+    let resp = req.send(msg).map_err(|e| map_ureq(inbox, e, "POST to the message endpoint"))?;
     let status = resp.status().as_u16();
     let body = read_body_text(resp.into_body(), MAX_POST_BODY).unwrap_or_default();
     if (200..300).contains(&status) {
         Ok(())
     } else {
-        Err(Error::Status {
-            status,
-            detail: body_snippet(inbox, &body),
-        })
+        Err(Error::Status { status, detail: body_snippet(inbox, &body) })
     }
 }
 
@@ -236,10 +193,7 @@ fn stream_loop(
     let status = resp.status().as_u16();
     if status != 200 {
         let body = read_body_text(resp.into_body(), MAX_POST_BODY).unwrap_or_default();
-        let _ = ep_tx.try_send(Err(Error::Status {
-            status,
-            detail: body_snippet(inbox, &body),
-        }));
+        let _ = ep_tx.try_send(Err(Error::Status { status, detail: body_snippet(inbox, &body) }));
         return;
     }
     let ctype = content_type(&resp);

@@ -18,10 +18,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, TrySendError};
 
-use super::{
-    join_until, lock, read_capped_line, spawn_named, Inbox, LineRead, Outgoing, StdioSpec,
-    Transport,
-};
+use super::{join_until, lock, read_capped_line, spawn_named, Inbox, LineRead, Outgoing, StdioSpec, Transport};
 use crate::mcp::{Error, Result};
 use crate::util::text;
 
@@ -55,26 +52,17 @@ pub struct StdioTransport {
 
 impl StdioTransport {
     /// Starts the child and its three threads. `grace` is how long close waits for a clean exit.
-    pub fn spawn(
-        server: &str,
-        spec: &StdioSpec,
-        inbox: Arc<Inbox>,
-        grace: Duration,
-    ) -> Result<Self> {
+    pub fn spawn(server: &str, spec: &StdioSpec, inbox: Arc<Inbox>, grace: Duration) -> Result<Self> {
         let mut cmd = build_command(spec);
-        let mut child = cmd.spawn().map_err(|e| Error::Spawn {
-            command: inbox.redact(&spec.command),
-            source: e,
-        })?;
+        let mut child = cmd.spawn().map_err(|e| Error::Spawn { command: inbox.redact(&spec.command), source: e })?;
         let pid = child.id();
-        let (stdin, stdout, stderr) =
-            match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
-                (Some(i), Some(o), Some(e)) => (i, o, e),
-                _ => {
-                    kill_and_reap(&mut child, pid);
-                    return Err(Error::Closed("child pipes were not created".into()));
-                }
-            };
+        let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+            (Some(i), Some(o), Some(e)) => (i, o, e),
+            _ => {
+                kill_and_reap(&mut child, pid);
+                return Err(Error::Closed("child pipes were not created".into()));
+            }
+        };
         let child = Arc::new(Mutex::new(Some(child)));
         let closing = Arc::new(AtomicBool::new(false));
         let tail = Arc::new(Mutex::new(VecDeque::new()));
@@ -143,15 +131,12 @@ impl Transport for StdioTransport {
             return Err(Error::Closed("connection closed".into()));
         };
         tx.send_timeout(msg, timeout).map_err(|e| match e {
-            crossbeam_channel::SendTimeoutError::Timeout(_) => Error::Timeout {
-                method: "write to server stdin".into(),
-                after: timeout,
-            },
-            crossbeam_channel::SendTimeoutError::Disconnected(_) => Error::Closed(
-                self.inbox
-                    .closed_reason()
-                    .unwrap_or_else(|| "stdin closed".into()),
-            ),
+            crossbeam_channel::SendTimeoutError::Timeout(_) => {
+                Error::Timeout { method: "write to server stdin".into(), after: timeout }
+            }
+            crossbeam_channel::SendTimeoutError::Disconnected(_) => {
+                Error::Closed(self.inbox.closed_reason().unwrap_or_else(|| "stdin closed".into()))
+            }
         })
     }
 
@@ -191,26 +176,16 @@ impl Drop for StdioTransport {
 
 /// The child command: resolved program, args, allow-listed env overlaid by config, own group.
 fn build_command(spec: &StdioSpec) -> Command {
-    let mut env: Vec<(String, String)> = ENV_ALLOWLIST
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
-        .collect();
+    let mut env: Vec<(String, String)> =
+        ENV_ALLOWLIST.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
     for (k, v) in &spec.env {
         env.retain(|(ek, _)| ek != k);
         env.push((k.clone(), v.clone()));
     }
-    let path_var = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone());
+    let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
     let program = resolve_command(&spec.command, path_var.as_deref(), spec.cwd.as_deref());
     let mut cmd = Command::new(program);
-    cmd.args(&spec.args)
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args(&spec.args).env_clear().envs(env).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     if let Some(dir) = &spec.cwd {
         cmd.current_dir(dir);
     }
@@ -235,20 +210,14 @@ pub fn resolve_command(command: &str, path: Option<&str>, cwd: Option<&Path>) ->
         };
     }
     let find = |name: &str| -> Option<PathBuf> {
-        path?
-            .split(':')
-            .filter(|d| !d.is_empty())
-            .map(|d| Path::new(d).join(name))
-            .find(|p| is_executable(p))
+        path?.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(name)).find(|p| is_executable(p))
     };
     let alternative = match command {
         "python" => Some("python3"),
         "python3" => Some("python"),
         _ => None,
     };
-    find(command)
-        .or_else(|| alternative.and_then(find))
-        .unwrap_or_else(|| PathBuf::from(command))
+    find(command).or_else(|| alternative.and_then(find)).unwrap_or_else(|| PathBuf::from(command))
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -293,10 +262,7 @@ fn read_loop(
         match read_capped_line(&mut r, &mut buf, MAX_LINE_BYTES) {
             Ok(LineRead::Line) => inbox.handle_text(&String::from_utf8_lossy(&buf)),
             Ok(LineRead::TooLong) => {
-                break format!(
-                    "server sent a message larger than {} MiB",
-                    MAX_LINE_BYTES / (1024 * 1024)
-                )
+                break format!("server sent a message larger than {} MiB", MAX_LINE_BYTES / (1024 * 1024))
             }
             Ok(LineRead::Eof) => break String::new(),
             Err(e) => break format!("reading server stdout failed: {e}"),
@@ -352,19 +318,13 @@ fn drain_stderr(stderr: impl Read, inbox: &Inbox, tail: &Mutex<VecDeque<String>>
     let mut r = BufReader::with_capacity(16 * 1024, stderr);
     let mut buf = Vec::new();
     let (mut lines, mut bytes) = (0u64, 0u64);
-    while let Ok(LineRead::Line | LineRead::TooLong) =
-        read_capped_line(&mut r, &mut buf, MAX_STDERR_LINE)
-    {
+    while let Ok(LineRead::Line | LineRead::TooLong) = read_capped_line(&mut r, &mut buf, MAX_STDERR_LINE) {
         {
             lines += 1;
             bytes += buf.len() as u64 + 1;
             let line = inbox.redact(String::from_utf8_lossy(&buf).trim_end());
             if lines <= MAX_STDERR_LOG_LINES {
-                log::debug!(
-                    "mcp {} stderr: {}",
-                    inbox.server(),
-                    text::take_chars(&line, 500)
-                );
+                log::debug!("mcp {} stderr: {}", inbox.server(), text::take_chars(&line, 500));
             }
             if !line.trim().is_empty() {
                 let mut t = lock(tail);
@@ -375,10 +335,7 @@ fn drain_stderr(stderr: impl Read, inbox: &Inbox, tail: &Mutex<VecDeque<String>>
             }
         }
     }
-    log::debug!(
-        "mcp {}: stderr closed after {lines} lines, {bytes} bytes",
-        inbox.server()
-    );
+    log::debug!("mcp {}: stderr closed after {lines} lines, {bytes} bytes", inbox.server());
 }
 
 /// Waits (polling) until the child has exited, without reaping it, so its pid still names the
@@ -400,12 +357,7 @@ fn has_exited(_child: &mut Child, pid: u32) -> bool {
     // SAFETY: waitid with WNOWAIT only inspects the state of our own child; siginfo is plain data.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
-        let r = libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        );
+        let r = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
         r != 0 || info.si_pid() != 0
     }
 }
@@ -450,14 +402,8 @@ mod tests {
         let path = dir.display().to_string();
         assert_eq!(resolve_command("python", Some(&path), None), py3);
         assert_eq!(resolve_command("python3", Some(&path), None), py3);
-        assert_eq!(
-            resolve_command("nodex", Some(&path), None),
-            PathBuf::from("nodex")
-        );
-        assert_eq!(
-            resolve_command("bin/tool", Some(&path), Some(Path::new("/proj"))),
-            PathBuf::from("/proj/bin/tool")
-        );
+        assert_eq!(resolve_command("nodex", Some(&path), None), PathBuf::from("nodex"));
+        assert_eq!(resolve_command("bin/tool", Some(&path), Some(Path::new("/proj"))), PathBuf::from("/proj/bin/tool"));
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -16,8 +16,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{
-    body_snippet, content_type, http_agent, join_until, lock, map_ureq, read_body_text,
-    spawn_named, HttpSpec, HttpTimeouts, Inbox, Outgoing, Transport,
+    body_snippet, content_type, http_agent, join_until, lock, map_ureq, read_body_text, spawn_named, HttpSpec,
+    HttpTimeouts, Inbox, Outgoing, Transport,
 };
 use crate::mcp::jsonrpc::Id;
 use crate::mcp::sse::SseReader;
@@ -65,8 +65,7 @@ impl StreamableHttpTransport {
         connect_timeout: Duration,
         max_exchange: Duration,
     ) -> Result<Self> {
-        url::parse(&spec.url)
-            .map_err(|_| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
+        url::parse(&spec.url).map_err(|_| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
         let shared = Arc::new(Shared {
             server: server.to_string(),
             url: spec.url.clone(),
@@ -109,11 +108,7 @@ impl StreamableHttpTransport {
                 log::warn!("mcp {srv}: cannot start a reply thread");
             }
         }));
-        Ok(StreamableHttpTransport {
-            shared,
-            inbox,
-            get_stream: Mutex::new(None),
-        })
+        Ok(StreamableHttpTransport { shared, inbox, get_stream: Mutex::new(None) })
     }
 }
 
@@ -130,18 +125,15 @@ impl Transport for StreamableHttpTransport {
                     // Any path that did not route a reply must still release the waiter.
                     match outcome {
                         Err(e) => inbox.deliver(&id, Err(e)),
-                        Ok(()) if inbox.is_pending(&id) => inbox.deliver(
-                            &id,
-                            Err(Error::Protocol("the reply ended without a response".into())),
-                        ),
+                        Ok(()) if inbox.is_pending(&id) => {
+                            inbox.deliver(&id, Err(Error::Protocol("the reply ended without a response".into())))
+                        }
                         Ok(()) => {}
                     }
                 })?;
                 Ok(())
             }
-            Outgoing::Notification | Outgoing::Response => {
-                post_control(&self.shared, &self.inbox, msg, timeout)
-            }
+            Outgoing::Notification | Outgoing::Response => post_control(&self.shared, &self.inbox, msg, timeout),
         }
     }
 
@@ -197,11 +189,7 @@ impl Transport for StreamableHttpTransport {
                 req = req.header(k.as_str(), v.as_str());
             }
             match req.call() {
-                Ok(r) => log::debug!(
-                    "mcp {}: DELETE session -> {}",
-                    self.shared.server,
-                    r.status()
-                ),
+                Ok(r) => log::debug!("mcp {}: DELETE session -> {}", self.shared.server, r.status()),
                 Err(e) => log::debug!(
                     "mcp {}: DELETE session failed: {}",
                     self.shared.server,
@@ -212,10 +200,7 @@ impl Transport for StreamableHttpTransport {
         if let Some(h) = lock(&self.get_stream).take() {
             join_until(h, Instant::now() + Duration::from_millis(100));
         }
-        log::info!(
-            "mcp {}: Streamable HTTP connection closed",
-            self.shared.server
-        );
+        log::info!("mcp {}: Streamable HTTP connection closed", self.shared.server);
     }
 }
 
@@ -247,15 +232,9 @@ fn post_request(shared: &Shared, inbox: &Inbox, id: &Id, msg: String) -> Result<
         .post(&shared.url)
         .header("Content-Type", "application/json")
         .header("Accept", "application/json, text/event-stream");
-    let resp = with_headers(shared, req)
-        .send(msg)
-        .map_err(|e| map_ureq(inbox, e, "POST to the MCP endpoint"))?;
+    let resp = with_headers(shared, req).send(msg).map_err(|e| map_ureq(inbox, e, "POST to the MCP endpoint"))?;
     let status = resp.status().as_u16();
-    if let Some(s) = resp
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-    {
+    if let Some(s) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
         if !s.is_empty() && s.len() <= 1024 {
             *lock(&shared.session) = Some(s.to_string());
         }
@@ -265,15 +244,10 @@ fn post_request(shared: &Shared, inbox: &Inbox, id: &Id, msg: String) -> Result<
         if had_session && session_gone(status, &body) {
             return Err(Error::SessionExpired);
         }
-        return Err(Error::Status {
-            status,
-            detail: body_snippet(inbox, &body),
-        });
+        return Err(Error::Status { status, detail: body_snippet(inbox, &body) });
     }
     if status == 202 {
-        return Err(Error::Protocol(
-            "the server accepted a request without replying".into(),
-        ));
+        return Err(Error::Protocol("the server accepted a request without replying".into()));
     }
     let ctype = content_type(&resp);
     if ctype.starts_with("text/event-stream") {
@@ -298,10 +272,7 @@ fn post_request(shared: &Shared, inbox: &Inbox, id: &Id, msg: String) -> Result<
         inbox.handle_text(&body);
         Ok(())
     } else {
-        Err(Error::Protocol(format!(
-            "unexpected reply content type '{}'",
-            inbox.redact(&ctype)
-        )))
+        Err(Error::Protocol(format!("unexpected reply content type '{}'", inbox.redact(&ctype))))
     }
 }
 
@@ -321,38 +292,27 @@ fn post_control(shared: &Shared, inbox: &Inbox, msg: String, timeout: Duration) 
         .build()
         .header("Content-Type", "application/json")
         .header("Accept", "application/json, text/event-stream");
-    let resp = with_headers(shared, req)
-        .send(msg)
-        .map_err(|e| map_ureq(inbox, e, "POST to the MCP endpoint"))?;
+    let resp = with_headers(shared, req).send(msg).map_err(|e| map_ureq(inbox, e, "POST to the MCP endpoint"))?;
     let status = resp.status().as_u16();
     let body = read_body_text(resp.into_body(), 64 * 1024).unwrap_or_default();
     match status {
         200..=299 => Ok(()),
         _ if session_gone(status, &body) => Err(Error::SessionExpired),
-        _ => Err(Error::Status {
-            status,
-            detail: body_snippet(inbox, &body),
-        }),
+        _ => Err(Error::Status { status, detail: body_snippet(inbox, &body) }),
     }
 }
 
 /// Holds the optional GET stream for server-initiated messages; reopens it after idle
 /// timeouts, gives up when the server does not offer one (405) or keeps failing.
 fn get_loop(shared: &Shared, ready: &crossbeam_channel::Sender<()>) {
-    let agent = http_agent(HttpTimeouts {
-        connect: Duration::from_secs(10),
-        global: None,
-        per_read: Some(GET_IDLE_TIMEOUT),
-    });
+    let agent =
+        http_agent(HttpTimeouts { connect: Duration::from_secs(10), global: None, per_read: Some(GET_IDLE_TIMEOUT) });
     let mut failures = 0;
     while !shared.closed.load(Ordering::SeqCst) && failures < MAX_GET_FAILURES {
         let Some(inbox) = shared.inbox.upgrade() else {
             return;
         };
-        let req = with_headers(
-            shared,
-            agent.get(&shared.url).header("Accept", "text/event-stream"),
-        );
+        let req = with_headers(shared, agent.get(&shared.url).header("Accept", "text/event-stream"));
         let resp = req.call();
         let _ = ready.try_send(());
         let resp = match resp {
@@ -366,10 +326,7 @@ fn get_loop(shared: &Shared, ready: &crossbeam_channel::Sender<()>) {
         };
         let status = resp.status().as_u16();
         if status != 200 || !content_type(&resp).starts_with("text/event-stream") {
-            log::debug!(
-                "mcp {}: no GET notification stream (HTTP {status})",
-                shared.server
-            );
+            log::debug!("mcp {}: no GET notification stream (HTTP {status})", shared.server);
             return;
         }
         failures = 0;
