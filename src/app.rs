@@ -13,6 +13,9 @@ use crate::agent::{tools, Agent, Deps};
 use crate::config::{is_loopback, Config};
 use crate::http::api::Api;
 use crate::llm::runtime::LlmRuntime;
+use crate::mcp::catalog::Catalog;
+use crate::mcp::extension::{purge_activations, McpExtension};
+use crate::mcp::manager::{ManagerConfig, McpManager};
 use crate::memory::consolidator::Consolidator;
 use crate::memory::dream::Dream;
 use crate::security::AccessPolicy;
@@ -40,6 +43,7 @@ pub struct Server {
     /// Dropping it stops the dream thread.
     dream_stop: Option<crossbeam_channel::Sender<()>>,
     api: Arc<Api>,
+    pub mcp: Arc<McpManager>,
 }
 
 #[derive(Debug)]
@@ -105,6 +109,11 @@ pub fn start(config: Config) -> Result<Server, Error> {
         );
     }
 
+    // MCP: both catalogs load now (an invalid entry stops start-up); nothing connects yet.
+    let mcp_catalog =
+        Catalog::load(config.project_dir.as_deref(), &config.data_dir).map_err(|e| Error(e.to_string()))?;
+    let mcp = Arc::new(McpManager::new(ManagerConfig::from_config(&config).map_err(Error)?, mcp_catalog));
+
     let agent = Agent::new(Deps {
         cache: ChatCache::new(Arc::clone(&chats)),
         chats,
@@ -112,11 +121,14 @@ pub fn start(config: Config) -> Result<Server, Error> {
         llm: Arc::clone(&llm),
         sink: hub.clone(),
         tools: tools::builtins(),
-        extensions: Vec::new(),
+        extensions: vec![Arc::new(McpExtension::new(Arc::clone(&mcp)))],
         workspace,
         protected,
         consolidator: Some(consolidator),
     });
+
+    let weak_agent = Arc::downgrade(&agent);
+    mcp.set_purge_hook(move |names| purge_activations(&weak_agent, names));
 
     let http_listener = crate::net::listen(&config.http_host, config.http_port)
         .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.http_host, config.http_port)))?;
@@ -147,8 +159,14 @@ pub fn start(config: Config) -> Result<Server, Error> {
 
     let http_server = tiny_http::Server::from_listener(http_listener, None)
         .map_err(|e| Error(format!("cannot start the HTTP server: {e}")))?;
-    let api =
-        Arc::new(Api { config: Arc::clone(&config), policy, agent: Arc::clone(&agent), llm, ws_port: ws_addr.port() });
+    let api = Arc::new(Api {
+        config: Arc::clone(&config),
+        policy,
+        agent: Arc::clone(&agent),
+        llm,
+        mcp: Arc::clone(&mcp),
+        ws_port: ws_addr.port(),
+    });
     let sd = Arc::clone(&shutdown);
     let api2 = Arc::clone(&api);
     threads.push(
@@ -170,6 +188,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         threads,
         dream_stop: Some(dream_stop),
         api,
+        mcp,
     })
 }
 
@@ -188,6 +207,8 @@ impl Server {
         let _ = std::net::TcpStream::connect_timeout(&self.ws_addr, Duration::from_millis(200));
         self.agent.shutdown();
         self.hub.close_all();
+        // Kill and reap stdio children, end HTTP sessions.
+        self.mcp.shutdown();
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         for t in self.threads.into_iter().rev() {
             while !t.is_finished() && std::time::Instant::now() < deadline {

@@ -597,3 +597,272 @@ fn dead_url_connect_failure_is_redacted() {
     }
     std::fs::remove_dir_all(data).unwrap();
 }
+
+// ------------------------------------------------------------------------------------------
+// Wiring: the turn extension's tools and the /api/mcp routes of the real server
+
+use cashcode::agent::tools::{Tool, TurnCtx, TurnExtension, TurnState};
+use cashcode::mcp::extension::McpExtension;
+
+fn turn_ctx(dir: &Path, metadata: Map<String, Value>) -> TurnCtx {
+    TurnCtx {
+        chat_id: "chat-1".into(),
+        workspace: dir.to_path_buf(),
+        protected: Vec::new(),
+        memory: Arc::new(cashcode::store::memory::MemoryFiles::new(dir)),
+        cancel: CancelToken::new(),
+        state: Arc::new(Mutex::new(TurnState { metadata, turn_tools: Vec::new() })),
+    }
+}
+
+fn visible(ext: &McpExtension, ctx: &TurnCtx) -> Vec<Arc<dyn Tool>> {
+    ext.tools(&ctx.state())
+}
+
+fn names_of(tools: &[Arc<dyn Tool>]) -> Vec<String> {
+    tools.iter().map(|t| t.name().to_string()).collect()
+}
+
+fn run_tool(tools: &[Arc<dyn Tool>], name: &str, a: Value, ctx: &TurnCtx) -> cashcode::agent::tools::ToolOutput {
+    let tool = tools.iter().find(|t| t.name() == name).unwrap_or_else(|| panic!("{name} is not visible"));
+    tool.run(&args(a), ctx)
+}
+
+#[test]
+fn deferred_activation_search_prepare_call_and_a_later_turn() {
+    require_python_sdk();
+    let dir = tmp_dir("deferred");
+    let mgr = Arc::new(McpManager::new(
+        ManagerConfig { client: fast_cfg(), data_dir: dir.join("data") },
+        Catalog::load(Some(&root()), &dir.join("data")).unwrap(),
+    ));
+    let ext = McpExtension::new(mgr.clone());
+    let ctx = turn_ctx(&dir, Map::new());
+
+    // Only the meta tools are visible; MCP tools stay hidden until activated.
+    let tools = visible(&ext, &ctx);
+    assert_eq!(names_of(&tools), vec!["tool_search", "mcp_prepare"]);
+    assert_eq!(
+        run_tool(&tools, "tool_search", json!({"query": "  "}), &ctx).for_model,
+        "Please provide search keywords."
+    );
+    let found = run_tool(&tools, "tool_search", json!({"query": "say hello"}), &ctx).for_model;
+    assert!(found.contains("mcp_prepare(server_name=\"test_stdio_mcp\")"), "{found}");
+    assert_eq!(
+        run_tool(&tools, "mcp_prepare", json!({"server_name": ""}), &ctx).for_model,
+        "Error: server_name must not be empty."
+    );
+    let unknown = run_tool(&tools, "mcp_prepare", json!({"server_name": "nope"}), &ctx);
+    assert_eq!(unknown.for_model, "Error: connecting MCP server 'nope' failed; check the configuration.");
+    assert!(unknown.failed);
+
+    let prepared = run_tool(&tools, "mcp_prepare", json!({"server_name": "test_stdio_mcp"}), &ctx);
+    assert_eq!(
+        prepared.for_model,
+        "MCP server 'test_stdio_mcp' connected. Activated 1 tools: mcp_test_stdio_mcp_say_hello"
+    );
+    let tools = visible(&ext, &ctx);
+    assert_eq!(names_of(&tools), vec!["tool_search", "mcp_prepare", "mcp_test_stdio_mcp_say_hello"]);
+    let out = run_tool(&tools, "mcp_test_stdio_mcp_say_hello", json!({}), &ctx);
+    assert_eq!((out.for_model.as_str(), out.failed), ("Hello, Cash", false));
+
+    // The activation is in the turn's metadata (persisted by the turn at its end); a later
+    // turn of the chat starts from it and sees the tool directly.
+    let meta = ctx.state().metadata.clone();
+    assert!(meta["activated_tools"]["mcp_test_stdio_mcp_say_hello"].as_f64().unwrap() > 1.7e9);
+    let later = turn_ctx(&dir, meta);
+    let tools = visible(&ext, &later);
+    assert_eq!(run_tool(&tools, "mcp_test_stdio_mcp_say_hello", json!({}), &later).for_model, "Hello, Cash");
+
+    // tool_search over a live server activates matching tools in a fresh chat.
+    let fresh = turn_ctx(&dir, Map::new());
+    let text = run_tool(&visible(&ext, &fresh), "tool_search", json!({"query": "hello"}), &fresh).for_model;
+    assert!(text.contains("- **mcp_test_stdio_mcp_say_hello**"), "{text}");
+    assert!(text.contains("1 tools activated"), "{text}");
+    assert!(names_of(&visible(&ext, &fresh)).contains(&"mcp_test_stdio_mcp_say_hello".to_string()));
+
+    // After a disconnect the activated name is invisible (not registered).
+    mgr.disconnect("test_stdio_mcp").unwrap();
+    assert_eq!(names_of(&visible(&ext, &later)), vec!["tool_search", "mcp_prepare"]);
+    mgr.shutdown();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn selected_connectors_are_turn_only_and_failures_fail_the_turn() {
+    require_python_sdk();
+    let dir = tmp_dir("selected");
+    let mgr = Arc::new(McpManager::new(
+        ManagerConfig { client: fast_cfg(), data_dir: dir.join("data") },
+        Catalog::load(Some(&root()), &dir.join("data")).unwrap(),
+    ));
+    let ext = McpExtension::new(mgr.clone());
+    let ctx = turn_ctx(&dir, Map::new());
+    let req = |servers: Value| cashcode::bus::TurnRequest {
+        chat_id: "chat-1".into(),
+        content: "hi".into(),
+        selection: cashcode::ws::protocol::Selection {
+            provider: cashcode::llm::Provider::OpenAiCompatible,
+            model: "m".into(),
+            mentioned_skills: vec![],
+            selected_mcp_connectors: servers.as_array().unwrap().clone(),
+        },
+    };
+    let mut prep = cashcode::agent::tools::Preparation::default();
+    ext.prepare(&req(json!([{"server": "test_stdio_mcp"}, {"server": "test_stdio_mcp"}])), &ctx, &mut prep).unwrap();
+    let turn_tools = {
+        let st = ctx.state();
+        assert!(!st.metadata.contains_key("activated_tools"), "selections are never persisted");
+        st.turn_tools.clone()
+    };
+    assert_eq!(names_of(&turn_tools), vec!["mcp_test_stdio_mcp_say_hello"]);
+    // Tools run without the state lock held (the turn releases it), as here.
+    assert_eq!(turn_tools[0].run(&Map::new(), &ctx).for_model, "Hello, Cash");
+    assert!(!ctx.state().metadata.contains_key("activated_tools"));
+    // Nothing listens on the SSE test server's port here: the turn fails with the status line.
+    let err = ext.prepare(&req(json!([{"server": "test_sse_mcp"}])), &ctx, &mut prep);
+    let port_free = TcpStream::connect(("127.0.0.1", 8090)).is_err();
+    if port_free {
+        let err = err.unwrap_err();
+        assert!(err.starts_with("Unable to prepare MCP test_sse_mcp: ConnectError: "), "{err}");
+    }
+    mgr.shutdown();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn req(method: &str, path: &str, body: Value) -> cashcode::http::Req {
+    cashcode::http::Req {
+        method: method.into(),
+        path: path.into(),
+        segments: path.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect(),
+        query: String::new(),
+        headers: Vec::new(),
+        body: if body.is_null() { Vec::new() } else { body.to_string().into_bytes() },
+    }
+}
+
+fn call(api: &cashcode::http::api::Api, method: &str, path: &str, body: Value) -> (u16, Value) {
+    let r = api.route(&req(method, path, body));
+    let v = if r.body.is_empty() { Value::Null } else { serde_json::from_slice(&r.body).unwrap() };
+    (r.status, v)
+}
+
+#[test]
+fn marketplace_routes_of_the_real_server() {
+    require_python_sdk();
+    let home = tmp_dir("routes");
+    let mut config = cashcode::config::Config::for_home(&home);
+    config.project_dir = Some(root());
+    config.vars.insert("CASHCODE_MCP_CONNECT_TIMEOUT".into(), "20".into());
+    let server = cashcode::app::start(config.clone()).unwrap();
+    let api = server.api();
+
+    let (s, v) = call(&api, "GET", "/api/mcp/servers", Value::Null);
+    assert_eq!(s, 200);
+    let names: Vec<&str> = v["servers"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["test_sse_mcp", "test_stdio_mcp"]);
+    assert_eq!(
+        v["servers"][1],
+        json!({"name": "test_stdio_mcp", "display_name": "stdio test MCP",
+               "description": v["servers"][1]["description"], "type": "stdio", "url": "", "headers": {},
+               "builtin": true, "mutable": false, "status": "disconnected", "connected": false,
+               "status_error": null, "tool_count": 0})
+    );
+
+    let body = json!({"name": "weather", "display_name": "Weather", "url": "http://127.0.0.1:9/sse",
+                      "headers": {"Authorization": "Bearer real-secret"}});
+    let (s, v) = call(&api, "POST", "/api/mcp/servers", body.clone());
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(
+        v,
+        json!({"name": "weather", "display_name": "Weather", "description": "", "type": "sse",
+               "url": "http://127.0.0.1:9/sse", "headers": {"Authorization": "********"}, "builtin": false,
+               "mutable": true, "status": "disconnected", "connected": false, "status_error": null, "tool_count": 0})
+    );
+    assert_eq!(call(&api, "POST", "/api/mcp/servers", body).0, 409);
+    let dup_builtin = json!({"name": "test_stdio_mcp", "display_name": "x", "url": "http://h/sse"});
+    assert_eq!(
+        call(&api, "POST", "/api/mcp/servers", dup_builtin),
+        (409, json!({"detail": "MCP server already exists: test_stdio_mcp"}))
+    );
+    let stdio = json!({"name": "local", "type": "stdio", "display_name": "x", "url": "http://h/sse"});
+    assert_eq!(
+        call(&api, "POST", "/api/mcp/servers", stdio),
+        (422, json!({"detail": "user MCP servers support only the sse transport"}))
+    );
+    let (s, v) =
+        call(&api, "POST", "/api/mcp/servers", json!({"display_name": "x", "url": "http://h/sse", "bogus": 1}));
+    assert_eq!(s, 422);
+    let kinds: Vec<&str> = v["detail"].as_array().unwrap().iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, vec!["missing", "extra_forbidden"]);
+    let bad = json!({"name": "Bad Name", "display_name": "x", "url": "http://h/sse"});
+    assert_eq!(call(&api, "POST", "/api/mcp/servers", bad).0, 422);
+    let nl = json!({"name": "nl", "display_name": "x", "url": "http://h/sse", "headers": {"X": "a\nb"}});
+    assert_eq!(
+        call(&api, "POST", "/api/mcp/servers", nl),
+        (422, json!({"detail": "header 'X' must not contain newlines"}))
+    );
+
+    let upd =
+        json!({"display_name": "Weather 2", "url": "http://127.0.0.1:9/sse", "headers": {"Authorization": "********"}});
+    let (s, v) = call(&api, "PUT", "/api/mcp/servers/weather", upd.clone());
+    assert_eq!((s, v["display_name"].clone()), (200, json!("Weather 2")));
+    let stored = std::fs::read_to_string(config.data_dir.join("mcp/servers.json")).unwrap();
+    assert!(stored.contains("Bearer real-secret"), "the masked value keeps the stored secret");
+    assert_eq!(
+        call(&api, "PUT", "/api/mcp/servers/test_stdio_mcp", upd.clone()),
+        (403, json!({"detail": "built-in MCP servers are read-only"}))
+    );
+    assert_eq!(
+        call(&api, "PUT", "/api/mcp/servers/nope", upd.clone()),
+        (404, json!({"detail": "MCP server not found: nope"}))
+    );
+    let mut with_name = upd.clone();
+    with_name["name"] = json!("weather");
+    assert_eq!(call(&api, "PUT", "/api/mcp/servers/weather", with_name).0, 422);
+
+    // Dead URL: 200 with status error, redacted.
+    let (s, v) = call(&api, "POST", "/api/mcp/servers/weather/connect", Value::Null);
+    assert_eq!((s, v["status"].clone(), v["connected"].clone()), (200, json!("error"), json!(false)));
+    assert!(v["status_error"].as_str().unwrap().starts_with("ConnectError: "), "{v}");
+    assert!(!v.to_string().contains("real-secret"));
+    assert_eq!(call(&api, "POST", "/api/mcp/servers/nope/connect", Value::Null).0, 404);
+    assert_eq!(call(&api, "GET", "/api/mcp/servers/nope/tools", Value::Null).0, 404);
+
+    // A chat on disk with an activation of the stdio tool: disconnect purges it.
+    let chat = config.memory_dir.join("chat-a");
+    std::fs::create_dir_all(&chat).unwrap();
+    std::fs::write(
+        chat.join("metadata.json"),
+        json!({"title": "t", "activated_tools": {"mcp_test_stdio_mcp_say_hello": 1.0, "mcp_other_x": 2.0}}).to_string(),
+    )
+    .unwrap();
+    let (s, v) = call(&api, "POST", "/api/mcp/servers/test_stdio_mcp/connect", Value::Null);
+    assert_eq!((s, v["status"].clone(), v["tool_count"].clone()), (200, json!("connected"), json!(1)), "{v}");
+    let (_, v) = call(&api, "GET", "/api/mcp/servers/test_stdio_mcp/tools", Value::Null);
+    assert_eq!(
+        v,
+        json!({"server": "test_stdio_mcp", "display_name": "stdio test MCP", "source": "live", "status": "connected",
+               "status_error": null, "tool_count": 1,
+               "tools": [{"name": "mcp_test_stdio_mcp_say_hello", "original_name": "say_hello",
+                          "description": "Say hello to Cash. Use it to check that the MCP connection works.",
+                          "input_schema": {"type": "object", "properties": {}, "required": [], "title": "say_helloArguments"},
+                          "source": "live", "callable": true}]})
+    );
+    let (s, v) = call(&api, "POST", "/api/mcp/servers/test_stdio_mcp/disconnect", Value::Null);
+    assert_eq!((s, v["status"].clone()), (200, json!("disconnected")));
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(chat.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["activated_tools"], json!({"mcp_other_x": 2.0}));
+    let (_, v) = call(&api, "GET", "/api/mcp/servers/test_stdio_mcp/tools", Value::Null);
+    assert_eq!((v["source"].clone(), v["tools"][0]["callable"].clone()), (json!("cache"), json!(false)));
+
+    assert_eq!(call(&api, "DELETE", "/api/mcp/servers/test_stdio_mcp", Value::Null).0, 403);
+    assert_eq!(call(&api, "DELETE", "/api/mcp/servers/weather", Value::Null), (204, Value::Null));
+    assert_eq!(call(&api, "DELETE", "/api/mcp/servers/weather", Value::Null).0, 404);
+    assert_eq!(call(&api, "PATCH", "/api/mcp/servers", Value::Null).0, 405);
+
+    // Shutdown kills a connected stdio child.
+    call(&api, "POST", "/api/mcp/servers/test_stdio_mcp/connect", Value::Null);
+    server.stop();
+    std::fs::remove_dir_all(home).unwrap();
+}

@@ -36,6 +36,33 @@ pub struct ManagerConfig {
     pub data_dir: PathBuf,
 }
 
+impl ManagerConfig {
+    /// Defaults plus the optional `CASHCODE_MCP_CONNECT_TIMEOUT`, `CASHCODE_MCP_CALL_TIMEOUT`,
+    /// `CASHCODE_MCP_REQUEST_TIMEOUT` and `CASHCODE_MCP_MAX_CALL_TIME` (seconds).
+    pub fn from_config(config: &crate::config::Config) -> Result<ManagerConfig, String> {
+        let secs = |var: &str, default: std::time::Duration| -> Result<std::time::Duration, String> {
+            match config.var(var) {
+                None => Ok(default),
+                Some(v) => v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| *s > 0.0 && *s <= 86_400.0)
+                    .map(std::time::Duration::from_secs_f64)
+                    .ok_or_else(|| format!("{var} must be seconds (0 < s <= 86400), got '{v}'")),
+            }
+        };
+        let d = ClientConfig::default();
+        let client = ClientConfig {
+            connect_timeout: secs("CASHCODE_MCP_CONNECT_TIMEOUT", d.connect_timeout)?,
+            call_timeout: secs("CASHCODE_MCP_CALL_TIMEOUT", d.call_timeout)?,
+            request_timeout: secs("CASHCODE_MCP_REQUEST_TIMEOUT", d.request_timeout)?,
+            max_call_time: secs("CASHCODE_MCP_MAX_CALL_TIME", d.max_call_time)?,
+            ..d
+        };
+        Ok(ManagerConfig { client, data_dir: config.data_dir.clone() })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Status {
     #[default]

@@ -12,6 +12,7 @@
 pub mod activation;
 pub mod catalog;
 pub mod client;
+pub mod extension;
 pub mod jsonrpc;
 pub mod manager;
 pub mod names;
