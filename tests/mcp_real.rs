@@ -866,3 +866,28 @@ fn marketplace_routes_of_the_real_server() {
     server.stop();
     std::fs::remove_dir_all(home).unwrap();
 }
+
+// ------------------------------------------------------------------------------------------
+// The official client conformance suite (2025-11-25 client scenarios our client implements)
+
+#[test]
+fn official_client_conformance_scenarios() {
+    everything_js();
+    let suite = root().join("mcp_servers/node_modules/@modelcontextprotocol/conformance");
+    assert!(suite.is_dir(), "the conformance suite is not installed: run `npm ci --prefix mcp_servers`");
+    let client = env!("CARGO_BIN_EXE_cashcode-mcp-client");
+    // elicitation-sep1034-client-defaults and auth/metadata-default need elicitation and OAuth,
+    // which this client does not offer (it declares no client capabilities).
+    for scenario in ["initialize", "tools_call", "sse-retry"] {
+        let out = Command::new("npx")
+            .args(["conformance", "client", "--command", client, "--scenario", scenario])
+            .current_dir(root().join("mcp_servers"))
+            .output()
+            .expect("run npx conformance");
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && text.contains("OVERALL: PASSED"),
+            "conformance scenario {scenario} failed:\n{text}"
+        );
+    }
+}

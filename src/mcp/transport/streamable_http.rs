@@ -31,6 +31,8 @@ const GET_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 const GET_OPEN_WAIT: Duration = Duration::from_secs(2);
 /// Failed GET stream attempts in a row before giving up on it.
 const MAX_GET_FAILURES: u32 = 3;
+/// Resumptions of one reply stream before giving up.
+const MAX_RESUMES: usize = 3;
 /// Concurrent reply threads allowed for server requests.
 const MAX_REPLIERS: usize = 4;
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -252,20 +254,32 @@ fn post_request(shared: &Shared, inbox: &Inbox, id: &Id, msg: String) -> Result<
     let ctype = content_type(&resp);
     if ctype.starts_with("text/event-stream") {
         let mut reader = SseReader::new(resp.into_body().into_reader());
-        loop {
-            match reader.next_event() {
-                Ok(Some(ev)) if ev.event == "message" => {
-                    inbox.handle_text(&ev.data);
-                    if !inbox.is_pending(id) {
-                        // Our reply arrived; the server closes the stream, we need not wait.
-                        return Ok(());
-                    }
-                }
-                Ok(Some(_)) => {}
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(Error::Closed(format!("reply stream failed: {e}"))),
+        let mut ended = drain_reply(&mut reader, inbox, id);
+        // Resumability: a stream that ends before our reply, after giving an event id, is
+        // resumed with GET + Last-Event-ID once its `retry` delay has passed.
+        let mut last_id = reader.last_event_id().to_string();
+        let mut retry = reader.retry_ms();
+        for _ in 0..MAX_RESUMES {
+            if !inbox.is_pending(id) || last_id.is_empty() || shared.closed.load(Ordering::SeqCst) {
+                break;
             }
+            std::thread::sleep(retry_delay(retry));
+            let req = shared.long_agent.get(&shared.url).header("Accept", "text/event-stream");
+            let resp = with_headers(shared, req)
+                .header("Last-Event-ID", last_id.as_str())
+                .call()
+                .map_err(|e| map_ureq(inbox, e, "resuming the reply stream"))?;
+            if resp.status().as_u16() != 200 || !content_type(&resp).starts_with("text/event-stream") {
+                return Err(Error::Closed(format!("resuming the reply stream got HTTP {}", resp.status().as_u16())));
+            }
+            let mut resumed = SseReader::new(resp.into_body().into_reader());
+            ended = drain_reply(&mut resumed, inbox, id);
+            if !resumed.last_event_id().is_empty() {
+                last_id = resumed.last_event_id().to_string();
+            }
+            retry = resumed.retry_ms().or(retry);
         }
+        ended
     } else if ctype.starts_with("application/json") {
         let body = read_body_text(resp.into_body(), MAX_JSON_BODY)
             .map_err(|e| Error::Closed(format!("reading the reply failed: {e}")))?;
@@ -280,6 +294,33 @@ fn post_request(shared: &Shared, inbox: &Inbox, id: &Id, msg: String) -> Result<
 /// `400 "No valid session ID provided"` for ids it no longer knows (server-everything).
 fn session_gone(status: u16, body: &str) -> bool {
     status == 404 || (status == 400 && body.to_ascii_lowercase().contains("session"))
+}
+
+/// Routes a reply stream's messages until `id` is answered or the stream ends. A read error
+/// after the reply is irrelevant; before it, it is reported unless the stream can be resumed.
+fn drain_reply<R: std::io::Read>(reader: &mut SseReader<R>, inbox: &Inbox, id: &Id) -> Result<()> {
+    loop {
+        match reader.next_event() {
+            Ok(Some(ev)) if ev.event == "message" => {
+                inbox.handle_text(&ev.data);
+                if !inbox.is_pending(id) {
+                    // Our reply arrived; the server closes the stream, we need not wait.
+                    return Ok(());
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => return Ok(()),
+            Err(e) if reader.last_event_id().is_empty() => {
+                return Err(Error::Closed(format!("reply stream failed: {e}")))
+            }
+            Err(_) => return Ok(()),
+        }
+    }
+}
+
+/// The server's `retry` hint, or 1 s, capped at 30 s.
+fn retry_delay(retry_ms: Option<u64>) -> Duration {
+    Duration::from_millis(retry_ms.unwrap_or(1000).min(30_000))
 }
 
 /// POSTs a notification or a response; the server answers 202 (or 200) without a message.
@@ -308,11 +349,16 @@ fn get_loop(shared: &Shared, ready: &crossbeam_channel::Sender<()>) {
     let agent =
         http_agent(HttpTimeouts { connect: Duration::from_secs(10), global: None, per_read: Some(GET_IDLE_TIMEOUT) });
     let mut failures = 0;
+    let mut last_id = String::new();
+    let mut retry: Option<u64> = None;
     while !shared.closed.load(Ordering::SeqCst) && failures < MAX_GET_FAILURES {
         let Some(inbox) = shared.inbox.upgrade() else {
             return;
         };
-        let req = with_headers(shared, agent.get(&shared.url).header("Accept", "text/event-stream"));
+        let mut req = with_headers(shared, agent.get(&shared.url).header("Accept", "text/event-stream"));
+        if !last_id.is_empty() {
+            req = req.header("Last-Event-ID", last_id.as_str());
+        }
         let resp = req.call();
         let _ = ready.try_send(());
         let resp = match resp {
@@ -320,7 +366,7 @@ fn get_loop(shared: &Shared, ready: &crossbeam_channel::Sender<()>) {
             Err(_) => {
                 failures += 1;
                 drop(inbox);
-                std::thread::sleep(Duration::from_secs(1));
+                std::thread::sleep(retry_delay(retry));
                 continue;
             }
         };
@@ -329,9 +375,9 @@ fn get_loop(shared: &Shared, ready: &crossbeam_channel::Sender<()>) {
             log::debug!("mcp {}: no GET notification stream (HTTP {status})", shared.server);
             return;
         }
-        failures = 0;
         drop(inbox);
         let mut reader = SseReader::new(resp.into_body().into_reader());
+        let mut delivered = false;
         loop {
             let ev = reader.next_event();
             if shared.closed.load(Ordering::SeqCst) {
@@ -341,10 +387,21 @@ fn get_loop(shared: &Shared, ready: &crossbeam_channel::Sender<()>) {
                 return;
             };
             match ev {
-                Ok(Some(ev)) if ev.event == "message" => inbox.handle_text(&ev.data),
+                Ok(Some(ev)) if ev.event == "message" => {
+                    delivered = true;
+                    inbox.handle_text(&ev.data);
+                }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => break,
             }
         }
+        // A stream that ends without delivering anything counts as a failure, so a server that
+        // closes it at once is not hammered; otherwise reconnect after its `retry` hint.
+        failures = if delivered { 0 } else { failures + 1 };
+        if !reader.last_event_id().is_empty() {
+            last_id = reader.last_event_id().to_string();
+        }
+        retry = reader.retry_ms().or(retry);
+        std::thread::sleep(retry_delay(retry));
     }
 }
