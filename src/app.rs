@@ -114,14 +114,35 @@ pub fn start(config: Config) -> Result<Server, Error> {
         Catalog::load(config.project_dir.as_deref(), &config.data_dir).map_err(|e| Error(e.to_string()))?;
     let mcp = Arc::new(McpManager::new(ManagerConfig::from_config(&config).map_err(Error)?, mcp_catalog));
 
+    // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
+    let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config));
+    let mut registry: std::collections::BTreeSet<String> = builtin_tools.iter().map(|t| t.name().to_string()).collect();
+    // The skill tools are always visible too, so a skill may require them (the original
+    // reported them missing).
+    for t in ["agent_skill_manage", "skill_search", "skill_load", "skill_read_resource", "tool_search", "mcp_prepare"] {
+        registry.insert(t.into());
+    }
+    let skills = crate::skills::service::SkillService::from_config(&config, registry.clone())
+        .map_err(|e| Error(format!("cannot load the skills: {e}")))?;
+    let evolution = crate::skills::evolution::Evolution::new(
+        crate::skills::evolution::EvolutionConfig::from_config(&config).map_err(Error)?,
+        Arc::clone(&skills),
+    );
+    let skill_tools = crate::skills::tools::SkillTools::new(
+        Arc::clone(&skills),
+        Arc::new(crate::skills::tools::StaticEnv(registry.into_iter().collect())),
+    );
+    let skills_ext: Arc<dyn tools::TurnExtension> =
+        Arc::new(crate::skills::ext::SkillsExtension::new(skill_tools, Arc::clone(&evolution), config.llm_timeout));
+
     let agent = Agent::new(Deps {
         cache: ChatCache::new(Arc::clone(&chats)),
         chats,
         memory,
         llm: Arc::clone(&llm),
         sink: hub.clone(),
-        tools: tools::builtins(),
-        extensions: vec![Arc::new(McpExtension::new(Arc::clone(&mcp)))],
+        tools: builtin_tools,
+        extensions: vec![skills_ext, Arc::new(McpExtension::new(Arc::clone(&mcp)))],
         workspace,
         protected,
         consolidator: Some(consolidator),
@@ -166,6 +187,8 @@ pub fn start(config: Config) -> Result<Server, Error> {
         llm,
         mcp: Arc::clone(&mcp),
         ws_port: ws_addr.port(),
+        skills,
+        evolution,
     });
     let sd = Arc::clone(&shutdown);
     let api2 = Arc::clone(&api);

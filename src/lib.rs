@@ -15,6 +15,7 @@ pub mod mcp;
 pub mod memory;
 pub mod net;
 pub mod security;
+pub mod skills;
 pub mod store;
 pub mod util;
 pub mod ws;

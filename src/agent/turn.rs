@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::cancel::CancelToken;
 use super::history::{lock, to_messages, ChatState};
 use super::prompt;
-use super::tools::{Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
+use super::tools::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use super::Deps;
 use crate::bus::{Event, TurnRequest};
 use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
@@ -321,6 +321,7 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) ->
 
 fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, iterations: usize) {
     t.emit(t.chat_event("stream_end").with("stream_id", t.stream_id));
+    let turn_records = 2 + t.receipts.len() + t.durable.len();
     if let Err(e) = persist(t, state) {
         log::error!("event=history.append_failed chat_id={} error_kind={:?}", t.req.chat_id, e.kind());
         return t.error(&format!("could not save the chat history ({:?})", e.kind()));
@@ -333,6 +334,22 @@ fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, 
         secs * 1000.0
     );
     t.emit(t.chat_event("done").with("duration_sec", (secs * 10_000.0).round() / 10_000.0));
+    if !t.deps.extensions.is_empty() {
+        let records = {
+            let st = lock(state);
+            st.records[st.records.len().saturating_sub(turn_records)..].to_vec()
+        };
+        let done = FinishedTurn {
+            req: t.req,
+            records: &records,
+            hit_limit: iterations > MAX_ITERATIONS,
+            cancelled: t.cancel.is_cancelled(),
+            client,
+        };
+        for ext in &t.deps.extensions {
+            ext.finished(&done);
+        }
+    }
     if let Some(c) = &t.deps.consolidator {
         c.maybe_schedule(Job {
             chat_id: t.req.chat_id.clone(),

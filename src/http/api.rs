@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{assets, llm_routes, mcp_routes, sessions, Req, Resp};
+use super::{assets, llm_routes, mcp_routes, sessions, skills_routes, Req, Resp};
 use crate::agent::Agent;
 use crate::config::Config;
 use crate::llm::runtime::LlmRuntime;
@@ -21,6 +21,8 @@ pub struct Api {
     pub mcp: Arc<McpManager>,
     /// The WebSocket port actually bound (for `/api/client-config`).
     pub ws_port: u16,
+    pub skills: Arc<crate::skills::service::SkillService>,
+    pub evolution: Arc<crate::skills::evolution::Evolution>,
 }
 
 impl Api {
@@ -43,6 +45,8 @@ impl Api {
             ["sessions", rest @ ..] => sessions::route(self, m, rest, req),
             ["settings", "llm", rest @ ..] => llm_routes::route(self, m, rest, req),
             ["mcp", "servers", rest @ ..] => mcp_routes::route(self, m, rest, req),
+            ["skills", rest @ ..] => skills_routes::route(self, m, rest, req),
+            ["skill-evolution", rest @ ..] => skills_routes::route_evolution(self, m, rest),
             _ => Resp::detail(404, "Not Found"),
         }
     }

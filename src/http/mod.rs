@@ -8,6 +8,7 @@ pub mod assets;
 pub mod llm_routes;
 pub mod mcp_routes;
 pub mod sessions;
+pub mod skills_routes;
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -254,21 +255,42 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
             }
         };
         let path = rq.url().split('?').next().unwrap_or("").to_string();
-        if is_slow(rq.method().as_str(), &path) && slow.load(Ordering::SeqCst) < MAX_SLOW {
-            let (api, slow) = (Arc::clone(&api), Arc::clone(&slow));
-            slow.fetch_add(1, Ordering::SeqCst);
-            let spawned =
-                std::thread::Builder::new().name("http-slow".into()).stack_size(512 * 1024).spawn(move || {
-                    handle(rq, &api);
-                    slow.fetch_sub(1, Ordering::SeqCst);
-                });
-            if spawned.is_err() {
-                log::error!("event=http.slow.spawn_failed");
-            }
-        } else {
+        if !is_slow(rq.method().as_str(), &path) {
             handle(rq, &api);
+            continue;
+        }
+        // Network-bound routes never run on this thread: a full pool answers 503 at once.
+        if slow.fetch_add(1, Ordering::SeqCst) >= MAX_SLOW {
+            slow.fetch_sub(1, Ordering::SeqCst);
+            busy(rq);
+            continue;
+        }
+        let (api2, slow2) = (Arc::clone(&api), Arc::clone(&slow));
+        let spawned = std::thread::Builder::new().name("http-slow".into()).stack_size(512 * 1024).spawn(move || {
+            handle(rq, &api2);
+            slow2.fetch_sub(1, Ordering::SeqCst);
+        });
+        if let Err(e) = spawned {
+            slow.fetch_sub(1, Ordering::SeqCst);
+            log::error!("event=http.slow.spawn_failed error=\"{e}\"");
         }
     }
+}
+
+/// 503 for a network-bound request while every slow-route thread is busy.
+fn busy(rq: tiny_http::Request) {
+    let body = serde_json::to_vec(&json!({"detail": "too many requests waiting on the network; try again shortly"}))
+        .unwrap_or_default();
+    let mut out = tiny_http::Response::from_data(body).with_status_code(503);
+    for (k, v) in [("Content-Type", "application/json"), ("Retry-After", "2")] {
+        if let Some(h) = header(k, v) {
+            out.add_header(h);
+        }
+    }
+    if let Some(h) = header("X-Request-ID", &crate::util::rand::hex(16)) {
+        out.add_header(h);
+    }
+    let _ = rq.respond(out);
 }
 
 #[cfg(test)]
