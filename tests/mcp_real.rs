@@ -891,3 +891,234 @@ fn official_client_conformance_scenarios() {
         );
     }
 }
+
+// ------------------------------------------------------------------------------------------
+// The full chat flow through the real server with a scripted OpenAI-compatible fake LLM
+
+/// One scripted model answer.
+enum Step {
+    Text(&'static str),
+    Call(&'static str, Value),
+}
+
+/// tiny_http on 127.0.0.1:0 answering each `/chat/completions` with the next step as an SSE
+/// stream, recording every request body; a request beyond the script gets HTTP 500.
+struct FakeLlm {
+    url: String,
+    bodies: Arc<Mutex<Vec<Value>>>,
+    script: Arc<Mutex<std::collections::VecDeque<Step>>>,
+    server: Arc<tiny_http::Server>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeLlm {
+    fn start() -> FakeLlm {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let port = server.server_addr().to_ip().unwrap().port();
+        let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let script: Arc<Mutex<std::collections::VecDeque<Step>>> = Arc::default();
+        let (srv, b, sc) = (server.clone(), bodies.clone(), script.clone());
+        let thread = std::thread::spawn(move || {
+            for mut rq in srv.incoming_requests() {
+                let mut body = String::new();
+                let _ = std::io::Read::read_to_string(rq.as_reader(), &mut body);
+                let Ok(v) = serde_json::from_str::<Value>(&body) else {
+                    let _ = rq.respond(tiny_http::Response::from_string("bad json").with_status_code(400));
+                    continue;
+                };
+                b.lock().unwrap().push(v);
+                let step = sc.lock().unwrap().pop_front();
+                let chunks: Vec<Value> = match step {
+                    None => {
+                        let _ = rq.respond(tiny_http::Response::from_string("script exhausted").with_status_code(500));
+                        continue;
+                    }
+                    Some(Step::Text(t)) => vec![
+                        json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": t}}]}),
+                        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+                    ],
+                    Some(Step::Call(name, a)) => vec![
+                        json!({"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"index": 0,
+                            "id": format!("call_{name}"), "type": "function",
+                            "function": {"name": name, "arguments": a.to_string()}}]}}]}),
+                        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+                    ],
+                };
+                let mut sse: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+                sse.push_str("data: [DONE]\n\n");
+                let header = tiny_http::Header::from_bytes("Content-Type", "text/event-stream").unwrap();
+                let _ = rq.respond(tiny_http::Response::from_string(sse).with_header(header));
+            }
+        });
+        FakeLlm { url: format!("http://127.0.0.1:{port}/v1"), bodies, script, server, thread: Some(thread) }
+    }
+
+    fn push(&self, steps: Vec<Step>) {
+        self.script.lock().unwrap().extend(steps);
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        self.bodies.lock().unwrap().clone()
+    }
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A server on a fresh home whose LLM settings point at `llm`.
+fn start_server(
+    tag: &str,
+    project: &Path,
+    llm: &FakeLlm,
+) -> (cashcode::app::Server, cashcode::config::Config, PathBuf) {
+    let home = tmp_dir(tag);
+    let mut config = cashcode::config::Config::for_home(&home);
+    config.project_dir = Some(project.to_path_buf());
+    let settings = config.llm_settings_path();
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(
+        &settings,
+        json!({"version": 2, "openai_compatible": {"base_url": llm.url, "api_key": "sk-test-key-123456"},
+               "ollama": {"base_url": ""}})
+        .to_string(),
+    )
+    .unwrap();
+    let server = cashcode::app::start(config.clone()).unwrap();
+    (server, config, home)
+}
+
+/// Submits a message and collects the chat's events until `done` or `error`.
+fn run_turn(server: &cashcode::app::Server, chat_id: &str, content: &str) -> Vec<Value> {
+    let (tx, rx) = crossbeam_channel::bounded(4096);
+    let conn = cashcode::ws::hub::Conn::new(7, "test".into(), tx, None);
+    server.hub.subscribe(chat_id, &conn);
+    server
+        .agent
+        .submit(cashcode::bus::TurnRequest {
+            chat_id: chat_id.into(),
+            content: content.into(),
+            selection: cashcode::ws::protocol::Selection {
+                provider: cashcode::llm::Provider::OpenAiCompatible,
+                model: "fake-model".into(),
+                mentioned_skills: vec![],
+                selected_mcp_connectors: vec![],
+            },
+        })
+        .unwrap();
+    let mut events = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let out = rx.recv_timeout(left).expect("turn did not finish within 60 s");
+        if let cashcode::ws::hub::Out::Text(t) = out {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            let name = v["event"].as_str().unwrap_or("").to_string();
+            events.push(v);
+            if name == "done" || name == "error" {
+                server.hub.disconnect(&conn);
+                return events;
+            }
+        }
+    }
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|t| t.iter().map(|x| x["function"]["name"].as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+fn results_of(events: &[Value]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter(|e| e["event"] == "tool_result")
+        .map(|e| (e["tool_name"].as_str().unwrap().to_string(), e["result"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+#[test]
+fn chat_flow_search_prepare_call_then_call_directly_in_a_later_turn() {
+    require_python_sdk();
+    let llm = FakeLlm::start();
+    let (server, config, home) = start_server("flow", &root(), &llm);
+    llm.push(vec![
+        Step::Call("tool_search", json!({"query": "say hello"})),
+        Step::Call("mcp_prepare", json!({"server_name": "test_stdio_mcp"})),
+        Step::Call("mcp_test_stdio_mcp_say_hello", json!({})),
+        Step::Text("The tool said: Hello, Cash"),
+    ]);
+    let events = run_turn(&server, "mcp-flow", "please greet me with the MCP tool");
+    assert_eq!(events.last().unwrap()["event"], "done", "{events:?}");
+    let results = results_of(&events);
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert_eq!(results[0].0, "tool_search");
+    assert!(results[0].1.contains("test_stdio_mcp"), "{}", results[0].1);
+    assert_eq!(results[1].0, "mcp_prepare");
+    assert!(results[1].1.starts_with("MCP server 'test_stdio_mcp' connected. Activated 1 tools"), "{}", results[1].1);
+    assert_eq!(results[2], ("mcp_test_stdio_mcp_say_hello".to_string(), "Hello, Cash".to_string()));
+
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 4);
+    assert!(tool_names(&reqs[0]).contains(&"tool_search".to_string()));
+    assert!(!tool_names(&reqs[0]).iter().any(|n| n == "mcp_test_stdio_mcp_say_hello"), "hidden until activated");
+    assert!(tool_names(&reqs[2]).iter().any(|n| n == "mcp_test_stdio_mcp_say_hello"), "visible once prepared");
+    let tool_msgs: Vec<&Value> =
+        reqs[3]["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tool_msgs.last().unwrap()["content"], "Hello, Cash");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(config.memory_dir.join("mcp-flow/metadata.json")).unwrap())
+            .unwrap();
+    assert!(meta["activated_tools"]["mcp_test_stdio_mcp_say_hello"].is_number(), "{meta}");
+
+    // A later turn calls the activated tool directly.
+    llm.push(vec![Step::Call("mcp_test_stdio_mcp_say_hello", json!({})), Step::Text("Again: Hello, Cash")]);
+    let events = run_turn(&server, "mcp-flow", "again please");
+    assert_eq!(events.last().unwrap()["event"], "done", "{events:?}");
+    assert_eq!(results_of(&events), vec![("mcp_test_stdio_mcp_say_hello".to_string(), "Hello, Cash".to_string())]);
+    let reqs = llm.requests();
+    assert!(tool_names(&reqs[4]).iter().any(|n| n == "mcp_test_stdio_mcp_say_hello"));
+    server.stop();
+    std::fs::remove_dir_all(home).unwrap();
+}
+
+#[test]
+fn prompt_size_does_not_grow_with_connected_but_inactive_tools() {
+    let project = tmp_dir("inactive-proj");
+    std::fs::create_dir_all(project.join("mcp_servers")).unwrap();
+    let script = root().join("tests/fixtures/mcp/misbehaving.py");
+    let cfg = json!({
+        "five": {"command": python(), "args": [script.display().to_string(), "many-5"]},
+        "fifty": {"command": python(), "args": [script.display().to_string(), "many-50"]},
+    });
+    std::fs::write(project.join("mcp_servers/mcp_config.json"), cfg.to_string()).unwrap();
+    let llm = FakeLlm::start();
+    let (server, _config, home) = start_server("inactive", &project, &llm);
+    let api = server.api();
+    let size = |chat: &str| -> (usize, Vec<String>) {
+        llm.push(vec![Step::Text("ok")]);
+        let events = run_turn(&server, chat, "hello");
+        assert_eq!(events.last().unwrap()["event"], "done", "{events:?}");
+        let req = llm.requests().last().unwrap().clone();
+        let system = req["messages"][0]["content"].as_str().unwrap().len();
+        (system + req["tools"].to_string().len(), tool_names(&req))
+    };
+    let (zero, names0) = size("chat-0");
+    assert_eq!(call(&api, "POST", "/api/mcp/servers/five/connect", Value::Null).1["tool_count"], 5);
+    let (five, names5) = size("chat-5");
+    assert_eq!(call(&api, "POST", "/api/mcp/servers/fifty/connect", Value::Null).1["tool_count"], 50);
+    let (fifty, names50) = size("chat-50");
+    println!("first request (system prompt + tools) bytes: 0 tools {zero}, 5 tools {five}, 55 tools {fifty}");
+    assert_eq!((five, fifty), (zero, zero));
+    assert_eq!((&names5, &names50), (&names0, &names0));
+    assert!(!names0.iter().any(|n| n.starts_with("mcp_five") || n.starts_with("mcp_fifty")));
+    server.stop();
+    std::fs::remove_dir_all(home).unwrap();
+    std::fs::remove_dir_all(project).unwrap();
+}
