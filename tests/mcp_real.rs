@@ -1122,3 +1122,38 @@ fn prompt_size_does_not_grow_with_connected_but_inactive_tools() {
     std::fs::remove_dir_all(home).unwrap();
     std::fs::remove_dir_all(project).unwrap();
 }
+
+fn processes_with(marker: &str) -> usize {
+    let out = Command::new("pgrep").args(["-f", marker]).output().expect("pgrep");
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+#[test]
+fn close_kills_a_stubborn_server_and_its_process_group() {
+    assert!(which("pgrep").is_some(), "this test needs pgrep (procps)");
+    let marker = format!("cc-marker-{}", std::process::id());
+    let spec = match fixture("stubborn", None) {
+        TransportSpec::Stdio(mut s) => {
+            s.args.push(marker.clone());
+            TransportSpec::Stdio(s)
+        }
+        other => other,
+    };
+    let cfg = ClientConfig { stdio_grace: Duration::from_millis(300), ..fast_cfg() };
+    let client = Client::connect("stubborn", &spec, cfg).unwrap();
+    client.ping().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while processes_with(&marker) < 2 {
+        assert!(Instant::now() < deadline, "server and grandchild did not both start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let started = Instant::now();
+    client.close();
+    // Grace (0.3 s) + SIGTERM grace (1 s) + SIGKILL to the group, then the leader is reaped.
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while processes_with(&marker) > 0 {
+        assert!(Instant::now() < deadline, "processes survived close: {}", processes_with(&marker));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
