@@ -1157,3 +1157,76 @@ fn close_kills_a_stubborn_server_and_its_process_group() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn concurrent_connects_of_one_server_coalesce() {
+    let proj = tmp_dir("coalesce");
+    std::fs::create_dir_all(proj.join("mcp_servers")).unwrap();
+    let log = proj.join("log.txt");
+    let script = root().join("tests/fixtures/mcp/misbehaving.py");
+    let cfg = json!({"one": {"command": python(), "args": [script.display().to_string(), "ok"],
+                             "env": {"MCP_FIXTURE_LOG": log.display().to_string()}}});
+    std::fs::write(proj.join("mcp_servers/mcp_config.json"), cfg.to_string()).unwrap();
+    let mgr = Arc::new(McpManager::new(
+        ManagerConfig { client: fast_cfg(), data_dir: proj.join("data") },
+        Catalog::load(Some(&proj), &proj.join("data")).unwrap(),
+    ));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let m = mgr.clone();
+            std::thread::spawn(move || m.connect_server("one").map(|t| t.len()))
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), Ok(1));
+    }
+    let inits = std::fs::read_to_string(&log).unwrap().lines().filter(|l| *l == "initialize").count();
+    assert_eq!(inits, 1, "one connection for four concurrent connects");
+    mgr.shutdown();
+    std::fs::remove_dir_all(proj).unwrap();
+}
+
+#[test]
+fn user_server_lifecycle_against_a_live_sse_server() {
+    let js = everything_js();
+    let port = free_port();
+    let mut cmd = Command::new("node");
+    cmd.arg(&js).arg("sse").env("PORT", port.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
+    let _server = spawn_group(cmd);
+    wait_port(port, Duration::from_secs(20));
+    let data = tmp_dir("user-sse");
+    let mgr = McpManager::new(
+        ManagerConfig { client: fast_cfg(), data_dir: data.clone() },
+        Catalog::load(None, &data).unwrap(),
+    );
+    let purged: Arc<Mutex<Vec<String>>> = Arc::default();
+    let p = purged.clone();
+    mgr.set_purge_hook(move |names| p.lock().unwrap().extend(names.iter().cloned()));
+    let url = format!("http://127.0.0.1:{port}/sse");
+    let body = json!({"name": "everything", "display_name": "Everything", "url": url,
+                      "headers": {"X-Api-Key": "abc-secret-value"}});
+    mgr.create(&body).unwrap();
+    let dto = mgr.connect("everything").unwrap();
+    assert_eq!((dto["status"].clone(), dto["tool_count"].clone()), (json!("connected"), json!(13)), "{dto}");
+    let cache = cashcode::mcp::catalog::cache_path(&data, "everything");
+    assert!(cache.is_file());
+    let cached: Value = serde_json::from_str(&std::fs::read_to_string(&cache).unwrap()).unwrap();
+    assert_eq!(cached["tools"].as_array().unwrap().len(), 13);
+    assert!(!std::fs::read_to_string(&cache).unwrap().contains("abc-secret-value"));
+    let r = mgr.call("mcp_everything_echo", &args(json!({"message": "via manager"})), None).unwrap();
+    assert_eq!(text_of(&r), "Echo: via manager");
+
+    // Replacing the config closes the connection, purges activations, deletes the cache.
+    let upd = json!({"display_name": "Everything 2", "url": url, "headers": {"X-Api-Key": "********"}});
+    let dto = mgr.update("everything", &upd).unwrap();
+    assert_eq!((dto["status"].clone(), dto["tool_count"].clone()), (json!("disconnected"), json!(0)));
+    assert_eq!(purged.lock().unwrap().len(), 13);
+    assert!(!cache.exists());
+    assert!(mgr.call("mcp_everything_echo", &Map::new(), None).is_err());
+    assert_eq!(mgr.connect("everything").unwrap()["status"], "connected");
+    mgr.delete("everything").unwrap();
+    assert!(!cache.exists());
+    assert_eq!(mgr.dto("everything").unwrap_err().status, 404);
+    mgr.shutdown();
+    std::fs::remove_dir_all(data).unwrap();
+}
