@@ -392,6 +392,10 @@ fn manager_notices_a_crashed_server_and_reconnects_on_the_next_call() {
     let dto = mgr.dto("crashy").unwrap();
     assert_eq!(dto["status"], "disconnected");
     assert_eq!(dto["status_error"], "connection is no longer available");
+    // The wrapper's next call reconnects (and this fixture crashes again: a fresh error).
+    let err = mgr.call_on("crashy", "echo", &args(json!({"text": "x"})), None).unwrap_err();
+    assert!(err.to_string().contains("fatal: boom while calling"), "{err}");
+    assert!(matches!(mgr.call("mcp_crashy_echo", &Map::new(), None), Err(Error::Closed(_))));
     // The other server is unaffected, and works through the name table.
     assert_eq!(mgr.connect("fine").unwrap()["tool_count"], 1);
     let r = mgr.call("mcp_fine_echo", &args(json!({"text": "hey"})), None).unwrap();

@@ -119,7 +119,7 @@ impl Tool for McpTool {
             }
         }
         let name = &self.tool.name;
-        match self.manager.call(name, args, Some(&ctx.cancel)) {
+        match self.manager.call_on(&self.tool.server, &self.tool.original_name, args, Some(&ctx.cancel)) {
             Ok(r) if r.is_error => ToolOutput { for_model: r.render(), preview: None, for_history: None, failed: true },
             Ok(r) => ToolOutput::ok(r.render()),
             Err(Error::Timeout { after, .. }) => {

@@ -541,25 +541,37 @@ impl McpManager {
 
     /// Calls a registered tool. A connection found dead is reconnected once first.
     pub fn call(&self, wrapped: &str, args: &Map<String, Value>, cancel: Option<&CancelToken>) -> Result<CallResult> {
-        let (server, tool) = lock(&self.names)
-            .resolve(wrapped)
-            .map(|(s, t)| (s.to_string(), t.to_string()))
-            .ok_or_else(|| Error::Config(format!("tool '{wrapped}' is not registered")))?;
-        let client = match self.observe(&server) {
+        let (server, tool) =
+            lock(&self.names).resolve(wrapped).map(|(s, t)| (s.to_string(), t.to_string())).ok_or_else(|| {
+                Error::Closed(format!("tool '{wrapped}' is not registered (its server is not connected)"))
+            })?;
+        self.call_on(&server, &tool, args, cancel)
+    }
+
+    /// Calls `tool` (original name) on `server`. A server whose connection died (or was not
+    /// connected) is connected once first, so a crashed server recovers on the next call.
+    pub fn call_on(
+        &self,
+        server: &str,
+        tool: &str,
+        args: &Map<String, Value>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult> {
+        let client = match self.observe(server) {
             (Status::Connected, _, Some(live)) => live.client.clone(),
             _ => {
-                self.connect_server(&server).map_err(Error::Closed)?;
-                match self.observe(&server) {
+                self.connect_server(server).map_err(Error::Closed)?;
+                match self.observe(server) {
                     (_, _, Some(live)) => live.client.clone(),
                     _ => return Err(Error::Closed(GONE.into())),
                 }
             }
         };
         let started = std::time::Instant::now();
-        let r = client.call_tool(&tool, args, cancel);
+        let r = client.call_tool(tool, args, cancel);
         log::info!(
             "mcp {server}: tools/call {} -> {} in {} ms",
-            text::take_chars(&tool, 80),
+            text::take_chars(tool, 80),
             match &r {
                 Ok(c) if c.is_error => "isError",
                 Ok(_) => "ok",
