@@ -329,7 +329,7 @@ impl Client {
         self.transport.open_notification_stream();
         self.notify("notifications/initialized", None)?;
         log::info!(
-            "mcp {}: initialized ({} {}, protocol {version})",
+            "event=mcp.initialized server={} server_name={:?} server_version={:?} protocol={version}",
             self.server,
             self.inbox.redact(&info.name),
             self.inbox.redact(&info.version)
@@ -423,7 +423,7 @@ impl Client {
                 {
                     let _guard = lock(&self.reinit);
                     if self.generation.load(Ordering::SeqCst) == generation {
-                        log::info!("mcp {}: session expired, initialising again", self.server);
+                        log::info!("event=mcp.session.expired server={}", self.server);
                         self.transport.reset_session();
                         self.handshake(self.cfg.connect_timeout)?;
                     }

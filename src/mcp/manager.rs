@@ -251,7 +251,10 @@ impl McpManager {
             }
         };
         if let Some(live) = dead {
-            log::warn!("mcp {name}: {GONE} ({})", live.client.dead_reason().unwrap_or_default());
+            log::warn!(
+                "event=mcp.connection.lost server={name} reason={:?}",
+                live.client.dead_reason().unwrap_or_default()
+            );
             lock(&self.names).remove_server(name);
             live.client.close();
             self.bump();
@@ -299,7 +302,7 @@ impl McpManager {
         let slot = self.slot(&cfg.name);
         *lock(&slot.state) = SlotState::default();
         self.bump();
-        log::info!("mcp {}: user server created", cfg.name);
+        log::info!("event=mcp.server.created server={}", cfg.name);
         Ok(self.dto_for(&cfg))
     }
 
@@ -313,7 +316,7 @@ impl McpManager {
         let slot = self.slot(name);
         *lock(&slot.state) = SlotState::default();
         self.bump();
-        log::info!("mcp {name}: user server updated");
+        log::info!("event=mcp.server.updated server={name}");
         Ok(self.dto_for(&cfg))
     }
 
@@ -326,7 +329,7 @@ impl McpManager {
         lock(&self.catalog).delete(name)?;
         lock(&self.slots).remove(name);
         self.bump();
-        log::info!("mcp {name}: user server deleted");
+        log::info!("event=mcp.server.deleted server={name}");
         Ok(())
     }
 
@@ -395,7 +398,11 @@ impl McpManager {
                     st.live = Some(live);
                 }
                 self.bump();
-                log::info!("mcp {name}: connected with {} tools in {} ms", out.len(), started.elapsed().as_millis());
+                log::info!(
+                    "event=mcp.connected server={name} tools={} duration_ms={}",
+                    out.len(),
+                    started.elapsed().as_millis()
+                );
                 Ok(out)
             }
             Err(e) => {
@@ -407,7 +414,7 @@ impl McpManager {
                     }
                 };
                 let msg = if msg.trim().is_empty() { "MCP connection failed".to_string() } else { msg };
-                log::warn!("mcp {name}: connect failed: {msg}");
+                log::warn!("event=mcp.connect.failed server={name} error={msg:?}");
                 let mut st = lock(&slot.state);
                 st.status = Status::Error;
                 st.error = Some(msg.clone());
@@ -456,7 +463,7 @@ impl McpManager {
 
     fn write_cache_for(&self, name: &str, fingerprint: &str, tools: &[ToolInfo]) {
         if let Err(e) = catalog::write_cache(&self.cfg.data_dir, name, fingerprint, tools) {
-            log::warn!("mcp {name}: cannot write tool cache: {e}");
+            log::warn!("event=mcp.cache.write_failed server={name} error_kind={:?}", e.kind());
         }
     }
 
@@ -473,11 +480,11 @@ impl McpManager {
                 let out = fresh.tools.clone();
                 lock(&slot.state).live = Some(fresh);
                 self.bump();
-                log::info!("mcp {name}: tool list changed, now {} tools", out.len());
+                log::info!("event=mcp.tools.refreshed server={name} tools={}", out.len());
                 out
             }
             Err(e) => {
-                log::warn!("mcp {name}: refreshing tools failed: {}", redact_status(&e, &[]));
+                log::warn!("event=mcp.tools.refresh_failed server={name} error={:?}", redact_status(&e, &[]));
                 live.tools.clone()
             }
         }
@@ -495,7 +502,7 @@ impl McpManager {
         let removed = lock(&self.names).remove_server(name);
         if let Some(live) = live {
             live.client.close();
-            log::info!("mcp {name}: disconnected");
+            log::info!("event=mcp.disconnected server={name}");
         }
         self.bump();
         if purge && !removed.is_empty() {
@@ -570,7 +577,7 @@ impl McpManager {
         let started = std::time::Instant::now();
         let r = client.call_tool(tool, args, cancel);
         log::info!(
-            "mcp {server}: tools/call {} -> {} in {} ms",
+            "event=mcp.tool.call server={server} tool={:?} outcome={} duration_ms={}",
             text::take_chars(tool, 80),
             match &r {
                 Ok(c) if c.is_error => "isError",

@@ -70,7 +70,7 @@ impl SseTransport {
                 });
             }
         };
-        log::info!("mcp {server}: SSE stream open");
+        log::info!("event=mcp.sse.opened server={server}");
         let agent = http_agent(HttpTimeouts {
             connect: connect_timeout,
             global: Some(connect_timeout.max(REPLY_TIMEOUT)),
@@ -131,7 +131,7 @@ impl Transport for SseTransport {
             // Usually still blocked in a read; it exits by itself on the next event or idle timeout.
             join_until(h, Instant::now() + Duration::from_millis(50));
         }
-        log::info!("mcp {}: SSE connection closed", self.server);
+        log::info!("event=mcp.sse.closed server={}", self.server);
     }
 }
 
@@ -227,7 +227,7 @@ fn stream_loop(
         let _ = ep_tx.try_send(Err(Error::Closed(reason.clone())));
     }
     if !closed.load(Ordering::SeqCst) {
-        log::warn!("mcp {}: {}", inbox.server(), inbox.redact(&reason));
+        log::warn!("event=mcp.sse.ended server={} reason={:?}", inbox.server(), inbox.redact(&reason));
         inbox.close(&reason);
     }
 }

@@ -112,7 +112,7 @@ impl StdioTransport {
             t.close();
             return Err(e);
         }
-        log::info!("mcp {server}: started stdio server (pid {pid})");
+        log::info!("event=mcp.stdio.started server={server} pid={pid}");
         Ok(t)
     }
 
@@ -164,7 +164,7 @@ impl Transport for StdioTransport {
         for h in lock(&self.threads).drain(..) {
             join_until(h, deadline);
         }
-        log::info!("mcp {}: stdio server stopped", self.server);
+        log::info!("event=mcp.stdio.stopped server={}", self.server);
     }
 }
 
@@ -280,7 +280,7 @@ fn read_loop(
         }
         reason
     };
-    log::warn!("mcp {}: {}", inbox.server(), inbox.redact(&reason));
+    log::warn!("event=mcp.stdio.ended server={} reason={:?}", inbox.server(), inbox.redact(&reason));
     inbox.close(&reason);
 }
 
@@ -335,7 +335,7 @@ fn drain_stderr(stderr: impl Read, inbox: &Inbox, tail: &Mutex<VecDeque<String>>
             }
         }
     }
-    log::debug!("mcp {}: stderr closed after {lines} lines, {bytes} bytes", inbox.server());
+    log::debug!("event=mcp.stdio.stderr_closed server={} lines={lines} bytes={bytes}", inbox.server());
 }
 
 /// Waits (polling) until the child has exited, without reaping it, so its pid still names the

@@ -202,7 +202,7 @@ impl Transport for StreamableHttpTransport {
         if let Some(h) = lock(&self.get_stream).take() {
             join_until(h, Instant::now() + Duration::from_millis(100));
         }
-        log::info!("mcp {}: Streamable HTTP connection closed", self.shared.server);
+        log::info!("event=mcp.http.closed server={}", self.shared.server);
     }
 }
 
