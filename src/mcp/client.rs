@@ -543,3 +543,35 @@ fn parse_tool(t: &Value) -> Option<ToolInfo> {
             .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_content_type_renders_without_raw_data() {
+        let v = json!({"content": [
+            {"type": "text", "text": "hi"},
+            {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"},
+            {"type": "audio", "data": "AAAAAAAA", "mimeType": "audio/wav"},
+            {"type": "resource_link", "uri": "file:///a", "name": "a", "description": "the a file"},
+            {"type": "resource", "resource": {"uri": "mem://b", "mimeType": "application/zip", "blob": "AAAA"}},
+            {"type": "resource", "resource": {"uri": "mem://t", "text": "inner text"}},
+            {"type": "hologram"}
+        ], "isError": false});
+        assert_eq!(
+            CallResult::from_value(&v).render(),
+            "hi\n[image image/png, 5 bytes]\n[audio audio/wav, 6 bytes]\n[resource link file:///a (a): the a file]\n\
+             [resource mem://b, application/zip, 3 bytes]\n[resource mem://t]\ninner text\n[hologram content]"
+        );
+    }
+
+    #[test]
+    fn errors_structured_and_empty_results() {
+        let r = CallResult::from_value(&json!({"content": [{"type": "text", "text": "bad input"}], "isError": true}));
+        assert_eq!(r.render(), "Error: bad input");
+        let r = CallResult::from_value(&json!({"content": [], "structuredContent": {"sum": 3}}));
+        assert_eq!(r.render(), "{\"sum\":3}");
+        assert_eq!(CallResult::from_value(&json!({})).render(), "(no output)");
+    }
+}

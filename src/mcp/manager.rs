@@ -708,3 +708,32 @@ enum Failure {
     Handshake(Error),
     Discovery(Error),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_are_normalised_for_providers() {
+        assert_eq!(normalize_schema(&json!("nope")), json!({"type": "object", "properties": {}, "required": []}));
+        let raw = json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                         "properties": {"a": {"type": ["integer", "null"]}, "b": {"anyOf": [{"type": "string"}]},
+                                        "c": {"type": "object", "properties": {"d": {"type": ["null", "string"]}}}}});
+        assert_eq!(
+            normalize_schema(&raw),
+            json!({"type": "object", "required": [],
+                   "properties": {"a": {"type": "integer", "nullable": true}, "b": {"anyOf": [{"type": "string"}]},
+                                  "c": {"type": "object", "properties": {"d": {"type": "string", "nullable": true}}}}})
+        );
+    }
+
+    #[test]
+    fn status_lines_are_one_line_redacted_and_capped() {
+        let e = Error::Connect("POST failed: header Bearer sk-abcdefghijkl\nX-Key: hunter2-value".into());
+        let line = redact_status(&e, &["hunter2-value".to_string()]);
+        assert!(line.starts_with("ConnectError: cannot reach MCP server: POST failed"), "{line}");
+        assert!(!line.contains('\n') && !line.contains("hunter2-value") && !line.contains("sk-abcdefghijkl"), "{line}");
+        let long = Error::Protocol("x".repeat(2000));
+        assert_eq!(redact_status(&long, &[]).chars().count(), MAX_STATUS_ERROR);
+    }
+}
