@@ -128,9 +128,27 @@ pub fn start(config: Config) -> Result<Server, Error> {
         crate::skills::evolution::EvolutionConfig::from_config(&config).map_err(Error)?,
         Arc::clone(&skills),
     );
+    // Skills see the configured MCP servers (dependency probe, refreshed after MCP catalog
+    // changes) and prepare required servers like `mcp_prepare` does.
+    {
+        let (tools, vars, probe_mcp) = (registry.clone(), config.vars.clone(), Arc::clone(&mcp));
+        skills
+            .set_probe(Arc::new(move || crate::skills::catalog::DepProbe {
+                tools: tools.clone(),
+                mcp_servers: probe_mcp.server_names().into_iter().collect(),
+                vars: vars.clone(),
+            }))
+            .map_err(|e| Error(format!("cannot load the skills: {e}")))?;
+        let skills2 = Arc::clone(&skills);
+        mcp.set_catalog_hook(move || {
+            if let Err(e) = skills2.refresh() {
+                log::warn!("event=skills.refresh_failed after=mcp_catalog_change error={:?}", e.to_string());
+            }
+        });
+    }
     let skill_tools = crate::skills::tools::SkillTools::new(
         Arc::clone(&skills),
-        Arc::new(crate::skills::tools::StaticEnv(registry.into_iter().collect())),
+        Arc::new(crate::mcp::extension::McpSkillEnv::new(registry.into_iter().collect(), Arc::clone(&mcp))),
     );
     let skills_ext: Arc<dyn tools::TurnExtension> =
         Arc::new(crate::skills::ext::SkillsExtension::new(skill_tools, Arc::clone(&evolution), config.llm_timeout));

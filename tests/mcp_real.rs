@@ -1234,3 +1234,59 @@ fn user_server_lifecycle_against_a_live_sse_server() {
     mgr.shutdown();
     std::fs::remove_dir_all(data).unwrap();
 }
+
+#[test]
+fn a_skill_requiring_an_mcp_server_connects_it_and_activates_its_tools() {
+    require_python_sdk();
+    let llm = FakeLlm::start();
+    let home = tmp_dir("skill-mcp");
+    let mut config = cashcode::config::Config::for_home(&home);
+    config.project_dir = Some(root());
+    let pkg = config.data_dir.join("skills/user/greeter");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(
+        pkg.join("SKILL.md"),
+        "---\nname: greeter\ndescription: Greets the user through the MCP test server.\nrequires:\n  mcp_servers: [test_stdio_mcp]\n---\n\nCall mcp_test_stdio_mcp_say_hello and repeat its answer.\n",
+    )
+    .unwrap();
+    let settings = config.llm_settings_path();
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(
+        &settings,
+        json!({"version": 2, "openai_compatible": {"base_url": llm.url, "api_key": "sk-test-key-123456"},
+               "ollama": {"base_url": ""}})
+        .to_string(),
+    )
+    .unwrap();
+    let later = config.data_dir.join("skills/user/later");
+    std::fs::create_dir_all(&later).unwrap();
+    std::fs::write(
+        later.join("SKILL.md"),
+        "---\nname: later\ndescription: Needs a server configured later.\nrequires:\n  mcp_servers: [weather]\n---\n\nUse the weather server.\n",
+    )
+    .unwrap();
+    let server = cashcode::app::start(config.clone()).unwrap();
+    // Configuring the missing server refreshes the skill catalog.
+    let (_, rec) = call(&server.api(), "GET", "/api/skills/later", Value::Null);
+    assert_eq!(rec["availability"], "missing_dependency", "{rec}");
+    let body = json!({"name": "weather", "display_name": "Weather", "url": "http://127.0.0.1:9/sse"});
+    assert_eq!(call(&server.api(), "POST", "/api/mcp/servers", body).0, 201);
+    let (_, rec) = call(&server.api(), "GET", "/api/skills/later", Value::Null);
+    assert_eq!(rec["availability"], "available", "{rec}");
+    // The skill's MCP dependency is configured, so it is available.
+    let (status, greeter) = call(&server.api(), "GET", "/api/skills/greeter", Value::Null);
+    assert_eq!((status, greeter["availability"].clone()), (200, json!("available")), "{greeter}");
+
+    llm.push(vec![
+        Step::Call("skill_load", json!({"name": "greeter"})),
+        Step::Call("mcp_test_stdio_mcp_say_hello", json!({})),
+        Step::Text("Hello, Cash"),
+    ]);
+    let events = run_turn(&server, "skill-chat", "greet me");
+    assert_eq!(events.last().unwrap()["event"], "done", "{events:?}");
+    let results = results_of(&events);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[1], ("mcp_test_stdio_mcp_say_hello".to_string(), "Hello, Cash".to_string()));
+    server.stop();
+    std::fs::remove_dir_all(home).unwrap();
+}

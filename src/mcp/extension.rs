@@ -242,6 +242,29 @@ impl Tool for McpPrepare {
     }
 }
 
+/// What the skill tools need from MCP: the full registry (built-ins plus live MCP wrappers)
+/// and `mcp_prepare`-style connects of a skill's required servers.
+pub struct McpSkillEnv {
+    base: std::collections::HashSet<String>,
+    manager: Arc<McpManager>,
+}
+
+impl McpSkillEnv {
+    pub fn new(base: std::collections::HashSet<String>, manager: Arc<McpManager>) -> McpSkillEnv {
+        McpSkillEnv { base, manager }
+    }
+}
+
+impl crate::skills::tools::SkillEnv for McpSkillEnv {
+    fn has_tool(&self, name: &str) -> bool {
+        self.base.contains(name) || (name.starts_with("mcp_") && self.manager.lookup(name).is_some())
+    }
+
+    fn prepare_mcp(&self, server: &str) -> Result<Vec<String>, String> {
+        self.manager.connect_server(server).map(|tools| tools.iter().map(|t| t.name.clone()).collect())
+    }
+}
+
 /// Removes `names` from `activated_tools` of every cached chat and of every metadata.json on
 /// disk (rewriting only files that change). Installed as the manager's purge hook.
 pub fn purge_activations(agent: &Weak<crate::agent::Agent>, names: &[String]) {

@@ -139,6 +139,7 @@ pub struct McpManager {
     generation: AtomicU64,
     index: Mutex<Option<(u64, Arc<SearchIndex>)>>,
     purge_hook: Mutex<Option<PurgeHook>>,
+    catalog_hook: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
     shutting_down: AtomicBool,
 }
 
@@ -204,6 +205,7 @@ impl McpManager {
             generation: AtomicU64::new(1),
             index: Mutex::new(None),
             purge_hook: Mutex::new(None),
+            catalog_hook: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
         }
     }
@@ -212,6 +214,19 @@ impl McpManager {
     /// memory and metadata.json on disk) when a server is disconnected, edited or deleted.
     pub fn set_purge_hook(&self, f: impl Fn(&[String]) + Send + Sync + 'static) {
         *lock(&self.purge_hook) = Some(Arc::new(f));
+    }
+
+    /// Installs what runs after the catalog changed (create, update, delete): the skill
+    /// catalog's refresh, whose MCP dependency checks depend on the configured servers.
+    pub fn set_catalog_hook(&self, f: impl Fn() + Send + Sync + 'static) {
+        *lock(&self.catalog_hook) = Some(Arc::new(f));
+    }
+
+    fn catalog_changed(&self) {
+        let hook = lock(&self.catalog_hook).clone();
+        if let Some(hook) = hook {
+            hook();
+        }
     }
 
     pub fn config(&self) -> &ManagerConfig {
@@ -303,6 +318,7 @@ impl McpManager {
         *lock(&slot.state) = SlotState::default();
         self.bump();
         log::info!("event=mcp.server.created server={}", cfg.name);
+        self.catalog_changed();
         Ok(self.dto_for(&cfg))
     }
 
@@ -317,6 +333,7 @@ impl McpManager {
         *lock(&slot.state) = SlotState::default();
         self.bump();
         log::info!("event=mcp.server.updated server={name}");
+        self.catalog_changed();
         Ok(self.dto_for(&cfg))
     }
 
@@ -330,6 +347,7 @@ impl McpManager {
         lock(&self.slots).remove(name);
         self.bump();
         log::info!("event=mcp.server.deleted server={name}");
+        self.catalog_changed();
         Ok(())
     }
 
