@@ -1088,6 +1088,21 @@ fn chat_flow_search_prepare_call_then_call_directly_in_a_later_turn() {
     assert_eq!(results_of(&events), vec![("mcp_test_stdio_mcp_say_hello".to_string(), "Hello, Cash".to_string())]);
     let reqs = llm.requests();
     assert!(tool_names(&reqs[4]).iter().any(|n| n == "mcp_test_stdio_mcp_say_hello"));
+
+    // Disconnecting purges the activation from the cached chat and from metadata.json.
+    let (s, _) = call(&server.api(), "POST", "/api/mcp/servers/test_stdio_mcp/disconnect", Value::Null);
+    assert_eq!(s, 200);
+    let read_meta = || -> Value {
+        serde_json::from_str(&std::fs::read_to_string(config.memory_dir.join("mcp-flow/metadata.json")).unwrap())
+            .unwrap()
+    };
+    assert_eq!(read_meta()["activated_tools"], json!({}));
+    llm.push(vec![Step::Text("bye")]);
+    let events = run_turn(&server, "mcp-flow", "bye");
+    assert_eq!(events.last().unwrap()["event"], "done");
+    let last = llm.requests().last().unwrap().clone();
+    assert!(!tool_names(&last).iter().any(|n| n.starts_with("mcp_test")), "{:?}", tool_names(&last));
+    assert_eq!(read_meta()["activated_tools"], json!({}));
     server.stop();
     std::fs::remove_dir_all(home).unwrap();
 }
