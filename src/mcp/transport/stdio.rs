@@ -286,17 +286,15 @@ fn read_loop(
 
 /// "server process exited (exit status: 1); stderr: …" after stdout EOF.
 fn exit_reason(child: &Mutex<Option<Child>>, tail: &Mutex<VecDeque<String>>) -> String {
-    // The pipe closes a moment before the process is reapable; give it a short while.
+    // The pipe closes a moment before the exit is visible; give it a short while. The child is
+    // not reaped here, so its pid keeps naming the process group until close kills and reaps.
     let deadline = Instant::now() + Duration::from_millis(500);
     let mut status = None;
     while Instant::now() < deadline {
-        match lock(child).as_mut().map(|c| c.try_wait()) {
-            Some(Ok(Some(s))) => {
-                status = Some(s);
-                break;
-            }
-            Some(Ok(None)) => {}
-            Some(Err(_)) | None => break,
+        let Some(pid) = lock(child).as_ref().map(Child::id) else { break };
+        status = peek_exit(child, pid);
+        if status.is_some() {
+            break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -312,6 +310,35 @@ fn exit_reason(child: &Mutex<Option<Child>>, tail: &Mutex<VecDeque<String>>) -> 
         msg.push_str(&tail.join(" | "));
     }
     msg
+}
+
+/// How our child `pid` ended ("exit status: 3", "signal: 9"), without reaping it.
+#[cfg(target_os = "linux")]
+fn peek_exit(_child: &Mutex<Option<Child>>, pid: u32) -> Option<String> {
+    // SAFETY: waitid with WNOWAIT only inspects the state of our own child; siginfo is plain data.
+    let (r, info) = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        (r, info)
+    };
+    // SAFETY: si_pid/si_status are valid for SIGCHLD-type siginfo, which waitid fills in.
+    let (si_pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+    if r != 0 || si_pid == 0 {
+        return None;
+    }
+    Some(match info.si_code {
+        libc::CLD_EXITED => format!("exit status: {status}"),
+        libc::CLD_KILLED | libc::CLD_DUMPED => format!("signal: {status}"),
+        _ => format!("status: {status}"),
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn peek_exit(child: &Mutex<Option<Child>>, _pid: u32) -> Option<String> {
+    match lock(child).as_mut().map(|c| c.try_wait()) {
+        Some(Ok(Some(s))) => Some(s.to_string()),
+        _ => None,
+    }
 }
 
 fn drain_stderr(stderr: impl Read, inbox: &Inbox, tail: &Mutex<VecDeque<String>>) {
