@@ -19,6 +19,20 @@ use crate::bus::TurnRequest;
 use crate::util::time;
 
 const ACTIVATED_KEY: &str = "activated_tools";
+/// Longest MCP tool result (in chars) that enters the prompt and history; the original passed
+/// everything through, so one chatty tool could overflow the model's context.
+pub const MAX_TOOL_OUTPUT_CHARS: usize = 50_000;
+
+fn cap_output(text: String) -> String {
+    let total = crate::util::text::char_len(&text);
+    if total <= MAX_TOOL_OUTPUT_CHARS {
+        return text;
+    }
+    format!(
+        "{}\n\n[output truncated, total {total} chars]",
+        crate::util::text::take_chars(&text, MAX_TOOL_OUTPUT_CHARS)
+    )
+}
 
 fn activated(meta: &Map<String, Value>) -> ActivatedToolSet {
     ActivatedToolSet::from_json(meta.get(ACTIVATED_KEY))
@@ -120,8 +134,10 @@ impl Tool for McpTool {
         }
         let name = &self.tool.name;
         match self.manager.call_on(&self.tool.server, &self.tool.original_name, args, Some(&ctx.cancel)) {
-            Ok(r) if r.is_error => ToolOutput { for_model: r.render(), preview: None, for_history: None, failed: true },
-            Ok(r) => ToolOutput::ok(r.render()),
+            Ok(r) if r.is_error => {
+                ToolOutput { for_model: cap_output(r.render()), preview: None, for_history: None, failed: true }
+            }
+            Ok(r) => ToolOutput::ok(cap_output(r.render())),
             Err(Error::Timeout { after, .. }) => {
                 ToolOutput::error(format!("Error: MCP tool '{name}' timed out after {}s", fmt_secs(after)))
             }
@@ -299,4 +315,18 @@ pub fn purge_activations(agent: &Weak<crate::agent::Agent>, names: &[String]) {
         }
     }
     log::info!("event=mcp.activations.purged tools={} chats_rewritten={changed}", names.len());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_outputs_are_capped_with_a_note() {
+        assert_eq!(cap_output("short".into()), "short");
+        let long = "字".repeat(MAX_TOOL_OUTPUT_CHARS + 5);
+        let capped = cap_output(long);
+        assert!(capped.ends_with(&format!("[output truncated, total {} chars]", MAX_TOOL_OUTPUT_CHARS + 5)));
+        assert_eq!(crate::util::text::char_len(capped.split("\n\n[").next().unwrap()), MAX_TOOL_OUTPUT_CHARS);
+    }
 }
