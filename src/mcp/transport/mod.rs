@@ -249,10 +249,12 @@ impl Inbox {
     fn garbage(&self, why: &str, text: &str) {
         let n = self.garbage_lines.fetch_add(1, Ordering::SeqCst) + 1;
         if n <= MAX_GARBAGE_LOGS {
+            // Size and reason only: the text may be tool output, which logs never hold.
             log::warn!(
-                "mcp {}: ignoring unparsable message ({why}): {}",
+                "event=mcp.message.unparsable server={} reason={:?} bytes={}",
                 self.server,
-                self.redact(text::take_chars(text, 200))
+                text::take_chars(why, 120),
+                text.len()
             );
         }
     }
