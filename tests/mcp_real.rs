@@ -1305,3 +1305,69 @@ fn a_skill_requiring_an_mcp_server_connects_it_and_activates_its_tools() {
     server.stop();
     std::fs::remove_dir_all(home).unwrap();
 }
+
+/// A tiny_http server answering every request with `status`, `content_type` and `body`.
+fn canned_server(status: u16, content_type: &'static str, body: &'static str) -> (u16, Arc<tiny_http::Server>) {
+    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+    let port = server.server_addr().to_ip().unwrap().port();
+    let s = server.clone();
+    std::thread::spawn(move || {
+        for rq in s.incoming_requests() {
+            let h = tiny_http::Header::from_bytes("Content-Type", content_type).unwrap();
+            let _ = rq.respond(tiny_http::Response::from_string(body).with_status_code(status).with_header(h));
+        }
+    });
+    (port, server)
+}
+
+#[test]
+fn http_servers_that_hang_or_answer_garbage_fail_cleanly() {
+    let cfg = ClientConfig { connect_timeout: Duration::from_secs(1), ..fast_cfg() };
+    let headers = BTreeMap::from([("Authorization".to_string(), "Bearer hdr-secret-777".to_string())]);
+    let spec = |kind: &str, url: String| {
+        let h = HttpSpec { url, headers: headers.clone() };
+        if kind == "sse" {
+            TransportSpec::Sse(h)
+        } else {
+            TransportSpec::StreamableHttp(h)
+        }
+    };
+
+    // Accepts connections and never answers.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().take(8).flatten() {
+            held.push(s);
+        }
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    for (kind, path) in [("sse", "sse"), ("http", "mcp")] {
+        let started = Instant::now();
+        let err =
+            Client::connect("hang", &spec(kind, format!("http://127.0.0.1:{port}/{path}")), cfg.clone()).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(4), "{kind}: {:?}", started.elapsed());
+        assert!(matches!(err, Error::Timeout { .. } | Error::Connect(_)), "{kind}: {err:?}");
+        assert!(err.retryable());
+    }
+
+    // Answers HTML instead of MCP.
+    let (port, html) = canned_server(200, "text/html", "<html>hello</html>");
+    let err = Client::connect("html", &spec("sse", format!("http://127.0.0.1:{port}/sse")), cfg.clone()).unwrap_err();
+    assert_eq!(err.to_string(), "MCP protocol error: expected an event stream, got content type 'text/html'");
+    let err = Client::connect("html", &spec("http", format!("http://127.0.0.1:{port}/mcp")), cfg.clone()).unwrap_err();
+    assert_eq!(err.to_string(), "MCP protocol error: unexpected reply content type 'text/html'");
+    html.unblock();
+
+    // An error page that echoes the credential is redacted.
+    let (port, echo) = canned_server(500, "text/plain", "denied for Bearer hdr-secret-777");
+    for (kind, path) in [("sse", "sse"), ("http", "mcp")] {
+        let err =
+            Client::connect("echo", &spec(kind, format!("http://127.0.0.1:{port}/{path}")), cfg.clone()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::Status { status: 500, .. }), "{kind}: {err:?}");
+        assert!(!msg.contains("hdr-secret-777"), "{kind}: {msg}");
+    }
+    echo.unblock();
+}
