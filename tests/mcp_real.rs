@@ -723,13 +723,29 @@ fn selected_connectors_are_turn_only_and_failures_fail_the_turn() {
     // Tools run without the state lock held (the turn releases it), as here.
     assert_eq!(turn_tools[0].run(&Map::new(), &ctx).for_model, "Hello, Cash");
     assert!(!ctx.state().metadata.contains_key("activated_tools"));
-    // Nothing listens on the SSE test server's port here: the turn fails with the status line.
-    let err = ext.prepare(&req(json!([{"server": "test_sse_mcp"}])), &ctx, &mut prep);
-    let port_free = TcpStream::connect(("127.0.0.1", 8090)).is_err();
-    if port_free {
-        let err = err.unwrap_err();
-        assert!(err.starts_with("Unable to prepare MCP test_sse_mcp: ConnectError: "), "{err}");
-    }
+    // A selected server that cannot connect fails the turn with its status line.
+    let port = free_port();
+    let body = json!({"name": "down", "display_name": "Down", "url": format!("http://127.0.0.1:{port}/sse")});
+    mgr.create(&body).unwrap();
+    let err = ext.prepare(&req(json!([{"server": "down"}])), &ctx, &mut prep).unwrap_err();
+    assert!(err.starts_with("Unable to prepare MCP down: ConnectError: "), "{err}");
+    let err = ext.prepare(&req(json!([{"server": "nope"}])), &ctx, &mut prep).unwrap_err();
+    assert_eq!(err, "Unable to prepare MCP nope: MCP server is not configured");
+
+    // A server without tools cannot be used for a turn.
+    let proj = dir.join("proj");
+    std::fs::create_dir_all(proj.join("mcp_servers")).unwrap();
+    let script = root().join("tests/fixtures/mcp/misbehaving.py");
+    let cfg = json!({"empty": {"command": python(), "args": [script.display().to_string(), "many-0"]}});
+    std::fs::write(proj.join("mcp_servers/mcp_config.json"), cfg.to_string()).unwrap();
+    let empty_mgr = Arc::new(McpManager::new(
+        ManagerConfig { client: fast_cfg(), data_dir: proj.join("data") },
+        Catalog::load(Some(&proj), &proj.join("data")).unwrap(),
+    ));
+    let empty_ext = McpExtension::new(empty_mgr.clone());
+    let err = empty_ext.prepare(&req(json!([{"server": "empty"}])), &ctx, &mut prep).unwrap_err();
+    assert_eq!(err, "Unable to use MCP empty: no tools were discovered");
+    empty_mgr.shutdown();
     mgr.shutdown();
     std::fs::remove_dir_all(dir).unwrap();
 }
