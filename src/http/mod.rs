@@ -6,6 +6,7 @@
 pub mod api;
 pub mod assets;
 pub mod llm_routes;
+pub mod mcp_routes;
 pub mod sessions;
 pub mod skills_routes;
 
@@ -126,6 +127,8 @@ fn is_slow(method: &str, path: &str) -> bool {
         || (method == "POST"
             && path.starts_with("/api/mcp/servers/")
             && (path.ends_with("/connect") || path.ends_with("/disconnect")))
+        // Editing or deleting a server closes its connection (a stdio child gets a grace period).
+        || (matches!(method, "PUT" | "DELETE") && path.starts_with("/api/mcp/servers/"))
         || (method == "POST" && path == "/api/skills/import")
 }
 
