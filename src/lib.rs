@@ -1,10 +1,18 @@
 //! CashCode: a locally hosted personal AI agent server.
 //!
 //! Modules in reading order: configuration, shared helpers, on-disk stores, the LLM client,
-//! the agent (turns and tools), then the two front doors (WebSocket and HTTP) and `app`, which
-//! builds the channels and threads.
+//! the bus and the agent (turns and tools), then the two front doors (WebSocket and HTTP),
+//! access policy, and `app`, which builds the channels and threads.
 
 pub mod agent;
+pub mod app;
+pub mod bus;
 pub mod config;
+pub mod http;
+pub mod llm;
+pub mod logging;
+pub mod net;
+pub mod security;
 pub mod store;
 pub mod util;
+pub mod ws;

@@ -2,17 +2,25 @@
 
 use std::process::ExitCode;
 
+use cashcode::config::{self, Command};
+
 fn main() -> ExitCode {
-    match cashcode::config::from_args_env(std::env::args().skip(1)) {
-        Ok(cashcode::config::Command::Help) => {
-            print!("{}", cashcode::config::HELP);
+    match config::from_args_env(std::env::args().skip(1)) {
+        Ok(Command::Help) => {
+            print!("{}", config::HELP);
             ExitCode::SUCCESS
         }
-        Ok(cashcode::config::Command::Version) => {
+        Ok(Command::Version) => {
             println!("cashcode {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
-        Ok(cashcode::config::Command::Run(_config)) => ExitCode::SUCCESS,
+        Ok(Command::Run(cfg)) => match cashcode::app::run(*cfg) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("cashcode: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Err(e) => {
             eprintln!("cashcode: {e}");
             ExitCode::from(2)

@@ -1,4 +1,176 @@
-//! The agent: worker pool, the turn (ReAct loop), tools.
+//! The agent: a pool of `worker-N` threads running turns, one turn at a time per chat (later
+//! messages of a chat queue behind the running one; different chats run in parallel), with a
+//! cancel token per running turn. Owns the chat cache and the tool registry.
 
 pub mod cancel;
+pub mod history;
+pub mod prompt;
 pub mod tools;
+pub mod turn;
+
+use std::collections::{HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+
+use crossbeam_channel::{unbounded, Receiver, Sender};
+
+use crate::bus::{Event, EventSink, TurnRequest};
+use crate::llm::runtime::LlmRuntime;
+use crate::store::chats::ChatStore;
+use crate::store::memory::MemoryFiles;
+use cancel::CancelToken;
+use history::ChatCache;
+use tools::Tool;
+
+/// Messages that may wait behind a running turn of one chat.
+pub const MAX_QUEUED_PER_CHAT: usize = 64;
+const WORKER_STACK: usize = 1024 * 1024;
+
+/// Everything a turn needs, shared by all workers.
+pub struct Deps {
+    pub chats: Arc<ChatStore>,
+    pub cache: ChatCache,
+    pub memory: Arc<MemoryFiles>,
+    pub llm: Arc<LlmRuntime>,
+    pub sink: Arc<dyn EventSink>,
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub workspace: PathBuf,
+    pub protected: Vec<PathBuf>,
+}
+
+#[derive(Default)]
+struct ChatRun {
+    queue: VecDeque<TurnRequest>,
+    running: Option<CancelToken>,
+}
+
+pub struct Agent {
+    pub deps: Arc<Deps>,
+    runs: Mutex<HashMap<String, ChatRun>>,
+    jobs: Mutex<Option<Sender<String>>>,
+    rx: Receiver<String>,
+}
+
+impl Agent {
+    pub fn new(deps: Deps) -> Arc<Agent> {
+        let (tx, rx) = unbounded();
+        Arc::new(Agent {
+            deps: Arc::new(deps),
+            runs: Mutex::new(HashMap::new()),
+            jobs: Mutex::new(Some(tx)),
+            rx,
+        })
+    }
+
+    fn runs(&self) -> MutexGuard<'_, HashMap<String, ChatRun>> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts `n` workers; they exit when [`Agent::shutdown`] closes the job channel.
+    pub fn spawn_workers(self: &Arc<Self>, n: usize) -> Vec<JoinHandle<()>> {
+        (0..n)
+            .filter_map(|i| {
+                let me = Arc::clone(self);
+                thread::Builder::new()
+                    .name(format!("worker-{i}"))
+                    .stack_size(WORKER_STACK)
+                    .spawn(move || me.work())
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// Queues a turn; `Err(detail)` when the chat's queue is full or the server is stopping.
+    pub fn submit(&self, req: TurnRequest) -> Result<(), String> {
+        let chat_id = req.chat_id.clone();
+        let mut runs = self.runs();
+        let run = runs.entry(chat_id.clone()).or_default();
+        if run.queue.len() >= MAX_QUEUED_PER_CHAT {
+            return Err(format!(
+                "too many queued messages for this chat (max {MAX_QUEUED_PER_CHAT})"
+            ));
+        }
+        let idle = run.queue.is_empty() && run.running.is_none();
+        run.queue.push_back(req);
+        if idle {
+            let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+            match jobs.as_ref().map(|tx| tx.send(chat_id.clone())) {
+                Some(Ok(())) => {}
+                _ => {
+                    runs.remove(&chat_id);
+                    return Err("the server is shutting down".into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Cancels the chat's running turn; true if one was running.
+    pub fn cancel(&self, chat_id: &str) -> bool {
+        match self.runs().get(chat_id).and_then(|r| r.running.as_ref()) {
+            Some(tok) => {
+                tok.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Is a turn of this chat running or queued?
+    pub fn busy(&self, chat_id: &str) -> bool {
+        self.runs().contains_key(chat_id)
+    }
+
+    /// Stops accepting turns and cancels the running ones; workers exit when idle.
+    pub fn shutdown(&self) {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let mut runs = self.runs();
+        for run in runs.values_mut() {
+            run.queue.clear();
+            if let Some(t) = &run.running {
+                t.cancel();
+            }
+        }
+    }
+
+    fn work(&self) {
+        while let Ok(chat_id) = self.rx.recv() {
+            loop {
+                let (req, token) = {
+                    let mut runs = self.runs();
+                    let Some(run) = runs.get_mut(&chat_id) else {
+                        break;
+                    };
+                    match run.queue.pop_front() {
+                        Some(req) => {
+                            let t = CancelToken::new();
+                            run.running = Some(t.clone());
+                            (req, t)
+                        }
+                        None => {
+                            runs.remove(&chat_id);
+                            break;
+                        }
+                    }
+                };
+                let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    turn::run(&self.deps, &req, &token)
+                }));
+                if result.is_err() {
+                    log::error!("event=turn.panicked chat_id={chat_id}");
+                    self.deps.sink.emit(
+                        &chat_id,
+                        Event::new("error")
+                            .with("detail", "internal error while running the turn")
+                            .with("chat_id", chat_id.as_str()),
+                    );
+                }
+                if let Some(run) = self.runs().get_mut(&chat_id) {
+                    run.running = None;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs every test: formatting and lints, the Rust unit and integration tests (real binary,
+# fake LLM, real MCP servers), the web client's unit tests and its browser tests in headless
+# Debian chromium. Prints one summary line at the end.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+
+bash scripts/setup.sh --browser || { echo "setup failed"; exit 1; }
+
+passed=0; failed=0; status=0
+log="$(mktemp)"
+section() { printf '\n== %s\n' "$*"; }
+count_cargo() {
+  while read -r p f; do passed=$((passed + p)); failed=$((failed + f)); done < <(
+    grep -E '^test result: ' "$log" | sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/')
+}
+
+section "cargo fmt --check"
+cargo fmt --all -- --check || status=1
+
+section "cargo clippy"
+cargo clippy --all-targets --quiet -- -D warnings || status=1
+
+section "cargo test"
+cargo test --all-targets 2>&1 | tee "$log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+count_cargo
+
+if [ -f client/package.json ]; then
+  section "web client: build and unit tests"
+  (cd client && npm run build --silent) || status=1
+  (cd client && npm test --silent) 2>&1 | tee "$log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  p=$(grep -oE 'Tests +[0-9]+ passed' "$log" | grep -oE '[0-9]+' | tail -1); passed=$((passed + ${p:-0}))
+  f=$(grep -oE 'Tests +.*[0-9]+ failed' "$log" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' | tail -1); failed=$((failed + ${f:-0}))
+
+  if grep -q '"e2e"' client/package.json; then
+    section "web client: browser tests (headless chromium)"
+    cargo build --quiet
+    (cd client && npm run e2e --silent) 2>&1 | tee "$log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    p=$(grep -E '^# pass ' "$log" | awk '{s+=$3} END {print s+0}'); passed=$((passed + p))
+    f=$(grep -E '^# fail ' "$log" | awk '{s+=$3} END {print s+0}'); failed=$((failed + f))
+  fi
+fi
+
+rm -f "$log"
+if [ "$status" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi
+echo
+echo "tests: $passed passed, $failed failed"
+exit "$status"

@@ -1,0 +1,247 @@
+//! The agent's in-memory view of each chat: the context records since the last summary and
+//! the metadata object, cached for recently used chats (bounded) and loaded with the smart-load
+//! rules on first use. Also maps records to model messages. Used by workers and the HTTP thread.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{json, Map, Value};
+
+use super::prompt::SUMMARY_MARKER;
+use crate::store::chats::{ChatStore, Record};
+
+/// Chats kept in memory; older idle ones are reloaded from disk when used again.
+pub const CACHE_CHATS: usize = 256;
+
+#[derive(Debug, Default)]
+pub struct ChatState {
+    /// Records the model context is built from (last summary first, if any).
+    pub records: Vec<Record>,
+    pub metadata: Map<String, Value>,
+}
+
+/// chat id -> (last-use tick, state), plus the tick counter.
+type CacheMap = (HashMap<String, (u64, Arc<Mutex<ChatState>>)>, u64);
+
+pub struct ChatCache {
+    store: Arc<ChatStore>,
+    inner: Mutex<CacheMap>,
+}
+
+pub fn lock(state: &Mutex<ChatState>) -> MutexGuard<'_, ChatState> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ChatCache {
+    pub fn new(store: Arc<ChatStore>) -> Self {
+        ChatCache {
+            store,
+            inner: Mutex::new((HashMap::new(), 0)),
+        }
+    }
+
+    /// The chat's state, loading it from disk if it is not cached.
+    pub fn get(&self, chat_id: &str) -> Arc<Mutex<ChatState>> {
+        {
+            let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            g.1 += 1;
+            let tick = g.1;
+            if let Some(e) = g.0.get_mut(chat_id) {
+                e.0 = tick;
+                return Arc::clone(&e.1);
+            }
+        }
+        let loaded = match self.store.load_context(chat_id) {
+            Ok(h) => {
+                if h.skipped_lines > 0 {
+                    log::warn!(
+                        "event=history.lines_skipped chat_id={chat_id} skipped={} torn_tail={}",
+                        h.skipped_lines,
+                        h.torn_tail
+                    );
+                }
+                h.records
+            }
+            Err(e) => {
+                log::error!(
+                    "event=history.load_failed chat_id={chat_id} error_kind={:?}",
+                    e.kind()
+                );
+                Vec::new()
+            }
+        };
+        let state = Arc::new(Mutex::new(ChatState {
+            records: loaded,
+            metadata: self.store.read_metadata(chat_id),
+        }));
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.1 += 1;
+        let tick = g.1;
+        // Another thread may have loaded it meanwhile: keep the first.
+        let entry = g.0.entry(chat_id.to_string()).or_insert((tick, state));
+        let out = Arc::clone(&entry.1);
+        if g.0.len() > CACHE_CHATS {
+            // Evict the least recently used chat nobody else holds.
+            if let Some(victim) =
+                g.0.iter()
+                    .filter(|(id, (_, s))| id.as_str() != chat_id && Arc::strong_count(s) == 1)
+                    .min_by_key(|(_, (t, _))| *t)
+                    .map(|(id, _)| id.clone())
+            {
+                g.0.remove(&victim);
+            }
+        }
+        out
+    }
+
+    /// The cached state, if any (rename updates it without loading).
+    pub fn peek(&self, chat_id: &str) -> Option<Arc<Mutex<ChatState>>> {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.0.get(chat_id).map(|e| Arc::clone(&e.1))
+    }
+
+    /// Drops a chat from memory (deleted chats must not resurrect old context).
+    pub fn forget(&self, chat_id: &str) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.0.remove(chat_id);
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.lock().map(|g| g.0.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Maps context records to model messages (storage.md §3.1 "Mapping").
+pub fn to_messages(records: &[Record]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(records.len());
+    for r in records {
+        match r.role.as_str() {
+            "user" | "assistant" if !r.content.is_empty() => {
+                out.push(json!({"role": r.role, "content": r.content}))
+            }
+            "tool_calls" => {
+                if let Some(calls) = r
+                    .tool_calls
+                    .as_ref()
+                    .and_then(Value::as_array)
+                    .filter(|a| !a.is_empty())
+                {
+                    out.push(
+                        json!({"role": "assistant", "content": r.content, "tool_calls": calls}),
+                    );
+                }
+            }
+            "tool" => {
+                if let Some(id) = r.tool_call_id.as_deref().filter(|id| !id.is_empty()) {
+                    if !r.content.is_empty() {
+                        let mut m =
+                            json!({"role": "tool", "tool_call_id": id, "content": r.content});
+                        if let Some(n) = &r.name {
+                            m["name"] = Value::String(n.clone());
+                        }
+                        out.push(m);
+                    }
+                }
+            }
+            "summary" if !r.content.is_empty() => out.push(
+                json!({"role": "assistant", "content": format!("{SUMMARY_MARKER} {}", r.content)}),
+            ),
+            _ => {}
+        }
+    }
+    drop_orphans(out)
+}
+
+/// Keeps the tool protocol valid for providers: an assistant `tool_calls` message must be
+/// followed by a tool message for each of its ids, and a tool message needs its call.
+fn drop_orphans(msgs: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(msgs.len());
+    let mut i = 0;
+    while i < msgs.len() {
+        let m = &msgs[i];
+        if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
+            let ids: Vec<&str> = calls
+                .iter()
+                .filter_map(|c| c.get("id").and_then(Value::as_str))
+                .collect();
+            let mut j = i + 1;
+            let mut results = Vec::new();
+            while j < msgs.len() && msgs[j]["role"] == "tool" {
+                results.push(msgs[j].clone());
+                j += 1;
+            }
+            let complete = !ids.is_empty()
+                && ids
+                    .iter()
+                    .all(|id| results.iter().any(|r| r["tool_call_id"] == *id))
+                && results
+                    .iter()
+                    .all(|r| ids.iter().any(|id| r["tool_call_id"] == *id));
+            if complete {
+                out.push(m.clone());
+                out.extend(results);
+            }
+            i = j;
+            continue;
+        }
+        if m["role"] != "tool" {
+            out.push(m.clone());
+        }
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(role: &str, content: &str) -> Record {
+        Record::new(role, content)
+    }
+
+    #[test]
+    fn maps_roles_and_drops_orphans() {
+        let mut tc = rec("tool_calls", "[TOOL_CALLS: save_memory]");
+        tc.tool_calls = Some(
+            json!([{"id": "c1", "type": "function", "function": {"name": "save_memory", "arguments": "{}"}}]),
+        );
+        let mut t = rec("tool", "Saved");
+        t.tool_call_id = Some("c1".into());
+        t.name = Some("save_memory".into());
+        let mut orphan = rec("tool", "x");
+        orphan.tool_call_id = Some("zz".into());
+        let msgs = to_messages(&[
+            rec("summary", "S"),
+            rec("user", "hi"),
+            rec("assistant", ""),
+            tc,
+            t,
+            orphan,
+            rec("assistant", "done"),
+        ]);
+        let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(
+            roles,
+            ["assistant", "user", "assistant", "tool", "assistant"]
+        );
+        assert_eq!(msgs[0]["content"], format!("{SUMMARY_MARKER} S"));
+        assert_eq!(msgs[3]["name"], "save_memory");
+    }
+
+    #[test]
+    fn incomplete_tool_step_is_dropped() {
+        let mut tc = rec("tool_calls", "[TOOL_CALLS: a, b]");
+        tc.tool_calls = Some(
+            json!([{"id": "1", "function": {"name": "a"}}, {"id": "2", "function": {"name": "b"}}]),
+        );
+        let mut t = rec("tool", "r");
+        t.tool_call_id = Some("1".into());
+        let msgs = to_messages(&[rec("user", "u"), tc, t, rec("assistant", "a")]);
+        assert_eq!(msgs.len(), 2);
+    }
+}

@@ -1,0 +1,251 @@
+//! Builds the services, binds both listeners, names and spawns every thread (`http`,
+//! `ws-accept`, `worker-N`, `dream`), prints the `listening` lines, and shuts down in order:
+//! stop accepting, cancel turns, close WebSockets, join.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crate::agent::history::ChatCache;
+use crate::agent::{tools, Agent, Deps};
+use crate::config::{is_loopback, Config};
+use crate::http::api::Api;
+use crate::llm::runtime::LlmRuntime;
+use crate::security::AccessPolicy;
+use crate::store::chats::ChatStore;
+use crate::store::memory::MemoryFiles;
+use crate::ws::{hub::Hub, WsShared};
+
+/// Set by SIGINT/SIGTERM.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// A running server; [`Server::stop`] shuts it down.
+pub struct Server {
+    pub http_port: u16,
+    pub ws_port: u16,
+    pub agent: Arc<Agent>,
+    pub hub: Arc<Hub>,
+    shutdown: Arc<AtomicBool>,
+    ws: Arc<WsShared>,
+    ws_addr: std::net::SocketAddr,
+    threads: Vec<JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+pub struct Error(pub String);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+fn dir(path: &std::path::Path, what: &str) -> Result<(), Error> {
+    std::fs::create_dir_all(path).map_err(|e| {
+        Error(format!(
+            "cannot create the {what} directory {}: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// Creates the data layout, binds, and starts every thread.
+pub fn start(config: Config) -> Result<Server, Error> {
+    let config = Arc::new(config);
+    dir(&config.data_dir, "data")?;
+    for sub in [
+        "memory",
+        "mcp",
+        "skills/user",
+        "skills/agent",
+        "skill-snapshots",
+        "skill-evolution/evidence",
+        "skill-evolution/proposals",
+    ] {
+        dir(&config.data_dir.join(sub), "data")?;
+    }
+    dir(&config.memory_dir, "memory")?;
+    dir(&config.workspace_dir, "workspace")?;
+    crate::net::raise_nofile_limit();
+
+    let workspace = config
+        .workspace_dir
+        .canonicalize()
+        .unwrap_or_else(|_| config.workspace_dir.clone());
+    let protected = vec![config.data_dir.join("skills")];
+    let chats = Arc::new(ChatStore::new(&config.memory_dir));
+    let memory = Arc::new(MemoryFiles::new(&config.memory_dir));
+    let llm = Arc::new(LlmRuntime::load(
+        config.llm_settings_path(),
+        config.llm_timeout,
+        config.deepseek_api_key.as_deref(),
+        config.deepseek_api_base.as_deref(),
+    ));
+    let hub = Arc::new(Hub::new());
+
+    let agent = Agent::new(Deps {
+        cache: ChatCache::new(Arc::clone(&chats)),
+        chats,
+        memory,
+        llm: Arc::clone(&llm),
+        sink: hub.clone(),
+        tools: tools::builtins(),
+        workspace,
+        protected,
+    });
+
+    let http_listener = crate::net::listen(&config.http_host, config.http_port).map_err(|e| {
+        Error(format!(
+            "cannot listen on {}:{}: {e}",
+            config.http_host, config.http_port
+        ))
+    })?;
+    let ws_listener = crate::net::listen(&config.ws_host, config.ws_port).map_err(|e| {
+        Error(format!(
+            "cannot listen on {}:{}: {e}",
+            config.ws_host, config.ws_port
+        ))
+    })?;
+    let http_addr = http_listener
+        .local_addr()
+        .map_err(|e| Error(e.to_string()))?;
+    let ws_addr = ws_listener.local_addr().map_err(|e| Error(e.to_string()))?;
+    let loopback_only = is_loopback(&config.http_host) && is_loopback(&config.ws_host);
+    let policy = AccessPolicy::new(
+        config.allowed_origins.clone(),
+        &config.http_host,
+        http_addr.port(),
+        loopback_only,
+        config.token.clone(),
+    );
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let mut threads = agent.spawn_workers(config.workers);
+
+    let ws = Arc::new(WsShared::new(
+        Arc::clone(&hub),
+        Arc::clone(&agent),
+        policy.clone(),
+    ));
+    let ws2 = Arc::clone(&ws);
+    threads.push(
+        thread::Builder::new()
+            .name("ws-accept".into())
+            .spawn(move || crate::ws::accept_loop(ws_listener, ws2))
+            .map_err(|e| Error(format!("cannot start ws-accept: {e}")))?,
+    );
+
+    let http_server = tiny_http::Server::from_listener(http_listener, None)
+        .map_err(|e| Error(format!("cannot start the HTTP server: {e}")))?;
+    let api = Arc::new(Api {
+        config: Arc::clone(&config),
+        policy,
+        agent: Arc::clone(&agent),
+        llm,
+        ws_port: ws_addr.port(),
+    });
+    let sd = Arc::clone(&shutdown);
+    threads.push(
+        thread::Builder::new()
+            .name("http".into())
+            .spawn(move || crate::http::serve(http_server, api, &sd))
+            .map_err(|e| Error(format!("cannot start http: {e}")))?,
+    );
+
+    log::info!(
+        "event=server.started http_port={} ws_port={}",
+        http_addr.port(),
+        ws_addr.port()
+    );
+    Ok(Server {
+        http_port: http_addr.port(),
+        ws_port: ws_addr.port(),
+        agent,
+        hub,
+        shutdown,
+        ws,
+        ws_addr,
+        threads,
+    })
+}
+
+impl Server {
+    /// Stops accepting, cancels turns, closes connections, joins threads (bounded wait).
+    pub fn stop(self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.ws.shutdown.store(true, Ordering::SeqCst);
+        // Wake the blocking accept.
+        let _ = std::net::TcpStream::connect_timeout(&self.ws_addr, Duration::from_millis(200));
+        self.agent.shutdown();
+        self.hub.close_all();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        for t in self.threads.into_iter().rev() {
+            while !t.is_finished() && std::time::Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(10));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+        log::info!("event=server.stopped");
+    }
+}
+
+/// Runs until SIGINT/SIGTERM.
+pub fn run(config: Config) -> Result<(), Error> {
+    crate::logging::init(
+        &config.log_dir,
+        config.file_log_level,
+        config.console_log_level,
+        config.log_retention_days,
+    )
+    .map_err(|e| {
+        Error(format!(
+            "cannot write logs to {}: {e}",
+            config.log_dir.display()
+        ))
+    })?;
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    let (http_host, ws_host) = (config.http_host.clone(), config.ws_host.clone());
+    let server = start(config)?;
+    let mut out = std::io::stdout();
+    let _ = writeln!(
+        out,
+        "http listening on http://{}:{}",
+        display_host(&http_host),
+        server.http_port
+    );
+    let _ = writeln!(
+        out,
+        "ws listening on ws://{}:{}/",
+        display_host(&ws_host),
+        server.ws_port
+    );
+    let _ = out.flush();
+    while !STOP.load(Ordering::SeqCst) {
+        thread::sleep(Duration::from_millis(100));
+    }
+    server.stop();
+    Ok(())
+}
+
+fn display_host(h: &str) -> String {
+    if h.contains(':') && !h.starts_with('[') {
+        format!("[{h}]")
+    } else {
+        h.to_string()
+    }
+}

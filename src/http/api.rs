@@ -1,0 +1,65 @@
+//! The `/api` router: a pure function from [`Req`] to [`Resp`] over the services. Each area
+//! keeps its handlers in its own module; this file only dispatches.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{assets, llm_routes, sessions, Req, Resp};
+use crate::agent::Agent;
+use crate::config::Config;
+use crate::llm::runtime::LlmRuntime;
+use crate::security::AccessPolicy;
+
+/// Services the HTTP handlers use.
+pub struct Api {
+    pub config: Arc<Config>,
+    pub policy: AccessPolicy,
+    pub agent: Arc<Agent>,
+    pub llm: Arc<LlmRuntime>,
+    /// The WebSocket port actually bound (for `/api/client-config`).
+    pub ws_port: u16,
+}
+
+impl Api {
+    pub fn route(&self, req: &Req) -> Resp {
+        let segs: Vec<&str> = req.segments.iter().map(String::as_str).collect();
+        if segs.first() != Some(&"api") {
+            return assets::serve(self.config.client_dir.as_deref(), req);
+        }
+        if req.path.len() > 1 && req.path.ends_with('/') {
+            let mut r = Resp::text(307, "");
+            r.headers.push((
+                "Location".into(),
+                req.path.trim_end_matches('/').to_string(),
+            ));
+            return r;
+        }
+        let m = req.method.as_str();
+        match &segs[1..] {
+            ["health"] => only(m, &["GET"])
+                .unwrap_or_else(|| Resp::ok(&json!({"status": "ok", "service": "cashcode"}))),
+            ["client-config"] => only(m, &["GET"]).unwrap_or_else(|| self.client_config(req)),
+            ["sessions", rest @ ..] => sessions::route(self, m, rest, req),
+            ["settings", "llm", rest @ ..] => llm_routes::route(self, m, rest, req),
+            _ => Resp::detail(404, "Not Found"),
+        }
+    }
+
+    fn client_config(&self, req: &Req) -> Resp {
+        // Same host name the page was loaded from, so cookies and origins line up.
+        let host = req
+            .header("host")
+            .map(|h| match h.strip_prefix('[') {
+                Some(v6) => format!("[{}]", v6.split(']').next().unwrap_or("")),
+                None => h.rsplit_once(':').map(|(n, _)| n).unwrap_or(h).to_string(),
+            })
+            .unwrap_or_else(|| self.config.ws_host.clone());
+        Resp::ok(&json!({"ws_url": format!("ws://{host}:{}/", self.ws_port)}))
+    }
+}
+
+/// 405 unless `method` is one of `allowed`.
+pub fn only(method: &str, allowed: &[&str]) -> Option<Resp> {
+    (!allowed.contains(&method)).then(|| Resp::detail(405, "Method Not Allowed"))
+}

@@ -1,0 +1,142 @@
+//! `/api/settings/llm` (llm-settings.md §4): public view, save, connection test, discovery.
+//! The API key never leaves this module except into llm.json.
+
+use std::thread;
+
+use serde_json::{json, Value};
+
+use super::api::{only, Api};
+use super::{Req, Resp};
+use crate::llm::client::{LlmClient, DISCOVERY_TIMEOUT};
+use crate::llm::settings::{self, InputError, Settings};
+use crate::llm::Provider;
+
+const UNREADABLE: &str = "the LLM settings file is invalid or unreadable";
+
+pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
+    match rest {
+        [] => match m {
+            "GET" => get(api),
+            "PUT" => put(api, req),
+            _ => Resp::detail(405, "Method Not Allowed"),
+        },
+        ["test"] => only(m, &["POST"]).unwrap_or_else(|| test(api, req)),
+        ["models"] => only(m, &["GET"]).unwrap_or_else(|| models(api)),
+        _ => Resp::detail(404, "Not Found"),
+    }
+}
+
+fn input_error(e: InputError) -> Resp {
+    match e {
+        InputError::Invalid(msg) => Resp::detail(422, &msg),
+        InputError::Shape(items) => Resp::shape(items),
+    }
+}
+
+fn get(api: &Api) -> Resp {
+    match api.llm.settings() {
+        Some(s) => Resp::ok(&settings::public_view(&s)),
+        None => Resp::detail(503, UNREADABLE),
+    }
+}
+
+fn draft(api: &Api, req: &Req, with_provider: bool) -> Result<(settings::Draft, Settings), Resp> {
+    let body = req.json()?;
+    let d = settings::parse_body(&body, with_provider).map_err(input_error)?;
+    let stored = api.llm.settings().unwrap_or_default();
+    let s = settings::build(&d, &stored).map_err(input_error)?;
+    Ok((d, s))
+}
+
+fn put(api: &Api, req: &Req) -> Resp {
+    let (_, s) = match draft(api, req, false) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if !s.configured() {
+        return Resp::detail(422, "at least one provider connection is required");
+    }
+    match api.llm.save(s.clone()) {
+        Ok(()) => {
+            log::info!(
+                "event=llm.settings.saved openai_ready={} ollama_ready={}",
+                s.ready(Provider::OpenAiCompatible),
+                s.ready(Provider::Ollama)
+            );
+            Resp::ok(&settings::public_view(&s))
+        }
+        Err(e) => {
+            log::error!("event=llm.settings.save_failed error_kind={:?}", e.kind());
+            Resp::detail(503, "unable to save the LLM settings file")
+        }
+    }
+}
+
+fn test(api: &Api, req: &Req) -> Resp {
+    let (d, s) = match draft(api, req, true) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let provider = d.provider.unwrap_or(Provider::OpenAiCompatible);
+    let Some(client) = LlmClient::new(&s, provider, DISCOVERY_TIMEOUT) else {
+        return Resp::detail(
+            422,
+            &format!("LLM not configured ({provider}); fill in the connection details first"),
+        );
+    };
+    match client.list_models() {
+        Ok(models) => Resp::ok(&json!({
+            "success": true,
+            "provider": provider.id(),
+            "model_count": models.len(),
+            "message": format!("Connected, found {} models", models.len()),
+        })),
+        Err(e) => {
+            log::warn!("event=llm.test.failed provider={provider} error=\"{e}\"");
+            Resp::detail(400, e.category())
+        }
+    }
+}
+
+fn models(api: &Api) -> Resp {
+    let Some(s) = api.llm.settings() else {
+        return Resp::detail(503, UNREADABLE);
+    };
+    // Probe every ready provider concurrently.
+    let results: Vec<(Provider, bool, Result<Vec<String>, String>)> = thread::scope(|scope| {
+        let handles: Vec<_> = Provider::ALL
+            .iter()
+            .map(|p| {
+                let s = &s;
+                scope.spawn(move || {
+                    let ready = s.ready(*p);
+                    let r = match LlmClient::new(s, *p, DISCOVERY_TIMEOUT) {
+                        Some(c) => c.list_models().map_err(|e| {
+                            log::warn!("event=llm.discovery.failed provider={p} error=\"{e}\"");
+                            e.category().to_string()
+                        }),
+                        None => Ok(Vec::new()),
+                    };
+                    (*p, ready, r)
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    let mut list = Vec::new();
+    let mut providers = serde_json::Map::new();
+    for (p, ready, r) in results {
+        let error = match r {
+            Ok(ids) => {
+                list.extend(
+                    ids.into_iter()
+                        .map(|id| json!({"provider": p.id(), "id": id})),
+                );
+                Value::Null
+            }
+            Err(msg) => Value::String(msg),
+        };
+        providers.insert(p.id().into(), json!({"ready": ready, "error": error}));
+    }
+    Resp::ok(&json!({"models": list, "providers": providers}))
+}

@@ -1,0 +1,320 @@
+//! The HTTP front door, run on the `http` thread: tiny_http requests become [`Req`], the
+//! router turns them into [`Resp`]; CORS, the Origin/Host/token checks and `X-Request-ID` are
+//! applied here, once. Routes that wait on the network (LLM discovery, MCP connect) run on a
+//! short-lived `http-slow` thread so they never stall the others.
+
+pub mod api;
+pub mod assets;
+pub mod llm_routes;
+pub mod sessions;
+
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::security::{query_param, AccessPolicy};
+
+/// Largest request body (a 10 MiB skill ZIP plus multipart framing).
+pub const MAX_BODY: usize = 12 * 1024 * 1024;
+/// Concurrent slow-route threads.
+const MAX_SLOW: usize = 16;
+
+/// A request as the router sees it.
+#[derive(Debug, Clone, Default)]
+pub struct Req {
+    pub method: String,
+    /// Raw path without the query.
+    pub path: String,
+    /// Percent-decoded path segments.
+    pub segments: Vec<String>,
+    pub query: String,
+    /// Header names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Req {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn query_param(&self, name: &str) -> Option<String> {
+        query_param(&self.query, name).map(percent_decode)
+    }
+
+    /// The body as JSON; a 422 in pydantic's list form when it is not.
+    pub fn json(&self) -> Result<Value, Resp> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            Resp::shape(vec![json!({"type": "json_invalid", "loc": ["body", e.column()], "msg": "JSON decode error", "input": {}, "ctx": {"error": e.to_string()}})])
+        })
+    }
+}
+
+/// A response before CORS and request-id headers are added.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+    pub headers: Vec<(String, String)>,
+}
+
+impl Resp {
+    pub fn json(status: u16, v: &Value) -> Resp {
+        Resp {
+            status,
+            content_type: "application/json",
+            body: serde_json::to_vec(v).unwrap_or_default(),
+            headers: Vec::new(),
+        }
+    }
+
+    pub fn ok(v: &Value) -> Resp {
+        Resp::json(200, v)
+    }
+
+    pub fn detail(status: u16, msg: &str) -> Resp {
+        Resp::json(status, &json!({"detail": msg}))
+    }
+
+    /// 422 with pydantic-style items `{type, loc, msg, input}`.
+    pub fn shape(items: Vec<Value>) -> Resp {
+        Resp::json(422, &json!({"detail": items}))
+    }
+
+    pub fn no_content() -> Resp {
+        Resp {
+            status: 204,
+            content_type: "application/json",
+            body: Vec::new(),
+            headers: Vec::new(),
+        }
+    }
+
+    pub fn text(status: u16, text: &str) -> Resp {
+        Resp {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: text.as_bytes().to_vec(),
+            headers: Vec::new(),
+        }
+    }
+}
+
+/// `%XX` decoding; invalid escapes are kept literally.
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = |c: u8| (c as char).to_digit(16);
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Does this route wait on the network?
+fn is_slow(method: &str, path: &str) -> bool {
+    path.starts_with("/api/settings/llm/")
+        || (method == "POST"
+            && path.starts_with("/api/mcp/servers/")
+            && (path.ends_with("/connect") || path.ends_with("/disconnect")))
+        || (method == "POST" && path == "/api/skills/import")
+}
+
+fn to_req(rq: &mut tiny_http::Request) -> Result<Req, Resp> {
+    let url = rq.url().to_string();
+    let (path, query) = match url.split_once('?') {
+        Some((p, q)) => (p.to_string(), q.to_string()),
+        None => (url, String::new()),
+    };
+    let segments = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(percent_decode)
+        .collect();
+    let headers = rq
+        .headers()
+        .iter()
+        .map(|h| {
+            (
+                h.field.as_str().as_str().to_ascii_lowercase(),
+                h.value.as_str().to_string(),
+            )
+        })
+        .collect();
+    if rq.body_length().is_some_and(|n| n > MAX_BODY) {
+        return Err(Resp::detail(413, "request body too large"));
+    }
+    let mut body = Vec::new();
+    rq.as_reader()
+        .take(MAX_BODY as u64 + 1)
+        .read_to_end(&mut body)
+        .map_err(|_| Resp::detail(400, "could not read the request body"))?;
+    if body.len() > MAX_BODY {
+        return Err(Resp::detail(413, "request body too large"));
+    }
+    Ok(Req {
+        method: rq.method().as_str().to_ascii_uppercase(),
+        path,
+        segments,
+        query,
+        headers,
+        body,
+    })
+}
+
+fn header(name: &str, value: &str) -> Option<tiny_http::Header> {
+    tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).ok()
+}
+
+/// Applies policy, routes, and writes the response.
+fn handle(mut rq: tiny_http::Request, api: &api::Api) {
+    let started = std::time::Instant::now();
+    let request_id = crate::util::rand::hex(16);
+    let req = to_req(&mut rq);
+    let (resp, origin) = match req {
+        Ok(req) => {
+            let origin = req.header("origin").map(str::to_string);
+            (guarded(&req, api), origin)
+        }
+        Err(resp) => (resp, None),
+    };
+    let status = resp.status;
+    let mut out = tiny_http::Response::from_data(resp.body).with_status_code(resp.status);
+    let mut headers = vec![
+        ("Content-Type".to_string(), resp.content_type.to_string()),
+        ("X-Request-ID".into(), request_id.clone()),
+    ];
+    if let Some(o) = origin.filter(|o| api.policy.is_listed(o)) {
+        headers.push(("Access-Control-Allow-Origin".into(), o));
+        headers.push(("Access-Control-Allow-Credentials".into(), "true".into()));
+        headers.push(("Vary".into(), "Origin".into()));
+    }
+    headers.extend(resp.headers);
+    for (k, v) in headers {
+        if let Some(h) = header(&k, &v) {
+            out.add_header(h);
+        }
+    }
+    let method = rq.method().as_str().to_string();
+    let route = rq.url().split('?').next().unwrap_or("").to_string();
+    let _ = rq.respond(out);
+    log::debug!(
+        "event=http.request.completed request_id={request_id} method={method:?} route={:?} status={status} duration_ms={:.2}",
+        crate::util::text::take_chars(&route, 200),
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+}
+
+fn guarded(req: &Req, api: &api::Api) -> Resp {
+    let policy: &AccessPolicy = &api.policy;
+    if !policy.host_allowed(req.header("host")) {
+        return Resp::detail(403, "Host is not allowed");
+    }
+    let origin = req.header("origin");
+    // CORS preflight.
+    if req.method == "OPTIONS" && req.header("access-control-request-method").is_some() {
+        return match origin {
+            Some(o) if policy.is_listed(o) => {
+                let mut r = Resp::text(200, "OK");
+                r.headers.push((
+                    "Access-Control-Allow-Methods".into(),
+                    "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT".into(),
+                ));
+                r.headers
+                    .push(("Access-Control-Max-Age".into(), "600".into()));
+                if let Some(h) = req.header("access-control-request-headers") {
+                    r.headers
+                        .push(("Access-Control-Allow-Headers".into(), h.to_string()));
+                }
+                r
+            }
+            _ => Resp::text(400, "Disallowed CORS origin"),
+        };
+    }
+    if req.path.starts_with("/api") {
+        let state_changing = !matches!(req.method.as_str(), "GET" | "HEAD" | "OPTIONS")
+            || req.path == "/api/settings/llm/models";
+        if state_changing && !policy.origin_allowed(origin) {
+            return Resp::detail(403, "Origin is not allowed");
+        }
+        if !policy.token_ok(
+            req.header("authorization"),
+            query_param(&req.query, "token"),
+        ) {
+            return Resp::detail(401, "a valid token is required");
+        }
+    }
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| api.route(req))) {
+        Ok(r) => r,
+        Err(_) => {
+            log::error!("event=http.handler.panicked route={:?}", req.path);
+            Resp::detail(500, "Internal Server Error")
+        }
+    }
+}
+
+/// The `http` thread: serves until `shutdown` is set (checked every 250 ms).
+pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBool) {
+    let slow = Arc::new(AtomicUsize::new(0));
+    loop {
+        let rq = match server.recv_timeout(Duration::from_millis(250)) {
+            Ok(Some(rq)) => rq,
+            Ok(None) => {
+                if shutdown.load(Ordering::SeqCst) {
+                    break;
+                }
+                continue;
+            }
+            Err(e) => {
+                log::error!("event=http.recv.failed error_kind={:?}", e.kind());
+                break;
+            }
+        };
+        let path = rq.url().split('?').next().unwrap_or("").to_string();
+        if is_slow(rq.method().as_str(), &path) && slow.load(Ordering::SeqCst) < MAX_SLOW {
+            let (api, slow) = (Arc::clone(&api), Arc::clone(&slow));
+            slow.fetch_add(1, Ordering::SeqCst);
+            let spawned = std::thread::Builder::new()
+                .name("http-slow".into())
+                .stack_size(512 * 1024)
+                .spawn(move || {
+                    handle(rq, &api);
+                    slow.fetch_sub(1, Ordering::SeqCst);
+                });
+            if spawned.is_err() {
+                log::error!("event=http.slow.spawn_failed");
+            }
+        } else {
+            handle(rq, &api);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_percent_escapes() {
+        assert_eq!(percent_decode("%2E%2E"), "..");
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert_eq!(percent_decode("%zz%41"), "%zzA");
+        assert_eq!(percent_decode("%E5%AD%97"), "字");
+    }
+}

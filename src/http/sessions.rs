@@ -1,0 +1,150 @@
+//! `/api/sessions` (http-api.md §4): list, messages, rename, delete. Chat ids are validated on
+//! every route, so `..` and friends are a 404, never a path.
+
+use serde_json::{json, Map, Value};
+
+use super::api::{only, Api};
+use super::{Req, Resp};
+use crate::agent::history::lock;
+use crate::store::chats::valid_chat_id;
+use crate::ws::protocol::sanitize_list;
+
+pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
+    match rest {
+        [] => only(m, &["GET"]).unwrap_or_else(|| list(api)),
+        [id] => match m {
+            "PATCH" => rename(api, id, req),
+            "DELETE" => delete(api, id),
+            _ => Resp::detail(405, "Method Not Allowed"),
+        },
+        [id, "messages"] => only(m, &["GET"]).unwrap_or_else(|| messages(api, id)),
+        _ => Resp::detail(404, "Not Found"),
+    }
+}
+
+fn not_found() -> Resp {
+    Resp::detail(404, "session not found")
+}
+
+fn list(api: &Api) -> Resp {
+    match api.agent.deps.chats.list() {
+        Ok(s) => Resp::ok(&json!({"sessions": s})),
+        Err(e) => {
+            log::error!("event=sessions.list_failed error_kind={:?}", e.kind());
+            Resp::detail(500, "unable to list sessions")
+        }
+    }
+}
+
+fn messages(api: &Api, id: &str) -> Resp {
+    let chats = &api.agent.deps.chats;
+    if !valid_chat_id(id) || !chats.exists(id) {
+        return not_found();
+    }
+    let history = match chats.read_history(id) {
+        Ok(h) => h,
+        Err(e) => {
+            log::error!(
+                "event=sessions.read_failed chat_id={id} error_kind={:?}",
+                e.kind()
+            );
+            return Resp::detail(500, "unable to read the session");
+        }
+    };
+    let items: Vec<Value> = history
+        .records
+        .iter()
+        .filter(|r| r.role == "user" || r.role == "assistant")
+        .map(|r| {
+            let mut item = json!({"role": r.role, "content": r.content});
+            if r.role == "user" {
+                let mut meta = Map::new();
+                if let Some(v) = &r.mentioned_skills {
+                    meta.insert("mentioned_skills".into(), v.clone());
+                }
+                if let Some(v) = &r.selected_mcp_connectors {
+                    meta.insert("selected_mcp_connectors".into(), v.clone());
+                }
+                for (field, key, dot) in [
+                    ("mentioned_skills", "name", true),
+                    ("selected_mcp_connectors", "server", false),
+                ] {
+                    if let Ok(list) = sanitize_list(&meta, field, key, dot) {
+                        if !list.is_empty() {
+                            item[field] = Value::Array(list);
+                        }
+                    }
+                }
+            }
+            item
+        })
+        .collect();
+    Resp::ok(&json!({"chat_id": id, "messages": items}))
+}
+
+fn rename(api: &Api, id: &str, req: &Req) -> Resp {
+    let body = match req.json() {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let title = match body.get("title") {
+        Some(Value::String(s)) => s.trim().to_string(),
+        Some(other) => {
+            return Resp::shape(vec![
+                json!({"type": "string_type", "loc": ["body", "title"], "msg": "Input should be a valid string", "input": other}),
+            ])
+        }
+        None => {
+            return Resp::shape(vec![
+                json!({"type": "missing", "loc": ["body", "title"], "msg": "Field required", "input": body}),
+            ])
+        }
+    };
+    if title.is_empty() {
+        return Resp::shape(vec![
+            json!({"type": "value_error", "loc": ["body", "title"], "msg": "Value error, title must not be empty", "input": body["title"], "ctx": {"error": {}}}),
+        ]);
+    }
+    let deps = &api.agent.deps;
+    if !valid_chat_id(id) || !deps.chats.exists(id) {
+        return not_found();
+    }
+    // Re-read the file copy, change only the title; keep the agent's cached copy in step.
+    let mut meta = deps.chats.read_metadata(id);
+    meta.insert("title".into(), Value::String(title.clone()));
+    if let Err(e) = deps.chats.write_metadata(id, &meta) {
+        log::error!(
+            "event=sessions.rename_failed chat_id={id} error_kind={:?}",
+            e.kind()
+        );
+        return Resp::detail(500, "unable to save the session title");
+    }
+    if let Some(state) = deps.cache.peek(id) {
+        lock(&state)
+            .metadata
+            .insert("title".into(), Value::String(title.clone()));
+    }
+    Resp::ok(&json!({"chat_id": id, "title": title}))
+}
+
+fn delete(api: &Api, id: &str) -> Resp {
+    let deps = &api.agent.deps;
+    if !valid_chat_id(id) || !deps.chats.exists(id) {
+        return not_found();
+    }
+    api.agent.cancel(id);
+    match deps.chats.delete(id) {
+        Ok(true) => {
+            deps.cache.forget(id);
+            Resp::no_content()
+        }
+        Ok(false) => not_found(),
+        Err(e) => {
+            log::error!(
+                "event=sessions.delete_failed chat_id={id} error_kind={:?}",
+                e.kind()
+            );
+            Resp::detail(500, "unable to delete the session")
+        }
+    }
+}

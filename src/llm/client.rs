@@ -1,0 +1,718 @@
+//! The blocking LLM client: one ureq `Agent` per provider generation, `POST /chat/completions`
+//! with `stream: true` read on a dedicated reader thread so the calling worker can stop at
+//! once on cancel, plus non-streamed completions (consolidation, Dream) and model discovery.
+
+use std::io::BufReader;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, select, Receiver, Sender};
+use serde_json::{json, Value};
+
+use super::settings::Settings;
+use super::sse;
+use super::Provider;
+use crate::agent::cancel::CancelToken;
+use crate::util::redact;
+
+/// Discovery (and the settings connection test) is bounded by 15 s in total.
+pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(15);
+pub const MAX_MODELS: usize = 500;
+/// Cap on a non-streamed response body and on an error body we read.
+const MAX_BODY: u64 = 8 * 1024 * 1024;
+const MAX_ERROR_BODY: u64 = 64 * 1024;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Failure of one model call. `Display` is the user-facing detail: no key, no raw body dump.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LlmError {
+    NotConfigured(Provider),
+    Cancelled,
+    Http { status: u16, message: String },
+    Timeout(Duration),
+    Connect,
+    Malformed(&'static str),
+    Truncated,
+    Other(String),
+}
+
+impl std::fmt::Display for LlmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LlmError::NotConfigured(p) => {
+                write!(f, "LLM not configured ({p}); open Settings > LLM Settings to finish the connection setup")
+            }
+            LlmError::Cancelled => f.write_str("cancelled"),
+            LlmError::Http { status, message } => {
+                let reason = match status {
+                    401 | 403 => "Authentication failed; check the API key.",
+                    404 => "Model or endpoint not found; check the address and the model name.",
+                    408 | 504 => "The model service timed out; try again later.",
+                    429 => "Model service busy; try again later.",
+                    s if *s >= 500 => "The model service failed; try again later.",
+                    _ => "The model service rejected the request.",
+                };
+                write!(f, "Model service error (HTTP {status}): {reason}")?;
+                if !message.is_empty() {
+                    write!(f, " {message}")?;
+                }
+                Ok(())
+            }
+            LlmError::Timeout(d) => write!(
+                f,
+                "Model request timed out after {} s.",
+                d.as_secs_f64().round()
+            ),
+            LlmError::Connect => f.write_str("Cannot reach the model service; check the address."),
+            LlmError::Malformed(what) => {
+                write!(f, "The model service sent a malformed response ({what}).")
+            }
+            LlmError::Truncated => {
+                f.write_str("The model service closed the stream before finishing the answer.")
+            }
+            LlmError::Other(m) => write!(f, "Model request failed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for LlmError {}
+
+impl LlmError {
+    /// The friendly category used by the settings connection test and discovery.
+    pub fn category(&self) -> &'static str {
+        match self {
+            LlmError::Timeout(_) => "Connection timed out; check the service address and network.",
+            LlmError::Http {
+                status: 401 | 403, ..
+            } => "Authentication failed; check the API key.",
+            LlmError::Connect => "Cannot reach the model service; check the address.",
+            LlmError::Http { status: 429, .. } => "Model service busy; try again later.",
+            _ => "Connection failed; check the provider configuration.",
+        }
+    }
+
+    fn retryable(&self) -> bool {
+        matches!(self, LlmError::Connect | LlmError::Timeout(_))
+            || matches!(self, LlmError::Http { status, .. } if matches!(status, 408 | 409 | 429) || *status >= 500)
+    }
+}
+
+/// One assembled tool call of a completion.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A finished model reply.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Completion {
+    pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Value>,
+}
+
+/// A client bound to one provider's credentials.
+pub struct LlmClient {
+    pub provider: Provider,
+    api_base: String,
+    bearer: String,
+    agent: ureq::Agent,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for LlmClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmClient")
+            .field("provider", &self.provider)
+            .field("api_base", &self.api_base)
+            .finish()
+    }
+}
+
+/// Loopback Ollama ignores proxy variables (llm-settings.md §6).
+fn is_loopback_url(url: &str) -> bool {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let authority = rest.split('/').next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority
+            .rsplit_once(':')
+            .map(|(h, _)| h)
+            .unwrap_or(authority),
+    };
+    crate::config::is_loopback(host)
+}
+
+impl LlmClient {
+    /// `None` when the provider is not ready in `settings`.
+    pub fn new(settings: &Settings, provider: Provider, timeout: Duration) -> Option<LlmClient> {
+        if !settings.ready(provider) {
+            return None;
+        }
+        let api_base = settings.api_base(provider);
+        let mut cfg = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(CONNECT_TIMEOUT.min(timeout)))
+            .timeout_recv_response(Some(timeout))
+            .timeout_per_read(Some(timeout))
+            .timeout_send_body(Some(timeout))
+            .input_buffer_size(16 * 1024)
+            .output_buffer_size(16 * 1024)
+            .max_idle_connections(8)
+            .max_idle_connections_per_host(8)
+            .no_delay(true)
+            .user_agent(concat!("cashcode/", env!("CARGO_PKG_VERSION")));
+        if provider == Provider::Ollama && is_loopback_url(&api_base) {
+            cfg = cfg.proxy(None);
+        }
+        Some(LlmClient {
+            provider,
+            api_base,
+            bearer: settings.bearer(provider).to_string(),
+            agent: cfg.build().new_agent(),
+            timeout,
+        })
+    }
+
+    fn redact(&self, s: &str) -> String {
+        redact::redact_with(s, &[self.bearer.as_str()])
+    }
+
+    /// Streams a chat completion. Text deltas go to `on_text` as they arrive; tool-call
+    /// fragments are assembled by index. Returns at once with `Cancelled` when `cancel` fires.
+    pub fn stream_chat(
+        self: &Arc<Self>,
+        mut body: Value,
+        cancel: &CancelToken,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Completion, LlmError> {
+        body["stream"] = Value::Bool(true);
+        let (tx, rx) = bounded::<Chunk>(256);
+        let me = Arc::clone(self);
+        let reader_cancel = cancel.clone();
+        std::thread::Builder::new()
+            .name("llm-stream".into())
+            .stack_size(256 * 1024)
+            .spawn(move || me.read_stream(&body, &reader_cancel, &tx))
+            .map_err(|e| LlmError::Other(format!("cannot start the stream reader: {e}")))?;
+        self.collect(&rx, cancel, on_text)
+    }
+
+    fn collect(
+        &self,
+        rx: &Receiver<Chunk>,
+        cancel: &CancelToken,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Completion, LlmError> {
+        let mut out = Completion::default();
+        let mut calls: Vec<ToolCall> = Vec::new();
+        // The reader enforces the per-read timeout; this is a backstop against a wedged reader.
+        let hard = self.timeout * 3 + CONNECT_TIMEOUT;
+        loop {
+            let chunk = select! {
+                recv(rx) -> c => match c {
+                    Ok(c) => c,
+                    Err(_) => return Err(LlmError::Truncated),
+                },
+                recv(cancel.wait_chan()) -> _ => return Err(LlmError::Cancelled),
+                default(hard) => return Err(LlmError::Timeout(self.timeout)),
+            };
+            if cancel.is_cancelled() {
+                return Err(LlmError::Cancelled);
+            }
+            match chunk {
+                Chunk::Text(t) => {
+                    out.content.push_str(&t);
+                    on_text(&t);
+                }
+                Chunk::ToolFragment {
+                    index,
+                    id,
+                    name,
+                    arguments,
+                } => {
+                    if calls.len() <= index {
+                        if index > 128 {
+                            return Err(LlmError::Malformed("tool call index out of range"));
+                        }
+                        calls.resize_with(index + 1, ToolCall::default);
+                    }
+                    let c = &mut calls[index];
+                    if let Some(id) = id.filter(|s| !s.is_empty()) {
+                        c.id = id;
+                    }
+                    if let Some(n) = name {
+                        c.name.push_str(&n);
+                    }
+                    if let Some(a) = arguments {
+                        c.arguments.push_str(&a);
+                    }
+                }
+                Chunk::Finish(reason) => out.finish_reason = Some(reason),
+                Chunk::Usage(u) => out.usage = Some(u),
+                Chunk::Done => {
+                    out.tool_calls = calls.into_iter().filter(|c| !c.name.is_empty()).collect();
+                    return Ok(out);
+                }
+                Chunk::Failed(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Reader thread body: request (one retry before any byte arrived), then decode SSE.
+    fn read_stream(&self, body: &Value, cancel: &CancelToken, tx: &Sender<Chunk>) {
+        let url = format!("{}/chat/completions", self.api_base);
+        let mut attempt = 0;
+        let resp = loop {
+            attempt += 1;
+            match self.post(&url, body, "text/event-stream") {
+                Ok(r) => break r,
+                Err((e, retry_after)) if attempt == 1 && e.retryable() => {
+                    let wait = retry_after.unwrap_or(Duration::from_millis(500));
+                    if cancel.wait_chan().recv_timeout(wait).is_err() && cancel.is_cancelled() {
+                        return;
+                    }
+                }
+                Err((e, _)) => {
+                    let _ = tx.send(Chunk::Failed(e));
+                    return;
+                }
+            }
+        };
+        let is_sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.to_ascii_lowercase().contains("text/event-stream"));
+        let body = resp.into_body();
+        if !is_sse {
+            // Some servers ignore `stream: true`; accept a whole JSON completion.
+            let result = body
+                .into_with_config()
+                .limit(MAX_BODY)
+                .read_to_vec()
+                .map_err(|e| self.map_err(&e))
+                .and_then(|b| parse_completion(&b));
+            let _ = match result {
+                Ok(c) => send_completion(tx, c),
+                Err(e) => tx.send(Chunk::Failed(e)).is_ok(),
+            };
+            return;
+        }
+        let mut reader = sse::Reader::new(BufReader::with_capacity(16 * 1024, body.into_reader()));
+        loop {
+            if cancel.is_cancelled() {
+                return;
+            }
+            let ev = match reader.next_event() {
+                Ok(Some(ev)) => ev,
+                Ok(None) => {
+                    let _ = tx.send(Chunk::Failed(LlmError::Truncated));
+                    return;
+                }
+                Err(e) => {
+                    let _ = tx.send(Chunk::Failed(map_io(&e, self.timeout)));
+                    return;
+                }
+            };
+            let data = ev.data.trim();
+            if data == "[DONE]" {
+                let _ = tx.send(Chunk::Done);
+                return;
+            }
+            if data.is_empty() {
+                continue;
+            }
+            let v: Value = match serde_json::from_str(data) {
+                Ok(v) => v,
+                Err(_) => {
+                    let _ = tx.send(Chunk::Failed(LlmError::Malformed(
+                        "stream data is not JSON",
+                    )));
+                    return;
+                }
+            };
+            if let Some(err) = v.get("error") {
+                let msg = err
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error in stream");
+                let status = err.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
+                let _ = tx.send(Chunk::Failed(LlmError::Http {
+                    status,
+                    message: self.short(msg),
+                }));
+                return;
+            }
+            for c in chunks_of(&v) {
+                if tx.send(c).is_err() {
+                    return; // the turn stopped listening (cancelled)
+                }
+            }
+        }
+    }
+
+    /// POSTs JSON; maps transport errors and non-2xx statuses (with `retry-after`).
+    fn post(
+        &self,
+        url: &str,
+        body: &Value,
+        accept: &str,
+    ) -> Result<ureq::http::Response<ureq::Body>, (LlmError, Option<Duration>)> {
+        let resp = self
+            .agent
+            .post(url)
+            .header("Authorization", &format!("Bearer {}", self.bearer))
+            .header("Content-Type", "application/json")
+            .header("Accept", accept)
+            .send(serde_json::to_vec(body).unwrap_or_default())
+            .map_err(|e| (self.map_err(&e), None))?;
+        self.check_status(resp)
+    }
+
+    fn check_status(
+        &self,
+        resp: ureq::http::Response<ureq::Body>,
+    ) -> Result<ureq::http::Response<ureq::Body>, (LlmError, Option<Duration>)> {
+        let status = resp.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(resp);
+        }
+        let retry_after = resp
+            .headers()
+            .get("retry-after-ms")
+            .and_then(|v| v.to_str().ok()?.trim().parse::<f64>().ok())
+            .map(|ms| ms / 1000.0)
+            .or_else(|| {
+                resp.headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok()?.trim().parse::<f64>().ok())
+            })
+            .filter(|s| (0.0..=60.0).contains(s))
+            .map(Duration::from_secs_f64);
+        let text = resp
+            .into_body()
+            .into_with_config()
+            .limit(MAX_ERROR_BODY)
+            .read_to_string()
+            .unwrap_or_default();
+        let message = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| {
+                v.pointer("/error/message")
+                    .or_else(|| v.get("message"))
+                    .or_else(|| v.get("error"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        Err((
+            LlmError::Http {
+                status,
+                message: self.short(&message),
+            },
+            retry_after,
+        ))
+    }
+
+    /// A provider message made safe to show: redacted, one line, at most 200 characters.
+    fn short(&self, msg: &str) -> String {
+        let one = crate::util::text::collapse_ws(&self.redact(msg));
+        crate::util::text::take_chars(&one, 200).to_string()
+    }
+
+    fn map_err(&self, e: &ureq::Error) -> LlmError {
+        match e {
+            ureq::Error::Timeout(_) => LlmError::Timeout(self.timeout),
+            ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => LlmError::Connect,
+            ureq::Error::Io(io) => map_io(io, self.timeout),
+            ureq::Error::BodyExceedsLimit(_) => LlmError::Malformed("response too large"),
+            other => LlmError::Other(self.short(&other.to_string())),
+        }
+    }
+
+    /// Non-streamed completion without tools (consolidation, Dream), bounded by `timeout`.
+    pub fn complete(
+        &self,
+        model: &str,
+        messages: Vec<Value>,
+        timeout: Duration,
+    ) -> Result<String, LlmError> {
+        let body = json!({"model": model, "messages": messages, "stream": false});
+        let url = format!("{}/chat/completions", self.api_base);
+        let started = Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let req = self
+                .agent
+                .post(&url)
+                .config()
+                .timeout_global(Some(
+                    timeout
+                        .saturating_sub(started.elapsed())
+                        .max(Duration::from_millis(1)),
+                ))
+                .build()
+                .header("Authorization", &format!("Bearer {}", self.bearer))
+                .header("Content-Type", "application/json")
+                .header("Accept", "application/json");
+            let result = req
+                .send(serde_json::to_vec(&body).unwrap_or_default())
+                .map_err(|e| (self.map_err(&e), None))
+                .and_then(|r| self.check_status(r));
+            match result {
+                Ok(resp) => {
+                    let bytes = resp
+                        .into_body()
+                        .into_with_config()
+                        .limit(MAX_BODY)
+                        .read_to_vec()
+                        .map_err(|e| self.map_err(&e))?;
+                    return parse_completion(&bytes).map(|c| c.content);
+                }
+                Err((e, wait)) if attempt == 1 && e.retryable() && started.elapsed() < timeout => {
+                    std::thread::sleep(
+                        wait.unwrap_or(Duration::from_millis(500))
+                            .min(timeout.saturating_sub(started.elapsed())),
+                    );
+                }
+                Err((e, _)) => return Err(e),
+            }
+        }
+    }
+
+    /// `GET <base>/models`: ids of the first 500 items, trimmed, unique, sorted case-insensitively.
+    pub fn list_models(&self) -> Result<Vec<String>, LlmError> {
+        let resp = self
+            .agent
+            .get(&format!("{}/models", self.api_base))
+            .config()
+            .timeout_global(Some(DISCOVERY_TIMEOUT))
+            .build()
+            .header("Authorization", &format!("Bearer {}", self.bearer))
+            .header("Accept", "application/json")
+            .call()
+            .map_err(|e| self.map_err(&e))
+            .and_then(|r| self.check_status(r).map_err(|(e, _)| e))?;
+        let bytes = resp
+            .into_body()
+            .into_with_config()
+            .limit(MAX_BODY)
+            .read_to_vec()
+            .map_err(|e| self.map_err(&e))?;
+        let v: Value = serde_json::from_slice(&bytes)
+            .map_err(|_| LlmError::Malformed("model list is not JSON"))?;
+        Ok(model_ids(&v))
+    }
+}
+
+/// Discovery normalisation (llm-settings.md §5).
+pub fn model_ids(v: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    if let Some(items) = v.get("data").and_then(Value::as_array) {
+        for item in items.iter().take(MAX_MODELS) {
+            if let Some(id) = item.get("id").and_then(Value::as_str).map(str::trim) {
+                if !id.is_empty() && id.chars().count() <= 256 && !ids.iter().any(|x| x == id) {
+                    ids.push(id.to_string());
+                }
+            }
+        }
+    }
+    ids.sort_by_key(|s| s.to_lowercase());
+    ids
+}
+
+enum Chunk {
+    Text(String),
+    ToolFragment {
+        index: usize,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: Option<String>,
+    },
+    Finish(String),
+    Usage(Value),
+    Done,
+    Failed(LlmError),
+}
+
+fn chunks_of(v: &Value) -> Vec<Chunk> {
+    let mut out = Vec::new();
+    if let Some(choice) = v.pointer("/choices/0") {
+        let delta = choice.get("delta").or_else(|| choice.get("message"));
+        if let Some(d) = delta {
+            if let Some(t) = d
+                .get("content")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                out.push(Chunk::Text(t.to_string()));
+            }
+            if let Some(calls) = d.get("tool_calls").and_then(Value::as_array) {
+                for (pos, c) in calls.iter().enumerate() {
+                    let index = c
+                        .get("index")
+                        .and_then(Value::as_u64)
+                        .map(|i| i as usize)
+                        .unwrap_or(pos);
+                    let f = c.get("function");
+                    out.push(Chunk::ToolFragment {
+                        index,
+                        id: c.get("id").and_then(Value::as_str).map(str::to_string),
+                        name: f
+                            .and_then(|f| f.get("name"))
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                        arguments: f.and_then(|f| f.get("arguments")).and_then(|a| match a {
+                            Value::String(s) => Some(s.clone()),
+                            Value::Null => None,
+                            other => Some(other.to_string()),
+                        }),
+                    });
+                }
+            }
+        }
+        if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+            out.push(Chunk::Finish(r.to_string()));
+        }
+    }
+    if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+        out.push(Chunk::Usage(u.clone()));
+    }
+    out
+}
+
+fn send_completion(tx: &Sender<Chunk>, c: Completion) -> bool {
+    if !c.content.is_empty() && tx.send(Chunk::Text(c.content)).is_err() {
+        return false;
+    }
+    for (index, call) in c.tool_calls.into_iter().enumerate() {
+        let frag = Chunk::ToolFragment {
+            index,
+            id: Some(call.id),
+            name: Some(call.name),
+            arguments: Some(call.arguments),
+        };
+        if tx.send(frag).is_err() {
+            return false;
+        }
+    }
+    tx.send(Chunk::Done).is_ok()
+}
+
+/// Parses a non-streamed `chat.completion` body.
+pub fn parse_completion(bytes: &[u8]) -> Result<Completion, LlmError> {
+    let v: Value =
+        serde_json::from_slice(bytes).map_err(|_| LlmError::Malformed("response is not JSON"))?;
+    let msg = v
+        .pointer("/choices/0/message")
+        .ok_or(LlmError::Malformed("response has no choices"))?;
+    let content = match msg.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let tool_calls = msg
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .map(|calls| {
+            calls
+                .iter()
+                .filter_map(|c| {
+                    let f = c.get("function")?;
+                    Some(ToolCall {
+                        id: c
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
+                        name: f.get("name").and_then(Value::as_str)?.to_string(),
+                        arguments: match f.get("arguments") {
+                            Some(Value::String(s)) => s.clone(),
+                            Some(Value::Null) | None => String::new(),
+                            Some(other) => other.to_string(),
+                        },
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Completion {
+        content,
+        tool_calls,
+        finish_reason: v
+            .pointer("/choices/0/finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        usage: v.get("usage").cloned(),
+    })
+}
+
+fn map_io(e: &std::io::Error, timeout: Duration) -> LlmError {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        TimedOut | WouldBlock => LlmError::Timeout(timeout),
+        ConnectionRefused | ConnectionReset | ConnectionAborted | NotConnected
+        | AddrNotAvailable => LlmError::Connect,
+        UnexpectedEof => LlmError::Truncated,
+        InvalidData => LlmError::Malformed("invalid stream data"),
+        _ => {
+            let text = e.to_string();
+            if text.to_ascii_lowercase().contains("timeout")
+                || text.to_ascii_lowercase().contains("timed out")
+            {
+                LlmError::Timeout(timeout)
+            } else {
+                LlmError::Other(redact::redact(&text))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_ids_are_normalised() {
+        let v = json!({"data": [{"id": " b "}, {"id": "A"}, {"id": "b"}, {"id": ""}, {"x": 1}, {"id": "a2"}]});
+        assert_eq!(model_ids(&v), ["A", "a2", "b"]);
+        assert!(model_ids(&json!({})).is_empty());
+    }
+
+    #[test]
+    fn parses_completion_with_tools() {
+        let body = br#"{"choices":[{"message":{"content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"save_memory","arguments":"{\"content\":\"x\"}"}}]},"finish_reason":"tool_calls"}]}"#;
+        let c = parse_completion(body).unwrap();
+        assert_eq!(c.content, "");
+        assert_eq!(c.tool_calls[0].name, "save_memory");
+        assert!(parse_completion(b"nope").is_err());
+    }
+
+    #[test]
+    fn error_details_never_hold_keys() {
+        let e = LlmError::Http {
+            status: 401,
+            message: String::new(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "Model service error (HTTP 401): Authentication failed; check the API key."
+        );
+        assert_eq!(e.category(), "Authentication failed; check the API key.");
+        assert!(LlmError::NotConfigured(Provider::Ollama)
+            .to_string()
+            .contains("LLM not configured (ollama)"));
+    }
+
+    #[test]
+    fn loopback_detection() {
+        assert!(is_loopback_url("http://127.0.0.1:11434/v1"));
+        assert!(is_loopback_url("http://localhost/v1"));
+        assert!(is_loopback_url("http://[::1]:1/v1"));
+        assert!(!is_loopback_url("http://10.0.0.2:11434/v1"));
+    }
+}

@@ -1,0 +1,42 @@
+//! LLM providers: the two provider ids, the credentials file (llm.json) and its HTTP-facing
+//! validation, the runtime that leases per-provider clients to turns, and the blocking
+//! streaming client itself.
+
+pub mod client;
+pub mod runtime;
+pub mod settings;
+pub mod sse;
+
+use std::fmt;
+
+/// The only two provider ids accepted anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Provider {
+    OpenAiCompatible,
+    Ollama,
+}
+
+impl Provider {
+    pub const ALL: [Provider; 2] = [Provider::OpenAiCompatible, Provider::Ollama];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Provider::OpenAiCompatible => "openai_compatible",
+            Provider::Ollama => "ollama",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Provider> {
+        match s {
+            "openai_compatible" => Some(Provider::OpenAiCompatible),
+            "ollama" => Some(Provider::Ollama),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}

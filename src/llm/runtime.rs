@@ -1,0 +1,133 @@
+//! `LlmRuntime`: the live settings and one client per ready provider. A turn leases a client
+//! (`Arc`) for all of its iterations, so saving new credentials mid-turn never switches a
+//! running turn; the old client is dropped with its last lease. Remembers the last
+//! (provider, model) selection for Dream. Shared by the HTTP thread and workers.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use super::client::{LlmClient, LlmError};
+use super::settings::{self, Settings};
+use super::Provider;
+
+struct State {
+    /// `Err` when llm.json failed to load at start-up (API reads answer 503).
+    settings: Result<Settings, ()>,
+    clients: Vec<Arc<LlmClient>>,
+    last: Option<(Provider, String)>,
+}
+
+pub struct LlmRuntime {
+    path: PathBuf,
+    timeout: Duration,
+    state: RwLock<State>,
+}
+
+impl LlmRuntime {
+    /// Loads llm.json (after the legacy migration); never fails start-up.
+    pub fn load(
+        path: PathBuf,
+        timeout: Duration,
+        legacy_key: Option<&str>,
+        legacy_base: Option<&str>,
+    ) -> LlmRuntime {
+        match settings::migrate_legacy(&path, legacy_key, legacy_base) {
+            Ok(true) => log::info!("event=llm.settings.migrated source=DEEPSEEK_API_KEY"),
+            Ok(false) => {}
+            Err(e) => log::warn!(
+                "event=llm.settings.migration_failed error_kind={:?}",
+                e.kind()
+            ),
+        }
+        let settings = match settings::load(&path) {
+            Ok(s) => Ok(s.unwrap_or_default()),
+            Err(e) => {
+                log::warn!("event=llm.settings.load_failed error=\"{e}\"");
+                Err(())
+            }
+        };
+        let rt = LlmRuntime {
+            path,
+            timeout,
+            state: RwLock::new(State {
+                settings: Ok(Settings::default()),
+                clients: Vec::new(),
+                last: None,
+            }),
+        };
+        match settings {
+            Ok(s) => rt.install(s),
+            Err(()) => rt.write().settings = Err(()),
+        }
+        rt
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn install(&self, s: Settings) {
+        let clients = Provider::ALL
+            .iter()
+            .filter_map(|p| LlmClient::new(&s, *p, self.timeout).map(Arc::new))
+            .collect::<Vec<_>>();
+        let mut st = self.write();
+        if let Some((p, _)) = &st.last {
+            if !clients.iter().any(|c| c.provider == *p) {
+                st.last = None;
+            }
+        }
+        st.settings = Ok(s);
+        st.clients = clients;
+    }
+
+    /// Current settings, `None` if the file failed to load.
+    pub fn settings(&self) -> Option<Settings> {
+        self.read().settings.clone().ok()
+    }
+
+    /// Saves then installs `s`; on a write failure nothing changes.
+    pub fn save(&self, s: Settings) -> std::io::Result<()> {
+        settings::save(&self.path, &s)?;
+        self.install(s);
+        Ok(())
+    }
+
+    /// Leases the provider's client and records the selection.
+    pub fn acquire(&self, provider: Provider, model: &str) -> Result<Arc<LlmClient>, LlmError> {
+        let mut st = self.write();
+        let c = st
+            .clients
+            .iter()
+            .find(|c| c.provider == provider)
+            .cloned()
+            .ok_or(LlmError::NotConfigured(provider))?;
+        st.last = Some((provider, model.to_string()));
+        Ok(c)
+    }
+
+    /// Is a client installed for `provider`?
+    pub fn has(&self, provider: Provider) -> bool {
+        self.read().clients.iter().any(|c| c.provider == provider)
+    }
+
+    /// The last selection with its client (Dream).
+    pub fn acquire_last(&self) -> Option<(Arc<LlmClient>, String)> {
+        let st = self.read();
+        let (p, m) = st.last.clone()?;
+        st.clients
+            .iter()
+            .find(|c| c.provider == p)
+            .cloned()
+            .map(|c| (c, m))
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+}

@@ -1,0 +1,513 @@
+//! `llm.json` (storage.md §4): provider credentials only, version 2 written, version 1 read.
+//! Validation and normalisation of the settings API bodies (llm-settings.md §3–4), the public
+//! view that never holds the key, and the one-time `DEEPSEEK_*` migration. Used by the HTTP
+//! thread and at start-up.
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+use super::Provider;
+use crate::util::fsx;
+
+pub const MAX_URL: usize = 2048;
+pub const MAX_KEY: usize = 16_384;
+
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    pub openai_base_url: String,
+    pub openai_api_key: String,
+    pub ollama_base_url: String,
+}
+
+// The key never reaches Debug output (logs, panics).
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("openai_base_url", &self.openai_base_url)
+            .field(
+                "openai_api_key",
+                &if self.openai_api_key.is_empty() {
+                    ""
+                } else {
+                    "********"
+                },
+            )
+            .field("ollama_base_url", &self.ollama_base_url)
+            .finish()
+    }
+}
+
+impl Settings {
+    pub fn ready(&self, p: Provider) -> bool {
+        match p {
+            Provider::OpenAiCompatible => {
+                !self.openai_base_url.is_empty() && !self.openai_api_key.is_empty()
+            }
+            Provider::Ollama => !self.ollama_base_url.is_empty(),
+        }
+    }
+
+    pub fn configured(&self) -> bool {
+        Provider::ALL.iter().any(|p| self.ready(*p))
+    }
+
+    /// Base for `/chat/completions` and `/models`.
+    pub fn api_base(&self, p: Provider) -> String {
+        match p {
+            Provider::OpenAiCompatible => self.openai_base_url.clone(),
+            Provider::Ollama => format!("{}/v1", self.ollama_base_url),
+        }
+    }
+
+    /// Bearer token sent to the provider (Ollama's is a fixed placeholder, not a secret).
+    pub fn bearer(&self, p: Provider) -> &str {
+        match p {
+            Provider::OpenAiCompatible => &self.openai_api_key,
+            Provider::Ollama => "ollama-local",
+        }
+    }
+
+    fn to_file_json(&self) -> String {
+        // Key order as the original writes it: version, openai_compatible{base_url, api_key}, ollama.
+        let q = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+        format!(
+            "{{\n  \"version\": 2,\n  \"openai_compatible\": {{\n    \"base_url\": {},\n    \"api_key\": {}\n  }},\n  \"ollama\": {{\n    \"base_url\": {}\n  }}\n}}\n",
+            q(&self.openai_base_url),
+            q(&self.openai_api_key),
+            q(&self.ollama_base_url)
+        )
+    }
+}
+
+/// Public view (GET/PUT response): never the key.
+pub fn public_view(s: &Settings) -> Value {
+    json!({
+        "configured": s.configured(),
+        "openai_compatible": {
+            "base_url": s.openai_base_url,
+            "ready": s.ready(Provider::OpenAiCompatible),
+            "api_key_configured": !s.openai_api_key.is_empty(),
+        },
+        "ollama": {"base_url": s.ollama_base_url, "ready": s.ready(Provider::Ollama)},
+    })
+}
+
+/// Why loading failed; never carries file content.
+#[derive(Debug)]
+pub struct LoadError;
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("unable to read the LLM settings file")
+    }
+}
+
+/// Reads llm.json: `Ok(None)` when absent.
+pub fn load(path: &Path) -> Result<Option<Settings>, LoadError> {
+    let text = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(_) => return Err(LoadError),
+    };
+    let v: Value = serde_json::from_slice(&text).map_err(|_| LoadError)?;
+    let obj = v.as_object().ok_or(LoadError)?;
+    match obj.get("version").and_then(Value::as_i64) {
+        Some(1) | Some(2) => {}
+        _ => return Err(LoadError),
+    }
+    let section = |k: &str| -> Result<Map<String, Value>, LoadError> {
+        match obj.get(k) {
+            None | Some(Value::Null) => Ok(Map::new()),
+            Some(Value::Object(m)) => Ok(m.clone()),
+            Some(_) => Err(LoadError),
+        }
+    };
+    let oa = section("openai_compatible")?;
+    let ol = section("ollama")?;
+    let s = |m: &Map<String, Value>, k: &str| -> Result<String, LoadError> {
+        match m.get(k) {
+            None | Some(Value::Null) => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s.trim().to_string()),
+            Some(_) => Err(LoadError),
+        }
+    };
+    let settings = Settings {
+        openai_base_url: normalize_url("openai_compatible.base_url", &s(&oa, "base_url")?, false)
+            .map_err(|_| LoadError)?,
+        openai_api_key: s(&oa, "api_key")?,
+        ollama_base_url: normalize_url("ollama.base_url", &s(&ol, "base_url")?, true)
+            .map_err(|_| LoadError)?,
+    };
+    if settings.openai_api_key.chars().count() > MAX_KEY {
+        return Err(LoadError);
+    }
+    Ok(Some(settings))
+}
+
+/// Atomic 0600 write of the version-2 file.
+pub fn save(path: &Path, s: &Settings) -> io::Result<()> {
+    fsx::write_atomic(path, s.to_file_json().as_bytes(), true)
+}
+
+/// Legacy migration: only when no file exists and `DEEPSEEK_API_KEY` is set.
+pub fn migrate_legacy(path: &Path, key: Option<&str>, base: Option<&str>) -> io::Result<bool> {
+    let Some(key) = key.map(str::trim).filter(|k| !k.is_empty()) else {
+        return Ok(false);
+    };
+    if path.exists() {
+        return Ok(false);
+    }
+    let base = normalize_url(
+        "openai_compatible.base_url",
+        base.unwrap_or("https://api.deepseek.com"),
+        false,
+    )
+    .unwrap_or_else(|_| "https://api.deepseek.com".into());
+    let s = Settings {
+        openai_base_url: base,
+        openai_api_key: key.to_string(),
+        ollama_base_url: String::new(),
+    };
+    save(path, &s)?;
+    Ok(true)
+}
+
+/// URL rules of http-api.md §5; empty stays empty (provider not configured).
+pub fn normalize_url(field: &str, raw: &str, ollama: bool) -> Result<String, String> {
+    let v = raw.trim();
+    if v.is_empty() {
+        return Ok(String::new());
+    }
+    if v.chars().count() > MAX_URL {
+        return Err(format!("{field} is too long"));
+    }
+    let bad = || format!("{field} must be an http or https URL");
+    let (scheme, rest) = v.split_once("://").ok_or_else(bad)?;
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Err(bad());
+    }
+    if v.contains('?') || v.contains('#') {
+        return Err(format!("{field} must not contain query or fragment"));
+    }
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    if authority.contains('@') {
+        return Err(format!("{field} must not contain credentials"));
+    }
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((h, rest)) => (h, rest.strip_prefix(':')),
+            None => return Err(bad()),
+        },
+        None => match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
+    };
+    if host.is_empty()
+        || authority
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(bad());
+    }
+    if port.is_some_and(|p| p.parse::<u16>().is_err()) {
+        return Err(bad());
+    }
+    let mut path = path.trim_end_matches('/').to_string();
+    if ollama {
+        if let Some(p) = path.strip_suffix("/v1") {
+            path = p.trim_end_matches('/').to_string();
+        }
+    }
+    Ok(format!(
+        "{}://{authority}{path}",
+        scheme.to_ascii_lowercase()
+    ))
+}
+
+/// A settings-API failure: 422 string detail, or 422 pydantic-style list.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputError {
+    Invalid(String),
+    Shape(Vec<Value>),
+}
+
+/// A parsed PUT (or /test) body before merging with the stored key.
+#[derive(Debug, Default)]
+pub struct Draft {
+    pub openai_base_url: String,
+    pub api_key: Option<String>,
+    pub clear_api_key: bool,
+    pub ollama_base_url: String,
+    pub provider: Option<Provider>,
+}
+
+fn shape(kind: &str, loc: &[&str], msg: &str, input: &Value) -> Value {
+    let mut loc_v = vec![Value::from("body")];
+    loc_v.extend(loc.iter().map(|s| Value::from(*s)));
+    json!({"type": kind, "loc": loc_v, "msg": msg, "input": input})
+}
+
+/// Validates the body shape (unknown keys, types, required sections) like pydantic would.
+pub fn parse_body(body: &Value, with_provider: bool) -> Result<Draft, InputError> {
+    let mut errs = Vec::new();
+    let Some(obj) = body.as_object() else {
+        return Err(InputError::Shape(vec![shape(
+            "model_attributes_type",
+            &[],
+            "Input should be a valid dictionary or object to extract fields from",
+            body,
+        )]));
+    };
+    let mut d = Draft::default();
+    let allowed: &[&str] = if with_provider {
+        &["openai_compatible", "ollama", "provider"]
+    } else {
+        &["openai_compatible", "ollama"]
+    };
+    for k in obj.keys() {
+        if !allowed.contains(&k.as_str()) {
+            errs.push(shape(
+                "extra_forbidden",
+                &[k],
+                "Extra inputs are not permitted",
+                &obj[k],
+            ));
+        }
+    }
+    let string_field =
+        |sec: &Map<String, Value>, sk: &str, k: &str, errs: &mut Vec<Value>| -> String {
+            match sec.get(k) {
+                None => String::new(),
+                Some(Value::String(s)) => s.clone(),
+                Some(v) => {
+                    errs.push(shape(
+                        "string_type",
+                        &[sk, k],
+                        "Input should be a valid string",
+                        v,
+                    ));
+                    String::new()
+                }
+            }
+        };
+    match obj.get("openai_compatible") {
+        None => errs.push(shape(
+            "missing",
+            &["openai_compatible"],
+            "Field required",
+            body,
+        )),
+        Some(Value::Object(sec)) => {
+            for k in sec.keys() {
+                if !["base_url", "api_key", "clear_api_key"].contains(&k.as_str()) {
+                    errs.push(shape(
+                        "extra_forbidden",
+                        &["openai_compatible", k],
+                        "Extra inputs are not permitted",
+                        &sec[k],
+                    ));
+                }
+            }
+            d.openai_base_url = string_field(sec, "openai_compatible", "base_url", &mut errs);
+            d.api_key = match sec.get("api_key") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(v) => {
+                    errs.push(shape(
+                        "string_type",
+                        &["openai_compatible", "api_key"],
+                        "Input should be a valid string",
+                        v,
+                    ));
+                    None
+                }
+            };
+            d.clear_api_key = match sec.get("clear_api_key") {
+                None => false,
+                Some(Value::Bool(b)) => *b,
+                Some(v) => {
+                    errs.push(shape(
+                        "bool_type",
+                        &["openai_compatible", "clear_api_key"],
+                        "Input should be a valid boolean",
+                        v,
+                    ));
+                    false
+                }
+            };
+        }
+        Some(v) => errs.push(shape(
+            "model_type",
+            &["openai_compatible"],
+            "Input should be a valid dictionary or instance of OpenAICompatibleSettingsInput",
+            v,
+        )),
+    }
+    match obj.get("ollama") {
+        None => errs.push(shape("missing", &["ollama"], "Field required", body)),
+        Some(Value::Object(sec)) => {
+            for k in sec.keys() {
+                if k != "base_url" {
+                    errs.push(shape(
+                        "extra_forbidden",
+                        &["ollama", k],
+                        "Extra inputs are not permitted",
+                        &sec[k],
+                    ));
+                }
+            }
+            d.ollama_base_url = string_field(sec, "ollama", "base_url", &mut errs);
+        }
+        Some(v) => errs.push(shape(
+            "model_type",
+            &["ollama"],
+            "Input should be a valid dictionary or instance of OllamaSettingsInput",
+            v,
+        )),
+    }
+    if with_provider {
+        match obj.get("provider") {
+            None => errs.push(shape("missing", &["provider"], "Field required", body)),
+            Some(v) => match v.as_str().and_then(Provider::parse) {
+                Some(p) => d.provider = Some(p),
+                None => errs.push(shape(
+                    "literal_error",
+                    &["provider"],
+                    "Input should be 'openai_compatible' or 'ollama'",
+                    v,
+                )),
+            },
+        }
+    }
+    if errs.is_empty() {
+        Ok(d)
+    } else {
+        Err(InputError::Shape(errs))
+    }
+}
+
+/// Applies the key rules and URL normalisation against the stored settings.
+pub fn build(draft: &Draft, stored: &Settings) -> Result<Settings, InputError> {
+    let key_given = draft
+        .api_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|k| !k.is_empty());
+    if draft.clear_api_key && key_given.is_some() {
+        return Err(InputError::Invalid(
+            "api_key and clear_api_key cannot be submitted together".into(),
+        ));
+    }
+    let key = if draft.clear_api_key {
+        String::new()
+    } else {
+        key_given
+            .map(str::to_string)
+            .unwrap_or_else(|| stored.openai_api_key.clone())
+    };
+    if key.chars().count() > MAX_KEY {
+        return Err(InputError::Invalid(
+            "openai_compatible.api_key is too long".into(),
+        ));
+    }
+    Ok(Settings {
+        openai_base_url: normalize_url("openai_compatible.base_url", &draft.openai_base_url, false)
+            .map_err(InputError::Invalid)?,
+        openai_api_key: key,
+        ollama_base_url: normalize_url("ollama.base_url", &draft.ollama_base_url, true)
+            .map_err(InputError::Invalid)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_normalisation() {
+        assert_eq!(
+            normalize_url("f", "https://provider.example/v1/", false).unwrap(),
+            "https://provider.example/v1"
+        );
+        assert_eq!(
+            normalize_url("f", "http://127.0.0.1:11434/v1", true).unwrap(),
+            "http://127.0.0.1:11434"
+        );
+        assert_eq!(normalize_url("f", "  ", true).unwrap(), "");
+        assert_eq!(
+            normalize_url("f", "ftp://x", false).unwrap_err(),
+            "f must be an http or https URL"
+        );
+        assert_eq!(
+            normalize_url("f", "http://u:p@x", false).unwrap_err(),
+            "f must not contain credentials"
+        );
+        assert_eq!(
+            normalize_url("f", "http://x/?a=1", false).unwrap_err(),
+            "f must not contain query or fragment"
+        );
+        assert!(normalize_url("f", "http://", false).is_err());
+        assert!(normalize_url("f", "http://[::1]:8080/v1", false).is_ok());
+    }
+
+    #[test]
+    fn key_rules() {
+        let stored = Settings {
+            openai_base_url: "http://a".into(),
+            openai_api_key: "old".into(),
+            ..Default::default()
+        };
+        let mut d = parse_body(
+            &json!({"openai_compatible": {"base_url": "http://a", "api_key": "  "}, "ollama": {}}),
+            false,
+        )
+        .unwrap();
+        assert_eq!(build(&d, &stored).unwrap().openai_api_key, "old");
+        d.clear_api_key = true;
+        assert_eq!(build(&d, &stored).unwrap().openai_api_key, "");
+        d.api_key = Some("new".into());
+        assert!(matches!(build(&d, &stored), Err(InputError::Invalid(_))));
+    }
+
+    #[test]
+    fn shape_errors_are_listed() {
+        let Err(InputError::Shape(e)) = parse_body(&json!({"openai_compatible": {"x": 1}}), false)
+        else {
+            panic!()
+        };
+        let locs: Vec<String> = e.iter().map(|i| i["loc"].to_string()).collect();
+        assert!(locs.contains(&r#"["body","openai_compatible","x"]"#.to_string()));
+        assert!(locs.contains(&r#"["body","ollama"]"#.to_string()));
+    }
+
+    #[test]
+    fn file_roundtrip_v1_and_v2() {
+        let d = std::env::temp_dir().join(format!("cc-llm-{}", crate::util::rand::hex(6)));
+        let p = d.join("settings/llm.json");
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, r#"{"version":1,"active_provider":"ollama","openai_compatible":{"base_url":"https://x/v1/","api_key":"k","model":"m"},"ollama":{"base_url":"http://127.0.0.1:11434/v1","model":"q"}}"#).unwrap();
+        let s = load(&p).unwrap().unwrap();
+        assert_eq!(s.openai_base_url, "https://x/v1");
+        assert_eq!(s.ollama_base_url, "http://127.0.0.1:11434");
+        save(&p, &s).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(
+            text.starts_with("{\n  \"version\": 2,\n  \"openai_compatible\": {\n    \"base_url\"")
+        );
+        assert!(
+            !text.contains("model") && !text.contains("active_provider") && text.ends_with("}\n")
+        );
+        assert_eq!(load(&p).unwrap().unwrap(), s);
+        std::fs::write(&p, r#"{"version":3}"#).unwrap();
+        assert!(load(&p).is_err());
+        assert!(!format!("{s:?}").contains("\"k\""));
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}

@@ -1,0 +1,159 @@
+//! Logging: console (stderr, via env_logger's formatter) and `<log dir>/cashcode.log`, with
+//! separate levels, every line passed through secret redaction, daily rotation to
+//! `cashcode.log.YYYY-MM-DD` and retention. Any thread logs; file writes take a mutex.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use log::{LevelFilter, Log, Metadata, Record};
+
+use crate::util::{redact, time};
+
+struct FileSink {
+    dir: PathBuf,
+    file: File,
+    date: String,
+    retention_days: u32,
+}
+
+struct Logger {
+    console: env_logger::Logger,
+    console_level: LevelFilter,
+    file_level: LevelFilter,
+    file: Mutex<FileSink>,
+}
+
+/// Installs the logger; fails when the log directory cannot be created or written.
+pub fn init(
+    dir: &Path,
+    file_level: LevelFilter,
+    console_level: LevelFilter,
+    retention_days: u32,
+) -> io::Result<()> {
+    fs::create_dir_all(dir)?;
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("cashcode.log"))?;
+    let now = time::now_epoch() as i64;
+    let sink = FileSink {
+        dir: dir.to_path_buf(),
+        file,
+        date: time::local_date(now),
+        retention_days,
+    };
+    prune(&sink.dir, sink.retention_days);
+    let console = env_logger::Builder::new()
+        .filter_level(console_level)
+        .format(|buf, record| {
+            writeln!(
+                buf,
+                "{} {:<5} {}",
+                time::minute_stamp(),
+                record.level(),
+                redact::redact(&record.args().to_string())
+            )
+        })
+        .build();
+    let logger = Logger {
+        console,
+        console_level,
+        file_level,
+        file: Mutex::new(sink),
+    };
+    log::set_max_level(console_level.max(file_level));
+    log::set_boxed_logger(Box::new(logger)).map_err(|e| io::Error::other(e.to_string()))
+}
+
+impl Log for Logger {
+    fn enabled(&self, m: &Metadata) -> bool {
+        m.level() <= self.console_level || m.level() <= self.file_level
+    }
+
+    fn log(&self, record: &Record) {
+        // Only our own crate logs to the file; dependencies stay at warn.
+        let ours = record.target().starts_with("cashcode");
+        if !ours && record.level() > log::Level::Warn {
+            return;
+        }
+        if record.level() <= self.console_level {
+            self.console.log(record);
+        }
+        if record.level() <= self.file_level {
+            let now = time::now_epoch();
+            let t = time::local(now as i64);
+            let sign = if t.offset < 0 { '-' } else { '+' };
+            let off = t.offset.abs();
+            let line = format!(
+                "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03} {sign}{:02}{:02} {:<8} {} {}\n",
+                t.year,
+                t.month,
+                t.day,
+                t.hour,
+                t.minute,
+                t.second,
+                ((now.fract()) * 1000.0) as u32,
+                off / 3600,
+                off % 3600 / 60,
+                record.level().as_str(),
+                record.target(),
+                redact::redact(&record.args().to_string())
+            );
+            let mut sink = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            sink.rotate_if_needed(now as i64);
+            let _ = sink.file.write_all(line.as_bytes());
+        }
+    }
+
+    fn flush(&self) {
+        let _ = self.file.lock().map(|mut s| s.file.flush());
+    }
+}
+
+impl FileSink {
+    fn rotate_if_needed(&mut self, now: i64) {
+        let today = time::local_date(now);
+        if today == self.date {
+            return;
+        }
+        let current = self.dir.join("cashcode.log");
+        let archived = self.dir.join(format!("cashcode.log.{}", self.date));
+        if fs::rename(&current, &archived).is_ok() {
+            if let Ok(f) = OpenOptions::new().create(true).append(true).open(&current) {
+                self.file = f;
+            }
+        }
+        self.date = today;
+        prune(&self.dir, self.retention_days);
+    }
+}
+
+/// Keeps today's file plus `retention_days - 1` archives; touches only `cashcode.log.YYYY-MM-DD`.
+fn prune(dir: &Path, retention_days: u32) {
+    let Ok(rd) = fs::read_dir(dir) else { return };
+    let mut archives: Vec<String> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| {
+            n.strip_prefix("cashcode.log.").is_some_and(|d| {
+                d.len() == 10
+                    && d.bytes().enumerate().all(|(i, b)| {
+                        if i == 4 || i == 7 {
+                            b == b'-'
+                        } else {
+                            b.is_ascii_digit()
+                        }
+                    })
+            })
+        })
+        .collect();
+    archives.sort();
+    let keep = retention_days.saturating_sub(1) as usize;
+    if archives.len() > keep {
+        for name in &archives[..archives.len() - keep] {
+            let _ = fs::remove_file(dir.join(name));
+        }
+    }
+}

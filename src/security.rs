@@ -1,0 +1,146 @@
+//! Who may talk to the server: browser Origin allow-list (plus the server's own HTTP origin),
+//! Host header check against DNS rebinding, and the bearer token required on non-loopback
+//! binds (constant-time compare). Pure policy, used by the HTTP thread and WS reader threads.
+
+use crate::config::is_loopback;
+
+#[derive(Debug, Clone)]
+pub struct AccessPolicy {
+    /// `CASHCODE_ALLOWED_ORIGINS` (or the Vite defaults).
+    pub allowed_origins: Vec<String>,
+    /// The origins of the client we serve ourselves.
+    pub own_origins: Vec<String>,
+    /// Whether both listeners are bound to loopback (then the Host header must be loopback too).
+    pub loopback_only: bool,
+    pub token: Option<String>,
+}
+
+impl AccessPolicy {
+    pub fn new(
+        allowed: Vec<String>,
+        http_host: &str,
+        http_port: u16,
+        loopback_only: bool,
+        token: Option<String>,
+    ) -> Self {
+        let mut own = vec![
+            format!("http://127.0.0.1:{http_port}"),
+            format!("http://localhost:{http_port}"),
+            format!("http://[::1]:{http_port}"),
+        ];
+        let h = format!("http://{http_host}:{http_port}");
+        if !own.contains(&h) {
+            own.push(h);
+        }
+        AccessPolicy {
+            allowed_origins: allowed,
+            own_origins: own,
+            loopback_only,
+            token,
+        }
+    }
+
+    /// A request without Origin (a local script) passes; a browser Origin must be listed
+    /// exactly (case-sensitive, as the original compares it).
+    pub fn origin_allowed(&self, origin: Option<&str>) -> bool {
+        match origin {
+            None => true,
+            Some(o) => self.is_listed(o),
+        }
+    }
+
+    /// Is `origin` one CORS should answer for?
+    pub fn is_listed(&self, origin: &str) -> bool {
+        self.allowed_origins.iter().any(|a| a == origin)
+            || self.own_origins.iter().any(|a| a == origin)
+    }
+
+    /// DNS rebinding guard: on a loopback bind the Host header must name a loopback host.
+    pub fn host_allowed(&self, host: Option<&str>) -> bool {
+        if !self.loopback_only {
+            return true;
+        }
+        let Some(h) = host else { return true };
+        let name = match h.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => h.rsplit_once(':').map(|(n, _)| n).unwrap_or(h),
+        };
+        is_loopback(name)
+    }
+
+    /// The token check; passes when no token is configured.
+    pub fn token_ok(&self, authorization: Option<&str>, query_token: Option<&str>) -> bool {
+        let Some(expected) = &self.token else {
+            return true;
+        };
+        let given = authorization
+            .and_then(|a| {
+                a.strip_prefix("Bearer ")
+                    .or_else(|| a.strip_prefix("bearer "))
+            })
+            .or(query_token)
+            .unwrap_or("");
+        constant_time_eq(given.trim().as_bytes(), expected.as_bytes())
+    }
+}
+
+/// Compares without an early exit on the first differing byte.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u8 | u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= x ^ y;
+    }
+    diff == 0
+}
+
+/// Value of `name` in a query string (no percent-decoding needed for tokens we issue).
+pub fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query.split('&').find_map(|kv| {
+        kv.split_once('=')
+            .filter(|(k, _)| *k == name)
+            .map(|(_, v)| v)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> AccessPolicy {
+        AccessPolicy::new(
+            vec!["http://localhost:5173".into()],
+            "127.0.0.1",
+            8000,
+            true,
+            None,
+        )
+    }
+
+    #[test]
+    fn origins() {
+        let p = policy();
+        assert!(p.origin_allowed(None));
+        assert!(p.origin_allowed(Some("http://localhost:5173")));
+        assert!(p.origin_allowed(Some("http://127.0.0.1:8000")));
+        assert!(!p.origin_allowed(Some("http://evil.example")));
+        assert!(!p.origin_allowed(Some("http://LOCALHOST:5173")));
+    }
+
+    #[test]
+    fn hosts_and_tokens() {
+        let p = policy();
+        assert!(p.host_allowed(Some("127.0.0.1:8000")));
+        assert!(p.host_allowed(Some("localhost")));
+        assert!(p.host_allowed(Some("[::1]:8765")));
+        assert!(!p.host_allowed(Some("evil.example:8000")));
+        let mut t = policy();
+        t.token = Some("s3cret".into());
+        assert!(t.token_ok(Some("Bearer s3cret"), None));
+        assert!(t.token_ok(None, Some("s3cret")));
+        assert!(!t.token_ok(Some("Bearer s3cre"), None));
+        assert!(!t.token_ok(None, None));
+        assert!(constant_time_eq(b"ab", b"ab") && !constant_time_eq(b"ab", b"abc"));
+    }
+}

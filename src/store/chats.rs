@@ -1,0 +1,425 @@
+//! `ChatStore`: the per-chat directories under the memory root — `history.jsonl` (append-only,
+//! one turn per append, torn tail tolerated), `.cursor`, and `metadata.json` (atomic rewrite,
+//! unknown keys preserved). Called from worker threads (turns, consolidation) and the HTTP thread
+//! (sessions API); appends to one chat are serialised by a striped lock.
+
+use std::collections::hash_map::DefaultHasher;
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::util::{fsx, time};
+
+/// Title shown for chats without one (the original's Chinese "New chat").
+pub const DEFAULT_TITLE: &str = "\u{65b0}\u{5bf9}\u{8bdd}";
+const LOCK_STRIPES: usize = 64;
+
+/// One line of history.jsonl, fields in the original's key order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    #[serde(default)]
+    pub cursor: u64,
+    #[serde(default)]
+    pub timestamp: String,
+    pub role: String,
+    #[serde(default, deserialize_with = "string_or_empty")]
+    pub content: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mentioned_skills: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub selected_mcp_connectors: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tool_calls: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tool_call_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub keep_from_cursor: Option<u64>,
+}
+
+fn string_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => s,
+        Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
+impl Record {
+    pub fn new(role: &str, content: impl Into<String>) -> Self {
+        Record {
+            cursor: 0,
+            timestamp: String::new(),
+            role: role.into(),
+            content: content.into(),
+            mentioned_skills: None,
+            selected_mcp_connectors: None,
+            tool_calls: None,
+            tool_call_id: None,
+            name: None,
+            keep_from_cursor: None,
+        }
+    }
+}
+
+/// What reading history.jsonl found.
+#[derive(Debug, Default)]
+pub struct History {
+    pub records: Vec<Record>,
+    /// Lines that did not parse (a torn last line after a crash, or foreign garbage).
+    pub skipped_lines: usize,
+    /// The file did not end with a newline (a torn tail).
+    pub torn_tail: bool,
+}
+
+/// A row of `GET /api/sessions`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionInfo {
+    pub chat_id: String,
+    pub title: String,
+    pub updated_at: String,
+}
+
+pub struct ChatStore {
+    root: PathBuf,
+    stripes: Vec<Mutex<()>>,
+}
+
+/// `^[A-Za-z0-9_:-]{1,64}$`
+pub fn valid_chat_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'-'))
+}
+
+impl ChatStore {
+    pub fn new(root: &Path) -> Self {
+        ChatStore {
+            root: root.to_path_buf(),
+            stripes: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The chat's directory; `None` for ids that are not valid chat ids.
+    pub fn dir(&self, id: &str) -> Option<PathBuf> {
+        valid_chat_id(id).then(|| self.root.join(id))
+    }
+
+    pub fn exists(&self, id: &str) -> bool {
+        self.dir(id).is_some_and(|d| d.is_dir())
+    }
+
+    /// Every chat directory (non-hidden, valid id), newest first by history mtime.
+    pub fn list(&self) -> io::Result<Vec<SessionInfo>> {
+        let rd = match fs::read_dir(&self.root) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut out = Vec::new();
+        for entry in rd.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.')
+                || !valid_chat_id(&name)
+                || !entry.file_type().is_ok_and(|t| t.is_dir())
+            {
+                continue;
+            }
+            let dir = entry.path();
+            let mtime = fs::metadata(dir.join("history.jsonl"))
+                .or_else(|_| fs::metadata(&dir))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0);
+            let title = self
+                .read_metadata(&name)
+                .get("title")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .unwrap_or(DEFAULT_TITLE)
+                .to_string();
+            out.push(SessionInfo {
+                chat_id: name,
+                title,
+                updated_at: time::local_iso_naive(mtime),
+            });
+        }
+        out.sort_by(|a, b| {
+            b.updated_at
+                .cmp(&a.updated_at)
+                .then_with(|| a.chat_id.cmp(&b.chat_id))
+        });
+        Ok(out)
+    }
+
+    /// Reads every parsable record of history.jsonl (missing file -> empty).
+    pub fn read_history(&self, id: &str) -> io::Result<History> {
+        let Some(dir) = self.dir(id) else {
+            return Ok(History::default());
+        };
+        let bytes = match fs::read(dir.join("history.jsonl")) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(History::default()),
+            Err(e) => return Err(e),
+        };
+        Ok(parse_history(&bytes))
+    }
+
+    /// Records the model context is rebuilt from (storage.md §3.1 "Model context rebuild"):
+    /// the last summary and the records it keeps, or everything when there is no summary.
+    pub fn load_context(&self, id: &str) -> io::Result<History> {
+        let mut h = self.read_history(id)?;
+        h.records = context_after_summary(std::mem::take(&mut h.records));
+        Ok(h)
+    }
+
+    /// Appends `records` as one write with consecutive cursors and one timestamp; fills in
+    /// their `cursor` and `timestamp`. A torn tail gets a newline first so no record merges with it.
+    pub fn append(&self, id: &str, records: &mut [Record]) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let dir = self
+            .dir(id)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let _g = self.stripe(id);
+        fs::create_dir_all(&dir)?;
+        let path = dir.join("history.jsonl");
+        let mut cursor = self.last_cursor(&dir)?;
+        let stamp = time::minute_stamp();
+        let mut buf = Vec::with_capacity(records.len() * 128);
+        if needs_newline(&path)? {
+            buf.push(b'\n');
+        }
+        for r in records.iter_mut() {
+            cursor += 1;
+            r.cursor = cursor;
+            r.timestamp = stamp.clone();
+            serde_json::to_writer(&mut buf, r).map_err(io::Error::other)?;
+            buf.push(b'\n');
+        }
+        fsx::append(&path, &buf)?;
+        fs::write(dir.join(".cursor"), cursor.to_string())?;
+        Ok(())
+    }
+
+    /// Last written cursor: `.cursor`, else the last line's cursor (last 4 KiB), else 0.
+    fn last_cursor(&self, dir: &Path) -> io::Result<u64> {
+        if let Some(c) =
+            fsx::read_opt(&dir.join(".cursor"))?.and_then(|t| t.trim().parse::<u64>().ok())
+        {
+            return Ok(c);
+        }
+        let mut f = match fs::File::open(dir.join("history.jsonl")) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let len = f.metadata()?.len();
+        f.seek(SeekFrom::Start(len.saturating_sub(4096)))?;
+        let mut tail = Vec::new();
+        f.read_to_end(&mut tail)?;
+        let h = parse_history(&tail);
+        Ok(h.records.iter().map(|r| r.cursor).max().unwrap_or(0))
+    }
+
+    /// metadata.json as an object; missing or corrupt -> empty.
+    pub fn read_metadata(&self, id: &str) -> Map<String, Value> {
+        self.dir(id)
+            .and_then(|d| fs::read(d.join("metadata.json")).ok())
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| match v {
+                Value::Object(m) => Some(m),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// Rewrites metadata.json atomically (2-space indent, no trailing newline).
+    pub fn write_metadata(&self, id: &str, meta: &Map<String, Value>) -> io::Result<()> {
+        let dir = self
+            .dir(id)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let text = serde_json::to_string_pretty(meta).map_err(io::Error::other)?;
+        fsx::write_atomic(&dir.join("metadata.json"), text.as_bytes(), false)
+    }
+
+    /// Removes the chat directory; `Ok(false)` when it did not exist.
+    pub fn delete(&self, id: &str) -> io::Result<bool> {
+        let Some(dir) = self.dir(id) else {
+            return Ok(false);
+        };
+        let _g = self.stripe(id);
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn stripe(&self, id: &str) -> std::sync::MutexGuard<'_, ()> {
+        let mut h = DefaultHasher::new();
+        id.hash(&mut h);
+        self.stripes[(h.finish() as usize) % LOCK_STRIPES]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn needs_newline(path: &Path) -> io::Result<bool> {
+    let mut f = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(false);
+    }
+    f.seek(SeekFrom::Start(len - 1))?;
+    let mut b = [0u8; 1];
+    f.read_exact(&mut b)?;
+    Ok(b[0] != b'\n')
+}
+
+/// Parses JSONL bytes, skipping blank and unparsable lines.
+pub fn parse_history(bytes: &[u8]) -> History {
+    let mut h = History {
+        torn_tail: !bytes.is_empty() && !bytes.ends_with(b"\n"),
+        ..History::default()
+    };
+    for line in bytes.split(|b| *b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Record>(line) {
+            Ok(r) => h.records.push(r),
+            Err(_) => h.skipped_lines += 1,
+        }
+    }
+    h
+}
+
+/// The last summary (if any) followed by the records it keeps.
+pub fn context_after_summary(records: Vec<Record>) -> Vec<Record> {
+    let Some(si) = records.iter().rposition(|r| r.role == "summary") else {
+        return records;
+    };
+    let summary = records[si].clone();
+    let keep = |r: &Record| match summary.keep_from_cursor {
+        Some(k) => r.cursor >= k,
+        None => r.cursor > summary.cursor,
+    };
+    let mut out = Vec::with_capacity(records.len() - si);
+    out.push(summary.clone());
+    out.extend(
+        records
+            .into_iter()
+            .filter(|r| r.role != "summary" && keep(r)),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (ChatStore, PathBuf) {
+        let d = std::env::temp_dir().join(format!("cc-chats-{}", crate::util::rand::hex(6)));
+        fs::create_dir_all(&d).unwrap();
+        (ChatStore::new(&d), d)
+    }
+
+    #[test]
+    fn ids_are_validated() {
+        assert!(valid_chat_id("438ec720-df71-4ac3-ac72-74555a5c155a"));
+        assert!(valid_chat_id("a:b_c"));
+        assert!(!valid_chat_id(".."));
+        assert!(!valid_chat_id(""));
+        assert!(!valid_chat_id(&"a".repeat(65)));
+        assert!(!valid_chat_id("a/b"));
+    }
+
+    #[test]
+    fn append_assigns_cursors_and_survives_torn_tail() {
+        let (s, d) = store();
+        let mut recs = vec![Record::new("user", "hi"), Record::new("assistant", "hello")];
+        s.append("c1", &mut recs).unwrap();
+        assert_eq!((recs[0].cursor, recs[1].cursor), (1, 2));
+        // Simulate a crash mid-write: a torn line and a lost .cursor.
+        let hp = d.join("c1/history.jsonl");
+        let mut bytes = fs::read(&hp).unwrap();
+        bytes.extend_from_slice(br#"{"cursor": 3, "timestamp": "x", "role": "us"#);
+        fs::write(&hp, &bytes).unwrap();
+        fs::remove_file(d.join("c1/.cursor")).unwrap();
+        let h = s.read_history("c1").unwrap();
+        assert_eq!(
+            (h.records.len(), h.skipped_lines, h.torn_tail),
+            (2, 1, true)
+        );
+        let mut more = vec![Record::new("user", "again")];
+        s.append("c1", &mut more).unwrap();
+        assert_eq!(more[0].cursor, 3);
+        let h = s.read_history("c1").unwrap();
+        assert_eq!(
+            h.records
+                .iter()
+                .map(|r| r.content.as_str())
+                .collect::<Vec<_>>(),
+            ["hi", "hello", "again"]
+        );
+        fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn reads_python_layout_and_summary_rules() {
+        let text = concat!(
+            "{\"cursor\": 1, \"timestamp\": \"2026-11-30 01:40\", \"role\": \"user\", \"content\": \"a\"}\n",
+            "{\"cursor\": 2, \"timestamp\": \"2026-11-30 01:40\", \"role\": \"assistant\", \"content\": \"b\"}\n",
+            "{\"cursor\": 3, \"timestamp\": \"2026-11-30 01:41\", \"role\": \"user\", \"content\": \"c\"}\n",
+            "{\"cursor\": 4, \"timestamp\": \"2026-11-30 01:41\", \"role\": \"summary\", \"content\": \"S\", \"keep_from_cursor\": 3}\n",
+            "{\"cursor\": 5, \"timestamp\": \"2026-11-30 01:42\", \"role\": \"assistant\", \"content\": \"d\"}\n",
+        );
+        let h = parse_history(text.as_bytes());
+        let ctx = context_after_summary(h.records);
+        assert_eq!(
+            ctx.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(),
+            ["S", "c", "d"]
+        );
+    }
+
+    #[test]
+    fn metadata_roundtrip_keeps_unknown_keys() {
+        let (s, d) = store();
+        fs::create_dir_all(d.join("c2")).unwrap();
+        fs::write(
+            d.join("c2/metadata.json"),
+            r#"{"title": "T", "custom": {"x": 1}}"#,
+        )
+        .unwrap();
+        let mut m = s.read_metadata("c2");
+        m.insert("title".into(), Value::String("New".into()));
+        s.write_metadata("c2", &m).unwrap();
+        let back = s.read_metadata("c2");
+        assert_eq!(back["custom"]["x"], 1);
+        assert_eq!(back["title"], "New");
+        assert_eq!(s.list().unwrap()[0].title, "New");
+        assert!(s.delete("c2").unwrap());
+        assert!(!s.delete("c2").unwrap());
+        fs::remove_dir_all(d).unwrap();
+    }
+}

@@ -1,0 +1,316 @@
+//! The hub: chat id -> subscribed connections, a per-chat increasing `seq`, and a bounded ring
+//! of recent events per chat for `attach { after_seq }` replay. Fan-out never blocks: each
+//! connection has a bounded outbound queue and one that is full is dropped. Called from
+//! workers (emit) and WebSocket reader threads (subscribe, attach).
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Sender, TrySendError};
+
+use crate::bus::{Event, EventSink};
+
+/// Events kept per chat for replay.
+pub const RING_CAPACITY: usize = 4096;
+/// Chats with no subscriber and no event for this long drop their ring (their seq is kept).
+const IDLE_RING_TTL: Duration = Duration::from_secs(600);
+const PRUNE_EVERY: Duration = Duration::from_secs(30);
+
+/// What a connection's writer thread sends.
+#[derive(Debug)]
+pub enum Out {
+    /// A JSON text frame.
+    Text(Arc<str>),
+    /// Raw protocol bytes from the reader side (pong and close replies).
+    Raw(Vec<u8>),
+    /// Close the connection.
+    Close,
+}
+
+/// One WebSocket connection as the hub sees it.
+pub struct Conn {
+    pub id: u64,
+    pub client_id: String,
+    tx: Sender<Out>,
+    closed: AtomicBool,
+    stream: Option<TcpStream>,
+    chats: Mutex<Vec<String>>,
+}
+
+impl Conn {
+    pub fn new(
+        id: u64,
+        client_id: String,
+        tx: Sender<Out>,
+        stream: Option<TcpStream>,
+    ) -> Arc<Conn> {
+        Arc::new(Conn {
+            id,
+            client_id,
+            tx,
+            closed: AtomicBool::new(false),
+            stream,
+            chats: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Queues a frame; a full queue marks the connection dead and shuts its socket.
+    pub fn send(&self, out: Out) -> bool {
+        if self.closed.load(Ordering::Relaxed) {
+            return false;
+        }
+        match self.tx.try_send(out) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                log::warn!("event=ws.client.dropped reason=slow conn={}", self.id);
+                self.close();
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                self.closed.store(true, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    pub fn send_text(&self, text: impl Into<Arc<str>>) -> bool {
+        self.send(Out::Text(text.into()))
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// Marks the connection closed and shuts the socket so both its threads end.
+    pub fn close(&self) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            if let Some(s) = &self.stream {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+struct ChatChan {
+    seq: u64,
+    ring: VecDeque<(u64, Arc<str>)>,
+    subs: Vec<Arc<Conn>>,
+    last_event: Instant,
+}
+
+impl ChatChan {
+    fn new(seq: u64) -> Self {
+        ChatChan {
+            seq,
+            ring: VecDeque::new(),
+            subs: Vec::new(),
+            last_event: Instant::now(),
+        }
+    }
+}
+
+struct Inner {
+    chats: HashMap<String, ChatChan>,
+    /// Last seq of chats whose ring was pruned, so seq never restarts within a process.
+    retired: HashMap<String, u64>,
+    last_prune: Instant,
+}
+
+pub struct Hub {
+    inner: Mutex<Inner>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Hub {
+    pub fn new() -> Hub {
+        Hub {
+            inner: Mutex::new(Inner {
+                chats: HashMap::new(),
+                retired: HashMap::new(),
+                last_prune: Instant::now(),
+            }),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
+        let mut g: MutexGuard<'_, Inner> = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut g)
+    }
+
+    /// Subscribes `conn` to `chat_id` (idempotent).
+    pub fn subscribe(&self, chat_id: &str, conn: &Arc<Conn>) {
+        self.with(|inner| {
+            let chan = chan(inner, chat_id);
+            if !chan.subs.iter().any(|c| c.id == conn.id) {
+                chan.subs.push(Arc::clone(conn));
+                if let Ok(mut chats) = conn.chats.lock() {
+                    chats.push(chat_id.to_string());
+                }
+            }
+        });
+    }
+
+    /// Subscribes, sends `attached` and replays events with seq > `after_seq`, atomically
+    /// with respect to new events so the client sees neither a gap nor a duplicate.
+    pub fn attach(&self, chat_id: &str, conn: &Arc<Conn>, after_seq: Option<u64>) {
+        self.with(|inner| {
+            let chan = chan(inner, chat_id);
+            if !chan.subs.iter().any(|c| c.id == conn.id) {
+                chan.subs.push(Arc::clone(conn));
+                if let Ok(mut chats) = conn.chats.lock() {
+                    chats.push(chat_id.to_string());
+                }
+            }
+            let attached = Event::new("attached")
+                .with("chat_id", chat_id)
+                .with("last_seq", chan.seq);
+            conn.send_text(attached.to_json(None));
+            if let Some(after) = after_seq {
+                for (seq, text) in chan.ring.iter() {
+                    if *seq > after && !conn.send(Out::Text(Arc::clone(text))) {
+                        break;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Removes a closed connection from every chat it joined.
+    pub fn disconnect(&self, conn: &Conn) {
+        let chats = conn
+            .chats
+            .lock()
+            .map(|mut c| std::mem::take(&mut *c))
+            .unwrap_or_default();
+        self.with(|inner| {
+            for id in chats {
+                if let Some(chan) = inner.chats.get_mut(&id) {
+                    chan.subs.retain(|c| c.id != conn.id);
+                }
+            }
+        });
+    }
+
+    /// Current subscriber count of a chat (tests, diagnostics).
+    pub fn subscribers(&self, chat_id: &str) -> usize {
+        self.with(|inner| inner.chats.get(chat_id).map_or(0, |c| c.subs.len()))
+    }
+
+    /// Number of chats with a live ring (diagnostics, leak checks).
+    pub fn chats(&self) -> usize {
+        self.with(|inner| inner.chats.len())
+    }
+
+    /// Closes every connection (shutdown).
+    pub fn close_all(&self) {
+        self.with(|inner| {
+            for chan in inner.chats.values() {
+                for c in &chan.subs {
+                    c.send(Out::Close);
+                    c.close();
+                }
+            }
+        });
+    }
+}
+
+fn chan<'a>(inner: &'a mut Inner, chat_id: &str) -> &'a mut ChatChan {
+    if !inner.chats.contains_key(chat_id) {
+        let seq = inner.retired.remove(chat_id).unwrap_or(0);
+        inner.chats.insert(chat_id.to_string(), ChatChan::new(seq));
+    }
+    inner.chats.get_mut(chat_id).expect("inserted above")
+}
+
+fn prune(inner: &mut Inner) {
+    if inner.last_prune.elapsed() < PRUNE_EVERY {
+        return;
+    }
+    inner.last_prune = Instant::now();
+    let mut retired = Vec::new();
+    inner.chats.retain(|id, chan| {
+        chan.subs.retain(|c| !c.is_closed());
+        let keep = !chan.subs.is_empty() || chan.last_event.elapsed() < IDLE_RING_TTL;
+        if !keep {
+            retired.push((id.clone(), chan.seq));
+        }
+        keep
+    });
+    inner.retired.extend(retired);
+}
+
+impl EventSink for Hub {
+    fn emit(&self, chat_id: &str, event: Event) -> u64 {
+        self.with(|inner| {
+            prune(inner);
+            let chan = chan(inner, chat_id);
+            chan.seq += 1;
+            chan.last_event = Instant::now();
+            let text: Arc<str> = event.to_json(Some(chan.seq)).into();
+            if chan.ring.len() == RING_CAPACITY {
+                chan.ring.pop_front();
+            }
+            chan.ring.push_back((chan.seq, Arc::clone(&text)));
+            chan.subs.retain(|c| c.send(Out::Text(Arc::clone(&text))));
+            chan.seq
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossbeam_channel::bounded;
+
+    fn texts(rx: &crossbeam_channel::Receiver<Out>) -> Vec<String> {
+        rx.try_iter()
+            .filter_map(|o| match o {
+                Out::Text(t) => Some(t.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fan_out_seq_and_replay() {
+        let hub = Hub::new();
+        let (tx1, rx1) = bounded(16);
+        let (tx2, rx2) = bounded(16);
+        let a = Conn::new(1, "client-a".into(), tx1, None);
+        let b = Conn::new(2, "client-b".into(), tx2, None);
+        hub.subscribe("c", &a);
+        assert_eq!(hub.emit("c", Event::new("delta").with("text", "x")), 1);
+        assert_eq!(hub.emit("c", Event::new("delta").with("text", "y")), 2);
+        assert_eq!(texts(&rx1).len(), 2);
+        hub.attach("c", &b, Some(1));
+        let got = texts(&rx2);
+        assert_eq!(got[0], r#"{"event":"attached","chat_id":"c","last_seq":2}"#);
+        assert_eq!(got[1], r#"{"event":"delta","text":"y","seq":2}"#);
+        hub.emit("c", Event::new("done"));
+        assert_eq!(texts(&rx1).len(), 1);
+        assert_eq!(texts(&rx2).len(), 1);
+        hub.disconnect(&a);
+        assert_eq!(hub.subscribers("c"), 1);
+    }
+
+    #[test]
+    fn slow_client_is_dropped_not_waited_on() {
+        let hub = Hub::new();
+        let (tx, _rx) = bounded(2);
+        let slow = Conn::new(1, "client-s".into(), tx, None);
+        hub.subscribe("c", &slow);
+        for _ in 0..5 {
+            hub.emit("c", Event::new("delta"));
+        }
+        assert!(slow.is_closed());
+        assert_eq!(hub.subscribers("c"), 0);
+    }
+}

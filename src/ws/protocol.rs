@@ -1,0 +1,386 @@
+//! The WebSocket frame contract (ws-protocol.md §3): envelope parsing and the `message`
+//! metadata sanitiser with the original's exact error texts. Pure functions, called on each
+//! client's reader thread and by the sessions API (receipt filtering).
+
+use serde_json::{json, Map, Value};
+
+use crate::llm::Provider;
+
+/// Largest accepted incoming message (bytes); bigger ones get an error event.
+pub const MAX_MESSAGE: usize = 1024 * 1024;
+/// At most this many skill + MCP selections per message.
+pub const MAX_SELECTIONS: usize = 8;
+
+/// A parsed client frame.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame {
+    Ping,
+    NewChat,
+    Attach {
+        chat_id: String,
+        after_seq: Option<u64>,
+    },
+    Cancel {
+        chat_id: String,
+    },
+    Message {
+        chat_id: String,
+        content: String,
+        selection: Selection,
+    },
+}
+
+/// A frame rejection: the detail and, when known, the chat it concerns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reject {
+    pub detail: String,
+    pub chat_id: Option<String>,
+}
+
+fn reject(detail: impl Into<String>, chat_id: Option<&str>) -> Reject {
+    Reject {
+        detail: detail.into(),
+        chat_id: chat_id.map(str::to_string),
+    }
+}
+
+/// The sanitised `metadata` of a message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection {
+    pub provider: Provider,
+    pub model: String,
+    /// `[{"name", "label"?}]`
+    pub mentioned_skills: Vec<Value>,
+    /// `[{"server", "label"?}]`
+    pub selected_mcp_connectors: Vec<Value>,
+}
+
+pub fn valid_chat_id(id: &str) -> bool {
+    crate::store::chats::valid_chat_id(id)
+}
+
+/// Python `repr` of a string (single quotes unless it contains `'` and no `"`).
+pub fn py_repr(s: &str) -> String {
+    let use_double = s.contains('\'') && !s.contains('"');
+    let q = if use_double { '"' } else { '\'' };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(q);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == q => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(q);
+    out
+}
+
+/// Parses one text message into a frame.
+pub fn parse_frame(text: &str) -> Result<Frame, Reject> {
+    let envelope = || reject("typed JSON envelope required", None);
+    if !text.trim_start().starts_with('{') {
+        return Err(envelope());
+    }
+    let v: Value = serde_json::from_str(text).map_err(|_| envelope())?;
+    let obj = v.as_object().ok_or_else(envelope)?;
+    let kind = obj
+        .get("type")
+        .and_then(Value::as_str)
+        .ok_or_else(envelope)?;
+    let chat_id = || -> Result<String, Reject> {
+        match obj.get("chat_id").and_then(Value::as_str) {
+            Some(id) if valid_chat_id(id) => Ok(id.to_string()),
+            _ => Err(reject("invalid chat_id", None)),
+        }
+    };
+    match kind {
+        "ping" => Ok(Frame::Ping),
+        "new_chat" => Ok(Frame::NewChat),
+        "attach" => {
+            let chat_id = chat_id()?;
+            let after_seq = obj.get("after_seq").and_then(Value::as_u64);
+            Ok(Frame::Attach { chat_id, after_seq })
+        }
+        "cancel" | "stop" => Ok(Frame::Cancel {
+            chat_id: chat_id()?,
+        }),
+        "message" => {
+            let chat_id = chat_id()?;
+            let content = match obj.get("content") {
+                Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+                _ => return Err(reject("missing content", Some(&chat_id))),
+            };
+            let selection =
+                sanitize_metadata(obj.get("metadata")).map_err(|d| reject(d, Some(&chat_id)))?;
+            Ok(Frame::Message {
+                chat_id,
+                content,
+                selection,
+            })
+        }
+        other => Err(reject(format!("unknown type: {}", py_repr(other)), None)),
+    }
+}
+
+/// The metadata sanitiser (ws-protocol.md §3.1), in the original's check order.
+pub fn sanitize_metadata(meta: Option<&Value>) -> Result<Selection, String> {
+    let meta = match meta {
+        None | Some(Value::Null) => return Err("llm selection is required".into()),
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err("metadata must be an object".into()),
+    };
+    let llm = match meta.get("llm") {
+        None | Some(Value::Null) => return Err("llm selection is required".into()),
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err("llm must be an object".into()),
+    };
+    let provider = llm
+        .get("provider")
+        .and_then(Value::as_str)
+        .and_then(Provider::parse)
+        .ok_or("llm.provider is invalid")?;
+    let model = llm
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or("llm.model must be a string")?;
+    let model = model.trim();
+    if model.is_empty() || model.chars().count() > 256 || model.contains('\0') {
+        return Err("llm.model is invalid".into());
+    }
+    let raw_len = |k: &str| meta.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+    if raw_len("mentioned_skills") + raw_len("selected_mcp_connectors") > MAX_SELECTIONS {
+        return Err(format!(
+            "at most {MAX_SELECTIONS} Skill/MCP selections are allowed"
+        ));
+    }
+    Ok(Selection {
+        provider,
+        model: model.to_string(),
+        mentioned_skills: sanitize_list(meta, "mentioned_skills", "name", true)?,
+        selected_mcp_connectors: sanitize_list(meta, "selected_mcp_connectors", "server", false)?,
+    })
+}
+
+fn valid_identity(s: &str, allow_dot: bool) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b[1..].iter().all(|c| {
+            c.is_ascii_lowercase()
+                || c.is_ascii_digit()
+                || *c == b'_'
+                || *c == b'-'
+                || (allow_dot && *c == b'.')
+        })
+}
+
+/// One selection list: null -> empty; identities validated; duplicates dropped; labels cleaned.
+pub fn sanitize_list(
+    meta: &Map<String, Value>,
+    field: &str,
+    key: &str,
+    allow_dot: bool,
+) -> Result<Vec<Value>, String> {
+    let items = match meta.get(field) {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(format!("{field} must be a list")),
+    };
+    let mut out: Vec<Value> = Vec::new();
+    for item in items {
+        let obj = item
+            .as_object()
+            .ok_or_else(|| format!("{field} entries must be objects"))?;
+        let ident = obj
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| valid_identity(s, allow_dot))
+            .ok_or_else(|| format!("{field}.{key} is invalid"))?;
+        let label = match obj.get("label") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => {
+                let cleaned: String = s.chars().filter(|c| *c != '\0').collect();
+                let cleaned = cleaned.trim().to_string();
+                if cleaned.chars().count() > 100 {
+                    return Err(format!("{field}.label must be at most 100 characters"));
+                }
+                (!cleaned.is_empty()).then_some(cleaned)
+            }
+            Some(_) => return Err(format!("{field}.label must be a string")),
+        };
+        if out.iter().any(|v| v[key] == ident) {
+            continue;
+        }
+        let mut entry = json!({ key: ident });
+        if let Some(l) = label {
+            entry["label"] = Value::String(l);
+        }
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(meta: Value) -> Result<Frame, Reject> {
+        parse_frame(
+            &json!({"type": "message", "chat_id": "c1", "content": "hi", "metadata": meta})
+                .to_string(),
+        )
+    }
+
+    fn detail(meta: Value) -> String {
+        msg(meta).unwrap_err().detail
+    }
+
+    const LLM: &str = r#"{"provider":"openai_compatible","model":"m"}"#;
+
+    #[test]
+    fn envelopes() {
+        assert_eq!(
+            parse_frame("nope").unwrap_err().detail,
+            "typed JSON envelope required"
+        );
+        assert_eq!(
+            parse_frame("[1]").unwrap_err().detail,
+            "typed JSON envelope required"
+        );
+        assert_eq!(
+            parse_frame(r#"{"type":1}"#).unwrap_err().detail,
+            "typed JSON envelope required"
+        );
+        assert_eq!(
+            parse_frame(r#"{"type":"bogus"}"#).unwrap_err().detail,
+            "unknown type: 'bogus'"
+        );
+        assert_eq!(
+            parse_frame(r#"{"type":"it's"}"#).unwrap_err().detail,
+            "unknown type: \"it's\""
+        );
+        assert_eq!(
+            parse_frame(r#"{"type":"ping","x":1}"#).unwrap(),
+            Frame::Ping
+        );
+        assert_eq!(
+            parse_frame(r#"{"type":"attach","chat_id":"../x"}"#)
+                .unwrap_err()
+                .detail,
+            "invalid chat_id"
+        );
+        assert_eq!(
+            parse_frame(r#"{"type":"attach","chat_id":"a","after_seq":5}"#).unwrap(),
+            Frame::Attach {
+                chat_id: "a".into(),
+                after_seq: Some(5)
+            }
+        );
+        assert_eq!(
+            parse_frame(r#"{"type":"stop","chat_id":"a"}"#).unwrap(),
+            Frame::Cancel {
+                chat_id: "a".into()
+            }
+        );
+    }
+
+    #[test]
+    fn message_validation_order_and_texts() {
+        let r = parse_frame(r#"{"type":"message","chat_id":"c1","content":"  "}"#).unwrap_err();
+        assert_eq!(
+            (r.detail.as_str(), r.chat_id.as_deref()),
+            ("missing content", Some("c1"))
+        );
+        assert_eq!(detail(Value::Null), "llm selection is required");
+        assert_eq!(detail(json!([])), "metadata must be an object");
+        assert_eq!(detail(json!({})), "llm selection is required");
+        assert_eq!(detail(json!({"llm": "x"})), "llm must be an object");
+        assert_eq!(
+            detail(json!({"llm": {"provider": "x", "model": "m"}})),
+            "llm.provider is invalid"
+        );
+        assert_eq!(
+            detail(json!({"llm": {"provider": "ollama", "model": 1}})),
+            "llm.model must be a string"
+        );
+        assert_eq!(
+            detail(json!({"llm": {"provider": "ollama", "model": " "}})),
+            "llm.model is invalid"
+        );
+        assert_eq!(
+            detail(json!({"llm": {"provider": "ollama", "model": "a\u{0}"}})),
+            "llm.model is invalid"
+        );
+        assert_eq!(
+            detail(json!({"llm": {"provider": "ollama", "model": "x".repeat(257)}})),
+            "llm.model is invalid"
+        );
+        let llm: Value = serde_json::from_str(LLM).unwrap();
+        let nine: Vec<Value> = (0..9).map(|i| json!({"name": format!("s{i}")})).collect();
+        assert_eq!(
+            detail(json!({"llm": llm, "mentioned_skills": nine})),
+            "at most 8 Skill/MCP selections are allowed"
+        );
+        assert_eq!(
+            detail(json!({"llm": llm, "mentioned_skills": "x"})),
+            "mentioned_skills must be a list"
+        );
+        assert_eq!(
+            detail(json!({"llm": llm, "mentioned_skills": [1]})),
+            "mentioned_skills entries must be objects"
+        );
+        assert_eq!(
+            detail(json!({"llm": llm, "mentioned_skills": [{"name": "Bad"}]})),
+            "mentioned_skills.name is invalid"
+        );
+        assert_eq!(
+            detail(json!({"llm": llm, "selected_mcp_connectors": [{"server": "a.b"}]})),
+            "selected_mcp_connectors.server is invalid"
+        );
+        assert_eq!(
+            detail(json!({"llm": llm, "mentioned_skills": [{"name": "a", "label": 3}]})),
+            "mentioned_skills.label must be a string"
+        );
+        assert_eq!(
+            detail(
+                json!({"llm": llm, "mentioned_skills": [{"name": "a", "label": "x".repeat(101)}]})
+            ),
+            "mentioned_skills.label must be at most 100 characters"
+        );
+    }
+
+    #[test]
+    fn selections_are_cleaned() {
+        let llm: Value = serde_json::from_str(LLM).unwrap();
+        let Frame::Message { selection, .. } = msg(json!({
+            "llm": llm,
+            "mentioned_skills": [{"name": " weather ", "label": " W\u{0}x "}, {"name": "weather"}, {"name": "a.b", "label": "  "}],
+            "selected_mcp_connectors": null,
+            "revert_keep_user_turns": 3
+        }))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            selection.mentioned_skills,
+            vec![
+                json!({"name": "weather", "label": "Wx"}),
+                json!({"name": "a.b"})
+            ]
+        );
+        assert!(selection.selected_mcp_connectors.is_empty());
+        assert_eq!(selection.model, "m");
+    }
+}
