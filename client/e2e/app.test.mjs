@@ -286,6 +286,31 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     }
   })
 
+  test('narrow screens: the sidebar becomes a drawer that closes on a choice', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true })
+    const p = await ctx.newPage()
+    try {
+      await openApp(p)
+      const nav = p.getByRole('navigation', { name: 'Sidebar' })
+      // fully in or fully out, so screenshots are not taken mid-slide
+      const inView = async () => (await nav.boundingBox())?.x === 0
+      const outOfView = async () => {
+        const box = await nav.boundingBox()
+        return box !== null && box.x + box.width <= 0
+      }
+      assert.equal(await outOfView(), true, 'the drawer starts closed')
+      await p.getByLabel('Open menu').click()
+      await until(inView, 'the drawer to open')
+      await screenshot(p, '11-mobile-drawer')
+      await p.getByTestId('session-row').filter({ hasText: 'Renamed chat' }).locator('button').first().click()
+      await until(outOfView, 'the drawer to close')
+      await p.getByTestId('msg-user').first().waitFor()
+      await screenshot(p, '12-mobile-chat')
+    } finally {
+      await ctx.close()
+    }
+  })
+
   test('MCP Market: create an SSE server with a secret header and connect it', async (t) => {
     if (!(await apiAvailable('/mcp/servers'))) {
       t.skip('the MCP API is not on this server yet')
@@ -440,5 +465,11 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     if (skills) assert.match(sys, /short notes/, 'the selected skill body reaches the model')
     if (mcps) assert.ok(JSON.stringify(req.tools ?? []).includes('echo'), 'the selected MCP tools reach the model')
     await screenshot(page, '10-chat-with-chips')
+    // after a reload the receipts come back from the stored history
+    await openApp(page)
+    await page.getByTestId('session-row').filter({ hasText: 'Please use the selected tools' }).locator('button').first().click()
+    const restored = page.getByTestId('msg-user').filter({ hasText: 'Please use the selected tools' })
+    await restored.waitFor()
+    assert.equal(await restored.getByTestId('chips').locator('span[data-testid^=chip-]').count(), chips)
   })
 })

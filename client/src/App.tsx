@@ -3,7 +3,7 @@
 
 import { useCallback, useEffect, useReducer, useRef, useState } from 'react'
 import { api, describeError, setApiBase } from './lib/api'
-import { initialState, reattachPlan, reduce, type ConnState, type State } from './lib/chatStore'
+import { attachFrame, initialState, reattachPlan, reduce, type ConnState, type State } from './lib/chatStore'
 import { resolveEndpoints } from './lib/config'
 import { ChatSocket } from './lib/socket'
 import type { AppView } from './lib/skills'
@@ -72,6 +72,7 @@ export function App() {
           subscribed.current = new Set()
           for (const a of reattachPlan(stateRef.current)) {
             subscribed.current.add(a.chat_id)
+            dispatch({ type: 'attaching', chatId: a.chat_id, replay: a.after_seq !== undefined })
             socket?.send({ type: 'attach', ...a })
           }
         },
@@ -97,10 +98,9 @@ export function App() {
   useEffect(() => {
     if (!active || conn !== 'connected') return
     if (subscribed.current.has(active)) return
-    const chat = stateRef.current.chats[active]
-    const frame: Record<string, unknown> = { type: 'attach', chat_id: active }
-    if (chat?.lastSeq !== undefined) frame.after_seq = chat.lastSeq
-    if (socketRef.current?.send(frame)) subscribed.current.add(active)
+    const a = attachFrame(stateRef.current, active)
+    dispatch({ type: 'attaching', chatId: active, replay: a.after_seq !== undefined })
+    if (socketRef.current?.send({ type: 'attach', ...a })) subscribed.current.add(active)
   }, [active, conn])
 
   // History for the active chat, once per page life; a late answer for another chat is still cached.
@@ -198,8 +198,19 @@ export function App() {
         />
         <main className="flex min-w-0 flex-1 flex-col">
           {state.banner && (
-            <div role="alert" className="border-b border-red-900/60 bg-red-950/60 px-4 py-2 text-sm text-red-200">
-              {state.banner}
+            <div
+              role="alert"
+              className="flex items-start gap-3 border-b border-red-900/60 bg-red-950/60 px-4 py-2 text-sm text-red-200"
+            >
+              <span className="min-w-0 flex-1 break-words">{state.banner}</span>
+              <button
+                type="button"
+                aria-label="Dismiss"
+                onClick={() => dispatch({ type: 'banner', text: null })}
+                className="rounded px-1 text-red-300 hover:bg-red-900/50"
+              >
+                ×
+              </button>
             </div>
           )}
           <div className="min-h-0 flex-1">

@@ -45,6 +45,7 @@ describe('WS event reducer', () => {
     let s = run(started(), ws({ event: 'delta', chat_id: 'c1', text: 'A', seq: 1 }), ws({ event: 'delta', chat_id: 'c1', text: 'B', seq: 2 }))
     s = run(
       s,
+      { type: 'attaching', chatId: 'c1', replay: true },
       ws({ event: 'attached', chat_id: 'c1', last_seq: 3 }),
       ws({ event: 'delta', chat_id: 'c1', text: 'A', seq: 1 }),
       ws({ event: 'delta', chat_id: 'c1', text: 'B', seq: 2 }),
@@ -60,9 +61,27 @@ describe('WS event reducer', () => {
     expect(s.chats.old.lastSeq).toBe(40)
     s = run(s, ws({ event: 'delta', chat_id: 'old', text: 'stale', seq: 39 }))
     expect(msgs(s, 'old')).toHaveLength(0)
-    s = run(s, { type: 'sent', chatId: 'old', content: 'q', selections: [] }, ws({ event: 'attached', chat_id: 'old', last_seq: 0 }))
+    s = run(
+      s,
+      { type: 'sent', chatId: 'old', content: 'q', selections: [] },
+      { type: 'attaching', chatId: 'old', replay: true },
+      ws({ event: 'attached', chat_id: 'old', last_seq: 0 }),
+    )
     expect(s.chats.old).toMatchObject({ loaded: false, lastSeq: 0, messages: [] })
     expect(s.generating.old).toBeUndefined()
+  })
+
+  it('an idle chat that missed events while unsubscribed reloads its history; an unchanged one keeps it', () => {
+    let s = run(initialState, { type: 'sessions', sessions: [{ chat_id: 'a', title: 'A', updated_at: '' }] })
+    s = run(
+      s,
+      ws({ event: 'attached', chat_id: 'a', last_seq: 4 }),
+      { type: 'history', chatId: 'a', messages: [{ role: 'user', content: 'q' }] },
+    )
+    const same = run(s, { type: 'attaching', chatId: 'a', replay: false }, ws({ event: 'attached', chat_id: 'a', last_seq: 4 }))
+    expect(msgs(same, 'a')).toHaveLength(1)
+    const missed = run(s, { type: 'attaching', chatId: 'a', replay: false }, ws({ event: 'attached', chat_id: 'a', last_seq: 9 }))
+    expect(missed.chats.a).toMatchObject({ loaded: false, lastSeq: 9, messages: [] })
   })
 
   it('matches tool results by call_id and keeps blocks before the text', () => {

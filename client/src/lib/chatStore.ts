@@ -32,6 +32,8 @@ export interface ChatData {
   loaded: boolean
   /** highest event seq applied; events at or below it are duplicates from a replay */
   lastSeq?: number
+  /** an attach with `after_seq` is in flight: its replay must apply on top of what we have */
+  resume?: boolean
 }
 
 export type ConnState = 'connecting' | 'connected' | 'disconnected' | 'error'
@@ -69,6 +71,7 @@ export type Action =
   | { type: 'renamed'; chatId: string; title: string }
   | { type: 'deleted'; chatId: string }
   | { type: 'banner'; text: string | null }
+  | { type: 'attaching'; chatId: string; replay: boolean }
 
 let idCounter = 0
 export function nextId(prefix = 'm'): string {
@@ -248,6 +251,10 @@ export function reduce(state: State, action: Action): State {
     }
     case 'banner':
       return state.banner === action.text ? state : { ...state, banner: action.text }
+    case 'attaching': {
+      const chat = chatOf(state, action.chatId)
+      return withChat(state, action.chatId, { ...chat, resume: action.replay })
+    }
   }
 }
 
@@ -263,15 +270,25 @@ function reduceEvent(state: State, ev: ServerEvent): State {
       if (!chatId) return state
       const chat = chatOf(state, chatId)
       const lastSeq = num(ev.last_seq)
-      let next: ChatData = chat
+      let next: ChatData = { ...chat, resume: false }
       let generating = state.generating
-      if (lastSeq !== null && chat.lastSeq === undefined) {
-        // First subscription: everything up to last_seq is already in the persisted history.
-        next = { ...next, lastSeq }
-      } else if (lastSeq !== null && chat.lastSeq !== undefined && lastSeq < chat.lastSeq) {
-        // The server restarted and lost the turn: reload the persisted transcript.
-        next = { messages: [], loaded: false, lastSeq }
-        generating = stopGenerating(generating, chatId)
+      if (lastSeq !== null) {
+        const reload = () => {
+          // Events were missed (or the server restarted): the persisted transcript is the truth.
+          next = { messages: [], loaded: false, lastSeq }
+          generating = stopGenerating(generating, chatId)
+        }
+        if (chat.resume) {
+          // The replay that follows `attached` fills the gap, unless the server lost its buffer.
+          if (chat.lastSeq !== undefined && lastSeq < chat.lastSeq) reload()
+        } else if (chat.lastSeq === undefined) {
+          // First subscription: everything up to last_seq is in the persisted history.
+          next = { ...next, lastSeq }
+        } else if (lastSeq !== chat.lastSeq && chat.loaded) {
+          reload()
+        } else {
+          next = { ...next, lastSeq }
+        }
       }
       if (!isKnownSession(state, chatId) && !next.loaded) next = { ...next, loaded: true }
       let s = { ...withChat(state, chatId, next), generating }
@@ -302,15 +319,19 @@ function reduceEvent(state: State, ev: ServerEvent): State {
   }
 }
 
-/** What a reconnect must re-attach: the open chat and every chat still generating, with the seq to resume after. */
+/**
+ * The attach frame for a chat: a running turn resumes after the last applied event (the server
+ * replays the gap); an idle chat attaches plainly and reloads its history if it missed events.
+ */
+export function attachFrame(state: State, chatId: string): { chat_id: string; after_seq?: number } {
+  if (!state.generating[chatId]) return { chat_id: chatId }
+  return { chat_id: chatId, after_seq: state.chats[chatId]?.lastSeq ?? 0 }
+}
+
+/** What a reconnect must re-attach: the open chat and every chat still generating. */
 export function reattachPlan(state: State): { chat_id: string; after_seq?: number }[] {
   const ids = new Set<string>()
   if (state.activeChatId) ids.add(state.activeChatId)
   for (const id of Object.keys(state.generating)) ids.add(id)
-  return [...ids].map((id) => {
-    const chat = state.chats[id]
-    if (chat?.lastSeq !== undefined) return { chat_id: id, after_seq: chat.lastSeq }
-    if (state.generating[id]) return { chat_id: id, after_seq: 0 }
-    return { chat_id: id }
-  })
+  return [...ids].map((id) => attachFrame(state, id))
 }
