@@ -40,6 +40,9 @@ export function App() {
     }
   }, [])
 
+  const loadSessionsRef = useRef(loadSessions)
+  loadSessionsRef.current = loadSessions
+
   const loadLlm = useCallback(async () => {
     try {
       setLlm(await api.get<LlmSettings>('/settings/llm'))
@@ -52,6 +55,7 @@ export function App() {
   useEffect(() => {
     let cancelled = false
     let socket: ChatSocket | null = null
+    let reconnected = false
     void resolveEndpoints(window.location, import.meta.env).then((ep) => {
       if (cancelled) return
       setApiBase(ep.apiBase)
@@ -67,6 +71,9 @@ export function App() {
           setRetryIn(retry)
         },
         onOpen: () => {
+          // After an outage the list may have changed (another tab, a server restart).
+          if (reconnected) void loadSessionsRef.current()
+          reconnected = true
           // A new connection hears nothing until it re-subscribes: resume the open chat and every
           // running turn after the last event we applied.
           subscribed.current = new Set()

@@ -14,7 +14,7 @@ import {
   type McpFormErrors,
 } from '../lib/mcpForm'
 import type { McpServer } from '../lib/types'
-import { Button, ConfirmDialog, ErrorBox, Field, inputClass, Modal, SkeletonRows, Spinner } from './ui'
+import { Button, ConfirmDialog, ErrorBox, Field, inputBase, inputClass, Modal, SkeletonRows, Spinner } from './ui'
 
 const STATUS: Record<string, { label: string; cls: string }> = {
   disconnected: { label: 'Disconnected', cls: 'text-zinc-400' },
@@ -153,7 +153,7 @@ function McpFormModal({
               {form.headers.map((h, i) => (
                 <div key={h.key} className="flex gap-2">
                   <input
-                    className={`${inputClass} w-2/5 font-mono`}
+                    className={`${inputBase} w-2/5 min-w-0 font-mono`}
                     placeholder="Authorization"
                     aria-label="Header name"
                     value={h.name}
@@ -164,7 +164,7 @@ function McpFormModal({
                     }}
                   />
                   <input
-                    className={`${inputClass} flex-1 font-mono`}
+                    className={`${inputBase} min-w-0 flex-1 font-mono`}
                     type="password"
                     autoComplete="new-password"
                     placeholder={h.storedName && h.name === h.storedName ? 'Stored secret' : 'Value'}

@@ -157,5 +157,7 @@ export function Field({ label, hint, error, children }: { label: string; hint?: 
   )
 }
 
-export const inputClass =
-  'w-full rounded-md border border-zinc-700 bg-zinc-950 px-3 py-2 text-sm text-zinc-100 placeholder:text-zinc-600 outline-none transition focus:border-emerald-600 focus:ring-2 focus:ring-emerald-600/20 disabled:opacity-60 read-only:text-zinc-400'
+export const inputBase =
+  'rounded-md border border-zinc-700 bg-zinc-950 px-3 py-2 text-sm text-zinc-100 placeholder:text-zinc-600 outline-none transition focus:border-emerald-600 focus:ring-2 focus:ring-emerald-600/20 disabled:opacity-60 read-only:text-zinc-400'
+
+export const inputClass = `${inputBase} w-full`

@@ -48,6 +48,10 @@ export function validateMcpForm(form: McpForm, editing: boolean): McpFormErrors 
     const seen = new Set<string>()
     for (const h of form.headers) {
       const name = h.name.trim()
+      if (!name) {
+        e.headers = 'Header name is required'
+        break
+      }
       if (!HEADER_NAME_RE.test(name)) {
         e.headers = `Invalid header name: "${name}"`
         break
