@@ -9,7 +9,7 @@ export default defineConfig({
   server: { host: '127.0.0.1', port: 5173 },
   build: { target: 'es2022', sourcemap: false },
   test: {
-    include: ['src/**/*.test.ts'],
+    include: ['src/**/*.test.{ts,tsx}'],
     environment: 'node',
   },
 })
