@@ -149,16 +149,23 @@ export function ChatView(props: {
   const contentKey = `${messages.length}:${last?.content.length ?? 0}:${last?.tools?.length ?? 0}:${
     last?.tools?.filter((t) => t.done).length ?? 0
   }`
+  const lastTop = useRef(0)
   useLayoutEffect(() => {
     const el = scroller.current
     if (!el || !followRef.current) return
-    el.scrollTo({ top: el.scrollHeight, behavior: messages.length > 0 && contentKey ? 'smooth' : 'auto' })
+    // Small increments glide; a chat switch or a history load jumps.
+    const distance = el.scrollHeight - el.scrollTop - el.clientHeight
+    el.scrollTo({ top: el.scrollHeight, behavior: distance < 400 ? 'smooth' : 'auto' })
   }, [contentKey, chatId, messages.length])
 
   const onScroll = () => {
     const el = scroller.current
     if (!el) return
-    const f = el.scrollHeight - el.scrollTop - el.clientHeight <= 80
+    const distance = el.scrollHeight - el.scrollTop - el.clientHeight
+    const movedUp = el.scrollTop < lastTop.current - 1
+    lastTop.current = el.scrollTop
+    // Only the reader scrolling up stops following; our own smooth scroll only moves down.
+    const f = movedUp ? distance <= 80 : followRef.current || distance <= 80
     if (f !== followRef.current) {
       followRef.current = f
       setFollowing(f)
