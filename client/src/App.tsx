@@ -110,6 +110,12 @@ export function App() {
     if (socketRef.current?.send({ type: 'attach', ...a })) subscribed.current.add(active)
   }, [active, conn])
 
+  // Never leave the person without a chat to type into (e.g. after deleting the last one).
+  useEffect(() => {
+    if (active || conn !== 'connected' || !state.sessionsLoaded || state.awaitingNewChat) return
+    if (socketRef.current?.send({ type: 'new_chat' })) dispatch({ type: 'newChatRequested' })
+  }, [active, conn, state.sessionsLoaded, state.awaitingNewChat])
+
   // History for the active chat, once per page life; a late answer for another chat is still cached.
   const activeChat = active ? state.chats[active] : undefined
   const needsHistory = Boolean(active && !activeChat?.loaded && state.sessions.some((s) => s.chat_id === active))

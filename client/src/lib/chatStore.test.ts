@@ -20,6 +20,9 @@ describe('WS event reducer', () => {
     expect(s.chats.d1.loaded).toBe(true)
     s = run(s, ws({ event: 'ready', chat_id: 'd2' }))
     expect(s.activeChatId).toBe('d1')
+    // a reconnect forgets a new_chat that the old connection never answered
+    s = run(s, { type: 'newChatRequested' }, ws({ event: 'ready', chat_id: 'd3' }))
+    expect(s.awaitingNewChat).toBe(false)
   })
 
   it('streams deltas into one assistant message and finalises on stream_end/done', () => {

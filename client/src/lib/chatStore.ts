@@ -262,9 +262,11 @@ function reduceEvent(state: State, ev: ServerEvent): State {
   const chatId = str(ev.chat_id)
   switch (ev.event) {
     case 'ready': {
-      if (!chatId || state.activeChatId) return state
-      const chat = chatOf(state, chatId)
-      return { ...withChat(state, chatId, { ...chat, loaded: true }), activeChatId: chatId }
+      // A new connection: a `new_chat` sent on the old one will never be answered.
+      const base = state.awaitingNewChat ? { ...state, awaitingNewChat: false } : state
+      if (!chatId || base.activeChatId) return base
+      const chat = chatOf(base, chatId)
+      return { ...withChat(base, chatId, { ...chat, loaded: true }), activeChatId: chatId }
     }
     case 'attached': {
       if (!chatId) return state
