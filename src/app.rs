@@ -13,6 +13,8 @@ use crate::agent::{tools, Agent, Deps};
 use crate::config::{is_loopback, Config};
 use crate::http::api::Api;
 use crate::llm::runtime::LlmRuntime;
+use crate::memory::consolidator::Consolidator;
+use crate::memory::dream::Dream;
 use crate::security::AccessPolicy;
 use crate::store::chats::ChatStore;
 use crate::store::memory::MemoryFiles;
@@ -35,6 +37,9 @@ pub struct Server {
     ws: Arc<WsShared>,
     ws_addr: std::net::SocketAddr,
     threads: Vec<JoinHandle<()>>,
+    /// Dropping it stops the dream thread.
+    dream_stop: Option<crossbeam_channel::Sender<()>>,
+    api: Arc<Api>,
 }
 
 #[derive(Debug)]
@@ -49,12 +54,8 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {}
 
 fn dir(path: &std::path::Path, what: &str) -> Result<(), Error> {
-    std::fs::create_dir_all(path).map_err(|e| {
-        Error(format!(
-            "cannot create the {what} directory {}: {e}",
-            path.display()
-        ))
-    })
+    std::fs::create_dir_all(path)
+        .map_err(|e| Error(format!("cannot create the {what} directory {}: {e}", path.display())))
 }
 
 /// Creates the data layout, binds, and starts every thread.
@@ -76,12 +77,13 @@ pub fn start(config: Config) -> Result<Server, Error> {
     dir(&config.workspace_dir, "workspace")?;
     crate::net::raise_nofile_limit();
 
-    let workspace = config
-        .workspace_dir
-        .canonicalize()
-        .unwrap_or_else(|_| config.workspace_dir.clone());
+    let workspace = config.workspace_dir.canonicalize().unwrap_or_else(|_| config.workspace_dir.clone());
     let protected = vec![config.data_dir.join("skills")];
     let chats = Arc::new(ChatStore::new(&config.memory_dir));
+    let repaired = chats.recover_pending();
+    if repaired > 0 {
+        log::warn!("event=history.recovered_interrupted_turns chats={repaired}");
+    }
     let memory = Arc::new(MemoryFiles::new(&config.memory_dir));
     let llm = Arc::new(LlmRuntime::load(
         config.llm_settings_path(),
@@ -90,6 +92,39 @@ pub fn start(config: Config) -> Result<Server, Error> {
         config.deepseek_api_base.as_deref(),
     ));
     let hub = Arc::new(Hub::new());
+    let (consolidator, consolidate_thread) = Consolidator::start(Arc::clone(&chats), config.consolidate_chars);
+    let (dream_stop, dream_rx) = crossbeam_channel::bounded::<()>(0);
+    let mut threads = vec![consolidate_thread];
+    if let Some(every) = config.dream_interval {
+        let dream = Dream { chats: Arc::clone(&chats), memory: Arc::clone(&memory), llm: Arc::clone(&llm) };
+        threads.push(
+            thread::Builder::new()
+                .name("dream".into())
+                .spawn(move || crate::memory::dream::run_loop(&dream, every, &dream_rx))
+                .map_err(|e| Error(format!("cannot start dream: {e}")))?,
+        );
+    }
+
+    // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
+    let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config));
+    let mut registry: std::collections::BTreeSet<String> = builtin_tools.iter().map(|t| t.name().to_string()).collect();
+    // The skill tools are always visible too, so a skill may require them (the original
+    // reported them missing).
+    for t in ["agent_skill_manage", "skill_search", "skill_load", "skill_read_resource"] {
+        registry.insert(t.into());
+    }
+    let skills = crate::skills::service::SkillService::from_config(&config, registry.clone())
+        .map_err(|e| Error(format!("cannot load the skills: {e}")))?;
+    let evolution = crate::skills::evolution::Evolution::new(
+        crate::skills::evolution::EvolutionConfig::from_config(&config).map_err(Error)?,
+        Arc::clone(&skills),
+    );
+    let skill_tools = crate::skills::tools::SkillTools::new(
+        Arc::clone(&skills),
+        Arc::new(crate::skills::tools::StaticEnv(registry.into_iter().collect())),
+    );
+    let skills_ext: Arc<dyn tools::TurnExtension> =
+        Arc::new(crate::skills::ext::SkillsExtension::new(skill_tools, Arc::clone(&evolution), config.llm_timeout));
 
     let agent = Agent::new(Deps {
         cache: ChatCache::new(Arc::clone(&chats)),
@@ -97,26 +132,18 @@ pub fn start(config: Config) -> Result<Server, Error> {
         memory,
         llm: Arc::clone(&llm),
         sink: hub.clone(),
-        tools: tools::builtins(),
+        tools: builtin_tools,
+        extensions: vec![skills_ext],
         workspace,
         protected,
+        consolidator: Some(consolidator),
     });
 
-    let http_listener = crate::net::listen(&config.http_host, config.http_port).map_err(|e| {
-        Error(format!(
-            "cannot listen on {}:{}: {e}",
-            config.http_host, config.http_port
-        ))
-    })?;
-    let ws_listener = crate::net::listen(&config.ws_host, config.ws_port).map_err(|e| {
-        Error(format!(
-            "cannot listen on {}:{}: {e}",
-            config.ws_host, config.ws_port
-        ))
-    })?;
-    let http_addr = http_listener
-        .local_addr()
-        .map_err(|e| Error(e.to_string()))?;
+    let http_listener = crate::net::listen(&config.http_host, config.http_port)
+        .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.http_host, config.http_port)))?;
+    let ws_listener = crate::net::listen(&config.ws_host, config.ws_port)
+        .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.ws_host, config.ws_port)))?;
+    let http_addr = http_listener.local_addr().map_err(|e| Error(e.to_string()))?;
     let ws_addr = ws_listener.local_addr().map_err(|e| Error(e.to_string()))?;
     let loopback_only = is_loopback(&config.http_host) && is_loopback(&config.ws_host);
     let policy = AccessPolicy::new(
@@ -128,13 +155,9 @@ pub fn start(config: Config) -> Result<Server, Error> {
     );
 
     let shutdown = Arc::new(AtomicBool::new(false));
-    let mut threads = agent.spawn_workers(config.workers);
+    threads.extend(agent.spawn_workers(config.workers));
 
-    let ws = Arc::new(WsShared::new(
-        Arc::clone(&hub),
-        Arc::clone(&agent),
-        policy.clone(),
-    ));
+    let ws = Arc::new(WsShared::new(Arc::clone(&hub), Arc::clone(&agent), policy.clone()));
     let ws2 = Arc::clone(&ws);
     threads.push(
         thread::Builder::new()
@@ -151,20 +174,19 @@ pub fn start(config: Config) -> Result<Server, Error> {
         agent: Arc::clone(&agent),
         llm,
         ws_port: ws_addr.port(),
+        skills,
+        evolution,
     });
     let sd = Arc::clone(&shutdown);
+    let api2 = Arc::clone(&api);
     threads.push(
         thread::Builder::new()
             .name("http".into())
-            .spawn(move || crate::http::serve(http_server, api, &sd))
+            .spawn(move || crate::http::serve(http_server, api2, &sd))
             .map_err(|e| Error(format!("cannot start http: {e}")))?,
     );
 
-    log::info!(
-        "event=server.started http_port={} ws_port={}",
-        http_addr.port(),
-        ws_addr.port()
-    );
+    log::info!("event=server.started http_port={} ws_port={}", http_addr.port(), ws_addr.port());
     Ok(Server {
         http_port: http_addr.port(),
         ws_port: ws_addr.port(),
@@ -174,12 +196,20 @@ pub fn start(config: Config) -> Result<Server, Error> {
         ws,
         ws_addr,
         threads,
+        dream_stop: Some(dream_stop),
+        api,
     })
 }
 
 impl Server {
+    /// The HTTP router (tests drive it without a socket).
+    pub fn api(&self) -> Arc<Api> {
+        Arc::clone(&self.api)
+    }
+
     /// Stops accepting, cancels turns, closes connections, joins threads (bounded wait).
-    pub fn stop(self) {
+    pub fn stop(mut self) {
+        self.dream_stop.take();
         self.shutdown.store(true, Ordering::SeqCst);
         self.ws.shutdown.store(true, Ordering::SeqCst);
         // Wake the blocking accept.
@@ -201,18 +231,8 @@ impl Server {
 
 /// Runs until SIGINT/SIGTERM.
 pub fn run(config: Config) -> Result<(), Error> {
-    crate::logging::init(
-        &config.log_dir,
-        config.file_log_level,
-        config.console_log_level,
-        config.log_retention_days,
-    )
-    .map_err(|e| {
-        Error(format!(
-            "cannot write logs to {}: {e}",
-            config.log_dir.display()
-        ))
-    })?;
+    crate::logging::init(&config.log_dir, config.file_log_level, config.console_log_level, config.log_retention_days)
+        .map_err(|e| Error(format!("cannot write logs to {}: {e}", config.log_dir.display())))?;
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -222,18 +242,8 @@ pub fn run(config: Config) -> Result<(), Error> {
     let (http_host, ws_host) = (config.http_host.clone(), config.ws_host.clone());
     let server = start(config)?;
     let mut out = std::io::stdout();
-    let _ = writeln!(
-        out,
-        "http listening on http://{}:{}",
-        display_host(&http_host),
-        server.http_port
-    );
-    let _ = writeln!(
-        out,
-        "ws listening on ws://{}:{}/",
-        display_host(&ws_host),
-        server.ws_port
-    );
+    let _ = writeln!(out, "http listening on http://{}:{}", display_host(&http_host), server.http_port);
+    let _ = writeln!(out, "ws listening on ws://{}:{}/", display_host(&ws_host), server.ws_port);
     let _ = out.flush();
     while !STOP.load(Ordering::SeqCst) {
         thread::sleep(Duration::from_millis(100));

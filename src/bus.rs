@@ -23,10 +23,7 @@ pub struct Event {
 
 impl Event {
     pub fn new(name: &'static str) -> Self {
-        Event {
-            name,
-            fields: Vec::new(),
-        }
+        Event { name, fields: Vec::new() }
     }
 
     pub fn with(mut self, key: &'static str, v: impl Into<Value>) -> Self {
@@ -67,14 +64,8 @@ mod tests {
 
     #[test]
     fn event_json_puts_event_first() {
-        let e = Event::new("delta")
-            .with("chat_id", "c")
-            .with("text", "hé \"x\"")
-            .with("stream_id", 7);
-        assert_eq!(
-            e.to_json(Some(3)),
-            r#"{"event":"delta","chat_id":"c","text":"hé \"x\"","stream_id":7,"seq":3}"#
-        );
+        let e = Event::new("delta").with("chat_id", "c").with("text", "hé \"x\"").with("stream_id", 7);
+        assert_eq!(e.to_json(Some(3)), r#"{"event":"delta","chat_id":"c","text":"hé \"x\"","stream_id":7,"seq":3}"#);
         let v: Value = serde_json::from_str(&e.to_json(None)).unwrap();
         assert_eq!(v["text"], "hé \"x\"");
     }

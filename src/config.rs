@@ -119,8 +119,7 @@ const FLAGS: &[(&str, &str)] = &[
 /// Parses flags and the process environment.
 pub fn from_args_env(args: impl IntoIterator<Item = String>) -> Result<Command, Error> {
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    let cwd = std::env::current_dir()
-        .map_err(|e| Error(format!("cannot read the current directory: {e}")))?;
+    let cwd = std::env::current_dir().map_err(|e| Error(format!("cannot read the current directory: {e}")))?;
     let exe = std::env::current_exe().ok();
     parse(args, env, &cwd, exe.as_deref())
 }
@@ -144,9 +143,7 @@ pub fn parse(
             "-h" | "--help" => return Ok(Command::Help),
             "-V" | "--version" => return Ok(Command::Version),
             "--env-file" => {
-                let v = inline
-                    .or_else(|| it.next())
-                    .ok_or_else(|| Error("--env-file needs a value".into()))?;
+                let v = inline.or_else(|| it.next()).ok_or_else(|| Error("--env-file needs a value".into()))?;
                 env_file = Some(cwd.join(v));
             }
             _ => {
@@ -154,9 +151,7 @@ pub fn parse(
                     .iter()
                     .find(|(f, _)| *f == name)
                     .ok_or_else(|| Error(format!("unknown argument '{arg}' (see --help)")))?;
-                let v = inline
-                    .or_else(|| it.next())
-                    .ok_or_else(|| Error(format!("{flag} needs a value")))?;
+                let v = inline.or_else(|| it.next()).ok_or_else(|| Error(format!("{flag} needs a value")))?;
                 flags.insert(var, v);
             }
         }
@@ -167,24 +162,16 @@ pub fn parse(
     let dotenv = env_file.clone().unwrap_or_else(|| cwd.join(".env"));
     match std::fs::read_to_string(&dotenv) {
         Ok(text) => vars.extend(parse_dotenv(&text)),
-        Err(e) if env_file.is_some() => {
-            return Err(Error(format!("cannot read {}: {e}", dotenv.display())))
-        }
+        Err(e) if env_file.is_some() => return Err(Error(format!("cannot read {}: {e}", dotenv.display()))),
         Err(_) => {}
     }
     vars.extend(env);
     for (k, v) in &flags {
         vars.insert((*k).to_string(), v.clone());
     }
-    let get = |k: &str| {
-        vars.get(k)
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    };
+    let get = |k: &str| vars.get(k).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
 
-    let project_dir = get("CASHCODE_PROJECT_DIR")
-        .map(|p| resolve(cwd, &p))
-        .or_else(|| find_project(cwd, exe));
+    let project_dir = get("CASHCODE_PROJECT_DIR").map(|p| resolve(cwd, &p)).or_else(|| find_project(cwd, exe));
     let home = match get("CASHCODE_HOME") {
         Some(h) => resolve(cwd, &h),
         None => match &project_dir {
@@ -197,16 +184,12 @@ pub fn parse(
     let port = |var: &str, default: u16| -> Result<u16, Error> {
         match get(var) {
             None => Ok(default),
-            Some(v) => v
-                .parse()
-                .map_err(|_| Error(format!("{var} must be a port number, got '{v}'"))),
+            Some(v) => v.parse().map_err(|_| Error(format!("{var} must be a port number, got '{v}'"))),
         }
     };
     let dream = match get("DREAM_INTERVAL") {
         None => DEFAULT_DREAM_INTERVAL_SECS,
-        Some(v) => v
-            .parse::<u64>()
-            .map_err(|_| Error(format!("DREAM_INTERVAL must be whole seconds, got '{v}'")))?,
+        Some(v) => v.parse::<u64>().map_err(|_| Error(format!("DREAM_INTERVAL must be whole seconds, got '{v}'")))?,
     };
     let workers = match get("CASHCODE_WORKERS") {
         None => DEFAULT_WORKERS,
@@ -218,11 +201,7 @@ pub fn parse(
     };
     let consolidate_chars = match get("CASHCODE_CONSOLIDATE_CHARS") {
         None => DEFAULT_CONSOLIDATE_CHARS,
-        Some(v) => v.parse().map_err(|_| {
-            Error(format!(
-                "CASHCODE_CONSOLIDATE_CHARS must be a number, got '{v}'"
-            ))
-        })?,
+        Some(v) => v.parse().map_err(|_| Error(format!("CASHCODE_CONSOLIDATE_CHARS must be a number, got '{v}'")))?,
     };
     let llm_timeout = match get("CASHCODE_LLM_TIMEOUT") {
         None => DEFAULT_LLM_TIMEOUT,
@@ -239,23 +218,14 @@ pub fn parse(
             .parse::<u32>()
             .ok()
             .filter(|d| (1..=3650).contains(d))
-            .ok_or_else(|| {
-                Error(format!(
-                    "CASHCODE_LOG_RETENTION_DAYS must be 1..3650, got '{v}'"
-                ))
-            })?,
+            .ok_or_else(|| Error(format!("CASHCODE_LOG_RETENTION_DAYS must be 1..3650, got '{v}'")))?,
     };
     let level = |var: &str, default: log::LevelFilter| -> Result<log::LevelFilter, Error> {
         match get(var) {
             None => Ok(default),
             Some(v) => {
-                let v = if v.eq_ignore_ascii_case("warning") {
-                    "warn".to_string()
-                } else {
-                    v
-                };
-                v.parse()
-                    .map_err(|_| Error(format!("{var} must be a log level, got '{v}'")))
+                let v = if v.eq_ignore_ascii_case("warning") { "warn".to_string() } else { v };
+                v.parse().map_err(|_| Error(format!("{var} must be a log level, got '{v}'")))
             }
         }
     };
@@ -290,10 +260,7 @@ pub fn parse(
         vars,
     };
     if config.token.is_none() && !(is_loopback(&config.http_host) && is_loopback(&config.ws_host)) {
-        return Err(Error(
-            "binding to a non-loopback address requires CASHCODE_TOKEN (or --token) to be set"
-                .into(),
-        ));
+        return Err(Error("binding to a non-loopback address requires CASHCODE_TOKEN (or --token) to be set".into()));
     }
     Ok(Command::Run(Box::new(config)))
 }
@@ -303,10 +270,7 @@ impl Config {
     pub fn for_home(home: &Path) -> Config {
         let mut env = BTreeMap::new();
         env.insert("CASHCODE_HOME".into(), home.display().to_string());
-        env.insert(
-            "CASHCODE_CONFIG_DIR".into(),
-            home.join("config").display().to_string(),
-        );
+        env.insert("CASHCODE_CONFIG_DIR".into(), home.join("config").display().to_string());
         env.insert("CASHCODE_PORT".into(), "0".into());
         env.insert("WS_PORT".into(), "0".into());
         env.insert("DREAM_INTERVAL".into(), "0".into());
@@ -318,10 +282,7 @@ impl Config {
 
     /// A tunable from the variables (env or .env), trimmed, non-empty.
     pub fn var(&self, name: &str) -> Option<&str> {
-        self.vars
-            .get(name)
-            .map(|s| s.trim())
-            .filter(|s| !s.is_empty())
+        self.vars.get(name).map(|s| s.trim()).filter(|s| !s.is_empty())
     }
 
     /// LLM settings file path: `<config root>/settings/llm.json`.
@@ -357,8 +318,7 @@ pub fn parse_dotenv(text: &str) -> Vec<(String, String)> {
             let (k, v) = line.split_once('=')?;
             let v = v.trim();
             let v = if v.len() >= 2
-                && ((v.starts_with('"') && v.ends_with('"'))
-                    || (v.starts_with('\'') && v.ends_with('\'')))
+                && ((v.starts_with('"') && v.ends_with('"')) || (v.starts_with('\'') && v.ends_with('\'')))
             {
                 &v[1..v.len() - 1]
             } else {
@@ -370,14 +330,8 @@ pub fn parse_dotenv(text: &str) -> Vec<(String, String)> {
 }
 
 pub fn is_loopback(host: &str) -> bool {
-    let h = host
-        .trim_end_matches('.')
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    h.eq_ignore_ascii_case("localhost")
-        || h.parse::<std::net::IpAddr>()
-            .map(|ip| ip.is_loopback())
-            .unwrap_or(false)
+    let h = host.trim_end_matches('.').trim_start_matches('[').trim_end_matches(']');
+    h.eq_ignore_ascii_case("localhost") || h.parse::<std::net::IpAddr>().map(|ip| ip.is_loopback()).unwrap_or(false)
 }
 
 fn resolve(cwd: &Path, p: &str) -> PathBuf {
@@ -399,9 +353,8 @@ fn resolve(cwd: &Path, p: &str) -> PathBuf {
 /// working directory and its parents, then the directories above the executable
 /// (`<checkout>/target/release/cashcode`).
 fn find_project(cwd: &Path, exe: Option<&Path>) -> Option<PathBuf> {
-    let is_project = |d: &Path| {
-        d.join("Cargo.toml").is_file() && d.join("mcp_servers").join("mcp_config.json").is_file()
-    };
+    let is_project =
+        |d: &Path| d.join("Cargo.toml").is_file() && d.join("mcp_servers").join("mcp_config.json").is_file();
     cwd.ancestors()
         .find(|d| is_project(d))
         .or_else(|| exe.and_then(|e| e.ancestors().skip(1).find(|d| is_project(d))))
@@ -409,9 +362,7 @@ fn find_project(cwd: &Path, exe: Option<&Path>) -> Option<PathBuf> {
 }
 
 fn home_dir(vars: &BTreeMap<String, String>) -> PathBuf {
-    vars.get("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."))
+    vars.get("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."))
 }
 
 fn default_home(vars: &BTreeMap<String, String>) -> PathBuf {
@@ -455,16 +406,8 @@ mod tests {
     use super::*;
 
     fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Config, Error> {
-        let env = env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        match parse(
-            args.iter().map(|s| s.to_string()),
-            env,
-            Path::new("/nonexistent-cwd"),
-            None,
-        )? {
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        match parse(args.iter().map(|s| s.to_string()), env, Path::new("/nonexistent-cwd"), None)? {
             Command::Run(c) => Ok(*c),
             _ => Err(Error("not run".into())),
         }
@@ -472,27 +415,16 @@ mod tests {
 
     #[test]
     fn flags_override_env() {
-        let c = run(
-            &["--port", "9001", "--ws-port=0"],
-            &[("CASHCODE_PORT", "9000"), ("HOME", "/h")],
-        )
-        .unwrap();
+        let c = run(&["--port", "9001", "--ws-port=0"], &[("CASHCODE_PORT", "9000"), ("HOME", "/h")]).unwrap();
         assert_eq!(c.http_port, 9001);
         assert_eq!(c.ws_port, 0);
-        assert_eq!(
-            c.memory_dir,
-            PathBuf::from("/h/.local/share/cashcode/memory")
-        );
+        assert_eq!(c.memory_dir, PathBuf::from("/h/.local/share/cashcode/memory"));
         assert_eq!(c.config_dir, PathBuf::from("/h/.config/cashcode"));
     }
 
     #[test]
     fn relative_dirs_resolve_against_cwd() {
-        let c = run(
-            &[],
-            &[("MEMORY_DIR", "mem"), ("CASHCODE_DATA_DIR", "/abs/data")],
-        )
-        .unwrap();
+        let c = run(&[], &[("MEMORY_DIR", "mem"), ("CASHCODE_DATA_DIR", "/abs/data")]).unwrap();
         assert_eq!(c.memory_dir, PathBuf::from("/nonexistent-cwd/mem"));
         assert_eq!(c.data_dir, PathBuf::from("/abs/data"));
     }
@@ -507,19 +439,9 @@ mod tests {
 
     #[test]
     fn origins_and_dotenv() {
-        assert_eq!(
-            parse_origins(Some(" http://a:1/ , http://b ")),
-            vec!["http://a:1", "http://b"]
-        );
+        assert_eq!(parse_origins(Some(" http://a:1/ , http://b ")), vec!["http://a:1", "http://b"]);
         assert_eq!(parse_origins(None).len(), 2);
         let kv = parse_dotenv("# c\nexport A=1\nB=\"two words\"\nC=x # note\n");
-        assert_eq!(
-            kv,
-            vec![
-                ("A".into(), "1".into()),
-                ("B".into(), "two words".into()),
-                ("C".into(), "x".into())
-            ]
-        );
+        assert_eq!(kv, vec![("A".into(), "1".into()), ("B".into(), "two words".into()), ("C".into(), "x".into())]);
     }
 }

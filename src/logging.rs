@@ -26,24 +26,11 @@ struct Logger {
 }
 
 /// Installs the logger; fails when the log directory cannot be created or written.
-pub fn init(
-    dir: &Path,
-    file_level: LevelFilter,
-    console_level: LevelFilter,
-    retention_days: u32,
-) -> io::Result<()> {
+pub fn init(dir: &Path, file_level: LevelFilter, console_level: LevelFilter, retention_days: u32) -> io::Result<()> {
     fs::create_dir_all(dir)?;
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("cashcode.log"))?;
+    let file = OpenOptions::new().create(true).append(true).open(dir.join("cashcode.log"))?;
     let now = time::now_epoch() as i64;
-    let sink = FileSink {
-        dir: dir.to_path_buf(),
-        file,
-        date: time::local_date(now),
-        retention_days,
-    };
+    let sink = FileSink { dir: dir.to_path_buf(), file, date: time::local_date(now), retention_days };
     prune(&sink.dir, sink.retention_days);
     let console = env_logger::Builder::new()
         .filter_level(console_level)
@@ -57,12 +44,7 @@ pub fn init(
             )
         })
         .build();
-    let logger = Logger {
-        console,
-        console_level,
-        file_level,
-        file: Mutex::new(sink),
-    };
+    let logger = Logger { console, console_level, file_level, file: Mutex::new(sink) };
     log::set_max_level(console_level.max(file_level));
     log::set_boxed_logger(Box::new(logger)).map_err(|e| io::Error::other(e.to_string()))
 }
@@ -139,13 +121,7 @@ fn prune(dir: &Path, retention_days: u32) {
         .filter(|n| {
             n.strip_prefix("cashcode.log.").is_some_and(|d| {
                 d.len() == 10
-                    && d.bytes().enumerate().all(|(i, b)| {
-                        if i == 4 || i == 7 {
-                            b == b'-'
-                        } else {
-                            b.is_ascii_digit()
-                        }
-                    })
+                    && d.bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() })
             })
         })
         .collect();

@@ -9,23 +9,17 @@ pub const BACKLOG: i32 = 4096;
 
 pub fn listen(host: &str, port: u16) -> io::Result<TcpListener> {
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    let addr = (host, port).to_socket_addrs()?.next().ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("cannot resolve {host}"),
-        )
-    })?;
+    let addr = (host, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("cannot resolve {host}")))?;
     listen_addr(addr)
 }
 
 #[cfg(unix)]
 fn listen_addr(addr: SocketAddr) -> io::Result<TcpListener> {
     use std::os::fd::FromRawFd;
-    let family = if addr.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    };
+    let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
     // SAFETY: plain socket syscalls on a descriptor we own; it is closed on every error path
     // and otherwise owned by the returned TcpListener.
     unsafe {
@@ -54,9 +48,7 @@ fn listen_addr(addr: SocketAddr) -> io::Result<TcpListener> {
                 let mut sin: libc::sockaddr_in = std::mem::zeroed();
                 sin.sin_family = libc::AF_INET as libc::sa_family_t;
                 sin.sin_port = a.port().to_be();
-                sin.sin_addr = libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                };
+                sin.sin_addr = libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) };
                 libc::bind(
                     fd,
                     &sin as *const _ as *const libc::sockaddr,
@@ -67,9 +59,7 @@ fn listen_addr(addr: SocketAddr) -> io::Result<TcpListener> {
                 let mut sin6: libc::sockaddr_in6 = std::mem::zeroed();
                 sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
                 sin6.sin6_port = a.port().to_be();
-                sin6.sin6_addr = libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                };
+                sin6.sin6_addr = libc::in6_addr { s6_addr: a.ip().octets() };
                 sin6.sin6_scope_id = a.scope_id();
                 libc::bind(
                     fd,

@@ -32,12 +32,7 @@ impl AccessPolicy {
         if !own.contains(&h) {
             own.push(h);
         }
-        AccessPolicy {
-            allowed_origins: allowed,
-            own_origins: own,
-            loopback_only,
-            token,
-        }
+        AccessPolicy { allowed_origins: allowed, own_origins: own, loopback_only, token }
     }
 
     /// A request without Origin (a local script) passes; a browser Origin must be listed
@@ -51,8 +46,7 @@ impl AccessPolicy {
 
     /// Is `origin` one CORS should answer for?
     pub fn is_listed(&self, origin: &str) -> bool {
-        self.allowed_origins.iter().any(|a| a == origin)
-            || self.own_origins.iter().any(|a| a == origin)
+        self.allowed_origins.iter().any(|a| a == origin) || self.own_origins.iter().any(|a| a == origin)
     }
 
     /// DNS rebinding guard: on a loopback bind the Host header must name a loopback host.
@@ -74,10 +68,7 @@ impl AccessPolicy {
             return true;
         };
         let given = authorization
-            .and_then(|a| {
-                a.strip_prefix("Bearer ")
-                    .or_else(|| a.strip_prefix("bearer "))
-            })
+            .and_then(|a| a.strip_prefix("Bearer ").or_else(|| a.strip_prefix("bearer ")))
             .or(query_token)
             .unwrap_or("");
         constant_time_eq(given.trim().as_bytes(), expected.as_bytes())
@@ -97,11 +88,7 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Value of `name` in a query string (no percent-decoding needed for tokens we issue).
 pub fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
-    query.split('&').find_map(|kv| {
-        kv.split_once('=')
-            .filter(|(k, _)| *k == name)
-            .map(|(_, v)| v)
-    })
+    query.split('&').find_map(|kv| kv.split_once('=').filter(|(k, _)| *k == name).map(|(_, v)| v))
 }
 
 #[cfg(test)]
@@ -109,13 +96,7 @@ mod tests {
     use super::*;
 
     fn policy() -> AccessPolicy {
-        AccessPolicy::new(
-            vec!["http://localhost:5173".into()],
-            "127.0.0.1",
-            8000,
-            true,
-            None,
-        )
+        AccessPolicy::new(vec!["http://localhost:5173".into()], "127.0.0.1", 8000, true, None)
     }
 
     #[test]

@@ -27,13 +27,7 @@ impl Default for CancelToken {
 impl CancelToken {
     pub fn new() -> Self {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        CancelToken {
-            inner: Arc::new(Inner {
-                flag: AtomicBool::new(false),
-                tx: Mutex::new(Some(tx)),
-                rx,
-            }),
-        }
+        CancelToken { inner: Arc::new(Inner { flag: AtomicBool::new(false), tx: Mutex::new(Some(tx)), rx }) }
     }
 
     pub fn cancel(&self) {
@@ -62,9 +56,7 @@ mod tests {
     fn cancel_wakes_waiters() {
         let t = CancelToken::new();
         let t2 = t.clone();
-        let h = std::thread::spawn(move || {
-            t2.wait_chan().recv_timeout(Duration::from_secs(5)).is_err()
-        });
+        let h = std::thread::spawn(move || t2.wait_chan().recv_timeout(Duration::from_secs(5)).is_err());
         std::thread::sleep(Duration::from_millis(20));
         t.cancel();
         assert!(h.join().unwrap());

@@ -34,10 +34,7 @@ pub fn lock(state: &Mutex<ChatState>) -> MutexGuard<'_, ChatState> {
 
 impl ChatCache {
     pub fn new(store: Arc<ChatStore>) -> Self {
-        ChatCache {
-            store,
-            inner: Mutex::new((HashMap::new(), 0)),
-        }
+        ChatCache { store, inner: Mutex::new((HashMap::new(), 0)) }
     }
 
     /// The chat's state, loading it from disk if it is not cached.
@@ -63,17 +60,11 @@ impl ChatCache {
                 h.records
             }
             Err(e) => {
-                log::error!(
-                    "event=history.load_failed chat_id={chat_id} error_kind={:?}",
-                    e.kind()
-                );
+                log::error!("event=history.load_failed chat_id={chat_id} error_kind={:?}", e.kind());
                 Vec::new()
             }
         };
-        let state = Arc::new(Mutex::new(ChatState {
-            records: loaded,
-            metadata: self.store.read_metadata(chat_id),
-        }));
+        let state = Arc::new(Mutex::new(ChatState { records: loaded, metadata: self.store.read_metadata(chat_id) }));
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         g.1 += 1;
         let tick = g.1;
@@ -120,26 +111,16 @@ pub fn to_messages(records: &[Record]) -> Vec<Value> {
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         match r.role.as_str() {
-            "user" | "assistant" if !r.content.is_empty() => {
-                out.push(json!({"role": r.role, "content": r.content}))
-            }
+            "user" | "assistant" if !r.content.is_empty() => out.push(json!({"role": r.role, "content": r.content})),
             "tool_calls" => {
-                if let Some(calls) = r
-                    .tool_calls
-                    .as_ref()
-                    .and_then(Value::as_array)
-                    .filter(|a| !a.is_empty())
-                {
-                    out.push(
-                        json!({"role": "assistant", "content": r.content, "tool_calls": calls}),
-                    );
+                if let Some(calls) = r.tool_calls.as_ref().and_then(Value::as_array).filter(|a| !a.is_empty()) {
+                    out.push(json!({"role": "assistant", "content": r.content, "tool_calls": calls}));
                 }
             }
             "tool" => {
                 if let Some(id) = r.tool_call_id.as_deref().filter(|id| !id.is_empty()) {
                     if !r.content.is_empty() {
-                        let mut m =
-                            json!({"role": "tool", "tool_call_id": id, "content": r.content});
+                        let mut m = json!({"role": "tool", "tool_call_id": id, "content": r.content});
                         if let Some(n) = &r.name {
                             m["name"] = Value::String(n.clone());
                         }
@@ -147,9 +128,9 @@ pub fn to_messages(records: &[Record]) -> Vec<Value> {
                     }
                 }
             }
-            "summary" if !r.content.is_empty() => out.push(
-                json!({"role": "assistant", "content": format!("{SUMMARY_MARKER} {}", r.content)}),
-            ),
+            "summary" if !r.content.is_empty() => {
+                out.push(json!({"role": "assistant", "content": format!("{SUMMARY_MARKER} {}", r.content)}))
+            }
             _ => {}
         }
     }
@@ -164,23 +145,16 @@ fn drop_orphans(msgs: Vec<Value>) -> Vec<Value> {
     while i < msgs.len() {
         let m = &msgs[i];
         if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
-            let ids: Vec<&str> = calls
-                .iter()
-                .filter_map(|c| c.get("id").and_then(Value::as_str))
-                .collect();
+            let ids: Vec<&str> = calls.iter().filter_map(|c| c.get("id").and_then(Value::as_str)).collect();
             let mut j = i + 1;
             let mut results = Vec::new();
             while j < msgs.len() && msgs[j]["role"] == "tool" {
                 results.push(msgs[j].clone());
                 j += 1;
             }
-            let complete = !ids.is_empty()
-                && ids
-                    .iter()
-                    .all(|id| results.iter().any(|r| r["tool_call_id"] == *id))
-                && results
-                    .iter()
-                    .all(|r| ids.iter().any(|id| r["tool_call_id"] == *id));
+            // Results for other ids are orphans and dropped; the step needs one result per id.
+            results.retain(|r| ids.iter().any(|id| r["tool_call_id"] == *id));
+            let complete = !ids.is_empty() && ids.iter().all(|id| results.iter().any(|r| r["tool_call_id"] == *id));
             if complete {
                 out.push(m.clone());
                 out.extend(results);
@@ -207,9 +181,8 @@ mod tests {
     #[test]
     fn maps_roles_and_drops_orphans() {
         let mut tc = rec("tool_calls", "[TOOL_CALLS: save_memory]");
-        tc.tool_calls = Some(
-            json!([{"id": "c1", "type": "function", "function": {"name": "save_memory", "arguments": "{}"}}]),
-        );
+        tc.tool_calls =
+            Some(json!([{"id": "c1", "type": "function", "function": {"name": "save_memory", "arguments": "{}"}}]));
         let mut t = rec("tool", "Saved");
         t.tool_call_id = Some("c1".into());
         t.name = Some("save_memory".into());
@@ -225,10 +198,7 @@ mod tests {
             rec("assistant", "done"),
         ]);
         let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
-        assert_eq!(
-            roles,
-            ["assistant", "user", "assistant", "tool", "assistant"]
-        );
+        assert_eq!(roles, ["assistant", "user", "assistant", "tool", "assistant"]);
         assert_eq!(msgs[0]["content"], format!("{SUMMARY_MARKER} S"));
         assert_eq!(msgs[3]["name"], "save_memory");
     }
@@ -236,9 +206,7 @@ mod tests {
     #[test]
     fn incomplete_tool_step_is_dropped() {
         let mut tc = rec("tool_calls", "[TOOL_CALLS: a, b]");
-        tc.tool_calls = Some(
-            json!([{"id": "1", "function": {"name": "a"}}, {"id": "2", "function": {"name": "b"}}]),
-        );
+        tc.tool_calls = Some(json!([{"id": "1", "function": {"name": "a"}}, {"id": "2", "function": {"name": "b"}}]));
         let mut t = rec("tool", "r");
         t.tool_call_id = Some("1".into());
         let msgs = to_messages(&[rec("user", "u"), tc, t, rec("assistant", "a")]);

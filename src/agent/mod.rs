@@ -36,8 +36,12 @@ pub struct Deps {
     pub llm: Arc<LlmRuntime>,
     pub sink: Arc<dyn EventSink>,
     pub tools: Vec<Arc<dyn Tool>>,
+    /// MCP, Skills: extra tools, preparation and prompt hints per turn.
+    pub extensions: Vec<Arc<dyn tools::TurnExtension>>,
     pub workspace: PathBuf,
     pub protected: Vec<PathBuf>,
+    /// Context compression after long turns (absent in unit setups).
+    pub consolidator: Option<Arc<crate::memory::consolidator::Consolidator>>,
 }
 
 #[derive(Default)]
@@ -56,12 +60,7 @@ pub struct Agent {
 impl Agent {
     pub fn new(deps: Deps) -> Arc<Agent> {
         let (tx, rx) = unbounded();
-        Arc::new(Agent {
-            deps: Arc::new(deps),
-            runs: Mutex::new(HashMap::new()),
-            jobs: Mutex::new(Some(tx)),
-            rx,
-        })
+        Arc::new(Agent { deps: Arc::new(deps), runs: Mutex::new(HashMap::new()), jobs: Mutex::new(Some(tx)), rx })
     }
 
     fn runs(&self) -> MutexGuard<'_, HashMap<String, ChatRun>> {
@@ -88,9 +87,7 @@ impl Agent {
         let mut runs = self.runs();
         let run = runs.entry(chat_id.clone()).or_default();
         if run.queue.len() >= MAX_QUEUED_PER_CHAT {
-            return Err(format!(
-                "too many queued messages for this chat (max {MAX_QUEUED_PER_CHAT})"
-            ));
+            return Err(format!("too many queued messages for this chat (max {MAX_QUEUED_PER_CHAT})"));
         }
         let idle = run.queue.is_empty() && run.running.is_none();
         run.queue.push_back(req);
@@ -155,9 +152,7 @@ impl Agent {
                         }
                     }
                 };
-                let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    turn::run(&self.deps, &req, &token)
-                }));
+                let result = std::panic::catch_unwind(AssertUnwindSafe(|| turn::run(&self.deps, &req, &token)));
                 if result.is_err() {
                     log::error!("event=turn.panicked chat_id={chat_id}");
                     self.deps.sink.emit(

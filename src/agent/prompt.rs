@@ -2,8 +2,7 @@
 //! MEMORY.md: no timestamps, no map iteration; volatile hints are appended after the stable part.
 
 /// Persona used when SOUL.md is missing or blank.
-pub const DEFAULT_PERSONA: &str =
-    "You are CashCode, a capable local-first assistant with persistent memory.\n\
+pub const DEFAULT_PERSONA: &str = "You are CashCode, a capable local-first assistant with persistent memory.\n\
 Call `save_memory` when the user explicitly asks you to remember something durable (name, job, \
 preferences, ongoing projects). Do not save temporary queries or casual chat.";
 
@@ -22,11 +21,7 @@ pub const SUMMARY_MARKER: &str = "[\u{5386}\u{53f2}\u{6458}\u{8981}]";
 /// skills) come last so everything before them stays cacheable.
 pub fn system_prompt(soul: Option<&str>, memory: Option<&str>, hints: Option<&str>) -> String {
     let mut s = String::with_capacity(2048);
-    s.push_str(
-        soul.map(str::trim)
-            .filter(|t| !t.is_empty())
-            .unwrap_or(DEFAULT_PERSONA),
-    );
+    s.push_str(soul.map(str::trim).filter(|t| !t.is_empty()).unwrap_or(DEFAULT_PERSONA));
     if let Some(m) = memory.map(str::trim).filter(|t| !t.is_empty()) {
         s.push_str("\n\n## Remembered information\n");
         s.push_str(m);
@@ -52,9 +47,6 @@ mod tests {
         assert!(d.starts_with(DEFAULT_PERSONA));
         assert!(!d.contains("Remembered"));
         assert!(d.ends_with("- a"));
-        assert_eq!(
-            system_prompt(Some("x"), None, None),
-            system_prompt(Some("x"), None, None)
-        );
+        assert_eq!(system_prompt(Some("x"), None, None), system_prompt(Some("x"), None, None));
     }
 }

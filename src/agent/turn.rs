@@ -4,18 +4,19 @@
 //! Cancel stops the loop at once; errors roll back everything but the title.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
 use super::cancel::CancelToken;
-use super::history::{lock, to_messages};
+use super::history::{lock, to_messages, ChatState};
 use super::prompt;
-use super::tools::{ToolOutput, TurnCtx};
+use super::tools::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use super::Deps;
 use crate::bus::{Event, TurnRequest};
-use crate::llm::client::{Completion, LlmError, ToolCall};
+use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
+use crate::memory::consolidator::Job;
 use crate::store::chats::Record;
 use crate::util::{rand, text, time};
 
@@ -25,8 +26,7 @@ pub const MAX_ITERATIONS: usize = 5;
 pub const RESULT_PREVIEW: usize = 200;
 /// Code points of the auto title.
 pub const TITLE_CHARS: usize = 40;
-const MAX_ITERATIONS_NOTE: &str =
-    "The maximum number of tool-call iterations was reached. Answer now with the best \
+const MAX_ITERATIONS_NOTE: &str = "The maximum number of tool-call iterations was reached. Answer now with the best \
 available evidence, without calling tools.";
 
 struct Turn<'a> {
@@ -39,6 +39,10 @@ struct Turn<'a> {
     streamed: String,
     /// Completed tool steps (`tool_calls` record + one `tool` record per call).
     durable: Vec<Record>,
+    /// Explicit-selection receipts, persisted right after the user record.
+    receipts: Vec<String>,
+    /// Metadata the turn changed (activation sets), merged on success.
+    turn_state: Option<Arc<Mutex<TurnState>>>,
 }
 
 impl Turn<'_> {
@@ -51,11 +55,8 @@ impl Turn<'_> {
     }
 
     fn error(&self, detail: &str) {
-        self.emit(
-            Event::new("error")
-                .with("detail", detail)
-                .with("chat_id", self.req.chat_id.as_str()),
-        );
+        self.deps.chats.end_turn(&self.req.chat_id);
+        self.emit(Event::new("error").with("detail", detail).with("chat_id", self.req.chat_id.as_str()));
     }
 }
 
@@ -69,6 +70,8 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         started: Instant::now(),
         streamed: String::new(),
         durable: Vec::new(),
+        receipts: Vec::new(),
+        turn_state: None,
     };
     let sel = &req.selection;
     let client = match deps.llm.acquire(sel.provider, &sel.model) {
@@ -84,20 +87,12 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
     // Title before any model call, so it survives a failed turn (ws-protocol.md §5).
     let title = {
         let mut st = lock(&state);
-        let untitled = st
-            .metadata
-            .get("title")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty);
+        let untitled = st.metadata.get("title").and_then(Value::as_str).is_none_or(str::is_empty);
         if untitled && st.records.is_empty() {
             let title = text::take_chars(&text::collapse_ws(&req.content), TITLE_CHARS).to_string();
-            st.metadata
-                .insert("title".into(), Value::String(title.clone()));
+            st.metadata.insert("title".into(), Value::String(title.clone()));
             if let Err(e) = deps.chats.write_metadata(chat_id, &st.metadata) {
-                log::error!(
-                    "event=metadata.write_failed chat_id={chat_id} error_kind={:?}",
-                    e.kind()
-                );
+                log::error!("event=metadata.write_failed chat_id={chat_id} error_kind={:?}", e.kind());
             }
             Some(title)
         } else {
@@ -108,44 +103,64 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         let _ = std::fs::create_dir_all(dir);
     }
     if let Some(title) = title {
-        t.emit(
-            t.chat_event("session_updated")
-                .with("title", title)
-                .with("updated_at", time::local_iso_offset_now()),
-        );
+        t.emit(t.chat_event("session_updated").with("title", title).with("updated_at", time::local_iso_offset_now()));
     }
 
-    let mut messages = {
-        let st = lock(&state);
-        let system = prompt::system_prompt(
-            deps.memory.soul().as_deref(),
-            deps.memory.memory().as_deref(),
-            None,
-        );
-        let mut m = Vec::with_capacity(st.records.len() + 2);
-        m.push(json!({"role": "system", "content": system}));
-        m.extend(to_messages(&st.records));
-        m.push(json!({"role": "user", "content": req.content}));
-        m
-    };
-    let schemas: Vec<Value> = deps.tools.iter().map(|tool| tool.schema()).collect();
     let ctx = TurnCtx {
         chat_id: chat_id.to_string(),
         workspace: deps.workspace.clone(),
         protected: deps.protected.clone(),
         memory: Arc::clone(&deps.memory),
         cancel: cancel.clone(),
+        state: Arc::new(Mutex::new(TurnState { metadata: lock(&state).metadata.clone(), turn_tools: Vec::new() })),
+    };
+    let mut prep = Preparation::default();
+    for ext in &deps.extensions {
+        if let Err(detail) = ext.prepare(req, &ctx, &mut prep) {
+            return t.error(&detail);
+        }
+        if cancel.is_cancelled() {
+            return t.error("cancelled");
+        }
+    }
+    t.receipts = std::mem::take(&mut prep.receipts);
+    t.turn_state = Some(Arc::clone(&ctx.state));
+
+    let mut messages = {
+        let hints: Vec<String> = {
+            let ts = ctx.state();
+            deps.extensions.iter().filter_map(|e| e.hints(&ts.metadata)).collect()
+        };
+        let hints = (!hints.is_empty()).then(|| hints.join("\n\n"));
+        let system =
+            prompt::system_prompt(deps.memory.soul().as_deref(), deps.memory.memory().as_deref(), hints.as_deref());
+        let st = lock(&state);
+        let mut m = Vec::with_capacity(st.records.len() + 3);
+        m.push(json!({"role": "system", "content": system}));
+        if !prep.system_bodies.is_empty() {
+            let bodies = prep.system_bodies.join("\n\n---\n\n");
+            m.push(
+                json!({"role": "system", "content": format!("The user explicitly selected these Skills:\n\n{bodies}")}),
+            );
+        }
+        m.extend(to_messages(&st.records));
+        m.push(json!({"role": "user", "content": prep.model_content.as_deref().unwrap_or(&req.content)}));
+        m
     };
 
+    if let Err(e) = deps.chats.begin_turn(chat_id, &user_record(req)) {
+        log::warn!("event=turn.pending_write_failed chat_id={chat_id} error_kind={:?}", e.kind());
+    }
     let mut iterations = 0;
     loop {
         let final_call = iterations == MAX_ITERATIONS;
         if final_call {
             messages.push(json!({"role": "user", "content": MAX_ITERATIONS_NOTE}));
         }
+        let tools = visible_tools(deps, &ctx);
         let mut body = json!({"model": sel.model, "messages": messages, "stream": true});
-        if !final_call && !schemas.is_empty() {
-            body["tools"] = Value::Array(schemas.clone());
+        if !final_call && !tools.is_empty() {
+            body["tools"] = Value::Array(tools.iter().map(|tool| tool.schema()).collect());
             body["tool_choice"] = Value::String("auto".into());
         }
         iterations += 1;
@@ -156,16 +171,13 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
                 streamed.push_str(delta);
                 sink.emit(
                     chat_id,
-                    Event::new("delta")
-                        .with("chat_id", chat_id)
-                        .with("text", delta)
-                        .with("stream_id", stream_id),
+                    Event::new("delta").with("chat_id", chat_id).with("text", delta).with("stream_id", stream_id),
                 );
             })
         };
         let completion: Completion = match result {
             Ok(c) => c,
-            Err(LlmError::Cancelled) => return finish_cancelled(&mut t, &state),
+            Err(LlmError::Cancelled) => return finish_cancelled(&mut t, &state, &client),
             Err(e) => {
                 log::warn!(
                     "event=llm.call.failed chat_id={chat_id} provider={} model={:?} iteration={iterations} error=\"{e}\"",
@@ -173,7 +185,7 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
                     sel.model
                 );
                 if cancel.is_cancelled() {
-                    return finish_cancelled(&mut t, &state);
+                    return finish_cancelled(&mut t, &state, &client);
                 }
                 return t.error(&e.to_string());
             }
@@ -181,11 +193,11 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         if completion.tool_calls.is_empty() || final_call {
             break;
         }
-        if !run_tools(&mut t, completion, &mut messages, &ctx) {
-            return finish_cancelled(&mut t, &state);
+        if !run_tools(&mut t, completion, &mut messages, &ctx, &tools) {
+            return finish_cancelled(&mut t, &state, &client);
         }
     }
-    finish(&mut t, &state, iterations);
+    finish(&mut t, &state, &client, iterations);
 }
 
 /// Executes one model step's tool calls in order. False when cancelled mid-step (the
@@ -195,6 +207,7 @@ fn run_tools(
     completion: Completion,
     messages: &mut Vec<Value>,
     ctx: &TurnCtx,
+    tools: &[Arc<dyn Tool>],
 ) -> bool {
     let mut calls: Vec<ToolCall> = completion.tool_calls;
     let mut seen: Vec<String> = Vec::new();
@@ -213,11 +226,7 @@ fn run_tools(
     let mut step = Vec::with_capacity(calls.len() + 1);
     let mut rec = Record::new(
         "tool_calls",
-        if names.is_empty() {
-            "[TOOL_CALLS]".to_string()
-        } else {
-            format!("[TOOL_CALLS: {}]", names.join(", "))
-        },
+        if names.is_empty() { "[TOOL_CALLS]".to_string() } else { format!("[TOOL_CALLS: {}]", names.join(", ")) },
     );
     rec.tool_calls = Some(Value::Array(wire));
     step.push(rec);
@@ -237,18 +246,12 @@ fn run_tools(
             _ => Map::new(),
         };
         let started = Instant::now();
-        let out = match t.deps.tools.iter().find(|tool| tool.name() == call.name) {
+        let out = match tools.iter().find(|tool| tool.name() == call.name) {
             Some(tool) => std::panic::catch_unwind(AssertUnwindSafe(|| tool.run(&args, ctx)))
-                .unwrap_or_else(|_| {
-                    ToolOutput::error(format!("Error executing {}: the tool crashed", call.name))
-                }),
+                .unwrap_or_else(|_| ToolOutput::error(format!("Error executing {}: the tool crashed", call.name))),
             None => {
-                let available: Vec<&str> = t.deps.tools.iter().map(|tool| tool.name()).collect();
-                ToolOutput::error(format!(
-                    "Error: Tool '{}' not found. Available: {}",
-                    call.name,
-                    available.join(", ")
-                ))
+                let available: Vec<&str> = tools.iter().map(|tool| tool.name()).collect();
+                ToolOutput::error(format!("Error: Tool '{}' not found. Available: {}", call.name, available.join(", ")))
             }
         };
         log::info!(
@@ -264,10 +267,7 @@ fn run_tools(
         t.emit(
             t.chat_event("tool_result")
                 .with("tool_name", call.name.as_str())
-                .with(
-                    "result",
-                    text::take_chars(out.preview_text(), RESULT_PREVIEW),
-                )
+                .with("result", text::take_chars(out.preview_text(), RESULT_PREVIEW))
                 .with("stream_id", t.stream_id)
                 .with("call_id", call.id.as_str()),
         );
@@ -287,29 +287,29 @@ fn user_record(req: &TurnRequest) -> Record {
         r.mentioned_skills = Some(Value::Array(req.selection.mentioned_skills.clone()));
     }
     if !req.selection.selected_mcp_connectors.is_empty() {
-        r.selected_mcp_connectors =
-            Some(Value::Array(req.selection.selected_mcp_connectors.clone()));
+        r.selected_mcp_connectors = Some(Value::Array(req.selection.selected_mcp_connectors.clone()));
     }
     r
 }
 
 /// Appends the turn in one write and updates the cached context and metadata.
-fn persist(
-    t: &mut Turn,
-    state: &std::sync::Mutex<super::history::ChatState>,
-) -> std::io::Result<()> {
+fn persist(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) -> std::io::Result<()> {
     let mut records = Vec::with_capacity(t.durable.len() + 2);
     records.push(user_record(t.req));
+    records.extend(t.receipts.iter().map(|r| Record::new("assistant", r.clone())));
     records.append(&mut t.durable);
     records.push(Record::new("assistant", t.streamed.clone()));
     let chat_id = t.req.chat_id.as_str();
     t.deps.chats.append(chat_id, &mut records)?;
+    t.deps.chats.end_turn(chat_id);
     let mut st = lock(state);
     st.records.extend(records);
     let mut changed = false;
-    for key in ["activated_tools", "activated_skills"] {
-        if !st.metadata.contains_key(key) {
-            st.metadata.insert(key.into(), Value::Object(Map::new()));
+    let turn_meta = t.turn_state.as_ref().map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).metadata.clone());
+    for key in TURN_METADATA_KEYS {
+        let value = turn_meta.as_ref().and_then(|m| m.get(key)).cloned().unwrap_or_else(|| Value::Object(Map::new()));
+        if st.metadata.get(key) != Some(&value) {
+            st.metadata.insert(key.into(), value);
             changed = true;
         }
     }
@@ -319,14 +319,11 @@ fn persist(
     Ok(())
 }
 
-fn finish(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>, iterations: usize) {
+fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, iterations: usize) {
     t.emit(t.chat_event("stream_end").with("stream_id", t.stream_id));
+    let turn_records = 2 + t.receipts.len() + t.durable.len();
     if let Err(e) = persist(t, state) {
-        log::error!(
-            "event=history.append_failed chat_id={} error_kind={:?}",
-            t.req.chat_id,
-            e.kind()
-        );
+        log::error!("event=history.append_failed chat_id={} error_kind={:?}", t.req.chat_id, e.kind());
         return t.error(&format!("could not save the chat history ({:?})", e.kind()));
     }
     let secs = t.started.elapsed().as_secs_f64();
@@ -336,22 +333,52 @@ fn finish(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>, ite
         t.req.selection.provider,
         secs * 1000.0
     );
-    t.emit(
-        t.chat_event("done")
-            .with("duration_sec", (secs * 10_000.0).round() / 10_000.0),
-    );
+    t.emit(t.chat_event("done").with("duration_sec", (secs * 10_000.0).round() / 10_000.0));
+    if !t.deps.extensions.is_empty() {
+        let records = {
+            let st = lock(state);
+            st.records[st.records.len().saturating_sub(turn_records)..].to_vec()
+        };
+        let done = FinishedTurn {
+            req: t.req,
+            records: &records,
+            hit_limit: iterations > MAX_ITERATIONS,
+            cancelled: t.cancel.is_cancelled(),
+            client,
+        };
+        for ext in &t.deps.extensions {
+            ext.finished(&done);
+        }
+    }
+    if let Some(c) = &t.deps.consolidator {
+        c.maybe_schedule(Job {
+            chat_id: t.req.chat_id.clone(),
+            state: Arc::clone(state),
+            client: Arc::clone(client),
+            model: t.req.selection.model.clone(),
+        });
+    }
 }
 
 /// Cancelled: with streamed text, close the stream and keep what the user saw; without,
 /// end with a short `cancelled` error and persist nothing.
-fn finish_cancelled(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) {
-    log::info!(
-        "event=turn.cancelled chat_id={} had_text={}",
-        t.req.chat_id,
-        !t.streamed.is_empty()
-    );
+fn finish_cancelled(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>) {
+    log::info!("event=turn.cancelled chat_id={} had_text={}", t.req.chat_id, !t.streamed.is_empty());
     if t.streamed.is_empty() {
         return t.error("cancelled");
     }
-    finish(t, state, 0);
+    finish(t, state, client, 0);
+}
+
+/// Built-ins, then extension tools, then turn-only tools; first name wins, order stable.
+fn visible_tools(deps: &Deps, ctx: &TurnCtx) -> Vec<Arc<dyn Tool>> {
+    let mut out: Vec<Arc<dyn Tool>> = deps.tools.clone();
+    let st = ctx.state();
+    let extra = deps.extensions.iter().flat_map(|e| e.tools(&st)).chain(st.turn_tools.iter().cloned());
+    for tool in extra {
+        if !out.iter().any(|t| t.name() == tool.name()) {
+            out.push(tool);
+        }
+    }
+    out
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{assets, llm_routes, sessions, Req, Resp};
+use super::{assets, llm_routes, sessions, skills_routes, Req, Resp};
 use crate::agent::Agent;
 use crate::config::Config;
 use crate::llm::runtime::LlmRuntime;
@@ -19,6 +19,8 @@ pub struct Api {
     pub llm: Arc<LlmRuntime>,
     /// The WebSocket port actually bound (for `/api/client-config`).
     pub ws_port: u16,
+    pub skills: Arc<crate::skills::service::SkillService>,
+    pub evolution: Arc<crate::skills::evolution::Evolution>,
 }
 
 impl Api {
@@ -29,19 +31,19 @@ impl Api {
         }
         if req.path.len() > 1 && req.path.ends_with('/') {
             let mut r = Resp::text(307, "");
-            r.headers.push((
-                "Location".into(),
-                req.path.trim_end_matches('/').to_string(),
-            ));
+            r.headers.push(("Location".into(), req.path.trim_end_matches('/').to_string()));
             return r;
         }
         let m = req.method.as_str();
         match &segs[1..] {
-            ["health"] => only(m, &["GET"])
-                .unwrap_or_else(|| Resp::ok(&json!({"status": "ok", "service": "cashcode"}))),
+            ["health"] => {
+                only(m, &["GET"]).unwrap_or_else(|| Resp::ok(&json!({"status": "ok", "service": "cashcode"})))
+            }
             ["client-config"] => only(m, &["GET"]).unwrap_or_else(|| self.client_config(req)),
             ["sessions", rest @ ..] => sessions::route(self, m, rest, req),
             ["settings", "llm", rest @ ..] => llm_routes::route(self, m, rest, req),
+            ["skills", rest @ ..] => skills_routes::route(self, m, rest, req),
+            ["skill-evolution", rest @ ..] => skills_routes::route_evolution(self, m, rest),
             _ => Resp::detail(404, "Not Found"),
         }
     }

@@ -49,17 +49,8 @@ pub fn serve(dir: Option<&Path>, req: &Req) -> Resp {
     };
     match std::fs::read(&path) {
         Ok(body) => {
-            let mut r = Resp {
-                status: 200,
-                content_type: content_type(&path),
-                body,
-                headers: Vec::new(),
-            };
-            let cache = if is_asset {
-                "public, max-age=31536000, immutable"
-            } else {
-                "no-cache"
-            };
+            let mut r = Resp { status: 200, content_type: content_type(&path), body, headers: Vec::new() };
+            let cache = if is_asset { "public, max-age=31536000, immutable" } else { "no-cache" };
             r.headers.push(("Cache-Control".into(), cache.into()));
             r
         }

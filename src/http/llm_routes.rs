@@ -79,10 +79,7 @@ fn test(api: &Api, req: &Req) -> Resp {
     };
     let provider = d.provider.unwrap_or(Provider::OpenAiCompatible);
     let Some(client) = LlmClient::new(&s, provider, DISCOVERY_TIMEOUT) else {
-        return Resp::detail(
-            422,
-            &format!("LLM not configured ({provider}); fill in the connection details first"),
-        );
+        return Resp::detail(422, &format!("LLM not configured ({provider}); fill in the connection details first"));
     };
     match client.list_models() {
         Ok(models) => Resp::ok(&json!({
@@ -128,10 +125,7 @@ fn models(api: &Api) -> Resp {
     for (p, ready, r) in results {
         let error = match r {
             Ok(ids) => {
-                list.extend(
-                    ids.into_iter()
-                        .map(|id| json!({"provider": p.id(), "id": id})),
-                );
+                list.extend(ids.into_iter().map(|id| json!({"provider": p.id(), "id": id})));
                 Value::Null
             }
             Err(msg) => Value::String(msg),

@@ -7,6 +7,7 @@ pub mod api;
 pub mod assets;
 pub mod llm_routes;
 pub mod sessions;
+pub mod skills_routes;
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -38,10 +39,7 @@ pub struct Req {
 
 impl Req {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
     pub fn query_param(&self, name: &str) -> Option<String> {
@@ -89,21 +87,11 @@ impl Resp {
     }
 
     pub fn no_content() -> Resp {
-        Resp {
-            status: 204,
-            content_type: "application/json",
-            body: Vec::new(),
-            headers: Vec::new(),
-        }
+        Resp { status: 204, content_type: "application/json", body: Vec::new(), headers: Vec::new() }
     }
 
     pub fn text(status: u16, text: &str) -> Resp {
-        Resp {
-            status,
-            content_type: "text/plain; charset=utf-8",
-            body: text.as_bytes().to_vec(),
-            headers: Vec::new(),
-        }
+        Resp { status, content_type: "text/plain; charset=utf-8", body: text.as_bytes().to_vec(), headers: Vec::new() }
     }
 }
 
@@ -142,20 +130,11 @@ fn to_req(rq: &mut tiny_http::Request) -> Result<Req, Resp> {
         Some((p, q)) => (p.to_string(), q.to_string()),
         None => (url, String::new()),
     };
-    let segments = path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(percent_decode)
-        .collect();
+    let segments = path.split('/').filter(|s| !s.is_empty()).map(percent_decode).collect();
     let headers = rq
         .headers()
         .iter()
-        .map(|h| {
-            (
-                h.field.as_str().as_str().to_ascii_lowercase(),
-                h.value.as_str().to_string(),
-            )
-        })
+        .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.as_str().to_string()))
         .collect();
     if rq.body_length().is_some_and(|n| n > MAX_BODY) {
         return Err(Resp::detail(413, "request body too large"));
@@ -168,14 +147,7 @@ fn to_req(rq: &mut tiny_http::Request) -> Result<Req, Resp> {
     if body.len() > MAX_BODY {
         return Err(Resp::detail(413, "request body too large"));
     }
-    Ok(Req {
-        method: rq.method().as_str().to_ascii_uppercase(),
-        path,
-        segments,
-        query,
-        headers,
-        body,
-    })
+    Ok(Req { method: rq.method().as_str().to_ascii_uppercase(), path, segments, query, headers, body })
 }
 
 fn header(name: &str, value: &str) -> Option<tiny_http::Header> {
@@ -190,16 +162,14 @@ fn handle(mut rq: tiny_http::Request, api: &api::Api) {
     let (resp, origin) = match req {
         Ok(req) => {
             let origin = req.header("origin").map(str::to_string);
-            (guarded(&req, api), origin)
+            (guarded(&req, api, &request_id), origin)
         }
         Err(resp) => (resp, None),
     };
     let status = resp.status;
     let mut out = tiny_http::Response::from_data(resp.body).with_status_code(resp.status);
-    let mut headers = vec![
-        ("Content-Type".to_string(), resp.content_type.to_string()),
-        ("X-Request-ID".into(), request_id.clone()),
-    ];
+    let mut headers =
+        vec![("Content-Type".to_string(), resp.content_type.to_string()), ("X-Request-ID".into(), request_id.clone())];
     if let Some(o) = origin.filter(|o| api.policy.is_listed(o)) {
         headers.push(("Access-Control-Allow-Origin".into(), o));
         headers.push(("Access-Control-Allow-Credentials".into(), "true".into()));
@@ -221,7 +191,7 @@ fn handle(mut rq: tiny_http::Request, api: &api::Api) {
     );
 }
 
-fn guarded(req: &Req, api: &api::Api) -> Resp {
+fn guarded(req: &Req, api: &api::Api, request_id: &str) -> Resp {
     let policy: &AccessPolicy = &api.policy;
     if !policy.host_allowed(req.header("host")) {
         return Resp::detail(403, "Host is not allowed");
@@ -236,11 +206,9 @@ fn guarded(req: &Req, api: &api::Api) -> Resp {
                     "Access-Control-Allow-Methods".into(),
                     "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT".into(),
                 ));
-                r.headers
-                    .push(("Access-Control-Max-Age".into(), "600".into()));
+                r.headers.push(("Access-Control-Max-Age".into(), "600".into()));
                 if let Some(h) = req.header("access-control-request-headers") {
-                    r.headers
-                        .push(("Access-Control-Allow-Headers".into(), h.to_string()));
+                    r.headers.push(("Access-Control-Allow-Headers".into(), h.to_string()));
                 }
                 r
             }
@@ -248,15 +216,12 @@ fn guarded(req: &Req, api: &api::Api) -> Resp {
         };
     }
     if req.path.starts_with("/api") {
-        let state_changing = !matches!(req.method.as_str(), "GET" | "HEAD" | "OPTIONS")
-            || req.path == "/api/settings/llm/models";
+        let state_changing =
+            !matches!(req.method.as_str(), "GET" | "HEAD" | "OPTIONS") || req.path == "/api/settings/llm/models";
         if state_changing && !policy.origin_allowed(origin) {
             return Resp::detail(403, "Origin is not allowed");
         }
-        if !policy.token_ok(
-            req.header("authorization"),
-            query_param(&req.query, "token"),
-        ) {
+        if !policy.token_ok(req.header("authorization"), query_param(&req.query, "token")) {
             return Resp::detail(401, "a valid token is required");
         }
     }
@@ -264,7 +229,7 @@ fn guarded(req: &Req, api: &api::Api) -> Resp {
         Ok(r) => r,
         Err(_) => {
             log::error!("event=http.handler.panicked route={:?}", req.path);
-            Resp::detail(500, "Internal Server Error")
+            Resp::json(500, &json!({"detail": "Internal Server Error", "request_id": request_id}))
         }
     }
 }
@@ -290,10 +255,8 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
         if is_slow(rq.method().as_str(), &path) && slow.load(Ordering::SeqCst) < MAX_SLOW {
             let (api, slow) = (Arc::clone(&api), Arc::clone(&slow));
             slow.fetch_add(1, Ordering::SeqCst);
-            let spawned = std::thread::Builder::new()
-                .name("http-slow".into())
-                .stack_size(512 * 1024)
-                .spawn(move || {
+            let spawned =
+                std::thread::Builder::new().name("http-slow".into()).stack_size(512 * 1024).spawn(move || {
                     handle(rq, &api);
                     slow.fetch_sub(1, Ordering::SeqCst);
                 });
@@ -316,5 +279,69 @@ mod tests {
         assert_eq!(percent_decode("a%2"), "a%2");
         assert_eq!(percent_decode("%zz%41"), "%zzA");
         assert_eq!(percent_decode("%E5%AD%97"), "字");
+    }
+}
+
+#[cfg(test)]
+mod property {
+    use super::*;
+    use crate::util::prng::Prng;
+
+    /// Random methods, paths (with escapes and traversal), headers and bodies through the
+    /// whole policy + router: no panic, always a valid status, never a 500.
+    #[test]
+    fn random_requests_get_clean_answers() {
+        let home = std::env::temp_dir().join(format!("cc-http-prop-{}", crate::util::rand::hex(6)));
+        let config = crate::config::Config::for_home(&home);
+        let server = crate::app::start(config).expect("server starts");
+        let api = server.api();
+        let mut rng = Prng::new(7);
+        let methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "BREW"];
+        let segs = [
+            "api",
+            "sessions",
+            "settings",
+            "llm",
+            "test",
+            "models",
+            "health",
+            "%2E%2E",
+            "..",
+            "messages",
+            "x",
+            "%00",
+            "\u{5b57}",
+            "client-config",
+            "",
+            "a:b",
+            "%2F",
+        ];
+        let bodies: [&[u8]; 6] =
+            [b"", b"{}", b"{\"title\": \"t\"}", b"not json", b"{\"openai_compatible\": 1}", b"\xff\xfe"];
+        for _ in 0..3000 {
+            let path = format!("/{}", (0..rng.below(5)).map(|_| *rng.pick(&segs)).collect::<Vec<_>>().join("/"));
+            let mut headers = Vec::new();
+            if rng.chance(30) {
+                headers.push((
+                    "origin".to_string(),
+                    rng.pick(&["http://evil.example", "http://localhost:5173"]).to_string(),
+                ));
+            }
+            if rng.chance(10) {
+                headers.push(("access-control-request-method".to_string(), "PUT".to_string()));
+            }
+            let req = Req {
+                method: rng.pick(&methods).to_string(),
+                segments: path.split('/').filter(|s| !s.is_empty()).map(percent_decode).collect(),
+                path,
+                query: String::new(),
+                headers,
+                body: rng.pick(&bodies).to_vec(),
+            };
+            let resp = guarded(&req, &api, "id");
+            assert!((200..500).contains(&resp.status), "{} {} -> {}", req.method, req.path, resp.status);
+        }
+        server.stop();
+        let _ = std::fs::remove_dir_all(home);
     }
 }

@@ -44,10 +44,7 @@ fn messages(api: &Api, id: &str) -> Resp {
     let history = match chats.read_history(id) {
         Ok(h) => h,
         Err(e) => {
-            log::error!(
-                "event=sessions.read_failed chat_id={id} error_kind={:?}",
-                e.kind()
-            );
+            log::error!("event=sessions.read_failed chat_id={id} error_kind={:?}", e.kind());
             return Resp::detail(500, "unable to read the session");
         }
     };
@@ -65,10 +62,9 @@ fn messages(api: &Api, id: &str) -> Resp {
                 if let Some(v) = &r.selected_mcp_connectors {
                     meta.insert("selected_mcp_connectors".into(), v.clone());
                 }
-                for (field, key, dot) in [
-                    ("mentioned_skills", "name", true),
-                    ("selected_mcp_connectors", "server", false),
-                ] {
+                for (field, key, dot) in
+                    [("mentioned_skills", "name", true), ("selected_mcp_connectors", "server", false)]
+                {
                     if let Ok(list) = sanitize_list(&meta, field, key, dot) {
                         if !list.is_empty() {
                             item[field] = Value::Array(list);
@@ -113,16 +109,11 @@ fn rename(api: &Api, id: &str, req: &Req) -> Resp {
     let mut meta = deps.chats.read_metadata(id);
     meta.insert("title".into(), Value::String(title.clone()));
     if let Err(e) = deps.chats.write_metadata(id, &meta) {
-        log::error!(
-            "event=sessions.rename_failed chat_id={id} error_kind={:?}",
-            e.kind()
-        );
+        log::error!("event=sessions.rename_failed chat_id={id} error_kind={:?}", e.kind());
         return Resp::detail(500, "unable to save the session title");
     }
     if let Some(state) = deps.cache.peek(id) {
-        lock(&state)
-            .metadata
-            .insert("title".into(), Value::String(title.clone()));
+        lock(&state).metadata.insert("title".into(), Value::String(title.clone()));
     }
     Resp::ok(&json!({"chat_id": id, "title": title}))
 }
@@ -140,10 +131,7 @@ fn delete(api: &Api, id: &str) -> Resp {
         }
         Ok(false) => not_found(),
         Err(e) => {
-            log::error!(
-                "event=sessions.delete_failed chat_id={id} error_kind={:?}",
-                e.kind()
-            );
+            log::error!("event=sessions.delete_failed chat_id={id} error_kind={:?}", e.kind());
             Resp::detail(500, "unable to delete the session")
         }
     }

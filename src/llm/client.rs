@@ -58,18 +58,12 @@ impl std::fmt::Display for LlmError {
                 }
                 Ok(())
             }
-            LlmError::Timeout(d) => write!(
-                f,
-                "Model request timed out after {} s.",
-                d.as_secs_f64().round()
-            ),
+            LlmError::Timeout(d) => write!(f, "Model request timed out after {} s.", d.as_secs_f64().round()),
             LlmError::Connect => f.write_str("Cannot reach the model service; check the address."),
             LlmError::Malformed(what) => {
                 write!(f, "The model service sent a malformed response ({what}).")
             }
-            LlmError::Truncated => {
-                f.write_str("The model service closed the stream before finishing the answer.")
-            }
+            LlmError::Truncated => f.write_str("The model service closed the stream before finishing the answer."),
             LlmError::Other(m) => write!(f, "Model request failed: {m}"),
         }
     }
@@ -82,9 +76,7 @@ impl LlmError {
     pub fn category(&self) -> &'static str {
         match self {
             LlmError::Timeout(_) => "Connection timed out; check the service address and network.",
-            LlmError::Http {
-                status: 401 | 403, ..
-            } => "Authentication failed; check the API key.",
+            LlmError::Http { status: 401 | 403, .. } => "Authentication failed; check the API key.",
             LlmError::Connect => "Cannot reach the model service; check the address.",
             LlmError::Http { status: 429, .. } => "Model service busy; try again later.",
             _ => "Connection failed; check the provider configuration.",
@@ -125,10 +117,7 @@ pub struct LlmClient {
 
 impl std::fmt::Debug for LlmClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LlmClient")
-            .field("provider", &self.provider)
-            .field("api_base", &self.api_base)
-            .finish()
+        f.debug_struct("LlmClient").field("provider", &self.provider).field("api_base", &self.api_base).finish()
     }
 }
 
@@ -138,10 +127,7 @@ fn is_loopback_url(url: &str) -> bool {
     let authority = rest.split('/').next().unwrap_or("");
     let host = match authority.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => authority
-            .rsplit_once(':')
-            .map(|(h, _)| h)
-            .unwrap_or(authority),
+        None => authority.rsplit_once(':').map(|(h, _)| h).unwrap_or(authority),
     };
     crate::config::is_loopback(host)
 }
@@ -228,12 +214,7 @@ impl LlmClient {
                     out.content.push_str(&t);
                     on_text(&t);
                 }
-                Chunk::ToolFragment {
-                    index,
-                    id,
-                    name,
-                    arguments,
-                } => {
+                Chunk::ToolFragment { index, id, name, arguments } => {
                     if calls.len() <= index {
                         if index > 128 {
                             return Err(LlmError::Malformed("tool call index out of range"));
@@ -329,22 +310,14 @@ impl LlmClient {
             let v: Value = match serde_json::from_str(data) {
                 Ok(v) => v,
                 Err(_) => {
-                    let _ = tx.send(Chunk::Failed(LlmError::Malformed(
-                        "stream data is not JSON",
-                    )));
+                    let _ = tx.send(Chunk::Failed(LlmError::Malformed("stream data is not JSON")));
                     return;
                 }
             };
             if let Some(err) = v.get("error") {
-                let msg = err
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error in stream");
+                let msg = err.get("message").and_then(Value::as_str).unwrap_or("error in stream");
                 let status = err.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
-                let _ = tx.send(Chunk::Failed(LlmError::Http {
-                    status,
-                    message: self.short(msg),
-                }));
+                let _ = tx.send(Chunk::Failed(LlmError::Http { status, message: self.short(msg) }));
                 return;
             }
             for c in chunks_of(&v) {
@@ -386,19 +359,10 @@ impl LlmClient {
             .get("retry-after-ms")
             .and_then(|v| v.to_str().ok()?.trim().parse::<f64>().ok())
             .map(|ms| ms / 1000.0)
-            .or_else(|| {
-                resp.headers()
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok()?.trim().parse::<f64>().ok())
-            })
+            .or_else(|| resp.headers().get("retry-after").and_then(|v| v.to_str().ok()?.trim().parse::<f64>().ok()))
             .filter(|s| (0.0..=60.0).contains(s))
             .map(Duration::from_secs_f64);
-        let text = resp
-            .into_body()
-            .into_with_config()
-            .limit(MAX_ERROR_BODY)
-            .read_to_string()
-            .unwrap_or_default();
+        let text = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_string().unwrap_or_default();
         let message = serde_json::from_str::<Value>(&text)
             .ok()
             .and_then(|v| {
@@ -409,13 +373,7 @@ impl LlmClient {
                     .map(str::to_string)
             })
             .unwrap_or_default();
-        Err((
-            LlmError::Http {
-                status,
-                message: self.short(&message),
-            },
-            retry_after,
-        ))
+        Err((LlmError::Http { status, message: self.short(&message) }, retry_after))
     }
 
     /// A provider message made safe to show: redacted, one line, at most 200 characters.
@@ -435,12 +393,7 @@ impl LlmClient {
     }
 
     /// Non-streamed completion without tools (consolidation, Dream), bounded by `timeout`.
-    pub fn complete(
-        &self,
-        model: &str,
-        messages: Vec<Value>,
-        timeout: Duration,
-    ) -> Result<String, LlmError> {
+    pub fn complete(&self, model: &str, messages: Vec<Value>, timeout: Duration) -> Result<String, LlmError> {
         let body = json!({"model": model, "messages": messages, "stream": false});
         let url = format!("{}/chat/completions", self.api_base);
         let started = Instant::now();
@@ -451,11 +404,7 @@ impl LlmClient {
                 .agent
                 .post(&url)
                 .config()
-                .timeout_global(Some(
-                    timeout
-                        .saturating_sub(started.elapsed())
-                        .max(Duration::from_millis(1)),
-                ))
+                .timeout_global(Some(timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1))))
                 .build()
                 .header("Authorization", &format!("Bearer {}", self.bearer))
                 .header("Content-Type", "application/json")
@@ -476,8 +425,7 @@ impl LlmClient {
                 }
                 Err((e, wait)) if attempt == 1 && e.retryable() && started.elapsed() < timeout => {
                     std::thread::sleep(
-                        wait.unwrap_or(Duration::from_millis(500))
-                            .min(timeout.saturating_sub(started.elapsed())),
+                        wait.unwrap_or(Duration::from_millis(500)).min(timeout.saturating_sub(started.elapsed())),
                     );
                 }
                 Err((e, _)) => return Err(e),
@@ -498,14 +446,8 @@ impl LlmClient {
             .call()
             .map_err(|e| self.map_err(&e))
             .and_then(|r| self.check_status(r).map_err(|(e, _)| e))?;
-        let bytes = resp
-            .into_body()
-            .into_with_config()
-            .limit(MAX_BODY)
-            .read_to_vec()
-            .map_err(|e| self.map_err(&e))?;
-        let v: Value = serde_json::from_slice(&bytes)
-            .map_err(|_| LlmError::Malformed("model list is not JSON"))?;
+        let bytes = resp.into_body().into_with_config().limit(MAX_BODY).read_to_vec().map_err(|e| self.map_err(&e))?;
+        let v: Value = serde_json::from_slice(&bytes).map_err(|_| LlmError::Malformed("model list is not JSON"))?;
         Ok(model_ids(&v))
     }
 }
@@ -528,12 +470,7 @@ pub fn model_ids(v: &Value) -> Vec<String> {
 
 enum Chunk {
     Text(String),
-    ToolFragment {
-        index: usize,
-        id: Option<String>,
-        name: Option<String>,
-        arguments: Option<String>,
-    },
+    ToolFragment { index: usize, id: Option<String>, name: Option<String>, arguments: Option<String> },
     Finish(String),
     Usage(Value),
     Done,
@@ -545,28 +482,17 @@ fn chunks_of(v: &Value) -> Vec<Chunk> {
     if let Some(choice) = v.pointer("/choices/0") {
         let delta = choice.get("delta").or_else(|| choice.get("message"));
         if let Some(d) = delta {
-            if let Some(t) = d
-                .get("content")
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-            {
+            if let Some(t) = d.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
                 out.push(Chunk::Text(t.to_string()));
             }
             if let Some(calls) = d.get("tool_calls").and_then(Value::as_array) {
                 for (pos, c) in calls.iter().enumerate() {
-                    let index = c
-                        .get("index")
-                        .and_then(Value::as_u64)
-                        .map(|i| i as usize)
-                        .unwrap_or(pos);
+                    let index = c.get("index").and_then(Value::as_u64).map(|i| i as usize).unwrap_or(pos);
                     let f = c.get("function");
                     out.push(Chunk::ToolFragment {
                         index,
                         id: c.get("id").and_then(Value::as_str).map(str::to_string),
-                        name: f
-                            .and_then(|f| f.get("name"))
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
+                        name: f.and_then(|f| f.get("name")).and_then(Value::as_str).map(str::to_string),
                         arguments: f.and_then(|f| f.get("arguments")).and_then(|a| match a {
                             Value::String(s) => Some(s.clone()),
                             Value::Null => None,
@@ -591,12 +517,8 @@ fn send_completion(tx: &Sender<Chunk>, c: Completion) -> bool {
         return false;
     }
     for (index, call) in c.tool_calls.into_iter().enumerate() {
-        let frag = Chunk::ToolFragment {
-            index,
-            id: Some(call.id),
-            name: Some(call.name),
-            arguments: Some(call.arguments),
-        };
+        let frag =
+            Chunk::ToolFragment { index, id: Some(call.id), name: Some(call.name), arguments: Some(call.arguments) };
         if tx.send(frag).is_err() {
             return false;
         }
@@ -606,11 +528,8 @@ fn send_completion(tx: &Sender<Chunk>, c: Completion) -> bool {
 
 /// Parses a non-streamed `chat.completion` body.
 pub fn parse_completion(bytes: &[u8]) -> Result<Completion, LlmError> {
-    let v: Value =
-        serde_json::from_slice(bytes).map_err(|_| LlmError::Malformed("response is not JSON"))?;
-    let msg = v
-        .pointer("/choices/0/message")
-        .ok_or(LlmError::Malformed("response has no choices"))?;
+    let v: Value = serde_json::from_slice(bytes).map_err(|_| LlmError::Malformed("response is not JSON"))?;
+    let msg = v.pointer("/choices/0/message").ok_or(LlmError::Malformed("response has no choices"))?;
     let content = match msg.get("content") {
         Some(Value::String(s)) => s.clone(),
         _ => String::new(),
@@ -624,11 +543,7 @@ pub fn parse_completion(bytes: &[u8]) -> Result<Completion, LlmError> {
                 .filter_map(|c| {
                     let f = c.get("function")?;
                     Some(ToolCall {
-                        id: c
-                            .get("id")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_string(),
+                        id: c.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
                         name: f.get("name").and_then(Value::as_str)?.to_string(),
                         arguments: match f.get("arguments") {
                             Some(Value::String(s)) => s.clone(),
@@ -643,10 +558,7 @@ pub fn parse_completion(bytes: &[u8]) -> Result<Completion, LlmError> {
     Ok(Completion {
         content,
         tool_calls,
-        finish_reason: v
-            .pointer("/choices/0/finish_reason")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        finish_reason: v.pointer("/choices/0/finish_reason").and_then(Value::as_str).map(str::to_string),
         usage: v.get("usage").cloned(),
     })
 }
@@ -655,15 +567,12 @@ fn map_io(e: &std::io::Error, timeout: Duration) -> LlmError {
     use std::io::ErrorKind::*;
     match e.kind() {
         TimedOut | WouldBlock => LlmError::Timeout(timeout),
-        ConnectionRefused | ConnectionReset | ConnectionAborted | NotConnected
-        | AddrNotAvailable => LlmError::Connect,
+        ConnectionRefused | ConnectionReset | ConnectionAborted | NotConnected | AddrNotAvailable => LlmError::Connect,
         UnexpectedEof => LlmError::Truncated,
         InvalidData => LlmError::Malformed("invalid stream data"),
         _ => {
             let text = e.to_string();
-            if text.to_ascii_lowercase().contains("timeout")
-                || text.to_ascii_lowercase().contains("timed out")
-            {
+            if text.to_ascii_lowercase().contains("timeout") || text.to_ascii_lowercase().contains("timed out") {
                 LlmError::Timeout(timeout)
             } else {
                 LlmError::Other(redact::redact(&text))
@@ -694,18 +603,10 @@ mod tests {
 
     #[test]
     fn error_details_never_hold_keys() {
-        let e = LlmError::Http {
-            status: 401,
-            message: String::new(),
-        };
-        assert_eq!(
-            e.to_string(),
-            "Model service error (HTTP 401): Authentication failed; check the API key."
-        );
+        let e = LlmError::Http { status: 401, message: String::new() };
+        assert_eq!(e.to_string(), "Model service error (HTTP 401): Authentication failed; check the API key.");
         assert_eq!(e.category(), "Authentication failed; check the API key.");
-        assert!(LlmError::NotConfigured(Provider::Ollama)
-            .to_string()
-            .contains("LLM not configured (ollama)"));
+        assert!(LlmError::NotConfigured(Provider::Ollama).to_string().contains("LLM not configured (ollama)"));
     }
 
     #[test]

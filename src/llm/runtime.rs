@@ -26,19 +26,11 @@ pub struct LlmRuntime {
 
 impl LlmRuntime {
     /// Loads llm.json (after the legacy migration); never fails start-up.
-    pub fn load(
-        path: PathBuf,
-        timeout: Duration,
-        legacy_key: Option<&str>,
-        legacy_base: Option<&str>,
-    ) -> LlmRuntime {
+    pub fn load(path: PathBuf, timeout: Duration, legacy_key: Option<&str>, legacy_base: Option<&str>) -> LlmRuntime {
         match settings::migrate_legacy(&path, legacy_key, legacy_base) {
             Ok(true) => log::info!("event=llm.settings.migrated source=DEEPSEEK_API_KEY"),
             Ok(false) => {}
-            Err(e) => log::warn!(
-                "event=llm.settings.migration_failed error_kind={:?}",
-                e.kind()
-            ),
+            Err(e) => log::warn!("event=llm.settings.migration_failed error_kind={:?}", e.kind()),
         }
         let settings = match settings::load(&path) {
             Ok(s) => Ok(s.unwrap_or_default()),
@@ -50,11 +42,7 @@ impl LlmRuntime {
         let rt = LlmRuntime {
             path,
             timeout,
-            state: RwLock::new(State {
-                settings: Ok(Settings::default()),
-                clients: Vec::new(),
-                last: None,
-            }),
+            state: RwLock::new(State { settings: Ok(Settings::default()), clients: Vec::new(), last: None }),
         };
         match settings {
             Ok(s) => rt.install(s),
@@ -72,10 +60,8 @@ impl LlmRuntime {
     }
 
     fn install(&self, s: Settings) {
-        let clients = Provider::ALL
-            .iter()
-            .filter_map(|p| LlmClient::new(&s, *p, self.timeout).map(Arc::new))
-            .collect::<Vec<_>>();
+        let clients =
+            Provider::ALL.iter().filter_map(|p| LlmClient::new(&s, *p, self.timeout).map(Arc::new)).collect::<Vec<_>>();
         let mut st = self.write();
         if let Some((p, _)) = &st.last {
             if !clients.iter().any(|c| c.provider == *p) {
@@ -101,12 +87,7 @@ impl LlmRuntime {
     /// Leases the provider's client and records the selection.
     pub fn acquire(&self, provider: Provider, model: &str) -> Result<Arc<LlmClient>, LlmError> {
         let mut st = self.write();
-        let c = st
-            .clients
-            .iter()
-            .find(|c| c.provider == provider)
-            .cloned()
-            .ok_or(LlmError::NotConfigured(provider))?;
+        let c = st.clients.iter().find(|c| c.provider == provider).cloned().ok_or(LlmError::NotConfigured(provider))?;
         st.last = Some((provider, model.to_string()));
         Ok(c)
     }
@@ -120,11 +101,7 @@ impl LlmRuntime {
     pub fn acquire_last(&self) -> Option<(Arc<LlmClient>, String)> {
         let st = self.read();
         let (p, m) = st.last.clone()?;
-        st.clients
-            .iter()
-            .find(|c| c.provider == p)
-            .cloned()
-            .map(|c| (c, m))
+        st.clients.iter().find(|c| c.provider == p).cloned().map(|c| (c, m))
     }
 
     pub fn timeout(&self) -> Duration {

@@ -27,14 +27,7 @@ impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Settings")
             .field("openai_base_url", &self.openai_base_url)
-            .field(
-                "openai_api_key",
-                &if self.openai_api_key.is_empty() {
-                    ""
-                } else {
-                    "********"
-                },
-            )
+            .field("openai_api_key", &if self.openai_api_key.is_empty() { "" } else { "********" })
             .field("ollama_base_url", &self.ollama_base_url)
             .finish()
     }
@@ -43,9 +36,7 @@ impl fmt::Debug for Settings {
 impl Settings {
     pub fn ready(&self, p: Provider) -> bool {
         match p {
-            Provider::OpenAiCompatible => {
-                !self.openai_base_url.is_empty() && !self.openai_api_key.is_empty()
-            }
+            Provider::OpenAiCompatible => !self.openai_base_url.is_empty() && !self.openai_api_key.is_empty(),
             Provider::Ollama => !self.ollama_base_url.is_empty(),
         }
     }
@@ -138,8 +129,7 @@ pub fn load(path: &Path) -> Result<Option<Settings>, LoadError> {
         openai_base_url: normalize_url("openai_compatible.base_url", &s(&oa, "base_url")?, false)
             .map_err(|_| LoadError)?,
         openai_api_key: s(&oa, "api_key")?,
-        ollama_base_url: normalize_url("ollama.base_url", &s(&ol, "base_url")?, true)
-            .map_err(|_| LoadError)?,
+        ollama_base_url: normalize_url("ollama.base_url", &s(&ol, "base_url")?, true).map_err(|_| LoadError)?,
     };
     if settings.openai_api_key.chars().count() > MAX_KEY {
         return Err(LoadError);
@@ -160,17 +150,9 @@ pub fn migrate_legacy(path: &Path, key: Option<&str>, base: Option<&str>) -> io:
     if path.exists() {
         return Ok(false);
     }
-    let base = normalize_url(
-        "openai_compatible.base_url",
-        base.unwrap_or("https://api.deepseek.com"),
-        false,
-    )
-    .unwrap_or_else(|_| "https://api.deepseek.com".into());
-    let s = Settings {
-        openai_base_url: base,
-        openai_api_key: key.to_string(),
-        ollama_base_url: String::new(),
-    };
+    let base = normalize_url("openai_compatible.base_url", base.unwrap_or("https://api.deepseek.com"), false)
+        .unwrap_or_else(|_| "https://api.deepseek.com".into());
+    let s = Settings { openai_base_url: base, openai_api_key: key.to_string(), ollama_base_url: String::new() };
     save(path, &s)?;
     Ok(true)
 }
@@ -209,11 +191,7 @@ pub fn normalize_url(field: &str, raw: &str, ollama: bool) -> Result<String, Str
             None => (authority, None),
         },
     };
-    if host.is_empty()
-        || authority
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control())
-    {
+    if host.is_empty() || authority.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(bad());
     }
     if port.is_some_and(|p| p.parse::<u16>().is_err()) {
@@ -225,10 +203,7 @@ pub fn normalize_url(field: &str, raw: &str, ollama: bool) -> Result<String, Str
             path = p.trim_end_matches('/').to_string();
         }
     }
-    Ok(format!(
-        "{}://{authority}{path}",
-        scheme.to_ascii_lowercase()
-    ))
+    Ok(format!("{}://{authority}{path}", scheme.to_ascii_lowercase()))
 }
 
 /// A settings-API failure: 422 string detail, or 422 pydantic-style list.
@@ -266,44 +241,25 @@ pub fn parse_body(body: &Value, with_provider: bool) -> Result<Draft, InputError
         )]));
     };
     let mut d = Draft::default();
-    let allowed: &[&str] = if with_provider {
-        &["openai_compatible", "ollama", "provider"]
-    } else {
-        &["openai_compatible", "ollama"]
-    };
+    let allowed: &[&str] =
+        if with_provider { &["openai_compatible", "ollama", "provider"] } else { &["openai_compatible", "ollama"] };
     for k in obj.keys() {
         if !allowed.contains(&k.as_str()) {
-            errs.push(shape(
-                "extra_forbidden",
-                &[k],
-                "Extra inputs are not permitted",
-                &obj[k],
-            ));
+            errs.push(shape("extra_forbidden", &[k], "Extra inputs are not permitted", &obj[k]));
         }
     }
-    let string_field =
-        |sec: &Map<String, Value>, sk: &str, k: &str, errs: &mut Vec<Value>| -> String {
-            match sec.get(k) {
-                None => String::new(),
-                Some(Value::String(s)) => s.clone(),
-                Some(v) => {
-                    errs.push(shape(
-                        "string_type",
-                        &[sk, k],
-                        "Input should be a valid string",
-                        v,
-                    ));
-                    String::new()
-                }
+    let string_field = |sec: &Map<String, Value>, sk: &str, k: &str, errs: &mut Vec<Value>| -> String {
+        match sec.get(k) {
+            None => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(v) => {
+                errs.push(shape("string_type", &[sk, k], "Input should be a valid string", v));
+                String::new()
             }
-        };
+        }
+    };
     match obj.get("openai_compatible") {
-        None => errs.push(shape(
-            "missing",
-            &["openai_compatible"],
-            "Field required",
-            body,
-        )),
+        None => errs.push(shape("missing", &["openai_compatible"], "Field required", body)),
         Some(Value::Object(sec)) => {
             for k in sec.keys() {
                 if !["base_url", "api_key", "clear_api_key"].contains(&k.as_str()) {
@@ -355,12 +311,7 @@ pub fn parse_body(body: &Value, with_provider: bool) -> Result<Draft, InputError
         Some(Value::Object(sec)) => {
             for k in sec.keys() {
                 if k != "base_url" {
-                    errs.push(shape(
-                        "extra_forbidden",
-                        &["ollama", k],
-                        "Extra inputs are not permitted",
-                        &sec[k],
-                    ));
+                    errs.push(shape("extra_forbidden", &["ollama", k], "Extra inputs are not permitted", &sec[k]));
                 }
             }
             d.ollama_base_url = string_field(sec, "ollama", "base_url", &mut errs);
@@ -395,34 +346,23 @@ pub fn parse_body(body: &Value, with_provider: bool) -> Result<Draft, InputError
 
 /// Applies the key rules and URL normalisation against the stored settings.
 pub fn build(draft: &Draft, stored: &Settings) -> Result<Settings, InputError> {
-    let key_given = draft
-        .api_key
-        .as_deref()
-        .map(str::trim)
-        .filter(|k| !k.is_empty());
+    let key_given = draft.api_key.as_deref().map(str::trim).filter(|k| !k.is_empty());
     if draft.clear_api_key && key_given.is_some() {
-        return Err(InputError::Invalid(
-            "api_key and clear_api_key cannot be submitted together".into(),
-        ));
+        return Err(InputError::Invalid("api_key and clear_api_key cannot be submitted together".into()));
     }
     let key = if draft.clear_api_key {
         String::new()
     } else {
-        key_given
-            .map(str::to_string)
-            .unwrap_or_else(|| stored.openai_api_key.clone())
+        key_given.map(str::to_string).unwrap_or_else(|| stored.openai_api_key.clone())
     };
     if key.chars().count() > MAX_KEY {
-        return Err(InputError::Invalid(
-            "openai_compatible.api_key is too long".into(),
-        ));
+        return Err(InputError::Invalid("openai_compatible.api_key is too long".into()));
     }
     Ok(Settings {
         openai_base_url: normalize_url("openai_compatible.base_url", &draft.openai_base_url, false)
             .map_err(InputError::Invalid)?,
         openai_api_key: key,
-        ollama_base_url: normalize_url("ollama.base_url", &draft.ollama_base_url, true)
-            .map_err(InputError::Invalid)?,
+        ollama_base_url: normalize_url("ollama.base_url", &draft.ollama_base_url, true).map_err(InputError::Invalid)?,
     })
 }
 
@@ -432,43 +372,23 @@ mod tests {
 
     #[test]
     fn url_normalisation() {
-        assert_eq!(
-            normalize_url("f", "https://provider.example/v1/", false).unwrap(),
-            "https://provider.example/v1"
-        );
-        assert_eq!(
-            normalize_url("f", "http://127.0.0.1:11434/v1", true).unwrap(),
-            "http://127.0.0.1:11434"
-        );
+        assert_eq!(normalize_url("f", "https://provider.example/v1/", false).unwrap(), "https://provider.example/v1");
+        assert_eq!(normalize_url("f", "http://127.0.0.1:11434/v1", true).unwrap(), "http://127.0.0.1:11434");
         assert_eq!(normalize_url("f", "  ", true).unwrap(), "");
-        assert_eq!(
-            normalize_url("f", "ftp://x", false).unwrap_err(),
-            "f must be an http or https URL"
-        );
-        assert_eq!(
-            normalize_url("f", "http://u:p@x", false).unwrap_err(),
-            "f must not contain credentials"
-        );
-        assert_eq!(
-            normalize_url("f", "http://x/?a=1", false).unwrap_err(),
-            "f must not contain query or fragment"
-        );
+        assert_eq!(normalize_url("f", "ftp://x", false).unwrap_err(), "f must be an http or https URL");
+        assert_eq!(normalize_url("f", "http://u:p@x", false).unwrap_err(), "f must not contain credentials");
+        assert_eq!(normalize_url("f", "http://x/?a=1", false).unwrap_err(), "f must not contain query or fragment");
         assert!(normalize_url("f", "http://", false).is_err());
         assert!(normalize_url("f", "http://[::1]:8080/v1", false).is_ok());
     }
 
     #[test]
     fn key_rules() {
-        let stored = Settings {
-            openai_base_url: "http://a".into(),
-            openai_api_key: "old".into(),
-            ..Default::default()
-        };
-        let mut d = parse_body(
-            &json!({"openai_compatible": {"base_url": "http://a", "api_key": "  "}, "ollama": {}}),
-            false,
-        )
-        .unwrap();
+        let stored =
+            Settings { openai_base_url: "http://a".into(), openai_api_key: "old".into(), ..Default::default() };
+        let mut d =
+            parse_body(&json!({"openai_compatible": {"base_url": "http://a", "api_key": "  "}, "ollama": {}}), false)
+                .unwrap();
         assert_eq!(build(&d, &stored).unwrap().openai_api_key, "old");
         d.clear_api_key = true;
         assert_eq!(build(&d, &stored).unwrap().openai_api_key, "");
@@ -478,10 +398,7 @@ mod tests {
 
     #[test]
     fn shape_errors_are_listed() {
-        let Err(InputError::Shape(e)) = parse_body(&json!({"openai_compatible": {"x": 1}}), false)
-        else {
-            panic!()
-        };
+        let Err(InputError::Shape(e)) = parse_body(&json!({"openai_compatible": {"x": 1}}), false) else { panic!() };
         let locs: Vec<String> = e.iter().map(|i| i["loc"].to_string()).collect();
         assert!(locs.contains(&r#"["body","openai_compatible","x"]"#.to_string()));
         assert!(locs.contains(&r#"["body","ollama"]"#.to_string()));
@@ -498,12 +415,8 @@ mod tests {
         assert_eq!(s.ollama_base_url, "http://127.0.0.1:11434");
         save(&p, &s).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
-        assert!(
-            text.starts_with("{\n  \"version\": 2,\n  \"openai_compatible\": {\n    \"base_url\"")
-        );
-        assert!(
-            !text.contains("model") && !text.contains("active_provider") && text.ends_with("}\n")
-        );
+        assert!(text.starts_with("{\n  \"version\": 2,\n  \"openai_compatible\": {\n    \"base_url\""));
+        assert!(!text.contains("model") && !text.contains("active_provider") && text.ends_with("}\n"));
         assert_eq!(load(&p).unwrap().unwrap(), s);
         std::fs::write(&p, r#"{"version":3}"#).unwrap();
         assert!(load(&p).is_err());

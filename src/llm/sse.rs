@@ -21,10 +21,7 @@ pub struct Reader<R> {
 
 impl<R: BufRead> Reader<R> {
     pub fn new(inner: R) -> Self {
-        Reader {
-            inner,
-            line: Vec::with_capacity(1024),
-        }
+        Reader { inner, line: Vec::with_capacity(1024) }
     }
 
     /// The next event, `Ok(None)` at end of stream.
@@ -49,9 +46,8 @@ impl<R: BufRead> Reader<R> {
             if line[0] == b':' {
                 continue;
             }
-            let text = std::str::from_utf8(line).map_err(|_| {
-                io::Error::new(io::ErrorKind::InvalidData, "stream line is not UTF-8")
-            })?;
+            let text = std::str::from_utf8(line)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "stream line is not UTF-8"))?;
             let (field, value) = match text.split_once(':') {
                 Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
                 None => (text, ""),
@@ -96,10 +92,7 @@ pub fn read_line_capped<R: BufRead>(r: &mut R, buf: &mut Vec<u8>, max: usize) ->
             None => (available.len(), false),
         };
         if total + used > max {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "stream line too long",
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "stream line too long"));
         }
         buf.extend_from_slice(&available[..used]);
         r.consume(used);
@@ -120,10 +113,7 @@ mod tests {
         let mut r = Reader::new(&input[..]);
         assert_eq!(r.next_event().unwrap().unwrap().data, "{\"a\":1}");
         let e = r.next_event().unwrap().unwrap();
-        assert_eq!(
-            (e.event.as_deref(), e.data.as_str()),
-            (Some("endpoint"), "/m?x=1")
-        );
+        assert_eq!((e.event.as_deref(), e.data.as_str()), (Some("endpoint"), "/m?x=1"));
         assert_eq!(r.next_event().unwrap().unwrap().data, "one\ntwo");
         assert_eq!(r.next_event().unwrap().unwrap().data, "[DONE]");
         assert_eq!(r.next_event().unwrap(), None);
@@ -134,5 +124,43 @@ mod tests {
         let long = [b'a'; 100];
         let mut buf = Vec::new();
         assert!(read_line_capped(&mut &long[..], &mut buf, 50).is_err());
+    }
+}
+
+#[cfg(test)]
+mod property {
+    use super::*;
+    use crate::util::prng::Prng;
+
+    /// Random bytes and mutated streams: the reader ends (event, EOF or error) without panics
+    /// or unbounded loops, and never returns more data than it was given.
+    #[test]
+    fn random_streams_never_panic() {
+        let mut rng = Prng::new(42);
+        let pieces: &[&[u8]] =
+            &[b"data: ", b"event: x", b"\n", b"\r\n", b":", b"{\"a\":1}", b"[DONE]", b"\xff", b"id: 3", b" "];
+        for _ in 0..50_000 {
+            let mut input = Vec::new();
+            for _ in 0..rng.below(30) {
+                if rng.chance(10) {
+                    let n = rng.below(8);
+                    input.extend(rng.bytes(n));
+                } else {
+                    let piece: &[u8] = pieces[rng.below(pieces.len())];
+                    input.extend_from_slice(piece);
+                }
+            }
+            let mut r = Reader::new(&input[..]);
+            let mut total = 0;
+            for _ in 0..input.len() + 2 {
+                match r.next_event() {
+                    Ok(Some(ev)) => {
+                        total += ev.data.len();
+                        assert!(total <= input.len());
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
     }
 }

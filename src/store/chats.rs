@@ -18,6 +18,8 @@ use crate::util::{fsx, time};
 /// Title shown for chats without one (the original's Chinese "New chat").
 pub const DEFAULT_TITLE: &str = "\u{65b0}\u{5bf9}\u{8bdd}";
 const LOCK_STRIPES: usize = 64;
+/// Write-ahead file of the running turn's user message.
+const PENDING: &str = ".pending_turn.json";
 
 /// One line of history.jsonl, fields in the original's key order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,19 +95,12 @@ pub struct ChatStore {
 
 /// `^[A-Za-z0-9_:-]{1,64}$`
 pub fn valid_chat_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'-'))
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'-'))
 }
 
 impl ChatStore {
     pub fn new(root: &Path) -> Self {
-        ChatStore {
-            root: root.to_path_buf(),
-            stripes: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
-        }
+        ChatStore { root: root.to_path_buf(), stripes: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect() }
     }
 
     pub fn root(&self) -> &Path {
@@ -131,10 +126,7 @@ impl ChatStore {
         let mut out = Vec::new();
         for entry in rd.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.')
-                || !valid_chat_id(&name)
-                || !entry.file_type().is_ok_and(|t| t.is_dir())
-            {
+            if name.starts_with('.') || !valid_chat_id(&name) || !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
             let dir = entry.path();
@@ -152,17 +144,9 @@ impl ChatStore {
                 .filter(|t| !t.is_empty())
                 .unwrap_or(DEFAULT_TITLE)
                 .to_string();
-            out.push(SessionInfo {
-                chat_id: name,
-                title,
-                updated_at: time::local_iso_naive(mtime),
-            });
+            out.push(SessionInfo { chat_id: name, title, updated_at: time::local_iso_naive(mtime) });
         }
-        out.sort_by(|a, b| {
-            b.updated_at
-                .cmp(&a.updated_at)
-                .then_with(|| a.chat_id.cmp(&b.chat_id))
-        });
+        out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.chat_id.cmp(&b.chat_id)));
         Ok(out)
     }
 
@@ -193,9 +177,7 @@ impl ChatStore {
         if records.is_empty() {
             return Ok(());
         }
-        let dir = self
-            .dir(id)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let _g = self.stripe(id);
         fs::create_dir_all(&dir)?;
         let path = dir.join("history.jsonl");
@@ -219,9 +201,7 @@ impl ChatStore {
 
     /// Last written cursor: `.cursor`, else the last line's cursor (last 4 KiB), else 0.
     fn last_cursor(&self, dir: &Path) -> io::Result<u64> {
-        if let Some(c) =
-            fsx::read_opt(&dir.join(".cursor"))?.and_then(|t| t.trim().parse::<u64>().ok())
-        {
+        if let Some(c) = fsx::read_opt(&dir.join(".cursor"))?.and_then(|t| t.trim().parse::<u64>().ok()) {
             return Ok(c);
         }
         let mut f = match fs::File::open(dir.join("history.jsonl")) {
@@ -235,6 +215,51 @@ impl ChatStore {
         f.read_to_end(&mut tail)?;
         let h = parse_history(&tail);
         Ok(h.records.iter().map(|r| r.cursor).max().unwrap_or(0))
+    }
+
+    /// Write-ahead for a turn that reached the model: the user record goes to
+    /// `.pending_turn.json` (atomically) so a crash mid-turn cannot lose it. `end_turn` removes
+    /// it after the turn was appended (or failed while the process lived).
+    pub fn begin_turn(&self, id: &str, user: &Record) -> io::Result<()> {
+        let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let start = self.last_cursor(&dir)?;
+        let body = serde_json::json!({"start_cursor": start, "record": user});
+        fsx::write_replace(&dir.join(PENDING), body.to_string().as_bytes())
+    }
+
+    pub fn end_turn(&self, id: &str) {
+        if let Some(dir) = self.dir(id) {
+            let _ = fs::remove_file(dir.join(PENDING));
+        }
+    }
+
+    /// After a crash: appends the user message of every interrupted turn that is not already
+    /// in history (the crash may have hit between the append and `end_turn`). Returns how many
+    /// chats were repaired.
+    pub fn recover_pending(&self) -> usize {
+        let Ok(rd) = fs::read_dir(&self.root) else { return 0 };
+        let mut repaired = 0;
+        for entry in rd.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let pending = entry.path().join(PENDING);
+            if !valid_chat_id(&name) || !pending.is_file() {
+                continue;
+            }
+            let parsed = fs::read(&pending).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+            let record = parsed.as_ref().and_then(|v| serde_json::from_value::<Record>(v["record"].clone()).ok());
+            let start = parsed.as_ref().and_then(|v| v["start_cursor"].as_u64()).unwrap_or(0);
+            if let Some(mut rec) = record {
+                let already = self
+                    .read_history(&name)
+                    .map(|h| h.records.iter().any(|r| r.cursor > start && r.role == "user" && r.content == rec.content))
+                    .unwrap_or(false);
+                if !already && self.append(&name, std::slice::from_mut(&mut rec)).is_ok() {
+                    repaired += 1;
+                }
+            }
+            let _ = fs::remove_file(&pending);
+        }
+        repaired
     }
 
     /// metadata.json as an object; missing or corrupt -> empty.
@@ -251,11 +276,9 @@ impl ChatStore {
 
     /// Rewrites metadata.json atomically (2-space indent, no trailing newline).
     pub fn write_metadata(&self, id: &str, meta: &Map<String, Value>) -> io::Result<()> {
-        let dir = self
-            .dir(id)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let text = serde_json::to_string_pretty(meta).map_err(io::Error::other)?;
-        fsx::write_atomic(&dir.join("metadata.json"), text.as_bytes(), false)
+        fsx::write_replace(&dir.join("metadata.json"), text.as_bytes())
     }
 
     /// Removes the chat directory; `Ok(false)` when it did not exist.
@@ -274,9 +297,7 @@ impl ChatStore {
     fn stripe(&self, id: &str) -> std::sync::MutexGuard<'_, ()> {
         let mut h = DefaultHasher::new();
         id.hash(&mut h);
-        self.stripes[(h.finish() as usize) % LOCK_STRIPES]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.stripes[(h.finish() as usize) % LOCK_STRIPES].lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -298,10 +319,7 @@ fn needs_newline(path: &Path) -> io::Result<bool> {
 
 /// Parses JSONL bytes, skipping blank and unparsable lines.
 pub fn parse_history(bytes: &[u8]) -> History {
-    let mut h = History {
-        torn_tail: !bytes.is_empty() && !bytes.ends_with(b"\n"),
-        ..History::default()
-    };
+    let mut h = History { torn_tail: !bytes.is_empty() && !bytes.ends_with(b"\n"), ..History::default() };
     for line in bytes.split(|b| *b == b'\n') {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -326,11 +344,7 @@ pub fn context_after_summary(records: Vec<Record>) -> Vec<Record> {
     };
     let mut out = Vec::with_capacity(records.len() - si);
     out.push(summary.clone());
-    out.extend(
-        records
-            .into_iter()
-            .filter(|r| r.role != "summary" && keep(r)),
-    );
+    out.extend(records.into_iter().filter(|r| r.role != "summary" && keep(r)));
     out
 }
 
@@ -367,21 +381,12 @@ mod tests {
         fs::write(&hp, &bytes).unwrap();
         fs::remove_file(d.join("c1/.cursor")).unwrap();
         let h = s.read_history("c1").unwrap();
-        assert_eq!(
-            (h.records.len(), h.skipped_lines, h.torn_tail),
-            (2, 1, true)
-        );
+        assert_eq!((h.records.len(), h.skipped_lines, h.torn_tail), (2, 1, true));
         let mut more = vec![Record::new("user", "again")];
         s.append("c1", &mut more).unwrap();
         assert_eq!(more[0].cursor, 3);
         let h = s.read_history("c1").unwrap();
-        assert_eq!(
-            h.records
-                .iter()
-                .map(|r| r.content.as_str())
-                .collect::<Vec<_>>(),
-            ["hi", "hello", "again"]
-        );
+        assert_eq!(h.records.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(), ["hi", "hello", "again"]);
         fs::remove_dir_all(d).unwrap();
     }
 
@@ -396,21 +401,31 @@ mod tests {
         );
         let h = parse_history(text.as_bytes());
         let ctx = context_after_summary(h.records);
-        assert_eq!(
-            ctx.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(),
-            ["S", "c", "d"]
-        );
+        assert_eq!(ctx.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(), ["S", "c", "d"]);
+    }
+
+    #[test]
+    fn pending_turn_is_recovered_once() {
+        let (s, d) = store();
+        fs::create_dir_all(d.join("c3")).unwrap();
+        s.begin_turn("c3", &Record::new("user", "lost?")).unwrap();
+        // crash: nothing appended
+        assert_eq!(s.recover_pending(), 1);
+        assert_eq!(s.recover_pending(), 0);
+        // crash after the append but before end_turn: no duplicate
+        s.begin_turn("c3", &Record::new("user", "again")).unwrap();
+        s.append("c3", &mut [Record::new("user", "again"), Record::new("assistant", "ok")]).unwrap();
+        assert_eq!(s.recover_pending(), 0);
+        let contents: Vec<String> = s.read_history("c3").unwrap().records.into_iter().map(|r| r.content).collect();
+        assert_eq!(contents, ["lost?", "again", "ok"]);
+        fs::remove_dir_all(d).unwrap();
     }
 
     #[test]
     fn metadata_roundtrip_keeps_unknown_keys() {
         let (s, d) = store();
         fs::create_dir_all(d.join("c2")).unwrap();
-        fs::write(
-            d.join("c2/metadata.json"),
-            r#"{"title": "T", "custom": {"x": 1}}"#,
-        )
-        .unwrap();
+        fs::write(d.join("c2/metadata.json"), r#"{"title": "T", "custom": {"x": 1}}"#).unwrap();
         let mut m = s.read_metadata("c2");
         m.insert("title".into(), Value::String("New".into()));
         s.write_metadata("c2", &m).unwrap();

@@ -25,10 +25,7 @@ pub enum Append {
 
 impl MemoryFiles {
     pub fn new(root: &Path) -> Self {
-        MemoryFiles {
-            root: root.to_path_buf(),
-            lock: Mutex::new(()),
-        }
+        MemoryFiles { root: root.to_path_buf(), lock: Mutex::new(()) }
     }
 
     pub fn root(&self) -> &Path {
@@ -63,11 +60,7 @@ impl MemoryFiles {
         }
         let line = format!("[{}] {fact}\n", time::minute_stamp());
         let trimmed = current.trim_end_matches(['\n', '\r']);
-        let next = if trimmed.is_empty() {
-            line
-        } else {
-            format!("{trimmed}\n{line}")
-        };
+        let next = if trimmed.is_empty() { line } else { format!("{trimmed}\n{line}") };
         fsx::write_atomic(&path, next.as_bytes(), false)?;
         Ok(Append::Saved)
     }
@@ -86,11 +79,7 @@ impl MemoryFiles {
             let dir = self.root.join(".memory-snapshots");
             fs::create_dir_all(&dir)?;
             let n = self.snapshots()?.last().map(|(n, _)| n + 1).unwrap_or(1);
-            fsx::write_atomic(
-                &dir.join(format!("MEMORY.{n}.md")),
-                current.as_bytes(),
-                false,
-            )?;
+            fsx::write_atomic(&dir.join(format!("MEMORY.{n}.md")), current.as_bytes(), false)?;
         }
         fsx::write_atomic(&path, format!("{}\n", text.trim()).as_bytes(), false)?;
         Ok(true)
@@ -104,10 +93,8 @@ impl MemoryFiles {
             Ok(rd) => {
                 for e in rd.flatten() {
                     let name = e.file_name().to_string_lossy().into_owned();
-                    if let Some(n) = name
-                        .strip_prefix("MEMORY.")
-                        .and_then(|r| r.strip_suffix(".md"))
-                        .and_then(|n| n.parse().ok())
+                    if let Some(n) =
+                        name.strip_prefix("MEMORY.").and_then(|r| r.strip_suffix(".md")).and_then(|n| n.parse().ok())
                     {
                         out.push((n, e.path()));
                     }
@@ -126,11 +113,7 @@ impl MemoryFiles {
             .ok()
             .flatten()
             .and_then(|t| serde_json::from_str::<BTreeMap<String, serde_json::Value>>(&t).ok())
-            .map(|m| {
-                m.into_iter()
-                    .filter_map(|(k, v)| v.as_u64().map(|c| (k, c)))
-                    .collect()
-            })
+            .map(|m| m.into_iter().filter_map(|(k, v)| v.as_u64().map(|c| (k, c))).collect())
             .unwrap_or_default()
     }
 
@@ -141,10 +124,7 @@ impl MemoryFiles {
 }
 
 fn read_nonblank(path: &Path) -> Option<String> {
-    fsx::read_opt(path)
-        .ok()
-        .flatten()
-        .filter(|t| !t.trim().is_empty())
+    fsx::read_opt(path).ok().flatten().filter(|t| !t.trim().is_empty())
 }
 
 #[cfg(test)]

@@ -4,12 +4,20 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
-/// Writes `bytes` to `path` atomically via `.<name>.<pid>.<hex>.tmp` + rename.
+/// Writes `bytes` to `path` atomically via `.<name>.<pid>.<hex>.tmp` + rename, with fsync.
 /// With `private`, the temp file is created 0600 and the parent directory chmod 0700 (best effort).
 pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::other("path has no parent"))?;
+    replace(path, bytes, private, true)
+}
+
+/// Like [`write_atomic`] without fsync: never half-written after a process crash (the rename
+/// is atomic), for per-turn files on the hot path; power-loss durability is the file system's.
+pub fn write_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, false, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], private: bool, sync: bool) -> io::Result<()> {
+    let dir = path.parent().ok_or_else(|| io::Error::other("path has no parent"))?;
     fs::create_dir_all(dir)?;
     #[cfg(unix)]
     if private {
@@ -17,11 +25,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> 
         let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
     }
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        super::rand::hex(16)
-    ));
+    let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), super::rand::hex(16)));
     let result = (|| {
         let mut opts = OpenOptions::new();
         opts.write(true).create_new(true);
@@ -32,10 +36,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> 
         }
         let mut f = opts.open(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if sync {
+            f.sync_all()?;
+        }
         drop(f);
         fs::rename(&tmp, path)?;
-        sync_dir(dir);
+        if sync {
+            sync_dir(dir);
+        }
         Ok(())
     })();
     if result.is_err() {
@@ -86,10 +94,7 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            assert_eq!(
-                fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-                0o600
-            );
+            assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
         }
         fs::remove_dir_all(dir).unwrap();
     }

@@ -2,6 +2,7 @@
 //! text cutting and secret redaction. Any thread may call them.
 
 pub mod fsx;
+pub mod prng;
 pub mod rand;
 pub mod redact;
 pub mod text;

@@ -17,10 +17,7 @@ pub fn fill(buf: &mut [u8]) {
         let mut h = RandomState::new().build_hasher();
         h.write_usize(i);
         h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0),
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0),
         );
         let v = h.finish().to_le_bytes();
         chunk.copy_from_slice(&v[..chunk.len()]);
@@ -52,14 +49,7 @@ pub fn uuid4() -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = to_hex(&b);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
 /// A random u64 in `1..2^53` (safe as a JSON number in every client).

@@ -1,16 +1,7 @@
 //! Secret redaction for anything that leaves the process as text (logs, error details, MCP
 //! status errors): bearer tokens, `sk-…` keys, and labelled secrets such as `api_key=…`.
 
-const LABELS: &[&str] = &[
-    "api_key",
-    "api-key",
-    "apikey",
-    "authorization",
-    "x-api-key",
-    "secret",
-    "password",
-    "token",
-];
+const LABELS: &[&str] = &["api_key", "api-key", "apikey", "authorization", "x-api-key", "secret", "password", "token"];
 
 /// Replaces secrets in `s` with `[REDACTED]`, plus every exact occurrence of `known` secrets.
 pub fn redact_with(s: &str, known: &[&str]) -> String {
@@ -93,12 +84,7 @@ fn word_start(lb: &[u8], i: usize) -> bool {
 }
 
 fn token_end(b: &[u8], mut i: usize) -> usize {
-    while i < b.len()
-        && !matches!(
-            b[i],
-            b' ' | b'"' | b'\'' | b',' | b'}' | b'\n' | b'\r' | b'\t' | b';' | b'&'
-        )
-    {
+    while i < b.len() && !matches!(b[i], b' ' | b'"' | b'\'' | b',' | b'}' | b'\n' | b'\r' | b'\t' | b';' | b'&') {
         i += 1;
     }
     i
@@ -110,24 +96,12 @@ mod tests {
 
     #[test]
     fn redacts_common_shapes() {
-        assert_eq!(
-            redact("Authorization: Bearer abc.def"),
-            "Authorization: [REDACTED]"
-        );
+        assert_eq!(redact("Authorization: Bearer abc.def"), "Authorization: [REDACTED]");
         assert_eq!(redact("key sk-1234567890abcdef end"), "key [REDACTED] end");
         assert_eq!(redact("api_key=hunter2&x=1"), "api_key=[REDACTED]&x=1");
-        assert_eq!(
-            redact(r#"{"api_key": "s3cr3t"}"#),
-            r#"{"api_key": "[REDACTED]"}"#
-        );
+        assert_eq!(redact(r#"{"api_key": "s3cr3t"}"#), r#"{"api_key": "[REDACTED]"}"#);
         assert_eq!(redact("token_count=5"), "token_count=5");
-        assert_eq!(
-            redact("plain text, nothing here"),
-            "plain text, nothing here"
-        );
-        assert_eq!(
-            redact_with("x TOPSECRETVALUE y", &["TOPSECRETVALUE"]),
-            "x [REDACTED] y"
-        );
+        assert_eq!(redact("plain text, nothing here"), "plain text, nothing here");
+        assert_eq!(redact_with("x TOPSECRETVALUE y", &["TOPSECRETVALUE"]), "x [REDACTED] y");
     }
 }

@@ -44,10 +44,7 @@ mod tests {
 
     #[test]
     fn collapses_whitespace() {
-        assert_eq!(
-            collapse_ws("  hello\n\tworld   again  "),
-            "hello world again"
-        );
+        assert_eq!(collapse_ws("  hello\n\tworld   again  "), "hello world again");
     }
 
     #[test]

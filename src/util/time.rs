@@ -17,18 +17,12 @@ pub struct Local {
 
 /// Seconds since the epoch as a float (the original's `time.time()`).
 pub fn now_epoch() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// Milliseconds since the epoch.
 pub fn now_millis() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0)
 }
 
 /// Local broken-down time for `secs` since the epoch.
@@ -85,19 +79,13 @@ fn now_secs() -> i64 {
 /// `YYYY-MM-DD HH:MM` local (history timestamps, save_memory lines).
 pub fn minute_stamp() -> String {
     let t = local(now_secs());
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}",
-        t.year, t.month, t.day, t.hour, t.minute
-    )
+    format!("{:04}-{:02}-{:02} {:02}:{:02}", t.year, t.month, t.day, t.hour, t.minute)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS` local without offset (session list `updated_at`).
 pub fn local_iso_naive(secs: i64) -> String {
     let t = local(secs);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-        t.year, t.month, t.day, t.hour, t.minute, t.second
-    )
+    format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", t.year, t.month, t.day, t.hour, t.minute, t.second)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS+HH:MM` local with offset (session_updated `updated_at`).
@@ -120,9 +108,7 @@ pub fn local_iso_offset_now() -> String {
 
 /// RFC 3339 UTC with microseconds (`2026-11-30T01:40:18.811534+00:00`).
 pub fn utc_rfc3339_micros() -> String {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let t = utc(d.as_secs() as i64);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}+00:00",

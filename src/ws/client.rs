@@ -78,8 +78,8 @@ fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
 #[allow(clippy::result_large_err)] // the handshake callback's error type is fixed by tungstenite
 fn refuse(status: u16, msg: &str) -> ErrorResponse {
     let mut r = ErrorResponse::new(Some(msg.to_string()));
-    *r.status_mut() = tungstenite::http::StatusCode::from_u16(status)
-        .unwrap_or(tungstenite::http::StatusCode::FORBIDDEN);
+    *r.status_mut() =
+        tungstenite::http::StatusCode::from_u16(status).unwrap_or(tungstenite::http::StatusCode::FORBIDDEN);
     r
 }
 
@@ -107,11 +107,8 @@ pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
         }
         Ok(resp)
     };
-    let mut ws = match tungstenite::accept_hdr_with_config(
-        ReaderIo { stream, out: None },
-        callback,
-        Some(ws_config()),
-    ) {
+    let mut ws = match tungstenite::accept_hdr_with_config(ReaderIo { stream, out: None }, callback, Some(ws_config()))
+    {
         Ok(ws) => ws,
         Err(e) => {
             log::info!(
@@ -144,23 +141,14 @@ pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
 
     let chat_id = crate::util::rand::uuid4();
     shared.hub.subscribe(&chat_id, &conn);
-    conn.send_text(
-        Event::new("ready")
-            .with("chat_id", chat_id)
-            .with("client_id", client_id)
-            .to_json(None),
-    );
+    conn.send_text(Event::new("ready").with("chat_id", chat_id).with("client_id", client_id).to_json(None));
     log::debug!("event=ws.client.connected conn={id}");
 
     loop {
         let msg = match ws.read() {
             Ok(m) => m,
             Err(tungstenite::Error::Capacity(_)) => {
-                send_error(
-                    &conn,
-                    &format!("message too large (max {MAX_MESSAGE} bytes)"),
-                    None,
-                );
+                send_error(&conn, &format!("message too large (max {MAX_MESSAGE} bytes)"), None);
                 break;
             }
             Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -202,11 +190,7 @@ fn send_error(conn: &Conn, detail: &str, chat_id: Option<&str>) {
 /// Handles one text message from the client.
 fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
     if text.len() > MAX_MESSAGE {
-        send_error(
-            conn,
-            &format!("message too large (max {MAX_MESSAGE} bytes)"),
-            None,
-        );
+        send_error(conn, &format!("message too large (max {MAX_MESSAGE} bytes)"), None);
         return;
     }
     let frame = match protocol::parse_frame(text) {
@@ -223,24 +207,12 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
         }
         Frame::Attach { chat_id, after_seq } => shared.hub.attach(&chat_id, conn, after_seq),
         Frame::Cancel { chat_id } => {
-            conn.send_text(
-                Event::new("stop_ack")
-                    .with("chat_id", chat_id.as_str())
-                    .to_json(None),
-            );
+            conn.send_text(Event::new("stop_ack").with("chat_id", chat_id.as_str()).to_json(None));
             shared.agent.cancel(&chat_id);
         }
-        Frame::Message {
-            chat_id,
-            content,
-            selection,
-        } => {
+        Frame::Message { chat_id, content, selection } => {
             shared.hub.subscribe(&chat_id, conn);
-            let req = TurnRequest {
-                chat_id: chat_id.clone(),
-                content,
-                selection,
-            };
+            let req = TurnRequest { chat_id: chat_id.clone(), content, selection };
             if let Err(detail) = shared.agent.submit(req) {
                 send_error(conn, &detail, Some(&chat_id));
             }
@@ -250,13 +222,7 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
 
 /// The writer thread: drains the queue in batches, flushes once per batch, pings when idle,
 /// and closes a peer that answered nothing for two ping intervals.
-fn write_loop(
-    stream: TcpStream,
-    rx: &Receiver<Out>,
-    conn: &Conn,
-    last_seen: &AtomicU64,
-    started: Instant,
-) {
+fn write_loop(stream: TcpStream, rx: &Receiver<Out>, conn: &Conn, last_seen: &AtomicU64, started: Instant) {
     let mut ws = WebSocket::from_raw_socket(stream, Role::Server, Some(ws_config()));
     let mut last_ping = Instant::now();
     loop {
@@ -285,11 +251,9 @@ fn write_loop(
         for out in batch {
             let r = match out {
                 Out::Text(t) => ws.write(Message::Text(t.as_ref().into())),
-                Out::Raw(bytes) => ws.flush().and_then(|_| {
-                    ws.get_mut()
-                        .write_all(&bytes)
-                        .map_err(tungstenite::Error::Io)
-                }),
+                Out::Raw(bytes) => {
+                    ws.flush().and_then(|_| ws.get_mut().write_all(&bytes).map_err(tungstenite::Error::Io))
+                }
                 Out::Close => {
                     close = true;
                     break;

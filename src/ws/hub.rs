@@ -41,20 +41,8 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(
-        id: u64,
-        client_id: String,
-        tx: Sender<Out>,
-        stream: Option<TcpStream>,
-    ) -> Arc<Conn> {
-        Arc::new(Conn {
-            id,
-            client_id,
-            tx,
-            closed: AtomicBool::new(false),
-            stream,
-            chats: Mutex::new(Vec::new()),
-        })
+    pub fn new(id: u64, client_id: String, tx: Sender<Out>, stream: Option<TcpStream>) -> Arc<Conn> {
+        Arc::new(Conn { id, client_id, tx, closed: AtomicBool::new(false), stream, chats: Mutex::new(Vec::new()) })
     }
 
     /// Queues a frame; a full queue marks the connection dead and shuts its socket.
@@ -103,12 +91,7 @@ struct ChatChan {
 
 impl ChatChan {
     fn new(seq: u64) -> Self {
-        ChatChan {
-            seq,
-            ring: VecDeque::new(),
-            subs: Vec::new(),
-            last_event: Instant::now(),
-        }
+        ChatChan { seq, ring: VecDeque::new(), subs: Vec::new(), last_event: Instant::now() }
     }
 }
 
@@ -131,13 +114,7 @@ impl Default for Hub {
 
 impl Hub {
     pub fn new() -> Hub {
-        Hub {
-            inner: Mutex::new(Inner {
-                chats: HashMap::new(),
-                retired: HashMap::new(),
-                last_prune: Instant::now(),
-            }),
-        }
+        Hub { inner: Mutex::new(Inner { chats: HashMap::new(), retired: HashMap::new(), last_prune: Instant::now() }) }
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
@@ -169,9 +146,7 @@ impl Hub {
                     chats.push(chat_id.to_string());
                 }
             }
-            let attached = Event::new("attached")
-                .with("chat_id", chat_id)
-                .with("last_seq", chan.seq);
+            let attached = Event::new("attached").with("chat_id", chat_id).with("last_seq", chan.seq);
             conn.send_text(attached.to_json(None));
             if let Some(after) = after_seq {
                 for (seq, text) in chan.ring.iter() {
@@ -185,11 +160,7 @@ impl Hub {
 
     /// Removes a closed connection from every chat it joined.
     pub fn disconnect(&self, conn: &Conn) {
-        let chats = conn
-            .chats
-            .lock()
-            .map(|mut c| std::mem::take(&mut *c))
-            .unwrap_or_default();
+        let chats = conn.chats.lock().map(|mut c| std::mem::take(&mut *c)).unwrap_or_default();
         self.with(|inner| {
             for id in chats {
                 if let Some(chan) = inner.chats.get_mut(&id) {

@@ -57,10 +57,8 @@ pub fn accept_loop(listener: TcpListener, shared: Arc<WsShared>) {
         };
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let s2 = Arc::clone(&shared);
-        let spawned = thread::Builder::new()
-            .name(format!("ws-client-{id}"))
-            .stack_size(CLIENT_STACK)
-            .spawn(move || {
+        let spawned =
+            thread::Builder::new().name(format!("ws-client-{id}")).stack_size(CLIENT_STACK).spawn(move || {
                 s2.live_clients.fetch_add(1, Ordering::SeqCst);
                 client::serve(stream, id, &s2);
                 s2.live_clients.fetch_sub(1, Ordering::SeqCst);

@@ -16,18 +16,9 @@ pub const MAX_SELECTIONS: usize = 8;
 pub enum Frame {
     Ping,
     NewChat,
-    Attach {
-        chat_id: String,
-        after_seq: Option<u64>,
-    },
-    Cancel {
-        chat_id: String,
-    },
-    Message {
-        chat_id: String,
-        content: String,
-        selection: Selection,
-    },
+    Attach { chat_id: String, after_seq: Option<u64> },
+    Cancel { chat_id: String },
+    Message { chat_id: String, content: String, selection: Selection },
 }
 
 /// A frame rejection: the detail and, when known, the chat it concerns.
@@ -38,10 +29,7 @@ pub struct Reject {
 }
 
 fn reject(detail: impl Into<String>, chat_id: Option<&str>) -> Reject {
-    Reject {
-        detail: detail.into(),
-        chat_id: chat_id.map(str::to_string),
-    }
+    Reject { detail: detail.into(), chat_id: chat_id.map(str::to_string) }
 }
 
 /// The sanitised `metadata` of a message.
@@ -75,9 +63,7 @@ pub fn py_repr(s: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
             c => out.push(c),
         }
     }
@@ -93,10 +79,7 @@ pub fn parse_frame(text: &str) -> Result<Frame, Reject> {
     }
     let v: Value = serde_json::from_str(text).map_err(|_| envelope())?;
     let obj = v.as_object().ok_or_else(envelope)?;
-    let kind = obj
-        .get("type")
-        .and_then(Value::as_str)
-        .ok_or_else(envelope)?;
+    let kind = obj.get("type").and_then(Value::as_str).ok_or_else(envelope)?;
     let chat_id = || -> Result<String, Reject> {
         match obj.get("chat_id").and_then(Value::as_str) {
             Some(id) if valid_chat_id(id) => Ok(id.to_string()),
@@ -111,22 +94,15 @@ pub fn parse_frame(text: &str) -> Result<Frame, Reject> {
             let after_seq = obj.get("after_seq").and_then(Value::as_u64);
             Ok(Frame::Attach { chat_id, after_seq })
         }
-        "cancel" | "stop" => Ok(Frame::Cancel {
-            chat_id: chat_id()?,
-        }),
+        "cancel" | "stop" => Ok(Frame::Cancel { chat_id: chat_id()? }),
         "message" => {
             let chat_id = chat_id()?;
             let content = match obj.get("content") {
                 Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
                 _ => return Err(reject("missing content", Some(&chat_id))),
             };
-            let selection =
-                sanitize_metadata(obj.get("metadata")).map_err(|d| reject(d, Some(&chat_id)))?;
-            Ok(Frame::Message {
-                chat_id,
-                content,
-                selection,
-            })
+            let selection = sanitize_metadata(obj.get("metadata")).map_err(|d| reject(d, Some(&chat_id)))?;
+            Ok(Frame::Message { chat_id, content, selection })
         }
         other => Err(reject(format!("unknown type: {}", py_repr(other)), None)),
     }
@@ -144,24 +120,16 @@ pub fn sanitize_metadata(meta: Option<&Value>) -> Result<Selection, String> {
         Some(Value::Object(m)) => m,
         Some(_) => return Err("llm must be an object".into()),
     };
-    let provider = llm
-        .get("provider")
-        .and_then(Value::as_str)
-        .and_then(Provider::parse)
-        .ok_or("llm.provider is invalid")?;
-    let model = llm
-        .get("model")
-        .and_then(Value::as_str)
-        .ok_or("llm.model must be a string")?;
+    let provider =
+        llm.get("provider").and_then(Value::as_str).and_then(Provider::parse).ok_or("llm.provider is invalid")?;
+    let model = llm.get("model").and_then(Value::as_str).ok_or("llm.model must be a string")?;
     let model = model.trim();
     if model.is_empty() || model.chars().count() > 256 || model.contains('\0') {
         return Err("llm.model is invalid".into());
     }
     let raw_len = |k: &str| meta.get(k).and_then(Value::as_array).map_or(0, Vec::len);
     if raw_len("mentioned_skills") + raw_len("selected_mcp_connectors") > MAX_SELECTIONS {
-        return Err(format!(
-            "at most {MAX_SELECTIONS} Skill/MCP selections are allowed"
-        ));
+        return Err(format!("at most {MAX_SELECTIONS} Skill/MCP selections are allowed"));
     }
     Ok(Selection {
         provider,
@@ -177,21 +145,12 @@ fn valid_identity(s: &str, allow_dot: bool) -> bool {
         && b.len() <= 64
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
         && b[1..].iter().all(|c| {
-            c.is_ascii_lowercase()
-                || c.is_ascii_digit()
-                || *c == b'_'
-                || *c == b'-'
-                || (allow_dot && *c == b'.')
+            c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-' || (allow_dot && *c == b'.')
         })
 }
 
 /// One selection list: null -> empty; identities validated; duplicates dropped; labels cleaned.
-pub fn sanitize_list(
-    meta: &Map<String, Value>,
-    field: &str,
-    key: &str,
-    allow_dot: bool,
-) -> Result<Vec<Value>, String> {
+pub fn sanitize_list(meta: &Map<String, Value>, field: &str, key: &str, allow_dot: bool) -> Result<Vec<Value>, String> {
     let items = match meta.get(field) {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(a)) => a,
@@ -199,9 +158,7 @@ pub fn sanitize_list(
     };
     let mut out: Vec<Value> = Vec::new();
     for item in items {
-        let obj = item
-            .as_object()
-            .ok_or_else(|| format!("{field} entries must be objects"))?;
+        let obj = item.as_object().ok_or_else(|| format!("{field} entries must be objects"))?;
         let ident = obj
             .get(key)
             .and_then(Value::as_str)
@@ -237,10 +194,7 @@ mod tests {
     use super::*;
 
     fn msg(meta: Value) -> Result<Frame, Reject> {
-        parse_frame(
-            &json!({"type": "message", "chat_id": "c1", "content": "hi", "metadata": meta})
-                .to_string(),
-        )
+        parse_frame(&json!({"type": "message", "chat_id": "c1", "content": "hi", "metadata": meta}).to_string())
     }
 
     fn detail(meta: Value) -> String {
@@ -251,96 +205,38 @@ mod tests {
 
     #[test]
     fn envelopes() {
-        assert_eq!(
-            parse_frame("nope").unwrap_err().detail,
-            "typed JSON envelope required"
-        );
-        assert_eq!(
-            parse_frame("[1]").unwrap_err().detail,
-            "typed JSON envelope required"
-        );
-        assert_eq!(
-            parse_frame(r#"{"type":1}"#).unwrap_err().detail,
-            "typed JSON envelope required"
-        );
-        assert_eq!(
-            parse_frame(r#"{"type":"bogus"}"#).unwrap_err().detail,
-            "unknown type: 'bogus'"
-        );
-        assert_eq!(
-            parse_frame(r#"{"type":"it's"}"#).unwrap_err().detail,
-            "unknown type: \"it's\""
-        );
-        assert_eq!(
-            parse_frame(r#"{"type":"ping","x":1}"#).unwrap(),
-            Frame::Ping
-        );
-        assert_eq!(
-            parse_frame(r#"{"type":"attach","chat_id":"../x"}"#)
-                .unwrap_err()
-                .detail,
-            "invalid chat_id"
-        );
+        assert_eq!(parse_frame("nope").unwrap_err().detail, "typed JSON envelope required");
+        assert_eq!(parse_frame("[1]").unwrap_err().detail, "typed JSON envelope required");
+        assert_eq!(parse_frame(r#"{"type":1}"#).unwrap_err().detail, "typed JSON envelope required");
+        assert_eq!(parse_frame(r#"{"type":"bogus"}"#).unwrap_err().detail, "unknown type: 'bogus'");
+        assert_eq!(parse_frame(r#"{"type":"it's"}"#).unwrap_err().detail, "unknown type: \"it's\"");
+        assert_eq!(parse_frame(r#"{"type":"ping","x":1}"#).unwrap(), Frame::Ping);
+        assert_eq!(parse_frame(r#"{"type":"attach","chat_id":"../x"}"#).unwrap_err().detail, "invalid chat_id");
         assert_eq!(
             parse_frame(r#"{"type":"attach","chat_id":"a","after_seq":5}"#).unwrap(),
-            Frame::Attach {
-                chat_id: "a".into(),
-                after_seq: Some(5)
-            }
+            Frame::Attach { chat_id: "a".into(), after_seq: Some(5) }
         );
-        assert_eq!(
-            parse_frame(r#"{"type":"stop","chat_id":"a"}"#).unwrap(),
-            Frame::Cancel {
-                chat_id: "a".into()
-            }
-        );
+        assert_eq!(parse_frame(r#"{"type":"stop","chat_id":"a"}"#).unwrap(), Frame::Cancel { chat_id: "a".into() });
     }
 
     #[test]
     fn message_validation_order_and_texts() {
         let r = parse_frame(r#"{"type":"message","chat_id":"c1","content":"  "}"#).unwrap_err();
-        assert_eq!(
-            (r.detail.as_str(), r.chat_id.as_deref()),
-            ("missing content", Some("c1"))
-        );
+        assert_eq!((r.detail.as_str(), r.chat_id.as_deref()), ("missing content", Some("c1")));
         assert_eq!(detail(Value::Null), "llm selection is required");
         assert_eq!(detail(json!([])), "metadata must be an object");
         assert_eq!(detail(json!({})), "llm selection is required");
         assert_eq!(detail(json!({"llm": "x"})), "llm must be an object");
-        assert_eq!(
-            detail(json!({"llm": {"provider": "x", "model": "m"}})),
-            "llm.provider is invalid"
-        );
-        assert_eq!(
-            detail(json!({"llm": {"provider": "ollama", "model": 1}})),
-            "llm.model must be a string"
-        );
-        assert_eq!(
-            detail(json!({"llm": {"provider": "ollama", "model": " "}})),
-            "llm.model is invalid"
-        );
-        assert_eq!(
-            detail(json!({"llm": {"provider": "ollama", "model": "a\u{0}"}})),
-            "llm.model is invalid"
-        );
-        assert_eq!(
-            detail(json!({"llm": {"provider": "ollama", "model": "x".repeat(257)}})),
-            "llm.model is invalid"
-        );
+        assert_eq!(detail(json!({"llm": {"provider": "x", "model": "m"}})), "llm.provider is invalid");
+        assert_eq!(detail(json!({"llm": {"provider": "ollama", "model": 1}})), "llm.model must be a string");
+        assert_eq!(detail(json!({"llm": {"provider": "ollama", "model": " "}})), "llm.model is invalid");
+        assert_eq!(detail(json!({"llm": {"provider": "ollama", "model": "a\u{0}"}})), "llm.model is invalid");
+        assert_eq!(detail(json!({"llm": {"provider": "ollama", "model": "x".repeat(257)}})), "llm.model is invalid");
         let llm: Value = serde_json::from_str(LLM).unwrap();
         let nine: Vec<Value> = (0..9).map(|i| json!({"name": format!("s{i}")})).collect();
-        assert_eq!(
-            detail(json!({"llm": llm, "mentioned_skills": nine})),
-            "at most 8 Skill/MCP selections are allowed"
-        );
-        assert_eq!(
-            detail(json!({"llm": llm, "mentioned_skills": "x"})),
-            "mentioned_skills must be a list"
-        );
-        assert_eq!(
-            detail(json!({"llm": llm, "mentioned_skills": [1]})),
-            "mentioned_skills entries must be objects"
-        );
+        assert_eq!(detail(json!({"llm": llm, "mentioned_skills": nine})), "at most 8 Skill/MCP selections are allowed");
+        assert_eq!(detail(json!({"llm": llm, "mentioned_skills": "x"})), "mentioned_skills must be a list");
+        assert_eq!(detail(json!({"llm": llm, "mentioned_skills": [1]})), "mentioned_skills entries must be objects");
         assert_eq!(
             detail(json!({"llm": llm, "mentioned_skills": [{"name": "Bad"}]})),
             "mentioned_skills.name is invalid"
@@ -354,9 +250,7 @@ mod tests {
             "mentioned_skills.label must be a string"
         );
         assert_eq!(
-            detail(
-                json!({"llm": llm, "mentioned_skills": [{"name": "a", "label": "x".repeat(101)}]})
-            ),
+            detail(json!({"llm": llm, "mentioned_skills": [{"name": "a", "label": "x".repeat(101)}]})),
             "mentioned_skills.label must be at most 100 characters"
         );
     }
@@ -373,14 +267,113 @@ mod tests {
         .unwrap() else {
             panic!()
         };
-        assert_eq!(
-            selection.mentioned_skills,
-            vec![
-                json!({"name": "weather", "label": "Wx"}),
-                json!({"name": "a.b"})
-            ]
-        );
+        assert_eq!(selection.mentioned_skills, vec![json!({"name": "weather", "label": "Wx"}), json!({"name": "a.b"})]);
         assert!(selection.selected_mcp_connectors.is_empty());
         assert_eq!(selection.model, "m");
+    }
+}
+
+#[cfg(test)]
+mod property {
+    use super::*;
+    use crate::util::prng::Prng;
+
+    const PIECES: &[&str] = &[
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        "\"type\"",
+        "\"message\"",
+        "\"attach\"",
+        "\"chat_id\"",
+        "\"c1\"",
+        "\"content\"",
+        "\"hi\"",
+        "\"metadata\"",
+        "\"llm\"",
+        "\"provider\"",
+        "\"ollama\"",
+        "\"model\"",
+        "\"m\"",
+        "\"mentioned_skills\"",
+        "\"name\"",
+        "\"label\"",
+        "null",
+        "1",
+        "-1e999",
+        "true",
+        "\"\\u0000\"",
+        "\"after_seq\"",
+        "18446744073709551616",
+        "\"\u{5b57}\"",
+        " ",
+    ];
+
+    /// Random token soups and byte noise: parsing never panics and every rejection carries a
+    /// known detail.
+    #[test]
+    fn random_frames_never_panic() {
+        let mut rng = Prng::new(0x5eed);
+        let known = [
+            "typed JSON envelope required",
+            "invalid chat_id",
+            "missing content",
+            "llm selection is required",
+            "metadata must be an object",
+            "llm must be an object",
+            "llm.provider is invalid",
+            "llm.model must be a string",
+            "llm.model is invalid",
+            "at most 8 Skill/MCP selections are allowed",
+        ];
+        let mut accepted = 0;
+        for i in 0..200_000 {
+            let vals = [
+                json!(null),
+                json!(1),
+                json!("ollama"),
+                json!("m"),
+                json!(""),
+                json!({}),
+                json!([]),
+                json!("c1"),
+                json!([{"name": "a"}]),
+                json!({"provider": "ollama", "model": "m"}),
+            ];
+            let text = if i % 3 == 1 {
+                let mut meta = serde_json::Map::new();
+                for k in ["llm", "mentioned_skills", "selected_mcp_connectors"] {
+                    if rng.chance(70) {
+                        meta.insert(k.into(), rng.pick(&vals).clone());
+                    }
+                }
+                if rng.chance(50) {
+                    meta.insert("llm".into(), json!({"provider": "ollama", "model": rng.pick(&vals)}));
+                }
+                let kind = *rng.pick(&["message", "attach", "ping", "cancel", "x"]);
+                json!({"type": kind, "chat_id": rng.pick(&vals), "content": rng.pick(&vals), "metadata": meta})
+                    .to_string()
+            } else if i % 10 == 0 {
+                let n = rng.below(64);
+                String::from_utf8_lossy(&rng.bytes(n)).into_owned()
+            } else {
+                (0..rng.below(40)).map(|_| *rng.pick(PIECES)).collect::<String>()
+            };
+            match parse_frame(&text) {
+                Ok(_) => accepted += 1,
+                Err(r) => assert!(
+                    known.contains(&r.detail.as_str())
+                        || r.detail.starts_with("unknown type: ")
+                        || r.detail.starts_with("mentioned_skills")
+                        || r.detail.starts_with("selected_mcp_connectors"),
+                    "unexpected detail {:?} for {text:?}",
+                    r.detail
+                ),
+            }
+        }
+        assert!(accepted > 0, "the generator should also produce valid frames");
     }
 }

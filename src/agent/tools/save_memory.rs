@@ -27,11 +27,7 @@ impl Tool for SaveMemory {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let content = args
-            .get("content")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .trim();
+        let content = args.get("content").and_then(Value::as_str).unwrap_or("").trim();
         match ctx.memory.append_fact(content) {
             Ok(Append::Empty) => ToolOutput::ok("Content is empty; nothing saved."),
             Ok(Append::AlreadyPresent) => ToolOutput::ok("Already in long-term memory."),

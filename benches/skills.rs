@@ -1,0 +1,113 @@
+//! Skills benchmarks (`cargo bench --bench skills`): catalog scan and `skill_search` with 1,000
+//! installed skills, and the import of a ~10 MiB archive. Plain `harness = false` timing with
+//! std::time; prints one line per measurement.
+
+use std::fs;
+use std::io::{Cursor, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cashcode::skills::catalog::DepProbe;
+use cashcode::skills::service::{SkillPaths, SkillService};
+use cashcode::skills::tools::{SkillTools, StaticEnv};
+
+const WORDS: &[&str] = &[
+    "weather",
+    "report",
+    "github",
+    "chart",
+    "invoice",
+    "email",
+    "summary",
+    "translate",
+    "calendar",
+    "budget",
+    "deploy",
+    "backup",
+    "review",
+    "search",
+    "recipe",
+    "travel",
+    "fitness",
+    "notes",
+    "数据",
+    "分析",
+];
+
+fn home() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("cc-bench-skills-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn time<T>(label: &str, iters: u32, mut f: impl FnMut() -> T) -> Duration {
+    let start = Instant::now();
+    for _ in 0..iters {
+        std::hint::black_box(f());
+    }
+    let per = start.elapsed() / iters;
+    println!("{label:<48} {per:>12.3?} per op ({iters} iters)");
+    per
+}
+
+fn main() {
+    let data = home();
+    let paths = SkillPaths::under(&data);
+    cashcode::skills::builtin::install(&paths.builtin).expect("builtins");
+    fs::create_dir_all(&paths.user).expect("user root");
+    let mut x: u64 = 42;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..1000 {
+        let name = format!("skill-{i:04}");
+        let dir = paths.user.join(&name);
+        fs::create_dir_all(dir.join("references")).expect("pkg dir");
+        let tags: Vec<&str> = (0..3).map(|_| WORDS[(next() % WORDS.len() as u64) as usize]).collect();
+        let desc: Vec<&str> = (0..12).map(|_| WORDS[(next() % WORDS.len() as u64) as usize]).collect();
+        let md = format!(
+            "---\nname: {name}\ndescription: {}\ntags: [{}]\ntriggers: [{} things]\n---\n\n# {name}\n\n{}\n",
+            desc.join(" "),
+            tags.join(", "),
+            tags[0],
+            "Do the steps carefully. ".repeat(40)
+        );
+        fs::write(dir.join("SKILL.md"), md).expect("SKILL.md");
+        fs::write(dir.join("references/r.md"), "reference text").expect("reference");
+    }
+    let probe: Arc<cashcode::skills::service::ProbeFn> = Arc::new(|| DepProbe::base(Default::default()));
+    let svc = SkillService::new(paths.clone(), probe).expect("service");
+    assert_eq!(svc.catalog().records.len(), 1004);
+
+    time("catalog scan (refresh), 1,004 skills", 10, || svc.refresh().expect("refresh"));
+    let turn = SkillTools::new(Arc::clone(&svc), Arc::new(StaticEnv(Default::default())));
+    time("skill_search 'weather report' (limit 8)", 200, || turn.search("weather report", 8));
+    time("skill_search '数据分析' (limit 20)", 200, || turn.search("数据分析", 20));
+    time("GET /api/skills?query=budget (page 1)", 200, || {
+        svc.list(&cashcode::skills::service::ListQuery { query: Some("budget".into()), ..Default::default() })
+    });
+
+    // ~10 MiB archive of incompressible support files (52 x 200,000 bytes).
+    let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    w.start_file("SKILL.md", opts).expect("member");
+    w.write_all(b"---\nname: big-import\ndescription: A large archive\n---\n\n# Big\n\nBody.\n").expect("write");
+    for i in 0..52 {
+        w.start_file(format!("assets/blob-{i:02}.bin"), opts).expect("member");
+        let blob: Vec<u8> = (0..200_000).map(|_| next() as u8).collect();
+        w.write_all(&blob).expect("write");
+    }
+    let zip = w.finish().expect("finish").into_inner();
+    println!("archive size: {} bytes (limit {})", zip.len(), cashcode::skills::import::MAX_ARCHIVE_BYTES);
+    assert!(zip.len() <= cashcode::skills::import::MAX_ARCHIVE_BYTES);
+    time("import 10 MiB archive (+ delete)", 5, || {
+        svc.import_zip(&zip).expect("import");
+        svc.delete("big-import").expect("delete");
+    });
+    let _ = fs::remove_dir_all(&data);
+}

@@ -1,0 +1,338 @@
+//! `exec` (tools-and-mcp.md §3): runs `sh -c <command>` in the workspace; called on the turn's
+//! worker thread, which waits on the child with a deadline while one thread drains each pipe
+//! and one reaps the shell. The shell leads its own process group, so a timeout or a cancelled
+//! turn kills the whole group (no surviving grandchildren). Output is captured with a byte cap
+//! per stream and shown cut to 4096 characters. Environment variables whose names look like
+//! secrets (API keys, tokens, passwords) are not passed to the command.
+
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{after, bounded, select, Receiver};
+use serde_json::{json, Map, Value};
+
+use super::workspace::Workspace;
+use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
+
+/// The contract's command timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Characters of output shown to the model.
+pub const MAX_OUTPUT_CHARS: usize = 4096;
+/// Bytes kept per stream (the rest is drained and only counted).
+pub const MAX_CAPTURE_BYTES: usize = 64 << 10;
+/// How long pipes may stay open after the shell exited (a background child holding them)
+/// before the group is killed.
+const PIPE_GRACE: Duration = Duration::from_secs(1);
+/// How long to wait for the kernel to deliver SIGKILL and the shell to be reaped.
+const REAP_WAIT: Duration = Duration::from_secs(5);
+
+pub struct Exec {
+    pub timeout: Duration,
+}
+
+impl Default for Exec {
+    fn default() -> Self {
+        Exec { timeout: DEFAULT_TIMEOUT }
+    }
+}
+
+/// One drained pipe: the first bytes and the total count.
+#[derive(Default)]
+struct Capture {
+    bytes: Vec<u8>,
+    total: u64,
+    done: bool,
+}
+
+enum Outcome {
+    Exited(ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+impl Tool for Exec {
+    fn name(&self) -> &str {
+        "exec"
+    }
+
+    fn description(&self) -> &str {
+        "Run a shell command (sh -c) in the working directory and return its exit code and \
+         output (stdout then stderr, cut to 4096 characters). Commands are killed after 30 \
+         seconds. Ask the user before running anything destructive."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "The shell command line."}},
+            "required": ["command"]
+        })
+    }
+
+    fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
+        let command = match arg_str(args, "command") {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        if command.trim().is_empty() {
+            return ToolOutput::error("command must not be empty");
+        }
+        if command.contains('\0') {
+            return ToolOutput::error("command contains a NUL byte");
+        }
+        let ws = match Workspace::new(ctx) {
+            Ok(w) => w,
+            Err(e) => return ToolOutput::error(e),
+        };
+        if ctx.cancel.is_cancelled() {
+            return ToolOutput::error(format!("Command cancelled: {command}"));
+        }
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(ws.root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        for (name, _) in std::env::vars_os() {
+            if is_secret_name(&name.to_string_lossy()) {
+                cmd.env_remove(name);
+            }
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => return ToolOutput::error(format!("Failed to start command: {e}")),
+        };
+        let pgid = child.id() as libc::pid_t;
+        let out = Arc::new(Mutex::new(Capture::default()));
+        let err = Arc::new(Mutex::new(Capture::default()));
+        let (pipe_tx, pipe_rx) = bounded::<()>(2);
+        if let Some(s) = child.stdout.take() {
+            drain(s, out.clone(), pipe_tx.clone());
+        }
+        if let Some(s) = child.stderr.take() {
+            drain(s, err.clone(), pipe_tx.clone());
+        }
+        drop(pipe_tx);
+        let (status_tx, status_rx) = bounded(1);
+        let reaper = thread::Builder::new().name("exec-wait".into()).stack_size(64 << 10).spawn(move || {
+            let _ = status_tx.send(child.wait());
+        });
+        if let Err(e) = reaper {
+            kill_group(pgid);
+            return ToolOutput::error(format!("Failed to start command: {e}"));
+        }
+
+        let outcome = select! {
+            recv(status_rx) -> st => match st {
+                Ok(Ok(st)) => Outcome::Exited(st),
+                _ => {
+                    kill_group(pgid);
+                    return ToolOutput::error(format!("Waiting for command failed: {command}"));
+                }
+            },
+            recv(ctx.cancel.wait_chan()) -> _ => Outcome::Cancelled,
+            recv(after(self.timeout)) -> _ => Outcome::TimedOut,
+        };
+        if !matches!(outcome, Outcome::Exited(_)) {
+            kill_group(pgid);
+            let _ = status_rx.recv_timeout(REAP_WAIT);
+        }
+        // Collect the pipes; a background child still holding them gets the group killed.
+        if !wait_pipes(&pipe_rx, PIPE_GRACE) {
+            kill_group(pgid);
+            wait_pipes(&pipe_rx, PIPE_GRACE);
+        }
+        let text = combined(&out, &err);
+        match outcome {
+            Outcome::Exited(st) => {
+                let code = st.code().unwrap_or_else(|| -st.signal().unwrap_or(0));
+                let body = if text.is_empty() { "(no output)".to_string() } else { text };
+                ToolOutput::ok(format!("$ {command}\nexit code: {code}\n\n{body}"))
+            }
+            Outcome::TimedOut => {
+                let mut msg = format!("Command timed out ({}): {command}", fmt_secs(self.timeout));
+                if !text.is_empty() {
+                    msg.push_str(&format!("\n\nPartial output:\n{text}"));
+                }
+                ToolOutput::error(msg)
+            }
+            Outcome::Cancelled => ToolOutput::error(format!("Command cancelled: {command}")),
+        }
+    }
+}
+
+/// Environment names not handed to model-chosen commands.
+fn is_secret_name(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"].iter().any(|m| n.contains(m))
+}
+
+fn kill_group(pgid: libc::pid_t) {
+    if pgid > 0 {
+        // SAFETY: plain syscall; a negative pid addresses the process group led by the shell.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Drains a pipe on its own thread, keeping the first [`MAX_CAPTURE_BYTES`].
+fn drain(mut r: impl Read + Send + 'static, cap: Arc<Mutex<Capture>>, done: crossbeam_channel::Sender<()>) {
+    let spawned = thread::Builder::new().name("exec-pipe".into()).stack_size(64 << 10).spawn(move || {
+        let mut buf = [0u8; 8192];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let mut c = cap.lock().unwrap_or_else(|p| p.into_inner());
+                    let room = MAX_CAPTURE_BYTES.saturating_sub(c.bytes.len());
+                    c.bytes.extend_from_slice(&buf[..n.min(room)]);
+                    c.total += n as u64;
+                }
+            }
+        }
+        cap.lock().unwrap_or_else(|p| p.into_inner()).done = true;
+        let _ = done.send(());
+    });
+    // Without a reader the pipe may fill and block the child until the timeout kills it.
+    if let Err(e) = spawned {
+        log::warn!("exec: could not start a pipe reader: {e}");
+    }
+}
+
+/// Waits until both pipe readers finished (channel closed) or `grace` passed.
+fn wait_pipes(rx: &Receiver<()>, grace: Duration) -> bool {
+    let deadline = Instant::now() + grace;
+    loop {
+        match rx.recv_deadline(deadline) {
+            Ok(()) => continue,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return true,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => return false,
+        }
+    }
+}
+
+/// stdout then stderr, decoded lossily, cut to [`MAX_OUTPUT_CHARS`] with the total noted.
+fn combined(out: &Mutex<Capture>, err: &Mutex<Capture>) -> String {
+    let (o, e) = (out.lock().unwrap_or_else(|p| p.into_inner()), err.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut text = String::from_utf8_lossy(&o.bytes).into_owned();
+    let stderr = String::from_utf8_lossy(&e.bytes);
+    if !text.is_empty() && !stderr.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&stderr);
+    let uncaptured = (o.total - o.bytes.len() as u64) + (e.total - e.bytes.len() as u64);
+    let chars = text.chars().count() as u64 + uncaptured;
+    let text = text.trim_end().to_string();
+    if chars as usize > MAX_OUTPUT_CHARS {
+        let cut = crate::util::text::take_chars(&text, MAX_OUTPUT_CHARS);
+        format!("{cut}\n\n[output truncated, total {chars} chars]")
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::tools::workspace::tests::Sandbox;
+
+    fn run(sb: &Sandbox, exec: &Exec, command: &str) -> ToolOutput {
+        let mut a = Map::new();
+        a.insert("command".into(), json!(command));
+        exec.run(&a, &sb.ctx)
+    }
+
+    fn alive(pid: &str) -> bool {
+        // A zombie (not yet reaped by init) counts as dead.
+        match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+            Ok(s) => !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+            Err(_) => false,
+        }
+    }
+
+    #[test]
+    fn runs_in_workspace_with_exit_code() {
+        let sb = Sandbox::new();
+        sb.write("here.txt", "");
+        let out = run(&sb, &Exec::default(), "ls here.txt; echo err >&2; exit 3");
+        assert_eq!(out, ToolOutput::ok("$ ls here.txt; echo err >&2; exit 3\nexit code: 3\n\nhere.txt\nerr"));
+        let out = run(&sb, &Exec::default(), "true");
+        assert_eq!(out.for_model, "$ true\nexit code: 0\n\n(no output)");
+        let out = run(&sb, &Exec::default(), "kill -9 $$");
+        assert_eq!(out.for_model, "$ kill -9 $$\nexit code: -9\n\n(no output)");
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let sb = Sandbox::new();
+        let exec = Exec { timeout: Duration::from_millis(300) };
+        let start = Instant::now();
+        let out = run(&sb, &exec, "sleep 30 & echo $! > bg.pid; echo started; wait");
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert!(out.failed);
+        assert_eq!(
+            out.for_model,
+            "Error: Command timed out (0.3s): sleep 30 & echo $! > bg.pid; echo started; wait\n\nPartial output:\nstarted"
+        );
+        let pid = std::fs::read_to_string(sb.ws.join("bg.pid")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while alive(&pid) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!alive(&pid), "background child survived the timeout");
+        assert_eq!(fmt_secs(DEFAULT_TIMEOUT), "30s");
+    }
+
+    #[test]
+    fn oversize_output_is_cut_with_total() {
+        let sb = Sandbox::new();
+        let out = run(&sb, &Exec::default(), "yes x | head -c 100000");
+        let expect_body = "x\n".repeat(2048);
+        assert_eq!(
+            out.for_model,
+            format!(
+                "$ yes x | head -c 100000\nexit code: 0\n\n{}\n\n[output truncated, total 100000 chars]",
+                &expect_body[..4096]
+            )
+        );
+    }
+
+    #[test]
+    fn cancel_kills_promptly() {
+        let sb = Sandbox::new();
+        let cancel = sb.ctx.cancel.clone();
+        let t = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(200));
+            cancel.cancel();
+        });
+        let start = Instant::now();
+        let out = run(&sb, &Exec::default(), "sleep 20");
+        t.join().unwrap();
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(out.for_model, "Error: Command cancelled: sleep 20");
+        assert!(out.failed);
+    }
+
+    #[test]
+    fn detached_pipe_holder_does_not_stall() {
+        let sb = Sandbox::new();
+        let start = Instant::now();
+        let out = run(&sb, &Exec::default(), "sleep 20 & echo hi");
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(out.for_model, "$ sleep 20 & echo hi\nexit code: 0\n\nhi");
+    }
+
+    #[test]
+    fn secrets_are_not_inherited() {
+        assert!(is_secret_name("DEEPSEEK_API_KEY"));
+        assert!(is_secret_name("cashcode_token"));
+        assert!(!is_secret_name("PATH"));
+    }
+}

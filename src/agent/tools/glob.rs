@@ -1,0 +1,157 @@
+//! `glob` (tools-and-mcp.md §3): finds files and directories below a workspace directory whose
+//! path matches a pattern at any depth (rglob semantics), sorted by path, at most 100; runs on
+//! the turn's worker thread. Patterns with `..` or a leading `/` are refused, and the walk never
+//! enters symlinked directories nor lists symlinks leading out, so nothing outside leaks.
+
+use serde_json::{json, Map, Value};
+
+use super::pattern::Glob as Pattern;
+use super::workspace::{Flow, Kind, Workspace, MAX_WALK_ENTRIES};
+use super::{arg_opt_str, arg_str, Tool, ToolOutput, TurnCtx};
+
+/// Matches listed.
+pub const MAX_RESULTS: usize = 100;
+
+pub struct Glob;
+
+impl Tool for Glob {
+    fn name(&self) -> &str {
+        "glob"
+    }
+
+    fn description(&self) -> &str {
+        "Find files and directories in the working directory whose path matches a glob pattern \
+         at any depth (`*`, `?`, `[abc]`, `**` for any number of directories; e.g. `*.py`, \
+         `src/**/test_*.rs`). Returns at most 100 paths, sorted."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "Glob pattern, relative (e.g. `*.md`, `docs/**/*.txt`)."},
+                "path": {"type": "string", "description": "Directory to search in, relative to the working directory; empty for the working directory.", "default": ""}
+            },
+            "required": ["pattern"]
+        })
+    }
+
+    fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
+        let (pattern, path) = match (arg_str(args, "pattern"), arg_opt_str(args, "path")) {
+            (Ok(p), Ok(d)) => (p, d),
+            (Err(e), _) | (_, Err(e)) => return e,
+        };
+        let ws = match Workspace::new(ctx) {
+            Ok(w) => w,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let base = match ws.resolve(path) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(e),
+        };
+        if !base.is_dir() {
+            let shown = if path.is_empty() { "(workspace)" } else { path };
+            return ToolOutput::error(format!("Directory not found: {shown}"));
+        }
+        let glob = match Pattern::recursive(pattern) {
+            Ok(g) => g,
+            Err(e) => return ToolOutput::error(format!("Match failed: {e}")),
+        };
+        let mut hits = Vec::new();
+        let stats = ws.walk(&base, &mut |e| {
+            let wanted = match e.kind {
+                Kind::Dir => true,
+                Kind::File | Kind::Other => !glob.dir_only,
+            };
+            if wanted && glob.matches(&e.rel) {
+                let mut shown = ws.rel(&e.path);
+                if e.kind == Kind::Dir {
+                    shown.push('/');
+                }
+                hits.push(shown);
+                if hits.len() >= MAX_RESULTS {
+                    return Flow::Stop;
+                }
+            }
+            Flow::Continue
+        });
+        if hits.is_empty() {
+            let mut out = format!("No files match `{pattern}`");
+            if stats.truncated {
+                out.push_str(&format!(" (search stopped after {MAX_WALK_ENTRIES} entries)"));
+            }
+            return ToolOutput::ok(out);
+        }
+        let mut out = format!("Matched `{pattern}` ({}):\n", hits.len());
+        for h in &hits {
+            out.push_str(&format!("\n  {h}"));
+        }
+        if stats.truncated {
+            out.push_str(&format!("\n\n(search stopped after {MAX_WALK_ENTRIES} entries)"));
+        }
+        ToolOutput::ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::tools::workspace::tests::Sandbox;
+
+    fn run(sb: &Sandbox, pattern: &str, path: &str) -> ToolOutput {
+        let mut a = Map::new();
+        a.insert("pattern".into(), json!(pattern));
+        a.insert("path".into(), json!(path));
+        Glob.run(&a, &sb.ctx)
+    }
+
+    #[test]
+    fn matches_at_any_depth_sorted() {
+        let sb = Sandbox::new();
+        sb.write("b.md", "");
+        sb.write("src/a.md", "");
+        sb.write("src/deep/c.md", "");
+        sb.write("src/deep/c.txt", "");
+        sb.write("docs/md/x", "");
+        assert_eq!(run(&sb, "*.md", "").for_model, "Matched `*.md` (3):\n\n  b.md\n  src/a.md\n  src/deep/c.md");
+        assert_eq!(run(&sb, "deep/*", "src").for_model, "Matched `deep/*` (2):\n\n  src/deep/c.md\n  src/deep/c.txt");
+        assert_eq!(run(&sb, "m?", "").for_model, "Matched `m?` (1):\n\n  docs/md/");
+        assert_eq!(run(&sb, "*.rs", "").for_model, "No files match `*.rs`");
+        for i in 0..120 {
+            sb.write(&format!("many/{i:03}.log"), "");
+        }
+        let out = run(&sb, "*.log", "many").for_model;
+        assert!(out.starts_with("Matched `*.log` (100):\n\n  many/000.log\n"));
+        assert!(out.ends_with("  many/099.log"));
+    }
+
+    #[test]
+    fn never_leaks_outside() {
+        let sb = Sandbox::new();
+        sb.write("in.txt", "");
+        sb.link("outdir", &sb.outside);
+        sb.link("outfile.txt", &sb.outside.join("secret.txt"));
+        for (pattern, path) in [("*", ""), ("**/*.txt", ""), ("*secret*", ""), ("outdir/*", "")] {
+            let out = run(&sb, pattern, path).for_model;
+            assert!(
+                !out.contains("secret.txt") && !out.contains("outfile") && !out.contains("  outdir"),
+                "{pattern}: {out}"
+            );
+        }
+        assert_eq!(run(&sb, "*.txt", "").for_model, "Matched `*.txt` (1):\n\n  in.txt");
+        let out = run(&sb, "../outside/*", "");
+        assert!(out.failed);
+        assert_eq!(out.for_model, "Error: Match failed: '..' is not allowed in a pattern");
+        let out = run(&sb, "/etc/*", "");
+        assert_eq!(out.for_model, "Error: Match failed: non-relative patterns are unsupported");
+        assert_eq!(
+            run(&sb, "*", "outdir").for_model,
+            "Error: Path 'outdir' is outside the working directory; access denied"
+        );
+        assert_eq!(
+            run(&sb, "*", "../outside").for_model,
+            "Error: Path '../outside' is outside the working directory; access denied"
+        );
+        assert_eq!(run(&sb, "*", "in.txt").for_model, "Error: Directory not found: in.txt");
+    }
+}

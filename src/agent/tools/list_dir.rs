@@ -1,0 +1,145 @@
+//! `list_dir` (tools-and-mcp.md §3): lists one workspace directory, directories first, then
+//! files, each sorted by name, at most 200 entries; runs on the turn's worker thread. A symlink
+//! is classified by its target only when that target is inside the workspace; one leading out
+//! (or broken) is shown as `[link]` without revealing anything about its target.
+
+use std::fs;
+
+use serde_json::{json, Map, Value};
+
+use super::workspace::{resolve_from, Workspace};
+use super::{arg_opt_str, Tool, ToolOutput, TurnCtx};
+
+/// Entries shown before the "(showing first …)" note.
+pub const MAX_ENTRIES: usize = 200;
+
+pub struct ListDir;
+
+impl Tool for ListDir {
+    fn name(&self) -> &str {
+        "list_dir"
+    }
+
+    fn description(&self) -> &str {
+        "List the entries of a directory in the working directory (empty path = the working \
+         directory itself). Directories are listed first."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": "Directory relative to the working directory; empty for the working directory.", "default": ""}},
+            "required": []
+        })
+    }
+
+    fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
+        let path = match arg_opt_str(args, "path") {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let shown = if path.is_empty() { "(workspace)" } else { path };
+        let ws = match Workspace::new(ctx) {
+            Ok(w) => w,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let dir = match ws.resolve(path) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(e),
+        };
+        match fs::metadata(&dir) {
+            Err(_) => return ToolOutput::error(format!("Directory not found: {shown}")),
+            Ok(m) if !m.is_dir() => return ToolOutput::error(format!("{shown} is not a directory")),
+            Ok(_) => {}
+        }
+        let rd = match fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) => return ToolOutput::error(format!("Listing {shown} failed: {e}")),
+        };
+        // (is_file, name, label): sorting the tuple gives non-files first, then by name.
+        let mut entries: Vec<(bool, String, &str)> = Vec::new();
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(ft) = e.file_type() else { continue };
+            let (is_file, label) = if ft.is_symlink() {
+                match resolve_from(&dir, e.file_name().as_ref()) {
+                    Ok(real) if ws.contains(&real) => match fs::metadata(&real) {
+                        Ok(m) if m.is_file() => (true, "[file]"),
+                        Ok(m) if m.is_dir() => (false, "[dir]"),
+                        _ => (false, "[link]"),
+                    },
+                    _ => (false, "[link]"),
+                }
+            } else if ft.is_file() {
+                (true, "[file]")
+            } else if ft.is_dir() {
+                (false, "[dir]")
+            } else {
+                (false, "[other]")
+            };
+            entries.push((is_file, name, label));
+        }
+        entries.sort();
+        let total = entries.len();
+        let mut out = format!("Directory: {shown}\n");
+        for (_, name, label) in entries.iter().take(MAX_ENTRIES) {
+            out.push_str(&format!("\n{label} {name}"));
+        }
+        if total == 0 {
+            out.push_str("\n(empty)");
+        }
+        if total > MAX_ENTRIES {
+            out.push_str(&format!("\n\n(showing first {MAX_ENTRIES} of {total})"));
+        }
+        ToolOutput::ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::tools::workspace::tests::Sandbox;
+
+    fn run(sb: &Sandbox, path: Option<&str>) -> ToolOutput {
+        let mut a = Map::new();
+        if let Some(p) = path {
+            a.insert("path".into(), json!(p));
+        }
+        ListDir.run(&a, &sb.ctx)
+    }
+
+    #[test]
+    fn lists_dirs_first_sorted() {
+        let sb = Sandbox::new();
+        sb.write("b.txt", "");
+        sb.write("a.txt", "");
+        sb.write("zdir/x", "");
+        sb.link("out", &sb.outside);
+        sb.link("in", &sb.ws.join("zdir"));
+        assert_eq!(
+            run(&sb, None).for_model,
+            "Directory: (workspace)\n\n[dir] in\n[link] out\n[dir] skills\n[dir] zdir\n[file] a.txt\n[file] b.txt"
+        );
+        assert_eq!(run(&sb, Some("zdir")).for_model, "Directory: zdir\n\n[file] x");
+        // The symlinked directory lists its (inside) target.
+        assert_eq!(run(&sb, Some("in")).for_model, "Directory: in\n\n[file] x");
+    }
+
+    #[test]
+    fn caps_and_refusals() {
+        let sb = Sandbox::new();
+        for i in 0..205 {
+            sb.write(&format!("many/f{i:03}"), "");
+        }
+        let out = run(&sb, Some("many")).for_model;
+        assert!(out.ends_with("[file] f199\n\n(showing first 200 of 205)"), "{out}");
+        sb.link("out", &sb.outside);
+        assert_eq!(
+            run(&sb, Some("out")).for_model,
+            "Error: Path 'out' is outside the working directory; access denied"
+        );
+        assert_eq!(run(&sb, Some("..")).for_model, "Error: Path '..' is outside the working directory; access denied");
+        assert_eq!(run(&sb, Some("nope")).for_model, "Error: Directory not found: nope");
+        assert_eq!(run(&sb, Some("many/f001")).for_model, "Error: many/f001 is not a directory");
+    }
+}

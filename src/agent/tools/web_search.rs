@@ -1,0 +1,213 @@
+//! `web_search` (tools-and-mcp.md §3): asks the DuckDuckGo Instant Answer API and formats the
+//! abstract and up to 10 related topics; blocking ureq call on the turn's worker thread. The
+//! endpoint is a field so tests (and `CASHCODE_WEB_SEARCH_URL`) can point it at a local server.
+
+use std::io::Read;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+
+use super::web_fetch::{http_agent, is_timeout, GRACE};
+use super::{arg_str, cancellable, fmt_secs, Interrupted, Tool, ToolOutput, TurnCtx};
+
+/// The public Instant Answer endpoint.
+pub const DEFAULT_URL: &str = "https://api.duckduckgo.com/";
+/// The contract's search timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Related topics listed.
+pub const MAX_TOPICS: usize = 10;
+/// Largest API response read.
+const MAX_RESPONSE_BYTES: u64 = 2 << 20;
+
+pub struct WebSearch {
+    pub base_url: String,
+    pub timeout: Duration,
+}
+
+impl Default for WebSearch {
+    fn default() -> Self {
+        WebSearch { base_url: DEFAULT_URL.to_string(), timeout: DEFAULT_TIMEOUT }
+    }
+}
+
+impl Tool for WebSearch {
+    fn name(&self) -> &str {
+        "web_search"
+    }
+
+    fn description(&self) -> &str {
+        "Search the web via the DuckDuckGo Instant Answer API: returns a summary and related \
+         topics with links when available. Use web_fetch to read a result page."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "Search keywords."}},
+            "required": ["query"]
+        })
+    }
+
+    fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
+        let query = match arg_str(args, "query") {
+            Ok(q) => q.trim(),
+            Err(e) => return e,
+        };
+        if query.is_empty() {
+            return ToolOutput::error("Search failed: the query is empty");
+        }
+        let (base, q, timeout) = (self.base_url.clone(), query.to_string(), self.timeout);
+        match cancellable(&ctx.cancel, timeout + GRACE, move || fetch(&base, &q, timeout)) {
+            Ok(Ok(v)) => ToolOutput::ok(format_answer(query, &v)),
+            Ok(Err(e)) => ToolOutput::error(format!("Search failed: {e}")),
+            Err(Interrupted::Cancelled) => ToolOutput::error("Search failed: cancelled"),
+            Err(Interrupted::Overdue) => ToolOutput::error(format!("Search failed: timed out ({})", fmt_secs(timeout))),
+        }
+    }
+}
+
+/// The blocking API call (runs on the helper thread of [`cancellable`]).
+fn fetch(base_url: &str, query: &str, timeout: Duration) -> Result<Value, String> {
+    let resp = http_agent(timeout)
+        .get(base_url)
+        .query("q", query)
+        .query("format", "json")
+        .query("no_redirect", "1")
+        .query("no_html", "1")
+        .call();
+    let timeout_msg = || format!("timed out ({})", fmt_secs(timeout));
+    let mut resp = match resp {
+        Ok(r) => r,
+        Err(e) if is_timeout(&e) => return Err(timeout_msg()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let status = resp.status().as_u16();
+    if !(200..300).contains(&status) {
+        return Err(format!("HTTP error {status}"));
+    }
+    let mut bytes = Vec::new();
+    resp.body_mut().as_reader().take(MAX_RESPONSE_BYTES).read_to_end(&mut bytes).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            timeout_msg()
+        } else {
+            e.to_string()
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("invalid JSON response: {e}"))
+}
+
+/// The contract's text rendering of an Instant Answer response.
+pub fn format_answer(query: &str, v: &Value) -> String {
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").trim().to_string();
+    let mut lines = vec![format!("Search: {query}"), String::new()];
+    let abstract_text = s(v, "Abstract");
+    if !abstract_text.is_empty() {
+        lines.push(format!("**Summary** ({}): {abstract_text}", s(v, "AbstractSource")));
+        let url = s(v, "AbstractURL");
+        if !url.is_empty() {
+            lines.push(format!("Source: {url}"));
+        }
+        lines.push(String::new());
+    }
+    // Topic groups (`{"Name", "Topics": [...]}`) are flattened in order.
+    let mut topics: Vec<&Value> = Vec::new();
+    for t in v.get("RelatedTopics").and_then(Value::as_array).into_iter().flatten() {
+        match t.get("Topics").and_then(Value::as_array) {
+            Some(group) => topics.extend(group.iter()),
+            None => topics.push(t),
+        }
+    }
+    let mut shown = 0;
+    for t in topics {
+        if shown >= MAX_TOPICS {
+            break;
+        }
+        let text = s(t, "Text");
+        if text.is_empty() {
+            continue;
+        }
+        lines.push(format!("- {text}"));
+        let url = s(t, "FirstURL");
+        if !url.is_empty() {
+            lines.push(format!("  {url}"));
+        }
+        shown += 1;
+    }
+    if abstract_text.is_empty() && shown == 0 {
+        return format!(
+            "No DuckDuckGo instant answer for '{query}'. Suggestion: use web_fetch on e.g. \
+             https://duckduckgo.com/?q={}",
+            query.replace(' ', "+")
+        );
+    }
+    lines.join("\n").trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::tools::web_fetch::tests::serve;
+    use crate::agent::tools::workspace::tests::Sandbox;
+
+    fn run(tool: &WebSearch, q: &str) -> ToolOutput {
+        let sb = Sandbox::new();
+        let mut a = Map::new();
+        a.insert("query".into(), json!(q));
+        tool.run(&a, &sb.ctx)
+    }
+
+    #[test]
+    fn formats_abstract_and_topics() {
+        let body = json!({
+            "Abstract": "Rust is a language.", "AbstractSource": "Wikipedia",
+            "AbstractURL": "https://en.wikipedia.org/wiki/Rust",
+            "RelatedTopics": [
+                {"Text": "Cargo - build tool", "FirstURL": "https://duckduckgo.com/Cargo"},
+                {"Name": "Group", "Topics": [{"Text": "Crates", "FirstURL": ""}, {"FirstURL": "https://x"}]},
+                {"Text": "Ferris"}
+            ]
+        });
+        let (url, h) = serve(200, "application/x-javascript", body.to_string().into_bytes(), Duration::ZERO, 1);
+        let tool = WebSearch { base_url: format!("{url}/"), ..WebSearch::default() };
+        assert_eq!(
+            run(&tool, "rust lang"),
+            ToolOutput::ok(
+                "Search: rust lang\n\n**Summary** (Wikipedia): Rust is a language.\n\
+                 Source: https://en.wikipedia.org/wiki/Rust\n\n- Cargo - build tool\n  \
+                 https://duckduckgo.com/Cargo\n- Crates\n- Ferris"
+            )
+        );
+        assert_eq!(h.join().unwrap(), ["/?q=rust%20lang&format=json&no_redirect=1&no_html=1"]);
+    }
+
+    #[test]
+    fn caps_topics_and_handles_nothing_found() {
+        let topics: Vec<Value> = (0..15).map(|i| json!({"Text": format!("t{i}")})).collect();
+        let out = format_answer("q", &json!({"RelatedTopics": topics}));
+        assert_eq!(out.lines().filter(|l| l.starts_with("- ")).count(), 10);
+        assert!(out.ends_with("- t9"));
+        let (url, h) =
+            serve(200, "application/json", b"{\"Abstract\":\"\",\"RelatedTopics\":[]}".to_vec(), Duration::ZERO, 1);
+        let tool = WebSearch { base_url: url, ..WebSearch::default() };
+        assert_eq!(
+            run(&tool, "a b").for_model,
+            "No DuckDuckGo instant answer for 'a b'. Suggestion: use web_fetch on e.g. https://duckduckgo.com/?q=a+b"
+        );
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn failures_are_structured() {
+        let (url, h) = serve(500, "text/plain", b"boom".to_vec(), Duration::ZERO, 1);
+        let tool = WebSearch { base_url: url.clone(), ..WebSearch::default() };
+        let out = run(&tool, "x");
+        assert!(out.failed);
+        assert_eq!(out.for_model, "Error: Search failed: HTTP error 500");
+        h.join().unwrap();
+        let (url, h) = serve(200, "text/html", b"<html>".to_vec(), Duration::ZERO, 1);
+        let tool = WebSearch { base_url: url, ..WebSearch::default() };
+        assert!(run(&tool, "x").for_model.starts_with("Error: Search failed: invalid JSON response"));
+        h.join().unwrap();
+        assert!(run(&WebSearch::default(), "  ").failed);
+    }
+}

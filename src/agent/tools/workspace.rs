@@ -1,0 +1,578 @@
+//! Workspace confinement for the file and search tools (tools-and-mcp.md §2), run on the turn's
+//! worker thread: path resolution (a symlink-aware `realpath` that also works for paths that do
+//! not exist yet), the inside-the-workspace and Skill-root checks, race-resistant opens (every
+//! component below the root entered with `openat(…, O_NOFOLLOW)`, then the descriptor's real
+//! path re-checked) and the sorted, symlink-safe directory walk shared by `glob` and `grep`.
+
+use std::collections::VecDeque;
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::{AsRawFd, FromRawFd};
+use std::path::{Component, Path, PathBuf};
+
+use super::TurnCtx;
+
+/// Symlinks followed while resolving one path before giving up (Linux's own limit).
+const MAX_SYMLINKS: usize = 40;
+/// Directory entries a single walk may visit, so a huge tree cannot stall a turn.
+pub const MAX_WALK_ENTRIES: usize = 200_000;
+/// Directory depth a walk descends to.
+const MAX_WALK_DEPTH: usize = 64;
+
+/// The workspace root and the protected Skill roots of one turn, both fully resolved.
+pub struct Workspace {
+    root: PathBuf,
+    protected: Vec<PathBuf>,
+}
+
+/// What a resolved walk entry is (symlinks are classified by their in-workspace target).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+    Other,
+}
+
+/// One entry found by [`Workspace::walk`].
+pub struct Entry {
+    /// Path components relative to the walk's base, as (lossy) UTF-8 for pattern matching.
+    pub rel: Vec<String>,
+    /// The path as seen in the workspace (link path for symlinks).
+    pub path: PathBuf,
+    /// The symlink-free path to open (equal to `path` unless the entry is a symlink).
+    pub real: PathBuf,
+    pub kind: Kind,
+}
+
+/// Whether a walk should go on.
+pub enum Flow {
+    Continue,
+    Stop,
+}
+
+/// Result of a walk: whether it hit [`MAX_WALK_ENTRIES`].
+pub struct WalkStats {
+    pub truncated: bool,
+}
+
+impl Workspace {
+    /// Resolves the turn's workspace and Skill roots. Fails when the workspace does not exist.
+    pub fn new(ctx: &TurnCtx) -> Result<Self, String> {
+        Self::from_paths(&ctx.workspace, &ctx.protected)
+    }
+
+    pub fn from_paths(workspace: &Path, protected: &[PathBuf]) -> Result<Self, String> {
+        let root = fs::canonicalize(workspace)
+            .map_err(|e| format!("the working directory {} is not available ({})", workspace.display(), e.kind()))?;
+        // Relative roots are taken from the process's working directory (as Python's realpath
+        // does); a root that cannot be resolved stays protected under its literal path.
+        let cwd = std::env::current_dir().and_then(fs::canonicalize).unwrap_or_else(|_| PathBuf::from("/"));
+        let protected = protected.iter().map(|p| resolve_from(&cwd, p).unwrap_or_else(|_| p.clone())).collect();
+        Ok(Workspace { root, protected })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Resolves a tool's `path` argument (relative to the workspace, or absolute) to a
+    /// symlink-free absolute path inside the workspace; anything else is refused.
+    pub fn resolve(&self, raw: &str) -> Result<PathBuf, String> {
+        if raw.contains('\0') {
+            return Err(format!("Path '{}' contains a NUL byte", raw.escape_debug()));
+        }
+        let resolved = resolve_from(&self.root, Path::new(raw)).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                format!("Path '{raw}' could not be resolved: too many levels of symbolic links")
+            } else {
+                format!("Path '{raw}' could not be resolved: {}", e.kind())
+            }
+        })?;
+        if self.contains(&resolved) {
+            Ok(resolved)
+        } else {
+            Err(outside(raw))
+        }
+    }
+
+    /// True when the symlink-free `path` lies inside the workspace (or is its root).
+    pub fn contains(&self, path: &Path) -> bool {
+        path.starts_with(&self.root)
+    }
+
+    /// True when the symlink-free `path` lies inside a protected Skill root.
+    pub fn is_protected(&self, path: &Path) -> bool {
+        self.protected.iter().any(|p| path.starts_with(p))
+    }
+
+    /// The workspace-relative display form of a path inside the workspace (`.` for the root).
+    pub fn rel(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.root) {
+            Ok(r) if r.as_os_str().is_empty() => ".".to_string(),
+            Ok(r) => r.to_string_lossy().into_owned(),
+            Err(_) => path.to_string_lossy().into_owned(),
+        }
+    }
+
+    /// Opens a resolved regular file for reading. Every component below the workspace root is
+    /// opened with `openat(…, O_NOFOLLOW)`, so a symlink swapped in after resolution cannot lead
+    /// the read outside. FIFOs and devices are refused (opened non-blocking, so a FIFO cannot
+    /// hang the turn).
+    pub fn open_read(&self, resolved: &Path, raw: &str) -> Result<File, String> {
+        let (dir, name) = self.open_parent(resolved, raw, false)?;
+        let f = open_at(&dir, &name, libc::O_RDONLY).map_err(|e| open_error(raw, &e))?;
+        self.verify_fd(&f, raw)?;
+        let meta = f.metadata().map_err(|e| format!("Reading {raw} failed: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!("{raw} is not a file"));
+        }
+        Ok(f)
+    }
+
+    /// Opens (with `create`, creating missing parents and the file) a resolved path for
+    /// writing. Parents are created and entered one `openat`/`mkdirat` at a time with
+    /// `O_NOFOLLOW`, so a symlink raced into any component cannot redirect the write (or a
+    /// directory creation) outside the workspace or into a Skill root. Not truncated here.
+    pub fn open_write(&self, resolved: &Path, raw: &str, create: bool) -> Result<File, String> {
+        if resolved == self.root {
+            return Err(format!("{raw} is a directory"));
+        }
+        self.check_writable(resolved, raw)?;
+        let (dir, name) = self.open_parent(resolved, raw, create)?;
+        if let Some(real_dir) = self.verify_fd(&dir, raw)? {
+            self.check_writable(&real_dir.join(&name), raw)?;
+        }
+        let mut flags = libc::O_RDWR;
+        if create {
+            flags |= libc::O_CREAT;
+        }
+        let f = open_at(&dir, &name, flags).map_err(|e| open_error(raw, &e))?;
+        let meta = f.metadata().map_err(|e| format!("Write failed: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!("{raw} is not a regular file"));
+        }
+        Ok(f)
+    }
+
+    /// Opens the directory holding `resolved` by walking down from the workspace root without
+    /// following symlinks; returns it with the final name.
+    fn open_parent(&self, resolved: &Path, raw: &str, create: bool) -> Result<(File, OsString), String> {
+        let rel = resolved.strip_prefix(&self.root).map_err(|_| outside(raw))?;
+        let mut comps: Vec<OsString> = Vec::new();
+        for c in rel.components() {
+            match c {
+                Component::Normal(n) => comps.push(n.to_os_string()),
+                // A resolved path has no `.`/`..`; refuse rather than guess.
+                _ => return Err(outside(raw)),
+            }
+        }
+        let Some(name) = comps.pop() else {
+            return Err(format!("{raw} is a directory"));
+        };
+        let mut dir = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(&self.root)
+            .map_err(|e| format!("the working directory is not available ({e})"))?;
+        for c in comps {
+            let cname = cstring(&c, raw)?;
+            if create {
+                // SAFETY: `dir` is an open directory and `cname` NUL-terminated.
+                let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), cname.as_ptr(), 0o755) };
+                if rc != 0 {
+                    let e = io::Error::last_os_error();
+                    if e.raw_os_error() != Some(libc::EEXIST) {
+                        return Err(format!("Write failed: {e}"));
+                    }
+                }
+            }
+            dir = open_at(&dir, &c, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) | Some(libc::ENOTDIR) => outside(raw),
+                Some(libc::ENOENT) => format!("File not found: {raw}"),
+                _ => format!("Opening {raw} failed: {e}"),
+            })?;
+        }
+        Ok((dir, name))
+    }
+
+    /// Refuses writes that land in a Skill root (the message names `agent_skill_manage`).
+    pub fn check_writable(&self, resolved: &Path, raw: &str) -> Result<(), String> {
+        if !self.contains(resolved) {
+            return Err(outside(raw));
+        }
+        if self.is_protected(resolved) {
+            return Err(format!(
+                "'{raw}' is inside a protected Skill directory; file tools cannot change it. \
+                 Use agent_skill_manage to create or update Skills."
+            ));
+        }
+        Ok(())
+    }
+
+    /// Where an open descriptor really points (Linux `/proc/self/fd`), refused when outside the
+    /// workspace. `Ok(None)` where `/proc` is unavailable: the O_NOFOLLOW open is then the guard.
+    fn verify_fd(&self, f: &File, raw: &str) -> Result<Option<PathBuf>, String> {
+        match fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())) {
+            Ok(real) if self.contains(&real) => Ok(Some(real)),
+            Ok(_) => Err(outside(raw)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Depth-first walk below `base` (a resolved directory inside the workspace), children in
+    /// byte order of their names, so results are deterministic and come out sorted by path.
+    /// Symlinks are never descended into; a symlink is reported (classified by its target) only
+    /// when its target resolves inside the workspace, so nothing outside can leak.
+    pub fn walk(&self, base: &Path, visit: &mut dyn FnMut(Entry) -> Flow) -> WalkStats {
+        let mut seen = 0usize;
+        let mut rel = Vec::new();
+        self.walk_dir(base, &mut rel, 0, &mut seen, visit);
+        WalkStats { truncated: seen >= MAX_WALK_ENTRIES }
+    }
+
+    /// Returns false when the walk must stop (visitor said so or the entry cap was hit).
+    fn walk_dir(
+        &self,
+        dir: &Path,
+        rel: &mut Vec<String>,
+        depth: usize,
+        seen: &mut usize,
+        visit: &mut dyn FnMut(Entry) -> Flow,
+    ) -> bool {
+        let Ok(rd) = fs::read_dir(dir) else {
+            return true;
+        };
+        let mut names: Vec<OsString> = rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect();
+        names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        for name in names {
+            *seen += 1;
+            if *seen > MAX_WALK_ENTRIES {
+                *seen = MAX_WALK_ENTRIES;
+                return false;
+            }
+            let path = dir.join(&name);
+            let Ok(meta) = fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let ft = meta.file_type();
+            let (real, kind, descend) = if ft.is_symlink() {
+                match resolve_from(dir, Path::new(&name)) {
+                    Ok(real) if self.contains(&real) => {
+                        let kind = match fs::metadata(&real) {
+                            Ok(m) if m.is_dir() => Kind::Dir,
+                            Ok(m) if m.is_file() => Kind::File,
+                            _ => Kind::Other,
+                        };
+                        (real, kind, false)
+                    }
+                    // Leads outside (or is broken): invisible to the tools.
+                    _ => continue,
+                }
+            } else if ft.is_dir() {
+                (path.clone(), Kind::Dir, true)
+            } else if ft.is_file() {
+                (path.clone(), Kind::File, false)
+            } else {
+                (path.clone(), Kind::Other, false)
+            };
+            rel.push(name.to_string_lossy().into_owned());
+            let entry = Entry { rel: rel.clone(), path: path.clone(), real, kind };
+            if let Flow::Stop = visit(entry) {
+                rel.pop();
+                return false;
+            }
+            if descend && depth + 1 < MAX_WALK_DEPTH && !self.walk_dir(&path, rel, depth + 1, seen, visit) {
+                rel.pop();
+                return false;
+            }
+            rel.pop();
+        }
+        true
+    }
+}
+
+/// The contract's refusal text for a path outside the workspace.
+pub fn outside(raw: &str) -> String {
+    format!("Path '{raw}' is outside the working directory; access denied")
+}
+
+fn cstring(name: &OsStr, raw: &str) -> Result<CString, String> {
+    CString::new(name.as_bytes()).map_err(|_| format!("Path '{raw}' contains a NUL byte"))
+}
+
+/// `openat(dir, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644)` as an owned File.
+fn open_at(dir: &File, name: &OsStr, flags: libc::c_int) -> io::Result<File> {
+    let cname = CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let flags = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    // SAFETY: `dir` is an open directory descriptor and `cname` a NUL-terminated name; the
+    // returned descriptor is owned by the File below and nowhere else.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), cname.as_ptr(), flags, 0o644 as libc::c_uint) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by openat and is not owned elsewhere.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+fn open_error(raw: &str, e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => {
+            format!("Path '{raw}' is a symbolic link that changed during the call; access denied")
+        }
+        Some(libc::ENOENT) => format!("File not found: {raw}"),
+        Some(libc::EISDIR) => format!("{raw} is a directory"),
+        _ => format!("Opening {raw} failed: {e}"),
+    }
+}
+
+/// `realpath` without requiring existence (like Python's non-strict `os.path.realpath`):
+/// resolves `raw` against the symlink-free directory `base`, following every symlink met on the
+/// way (up to [`MAX_SYMLINKS`]) and treating `..` after resolution, so `link/..` means the link
+/// target's parent, as the kernel does. Missing components are appended as they are.
+pub fn resolve_from(base: &Path, raw: &Path) -> io::Result<PathBuf> {
+    let mut cur = if raw.is_absolute() { PathBuf::from("/") } else { base.to_path_buf() };
+    let mut queue: VecDeque<OsString> = VecDeque::new();
+    push_components(&mut queue, raw, false);
+    let mut links = 0usize;
+    while let Some(c) = queue.pop_front() {
+        if c == ".." {
+            // `cur` never contains a symlink, so its lexical parent is its real parent.
+            cur.pop();
+            continue;
+        }
+        let next = cur.join(&c);
+        match fs::symlink_metadata(&next) {
+            Ok(m) if m.file_type().is_symlink() => {
+                links += 1;
+                if links > MAX_SYMLINKS {
+                    return Err(io::Error::from_raw_os_error(libc::ELOOP));
+                }
+                let target = fs::read_link(&next)?;
+                if target.is_absolute() {
+                    cur = PathBuf::from("/");
+                }
+                push_components(&mut queue, &target, true);
+            }
+            Ok(_) => cur = next,
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => cur = next,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(cur)
+}
+
+/// Adds a path's components (`.` dropped, `..` kept) to the back, or with `front` before the
+/// queue's current contents in order.
+fn push_components(queue: &mut VecDeque<OsString>, p: &Path, front: bool) {
+    let comps: Vec<OsString> = p
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some(OsStr::new("..").to_os_string()),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+        })
+        .collect();
+    if front {
+        for c in comps.into_iter().rev() {
+            queue.push_front(c);
+        }
+    } else {
+        queue.extend(comps);
+    }
+}
+
+/// True when the first 512 bytes contain a NUL (the contract's binary-file test).
+pub fn looks_binary(head: &[u8]) -> bool {
+    head.iter().take(512).any(|&b| b == 0)
+}
+
+/// Python's `str.splitlines()`: splits on \n, \r\n, \r, \v, \f, \x1c–\x1e, \x85, U+2028, U+2029;
+/// no trailing empty line for a final terminator.
+pub fn split_lines(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut it = s.char_indices().peekable();
+    while let Some((i, c)) = it.next() {
+        let is_break = matches!(
+            c,
+            '\n' | '\r' | '\u{0b}' | '\u{0c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+        );
+        if is_break {
+            out.push(&s[start..i]);
+            let mut end = i + c.len_utf8();
+            if c == '\r' {
+                if let Some(&(_, '\n')) = it.peek() {
+                    it.next();
+                    end += 1;
+                }
+            }
+            start = end;
+        }
+    }
+    if start < s.len() {
+        out.push(&s[start..]);
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use crate::agent::cancel::CancelToken;
+    use crate::store::memory::MemoryFiles;
+
+    /// A fresh temp tree: `<tmp>/ws` (workspace), `<tmp>/outside/secret.txt`, and
+    /// `<tmp>/ws/skills/user` as a protected root. Removed on drop.
+    pub struct Sandbox {
+        pub tmp: PathBuf,
+        pub ws: PathBuf,
+        pub outside: PathBuf,
+        pub ctx: TurnCtx,
+    }
+
+    impl Drop for Sandbox {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.tmp);
+        }
+    }
+
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+    impl Sandbox {
+        pub fn new() -> Sandbox {
+            let tmp = std::env::temp_dir().join(format!(
+                "cc-tools-{}-{}-{}",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::SeqCst),
+                crate::util::rand::hex(4)
+            ));
+            let ws = tmp.join("ws");
+            let outside = tmp.join("outside");
+            fs::create_dir_all(ws.join("skills/user")).unwrap();
+            fs::create_dir_all(&outside).unwrap();
+            fs::write(outside.join("secret.txt"), "TOPSECRET\n").unwrap();
+            let ws = fs::canonicalize(&ws).unwrap();
+            let outside = fs::canonicalize(&outside).unwrap();
+            let ctx = TurnCtx {
+                chat_id: "t".into(),
+                workspace: ws.clone(),
+                protected: vec![ws.join("skills/user"), tmp.join("data/skills/agent")],
+                memory: Arc::new(MemoryFiles::new(&tmp.join("memory"))),
+                cancel: CancelToken::new(),
+                state: Default::default(),
+            };
+            Sandbox { tmp, ws, outside, ctx }
+        }
+
+        pub fn write(&self, rel: &str, text: &str) {
+            let p = self.ws.join(rel);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
+        }
+
+        pub fn link(&self, rel: &str, target: &Path) {
+            symlink(target, self.ws.join(rel)).unwrap();
+        }
+    }
+
+    #[test]
+    fn resolves_inside_and_refuses_outside() {
+        let sb = Sandbox::new();
+        sb.write("a/b.txt", "x");
+        let w = Workspace::new(&sb.ctx).unwrap();
+        assert_eq!(w.resolve("a/b.txt").unwrap(), sb.ws.join("a/b.txt"));
+        assert_eq!(w.resolve("a/../a/./b.txt").unwrap(), sb.ws.join("a/b.txt"));
+        assert_eq!(w.resolve("new/dir/f").unwrap(), sb.ws.join("new/dir/f"));
+        assert_eq!(w.resolve("").unwrap(), sb.ws);
+        let abs_inside = sb.ws.join("a/b.txt").display().to_string();
+        assert_eq!(w.resolve(&abs_inside).unwrap(), sb.ws.join("a/b.txt"));
+        for bad in ["../outside/secret.txt", "a/../../x", "/etc/passwd", "missing/../../x"] {
+            assert_eq!(w.resolve(bad).unwrap_err(), outside(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn symlinks_are_followed_to_their_real_place() {
+        let sb = Sandbox::new();
+        sb.write("real/f.txt", "x");
+        sb.link("in", &sb.ws.join("real"));
+        sb.link("out", &sb.outside);
+        sb.link("outfile", &sb.outside.join("secret.txt"));
+        sb.link("rel_out", Path::new("../outside"));
+        sb.link("dangling_out", &sb.outside.join("nope/deeper"));
+        sb.link("loop", Path::new("loop"));
+        let w = Workspace::new(&sb.ctx).unwrap();
+        assert_eq!(w.resolve("in/f.txt").unwrap(), sb.ws.join("real/f.txt"));
+        // `..` after a symlink is taken from the target, as the kernel does.
+        assert_eq!(w.resolve("in/../real").unwrap(), sb.ws.join("real"));
+        for bad in ["out/secret.txt", "outfile", "rel_out/secret.txt", "dangling_out", "out/../ws/../outside"] {
+            assert_eq!(w.resolve(bad).unwrap_err(), outside(bad), "{bad}");
+        }
+        assert!(w.resolve("loop").unwrap_err().contains("symbolic links"));
+    }
+
+    #[test]
+    fn protected_roots_block_writes_only() {
+        let sb = Sandbox::new();
+        let w = Workspace::new(&sb.ctx).unwrap();
+        let p = w.resolve("skills/user/x/SKILL.md").unwrap();
+        assert!(w.open_write(&p, "skills/user/x/SKILL.md", true).unwrap_err().contains("agent_skill_manage"));
+        assert!(!sb.ws.join("skills/user/x").exists());
+        let ok = w.resolve("notes/a.txt").unwrap();
+        assert!(w.open_write(&ok, "notes/a.txt", true).is_ok());
+    }
+
+    /// Simulates a symlink swapped in after `resolve`: the opens themselves must refuse it.
+    #[test]
+    fn opens_refuse_symlinks_raced_in_after_resolution() {
+        let sb = Sandbox::new();
+        let w = Workspace::new(&sb.ctx).unwrap();
+        sb.link("evil", &sb.outside.join("secret.txt"));
+        sb.link("evildir", &sb.outside);
+        let final_link = sb.ws.join("evil");
+        let err = w.open_write(&final_link, "evil", true).unwrap_err();
+        assert!(err.contains("symbolic link"), "{err}");
+        let err = w.open_read(&final_link, "evil").unwrap_err();
+        assert!(err.contains("symbolic link"), "{err}");
+        let through_dir = sb.ws.join("evildir/new.txt");
+        assert_eq!(w.open_write(&through_dir, "evildir/new.txt", true).unwrap_err(), outside("evildir/new.txt"));
+        assert!(!sb.outside.join("new.txt").exists());
+        let through_dir = sb.ws.join("evildir/secret.txt");
+        assert_eq!(w.open_read(&through_dir, "evildir/secret.txt").unwrap_err(), outside("evildir/secret.txt"));
+        assert_eq!(fs::read_to_string(sb.outside.join("secret.txt")).unwrap(), "TOPSECRET\n");
+    }
+
+    #[test]
+    fn walk_is_sorted_and_skips_outside_links() {
+        let sb = Sandbox::new();
+        sb.write("b.txt", "");
+        sb.write("a/z.txt", "");
+        sb.write("a.txt", "");
+        sb.link("out", &sb.outside);
+        sb.link("outfile", &sb.outside.join("secret.txt"));
+        sb.link("inlink", &sb.ws.join("b.txt"));
+        let w = Workspace::new(&sb.ctx).unwrap();
+        let mut seen = Vec::new();
+        w.walk(&sb.ws, &mut |e| {
+            seen.push((e.rel.join("/"), e.kind));
+            Flow::Continue
+        });
+        let names: Vec<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["a", "a/z.txt", "a.txt", "b.txt", "inlink", "skills", "skills/user"]);
+        assert_eq!(seen[4].1, Kind::File);
+    }
+
+    #[test]
+    fn splits_lines_like_python() {
+        assert_eq!(split_lines("a\nb\r\nc\rd\u{2028}e\n"), ["a", "b", "c", "d", "e"]);
+        assert_eq!(split_lines(""), Vec::<&str>::new());
+        assert_eq!(split_lines("\n\n"), ["", ""]);
+    }
+}

@@ -1,0 +1,112 @@
+//! `write_file` (tools-and-mcp.md §3): creates or overwrites a UTF-8 file inside the workspace,
+//! refusing the Skill roots; runs on the turn's worker thread. The open goes through
+//! [`Workspace::open_write`], so a symlink raced into the path cannot redirect the write.
+
+use std::io::Write;
+
+use serde_json::{json, Map, Value};
+
+use super::workspace::Workspace;
+use super::{arg_str, Tool, ToolOutput, TurnCtx};
+
+pub struct WriteFile;
+
+impl Tool for WriteFile {
+    fn name(&self) -> &str {
+        "write_file"
+    }
+
+    fn description(&self) -> &str {
+        "Create or overwrite a text file in the working directory (parent directories are created). \
+         Skill directories are protected: use agent_skill_manage for Skills."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path relative to the working directory."},
+                "content": {"type": "string", "description": "The complete new file content."}
+            },
+            "required": ["path", "content"]
+        })
+    }
+
+    fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
+        let (path, content) = match (arg_str(args, "path"), arg_str(args, "content")) {
+            (Ok(p), Ok(c)) => (p, c),
+            (Err(e), _) | (_, Err(e)) => return e,
+        };
+        let ws = match Workspace::new(ctx) {
+            Ok(w) => w,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let resolved = match ws.resolve(path) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let mut file = match ws.open_write(&resolved, path, true) {
+            Ok(f) => f,
+            Err(e) => return ToolOutput::error(e),
+        };
+        // Truncate only now that the descriptor is known to be the right file.
+        let written = file.set_len(0).and_then(|_| file.write_all(content.as_bytes())).and_then(|_| file.sync_data());
+        match written {
+            Ok(()) => ToolOutput::ok(format!("Wrote {path} ({} chars)", content.chars().count())),
+            Err(e) => ToolOutput::error(format!("Write failed: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::tools::workspace::tests::Sandbox;
+    use std::fs;
+
+    fn run(sb: &Sandbox, path: &str, content: &str) -> ToolOutput {
+        let mut a = Map::new();
+        a.insert("path".into(), json!(path));
+        a.insert("content".into(), json!(content));
+        WriteFile.run(&a, &sb.ctx)
+    }
+
+    #[test]
+    fn writes_and_overwrites() {
+        let sb = Sandbox::new();
+        assert_eq!(run(&sb, "d/e/f.txt", "héllo"), ToolOutput::ok("Wrote d/e/f.txt (5 chars)"));
+        assert_eq!(fs::read_to_string(sb.ws.join("d/e/f.txt")).unwrap(), "héllo");
+        assert_eq!(run(&sb, "d/e/f.txt", "x"), ToolOutput::ok("Wrote d/e/f.txt (1 chars)"));
+        assert_eq!(fs::read_to_string(sb.ws.join("d/e/f.txt")).unwrap(), "x");
+        // A symlink to a file inside the workspace writes the real file.
+        sb.link("alias", &sb.ws.join("d/e/f.txt"));
+        assert!(!run(&sb, "alias", "y").failed);
+        assert_eq!(fs::read_to_string(sb.ws.join("d/e/f.txt")).unwrap(), "y");
+    }
+
+    #[test]
+    fn refuses_escapes_and_skill_roots() {
+        let sb = Sandbox::new();
+        sb.link("out", &sb.outside);
+        sb.link("outfile", &sb.outside.join("secret.txt"));
+        sb.link("dangling", &sb.outside.join("new.txt"));
+        let abs = sb.outside.join("abs.txt").display().to_string();
+        for p in ["../outside/x.txt", "out/x.txt", "outfile", "dangling", abs.as_str()] {
+            let out = run(&sb, p, "pwned");
+            assert!(out.failed, "{p}");
+            assert_eq!(out.for_model, format!("Error: Path '{p}' is outside the working directory; access denied"));
+        }
+        assert_eq!(fs::read_to_string(sb.outside.join("secret.txt")).unwrap(), "TOPSECRET\n");
+        assert_eq!(fs::read_dir(&sb.outside).unwrap().count(), 1);
+
+        let out = run(&sb, "skills/user/demo/SKILL.md", "x");
+        assert!(out.failed && out.for_model.contains("agent_skill_manage"));
+        assert!(!sb.ws.join("skills/user/demo").exists());
+        // Through a symlink into the protected root as well.
+        sb.link("sneaky", &sb.ws.join("skills/user"));
+        let out = run(&sb, "sneaky/SKILL.md", "x");
+        assert!(out.failed && out.for_model.contains("agent_skill_manage"));
+        assert!(!sb.ws.join("skills/user/SKILL.md").exists());
+        assert!(run(&sb, "", "x").failed);
+    }
+}

@@ -1,0 +1,182 @@
+//! Context compression (agent-and-memory.md §9), run on the `consolidate` thread so it never
+//! delays the next turn. When a chat's in-memory context reaches the threshold, the older part
+//! (including any previous summary: summaries are cumulative) is summarised by one model call,
+//! a `summary` record with `keep_from_cursor` is appended, and only then is the cached context
+//! swapped. A failure changes nothing. Cuts always land on a user message, so a tool call is
+//! never separated from its result.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use serde_json::json;
+
+use crate::agent::history::{lock, ChatState};
+use crate::agent::prompt::SUMMARY_MARKER;
+use crate::llm::client::LlmClient;
+use crate::store::chats::{ChatStore, Record};
+
+pub const KEEP_RATIO: f64 = 0.5;
+pub const SUMMARY_TIMEOUT: Duration = Duration::from_secs(120);
+const QUEUE: usize = 256;
+const SUMMARY_PROMPT: &str = "You summarise a conversation between a user and an assistant completely, keeping every key \
+fact: each question the user asked, the assistant's core answers, and any personal information the user mentioned. \
+Content marked with [\u{5386}\u{53f2}\u{6458}\u{8981}] is a previous summary: keep all of its information and merge the new \
+conversation into it (append, never replace). Write in the third person, in chronological order, in at most about \
+800 characters. Output only the summary.";
+
+/// A compression job for one chat.
+pub struct Job {
+    pub chat_id: String,
+    pub state: Arc<Mutex<ChatState>>,
+    pub client: Arc<LlmClient>,
+    pub model: String,
+}
+
+/// What to compress: the records before `keep_from` and the cursor the summary keeps from.
+#[derive(Debug, PartialEq)]
+pub struct Plan {
+    pub compress: usize,
+    pub keep_from_cursor: u64,
+}
+
+/// Decides whether and where to cut (pure, on the cached records which carry cursors).
+pub fn plan(records: &[Record], threshold: usize) -> Option<Plan> {
+    let total: usize = records.iter().map(|r| r.content.chars().count()).sum();
+    if total < threshold || records.is_empty() {
+        return None;
+    }
+    let target = (total as f64 * KEEP_RATIO).floor() as usize;
+    let mut acc = 0;
+    let mut keep_from = records.len();
+    for i in (0..records.len()).rev() {
+        acc += records[i].content.chars().count();
+        if acc >= target {
+            keep_from = i;
+            break;
+        }
+    }
+    while keep_from < records.len() && records[keep_from].role != "user" {
+        keep_from += 1;
+    }
+    if keep_from >= records.len() {
+        keep_from = records.iter().rposition(|r| r.role == "user")?;
+    }
+    if keep_from == 0 || records[keep_from].cursor == 0 {
+        return None;
+    }
+    Some(Plan { compress: keep_from, keep_from_cursor: records[keep_from].cursor })
+}
+
+pub struct Consolidator {
+    tx: Sender<Job>,
+    running: Arc<Mutex<HashSet<String>>>,
+    threshold: usize,
+}
+
+impl Consolidator {
+    /// Starts the `consolidate` thread; it exits when the returned sender side is dropped.
+    pub fn start(chats: Arc<ChatStore>, threshold: usize) -> (Arc<Consolidator>, std::thread::JoinHandle<()>) {
+        let (tx, rx) = bounded::<Job>(QUEUE);
+        let running = Arc::new(Mutex::new(HashSet::new()));
+        let r2 = Arc::clone(&running);
+        let handle = std::thread::Builder::new()
+            .name("consolidate".into())
+            .spawn(move || work(&rx, &chats, &r2, threshold))
+            .expect("spawning the consolidate thread at start-up");
+        (Arc::new(Consolidator { tx, running, threshold }), handle)
+    }
+
+    /// Called at the end of a successful turn: queues a job if the chat is over the threshold
+    /// and no job for it is pending or running.
+    pub fn maybe_schedule(&self, job: Job) {
+        let over = plan(&lock(&job.state).records, self.threshold).is_some();
+        if !over {
+            return;
+        }
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if running.contains(&job.chat_id) {
+            return;
+        }
+        let id = job.chat_id.clone();
+        if self.tx.try_send(job).is_ok() {
+            running.insert(id);
+        }
+    }
+
+    /// Closes the queue (the thread finishes its current job and exits).
+    pub fn close(self: Arc<Self>) {
+        drop(self);
+    }
+}
+
+fn work(rx: &Receiver<Job>, chats: &ChatStore, running: &Mutex<HashSet<String>>, threshold: usize) {
+    while let Ok(job) = rx.recv() {
+        match consolidate(&job, chats, threshold) {
+            Ok(true) => log::info!("event=consolidation.completed chat_id={}", job.chat_id),
+            Ok(false) => {}
+            Err(e) => log::warn!("event=consolidation.failed chat_id={} error=\"{e}\"", job.chat_id),
+        }
+        running.lock().unwrap_or_else(|p| p.into_inner()).remove(&job.chat_id);
+    }
+}
+
+/// Runs one job. `Ok(false)` when nothing needed doing.
+pub fn consolidate(job: &Job, chats: &ChatStore, threshold: usize) -> Result<bool, String> {
+    let (transcript, plan) = {
+        let st = lock(&job.state);
+        let Some(plan) = plan(&st.records, threshold) else { return Ok(false) };
+        let older: Vec<&Record> = st.records[..plan.compress].iter().collect();
+        (super::transcript(&older, SUMMARY_MARKER), plan)
+    };
+    let messages =
+        vec![json!({"role": "system", "content": SUMMARY_PROMPT}), json!({"role": "user", "content": transcript})];
+    let summary = job.client.complete(&job.model, messages, SUMMARY_TIMEOUT).map_err(|e| e.to_string())?;
+    let summary = summary.trim();
+    let summary = if summary.is_empty() { "[summary unavailable]" } else { summary };
+    let mut rec = Record::new("summary", summary);
+    rec.keep_from_cursor = Some(plan.keep_from_cursor);
+    let mut records = [rec];
+    // Durable first; memory is swapped only after the append succeeded.
+    chats.append(&job.chat_id, &mut records).map_err(|e| format!("append failed: {:?}", e.kind()))?;
+    let [summary_rec] = records;
+    let mut st = lock(&job.state);
+    let kept: Vec<Record> =
+        st.records.drain(..).filter(|r| r.role != "summary" && r.cursor >= plan.keep_from_cursor).collect();
+    st.records = std::iter::once(summary_rec).chain(kept).collect();
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(cursor: u64, role: &str, len: usize) -> Record {
+        let mut r = Record::new(role, "x".repeat(len));
+        r.cursor = cursor;
+        r
+    }
+
+    #[test]
+    fn plan_cuts_at_a_user_message() {
+        let records = vec![
+            rec(1, "user", 100),
+            rec(2, "tool_calls", 10),
+            rec(3, "tool", 100),
+            rec(4, "assistant", 100),
+            rec(5, "user", 10),
+            rec(6, "assistant", 100),
+        ];
+        assert_eq!(plan(&records, 1000), None);
+        let p = plan(&records, 100).unwrap();
+        // Newest half is ~210 chars: records 6,5,4 reach it at index 3 (assistant) -> moved to the user at 4.
+        assert_eq!(p, Plan { compress: 4, keep_from_cursor: 5 });
+    }
+
+    #[test]
+    fn plan_never_returns_an_empty_compress_set() {
+        let records = vec![rec(1, "user", 10_000), rec(2, "assistant", 10)];
+        assert_eq!(plan(&records, 100), None);
+    }
+}

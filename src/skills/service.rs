@@ -1,0 +1,1145 @@
+//! The one skill store + catalog instance shared by the HTTP routes, the agent tools and
+//! evolution (skills.md §1, §9): roots, refresh, every mutation under one process-wide lock
+//! with hidden-temp-dir builds and atomic renames, snapshots/versions/rollback, invalid-package
+//! deletion and the read-side views (list, detail, content, validate). Called from the HTTP
+//! thread and from turn workers; readers take an `Arc<Catalog>` and never block on a refresh.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use serde_json::{json, Value};
+
+use super::catalog::{self, Catalog, DepProbe, SkillRecord};
+use super::frontmatter::{self, Parsed};
+use super::package::{self, Package};
+use super::{is_valid_name, sha256_hex, validate_name, Result, SkillError, Source};
+use crate::util::time;
+
+/// Read-only message for every mutation of a built-in.
+pub const BUILTIN_READ_ONLY: &str = "built-in Skills are read-only";
+/// Stale `expected_hash`.
+pub const CONTENT_CHANGED: &str = "Skill content changed since it was read";
+
+/// Where skills live on disk.
+#[derive(Debug, Clone)]
+pub struct SkillPaths {
+    pub builtin: PathBuf,
+    pub user: PathBuf,
+    pub agent: PathBuf,
+    pub snapshots: PathBuf,
+    pub evolution: PathBuf,
+}
+
+impl SkillPaths {
+    /// The standard layout under a data root; built-ins are materialised in `<data>/skills/builtin`.
+    pub fn under(data: &Path) -> SkillPaths {
+        SkillPaths {
+            builtin: data.join("skills").join("builtin"),
+            user: data.join("skills").join("user"),
+            agent: data.join("skills").join("agent"),
+            snapshots: data.join("skill-snapshots"),
+            evolution: data.join("skill-evolution"),
+        }
+    }
+
+    pub fn root(&self, s: Source) -> &Path {
+        match s {
+            Source::Builtin => &self.builtin,
+            Source::User => &self.user,
+            Source::Agent => &self.agent,
+        }
+    }
+
+    /// Directories the file tools must not write into (all three roots).
+    pub fn protected_roots(&self) -> Vec<PathBuf> {
+        vec![self.builtin.clone(), self.user.clone(), self.agent.clone()]
+    }
+
+    fn ensure(&self) -> std::io::Result<()> {
+        for d in [&self.builtin, &self.user, &self.agent, &self.snapshots] {
+            fs::create_dir_all(d)?;
+        }
+        fs::create_dir_all(self.evolution.join("evidence"))?;
+        fs::create_dir_all(self.evolution.join("proposals"))
+    }
+}
+
+/// Produces the current dependency probe (tool registry, MCP catalog, env) at refresh time.
+pub type ProbeFn = dyn Fn() -> DepProbe + Send + Sync;
+
+/// A create request (`POST /api/skills`, `agent_skill_manage`, approved evolution proposals).
+#[derive(Debug, Clone)]
+pub struct CreateRequest {
+    pub name: String,
+    pub content: String,
+    pub source: Source,
+    pub support_files: BTreeMap<String, String>,
+    pub enabled: bool,
+    /// `creation_reason` in `_meta.json` (agent-created skills only).
+    pub reason: Option<String>,
+}
+
+/// A replace request (`PUT /api/skills/{name}`, approved update proposals).
+#[derive(Debug, Clone, Default)]
+pub struct ReplaceRequest {
+    pub content: String,
+    /// `None`: keep every other file byte for byte; `Some`: rebuild with exactly these files.
+    pub support_files: Option<BTreeMap<String, String>>,
+    pub expected_hash: Option<String>,
+    /// Evolution may only touch agent skills.
+    pub agent_only: bool,
+}
+
+/// `GET /api/skills` filters (already parsed and bounds-checked by the route).
+#[derive(Debug, Clone)]
+pub struct ListQuery {
+    pub source: Option<String>,
+    pub enabled: Option<bool>,
+    pub availability: Option<String>,
+    pub query: Option<String>,
+    pub page: usize,
+    pub page_size: usize,
+}
+
+impl Default for ListQuery {
+    fn default() -> Self {
+        ListQuery { source: None, enabled: None, availability: None, query: None, page: 1, page_size: 50 }
+    }
+}
+
+/// Removes a hidden build directory when dropped unless it was published.
+pub struct TempDir(pub(crate) Option<PathBuf>);
+
+impl TempDir {
+    pub fn path(&self) -> &Path {
+        self.0.as_deref().expect("temp dir is present until published")
+    }
+
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            if let Err(e) = package::remove_tree(&p) {
+                log::warn!("event=skills.temp_cleanup_failed kind={:?}", e.kind());
+            }
+        }
+    }
+}
+
+/// The shared skill store and catalog.
+pub struct SkillService {
+    paths: SkillPaths,
+    catalog: Mutex<Arc<Catalog>>,
+    /// Serialises every mutation and refresh (the original's single store lock).
+    op: Mutex<()>,
+    probe: RwLock<Arc<ProbeFn>>,
+    #[cfg(test)]
+    pub(crate) fail_refreshes: std::sync::atomic::AtomicU32,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves the files consistent (every step is a rename),
+    // so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SkillService {
+    /// Creates the roots and runs the first refresh.
+    pub fn new(paths: SkillPaths, probe: Arc<ProbeFn>) -> Result<Arc<SkillService>> {
+        paths.ensure()?;
+        let svc = Arc::new(SkillService {
+            paths,
+            catalog: Mutex::new(Arc::new(Catalog::default())),
+            op: Mutex::new(()),
+            probe: RwLock::new(probe),
+            #[cfg(test)]
+            fail_refreshes: std::sync::atomic::AtomicU32::new(0),
+        });
+        svc.recover();
+        svc.refresh()?;
+        Ok(svc)
+    }
+
+    /// Crash recovery in the mutable roots: a `.<name>.<hex>.bak` whose package is missing was
+    /// left between the two renames of a swap and is put back; other leftover build dirs
+    /// (`*.tmp`, stale backups) are removed. Hidden entries are never packages, so this only
+    /// tidies.
+    fn recover(&self) {
+        for source in [Source::User, Source::Agent] {
+            let root = self.paths.root(source);
+            let Ok(rd) = fs::read_dir(root) else { continue };
+            for e in rd.filter_map(|e| e.ok()) {
+                let n = e.file_name().to_string_lossy().into_owned();
+                let Some(hidden) = n.strip_prefix('.') else { continue };
+                let path = e.path();
+                let restored = hidden
+                    .strip_suffix(".bak")
+                    .and_then(|stem| stem.rsplit_once('.'))
+                    .filter(|(name, hex)| is_valid_name(name) && hex.len() == 16)
+                    .filter(|(name, _)| fs::symlink_metadata(root.join(name)).is_err())
+                    .map(|(name, _)| fs::rename(&path, root.join(name)).is_ok())
+                    .unwrap_or(false);
+                if restored {
+                    log::warn!("event=skills.recovered_backup source={} name={:?}", source.as_str(), hidden);
+                } else if n.ends_with(".tmp") || n.ends_with(".bak") {
+                    if let Err(err) = package::remove_tree(&path) {
+                        log::warn!("event=skills.leftover_cleanup_failed kind={:?}", err.kind());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The server's service: roots under the data dir, the embedded built-ins installed, and
+    /// a dependency probe over `tools` (the full registry) and the config's variables. MCP
+    /// server names come later through [`SkillService::set_probe`].
+    pub fn from_config(cfg: &crate::config::Config, tools: BTreeSet<String>) -> Result<Arc<SkillService>> {
+        let paths = SkillPaths::under(&cfg.data_dir);
+        super::builtin::install(&paths.builtin)?;
+        let vars = cfg.vars.clone();
+        SkillService::new(
+            paths,
+            Arc::new(move || DepProbe { tools: tools.clone(), mcp_servers: Default::default(), vars: vars.clone() }),
+        )
+    }
+
+    pub fn paths(&self) -> &SkillPaths {
+        &self.paths
+    }
+
+    /// Replaces the dependency probe and refreshes (after MCP config changes too).
+    pub fn set_probe(&self, probe: Arc<ProbeFn>) -> Result<()> {
+        *self.probe.write().unwrap_or_else(|e| e.into_inner()) = probe;
+        self.refresh()
+    }
+
+    /// The current catalog snapshot.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        Arc::clone(&lock(&self.catalog))
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<SkillRecord>> {
+        self.catalog().get(name).cloned()
+    }
+
+    /// Rescans all roots.
+    pub fn refresh(&self) -> Result<()> {
+        let _g = lock(&self.op);
+        self.refresh_locked()
+    }
+
+    fn refresh_locked(&self) -> Result<()> {
+        #[cfg(test)]
+        {
+            use std::sync::atomic::Ordering;
+            if self.fail_refreshes.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+                return Err(SkillError::Internal("injected refresh failure".into()));
+            }
+        }
+        let probe = (self.probe.read().unwrap_or_else(|e| e.into_inner()))();
+        let roots: Vec<(Source, PathBuf)> =
+            Source::ALL.iter().map(|s| (*s, self.paths.root(*s).to_path_buf())).collect();
+        let revision = self.catalog().revision + 1;
+        let cat = catalog::scan(&roots, &probe, revision)?;
+        *lock(&self.catalog) = Arc::new(cat);
+        Ok(())
+    }
+
+    fn record(&self, name: &str) -> Result<Arc<SkillRecord>> {
+        self.get(name).ok_or_else(|| SkillError::invalid(format!("Skill not found: {name}")))
+    }
+
+    fn mutable_record(&self, name: &str, agent_only: bool) -> Result<Arc<SkillRecord>> {
+        let rec = self.record(name)?;
+        if !rec.source.mutable() {
+            return Err(SkillError::Permission(BUILTIN_READ_ONLY.into()));
+        }
+        if agent_only && rec.source != Source::Agent {
+            return Err(SkillError::Permission("evolution can modify only agent Skills".into()));
+        }
+        Ok(rec)
+    }
+
+    /// Sources whose root already holds an entry called `name` (valid or not).
+    pub fn sources_holding(&self, name: &str) -> Vec<Source> {
+        Source::ALL.into_iter().filter(|s| fs::symlink_metadata(self.paths.root(*s).join(name)).is_ok()).collect()
+    }
+
+    fn check_available(&self, name: &str) -> Result<()> {
+        let taken = self.sources_holding(name);
+        if taken.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<&str> = taken.iter().map(|s| s.as_str()).collect();
+        Err(SkillError::Conflict(format!("Skill already exists in {}: {name}", list.join(", "))))
+    }
+
+    // ----- mutations -------------------------------------------------------------------
+
+    /// Creates a package in the user or agent root.
+    pub fn create(&self, req: CreateRequest) -> Result<Arc<SkillRecord>> {
+        let name = validate_name(&req.name)?;
+        let parsed = frontmatter::parse(&req.content, Some(&name))?;
+        if req.source == Source::Builtin {
+            return Err(SkillError::Permission(BUILTIN_READ_ONLY.into()));
+        }
+        let support = check_support_map(&req.support_files)?;
+        let _g = lock(&self.op);
+        self.check_available(&name)?;
+        let root = self.paths.root(req.source);
+        let tmp = TempDir(Some(package::hidden_temp(root, &name, "tmp")));
+        let meta =
+            package::fresh_meta(req.source, req.enabled, req.reason.as_deref().filter(|_| req.source == Source::Agent));
+        package::write_package(tmp.path(), &parsed.text, &support, &meta)?;
+        package::read_package(tmp.path(), Some(&name))?;
+        self.publish(tmp, &root.join(&name), req.source, &parsed.hash)
+    }
+
+    /// Renames a validated temp dir into place, refreshes and verifies the new record;
+    /// on any failure after the rename the published dir is removed again.
+    fn publish(&self, mut tmp: TempDir, dest: &Path, source: Source, hash: &str) -> Result<Arc<SkillRecord>> {
+        fs::rename(tmp.path(), dest)?;
+        tmp.disarm();
+        crate::util::fsx::sync_dir(dest.parent().unwrap_or(dest));
+        let name = package::dir_name(dest);
+        let verified = self.refresh_locked().and_then(|()| {
+            self.get(&name)
+                .filter(|r| r.source == source && r.hash == hash)
+                .ok_or_else(|| SkillError::Internal("Skill publication could not be verified".into()))
+        });
+        match verified {
+            Ok(rec) => Ok(rec),
+            Err(e) => {
+                let _ = package::remove_tree(dest);
+                let _ = self.refresh_locked();
+                Err(e)
+            }
+        }
+    }
+
+    /// Replaces a mutable package's SKILL.md (and optionally its support files).
+    /// Validates before touching anything: a rejected edit changes nothing and adds no version.
+    pub fn replace(&self, name: &str, req: ReplaceRequest) -> Result<(Arc<SkillRecord>, String)> {
+        let _g = lock(&self.op);
+        let rec = self.mutable_record(name, req.agent_only)?;
+        if let Some(expected) = req.expected_hash.as_deref().filter(|h| !h.is_empty()) {
+            if current_hash(&rec.path)? != expected {
+                return Err(SkillError::Conflict(CONTENT_CHANGED.into()));
+            }
+        }
+        let parsed = frontmatter::parse(&req.content, Some(name))?;
+        let support = req.support_files.as_ref().map(check_support_map).transpose()?;
+        let root = self.paths.root(rec.source);
+        let tmp = TempDir(Some(package::hidden_temp(root, name, "tmp")));
+        match &support {
+            None => {
+                package::copy_tree(&rec.path, tmp.path())?;
+                fs::write(tmp.path().join("SKILL.md"), parsed.text.as_bytes())?;
+            }
+            Some(files) => {
+                let meta = package::fresh_meta(rec.source, rec.enabled, None);
+                package::write_package(tmp.path(), &parsed.text, files, &meta)?;
+            }
+        }
+        package::read_package(tmp.path(), Some(name))?;
+        let snapshot = self.snapshot(&rec)?;
+        self.swap(tmp, &rec.path)?;
+        self.refresh_locked()?;
+        Ok((self.record(name)?, snapshot))
+    }
+
+    /// Swaps a validated temp dir with the live package: live -> `.bak`, temp -> live,
+    /// backup removed; if the second rename fails the backup is put back.
+    fn swap(&self, mut tmp: TempDir, live: &Path) -> Result<()> {
+        let parent = live.parent().unwrap_or(live);
+        let bak = package::hidden_temp(parent, &package::dir_name(live), "bak");
+        fs::rename(live, &bak)?;
+        if let Err(e) = fs::rename(tmp.path(), live) {
+            fs::rename(&bak, live)?;
+            return Err(e.into());
+        }
+        tmp.disarm();
+        crate::util::fsx::sync_dir(parent);
+        if let Err(e) = package::remove_tree(&bak) {
+            log::warn!("event=skills.backup_cleanup_failed kind={:?}", e.kind());
+        }
+        Ok(())
+    }
+
+    /// Full copy of the live package into `<snapshots>/<source>/<name>/<version>`.
+    fn snapshot(&self, rec: &SkillRecord) -> Result<String> {
+        let dir = self.paths.snapshots.join(rec.source.as_str()).join(rec.name());
+        fs::create_dir_all(&dir)?;
+        let version = package::version_id();
+        let tmp = TempDir(Some(package::hidden_temp(&dir, &version, "tmp")));
+        package::copy_tree(&rec.path, tmp.path())?;
+        let mut tmp = tmp;
+        fs::rename(tmp.path(), dir.join(&version))?;
+        tmp.disarm();
+        Ok(version)
+    }
+
+    /// Sets `enabled` in `_meta.json` (read-modify-write).
+    pub fn set_enabled(&self, name: &str, enabled: bool) -> Result<Arc<SkillRecord>> {
+        let _g = lock(&self.op);
+        let rec = self.mutable_record(name, false)?;
+        let pkg = package::read_package(&rec.path, Some(name))?;
+        let mut meta = pkg.meta;
+        meta.insert("enabled".into(), json!(enabled));
+        meta.insert("updated_at".into(), json!(time::now_epoch()));
+        package::write_meta(&rec.path, &meta)?;
+        self.refresh_locked()?;
+        self.record(name)
+    }
+
+    /// Snapshots, then removes a mutable package.
+    pub fn delete(&self, name: &str) -> Result<()> {
+        let _g = lock(&self.op);
+        let rec = self.mutable_record(name, false)?;
+        self.snapshot(&rec)?;
+        package::remove_tree(&rec.path)?;
+        self.refresh_locked()
+    }
+
+    /// Snapshot versions, newest first (`[]` for built-ins).
+    pub fn versions(&self, name: &str) -> Result<Vec<String>> {
+        let rec = self.get(name).ok_or_else(|| SkillError::invalid("Skill not found"))?;
+        Ok(self.versions_of(&rec))
+    }
+
+    fn versions_of(&self, rec: &SkillRecord) -> Vec<String> {
+        if !rec.source.mutable() {
+            return Vec::new();
+        }
+        let dir = self.paths.snapshots.join(rec.source.as_str()).join(rec.name());
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| !n.starts_with('.'))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort_by(|a, b| b.cmp(a));
+        v
+    }
+
+    /// Restores a snapshot (validated first), snapshotting the current state before.
+    pub fn rollback(&self, name: &str, version: &str) -> Result<Arc<SkillRecord>> {
+        if version.contains("..") || !package::is_plain_component(version) || version.starts_with('.') {
+            return Err(SkillError::invalid("invalid snapshot version"));
+        }
+        let _g = lock(&self.op);
+        let rec = self.mutable_record(name, false)?;
+        let snap = self.paths.snapshots.join(rec.source.as_str()).join(name).join(version);
+        if !fs::symlink_metadata(&snap).map(|m| m.is_dir()).unwrap_or(false) {
+            return Err(SkillError::invalid(format!("snapshot not found: {version}")));
+        }
+        let root = self.paths.root(rec.source);
+        let tmp = TempDir(Some(package::hidden_temp(root, name, "tmp")));
+        package::copy_tree(&snap, tmp.path())?;
+        package::read_package(tmp.path(), Some(name))?;
+        self.snapshot(&rec)?;
+        self.swap(tmp, &rec.path)?;
+        self.refresh_locked()?;
+        self.record(name)
+    }
+
+    /// Moves an invalid package (a diagnostic key of the last refresh) into
+    /// `<snapshots>/invalid/<source>/<id>/<version>`.
+    pub fn delete_invalid(&self, source: &str, directory: &str) -> Result<Value> {
+        let source = Source::parse(source).ok_or_else(|| SkillError::invalid("invalid Skill source"))?;
+        if source == Source::Builtin {
+            return Err(SkillError::Permission(BUILTIN_READ_ONLY.into()));
+        }
+        if directory.is_empty()
+            || directory == "."
+            || directory == ".."
+            || directory.contains('/')
+            || directory.contains('\\')
+        {
+            return Err(SkillError::invalid("invalid Skill directory selector"));
+        }
+        let _g = lock(&self.op);
+        let not_found = || SkillError::invalid("invalid Skill package not found");
+        let cat = self.catalog();
+        let entry = cat.invalid.get(&format!("{}:{directory}", source.as_str())).ok_or_else(not_found)?;
+        let dir = self.paths.root(source).join(&entry.dir);
+        if fs::symlink_metadata(&dir).is_err() {
+            return Err(not_found());
+        }
+        if package::read_package(&dir, None).is_ok() {
+            return Err(SkillError::Conflict("Skill package is valid and cannot be deleted as invalid".into()));
+        }
+        let id = &sha256_hex(format!("{}:{}", source.as_str(), entry.dir).as_bytes())[..16];
+        let version = package::version_id();
+        let parent = self.paths.snapshots.join("invalid").join(source.as_str()).join(id);
+        fs::create_dir_all(&parent)?;
+        let dest = parent.join(&version);
+        move_dir(&dir, &dest)?;
+        if let Err(e) = self.refresh_locked() {
+            let _ = move_dir(&dest, &dir);
+            let _ = self.refresh_locked();
+            return Err(e);
+        }
+        Ok(json!({
+            "source": source.as_str(),
+            "directory": directory,
+            "snapshot": format!("invalid/{}/{id}/{version}", source.as_str()),
+        }))
+    }
+
+    /// Imports a ZIP archive into the user root (skills.md §10).
+    pub fn import_zip(&self, bytes: &[u8]) -> Result<Arc<SkillRecord>> {
+        let (tmp, parsed) = super::import::unpack(bytes, &self.paths.user)?;
+        let name = parsed.manifest.name.clone();
+        let _g = lock(&self.op);
+        self.check_available(&name)?;
+        package::write_meta(tmp.path(), &package::fresh_meta(Source::User, true, None))?;
+        package::read_package(tmp.path(), Some(&name))?;
+        self.publish(tmp, &self.paths.user.join(&name), Source::User, &parsed.hash)
+    }
+
+    // ----- read side -------------------------------------------------------------------
+
+    /// Re-reads the effective package of `name` (skill_load, detail, validate).
+    pub fn read(&self, rec: &SkillRecord) -> Result<Package> {
+        package::read_package(&rec.path, Some(rec.name()))
+    }
+
+    /// `GET /api/skills` body.
+    pub fn list(&self, q: &ListQuery) -> Value {
+        let cat = self.catalog();
+        let query = q.query.as_deref().map(str::trim).filter(|s| !s.is_empty());
+        let recs: Vec<Arc<SkillRecord>> = match query {
+            Some(text) => cat.search(text, 10_000, true).into_iter().map(|(r, _)| r).collect(),
+            None => cat.records.values().cloned().collect(),
+        };
+        let filtered: Vec<Arc<SkillRecord>> = recs
+            .into_iter()
+            .filter(|r| q.source.as_deref().is_none_or(|s| r.source.as_str() == s))
+            .filter(|r| q.enabled.is_none_or(|e| r.enabled == e))
+            .filter(|r| q.availability.as_deref().is_none_or(|a| r.availability() == a))
+            .collect();
+        let total = filtered.len();
+        let start = q.page.saturating_sub(1).saturating_mul(q.page_size);
+        let items: Vec<Value> = filtered.iter().skip(start).take(q.page_size).map(|r| r.to_json(false)).collect();
+        json!({"items": items, "total": total, "page": q.page, "page_size": q.page_size, "invalid": cat.invalid_json()})
+    }
+
+    /// `GET /api/skills/{name}` body.
+    pub fn detail(&self, name: &str) -> Result<Value> {
+        let rec = self.get(name).ok_or_else(|| SkillError::invalid("Skill not found"))?;
+        let mut v = rec.to_json(true);
+        let o = v.as_object_mut().expect("records serialise to objects");
+        match self.read(&rec) {
+            Ok(pkg) => {
+                let body = &pkg.parsed.manifest.body;
+                let preview = crate::util::text::take_chars(body, 4000);
+                o.insert("body_truncated".into(), json!(preview.len() < body.len()));
+                o.insert("body_preview".into(), json!(preview));
+            }
+            Err(e) => {
+                let msg = package::sanitize(e.message(), &[&rec.path]);
+                o.insert("validation_errors".into(), json!([msg]));
+            }
+        }
+        o.insert("versions".into(), json!(self.versions_of(&rec)));
+        Ok(v)
+    }
+
+    /// `GET /api/skills/{name}/content` body; refreshes first when the file changed on disk.
+    pub fn content(&self, name: &str) -> Result<Value> {
+        if !is_valid_name(name) {
+            return Err(SkillError::invalid(super::INVALID_NAME));
+        }
+        let mut rec = self.get(name).ok_or_else(|| SkillError::invalid("Skill not found"))?;
+        let mut pkg = self.read(&rec);
+        if pkg.as_ref().map(|p| p.parsed.hash != rec.hash).unwrap_or(true) {
+            self.refresh()?;
+            rec = self.get(name).ok_or_else(|| SkillError::invalid("Skill not found"))?;
+            pkg = self.read(&rec);
+        }
+        let pkg = pkg.map_err(|e| SkillError::invalid(package::sanitize(e.message(), &[&rec.path])))?;
+        Ok(json!({
+            "name": rec.name(),
+            "display_name": pkg.parsed.manifest.label(),
+            "content": pkg.parsed.text,
+            "hash": pkg.parsed.hash,
+            "source": rec.source.as_str(),
+            "mutable": rec.source.mutable(),
+        }))
+    }
+
+    /// `POST /api/skills/{name}/validate` body.
+    pub fn validate(&self, name: &str) -> Result<Value> {
+        let rec = self.get(name).ok_or_else(|| SkillError::invalid("Skill not found"))?;
+        Ok(match self.read(&rec) {
+            Ok(pkg) => {
+                json!({"valid": true, "name": rec.name(), "hash": pkg.parsed.hash, "errors": []})
+            }
+            Err(e) => {
+                json!({"valid": false, "errors": [package::sanitize(e.message(), &[&rec.path])]})
+            }
+        })
+    }
+
+    /// Parses candidate content as a package named `name` would (evolution validation).
+    pub fn check_content(name: &str, content: &str) -> Result<Parsed> {
+        let name = validate_name(name)?;
+        frontmatter::parse(content, Some(&name))
+    }
+}
+
+/// Hash of the normalised SKILL.md currently on disk.
+fn current_hash(dir: &Path) -> Result<String> {
+    let bytes = fs::read(dir.join("SKILL.md")).map_err(|_| SkillError::invalid("SKILL.md not found"))?;
+    let text = String::from_utf8(bytes).map_err(|_| SkillError::invalid("SKILL.md must be UTF-8"))?;
+    Ok(sha256_hex(frontmatter::normalize_newlines(&text).as_bytes()))
+}
+
+/// Checks every support path; returns the normalised map (duplicates after normalising refused).
+fn check_support_map(files: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for (k, v) in files {
+        let p = package::check_support_path(k)?;
+        if v.len() as u64 > super::MAX_SUPPORT_FILE_BYTES {
+            return Err(SkillError::invalid(format!("supporting file is too large: {}", package::bounded(&p, 120))));
+        }
+        if out.insert(p.clone(), v.clone()).is_some() {
+            return Err(SkillError::invalid(format!("duplicate support path: {}", package::bounded(&p, 120))));
+        }
+    }
+    // A path that is both a file and a parent directory cannot be written.
+    for k in out.keys() {
+        if out.keys().any(|o| o.starts_with(&format!("{k}/"))) {
+            return Err(SkillError::invalid(format!(
+                "support path conflicts with a directory: {}",
+                package::bounded(k, 120)
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// Rename, or copy + remove across filesystems.
+fn move_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    match fs::rename(from, to) {
+        Ok(()) => Ok(()),
+        Err(_) => {
+            package::copy_tree(from, to)?;
+            package::remove_tree(from)
+        }
+    }
+}
+
+/// Convenience for callers holding a JSON object of support files.
+pub fn support_map(v: Option<&Value>) -> Result<BTreeMap<String, String>> {
+    match v {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k.clone(), s.clone())),
+                _ => Err(SkillError::invalid("support file contents must be strings")),
+            })
+            .collect(),
+        Some(_) => Err(SkillError::invalid("support_files must be an object")),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::skills::import::tests::build;
+    use crate::skills::package::tests::{make_pkg, skill_md, tmp};
+    use std::sync::atomic::Ordering;
+
+    pub fn service(tag: &str) -> (PathBuf, Arc<SkillService>) {
+        let data = tmp(tag);
+        let paths = SkillPaths::under(&data);
+        crate::skills::builtin::install(&paths.builtin).unwrap();
+        let svc = SkillService::new(paths, Arc::new(|| DepProbe::base(Default::default()))).unwrap();
+        (data, svc)
+    }
+
+    pub fn create(svc: &SkillService, name: &str, source: Source, extra: &str) -> Arc<SkillRecord> {
+        svc.create(CreateRequest {
+            name: name.into(),
+            content: skill_md(name, extra),
+            source,
+            support_files: BTreeMap::new(),
+            enabled: true,
+            reason: None,
+        })
+        .unwrap()
+    }
+
+    /// Every path below `dir`, sorted (to prove an operation changed nothing).
+    pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        fn walk(d: &Path, base: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+            let Ok(rd) = fs::read_dir(d) else { return };
+            for e in rd {
+                let p = e.unwrap().path();
+                let rel = p.strip_prefix(base).unwrap().display().to_string();
+                if p.is_dir() {
+                    out.push((rel, Vec::new()));
+                    walk(&p, base, out);
+                } else {
+                    out.push((rel, fs::read(&p).unwrap_or_default()));
+                }
+            }
+        }
+        walk(dir, dir, &mut out);
+        out.sort();
+        out
+    }
+
+    fn req(content: String) -> ReplaceRequest {
+        ReplaceRequest { content, ..Default::default() }
+    }
+
+    #[test]
+    fn create_validates_publishes_and_refuses_collisions() {
+        let (data, svc) = service("svc-create");
+        let mut files = BTreeMap::new();
+        files.insert("references\\guide.md".to_string(), "guide".to_string());
+        let rec = svc
+            .create(CreateRequest {
+                name: " demo ".into(),
+                content: skill_md("demo", "display_name: 演示\n"),
+                source: Source::User,
+                support_files: files,
+                enabled: false,
+                reason: Some("ignored for user".into()),
+            })
+            .unwrap();
+        assert_eq!(rec.source, Source::User);
+        assert!(!rec.enabled);
+        assert_eq!(rec.availability(), "disabled");
+        assert_eq!(fs::read_to_string(rec.path.join("references/guide.md")).unwrap(), "guide");
+        let meta: Value = serde_json::from_slice(&fs::read(rec.path.join("_meta.json")).unwrap()).unwrap();
+        assert_eq!(meta["source"], "user");
+        assert_eq!(meta["agentCreated"], false);
+        assert_eq!(meta["storage_version"], 1);
+        assert!(meta.get("creation_reason").is_none());
+        assert_eq!(rec.to_json(true)["path"], json!(rec.path.display().to_string()));
+
+        // Name taken in any root, whatever is there.
+        let e = svc
+            .create(CreateRequest {
+                name: "demo".into(),
+                content: skill_md("demo", ""),
+                source: Source::Agent,
+                support_files: BTreeMap::new(),
+                enabled: true,
+                reason: None,
+            })
+            .unwrap_err();
+        assert_eq!(e, SkillError::Conflict("Skill already exists in user: demo".into()));
+        assert_eq!(e.status(), 409);
+        fs::create_dir(svc.paths().agent.join("legacy")).unwrap();
+        fs::create_dir(svc.paths().user.join("legacy")).unwrap();
+        let e = svc.create(CreateRequest {
+            name: "legacy".into(),
+            content: skill_md("legacy", ""),
+            source: Source::User,
+            support_files: BTreeMap::new(),
+            enabled: true,
+            reason: None,
+        });
+        assert_eq!(e.unwrap_err().message(), "Skill already exists in user, agent: legacy");
+        let e = svc.create(CreateRequest {
+            name: "weather".into(),
+            content: skill_md("weather", ""),
+            source: Source::User,
+            support_files: BTreeMap::new(),
+            enabled: true,
+            reason: None,
+        });
+        assert_eq!(e.unwrap_err().message(), "Skill already exists in builtin: weather");
+
+        // Invalid inputs: nothing written.
+        let before = tree(&svc.paths().user);
+        let bad = |name: &str, content: String, source: Source, files: &[(&str, &str)]| {
+            svc.create(CreateRequest {
+                name: name.into(),
+                content,
+                source,
+                support_files: files.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+                enabled: true,
+                reason: None,
+            })
+            .unwrap_err()
+        };
+        assert_eq!(bad("Bad", skill_md("bad", ""), Source::User, &[]).status(), 422);
+        assert_eq!(
+            bad("x", skill_md("y", ""), Source::User, &[]).message(),
+            "frontmatter name must match the package directory"
+        );
+        let e = bad("x", skill_md("x", ""), Source::Builtin, &[]);
+        assert_eq!((e.status(), e.message()), (403, BUILTIN_READ_ONLY));
+        assert_eq!(
+            bad("x", skill_md("x", ""), Source::User, &[("../x", "a")]).message(),
+            "support path must be package-relative"
+        );
+        assert_eq!(
+            bad("x", skill_md("x", ""), Source::User, &[("docs/x", "a")]).message(),
+            "support path must be under references, templates, scripts, or assets"
+        );
+        assert_eq!(tree(&svc.paths().user), before);
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn agent_create_records_reason_and_shadows_lower_sources() {
+        let (data, svc) = service("svc-agent");
+        make_pkg(&svc.paths().user, "github", "");
+        svc.refresh().unwrap();
+        let rec = svc.get("github").unwrap();
+        assert_eq!(rec.source, Source::User);
+        assert_eq!(rec.shadowed_sources, vec![Source::Builtin]);
+        assert_eq!(rec.availability(), "available", "the user copy declares no gh binary");
+        let r = svc
+            .create(CreateRequest {
+                name: "helper".into(),
+                content: skill_md("helper", ""),
+                source: Source::Agent,
+                support_files: BTreeMap::new(),
+                enabled: true,
+                reason: Some("  user asked  ".into()),
+            })
+            .unwrap();
+        let meta: Value = serde_json::from_slice(&fs::read(r.path.join("_meta.json")).unwrap()).unwrap();
+        assert_eq!(meta["agentCreated"], true);
+        assert_eq!(meta["creation_reason"], "user asked");
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn replace_checks_hash_and_validation_before_touching_anything() {
+        let (data, svc) = service("svc-replace");
+        let rec = create(&svc, "demo", Source::User, "");
+        fs::create_dir(rec.path.join("assets")).unwrap();
+        let bin: Vec<u8> = (0..=255u8).rev().cycle().take(3000).collect();
+        fs::write(rec.path.join("assets/blob.bin"), &bin).unwrap();
+        let meta_before = fs::read(rec.path.join("_meta.json")).unwrap();
+        let before = tree(&data);
+
+        let stale = svc.replace(
+            "demo",
+            ReplaceRequest {
+                content: skill_md("demo", "version: 2\n"),
+                expected_hash: Some("0".repeat(64)),
+                ..Default::default()
+            },
+        );
+        assert_eq!(stale.unwrap_err(), SkillError::Conflict(CONTENT_CHANGED.into()));
+        let renamed = svc.replace("demo", req(skill_md("other", ""))).unwrap_err();
+        assert_eq!((renamed.status(), renamed.message()), (422, "frontmatter name must match the package directory"));
+        let empty = svc.replace("demo", req("---\nname: demo\ndescription: d\n---\n".into()));
+        assert_eq!(empty.unwrap_err().message(), "SKILL.md body cannot be empty");
+        assert_eq!(tree(&data), before, "a rejected edit must change nothing and add no version");
+        assert!(svc.versions("demo").unwrap().is_empty());
+
+        let current = svc.get("demo").unwrap().hash.clone();
+        let (r, snap) = svc
+            .replace(
+                "demo",
+                ReplaceRequest {
+                    content: skill_md("demo", "display_name: New label\nversion: 2\n").replace('\n', "\r\n"),
+                    expected_hash: Some(current),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(r.manifest.version, 2);
+        assert_eq!(r.manifest.label(), "New label");
+        assert_eq!(r.path, rec.path, "editing display_name keeps name and path");
+        assert_eq!(fs::read(r.path.join("assets/blob.bin")).unwrap(), bin);
+        assert_eq!(fs::read(r.path.join("_meta.json")).unwrap(), meta_before);
+        assert!(!fs::read_to_string(r.path.join("SKILL.md")).unwrap().contains('\r'));
+        assert_eq!(svc.versions("demo").unwrap(), vec![snap.clone()]);
+
+        // With support_files the package is rebuilt from exactly those files, enabled kept.
+        svc.set_enabled("demo", false).unwrap();
+        let mut files = BTreeMap::new();
+        files.insert("templates/t.txt".to_string(), "tpl".to_string());
+        let (r, _) = svc
+            .replace(
+                "demo",
+                ReplaceRequest {
+                    content: skill_md("demo", "version: 3\n"),
+                    support_files: Some(files),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert!(!r.path.join("assets").exists());
+        assert_eq!(fs::read_to_string(r.path.join("templates/t.txt")).unwrap(), "tpl");
+        assert!(!r.enabled);
+        assert_eq!(svc.versions("demo").unwrap().len(), 2);
+        // No temp or backup dirs left in the root.
+        let names: Vec<String> = fs::read_dir(&svc.paths().user)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["demo"]);
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn versions_and_rollback_restore_bytes_exactly() {
+        let (data, svc) = service("svc-rollback");
+        let rec = create(&svc, "demo", Source::Agent, "");
+        fs::create_dir(rec.path.join("assets")).unwrap();
+        let bin: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 256) as u8).collect();
+        fs::write(rec.path.join("assets/img.png"), &bin).unwrap();
+        svc.refresh().unwrap();
+        let original = tree(&rec.path);
+        let (_, v1) = svc.replace("demo", req(skill_md("demo", "version: 2\n"))).unwrap();
+        fs::write(rec.path.join("assets/img.png"), b"changed").unwrap();
+        svc.set_enabled("demo", false).unwrap();
+        assert_ne!(tree(&rec.path), original);
+
+        let r = svc.rollback("demo", &v1).unwrap();
+        assert_eq!(tree(&r.path), original, "rollback must restore every byte, _meta.json included");
+        assert!(r.enabled);
+        assert_eq!(r.manifest.version, 1);
+        let versions = svc.versions("demo").unwrap();
+        assert_eq!(versions.len(), 2, "rollback snapshots the current state first");
+        assert!(versions[0] > versions[1]);
+        // Rolling back to the pre-rollback snapshot undoes the rollback.
+        let r = svc.rollback("demo", &versions[0]).unwrap();
+        assert!(!r.enabled);
+        assert_eq!(fs::read(r.path.join("assets/img.png")).unwrap(), b"changed");
+
+        let e = svc.rollback("demo", "123-abc").unwrap_err();
+        assert_eq!((e.status(), e.message()), (404, "snapshot not found: 123-abc"));
+        assert_eq!(svc.rollback("demo", "..").unwrap_err().status(), 422);
+        assert_eq!(svc.rollback("demo", "../x").unwrap_err().status(), 422);
+        assert_eq!(svc.rollback("nope", &v1).unwrap_err().status(), 404);
+        assert_eq!(svc.versions("weather").unwrap(), Vec::<String>::new());
+        assert_eq!(svc.versions("nope").unwrap_err().message(), "Skill not found");
+
+        // An invalid snapshot is refused before swapping.
+        let snapdir = svc.paths().snapshots.join("agent/demo").join(&v1);
+        fs::write(snapdir.join("SKILL.md"), "broken").unwrap();
+        let before = tree(&data);
+        assert_eq!(svc.rollback("demo", &v1).unwrap_err().status(), 422);
+        assert_eq!(tree(&data), before);
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn builtins_are_read_only_and_delete_snapshots() {
+        let (data, svc) = service("svc-ro");
+        for e in [
+            svc.replace("weather", req(skill_md("weather", ""))).unwrap_err(),
+            svc.set_enabled("weather", false).unwrap_err(),
+            svc.delete("weather").unwrap_err(),
+            svc.rollback("weather", "1-a").unwrap_err(),
+        ] {
+            assert_eq!((e.status(), e.message()), (403, BUILTIN_READ_ONLY));
+        }
+        let rec = create(&svc, "gone", Source::User, "");
+        svc.delete("gone").unwrap();
+        assert!(!rec.path.exists());
+        assert!(svc.get("gone").is_none());
+        let snaps = fs::read_dir(svc.paths().snapshots.join("user/gone")).unwrap().count();
+        assert_eq!(snaps, 1);
+        assert_eq!(svc.delete("gone").unwrap_err().status(), 404);
+        // Disabled skills stay listed but leave search and the available filter.
+        create(&svc, "quiet", Source::User, "");
+        svc.set_enabled("quiet", false).unwrap();
+        let list =
+            svc.list(&ListQuery { enabled: Some(true), availability: Some("available".into()), ..Default::default() });
+        assert!(!list["items"].as_array().unwrap().iter().any(|i| i["name"] == "quiet"));
+        assert!(svc.catalog().search("quiet", 10, false).is_empty());
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn invalid_delete_moves_to_snapshots() {
+        let (data, svc) = service("svc-invalid");
+        let broken = svc.paths().agent.join("broken");
+        fs::create_dir(&broken).unwrap();
+        fs::write(broken.join("SKILL.md"), "no frontmatter").unwrap();
+        fs::create_dir(svc.paths().user.join("also-bad")).unwrap();
+        svc.refresh().unwrap();
+        let cat = svc.catalog();
+        assert_eq!(cat.invalid["agent:broken"].message, "SKILL.md must start with YAML frontmatter");
+
+        assert_eq!(svc.delete_invalid("nope", "broken").unwrap_err().message(), "invalid Skill source");
+        assert_eq!(svc.delete_invalid("builtin", "broken").unwrap_err().status(), 403);
+        for sel in ["", ".", "..", "../broken", "nested/broken", "nested\\broken"] {
+            let e = svc.delete_invalid("agent", sel).unwrap_err();
+            assert_eq!((e.status(), e.message()), (422, "invalid Skill directory selector"), "{sel}");
+        }
+        let e = svc.delete_invalid("agent", "missing").unwrap_err();
+        assert_eq!((e.status(), e.message()), (404, "invalid Skill package not found"));
+
+        // Refresh failure rolls the move back.
+        svc.fail_refreshes.store(1, Ordering::SeqCst);
+        assert!(svc.delete_invalid("agent", "broken").is_err());
+        assert!(broken.join("SKILL.md").exists());
+
+        let v = svc.delete_invalid("agent", "broken").unwrap();
+        let id = &sha256_hex(b"agent:broken")[..16];
+        let snap = v["snapshot"].as_str().unwrap();
+        assert!(snap.starts_with(&format!("invalid/agent/{id}/")), "{snap}");
+        assert_eq!(v["directory"], "broken");
+        assert!(!broken.exists());
+        assert_eq!(fs::read_to_string(svc.paths().snapshots.join(snap).join("SKILL.md")).unwrap(), "no frontmatter");
+        assert!(!svc.catalog().invalid.contains_key("agent:broken"));
+
+        // A repaired package is no longer deletable as invalid.
+        let fixed = svc.paths().user.join("also-bad");
+        fs::write(fixed.join("SKILL.md"), skill_md("also-bad", "")).unwrap();
+        let e = svc.delete_invalid("user", "also-bad").unwrap_err();
+        assert_eq!((e.status(), e.message()), (409, "Skill package is valid and cannot be deleted as invalid"));
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn startup_restores_an_interrupted_swap_and_removes_leftovers() {
+        let data = tmp("svc-recover");
+        let paths = SkillPaths::under(&data);
+        fs::create_dir_all(&paths.user).unwrap();
+        fs::create_dir_all(&paths.agent).unwrap();
+        // Crash between "live -> .bak" and "tmp -> live": only the backup holds the package.
+        let bak = paths.user.join(".demo.0123456789abcdef.bak");
+        fs::create_dir(&bak).unwrap();
+        fs::write(bak.join("SKILL.md"), skill_md("demo", "")).unwrap();
+        let tmp_left = paths.user.join(".demo.fedcba9876543210.tmp");
+        fs::create_dir(&tmp_left).unwrap();
+        // A stale backup next to an intact package is just removed.
+        make_pkg(&paths.agent, "kept", "");
+        let stale = paths.agent.join(".kept.00000000000000aa.bak");
+        fs::create_dir(&stale).unwrap();
+        fs::create_dir(paths.user.join(".skill-import.1111111111111111.tmp")).unwrap();
+        let svc = SkillService::new(paths.clone(), Arc::new(DepProbe::default)).unwrap();
+        assert_eq!(svc.get("demo").unwrap().source, Source::User);
+        assert!(svc.get("kept").is_some());
+        let names = |d: &Path| {
+            let mut v: Vec<String> =
+                fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(&paths.user), ["demo"]);
+        assert_eq!(names(&paths.agent), ["kept"]);
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn failed_refresh_after_publish_leaves_nothing() {
+        let (data, svc) = service("svc-pubfail");
+        let before = tree(&svc.paths().agent);
+        svc.fail_refreshes.store(1, Ordering::SeqCst);
+        let e = svc
+            .create(CreateRequest {
+                name: "late".into(),
+                content: skill_md("late", ""),
+                source: Source::Agent,
+                support_files: BTreeMap::new(),
+                enabled: true,
+                reason: None,
+            })
+            .unwrap_err();
+        assert_eq!(e.status(), 500);
+        assert!(!e.message().contains(&data.display().to_string()));
+        assert_eq!(tree(&svc.paths().agent), before);
+        assert!(svc.get("late").is_none());
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn import_ignores_archive_meta_and_refuses_conflicts_in_every_root() {
+        let (data, svc) = service("svc-import");
+        let zip = build(&[
+            ("SKILL.md", skill_md("zipped", "").into_bytes(), 0),
+            ("_meta.json", br#"{"source":"builtin","enabled":false,"agentCreated":true}"#.to_vec(), 0),
+            ("assets/a.bin", vec![9, 8, 7], 0),
+        ]);
+        let rec = svc.import_zip(&zip).unwrap();
+        assert_eq!(rec.source, Source::User);
+        assert!(rec.enabled);
+        let meta: Value = serde_json::from_slice(&fs::read(rec.path.join("_meta.json")).unwrap()).unwrap();
+        assert_eq!((meta["source"].as_str(), meta["agentCreated"].as_bool()), (Some("user"), Some(false)));
+
+        create(&svc, "agentish", Source::Agent, "");
+        for name in ["zipped", "agentish", "weather"] {
+            let zip = build(&[("SKILL.md", skill_md(name, "").into_bytes(), 0)]);
+            let before_user = tree(&svc.paths().user);
+            let rev = svc.catalog().revision;
+            let e = svc.import_zip(&zip).unwrap_err();
+            assert_eq!(e.status(), 409, "{name}");
+            assert_eq!(tree(&svc.paths().user), before_user);
+            assert_eq!(svc.catalog().revision, rev, "a rejected import must not refresh");
+        }
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn list_search_detail_content_and_validate() {
+        let (data, svc) = service("svc-list");
+        create(&svc, "renzhi-niuqu", Source::User, "display_name: 认知扭曲\ntags: [psychology]\n");
+        let l = svc.list(&ListQuery::default());
+        assert_eq!(l["total"], 5);
+        let names: Vec<&str> = l["items"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["chart-visualization", "github", "renzhi-niuqu", "skill-creator", "weather"]);
+        assert!(l["items"][0].get("path").is_none());
+        let l = svc.list(&ListQuery { page: 2, page_size: 2, ..Default::default() });
+        assert_eq!(l["items"].as_array().unwrap().len(), 2);
+        assert_eq!(l["items"][0]["name"], "renzhi-niuqu");
+        let l = svc.list(&ListQuery { page: 9, ..Default::default() });
+        assert_eq!(l["items"], json!([]));
+        let l = svc.list(&ListQuery { source: Some("builtin".into()), ..Default::default() });
+        assert_eq!(l["total"], 4);
+        let l = svc.list(&ListQuery { query: Some("认知扭曲".into()), ..Default::default() });
+        assert_eq!(l["items"][0]["name"], "renzhi-niuqu");
+        let l = svc.list(&ListQuery { query: Some("!!!".into()), ..Default::default() });
+        assert_eq!(l["total"], 0);
+        assert!(svc.get("认知扭曲").is_none(), "lookup by display name fails");
+
+        let d = svc.detail("renzhi-niuqu").unwrap();
+        assert_eq!(d["body_preview"], "# renzhi-niuqu\n\nSteps.");
+        assert_eq!(d["body_truncated"], false);
+        assert_eq!(d["versions"], json!([]));
+        assert!(d["path"].is_string());
+        assert_eq!(svc.detail("nope").unwrap_err().message(), "Skill not found");
+
+        let c = svc.content("renzhi-niuqu").unwrap();
+        assert_eq!(c["display_name"], "认知扭曲");
+        assert_eq!(c["mutable"], true);
+        assert!(c.get("path").is_none());
+        assert_eq!(svc.content("Bad Name").unwrap_err().status(), 422);
+        assert_eq!(svc.content("nope").unwrap_err().status(), 404);
+        // An edit made on disk behind our back is picked up (content refreshes).
+        let p = svc.get("renzhi-niuqu").unwrap().path.clone();
+        fs::write(p.join("SKILL.md"), skill_md("renzhi-niuqu", "version: 7\n").replace('\n', "\r\n")).unwrap();
+        let c = svc.content("renzhi-niuqu").unwrap();
+        assert!(!c["content"].as_str().unwrap().contains('\r'));
+        assert_eq!(svc.get("renzhi-niuqu").unwrap().manifest.version, 7);
+        assert_eq!(c["hash"], json!(svc.get("renzhi-niuqu").unwrap().hash));
+
+        let v = svc.validate("renzhi-niuqu").unwrap();
+        assert_eq!(v["valid"], true);
+        fs::write(p.join("extra.txt"), "x").unwrap();
+        let v = svc.validate("renzhi-niuqu").unwrap();
+        assert_eq!(v, json!({"valid": false, "errors": ["unsupported package entry: extra.txt"]}));
+        let d = svc.detail("renzhi-niuqu").unwrap();
+        assert_eq!(d["validation_errors"], json!(["unsupported package entry: extra.txt"]));
+        assert_eq!(svc.validate("nope").unwrap_err().status(), 404);
+        fs::remove_dir_all(data).unwrap();
+    }
+}

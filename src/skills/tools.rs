@@ -1,0 +1,1028 @@
+//! The model-facing skill tools (skills.md §5–§8): `skill_search`, `skill_load` (two-phase
+//! lazy loading: the body lives only in this turn's model context, history keeps a receipt),
+//! `skill_read_resource`, `agent_skill_manage`; the state they keep within a turn ([`SkillTools`]:
+//! loaded (name, hash) pairs per chat; `activated_skills` / `activated_tools` in the turn's
+//! metadata working copy), explicit `@name` / `mentioned_skills` selection and the prompt
+//! summary of recent skills.
+//! Runs on the worker thread of the turn.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs;
+use std::io::Read;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use serde_json::{json, Map, Value};
+
+use super::package;
+use super::service::{CreateRequest, SkillService};
+use super::{is_valid_name, SkillError, Source, MAX_SUPPORT_FILE_BYTES, SUPPORT_DIRS};
+use crate::agent::tools::{Tool, ToolOutput, TurnCtx};
+use crate::util::{text, time};
+
+/// Most skills kept in a chat's `activated_skills`.
+pub const ACTIVATED_CAPACITY: usize = 12;
+/// Longest recent-skills prompt section, in chars.
+pub const SUMMARY_MAX_CHARS: usize = 1800;
+
+/// What the skill tools need from the rest of the agent.
+pub trait SkillEnv: Send + Sync {
+    /// Whether `name` is in the full tool registry (built-ins and live MCP wrappers).
+    fn has_tool(&self, name: &str) -> bool;
+    /// Connects a configured MCP server (as `mcp_prepare` does) and returns the names of the
+    /// registered tools it owns (`mcp_<server>_*`). `Err` carries a short reason.
+    fn prepare_mcp(&self, server: &str) -> Result<Vec<String>, String>;
+}
+
+/// A [`SkillEnv`] without MCP: a fixed tool list, every MCP preparation fails.
+pub struct StaticEnv(pub HashSet<String>);
+
+impl SkillEnv for StaticEnv {
+    fn has_tool(&self, name: &str) -> bool {
+        self.0.contains(name)
+    }
+
+    fn prepare_mcp(&self, _server: &str) -> Result<Vec<String>, String> {
+        Err("MCP is not available".into())
+    }
+}
+
+/// Python `json.dumps` spacing (`", "` and `": "`), non-ASCII kept raw. Object keys come out
+/// sorted (serde_json maps); use [`py_object`] where the original's key order is on the wire.
+pub fn py_json(v: &Value) -> String {
+    match v {
+        Value::Array(a) => format!("[{}]", a.iter().map(py_json).collect::<Vec<_>>().join(", ")),
+        Value::Object(o) => py_pairs(o.iter().map(|(k, v)| (k.as_str(), v))),
+        other => other.to_string(),
+    }
+}
+
+/// A Python-spaced JSON object with keys in the given order.
+pub fn py_object(pairs: &[(&str, Value)]) -> String {
+    py_pairs(pairs.iter().map(|(k, v)| (*k, v)))
+}
+
+fn py_pairs<'a>(pairs: impl Iterator<Item = (&'a str, &'a Value)>) -> String {
+    let items: Vec<String> = pairs.map(|(k, v)| format!("{}: {}", Value::String(k.to_string()), py_json(v))).collect();
+    format!("{{{}}}", items.join(", "))
+}
+
+/// One entry of the chat's `activated_skills`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Activated {
+    pub description: String,
+    pub version: u64,
+    pub hash: String,
+    pub last_used: f64,
+}
+
+/// The chat's `activated_skills` LRU (metadata.json).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ActivatedSkills(pub BTreeMap<String, Activated>);
+
+impl ActivatedSkills {
+    /// Reads the metadata value; malformed entries are dropped.
+    pub fn from_json(v: Option<&Value>) -> ActivatedSkills {
+        let mut out = BTreeMap::new();
+        if let Some(Value::Object(o)) = v {
+            for (name, e) in o {
+                let (Some(desc), Some(version), Some(hash)) = (
+                    e.get("description").and_then(Value::as_str),
+                    e.get("version").and_then(Value::as_u64),
+                    e.get("hash").and_then(Value::as_str),
+                ) else {
+                    continue;
+                };
+                out.insert(
+                    name.clone(),
+                    Activated {
+                        description: desc.to_string(),
+                        version,
+                        hash: hash.to_string(),
+                        last_used: e.get("last_used").and_then(Value::as_f64).unwrap_or(0.0),
+                    },
+                );
+            }
+        }
+        let mut s = ActivatedSkills(out);
+        s.evict();
+        s
+    }
+
+    pub fn to_json(&self) -> Value {
+        let m: Map<String, Value> = self
+            .0
+            .iter()
+            .map(|(k, a)| {
+                (
+                    k.clone(),
+                    json!({"description": a.description, "version": a.version, "hash": a.hash, "last_used": a.last_used}),
+                )
+            })
+            .collect();
+        Value::Object(m)
+    }
+
+    /// Records a successful load now.
+    pub fn touch(&mut self, name: &str, description: &str, version: u64, hash: &str) {
+        // Strictly increasing stamps keep the LRU order exact for loads within one clock tick.
+        let newest = self.0.values().map(|a| a.last_used).fold(0.0, f64::max);
+        let now = time::now_epoch().max(newest + 1e-6);
+        self.0.insert(
+            name.to_string(),
+            Activated {
+                description: text::take_chars(description, 160).to_string(),
+                version,
+                hash: hash.to_string(),
+                last_used: now,
+            },
+        );
+        self.evict();
+    }
+
+    fn evict(&mut self) {
+        while self.0.len() > ACTIVATED_CAPACITY {
+            let oldest = self
+                .0
+                .iter()
+                .min_by(|a, b| a.1.last_used.partial_cmp(&b.1.last_used).unwrap_or(std::cmp::Ordering::Equal))
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => {
+                    self.0.remove(&k);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Names, most recently used first.
+    pub fn recent_first(&self) -> Vec<(&String, &Activated)> {
+        let mut v: Vec<_> = self.0.iter().collect();
+        v.sort_by(|a, b| {
+            b.1.last_used.partial_cmp(&a.1.last_used).unwrap_or(std::cmp::Ordering::Equal).then_with(|| a.0.cmp(b.0))
+        });
+        v
+    }
+
+    /// The `## Recently activated Skills` prompt section, or `""` when no line qualifies.
+    /// Deleted and disabled skills are skipped; a changed hash is marked stale.
+    pub fn summary(&self, svc: &SkillService) -> String {
+        let cat = svc.catalog();
+        let mut out = String::from(
+            "## Recently activated Skills\nThese are hints only: call skill_load before relying on any of them.",
+        );
+        let mut lines = 0;
+        for (name, a) in self.recent_first() {
+            let Some(rec) = cat.get(name) else { continue };
+            if !rec.enabled {
+                continue;
+            }
+            let mut line = format!("\n- {name}: {}", text::take_chars(&a.description, 160));
+            if rec.hash != a.hash {
+                line.push_str(" (stale; reload required)");
+            }
+            if text::char_len(&out) + text::char_len(&line) > SUMMARY_MAX_CHARS {
+                break;
+            }
+            out.push_str(&line);
+            lines += 1;
+        }
+        if lines == 0 {
+            String::new()
+        } else {
+            out
+        }
+    }
+}
+
+/// Most tools kept in a chat's `activated_tools` (shared with MCP activations).
+pub const ACTIVATED_TOOLS_CAPACITY: usize = 50;
+
+/// The skill tools and the state they keep between calls of one turn. The per-turn set of
+/// loaded (name, hash) pairs is keyed by chat (one turn per chat runs at a time) and reset by
+/// [`SkillTools::begin_turn`]; `activated_skills` / `activated_tools` live in the turn's
+/// metadata working copy, so a failed turn drops them with everything else.
+pub struct SkillTools {
+    pub svc: Arc<SkillService>,
+    env: RwLock<Arc<dyn SkillEnv>>,
+    loaded: Mutex<HashMap<String, HashSet<(String, String)>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A loaded skill's three projections plus whether it was a failure.
+fn projection(model: String, public: String, persisted: String) -> ToolOutput {
+    ToolOutput { for_model: model, preview: Some(public), for_history: Some(persisted), failed: false }
+}
+
+fn json_error(pairs: &[(&str, Value)]) -> ToolOutput {
+    ToolOutput { for_model: py_object(pairs), preview: None, for_history: None, failed: true }
+}
+
+impl SkillTools {
+    pub fn new(svc: Arc<SkillService>, env: Arc<dyn SkillEnv>) -> Arc<SkillTools> {
+        Arc::new(SkillTools { svc, env: RwLock::new(env), loaded: Mutex::new(HashMap::new()) })
+    }
+
+    /// Replaces the registry/MCP view (when MCP comes up or its configuration changes).
+    pub fn set_env(&self, env: Arc<dyn SkillEnv>) {
+        *self.env.write().unwrap_or_else(|e| e.into_inner()) = env;
+    }
+
+    fn env(&self) -> Arc<dyn SkillEnv> {
+        Arc::clone(&self.env.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Starts a turn of `chat_id`: nothing is loaded yet.
+    pub fn begin_turn(&self, chat_id: &str) {
+        lock(&self.loaded).insert(chat_id.to_string(), HashSet::new());
+    }
+
+    /// Forgets the turn's loads.
+    pub fn end_turn(&self, chat_id: &str) {
+        lock(&self.loaded).remove(chat_id);
+    }
+
+    fn is_loaded(&self, chat_id: &str, name: &str, hash: &str) -> bool {
+        lock(&self.loaded).get(chat_id).is_some_and(|s| s.contains(&(name.to_string(), hash.to_string())))
+    }
+
+    /// The model-visible skill tools, in a stable order.
+    pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
+        vec![
+            Arc::new(SkillSearch(Arc::clone(self))),
+            Arc::new(SkillLoad(Arc::clone(self))),
+            Arc::new(SkillReadResource(Arc::clone(self))),
+            Arc::new(AgentSkillManage(Arc::clone(&self.svc))),
+        ]
+    }
+
+    /// The recent-skills prompt section for a chat's metadata, if any line qualifies.
+    pub fn hints(&self, metadata: &Map<String, Value>) -> Option<String> {
+        let s = ActivatedSkills::from_json(metadata.get("activated_skills")).summary(&self.svc);
+        (!s.is_empty()).then_some(s)
+    }
+
+    /// `skill_search` result text.
+    pub fn search(&self, query: &str, limit: usize) -> Value {
+        if query.trim().is_empty() {
+            return json!({"skills": [], "error": "query is required"});
+        }
+        let hits = self.svc.catalog().search(query, limit.clamp(1, 20), false);
+        let skills: Vec<Value> = hits
+            .into_iter()
+            .map(|(r, score)| {
+                let mut v = r.brief_json();
+                v["score"] = json!((score * 10_000.0).round() / 10_000.0);
+                v
+            })
+            .collect();
+        json!({"query": query, "skills": skills})
+    }
+
+    /// `skill_load` (skills.md §6).
+    pub fn load(&self, ctx: &TurnCtx, name: &str) -> ToolOutput {
+        let env = self.env();
+        let cat = self.svc.catalog();
+        let Some(rec) = cat.get(name).cloned() else {
+            let suggestions: Vec<String> =
+                cat.search(name, 3, false).into_iter().map(|(r, _)| r.name().to_string()).collect();
+            return json_error(&[
+                ("error", json!("skill_not_found")),
+                ("name", json!(name)),
+                ("suggestions", json!(suggestions)),
+            ]);
+        };
+        if !rec.enabled {
+            return json_error(&[("error", json!("skill_disabled")), ("name", json!(name))]);
+        }
+        let missing: Vec<&String> = rec.missing.iter().filter(|m| !m.starts_with("mcp:")).collect();
+        if !missing.is_empty() {
+            return json_error(&[
+                ("error", json!("missing_dependency")),
+                ("name", json!(name)),
+                ("missing", json!(missing)),
+            ]);
+        }
+        for t in &rec.manifest.requires.tools {
+            if !t.starts_with("mcp_") && !env.has_tool(t) {
+                return json_error(&[
+                    ("error", json!("missing_dependency")),
+                    ("name", json!(name)),
+                    ("missing", json!([format!("tool:{t}")])),
+                ]);
+            }
+        }
+        let mut activate = Vec::new();
+        for server in &rec.manifest.requires.mcp_servers {
+            match env.prepare_mcp(server) {
+                Ok(tools) => activate.extend(tools),
+                Err(_) => {
+                    return json_error(&[
+                        ("error", json!("mcp_prepare_failed")),
+                        ("name", json!(name)),
+                        ("server", json!(server)),
+                    ])
+                }
+            }
+        }
+        for t in &rec.manifest.requires.tools {
+            if t.starts_with("mcp_") && env.has_tool(t) {
+                activate.push(t.clone());
+            }
+        }
+        let (rec, pkg) = match self.svc.read(&rec) {
+            Ok(p) if p.parsed.hash == rec.hash && p.parsed.manifest.name == rec.name() => (rec, p),
+            _ => {
+                // Changed on disk since the last refresh: refresh and read again.
+                let refreshed = self.svc.refresh();
+                let reread = match (refreshed, self.svc.get(name)) {
+                    (Ok(()), Some(r)) => self.svc.read(&r).map(|p| (r, p)),
+                    (Ok(()), None) => self.svc.read(&rec).and(Err(SkillError::invalid("Skill not found"))),
+                    (Err(e), _) => Err(e),
+                };
+                match reread {
+                    Ok(x) => x,
+                    Err(e) => {
+                        let detail = package::sanitize(e.message(), &[&rec.path]);
+                        return json_error(&[("error", json!("invalid_skill")), ("detail", json!(detail))]);
+                    }
+                }
+            }
+        };
+        activate_tools(ctx, &activate);
+        let m = &pkg.parsed.manifest;
+        let receipt = format!("[Skill loaded: {}@v{} sha256:{}]", m.name, m.version, pkg.parsed.hash);
+        let fresh = lock(&self.loaded)
+            .entry(ctx.chat_id.clone())
+            .or_default()
+            .insert((m.name.clone(), pkg.parsed.hash.clone()));
+        if !fresh {
+            let t = format!("{receipt} already_loaded=true");
+            return projection(t.clone(), format!("Skill already loaded: {}", m.name), t);
+        }
+        {
+            let mut st = ctx.state();
+            let mut act = ActivatedSkills::from_json(st.metadata.get("activated_skills"));
+            act.touch(&m.name, &m.description, m.version, &pkg.parsed.hash);
+            st.metadata.insert("activated_skills".into(), act.to_json());
+        }
+        let optional =
+            format!("{{\"tools\":{},\"mcp_servers\":{}}}", json!(m.optional.tools), json!(m.optional.mcp_servers));
+        let model = format!(
+            "{receipt}\nSkill package root: {}\nOptional dependencies (not started): {optional}\n\n{}",
+            rec.path.display(),
+            m.body
+        );
+        projection(model, format!("Loaded Skill: {}", m.name), receipt)
+    }
+
+    /// `skill_read_resource` (skills.md §7).
+    pub fn read_resource(&self, ctx: &TurnCtx, name: &str, path: &str) -> ToolOutput {
+        let not_loaded = ToolOutput::error("Error: load the Skill before reading its resources");
+        let Some(rec) = self.svc.get(name) else {
+            return not_loaded;
+        };
+        if !self.is_loaded(&ctx.chat_id, rec.name(), &rec.hash) {
+            return not_loaded;
+        }
+        let rel = match resource_path(path) {
+            Ok(r) => r,
+            Err(e) => return ToolOutput::error(format!("Error: {e}")),
+        };
+        let root = match fs::canonicalize(&rec.path) {
+            Ok(r) => r,
+            Err(_) => return ToolOutput::error("Error: resource not found or too large"),
+        };
+        let target = match fs::canonicalize(root.join(&rel)) {
+            Ok(t) if t.starts_with(&root) => t,
+            Ok(_) => return ToolOutput::error("Error: resource path escapes the Skill package"),
+            Err(_) => return ToolOutput::error("Error: resource not found or too large"),
+        };
+        let too_big = ToolOutput::error("Error: resource not found or too large");
+        match fs::metadata(&target) {
+            Ok(m) if m.is_file() && m.len() <= MAX_SUPPORT_FILE_BYTES => {}
+            _ => return too_big,
+        }
+        let mut buf = Vec::new();
+        let read = fs::File::open(&target).and_then(|f| f.take(MAX_SUPPORT_FILE_BYTES + 1).read_to_end(&mut buf));
+        if read.is_err() || buf.len() as u64 > MAX_SUPPORT_FILE_BYTES {
+            return too_big;
+        }
+        let Ok(content) = String::from_utf8(buf) else {
+            return ToolOutput::error(format!("Error executing skill_read_resource: {rel} is not UTF-8 text"));
+        };
+        let receipt = format!("[Skill resource read: {}/{rel}]", rec.name());
+        projection(format!("{receipt}\n\n{content}"), receipt.clone(), receipt)
+    }
+
+    /// Explicit selection before the runner (`mentioned_skills` + a leading `@name`): loads
+    /// each, returning the bodies for the turn-only system message and the receipts to persist,
+    /// or the turn's error text.
+    pub fn explicit(&self, ctx: &TurnCtx, names: &[String]) -> Result<(Vec<String>, Vec<String>), String> {
+        let mut bodies = Vec::new();
+        let mut receipts = Vec::new();
+        for n in names {
+            let out = self.load(ctx, n);
+            if out.failed {
+                return Err(format!("Unable to load @{n}: {}", out.for_model.trim()));
+            }
+            bodies.push(out.for_model.clone());
+            receipts.push(out.history_text().to_string());
+        }
+        Ok((bodies, receipts))
+    }
+}
+
+/// Adds MCP tool names to the turn's `activated_tools` LRU (`{name: epoch seconds}`, max 50).
+fn activate_tools(ctx: &TurnCtx, names: &[String]) {
+    if names.is_empty() {
+        return;
+    }
+    let mut st = ctx.state();
+    let mut map = match st.metadata.get("activated_tools") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    let now = time::now_epoch();
+    for n in names {
+        map.insert(n.clone(), json!(now));
+    }
+    while map.len() > ACTIVATED_TOOLS_CAPACITY {
+        let oldest = map
+            .iter()
+            .min_by(|a, b| {
+                let (x, y) = (a.1.as_f64().unwrap_or(0.0), b.1.as_f64().unwrap_or(0.0));
+                x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal)
+            })
+            .map(|(k, _)| k.clone());
+        match oldest {
+            Some(k) => {
+                map.remove(&k);
+            }
+            None => break,
+        }
+    }
+    st.metadata.insert("activated_tools".into(), Value::Object(map));
+}
+
+/// The turn-only system message carrying explicitly selected skill bodies.
+pub fn explicit_system_message(bodies: &[String]) -> String {
+    format!("The user explicitly selected these Skills:\n\n{}", bodies.join("\n\n---\n\n"))
+}
+
+/// A leading `@name` (`^@([a-z0-9][a-z0-9._-]{0,63})(\s+|$)`): the name and the text after it.
+pub fn leading_mention(content: &str) -> Option<(String, String)> {
+    let rest = content.strip_prefix('@')?;
+    let end = rest
+        .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')))
+        .unwrap_or(rest.len());
+    let name = &rest[..end];
+    let after = &rest[end..];
+    if !is_valid_name(name) || !(after.is_empty() || after.starts_with(char::is_whitespace)) {
+        return None;
+    }
+    Some((name.to_string(), after.trim_start().to_string()))
+}
+
+/// Names to load for a turn: structured selections first, then the legacy `@name`, deduplicated.
+pub fn selected_skills(mentioned: &[String], content: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let legacy = leading_mention(content).map(|(n, _)| n);
+    for n in mentioned.iter().cloned().chain(legacy) {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// Normalises and checks a resource path: relative, no `..`, at least two components, first a
+/// support directory.
+fn resource_path(raw: &str) -> Result<String, String> {
+    let p = raw.replace('\\', "/");
+    let p = p.trim();
+    if p.is_empty() || p.starts_with('/') || package::has_drive(p) || p.contains('\0') {
+        return Err("resource path must be relative to the Skill package".into());
+    }
+    let parts: Vec<&str> = p.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    if parts.contains(&"..") {
+        return Err("resource path must not contain '..'".into());
+    }
+    if parts.len() < 2 || !SUPPORT_DIRS.contains(&parts[0]) {
+        return Err("resource path must be under references, templates, scripts, or assets".into());
+    }
+    Ok(parts.join("/"))
+}
+
+fn str_arg<'a>(args: &'a Map<String, Value>, k: &str) -> &'a str {
+    args.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+struct SkillSearch(Arc<SkillTools>);
+
+impl Tool for SkillSearch {
+    fn name(&self) -> &str {
+        "skill_search"
+    }
+
+    fn description(&self) -> &str {
+        "Search installed Skills (reusable workflows) by name, display name, description, tags and triggers. \
+         Use it when a task might match a known workflow, then call skill_load with an exact name from the results."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What the user wants to do, in a few words."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 8}
+            },
+            "required": ["query"]
+        })
+    }
+
+    fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
+        let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(8).clamp(1, 20) as usize;
+        let v = self.0.search(str_arg(args, "query"), limit);
+        let failed = v.get("error").is_some();
+        ToolOutput { for_model: v.to_string(), preview: None, for_history: None, failed }
+    }
+}
+
+struct SkillLoad(Arc<SkillTools>);
+
+impl Tool for SkillLoad {
+    fn name(&self) -> &str {
+        "skill_load"
+    }
+
+    fn description(&self) -> &str {
+        "Load a Skill's full instructions (SKILL.md) into this turn by its exact name. The content lasts only \
+         for the current turn; load it again in later turns. Required MCP tools of the Skill become available \
+         in the next step."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"name": {"type": "string", "description": "Exact Skill name from skill_search."}},
+            "required": ["name"]
+        })
+    }
+
+    fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
+        self.0.load(ctx, str_arg(args, "name").trim())
+    }
+}
+
+struct SkillReadResource(Arc<SkillTools>);
+
+impl Tool for SkillReadResource {
+    fn name(&self) -> &str {
+        "skill_read_resource"
+    }
+
+    fn description(&self) -> &str {
+        "Read a text file shipped with a Skill loaded in this turn, e.g. references/guide.md or templates/x.html \
+         (paths under references/, templates/, scripts/ or assets/)."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The loaded Skill's name."},
+                "path": {"type": "string", "description": "Package-relative path, e.g. references/guide.md."}
+            },
+            "required": ["name", "path"]
+        })
+    }
+
+    fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
+        self.0.read_resource(ctx, str_arg(args, "name").trim(), str_arg(args, "path"))
+    }
+}
+
+/// `agent_skill_manage`: create-only authoring in the agent root (skills.md §8).
+pub struct AgentSkillManage(pub Arc<SkillService>);
+
+impl AgentSkillManage {
+    /// The result object of one call.
+    pub fn manage(&self, args: &Map<String, Value>) -> Value {
+        let fail = |code: &str, detail: &str| json!({"success": false, "action": "create", "code": code, "detail": package::sanitize(detail, &[&self.0.paths().agent])});
+        if args.get("action").and_then(Value::as_str) != Some("create") {
+            return fail("unsupported_action", "only action \"create\" is supported");
+        }
+        let reason = match args.get("reason") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(r)) if text::char_len(r.trim()) <= 500 => Some(r.trim().to_string()),
+            Some(_) => return fail("validation_error", "reason must be a string of at most 500 characters"),
+        };
+        let support = match args.get("support_files") {
+            None | Some(Value::Null) => BTreeMap::new(),
+            Some(Value::Object(m)) if m.len() <= 64 => {
+                let mut out = BTreeMap::new();
+                for (k, v) in m {
+                    let Some(s) = v.as_str() else {
+                        return fail("validation_error", "support_files values must be strings");
+                    };
+                    out.insert(k.clone(), s.to_string());
+                }
+                out
+            }
+            Some(Value::Object(_)) => return fail("validation_error", "support_files may hold at most 64 files"),
+            Some(_) => return fail("validation_error", "support_files must be an object"),
+        };
+        let (Some(name), Some(content)) =
+            (args.get("name").and_then(Value::as_str), args.get("content").and_then(Value::as_str))
+        else {
+            return fail("validation_error", "name and content must be strings");
+        };
+        let name = match super::validate_name(name) {
+            Ok(n) => n,
+            Err(e) => return fail("validation_error", e.message()),
+        };
+        let expected_hash = match super::frontmatter::parse(content, Some(&name)) {
+            Ok(p) => p.hash,
+            Err(e) => return fail("validation_error", e.message()),
+        };
+        let created = self.0.create(CreateRequest {
+            name: name.clone(),
+            content: content.to_string(),
+            source: Source::Agent,
+            support_files: support,
+            enabled: true,
+            reason,
+        });
+        match created {
+            Ok(rec) if rec.source == Source::Agent && rec.hash == expected_hash => json!({
+                "success": true,
+                "action": "create",
+                "name": rec.name(),
+                "display_name": rec.manifest.label(),
+                "hash": rec.hash,
+                "source": "agent",
+                "enabled": true,
+            }),
+            Ok(_) | Err(SkillError::Internal(_)) => fail("publication_failed", "Skill publication failed unexpectedly"),
+            Err(SkillError::Conflict(m)) => fail("conflict", &m),
+            Err(SkillError::Permission(m)) => fail("permission_denied", &m),
+            Err(SkillError::Invalid(m)) => fail("validation_error", &m),
+        }
+    }
+}
+
+impl Tool for AgentSkillManage {
+    fn name(&self) -> &str {
+        "agent_skill_manage"
+    }
+
+    fn description(&self) -> &str {
+        "Create a new managed Skill in the agent Skill root. Use ONLY when the user explicitly asks to create or \
+         save a Skill (load the skill-creator Skill first for the contract). `name` must match \
+         ^[a-z0-9][a-z0-9._-]{0,63}$ (ASCII slug); put a localized or human-readable title in the frontmatter \
+         `display_name`. `content` is the complete SKILL.md. On a validation_error, fix the content and call this \
+         tool again - never write Skill files with file tools, shell or HTTP. Only a result with success=true \
+         confirms the Skill was created."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["create"]},
+                "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,63}$"},
+                "content": {"type": "string"},
+                "support_files": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
+                "reason": {"type": "string", "maxLength": 500}
+            },
+            "required": ["action", "name", "content"],
+            "additionalProperties": false
+        })
+    }
+
+    fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
+        let v = self.manage(args);
+        let failed = v.get("success") != Some(&json!(true));
+        ToolOutput { for_model: v.to_string(), preview: None, for_history: None, failed }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skills::catalog::BASE_TOOLS;
+    use crate::skills::package::tests::skill_md;
+    use crate::skills::service::tests::{create, service};
+
+    fn env() -> Arc<dyn SkillEnv> {
+        Arc::new(StaticEnv(BASE_TOOLS.iter().map(|s| s.to_string()).collect()))
+    }
+
+    struct McpEnv;
+
+    impl SkillEnv for McpEnv {
+        fn has_tool(&self, name: &str) -> bool {
+            BASE_TOOLS.contains(&name) || name == "mcp_files_read"
+        }
+
+        fn prepare_mcp(&self, server: &str) -> Result<Vec<String>, String> {
+            match server {
+                "files" => Ok(vec!["mcp_files_read".into(), "mcp_files_list".into()]),
+                _ => Err("connection refused".into()),
+            }
+        }
+    }
+
+    fn ctx(dir: &std::path::Path) -> TurnCtx {
+        TurnCtx {
+            chat_id: "c1".into(),
+            workspace: dir.to_path_buf(),
+            protected: vec![],
+            memory: Arc::new(crate::store::memory::MemoryFiles::new(dir)),
+            cancel: crate::agent::cancel::CancelToken::new(),
+            state: Arc::new(Mutex::new(crate::agent::tools::TurnState::default())),
+        }
+    }
+
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn search_tool_shapes() {
+        let (data, svc) = service("tools-search");
+        let turn = SkillTools::new(svc, env());
+        let tools = turn.tools();
+        let out = tools[0].run(&args(json!({"query": "weather forecast", "limit": 50})), &ctx(&data));
+        let v: Value = serde_json::from_str(&out.for_model).unwrap();
+        assert_eq!(v["query"], "weather forecast");
+        assert_eq!(v["skills"][0]["name"], "weather");
+        assert!(v["skills"][0].get("requires").is_none());
+        let score = v["skills"][0]["score"].as_f64().unwrap();
+        assert_eq!((score * 10_000.0).round() / 10_000.0, score);
+        let out = tools[0].run(&args(json!({"query": "  "})), &ctx(&data));
+        assert_eq!(out.for_model, r#"{"error":"query is required","skills":[]}"#);
+        assert!(out.failed);
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn load_projects_body_to_model_and_receipt_to_history() {
+        let (data, svc) = service("tools-load");
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        let out = turn.load(&c, "weather");
+        assert!(!out.failed);
+        let rec = svc.get("weather").unwrap();
+        let receipt = format!("[Skill loaded: weather@v1 sha256:{}]", rec.hash);
+        assert!(out.for_model.starts_with(&format!("{receipt}\nSkill package root: {}\n", rec.path.display())));
+        assert!(out
+            .for_model
+            .contains("Optional dependencies (not started): {\"tools\":[\"web_search\"],\"mcp_servers\":[]}"));
+        assert!(out.for_model.contains("wttr.in"));
+        assert_eq!(out.history_text(), receipt);
+        assert_eq!(out.preview_text(), "Loaded Skill: weather");
+        let again = turn.load(&c, "weather");
+        assert_eq!(again.history_text(), format!("{receipt} already_loaded=true"));
+        assert_eq!(again.for_model, again.history_text());
+        assert_eq!(again.preview_text(), "Skill already loaded: weather");
+        let act = c.state().metadata["activated_skills"].clone();
+        assert_eq!(act["weather"]["hash"], json!(rec.hash));
+        assert_eq!(act["weather"]["version"], 1);
+
+        let nf = turn.load(&c, "wether");
+        assert!(nf.failed);
+        let v: Value = serde_json::from_str(&nf.for_model).unwrap();
+        assert_eq!(v["error"], "skill_not_found");
+        assert!(nf.for_model.contains("\"error\": \"skill_not_found\""), "python spacing: {}", nf.for_model);
+
+        create(&svc, "off-skill", Source::User, "");
+        svc.set_enabled("off-skill", false).unwrap();
+        assert_eq!(turn.load(&c, "off-skill").for_model, r#"{"error": "skill_disabled", "name": "off-skill"}"#);
+        create(&svc, "needs-bin", Source::User, "requires:\n  bins: [definitely-not-installed-bin]\n");
+        assert_eq!(
+            turn.load(&c, "needs-bin").for_model,
+            r#"{"error": "missing_dependency", "name": "needs-bin", "missing": ["bin:definitely-not-installed-bin"]}"#
+        );
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn load_rereads_a_changed_package_and_reports_invalid() {
+        let (data, svc) = service("tools-reload");
+        let rec = create(&svc, "demo", Source::User, "");
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        fs::write(rec.path.join("SKILL.md"), skill_md("demo", "version: 4\n")).unwrap();
+        let out = turn.load(&c, "demo");
+        assert!(out.history_text().starts_with("[Skill loaded: demo@v4 sha256:"), "{}", out.history_text());
+        assert_eq!(svc.get("demo").unwrap().manifest.version, 4);
+        fs::write(rec.path.join("SKILL.md"), "broken").unwrap();
+        let out = turn.load(&c, "demo");
+        assert!(out.failed);
+        assert_eq!(
+            out.for_model,
+            r#"{"error": "invalid_skill", "detail": "SKILL.md must start with YAML frontmatter"}"#
+        );
+        assert!(!out.for_model.contains(&data.display().to_string()));
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn required_mcp_servers_are_prepared_and_their_tools_activated() {
+        let (data, svc) = service("tools-mcp");
+        svc.set_probe(Arc::new(|| {
+            let mut p = crate::skills::catalog::DepProbe::base(Default::default());
+            p.mcp_servers.insert("files".into());
+            p.mcp_servers.insert("down".into());
+            p
+        }))
+        .unwrap();
+        create(&svc, "uses-files", Source::User, "requires:\n  mcp_servers: [files]\n  tools: [mcp_files_read]\n");
+        create(&svc, "uses-down", Source::User, "requires:\n  mcp_servers: [down]\n");
+        create(&svc, "uses-missing", Source::User, "requires:\n  mcp_servers: [nowhere]\n");
+        let turn = SkillTools::new(Arc::clone(&svc), Arc::new(McpEnv));
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        assert!(!turn.load(&c, "uses-files").failed);
+        let activated = c.state().metadata["activated_tools"].clone();
+        let names: Vec<&String> = activated.as_object().unwrap().keys().collect();
+        assert_eq!(names, ["mcp_files_list", "mcp_files_read"]);
+        assert_eq!(
+            turn.load(&c, "uses-down").for_model,
+            r#"{"error": "mcp_prepare_failed", "name": "uses-down", "server": "down"}"#
+        );
+        // A server missing from the MCP catalog is reported by preparation, not as a dependency.
+        assert!(turn.load(&c, "uses-missing").for_model.contains("mcp_prepare_failed"));
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn read_resource_requires_a_load_and_stays_inside() {
+        let (data, svc) = service("tools-res");
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        let before = turn.read_resource(&c, "chart-visualization", "templates/chart.html");
+        assert_eq!(before.for_model, "Error: load the Skill before reading its resources");
+        turn.load(&c, "chart-visualization");
+        let ok = turn.read_resource(&c, "chart-visualization", " templates\\chart.html ");
+        assert!(ok
+            .for_model
+            .starts_with("[Skill resource read: chart-visualization/templates/chart.html]\n\n<!doctype html>"));
+        assert_eq!(ok.history_text(), "[Skill resource read: chart-visualization/templates/chart.html]");
+        assert_eq!(ok.preview_text(), ok.history_text());
+        for bad in ["../weather/SKILL.md", "/etc/passwd", "SKILL.md", "references", "templates/../../x", "C:/x"] {
+            let out = turn.read_resource(&c, "chart-visualization", bad);
+            assert!(out.failed && out.for_model.starts_with("Error: "), "{bad}: {}", out.for_model);
+        }
+        assert_eq!(
+            turn.read_resource(&c, "chart-visualization", "templates/missing.html").for_model,
+            "Error: resource not found or too large"
+        );
+        let rec = create(&svc, "bin-res", Source::User, "");
+        fs::create_dir(rec.path.join("assets")).unwrap();
+        fs::write(rec.path.join("assets/x.bin"), [0xffu8, 0xfe, 0]).unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("/etc/hostname", rec.path.join("assets/out")).unwrap();
+        svc.refresh().unwrap();
+        // The escaping symlink makes the package invalid, so it cannot even be loaded.
+        assert!(turn.load(&c, "bin-res").failed);
+        #[cfg(unix)]
+        fs::remove_file(rec.path.join("assets/out")).unwrap();
+        svc.refresh().unwrap();
+        assert!(!turn.load(&c, "bin-res").failed);
+        assert!(turn
+            .read_resource(&c, "bin-res", "assets/x.bin")
+            .for_model
+            .starts_with("Error executing skill_read_resource"));
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn explicit_selection_and_leading_mentions() {
+        assert_eq!(leading_mention("@weather what now"), Some(("weather".into(), "what now".into())));
+        assert_eq!(leading_mention("@weather"), Some(("weather".into(), String::new())));
+        assert_eq!(leading_mention("@weather\n\tx"), Some(("weather".into(), "x".into())));
+        assert_eq!(leading_mention("@weather, hi"), None);
+        assert_eq!(leading_mention("@Weather hi"), None);
+        assert_eq!(leading_mention(" @weather hi"), None);
+        assert_eq!(leading_mention(&format!("@{} x", "a".repeat(65))), None);
+        assert_eq!(selected_skills(&["github".into(), "weather".into()], "@weather hi"), vec!["github", "weather"]);
+        let (data, svc) = service("tools-explicit");
+        let turn = SkillTools::new(svc, env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        let (bodies, receipts) = turn.explicit(&c, &["weather".into()]).unwrap();
+        assert!(bodies[0].contains("wttr.in"));
+        assert!(receipts[0].starts_with("[Skill loaded: weather@v1 sha256:"));
+        assert!(
+            explicit_system_message(&bodies).starts_with("The user explicitly selected these Skills:\n\n[Skill loaded")
+        );
+        let e = turn.explicit(&c, &["nope".into()]).unwrap_err();
+        assert!(e.starts_with("Unable to load @nope: {\"error\": \"skill_not_found\""), "{e}");
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn activated_skills_lru_and_summary() {
+        let (data, svc) = service("tools-lru");
+        let mut a = ActivatedSkills::default();
+        for i in 0..15 {
+            a.touch(&format!("s{i}"), &"d".repeat(300), 1, "h");
+        }
+        assert_eq!(a.0.len(), ACTIVATED_CAPACITY);
+        assert!(!a.0.contains_key("s0") && !a.0.contains_key("s2") && a.0.contains_key("s3"));
+        assert_eq!(a.0["s3"].description.len(), 160);
+        let back = ActivatedSkills::from_json(Some(&a.to_json()));
+        assert_eq!(back, a);
+
+        let w = svc.get("weather").unwrap();
+        let g = svc.get("github").unwrap();
+        let mut a = ActivatedSkills::default();
+        a.touch("weather", "Weather things", 1, &w.hash);
+        a.touch("github", "GitHub things", 1, "old-hash");
+        a.touch("deleted", "Gone", 1, "x");
+        let s = a.summary(&svc);
+        assert_eq!(
+            s,
+            "## Recently activated Skills\nThese are hints only: call skill_load before relying on any of them.\n\
+             - github: GitHub things (stale; reload required)\n- weather: Weather things"
+        );
+        assert_ne!(g.hash, "old-hash");
+        assert_eq!(ActivatedSkills::default().summary(&svc), "");
+        let mut big = ActivatedSkills::default();
+        for n in ["weather", "github", "chart-visualization", "skill-creator"] {
+            big.touch(n, &"x".repeat(160), 1, "h");
+        }
+        let s = big.summary(&svc);
+        assert!(text::char_len(&s) <= SUMMARY_MAX_CHARS);
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn agent_skill_manage_creates_and_reports_codes() {
+        let (data, svc) = service("tools-manage");
+        let tool = AgentSkillManage(Arc::clone(&svc));
+        let ok = tool.manage(&args(json!({
+            "action": "create", "name": "renzhi-niuqu",
+            "content": skill_md("renzhi-niuqu", "display_name: 认知扭曲\n"),
+            "support_files": {"references/notes.md": "n"}, "reason": "user asked"
+        })));
+        assert_eq!(ok["success"], true);
+        assert_eq!(ok["display_name"], "认知扭曲");
+        assert_eq!(ok["source"], "agent");
+        assert!(ok.get("path").is_none());
+        let rec = svc.get("renzhi-niuqu").unwrap();
+        assert_eq!(rec.source, Source::Agent);
+        assert_eq!(ok["hash"], json!(rec.hash));
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        let found: Value = turn.search("认知扭曲", 8);
+        assert_eq!(found["skills"][0]["name"], "renzhi-niuqu");
+
+        let code = |v: Value| tool.manage(&args(v))["code"].as_str().unwrap().to_string();
+        assert_eq!(code(json!({"action": "delete", "name": "x", "content": ""})), "unsupported_action");
+        assert_eq!(
+            code(json!({"action": "create", "name": "renzhi-niuqu", "content": skill_md("renzhi-niuqu", "")})),
+            "conflict"
+        );
+        assert_eq!(
+            code(json!({"action": "create", "name": "weather", "content": skill_md("weather", "")})),
+            "conflict"
+        );
+        assert_eq!(code(json!({"action": "create", "name": "Bad", "content": "x"})), "validation_error");
+        assert_eq!(code(json!({"action": "create", "name": "ok", "content": "no frontmatter"})), "validation_error");
+        assert_eq!(
+            code(json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "reason": "r".repeat(501)})),
+            "validation_error"
+        );
+        assert_eq!(
+            code(json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "support_files": {"a": 1}})),
+            "validation_error"
+        );
+        assert_eq!(
+            code(
+                json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "support_files": {"../x": "1"}})
+            ),
+            "validation_error"
+        );
+        svc.fail_refreshes.store(1, std::sync::atomic::Ordering::SeqCst);
+        let v = tool.manage(&args(json!({"action": "create", "name": "late", "content": skill_md("late", "")})));
+        assert_eq!(
+            v,
+            json!({"success": false, "action": "create", "code": "publication_failed", "detail": "Skill publication failed unexpectedly"})
+        );
+        assert!(!svc.paths().agent.join("late").exists());
+        let out = tool.run(&args(json!({"action": "x", "name": "a", "content": ""})), &ctx(&data));
+        assert!(out.failed);
+        fs::remove_dir_all(data).unwrap();
+    }
+}
