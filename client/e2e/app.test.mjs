@@ -411,8 +411,8 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     await input.pressSequentially('@')
     const picker = page.getByTestId('mention-picker')
     await picker.waitFor()
-    assert.match(await picker.innerText(), /MCP — connected tool services/)
-    assert.match(await picker.innerText(), /Skill — available local skills/)
+    assert.match(await picker.innerText(), /MCP\s+— connected tool services/)
+    assert.match(await picker.innerText(), /Skill\s+— available local skills/)
     // Escape closes, and the same @ does not reopen on the next keystroke
     await input.press('Escape')
     await until(async () => (await picker.count()) === 0, 'the picker to close')
@@ -443,7 +443,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
       assert.match(await picker.innerText(), /1 tools/)
       // Backspace on an empty query returns to the categories, keeping the @
       await input.press('Backspace')
-      await until(async () => /Skill — available/.test(await picker.innerText()), 'level 1')
+      await until(async () => /Skill\s+— available/.test(await picker.innerText()), 'level 1')
       assert.equal(await input.inputValue(), skills ? 'Please use @' : 'Please use @')
       await input.press('Enter')
       await until(async () => (await picker.getByTestId('picker-item').count()) >= 1, 'the MCP row again')
