@@ -2,7 +2,7 @@
 // fake MCP server on loopback. Tests run in order and share one server (each builds on the last:
 // the LLM is configured through the settings screen first).
 import assert from 'node:assert/strict'
-import { readFileSync, existsSync, writeFileSync, mkdtempSync } from 'node:fs'
+import { readFileSync, existsSync, writeFileSync, mkdtempSync, mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -387,6 +387,10 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     await until(async () => (await page.getByTestId('skill-content').count()) === 0, 'the editor to close')
     const saved = await server.api('GET', '/skills/e2e-notes/content')
     assert.match(saved.json.content, /short notes/)
+    // a broken package on disk shows up as a diagnostic after the next catalog refresh
+    const broken = path.join(server.home, 'data', 'skills', 'user', 'broken-pkg')
+    mkdirSync(broken, { recursive: true })
+    writeFileSync(path.join(broken, 'SKILL.md'), 'no frontmatter here\n')
     // disable and enable again
     const sw = row.getByRole('switch')
     await sw.click()
@@ -394,6 +398,16 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     assert.match(await row.innerText(), /Disabled/)
     await sw.click()
     await until(async () => (await sw.getAttribute('aria-checked')) === 'true', 'the skill to be enabled')
+    const invalid = page.getByTestId('invalid-skills')
+    await invalid.waitFor()
+    assert.match(await invalid.innerText(), /broken-pkg/)
+    await invalid.scrollIntoViewIfNeeded()
+    await screenshot(page, '07b-skill-invalid')
+    await invalid.getByLabel('Delete invalid package broken-pkg').click()
+    await page.getByText('kept in a recovery snapshot').waitFor()
+    await page.getByTestId('confirm-button').click()
+    await until(async () => (await page.getByTestId('invalid-skills').count()) === 0, 'the invalid package to go')
+    assert.ok(!existsSync(broken), 'the broken package was moved away')
   })
 
   test('@ picker: two levels, keyboard, chips, receipts on the sent message', async (t) => {
