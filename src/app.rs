@@ -13,6 +13,9 @@ use crate::agent::{tools, Agent, Deps};
 use crate::config::{is_loopback, Config};
 use crate::http::api::Api;
 use crate::llm::runtime::LlmRuntime;
+use crate::mcp::catalog::Catalog;
+use crate::mcp::extension::{purge_activations, McpExtension};
+use crate::mcp::manager::{ManagerConfig, McpManager};
 use crate::memory::consolidator::Consolidator;
 use crate::memory::dream::Dream;
 use crate::security::AccessPolicy;
@@ -40,6 +43,7 @@ pub struct Server {
     /// Dropping it stops the dream thread.
     dream_stop: Option<crossbeam_channel::Sender<()>>,
     api: Arc<Api>,
+    pub mcp: Arc<McpManager>,
 }
 
 #[derive(Debug)]
@@ -105,12 +109,17 @@ pub fn start(config: Config) -> Result<Server, Error> {
         );
     }
 
+    // MCP: both catalogs load now (an invalid entry stops start-up); nothing connects yet.
+    let mcp_catalog =
+        Catalog::load(config.project_dir.as_deref(), &config.data_dir).map_err(|e| Error(e.to_string()))?;
+    let mcp = Arc::new(McpManager::new(ManagerConfig::from_config(&config).map_err(Error)?, mcp_catalog));
+
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
     let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config));
     let mut registry: std::collections::BTreeSet<String> = builtin_tools.iter().map(|t| t.name().to_string()).collect();
     // The skill tools are always visible too, so a skill may require them (the original
     // reported them missing).
-    for t in ["agent_skill_manage", "skill_search", "skill_load", "skill_read_resource"] {
+    for t in ["agent_skill_manage", "skill_search", "skill_load", "skill_read_resource", "tool_search", "mcp_prepare"] {
         registry.insert(t.into());
     }
     let skills = crate::skills::service::SkillService::from_config(&config, registry.clone())
@@ -119,9 +128,27 @@ pub fn start(config: Config) -> Result<Server, Error> {
         crate::skills::evolution::EvolutionConfig::from_config(&config).map_err(Error)?,
         Arc::clone(&skills),
     );
+    // Skills see the configured MCP servers (dependency probe, refreshed after MCP catalog
+    // changes) and prepare required servers like `mcp_prepare` does.
+    {
+        let (tools, vars, probe_mcp) = (registry.clone(), config.vars.clone(), Arc::clone(&mcp));
+        skills
+            .set_probe(Arc::new(move || crate::skills::catalog::DepProbe {
+                tools: tools.clone(),
+                mcp_servers: probe_mcp.server_names().into_iter().collect(),
+                vars: vars.clone(),
+            }))
+            .map_err(|e| Error(format!("cannot load the skills: {e}")))?;
+        let skills2 = Arc::clone(&skills);
+        mcp.set_catalog_hook(move || {
+            if let Err(e) = skills2.refresh() {
+                log::warn!("event=skills.refresh_failed after=mcp_catalog_change error={:?}", e.to_string());
+            }
+        });
+    }
     let skill_tools = crate::skills::tools::SkillTools::new(
         Arc::clone(&skills),
-        Arc::new(crate::skills::tools::StaticEnv(registry.into_iter().collect())),
+        Arc::new(crate::mcp::extension::McpSkillEnv::new(registry.into_iter().collect(), Arc::clone(&mcp))),
     );
     let skills_ext: Arc<dyn tools::TurnExtension> =
         Arc::new(crate::skills::ext::SkillsExtension::new(skill_tools, Arc::clone(&evolution), config.llm_timeout));
@@ -133,16 +160,22 @@ pub fn start(config: Config) -> Result<Server, Error> {
         llm: Arc::clone(&llm),
         sink: hub.clone(),
         tools: builtin_tools,
-        extensions: vec![skills_ext],
+        extensions: vec![skills_ext, Arc::new(McpExtension::new(Arc::clone(&mcp)))],
         workspace,
         protected,
         consolidator: Some(consolidator),
     });
 
+    let weak_agent = Arc::downgrade(&agent);
+    mcp.set_purge_hook(move |names| purge_activations(&weak_agent, names));
+
     let http_listener = crate::net::listen(&config.http_host, config.http_port)
         .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.http_host, config.http_port)))?;
     let ws_listener = crate::net::listen(&config.ws_host, config.ws_port)
         .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.ws_host, config.ws_port)))?;
+    if let Err(e) = crate::net::set_listener_timeouts(&http_listener, crate::http::SOCKET_TIMEOUT) {
+        log::warn!("event=http.timeouts_unset error=\"{e}\"");
+    }
     let http_addr = http_listener.local_addr().map_err(|e| Error(e.to_string()))?;
     let ws_addr = ws_listener.local_addr().map_err(|e| Error(e.to_string()))?;
     let loopback_only = is_loopback(&config.http_host) && is_loopback(&config.ws_host);
@@ -173,6 +206,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         policy,
         agent: Arc::clone(&agent),
         llm,
+        mcp: Arc::clone(&mcp),
         ws_port: ws_addr.port(),
         skills,
         evolution,
@@ -198,6 +232,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         threads,
         dream_stop: Some(dream_stop),
         api,
+        mcp,
     })
 }
 
@@ -216,6 +251,8 @@ impl Server {
         let _ = std::net::TcpStream::connect_timeout(&self.ws_addr, Duration::from_millis(200));
         self.agent.shutdown();
         self.hub.close_all();
+        // Kill and reap stdio children, end HTTP sessions.
+        self.mcp.shutdown();
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         for t in self.threads.into_iter().rev() {
             while !t.is_finished() && std::time::Instant::now() < deadline {

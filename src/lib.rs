@@ -11,6 +11,7 @@ pub mod config;
 pub mod http;
 pub mod llm;
 pub mod logging;
+pub mod mcp;
 pub mod memory;
 pub mod net;
 pub mod security;

@@ -13,6 +13,8 @@ pub struct CancelToken {
 
 struct Inner {
     flag: AtomicBool,
+    /// Cancelled because the chat was deleted: nothing of the turn may be written.
+    discard: AtomicBool,
     // Dropping the sender disconnects `rx`: every select on it becomes ready.
     tx: Mutex<Option<Sender<()>>>,
     rx: Receiver<()>,
@@ -27,7 +29,14 @@ impl Default for CancelToken {
 impl CancelToken {
     pub fn new() -> Self {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        CancelToken { inner: Arc::new(Inner { flag: AtomicBool::new(false), tx: Mutex::new(Some(tx)), rx }) }
+        CancelToken {
+            inner: Arc::new(Inner {
+                flag: AtomicBool::new(false),
+                discard: AtomicBool::new(false),
+                tx: Mutex::new(Some(tx)),
+                rx,
+            }),
+        }
     }
 
     pub fn cancel(&self) {
@@ -35,6 +44,16 @@ impl CancelToken {
         if let Ok(mut tx) = self.inner.tx.lock() {
             tx.take();
         }
+    }
+
+    /// Cancels and forbids persisting anything (the chat is being deleted).
+    pub fn discard(&self) {
+        self.inner.discard.store(true, Ordering::SeqCst);
+        self.cancel();
+    }
+
+    pub fn is_discarded(&self) -> bool {
+        self.inner.discard.load(Ordering::SeqCst)
     }
 
     pub fn is_cancelled(&self) -> bool {

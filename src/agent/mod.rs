@@ -104,14 +104,45 @@ impl Agent {
         Ok(())
     }
 
-    /// Cancels the chat's running turn; true if one was running.
+    /// Cancels the chat's running turn, or, when none has started yet, the oldest queued one
+    /// (a cancel sent right after its message must not be lost). True if a turn was cancelled.
     pub fn cancel(&self, chat_id: &str) -> bool {
-        match self.runs().get(chat_id).and_then(|r| r.running.as_ref()) {
-            Some(tok) => {
-                tok.cancel();
-                true
+        let mut runs = self.runs();
+        let Some(run) = runs.get_mut(chat_id) else { return false };
+        if let Some(tok) = &run.running {
+            tok.cancel();
+            return true;
+        }
+        if run.queue.pop_front().is_some() {
+            drop(runs);
+            let ev = Event::new("error").with("detail", "cancelled").with("chat_id", chat_id);
+            self.deps.sink.emit(chat_id, ev);
+            return true;
+        }
+        false
+    }
+
+    /// For a chat being deleted: drops its queued turns, cancels the running one so it writes
+    /// nothing, and waits (bounded) until it has ended.
+    pub fn discard(&self, chat_id: &str, within: std::time::Duration) {
+        let deadline = std::time::Instant::now() + within;
+        let dropped = {
+            let mut runs = self.runs();
+            match runs.get_mut(chat_id) {
+                Some(run) => {
+                    if let Some(tok) = &run.running {
+                        tok.discard();
+                    }
+                    std::mem::take(&mut run.queue).len()
+                }
+                None => 0,
             }
-            None => false,
+        };
+        for _ in 0..dropped {
+            self.deps.sink.emit(chat_id, Event::new("error").with("detail", "cancelled").with("chat_id", chat_id));
+        }
+        while self.runs().get(chat_id).is_some_and(|r| r.running.is_some()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
     }
 

@@ -363,6 +363,9 @@ fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, 
 /// Cancelled: with streamed text, close the stream and keep what the user saw; without,
 /// end with a short `cancelled` error and persist nothing.
 fn finish_cancelled(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>) {
+    if t.cancel.is_discarded() {
+        return t.error("cancelled");
+    }
     log::info!("event=turn.cancelled chat_id={} had_text={}", t.req.chat_id, !t.streamed.is_empty());
     if t.streamed.is_empty() {
         return t.error("cancelled");

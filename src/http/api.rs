@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{assets, llm_routes, sessions, skills_routes, Req, Resp};
+use super::{assets, llm_routes, mcp_routes, sessions, skills_routes, Req, Resp};
 use crate::agent::Agent;
 use crate::config::Config;
 use crate::llm::runtime::LlmRuntime;
+use crate::mcp::manager::McpManager;
 use crate::security::AccessPolicy;
 
 /// Services the HTTP handlers use.
@@ -17,6 +18,7 @@ pub struct Api {
     pub policy: AccessPolicy,
     pub agent: Arc<Agent>,
     pub llm: Arc<LlmRuntime>,
+    pub mcp: Arc<McpManager>,
     /// The WebSocket port actually bound (for `/api/client-config`).
     pub ws_port: u16,
     pub skills: Arc<crate::skills::service::SkillService>,
@@ -42,6 +44,7 @@ impl Api {
             ["client-config"] => only(m, &["GET"]).unwrap_or_else(|| self.client_config(req)),
             ["sessions", rest @ ..] => sessions::route(self, m, rest, req),
             ["settings", "llm", rest @ ..] => llm_routes::route(self, m, rest, req),
+            ["mcp", "servers", rest @ ..] => mcp_routes::route(self, m, rest, req),
             ["skills", rest @ ..] => skills_routes::route(self, m, rest, req),
             ["skill-evolution", rest @ ..] => skills_routes::route_evolution(self, m, rest),
             _ => Resp::detail(404, "Not Found"),

@@ -6,6 +6,7 @@
 pub mod api;
 pub mod assets;
 pub mod llm_routes;
+pub mod mcp_routes;
 pub mod sessions;
 pub mod skills_routes;
 
@@ -22,6 +23,11 @@ use crate::security::{query_param, AccessPolicy};
 pub const MAX_BODY: usize = 12 * 1024 * 1024;
 /// Concurrent slow-route threads.
 const MAX_SLOW: usize = 16;
+/// Threads that read request bodies (a client may stall mid-body until the socket timeout).
+const BODY_WORKERS: usize = 4;
+const BODY_QUEUE: usize = 256;
+/// Read and write timeout of HTTP connections.
+pub const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// A request as the router sees it.
 #[derive(Debug, Clone, Default)]
@@ -121,6 +127,8 @@ fn is_slow(method: &str, path: &str) -> bool {
         || (method == "POST"
             && path.starts_with("/api/mcp/servers/")
             && (path.ends_with("/connect") || path.ends_with("/disconnect")))
+        // Editing or deleting a server closes its connection (a stdio child gets a grace period).
+        || (matches!(method, "PUT" | "DELETE") && path.starts_with("/api/mcp/servers/"))
         || (method == "POST" && path == "/api/skills/import")
 }
 
@@ -237,6 +245,21 @@ fn guarded(req: &Req, api: &api::Api, request_id: &str) -> Resp {
 /// The `http` thread: serves until `shutdown` is set (checked every 250 ms).
 pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBool) {
     let slow = Arc::new(AtomicUsize::new(0));
+    let (bodies, body_rx) = crossbeam_channel::bounded::<tiny_http::Request>(BODY_QUEUE);
+    let body_threads: Vec<_> = (0..BODY_WORKERS)
+        .filter_map(|i| {
+            let (rx, api) = (body_rx.clone(), Arc::clone(&api));
+            std::thread::Builder::new()
+                .name(format!("http-body-{i}"))
+                .stack_size(512 * 1024)
+                .spawn(move || {
+                    while let Ok(rq) = rx.recv() {
+                        handle(rq, &api);
+                    }
+                })
+                .ok()
+        })
+        .collect();
     loop {
         let rq = match server.recv_timeout(Duration::from_millis(250)) {
             Ok(Some(rq)) => rq,
@@ -252,21 +275,51 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
             }
         };
         let path = rq.url().split('?').next().unwrap_or("").to_string();
-        if is_slow(rq.method().as_str(), &path) && slow.load(Ordering::SeqCst) < MAX_SLOW {
-            let (api, slow) = (Arc::clone(&api), Arc::clone(&slow));
-            slow.fetch_add(1, Ordering::SeqCst);
-            let spawned =
-                std::thread::Builder::new().name("http-slow".into()).stack_size(512 * 1024).spawn(move || {
-                    handle(rq, &api);
-                    slow.fetch_sub(1, Ordering::SeqCst);
-                });
-            if spawned.is_err() {
-                log::error!("event=http.slow.spawn_failed");
+        if !is_slow(rq.method().as_str(), &path) {
+            // A body is read from the client, which may stall: never on this thread.
+            if rq.body_length().unwrap_or(0) == 0 {
+                handle(rq, &api);
+            } else if let Err(e) = bodies.try_send(rq) {
+                busy(e.into_inner());
             }
-        } else {
-            handle(rq, &api);
+            continue;
+        }
+        // Network-bound routes never run on this thread: a full pool answers 503 at once.
+        if slow.fetch_add(1, Ordering::SeqCst) >= MAX_SLOW {
+            slow.fetch_sub(1, Ordering::SeqCst);
+            busy(rq);
+            continue;
+        }
+        let (api2, slow2) = (Arc::clone(&api), Arc::clone(&slow));
+        let spawned = std::thread::Builder::new().name("http-slow".into()).stack_size(512 * 1024).spawn(move || {
+            handle(rq, &api2);
+            slow2.fetch_sub(1, Ordering::SeqCst);
+        });
+        if let Err(e) = spawned {
+            slow.fetch_sub(1, Ordering::SeqCst);
+            log::error!("event=http.slow.spawn_failed error=\"{e}\"");
         }
     }
+    drop(bodies);
+    for t in body_threads {
+        let _ = t.join();
+    }
+}
+
+/// 503 for a network-bound request while every slow-route thread is busy.
+fn busy(rq: tiny_http::Request) {
+    let body = serde_json::to_vec(&json!({"detail": "too many requests waiting on the network; try again shortly"}))
+        .unwrap_or_default();
+    let mut out = tiny_http::Response::from_data(body).with_status_code(503);
+    for (k, v) in [("Content-Type", "application/json"), ("Retry-After", "2")] {
+        if let Some(h) = header(k, v) {
+            out.add_header(h);
+        }
+    }
+    if let Some(h) = header("X-Request-ID", &crate::util::rand::hex(16)) {
+        out.add_header(h);
+    }
+    let _ = rq.respond(out);
 }
 
 #[cfg(test)]

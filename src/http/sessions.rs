@@ -123,7 +123,7 @@ fn delete(api: &Api, id: &str) -> Resp {
     if !valid_chat_id(id) || !deps.chats.exists(id) {
         return not_found();
     }
-    api.agent.cancel(id);
+    api.agent.discard(id, std::time::Duration::from_secs(5));
     match deps.chats.delete(id) {
         Ok(true) => {
             deps.cache.forget(id);

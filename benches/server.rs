@@ -1,0 +1,277 @@
+//! `cargo bench --bench server`: figures for issue 2 against the fake LLM with zero delay,
+//! each a median over several runs. Prints one table:
+//! - server overhead per turn (message frame sent -> `done` received, minus the fake's own
+//!   handling time for that request), p50/p99 over 200 sequential turns in one chat;
+//! - time to the first `delta`;
+//! - 100 and 500 concurrent WebSocket clients x 5 turns each: turns/s, p99 latency, errors;
+//! - idle RSS, and RSS after the 500-client run (VmRSS / VmHWM from /proc/<pid>/status);
+//! - start-up time to both `listening` lines; release binary size.
+//!
+//! Threads: the main thread drives sequential runs; the concurrent runs use one thread per
+//! client; the fake LLM has its own threads.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use common::ws::Handshake;
+use common::{FakeLlm, Reply, TestServer, WsClient};
+
+const SEQ_TURNS: usize = 200;
+const SEQ_RUNS: usize = 5;
+const CONC_RUNS: usize = 3;
+const CONC_TURNS: usize = 5;
+const STARTS: usize = 7;
+const ANSWER: [&str; 3] = ["Hello", ", bench", " world"];
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// (VmRSS, VmHWM) in KiB.
+fn rss(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn raise_nofile() {
+    // SAFETY: plain getrlimit/setrlimit on our own process with a valid struct.
+    unsafe {
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max.min(65_536);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// One sequential run: returns (overheads ms, first-delta ms).
+fn sequential_run(server: &TestServer, fake: &FakeLlm) -> (Vec<f64>, Vec<f64>) {
+    fake.clear_requests();
+    let mut ws = WsClient::connect(server);
+    let chat = ws.chat_id.clone();
+    for _ in 0..SEQ_TURNS {
+        fake.push(Reply::text(&ANSWER));
+    }
+    let mut overheads = Vec::with_capacity(SEQ_TURNS);
+    let mut firsts = Vec::with_capacity(SEQ_TURNS);
+    for i in 0..SEQ_TURNS {
+        let sent = Instant::now();
+        ws.message(&chat, &format!("turn {i}"), "openai_compatible");
+        let mut first = None;
+        loop {
+            let v = ws.recv();
+            if v["event"] == "delta" && first.is_none() {
+                first = Some(sent.elapsed());
+            }
+            if v["event"] == "error" {
+                panic!("turn {i} failed: {v}");
+            }
+            if v["event"] == "done" {
+                break;
+            }
+        }
+        let total = sent.elapsed();
+        let fake_time = fake.wait_handled(i, Duration::from_secs(10));
+        overheads.push(ms(total.saturating_sub(fake_time)));
+        firsts.push(ms(first.expect("a delta")));
+    }
+    ws.drop_socket();
+    (overheads, firsts)
+}
+
+struct ConcResult {
+    turns_per_sec: f64,
+    p50: f64,
+    p99: f64,
+    errors: usize,
+}
+
+fn concurrent_run(server: &TestServer, fake: &FakeLlm, clients: usize) -> ConcResult {
+    fake.clear_requests();
+    for _ in 0..clients * CONC_TURNS {
+        fake.push(Reply::text(&ANSWER));
+    }
+    let port = server.ws_port;
+    let barrier = Arc::new(Barrier::new(clients + 1));
+    let mut handles = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let barrier = barrier.clone();
+        let h = std::thread::Builder::new()
+            .stack_size(512 * 1024)
+            .spawn(move || -> (Vec<f64>, usize) {
+                let mut c = match WsClient::handshake(port, None) {
+                    Handshake::Accepted(c) => c,
+                    Handshake::Refused(_) => {
+                        barrier.wait();
+                        return (Vec::new(), CONC_TURNS);
+                    }
+                };
+                let chat = c.chat_id.clone();
+                barrier.wait();
+                let mut lat = Vec::new();
+                let mut errors = 0;
+                for i in 0..CONC_TURNS {
+                    let sent = Instant::now();
+                    c.message(&chat, &format!("load {i}"), "openai_compatible");
+                    loop {
+                        match c.recv_within(Duration::from_secs(60)) {
+                            Some(v) if v["event"] == "done" => {
+                                lat.push(ms(sent.elapsed()));
+                                break;
+                            }
+                            Some(v) if v["event"] == "error" => {
+                                errors += 1;
+                                break;
+                            }
+                            Some(_) => {}
+                            None => return (lat, errors + CONC_TURNS - i),
+                        }
+                    }
+                }
+                c.drop_socket();
+                (lat, errors)
+            })
+            .expect("spawn client");
+        handles.push(h);
+    }
+    barrier.wait();
+    let start = Instant::now();
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for h in handles {
+        match h.join() {
+            Ok((lat, e)) => {
+                all.extend(lat);
+                errors += e;
+            }
+            Err(_) => errors += CONC_TURNS,
+        }
+    }
+    let wall = start.elapsed().as_secs_f64();
+    all.sort_by(|a, b| a.total_cmp(b));
+    let ok = all.len();
+    ConcResult {
+        turns_per_sec: ok as f64 / wall,
+        p50: if ok > 0 { pct(&all, 0.50) } else { f64::NAN },
+        p99: if ok > 0 { pct(&all, 0.99) } else { f64::NAN },
+        errors,
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary too (without
+    // it, in a debug build), where minutes of load would only slow the test run down.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("benches/server.rs: skipped (run `cargo bench --bench server` for the figures)");
+        return;
+    }
+    raise_nofile();
+    let bin = env!("CARGO_BIN_EXE_cashcode");
+    let size = std::fs::metadata(bin).map(|m| m.len()).unwrap_or(0);
+
+    // Start-up.
+    let mut starts = Vec::new();
+    let mut idle = Vec::new();
+    for _ in 0..STARTS {
+        let s = TestServer::start();
+        starts.push(ms(s.startup));
+        std::thread::sleep(Duration::from_millis(300));
+        idle.push(rss(s.pid).0 as f64);
+    }
+
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    std::thread::sleep(Duration::from_millis(300));
+    let (idle_configured, _) = rss(server.pid);
+
+    // Warm-up, then sequential runs.
+    sequential_run(&server, &fake);
+    let mut p50s = Vec::new();
+    let mut p99s = Vec::new();
+    let mut first50 = Vec::new();
+    let mut first99 = Vec::new();
+    // Early vs late turns of a run: how much the growing history (sent every turn) costs.
+    let mut early50 = Vec::new();
+    let mut late50 = Vec::new();
+    for _ in 0..SEQ_RUNS {
+        let (mut o, mut f) = sequential_run(&server, &fake);
+        let mut early = o[..50].to_vec();
+        let mut late = o[o.len() - 50..].to_vec();
+        early.sort_by(|a, b| a.total_cmp(b));
+        late.sort_by(|a, b| a.total_cmp(b));
+        early50.push(pct(&early, 0.5));
+        late50.push(pct(&late, 0.5));
+        o.sort_by(|a, b| a.total_cmp(b));
+        f.sort_by(|a, b| a.total_cmp(b));
+        p50s.push(pct(&o, 0.5));
+        p99s.push(pct(&o, 0.99));
+        first50.push(pct(&f, 0.5));
+        first99.push(pct(&f, 0.99));
+    }
+
+    let mut conc = Vec::new();
+    for clients in [100usize, 500] {
+        let runs: Vec<ConcResult> = (0..CONC_RUNS).map(|_| concurrent_run(&server, &fake, clients)).collect();
+        conc.push((
+            clients,
+            median(runs.iter().map(|r| r.turns_per_sec).collect()),
+            median(runs.iter().map(|r| r.p50).collect()),
+            median(runs.iter().map(|r| r.p99).collect()),
+            runs.iter().map(|r| r.errors).sum::<usize>(),
+        ));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let (after_rss, hwm) = rss(server.pid);
+
+    println!();
+    println!("CashCode server benchmark (release binary, fake LLM with zero delay, medians)");
+    println!("{:-<78}", "");
+    println!("{:<52} {:>24}", "metric", "value");
+    println!("{:-<78}", "");
+    println!(
+        "{:<52} {:>21.3} ms",
+        format!("server overhead per turn p50 ({SEQ_TURNS} seq turns x {SEQ_RUNS})"),
+        median(p50s)
+    );
+    println!("{:<52} {:>21.3} ms", "server overhead per turn p99", median(p99s));
+    println!("{:<52} {:>21.3} ms", "  overhead p50 of turns 1-50 (short history)", median(early50));
+    println!("{:<52} {:>21.3} ms", "  overhead p50 of turns 151-200 (long history)", median(late50));
+    println!("{:<52} {:>21.3} ms", "time to first delta p50", median(first50));
+    println!("{:<52} {:>21.3} ms", "time to first delta p99", median(first99));
+    for (clients, tps, p50, p99, errors) in &conc {
+        let label = format!("{clients} clients x {CONC_TURNS} turns ({CONC_RUNS} runs)");
+        println!("{:<52} {:>19.0} t/s", format!("{label}: throughput"), tps);
+        println!("{:<52} {:>21.2} ms", format!("{label}: latency p50"), p50);
+        println!("{:<52} {:>21.2} ms", format!("{label}: latency p99"), p99);
+        println!("{:<52} {:>24}", format!("{label}: errors (all runs)"), errors);
+    }
+    println!("{:<52} {:>20.1} MiB", "idle RSS after start-up", median(idle) / 1024.0);
+    println!("{:<52} {:>20.1} MiB", "idle RSS with LLM configured", idle_configured as f64 / 1024.0);
+    println!("{:<52} {:>20.1} MiB", "RSS after the 500-client runs", after_rss as f64 / 1024.0);
+    println!("{:<52} {:>20.1} MiB", "peak RSS (VmHWM)", hwm as f64 / 1024.0);
+    println!("{:<52} {:>21.1} ms", format!("start-up to listening ({STARTS} starts)"), median(starts));
+    println!("{:<52} {:>20.2} MiB", "release binary size", size as f64 / 1024.0 / 1024.0);
+    println!("{:-<78}", "");
+    println!("targets: p50 overhead < 1 ms, 500 clients with 0 errors, idle RSS < 10 MiB, start-up < 50 ms");
+}

@@ -1,0 +1,577 @@
+//! The MCP client over any [`Transport`]: request ids, per-request reply channels with
+//! deadlines, the lifecycle (initialize with version negotiation, `notifications/initialized`),
+//! paginated `tools/list`, `tools/call` with progress-extended deadlines and cancellation, and
+//! re-initialisation when a Streamable HTTP session expires.
+//!
+//! Runs on the caller's thread (an HTTP handler or a turn worker); it blocks only on its own
+//! reply channel, always with a deadline, and also wakes on the turn's cancel token.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::select;
+use serde_json::{json, Map, Value};
+
+use super::jsonrpc::{self, Id};
+use super::transport::sse::SseTransport;
+use super::transport::stdio::{self, StdioTransport};
+use super::transport::streamable_http::StreamableHttpTransport;
+use super::transport::{lock, Inbox, Outgoing, Transport, TransportSpec};
+use super::{Error, Result};
+use crate::agent::cancel::CancelToken;
+use crate::util::text;
+
+/// The version we offer.
+pub const PROTOCOL_VERSION: &str = "2025-11-25";
+/// Versions we accept in the server's reply (newest first).
+pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// Spawn/open + initialize must finish within this.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// A tool call without progress fails after this (the original's 30 s).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// `tools/list`, `ping` and other short requests.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Progress can extend a call up to this, never further.
+pub const DEFAULT_MAX_CALL_TIME: Duration = Duration::from_secs(600);
+/// Page limit for `tools/list` (a server that never stops paginating is cut off).
+const MAX_LIST_PAGES: usize = 100;
+/// Timeout for handing a message to the transport (queue or POST).
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Timeouts and identity; all configurable so tests can shrink them.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub connect_timeout: Duration,
+    pub call_timeout: Duration,
+    pub request_timeout: Duration,
+    pub max_call_time: Duration,
+    /// How long a stdio child gets to exit after stdin closes.
+    pub stdio_grace: Duration,
+    pub client_name: String,
+    pub client_version: String,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_call_time: DEFAULT_MAX_CALL_TIME,
+            stdio_grace: stdio::DEFAULT_GRACE,
+            client_name: "cashcode".into(),
+            client_version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+/// What the server told us in `initialize`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerInfo {
+    pub protocol_version: String,
+    pub name: String,
+    pub version: String,
+    pub capabilities: Value,
+    pub instructions: Option<String>,
+}
+
+/// One tool as listed by the server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: Option<String>,
+    /// The raw `inputSchema` (an empty object schema when absent).
+    pub input_schema: Value,
+}
+
+/// One content block of a tool result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Text(String),
+    Image { mime: String, bytes: usize },
+    Audio { mime: String, bytes: usize },
+    ResourceLink { uri: String, name: String, description: Option<String> },
+    Resource { uri: String, mime: Option<String>, text: Option<String>, blob_bytes: Option<usize> },
+    Unknown(String),
+}
+
+/// A `tools/call` result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResult {
+    pub content: Vec<Content>,
+    pub is_error: bool,
+    pub structured: Option<Value>,
+    /// Progress notifications seen while the call ran.
+    pub progress_events: u64,
+}
+
+impl CallResult {
+    /// Parses the `result` object of `tools/call`.
+    pub fn from_value(v: &Value) -> CallResult {
+        let content = v
+            .get("content")
+            .and_then(Value::as_array)
+            .map(|items| items.iter().map(parse_content).collect())
+            .unwrap_or_default();
+        CallResult {
+            content,
+            is_error: v.get("isError").and_then(Value::as_bool).unwrap_or(false),
+            structured: v.get("structuredContent").filter(|s| !s.is_null()).cloned(),
+            progress_events: 0,
+        }
+    }
+
+    /// Text for the model: text blocks verbatim, other blocks as short descriptions (never raw
+    /// base64), structured content when there is nothing else, `Error: ` when `isError`.
+    pub fn render(&self) -> String {
+        let mut parts: Vec<String> = self
+            .content
+            .iter()
+            .map(|c| match c {
+                Content::Text(t) => t.clone(),
+                Content::Image { mime, bytes } => format!("[image {mime}, {bytes} bytes]"),
+                Content::Audio { mime, bytes } => format!("[audio {mime}, {bytes} bytes]"),
+                Content::ResourceLink { uri, name, description } => match description {
+                    Some(d) if !d.is_empty() => format!("[resource link {uri} ({name}): {d}]"),
+                    _ => format!("[resource link {uri} ({name})]"),
+                },
+                Content::Resource { uri, mime, text, blob_bytes } => {
+                    let head = match (mime, blob_bytes) {
+                        (Some(m), Some(n)) => format!("[resource {uri}, {m}, {n} bytes]"),
+                        (None, Some(n)) => format!("[resource {uri}, {n} bytes]"),
+                        _ => format!("[resource {uri}]"),
+                    };
+                    match text {
+                        Some(t) => format!("{head}\n{t}"),
+                        None => head,
+                    }
+                }
+                Content::Unknown(kind) => format!("[{kind} content]"),
+            })
+            .collect();
+        if parts.is_empty() {
+            if let Some(s) = &self.structured {
+                parts.push(s.to_string());
+            }
+        }
+        let body = if parts.is_empty() { "(no output)".to_string() } else { parts.join("\n") };
+        if self.is_error {
+            format!("Error: {body}")
+        } else {
+            body
+        }
+    }
+}
+
+fn base64_len(data: &str) -> usize {
+    let s = data.trim_end_matches('=');
+    s.len() * 3 / 4
+}
+
+fn parse_content(c: &Value) -> Content {
+    let s = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
+    match c.get("type").and_then(Value::as_str).unwrap_or("") {
+        "text" => Content::Text(s("text").unwrap_or_default()),
+        "image" => Content::Image {
+            mime: s("mimeType").unwrap_or_else(|| "image".into()),
+            bytes: base64_len(c.get("data").and_then(Value::as_str).unwrap_or("")),
+        },
+        "audio" => Content::Audio {
+            mime: s("mimeType").unwrap_or_else(|| "audio".into()),
+            bytes: base64_len(c.get("data").and_then(Value::as_str).unwrap_or("")),
+        },
+        "resource_link" => Content::ResourceLink {
+            uri: s("uri").unwrap_or_default(),
+            name: s("name").unwrap_or_default(),
+            description: s("description"),
+        },
+        "resource" => {
+            let r = c.get("resource").cloned().unwrap_or(Value::Null);
+            let g = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_string);
+            Content::Resource {
+                uri: g("uri").unwrap_or_default(),
+                mime: g("mimeType"),
+                text: g("text"),
+                blob_bytes: g("blob").map(|b| base64_len(&b)),
+            }
+        }
+        other => Content::Unknown(text::take_chars(other, 40).to_string()),
+    }
+}
+
+/// A live, initialised connection to one MCP server.
+pub struct Client {
+    server: String,
+    transport: Box<dyn Transport>,
+    inbox: Arc<Inbox>,
+    next_id: AtomicI64,
+    info: Mutex<ServerInfo>,
+    /// Serialises re-initialisation; the counter lets concurrent callers skip a redundant one.
+    reinit: Mutex<()>,
+    generation: AtomicU64,
+    cfg: ClientConfig,
+}
+
+/// Per-request knobs.
+struct Call<'a> {
+    timeout: Duration,
+    cancel: Option<&'a CancelToken>,
+    progress: bool,
+}
+
+impl Client {
+    /// Opens the transport and completes the handshake within `cfg.connect_timeout`.
+    pub fn connect(server: &str, spec: &TransportSpec, cfg: ClientConfig) -> Result<Client> {
+        let start = Instant::now();
+        let inbox = Inbox::new(server, spec.secrets());
+        let transport: Box<dyn Transport> = match spec {
+            TransportSpec::Stdio(s) => Box::new(StdioTransport::spawn(server, s, inbox.clone(), cfg.stdio_grace)?),
+            TransportSpec::Sse(h) => Box::new(SseTransport::connect(server, h, inbox.clone(), cfg.connect_timeout)?),
+            TransportSpec::StreamableHttp(h) => Box::new(StreamableHttpTransport::new(
+                server,
+                h,
+                inbox.clone(),
+                cfg.connect_timeout,
+                cfg.max_call_time + Duration::from_secs(30),
+            )?),
+        };
+        Self::with_transport(server, transport, inbox, cfg, start)
+    }
+
+    /// Completes the handshake over an already open transport (tests drive in-memory ones).
+    pub fn with_transport(
+        server: &str,
+        transport: Box<dyn Transport>,
+        inbox: Arc<Inbox>,
+        cfg: ClientConfig,
+        start: Instant,
+    ) -> Result<Client> {
+        let client = Client {
+            server: server.to_string(),
+            transport,
+            inbox,
+            next_id: AtomicI64::new(1),
+            info: Mutex::new(ServerInfo::default()),
+            reinit: Mutex::new(()),
+            generation: AtomicU64::new(0),
+            cfg,
+        };
+        let left = client.cfg.connect_timeout.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            client.close();
+            return Err(Error::Timeout { method: "connect".into(), after: client.cfg.connect_timeout });
+        }
+        if let Err(e) = client.handshake(left) {
+            client.close();
+            return Err(e);
+        }
+        Ok(client)
+    }
+
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    pub fn server_info(&self) -> ServerInfo {
+        lock(&self.info).clone()
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.cfg
+    }
+
+    /// The Streamable HTTP session id, if the transport has one.
+    pub fn session_id(&self) -> Option<String> {
+        self.transport.session_id()
+    }
+
+    /// `None` while the connection is usable, else why it is not.
+    pub fn dead_reason(&self) -> Option<String> {
+        self.inbox.closed_reason()
+    }
+
+    /// True once after the server sent `notifications/tools/list_changed`.
+    pub fn take_list_changed(&self) -> bool {
+        self.inbox.take_list_changed()
+    }
+
+    /// Closes the transport (kills a stdio child, ends an HTTP session). Idempotent.
+    pub fn close(&self) {
+        self.transport.close();
+        self.inbox.close("connection closed");
+    }
+
+    fn handshake(&self, timeout: Duration) -> Result<()> {
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": self.cfg.client_name, "version": self.cfg.client_version},
+        });
+        let call = Call { timeout, cancel: None, progress: false };
+        let result = self.request_once("initialize", Some(params), &call)?;
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::Protocol("initialize result has no protocolVersion".into()))?;
+        if !SUPPORTED_VERSIONS.contains(&version) {
+            return Err(Error::UnsupportedVersion(text::take_chars(version, 40).to_string()));
+        }
+        let si = result.get("serverInfo");
+        let info = ServerInfo {
+            protocol_version: version.to_string(),
+            name: si.and_then(|s| s.get("name")).and_then(Value::as_str).unwrap_or("").to_string(),
+            version: si.and_then(|s| s.get("version")).and_then(Value::as_str).unwrap_or("").to_string(),
+            capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+            instructions: result.get("instructions").and_then(Value::as_str).map(str::to_string),
+        };
+        self.transport.set_protocol_version(version);
+        self.transport.open_notification_stream();
+        self.notify("notifications/initialized", None)?;
+        log::info!(
+            "event=mcp.initialized server={} server_name={:?} server_version={:?} protocol={version}",
+            self.server,
+            self.inbox.redact(&info.name),
+            self.inbox.redact(&info.version)
+        );
+        *lock(&self.info) = info;
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Sends a notification.
+    pub fn notify(&self, method: &str, params: Option<Value>) -> Result<()> {
+        let line = jsonrpc::notification(method, params.as_ref());
+        self.transport.send(line, Outgoing::Notification, SEND_TIMEOUT)
+    }
+
+    /// `ping` round trip.
+    pub fn ping(&self) -> Result<()> {
+        let call = Call { timeout: self.cfg.request_timeout, cancel: None, progress: false };
+        self.request("ping", None, &call).map(|_| ())
+    }
+
+    /// Every tool, following `nextCursor` until it is absent.
+    pub fn list_tools(&self) -> Result<Vec<ToolInfo>> {
+        let call = Call { timeout: self.cfg.request_timeout, cancel: None, progress: false };
+        let mut tools: Vec<ToolInfo> = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut seen_cursors = std::collections::HashSet::new();
+        for _ in 0..MAX_LIST_PAGES {
+            let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
+            let result = self.request("tools/list", params, &call)?;
+            let page = result
+                .get("tools")
+                .and_then(Value::as_array)
+                .ok_or_else(|| Error::Protocol("tools/list result has no tools array".into()))?;
+            for t in page {
+                match parse_tool(t) {
+                    Some(tool) if !tools.iter().any(|x| x.name == tool.name) => tools.push(tool),
+                    Some(_) => {}
+                    None => log::warn!("mcp {}: skipping a tool without a name", self.server),
+                }
+            }
+            match result.get("nextCursor").and_then(Value::as_str) {
+                Some(c) if !c.is_empty() => {
+                    if !seen_cursors.insert(c.to_string()) {
+                        return Err(Error::Protocol("tools/list repeated a cursor".into()));
+                    }
+                    cursor = Some(c.to_string());
+                }
+                _ => return Ok(tools),
+            }
+        }
+        Err(Error::Protocol(format!("tools/list did not end after {MAX_LIST_PAGES} pages")))
+    }
+
+    /// Calls a tool. Progress notifications push the deadline out (by `call_timeout` from the
+    /// last one) up to `max_call_time`; on timeout or cancel the server gets
+    /// `notifications/cancelled`.
+    pub fn call_tool(
+        &self,
+        name: &str,
+        arguments: &Map<String, Value>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<CallResult> {
+        self.call_tool_with_timeout(name, arguments, cancel, self.cfg.call_timeout)
+    }
+
+    pub fn call_tool_with_timeout(
+        &self,
+        name: &str,
+        arguments: &Map<String, Value>,
+        cancel: Option<&CancelToken>,
+        timeout: Duration,
+    ) -> Result<CallResult> {
+        let call = Call { timeout, cancel, progress: true };
+        let params = json!({ "name": name, "arguments": arguments });
+        let (result, progress) = self.request_counting("tools/call", Some(params), &call)?;
+        let mut r = CallResult::from_value(&result);
+        r.progress_events = progress;
+        Ok(r)
+    }
+
+    fn request(&self, method: &str, params: Option<Value>, call: &Call<'_>) -> Result<Value> {
+        self.request_counting(method, params, call).map(|(v, _)| v)
+    }
+
+    /// A request that re-initialises once if the HTTP session expired.
+    fn request_counting(&self, method: &str, params: Option<Value>, call: &Call<'_>) -> Result<(Value, u64)> {
+        let generation = self.generation.load(Ordering::SeqCst);
+        match self.request_inner(method, params.clone(), call) {
+            Err(Error::SessionExpired) => {
+                {
+                    let _guard = lock(&self.reinit);
+                    if self.generation.load(Ordering::SeqCst) == generation {
+                        log::info!("event=mcp.session.expired server={}", self.server);
+                        self.transport.reset_session();
+                        self.handshake(self.cfg.connect_timeout)?;
+                    }
+                }
+                self.request_inner(method, params, call)
+            }
+            other => other,
+        }
+    }
+
+    fn request_once(&self, method: &str, params: Option<Value>, call: &Call<'_>) -> Result<Value> {
+        self.request_inner(method, params, call).map(|(v, _)| v)
+    }
+
+    fn request_inner(&self, method: &str, params: Option<Value>, call: &Call<'_>) -> Result<(Value, u64)> {
+        let id = Id::Num(self.next_id.fetch_add(1, Ordering::SeqCst));
+        let token = call.progress.then(|| format!("cashcode-{id}"));
+        let params = match (params, &token) {
+            (Some(Value::Object(mut p)), Some(t)) => {
+                let meta = p.entry("_meta").or_insert_with(|| json!({}));
+                if let Value::Object(m) = meta {
+                    m.insert("progressToken".into(), json!(t));
+                }
+                Some(Value::Object(p))
+            }
+            (p, _) => p,
+        };
+        // Register before writing: a fast server may answer before `send` returns.
+        let (rx, mark) = self.inbox.register(id.clone(), token)?;
+        let line = jsonrpc::request(&id, method, params.as_ref());
+        if let Err(e) = self.transport.send(
+            line,
+            Outgoing::Request(&id),
+            SEND_TIMEOUT.min(call.timeout.max(Duration::from_millis(1))),
+        ) {
+            self.inbox.forget(&id);
+            return Err(e);
+        }
+        let start = Instant::now();
+        let hard = start + call.timeout.max(self.cfg.max_call_time);
+        let mut deadline = start + call.timeout;
+        let never = crossbeam_channel::never();
+        let cancel_rx = call.cancel.map(|c| c.wait_chan()).unwrap_or(&never);
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                // Progress since the deadline was set moves it (bounded by the hard maximum).
+                if let Some(last) = self.inbox.last_progress(&mark) {
+                    let extended = (last + call.timeout).min(hard);
+                    if call.progress && extended > now {
+                        deadline = extended;
+                        continue;
+                    }
+                }
+                self.inbox.forget(&id);
+                self.cancel_remote(&id, method, "timed out");
+                return Err(Error::Timeout { method: method.to_string(), after: now - start });
+            }
+            select! {
+                recv(rx) -> reply => {
+                    return match reply {
+                        Ok(Ok(v)) => Ok((v, mark.count())),
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => Err(Error::Closed(self.inbox.closed_reason().unwrap_or_else(|| "connection closed".into()))),
+                    };
+                }
+                recv(cancel_rx) -> _ => {
+                    self.inbox.forget(&id);
+                    self.cancel_remote(&id, method, "cancelled by the user");
+                    return Err(Error::Cancelled);
+                }
+                default(deadline - now) => {}
+            }
+        }
+    }
+
+    /// Tells the server to stop working on `id` (never for `initialize`, per the spec).
+    fn cancel_remote(&self, id: &Id, method: &str, reason: &str) {
+        if method == "initialize" || self.inbox.closed_reason().is_some() {
+            return;
+        }
+        let params = json!({"requestId": id.to_value(), "reason": reason});
+        if let Err(e) = self.notify("notifications/cancelled", Some(params)) {
+            log::debug!("mcp {}: cancel notification failed: {e}", self.server);
+        }
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.server)
+            .field("protocol_version", &lock(&self.info).protocol_version)
+            .field("dead", &self.dead_reason())
+            .finish()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn parse_tool(t: &Value) -> Option<ToolInfo> {
+    let name = t.get("name")?.as_str()?.trim();
+    if name.is_empty() {
+        return None;
+    }
+    Some(ToolInfo {
+        name: name.to_string(),
+        description: t.get("description").and_then(Value::as_str).map(str::to_string),
+        input_schema: t
+            .get("inputSchema")
+            .filter(|s| s.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_content_type_renders_without_raw_data() {
+        let v = json!({"content": [
+            {"type": "text", "text": "hi"},
+            {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"},
+            {"type": "audio", "data": "AAAAAAAA", "mimeType": "audio/wav"},
+            {"type": "resource_link", "uri": "file:///a", "name": "a", "description": "the a file"},
+            {"type": "resource", "resource": {"uri": "mem://b", "mimeType": "application/zip", "blob": "AAAA"}},
+            {"type": "resource", "resource": {"uri": "mem://t", "text": "inner text"}},
+            {"type": "hologram"}
+        ], "isError": false});
+        assert_eq!(
+            CallResult::from_value(&v).render(),
+            "hi\n[image image/png, 5 bytes]\n[audio audio/wav, 6 bytes]\n[resource link file:///a (a): the a file]\n\
+             [resource mem://b, application/zip, 3 bytes]\n[resource mem://t]\ninner text\n[hologram content]"
+        );
+    }
+
+    #[test]
+    fn errors_structured_and_empty_results() {
+        let r = CallResult::from_value(&json!({"content": [{"type": "text", "text": "bad input"}], "isError": true}));
+        assert_eq!(r.render(), "Error: bad input");
+        let r = CallResult::from_value(&json!({"content": [], "structuredContent": {"sum": 3}}));
+        assert_eq!(r.render(), "{\"sum\":3}");
+        assert_eq!(CallResult::from_value(&json!({})).render(), "(no output)");
+    }
+}

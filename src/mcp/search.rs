@@ -1,0 +1,332 @@
+//! `tool_search` ranking (tools-and-mcp.md §8): one document per MCP tool (cached schemas
+//! overlaid by live tools, live wins) plus a stub per configured server that has neither,
+//! tokenised with ASCII camelCase/snake_case splitting and CJK bigrams, ranked with BM25
+//! (k1 = 1.5, b = 0.75). Only MCP servers are indexed; built-in tools are always visible.
+//!
+//! Pure: the manager builds the documents and caches the index per content generation; a turn
+//! worker runs the query.
+
+use std::collections::HashMap;
+
+pub const K1: f64 = 1.5;
+pub const B: f64 = 0.75;
+pub const DEFAULT_LIMIT: usize = 8;
+pub const MAX_LIMIT: usize = 50;
+
+/// What a hit stands for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DocKind {
+    /// A configured server with no cached or live tools: `mcp_prepare` it first.
+    Stub,
+    /// A tool known only from the cache (not callable until prepared).
+    Cached,
+    /// A registered, callable tool.
+    Live { wrapped: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchDoc {
+    pub server: String,
+    pub server_display: String,
+    pub server_description: String,
+    pub kind: DocKind,
+    /// Original tool name (empty for stubs).
+    pub tool: String,
+    pub description: String,
+    pub text: String,
+}
+
+impl SearchDoc {
+    pub fn stub(server: &str, display: &str, description: &str) -> SearchDoc {
+        SearchDoc {
+            server: server.into(),
+            server_display: display.into(),
+            server_description: description.into(),
+            kind: DocKind::Stub,
+            tool: String::new(),
+            description: String::new(),
+            text: join_non_empty(&[server, display, description]),
+        }
+    }
+
+    pub fn tool(
+        server: &str,
+        display: &str,
+        server_description: &str,
+        tool: &str,
+        description: &str,
+        kind: DocKind,
+    ) -> SearchDoc {
+        let split = camel_words(tool).join(" ");
+        SearchDoc {
+            server: server.into(),
+            server_display: display.into(),
+            server_description: server_description.into(),
+            kind,
+            tool: tool.into(),
+            description: description.into(),
+            text: join_non_empty(&[display, server_description, tool, &split, description]),
+        }
+    }
+}
+
+fn join_non_empty(parts: &[&str]) -> String {
+    parts.iter().filter(|p| !p.is_empty()).copied().collect::<Vec<_>>().join(" ")
+}
+
+/// Lower-cased words of an identifier split on non-alphanumerics and camelCase boundaries.
+fn camel_words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_ascii_alphanumeric()).flat_map(split_camel).map(|w| w.to_ascii_lowercase()).collect()
+}
+
+/// Splits at lower->Upper and before the last capital of an upper run followed by a lower
+/// (`HTTPServer` -> `HTTP`, `Server`); digits never start a new word.
+fn split_camel(part: &str) -> Vec<&str> {
+    let b = part.as_bytes();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..b.len() {
+        let lower_upper = b[i - 1].is_ascii_lowercase() && b[i].is_ascii_uppercase();
+        let acronym_end = b[i - 1].is_ascii_uppercase()
+            && b[i].is_ascii_uppercase()
+            && b.get(i + 1).is_some_and(|c| c.is_ascii_lowercase());
+        if lower_upper || acronym_end {
+            out.push(&part[start..i]);
+            start = i;
+        }
+    }
+    if start < part.len() {
+        out.push(&part[start..]);
+    }
+    out
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2A6DF | 0x2A700..=0x2B73F
+        | 0xF900..=0xFAFF | 0x3000..=0x303F | 0x3040..=0x309F | 0x30A0..=0x30FF | 0xFF00..=0xFFEF)
+}
+
+/// ASCII tokens (length >= 2, lower case) followed by CJK bigrams.
+pub fn tokenize(text: &str) -> Vec<String> {
+    let mut tokens: Vec<String> = text
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .flat_map(split_camel)
+        .filter(|w| w.len() >= 2)
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
+    let mut run: Vec<char> = Vec::new();
+    let flush = |run: &mut Vec<char>, tokens: &mut Vec<String>| {
+        if run.len() >= 2 {
+            tokens.extend(run.windows(2).map(|w| w.iter().collect::<String>()));
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if is_cjk(c) {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut tokens);
+        }
+    }
+    flush(&mut run, &mut tokens);
+    tokens
+}
+
+/// An inverted BM25 index over a fixed document list.
+pub struct SearchIndex {
+    docs: Vec<SearchDoc>,
+    postings: HashMap<String, Vec<(u32, u32)>>,
+    doc_len: Vec<u32>,
+    avgdl: f64,
+}
+
+impl SearchIndex {
+    pub fn build(docs: Vec<SearchDoc>) -> SearchIndex {
+        let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
+        let mut doc_len = Vec::with_capacity(docs.len());
+        for (i, d) in docs.iter().enumerate() {
+            let toks = tokenize(&d.text);
+            doc_len.push(toks.len() as u32);
+            let mut tf: HashMap<String, u32> = HashMap::new();
+            for t in toks {
+                *tf.entry(t).or_default() += 1;
+            }
+            for (t, n) in tf {
+                postings.entry(t).or_default().push((i as u32, n));
+            }
+        }
+        let total: u64 = doc_len.iter().map(|n| u64::from(*n)).sum();
+        let avgdl = if docs.is_empty() { 0.0 } else { total as f64 / docs.len() as f64 };
+        SearchIndex { docs, postings, doc_len, avgdl }
+    }
+
+    pub fn docs(&self) -> &[SearchDoc] {
+        &self.docs
+    }
+
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// Documents with a positive score, best first, ties in document order, at most `limit`
+    /// (clamped to 1..=50).
+    pub fn search(&self, query: &str, limit: usize) -> Vec<(&SearchDoc, f64)> {
+        let limit = limit.clamp(1, MAX_LIMIT);
+        let n = self.docs.len() as f64;
+        let mut scores = vec![0.0f64; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        // Every occurrence of a query token counts again (duplicates weigh more).
+        for tok in tokenize(query) {
+            let Some(list) = self.postings.get(&tok) else {
+                continue;
+            };
+            let df = list.len() as f64;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for &(doc, tf) in list {
+                let tf = f64::from(tf);
+                let dl = f64::from(self.doc_len[doc as usize]);
+                let part =
+                    if self.avgdl == 0.0 { tf } else { tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / self.avgdl)) };
+                if scores[doc as usize] == 0.0 {
+                    touched.push(doc);
+                }
+                scores[doc as usize] += idf * part;
+            }
+        }
+        let mut hits: Vec<u32> = touched.into_iter().filter(|d| scores[*d as usize] > 0.0).collect();
+        hits.sort_by(|a, b| {
+            scores[*b as usize].partial_cmp(&scores[*a as usize]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(b))
+        });
+        hits.truncate(limit);
+        hits.into_iter().map(|d| (&self.docs[d as usize], scores[d as usize])).collect()
+    }
+}
+
+/// The markdown answer of `tool_search`. `activated` lists live tools this search activated.
+pub fn render(query: &str, hits: &[(&SearchDoc, f64)], activated: &[String]) -> String {
+    if hits.is_empty() {
+        return format!("No tools found for '{query}'. Try different keywords.");
+    }
+    let mut out = format!("## Search results: {query}\n\n");
+    for (doc, _) in hits {
+        match &doc.kind {
+            DocKind::Stub => {
+                if doc.server_description.is_empty() {
+                    out.push_str(&format!("### {}\n", doc.server_display));
+                } else {
+                    out.push_str(&format!("### {}: {}\n", doc.server_display, doc.server_description));
+                }
+                out.push_str(&format!(
+                    "MCP server '{}' is configured but not connected; call mcp_prepare(server_name=\"{}\") to connect it and activate its tools.\n\n",
+                    doc.server, doc.server
+                ));
+            }
+            DocKind::Cached => {
+                let desc = if doc.description.is_empty() { "(no description)" } else { &doc.description };
+                out.push_str(&format!("- **{}**: {desc}\n", doc.tool));
+                out.push_str(&format!(
+                    "  (requiresPreparation; call mcp_prepare(server_name=\"{}\") first)\n",
+                    doc.server
+                ));
+            }
+            DocKind::Live { wrapped } => {
+                let desc = if doc.description.is_empty() { doc.tool.as_str() } else { &doc.description };
+                out.push_str(&format!("- **{wrapped}**: {desc}\n"));
+            }
+        }
+    }
+    if !activated.is_empty() {
+        while !out.ends_with("\n\n") {
+            out.push('\n');
+        }
+        out.push_str(&format!("✅ **{} tools activated; directly callable in this session:**\n", activated.len()));
+        for n in activated {
+            out.push_str(&format!("  - {n}\n"));
+        }
+    }
+    out.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokenizer_splits_camel_snake_and_cjk() {
+        assert_eq!(tokenize("getWeatherForecast"), vec!["get", "weather", "forecast"]);
+        assert_eq!(tokenize("HTTPServer read_file x"), vec!["http", "server", "read", "file"]);
+        assert_eq!(tokenize("v2Api get-sum"), vec!["v2api", "get", "sum"]);
+        assert_eq!(tokenize("查询天气 a 字"), vec!["查询", "询天", "天气"]);
+        assert_eq!(tokenize("weather天气"), vec!["weather", "天气"]);
+    }
+
+    fn docs() -> Vec<SearchDoc> {
+        vec![
+            SearchDoc::tool(
+                "weather",
+                "Weather",
+                "Forecasts",
+                "getForecast",
+                "Get the weather forecast for a city",
+                DocKind::Live { wrapped: "mcp_weather_getForecast".into() },
+            ),
+            SearchDoc::tool("files", "Files", "", "read_file", "Read a file from disk", DocKind::Cached),
+            SearchDoc::stub("github", "GitHub", "Issues and pull requests"),
+            SearchDoc::tool("maps", "地图", "查询地点", "geocode", "地址转坐标", DocKind::Cached),
+        ]
+    }
+
+    #[test]
+    fn bm25_ranks_the_matching_document_first() {
+        let idx = SearchIndex::build(docs());
+        let hits = idx.search("weather forecast", 8);
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].0.server, "weather");
+        assert_eq!(idx.search("read file", 8)[0].0.tool, "read_file");
+        assert_eq!(idx.search("pull requests", 8)[0].0.kind, DocKind::Stub);
+        assert_eq!(idx.search("查询", 8)[0].0.server, "maps");
+        assert!(idx.search("zzz", 8).is_empty());
+    }
+
+    #[test]
+    fn bm25_score_matches_the_formula() {
+        // Two docs: "alpha beta" and "alpha". Query "beta": df=1, N=2.
+        let d = |t: &str| SearchDoc { text: t.into(), ..SearchDoc::stub("s", "", "") };
+        let idx = SearchIndex::build(vec![d("alpha beta"), d("alpha")]);
+        let hits = idx.search("beta", 8);
+        let idf = ((2.0 - 1.0 + 0.5) / (1.0 + 0.5) + 1.0f64).ln();
+        let avgdl = 1.5;
+        let want = idf * (1.0 * 2.5) / (1.0 + 1.5 * (1.0 - 0.75 + 0.75 * 2.0 / avgdl));
+        assert_eq!(hits.len(), 1);
+        assert!((hits[0].1 - want).abs() < 1e-12);
+        // Ties keep document order; duplicate query tokens count twice.
+        let tie = SearchIndex::build(vec![d("gamma"), d("gamma")]);
+        let h = tie.search("gamma gamma", 8);
+        assert!(std::ptr::eq(h[0].0, &tie.docs()[0]));
+        assert!((h[0].1 - 2.0 * tie.search("gamma", 8)[0].1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn renders_every_kind_and_the_activation_footer() {
+        let idx = SearchIndex::build(docs());
+        let mut hits = idx.search("weather forecast", 8);
+        hits.extend(idx.search("read file", 1));
+        hits.extend(idx.search("github", 1));
+        let text = render("q", &hits, &["mcp_weather_getForecast".to_string()]);
+        assert_eq!(
+            text,
+            "## Search results: q\n\n\
+             - **mcp_weather_getForecast**: Get the weather forecast for a city\n\
+             - **read_file**: Read a file from disk\n  (requiresPreparation; call mcp_prepare(server_name=\"files\") first)\n\
+             ### GitHub: Issues and pull requests\n\
+             MCP server 'github' is configured but not connected; call mcp_prepare(server_name=\"github\") to connect it and activate its tools.\n\n\
+             ✅ **1 tools activated; directly callable in this session:**\n  - mcp_weather_getForecast"
+        );
+        assert_eq!(render("zz", &[], &[]), "No tools found for 'zz'. Try different keywords.");
+    }
+}

@@ -1,0 +1,6 @@
+//! The one integration-test binary: every test starts the real `cashcode` binary on ephemeral
+//! ports with its own temporary home and talks to it over WebSocket and HTTP, with a scripted
+//! fake OpenAI-compatible server standing in for the model. Tests run in parallel threads.
+
+mod common;
+mod suite;

@@ -1,0 +1,394 @@
+//! [`TestServer`]: the real `cashcode` binary in a fresh temporary home on ephemeral ports,
+//! plus a small blocking HTTP client for its API. The child is killed on drop; when the test is
+//! failing, its stderr and `cashcode.log` are printed. Background threads drain the child's
+//! stdout and stderr; everything else runs on the test thread.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{unbounded, Receiver};
+use serde_json::Value;
+
+use super::{fresh_home, llm_body, Deadline, FakeLlm};
+
+/// Start-up bound: both `listening on` lines must appear within this.
+const START_LIMIT: Duration = Duration::from_secs(10);
+
+/// A running server under test.
+pub struct TestServer {
+    pub home: PathBuf,
+    pub http_port: u16,
+    pub ws_port: u16,
+    env: Vec<(String, String)>,
+    child: Option<Child>,
+    stderr: Arc<Mutex<String>>,
+    stdout: Arc<Mutex<String>>,
+    /// Every HTTP response body and header block this harness received (for secrecy checks).
+    seen: Arc<Mutex<Vec<String>>>,
+    agent: ureq::Agent,
+    /// How long the last start took until both listeners were announced.
+    pub startup: Duration,
+    pub pid: u32,
+}
+
+/// Builder for per-test environment overrides.
+pub struct ServerBuilder {
+    home: Option<PathBuf>,
+    env: Vec<(String, String)>,
+}
+
+impl ServerBuilder {
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+    /// Uses an existing (pre-populated) home instead of a fresh one.
+    pub fn home(mut self, home: &Path) -> Self {
+        self.home = Some(home.to_path_buf());
+        self
+    }
+    pub fn start(self) -> TestServer {
+        let home = self.home.unwrap_or_else(|| fresh_home("srv"));
+        let mut env = vec![
+            ("CASHCODE_HOME".to_string(), home.display().to_string()),
+            ("CASHCODE_CONFIG_DIR".to_string(), home.join("config").display().to_string()),
+            ("CASHCODE_PORT".to_string(), "0".to_string()),
+            ("WS_PORT".to_string(), "0".to_string()),
+            ("DREAM_INTERVAL".to_string(), "0".to_string()),
+            ("CASHCODE_PROJECT_DIR".to_string(), env!("CARGO_MANIFEST_DIR").to_string()),
+        ];
+        for (k, v) in self.env {
+            env.retain(|(ek, _)| *ek != k);
+            env.push((k, v));
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .max_redirects_will_error(false)
+            .proxy(None)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        let mut s = TestServer {
+            home,
+            http_port: 0,
+            ws_port: 0,
+            env,
+            child: None,
+            stderr: Arc::new(Mutex::new(String::new())),
+            stdout: Arc::new(Mutex::new(String::new())),
+            seen: Arc::new(Mutex::new(Vec::new())),
+            agent,
+            startup: Duration::ZERO,
+            pid: 0,
+        };
+        s.spawn();
+        s
+    }
+}
+
+fn drain(
+    mut r: impl Read + Send + 'static,
+    into: Arc<Mutex<String>>,
+    lines: Option<crossbeam_channel::Sender<String>>,
+) {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(&mut r);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    into.lock().expect("output lock").push_str(&line);
+                    if let Some(tx) = &lines {
+                        let _ = tx.send(line.trim_end().to_string());
+                    }
+                }
+            }
+        }
+    });
+}
+
+impl TestServer {
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder { home: None, env: Vec::new() }
+    }
+
+    /// A server in a fresh home with the default environment.
+    pub fn start() -> Self {
+        Self::builder().start()
+    }
+
+    /// A server whose LLM settings point both providers at `fake` (Ollama via `/v1`).
+    pub fn with_llm(fake: &FakeLlm) -> Self {
+        let s = Self::start();
+        s.configure_llm(fake);
+        s
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cashcode"));
+        cmd.env_clear()
+            .current_dir(&self.home)
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("TZ", "UTC")
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let started = Instant::now();
+        let mut child = cmd.spawn().expect("spawn cashcode");
+        self.pid = child.id();
+        let (tx, rx) = unbounded();
+        drain(child.stdout.take().expect("stdout"), self.stdout.clone(), Some(tx));
+        drain(child.stderr.take().expect("stderr"), self.stderr.clone(), None);
+        self.child = Some(child);
+        let (http, ws) = self.read_ports(&rx);
+        self.startup = started.elapsed();
+        self.http_port = http;
+        self.ws_port = ws;
+    }
+
+    fn read_ports(&mut self, rx: &Receiver<String>) -> (u16, u16) {
+        let deadline = Deadline::after(START_LIMIT);
+        let (mut http, mut ws) = (None, None);
+        while http.is_none() || ws.is_none() {
+            match rx.recv_timeout(deadline.remaining()) {
+                Ok(line) => {
+                    if let Some(rest) = line.strip_prefix("http listening on http://127.0.0.1:") {
+                        http = Some(rest.trim().parse::<u16>().expect("http port"));
+                    } else if let Some(rest) = line.strip_prefix("ws listening on ws://127.0.0.1:") {
+                        ws = Some(rest.trim().trim_end_matches('/').parse::<u16>().expect("ws port"));
+                    }
+                }
+                Err(_) => {
+                    let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+                    panic!(
+                        "server did not announce both listeners within {START_LIMIT:?} (exit: {status:?})\nstdout:\n{}\nstderr:\n{}",
+                        self.stdout.lock().expect("lock"),
+                        self.stderr.lock().expect("lock")
+                    );
+                }
+            }
+        }
+        (http.expect("http"), ws.expect("ws"))
+    }
+
+    /// SIGKILLs the server (a crash: nothing is flushed or cleaned up).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Kills the server and starts it again on the same home and environment (new ports).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// Changes (or with `None` removes) a variable for the next [`TestServer::restart`].
+    pub fn set_env(&mut self, k: &str, v: Option<&str>) {
+        self.env.retain(|(ek, _)| ek != k);
+        if let Some(v) = v {
+            self.env.push((k.to_string(), v.to_string()));
+        }
+    }
+
+    /// Whether the child is still running.
+    pub fn alive(&mut self) -> bool {
+        match &mut self.child {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    pub fn memory(&self) -> PathBuf {
+        self.home.join("memory")
+    }
+    pub fn chat_dir(&self, chat: &str) -> PathBuf {
+        self.memory().join(chat)
+    }
+    pub fn llm_json(&self) -> PathBuf {
+        self.home.join("config/settings/llm.json")
+    }
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.home.join("logs/cashcode.log")).unwrap_or_default()
+    }
+    pub fn stderr_text(&self) -> String {
+        self.stderr.lock().expect("lock").clone()
+    }
+    pub fn stdout_text(&self) -> String {
+        self.stdout.lock().expect("lock").clone()
+    }
+    /// Everything the harness saw over HTTP so far.
+    pub fn http_seen(&self) -> String {
+        self.seen.lock().expect("lock").join("\n")
+    }
+
+    pub fn http_base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
+    }
+    pub fn ws_url(&self) -> String {
+        format!("ws://127.0.0.1:{}/", self.ws_port)
+    }
+
+    /// Any request; `headers` are sent as given, `body` (if any) as UTF-8 text.
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> HttpResp {
+        let url = format!("{}{path}", self.http_base());
+        let mut b = ureq::http::Request::builder().method(method).uri(&url);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let result = match body {
+            Some(text) => {
+                let req = b.header("Content-Type", "application/json").body(text.to_string()).expect("build request");
+                self.agent.run(req)
+            }
+            None => {
+                let req = b.body(()).expect("build request");
+                self.agent.run(req)
+            }
+        };
+        let mut resp = result.unwrap_or_else(|e| panic!("{method} {path}: transport error {e}"));
+        let status = resp.status().as_u16();
+        let headers: Vec<(String, String)> = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).to_string()))
+            .collect();
+        let body = if method == "HEAD" {
+            String::new()
+        } else {
+            resp.body_mut()
+                .with_config()
+                .limit(64 * 1024 * 1024)
+                .read_to_string()
+                .unwrap_or_else(|e| panic!("{method} {path}: reading body failed: {e}"))
+        };
+        let mut seen = self.seen.lock().expect("lock");
+        seen.push(format!("{headers:?}"));
+        seen.push(body.clone());
+        HttpResp { status, headers, body }
+    }
+
+    pub fn get(&self, path: &str) -> HttpResp {
+        self.request("GET", path, &[], None)
+    }
+    pub fn put(&self, path: &str, body: &Value) -> HttpResp {
+        self.request("PUT", path, &[], Some(&body.to_string()))
+    }
+    pub fn post(&self, path: &str, body: &Value) -> HttpResp {
+        self.request("POST", path, &[], Some(&body.to_string()))
+    }
+    pub fn patch(&self, path: &str, body: &Value) -> HttpResp {
+        self.request("PATCH", path, &[], Some(&body.to_string()))
+    }
+    pub fn delete(&self, path: &str) -> HttpResp {
+        self.request("DELETE", path, &[], None)
+    }
+
+    /// Points openai_compatible (with [`super::TEST_KEY`]) and Ollama at `fake`.
+    pub fn configure_llm(&self, fake: &FakeLlm) {
+        let r = self.put("/api/settings/llm", &llm_body(&fake.base(), &fake.base()));
+        assert_eq!(r.status, 200, "configuring the LLM failed: {}", r.body);
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "==== cashcode home: {}\n==== stderr:\n{}\n==== cashcode.log:\n{}",
+                self.home.display(),
+                self.stderr_text(),
+                self.log_text()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(&self.home);
+        }
+    }
+}
+
+/// Runs the binary to completion (for start-up failures and `--help`) with the test
+/// environment plus `env`, in a fresh home; returns (exit code, stdout, stderr). Killed after
+/// 10 s if it does not exit by itself.
+pub fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let home = fresh_home("exit");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cashcode"));
+    cmd.env_clear()
+        .current_dir(&home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("TZ", "UTC")
+        .env("CASHCODE_HOME", &home)
+        .env("CASHCODE_CONFIG_DIR", home.join("config"))
+        .env("CASHCODE_PORT", "0")
+        .env("WS_PORT", "0")
+        .env("DREAM_INTERVAL", "0")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn cashcode");
+    let out = Arc::new(Mutex::new(String::new()));
+    let err = Arc::new(Mutex::new(String::new()));
+    drain(child.stdout.take().expect("stdout"), out.clone(), None);
+    drain(child.stderr.take().expect("stderr"), err.clone(), None);
+    let deadline = Deadline::after(START_LIMIT);
+    let status = loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            break st.code();
+        }
+        if deadline.passed() {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Give the drain threads a moment to finish reading the closed pipes.
+    std::thread::sleep(Duration::from_millis(50));
+    let _ = std::fs::remove_dir_all(&home);
+    let o = out.lock().expect("lock").clone();
+    let e = err.lock().expect("lock").clone();
+    (status, o, e)
+}
+
+/// A buffered HTTP response.
+#[derive(Debug, Clone)]
+pub struct HttpResp {
+    pub status: u16,
+    /// Lowercase names.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl HttpResp {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("response is not JSON ({e}): status {} body {:?}", self.status, self.body))
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str())
+    }
+    /// Asserts the status and the whole JSON body.
+    #[track_caller]
+    pub fn expect(&self, status: u16, body: Value) {
+        assert_eq!((self.status, self.json()), (status, body), "unexpected response, raw body {:?}", self.body);
+    }
+}

@@ -1,0 +1,232 @@
+//! [`WsClient`]: a blocking tungstenite client for the server's WebSocket, with deadlines on
+//! every read and a log of every frame received (for secrecy checks). Runs on the test thread.
+
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tungstenite::client::IntoClientRequest;
+use tungstenite::handshake::HandshakeError;
+use tungstenite::http::HeaderValue;
+use tungstenite::{Message, WebSocket};
+
+use super::{is_lower_hex, is_uuid4, msg, Deadline, TestServer, WAIT};
+
+pub struct WsClient {
+    ws: WebSocket<TcpStream>,
+    /// The default chat from `ready`.
+    pub chat_id: String,
+    pub client_id: String,
+    /// Every JSON frame received, in order.
+    pub log: Vec<Value>,
+}
+
+/// Outcome of a handshake attempt.
+pub enum Handshake {
+    Accepted(Box<WsClient>),
+    /// Refused with this HTTP status.
+    Refused(u16),
+}
+
+fn open_socket(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the ws port");
+    s.set_nodelay(true).expect("nodelay");
+    s.set_write_timeout(Some(Duration::from_secs(20))).expect("write timeout");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("read timeout");
+    s
+}
+
+impl WsClient {
+    /// Connects without an Origin header (a local script) and reads `ready`.
+    pub fn connect(server: &TestServer) -> Self {
+        match Self::handshake(server.ws_port, None) {
+            Handshake::Accepted(c) => *c,
+            Handshake::Refused(code) => panic!("ws handshake refused with {code}"),
+        }
+    }
+
+    /// Connects with an optional `Origin` header; reads and checks `ready` when accepted.
+    pub fn handshake(port: u16, origin: Option<&str>) -> Handshake {
+        match origin {
+            Some(o) => Self::handshake_with(port, &[("Origin", o)]),
+            None => Self::handshake_with(port, &[]),
+        }
+    }
+
+    /// Connects with extra (or replaced) handshake headers, e.g. `Origin` or `Host`.
+    pub fn handshake_with(port: u16, headers: &[(&'static str, &str)]) -> Handshake {
+        let mut req = format!("ws://127.0.0.1:{port}/").into_client_request().expect("ws request");
+        for (k, v) in headers {
+            req.headers_mut().insert(*k, HeaderValue::from_str(v).expect("header value"));
+        }
+        let stream = open_socket(port);
+        match tungstenite::client(req, stream) {
+            Ok((ws, _resp)) => {
+                let mut c = WsClient { ws, chat_id: String::new(), client_id: String::new(), log: Vec::new() };
+                c.ws.get_ref().set_read_timeout(Some(Duration::from_millis(50))).expect("read timeout");
+                let ready = c.recv();
+                let chat = ready["chat_id"].as_str().unwrap_or("").to_string();
+                let client = ready["client_id"].as_str().unwrap_or("").to_string();
+                assert!(is_uuid4(&chat), "ready.chat_id {chat:?} is not a uuid4");
+                assert!(
+                    client.starts_with("client-") && is_lower_hex(&client[7..], 12),
+                    "ready.client_id {client:?} is not client-<12 hex>"
+                );
+                assert_eq!(
+                    ready,
+                    json!({"event":"ready","chat_id":chat,"client_id":client}),
+                    "first frame must be exactly ready"
+                );
+                c.chat_id = chat;
+                c.client_id = client;
+                Handshake::Accepted(Box::new(c))
+            }
+            Err(HandshakeError::Failure(tungstenite::Error::Http(resp))) => Handshake::Refused(resp.status().as_u16()),
+            Err(e) => panic!("ws handshake failed unexpectedly: {e}"),
+        }
+    }
+
+    pub fn send(&mut self, v: &Value) {
+        self.send_raw(Message::text(v.to_string()));
+    }
+    pub fn send_text(&mut self, s: &str) {
+        self.send_raw(Message::text(s.to_string()));
+    }
+    pub fn send_raw(&mut self, m: Message) {
+        let deadline = Deadline::after(WAIT);
+        let mut res = self.ws.send(m);
+        // A write that hit the socket timeout leaves the rest queued; keep flushing.
+        while let Err(tungstenite::Error::Io(e)) = &res {
+            if !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) || deadline.passed() {
+                break;
+            }
+            res = self.ws.flush();
+        }
+        res.unwrap_or_else(|e| panic!("ws send failed: {e}"));
+    }
+
+    /// The next JSON frame, or `None` when `within` passes first.
+    pub fn recv_within(&mut self, within: Duration) -> Option<Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            match self.ws.read() {
+                Ok(Message::Text(t)) => {
+                    let v: Value = serde_json::from_str(t.as_str())
+                        .unwrap_or_else(|e| panic!("server sent non-JSON text {t:?}: {e}"));
+                    self.log.push(v.clone());
+                    return Some(v);
+                }
+                Ok(Message::Binary(b)) => panic!("server sent a binary frame: {b:?}"),
+                Ok(Message::Close(c)) => panic!("server closed the connection: {c:?}"),
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(e))
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(e) => panic!("ws read failed: {e}"),
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+        }
+    }
+
+    /// Like [`WsClient::recv_within`] but reports a closed or broken connection as `Err`
+    /// instead of panicking (for clients the server is expected to drop).
+    pub fn recv_or_closed(&mut self, within: Duration) -> Result<Option<Value>, String> {
+        let deadline = Instant::now() + within;
+        loop {
+            match self.ws.read() {
+                Ok(Message::Text(t)) => {
+                    let v: Value = serde_json::from_str(t.as_str())
+                        .unwrap_or_else(|e| panic!("server sent non-JSON text {t:?}: {e}"));
+                    self.log.push(v.clone());
+                    return Ok(Some(v));
+                }
+                Ok(Message::Close(c)) => return Err(format!("closed: {c:?}")),
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(e))
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The next JSON frame; panics after [`WAIT`].
+    #[track_caller]
+    pub fn recv(&mut self) -> Value {
+        match self.recv_within(WAIT) {
+            Some(v) => v,
+            None => panic!("no frame within {WAIT:?}; received so far: {:#?}", self.log),
+        }
+    }
+
+    /// Frames up to and including the first one matching `stop`.
+    pub fn recv_until(&mut self, mut stop: impl FnMut(&Value) -> bool) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            let v = self.recv();
+            let end = stop(&v);
+            out.push(v);
+            if end {
+                return out;
+            }
+        }
+    }
+
+    /// Every frame until the turn of `chat` ends (`done` or an `error` for that chat).
+    pub fn turn_frames(&mut self, chat: &str) -> Vec<Value> {
+        self.recv_until(|v| v["chat_id"] == chat && (v["event"] == "done" || v["event"] == "error"))
+    }
+
+    /// Only the frames for `chat`, until its turn ends.
+    pub fn turn_events(&mut self, chat: &str) -> Vec<Value> {
+        self.turn_frames(chat).into_iter().filter(|v| v["chat_id"] == chat && v["event"] != "stop_ack").collect()
+    }
+
+    /// Sends `ping` and asserts the very next frame is `pong`: nothing else was pending.
+    #[track_caller]
+    pub fn ping_sync(&mut self) {
+        self.send(&json!({"type":"ping"}));
+        let v = self.recv();
+        assert_eq!(v, json!({"event":"pong"}), "expected pong as the next frame");
+    }
+
+    /// Sends a frame and returns the one reply (for frame-validation errors).
+    #[track_caller]
+    pub fn reply_to(&mut self, v: &Value) -> Value {
+        self.send(v);
+        self.recv()
+    }
+
+    pub fn new_chat(&mut self) -> String {
+        let v = self.reply_to(&json!({"type":"new_chat"}));
+        let chat = v["chat_id"].as_str().unwrap_or("").to_string();
+        assert!(is_uuid4(&chat), "new_chat id {chat:?} is not a uuid4");
+        assert_eq!(v, json!({"event":"attached","chat_id":chat,"last_seq":0}));
+        chat
+    }
+
+    /// `attach` (optionally with `after_seq`); returns the `attached` frame's `last_seq`.
+    pub fn attach(&mut self, chat: &str, after_seq: Option<u64>) -> u64 {
+        let mut frame = json!({"type":"attach","chat_id":chat});
+        if let Some(n) = after_seq {
+            frame["after_seq"] = json!(n);
+        }
+        let v = self.reply_to(&frame);
+        let last = v["last_seq"].as_u64().unwrap_or_else(|| panic!("attached without an integer last_seq: {v:?}"));
+        assert_eq!(v, json!({"event":"attached","chat_id":chat,"last_seq":last}));
+        last
+    }
+
+    /// Sends a message turn with the test model.
+    pub fn message(&mut self, chat: &str, content: &str, provider: &str) {
+        self.send(&msg(chat, content, provider));
+    }
+
+    /// Drops the TCP connection without a close handshake.
+    pub fn drop_socket(self) {
+        let _ = self.ws.get_ref().shutdown(std::net::Shutdown::Both);
+    }
+}

@@ -1,0 +1,346 @@
+//! HTTP basics and the sessions API (http-api.md §1–4): health, request ids, 404/405/307,
+//! sessions list/messages/rename/delete, and chat-id validation on every session route
+//! (`%2E%2E` must never reach the file system).
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+#[test]
+fn health_request_ids_and_unknown_routes() {
+    let server = TestServer::start();
+    let a = server.get("/api/health");
+    a.expect(200, json!({"status":"ok","service":"cashcode"}));
+    let b = server.get("/api/health");
+    let ida = a.header("x-request-id").expect("x-request-id").to_string();
+    let idb = b.header("x-request-id").expect("x-request-id").to_string();
+    assert!(is_lower_hex(&ida, 32) && is_lower_hex(&idb, 32), "{ida} {idb}");
+    assert_ne!(ida, idb);
+
+    let r = server.get("/api/nope");
+    r.expect(404, json!({"detail":"Not Found"}));
+    assert!(r.header("x-request-id").is_some_and(|id| is_lower_hex(id, 32)));
+    let r = server.get("/nope");
+    r.expect(404, json!({"detail":"Not Found"}));
+    let r = server.post("/api/health", &json!({}));
+    r.expect(405, json!({"detail":"Method Not Allowed"}));
+    assert!(r.header("x-request-id").is_some_and(|id| is_lower_hex(id, 32)));
+    let r = server.request("HEAD", "/api/health", &[], None);
+    assert_eq!(r.status, 405);
+    let r = server.request("DELETE", "/api/sessions", &[], None);
+    r.expect(405, json!({"detail":"Method Not Allowed"}));
+    // Trailing slash: redirect to the slash-less path.
+    let r = server.get("/api/sessions/");
+    assert_eq!(r.status, 307);
+    let loc = r.header("location").expect("location");
+    assert!(loc == "/api/sessions" || loc == format!("{}/api/sessions", server.http_base()), "location {loc}");
+    assert!(r.header("x-request-id").is_some_and(|id| is_lower_hex(id, 32)));
+}
+
+#[test]
+fn sessions_list_messages_rename_delete() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    server.get("/api/sessions").expect(200, json!({"sessions":[]}));
+    let mut ws = WsClient::connect(&server);
+    let a = ws.chat_id.clone();
+    let b = ws.new_chat();
+    fake.push(Reply::text(&["answer a"]));
+    ws.message(&a, "chat a", "openai_compatible");
+    ws.turn_events(&a);
+    fake.push(Reply::text(&["answer b"]));
+    ws.message(&b, "chat b", "openai_compatible");
+    ws.turn_events(&b);
+    // Make the order unambiguous: a's history is older.
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(server.chat_dir(&a).join("history.jsonl"))
+        .expect("open history")
+        .set_modified(old)
+        .expect("set mtime");
+    let mtime_b =
+        std::fs::metadata(server.chat_dir(&b).join("history.jsonl")).expect("meta").modified().expect("mtime");
+    // Hidden entries and plain files in the memory root are not chats.
+    std::fs::create_dir_all(server.memory().join(".hidden-chat")).expect("mkdir");
+    std::fs::write(server.memory().join("stray-file"), "x").expect("write");
+    server.get("/api/sessions").expect(
+        200,
+        json!({"sessions":[
+            {"chat_id":b,"title":"chat b","updated_at":utc_naive_iso(mtime_b)},
+            {"chat_id":a,"title":"chat a","updated_at":utc_naive_iso(old)}]}),
+    );
+    server.get(&format!("/api/sessions/{a}/messages")).expect(
+        200,
+        json!({"chat_id":a,"messages":[{"role":"user","content":"chat a"},{"role":"assistant","content":"answer a"}]}),
+    );
+    server.get("/api/sessions/no-such-chat/messages").expect(404, json!({"detail":"session not found"}));
+
+    // Rename: trimmed, persisted, no WS event; unknown keys in metadata.json are kept.
+    let meta_path = server.chat_dir(&a).join("metadata.json");
+    let mut meta: Value = serde_json::from_str(&std::fs::read_to_string(&meta_path).expect("meta")).expect("json");
+    meta["x_custom"] = json!({"kept":true});
+    std::fs::write(&meta_path, serde_json::to_string_pretty(&meta).expect("json")).expect("write");
+    server
+        .patch(&format!("/api/sessions/{a}"), &json!({"title":"  Renamed chat  "}))
+        .expect(200, json!({"chat_id":a,"title":"Renamed chat"}));
+    ws.ping_sync();
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(&meta_path).expect("meta")).expect("json");
+    assert_eq!(meta["title"], "Renamed chat");
+    assert_eq!(meta["x_custom"], json!({"kept":true}));
+    let r = server.patch(&format!("/api/sessions/{a}"), &json!({"title":"   "}));
+    assert_eq!(r.status, 422);
+    let detail = r.json()["detail"].clone();
+    assert_eq!(detail[0]["msg"], "Value error, title must not be empty", "{detail}");
+    assert_eq!(detail[0]["loc"], json!(["body", "title"]));
+    let r = server.patch(&format!("/api/sessions/{a}"), &json!({}));
+    assert_eq!(r.status, 422);
+    let d = r.json()["detail"][0].clone();
+    assert_eq!(
+        (d["type"].clone(), d["loc"].clone(), d["msg"].clone()),
+        (json!("missing"), json!(["body", "title"]), json!("Field required"))
+    );
+    let r = server.patch(&format!("/api/sessions/{a}"), &json!({"title":5}));
+    assert_eq!(r.status, 422);
+    assert_eq!(r.json()["detail"][0]["loc"], json!(["body", "title"]));
+    assert_eq!(server.request("PATCH", &format!("/api/sessions/{a}"), &[], Some("not json")).status, 422);
+    server
+        .patch("/api/sessions/no-such-chat", &json!({"title":"x"}))
+        .expect(404, json!({"detail":"session not found"}));
+    // The renamed title survives the next turn (no auto-title, no overwrite).
+    fake.push(Reply::text(&["more"]));
+    ws.message(&a, "another message", "openai_compatible");
+    let events = ws.turn_events(&a);
+    assert!(events.iter().all(|e| e["event"] != "session_updated"));
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(&meta_path).expect("meta")).expect("json");
+    assert_eq!(meta["title"], "Renamed chat");
+    assert_eq!(meta["x_custom"], json!({"kept":true}));
+
+    // Delete.
+    let r = server.delete(&format!("/api/sessions/{b}"));
+    assert_eq!((r.status, r.body.as_str()), (204, ""));
+    assert!(r.header("x-request-id").is_some());
+    assert!(!server.chat_dir(&b).exists());
+    server.get(&format!("/api/sessions/{b}/messages")).expect(404, json!({"detail":"session not found"}));
+    server.delete(&format!("/api/sessions/{b}")).expect(404, json!({"detail":"session not found"}));
+    let list = server.get("/api/sessions").json();
+    assert_eq!(list["sessions"].as_array().map(Vec::len), Some(1));
+    assert_eq!(list["sessions"][0]["chat_id"], a.as_str());
+}
+
+#[test]
+fn session_routes_reject_bad_chat_ids() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    fake.push(Reply::text(&["x"]));
+    ws.message(&chat, "precious", "openai_compatible");
+    ws.turn_events(&chat);
+    // Something next to the memory root that a traversal would hit.
+    std::fs::write(server.home.join("sibling.txt"), "do not touch").expect("write");
+    let not_found = json!({"detail":"session not found"});
+    let long = "a".repeat(65);
+    let bad =
+        ["%2E%2E", "%2e%2e", "..%2F..", "%2E%2E%2F%2E%2E", "a%2Fb", "has%20space", "%00", long.as_str(), ".hidden"];
+    for id in bad {
+        for (method, path, body) in [
+            ("GET", format!("/api/sessions/{id}/messages"), None),
+            ("PATCH", format!("/api/sessions/{id}"), Some(r#"{"title":"x"}"#)),
+            ("DELETE", format!("/api/sessions/{id}"), None),
+        ] {
+            let r = server.request(method, &path, &[], body);
+            assert_eq!(r.status, 404, "{method} {path}: {}", r.body);
+            if r.body.starts_with('{') {
+                let v = r.json();
+                assert!(v == not_found || v == json!({"detail":"Not Found"}), "{method} {path}: {v}");
+            }
+        }
+    }
+    assert!(server.memory().is_dir(), "the memory root survived");
+    assert!(server.chat_dir(&chat).join("history.jsonl").is_file());
+    assert_eq!(std::fs::read_to_string(server.home.join("sibling.txt")).expect("sibling"), "do not touch");
+    assert!(server.home.join("config/settings/llm.json").is_file());
+    assert_eq!(server.get("/api/sessions").json()["sessions"][0]["chat_id"], chat.as_str());
+}
+
+#[test]
+fn a_failed_first_turn_leaves_a_listed_session() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    fake.push(Reply::status(500, r#"{"error":{"message":"boom"}}"#));
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    ws.message(&chat, "doomed but titled", "openai_compatible");
+    ws.turn_events(&chat);
+    let list = server.get("/api/sessions").json();
+    let entry = &list["sessions"][0];
+    assert_eq!(entry["chat_id"], chat.as_str());
+    assert_eq!(entry["title"], "doomed but titled");
+    assert!(is_naive_iso(entry["updated_at"].as_str().expect("updated_at")));
+    server.get(&format!("/api/sessions/{chat}/messages")).expect(200, json!({"chat_id":chat,"messages":[]}));
+}
+
+#[test]
+fn rename_during_a_turn_survives_the_turns_own_metadata_write() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    let gate = Gate::new();
+    fake.push(Reply::text(&["slow ", "answer"]).gate_before_chunk(1, &gate));
+    ws.message(&chat, "auto title", "openai_compatible");
+    gate.wait_reached(WAIT);
+    server
+        .patch(&format!("/api/sessions/{chat}"), &json!({"title":"Manual title"}))
+        .expect(200, json!({"chat_id":chat,"title":"Manual title"}));
+    gate.open();
+    let events = ws.turn_events(&chat);
+    assert_eq!(events.last().expect("events")["event"], "done");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(server.chat_dir(&chat).join("metadata.json")).expect("metadata"))
+            .expect("JSON");
+    assert_eq!(meta["title"], "Manual title");
+    assert_eq!(server.get("/api/sessions").json()["sessions"][0]["title"], "Manual title");
+}
+
+#[test]
+fn a_deleted_session_starts_fresh() {
+    // The original keeps the deleted chat's context in memory (agent-and-memory.md §12.9,
+    // marked weak); a message to the same id must not resurrect it.
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    fake.push(Reply::text(&["old answer"]));
+    ws.message(&chat, "old question", "openai_compatible");
+    let events = ws.turn_events(&chat);
+    let (_, last) = mask_turn(&events, 1);
+    assert_eq!(server.delete(&format!("/api/sessions/{chat}")).status, 204);
+    fake.push(Reply::text(&["new answer"]));
+    ws.message(&chat, "new question", "openai_compatible");
+    let events = ws.turn_events(&chat);
+    let (masked, _) = mask_turn(&events, last + 1);
+    assert_eq!(masked, plain_answer(&chat, Some("new question"), &["new answer"]));
+    assert_eq!(convo(&fake.chat_requests()[1].body), pairs(&[("user", "new question")]));
+    assert_eq!(
+        history_summary(&server.home, &chat),
+        rows(&[(1, "user", "new question"), (2, "assistant", "new answer")])
+    );
+}
+
+#[test]
+fn a_stalled_http_client_does_not_block_other_requests() {
+    // A client that announces a body and never sends it must not stall the API for everyone
+    // ("every blocking wait has a timeout").
+    use std::io::Write;
+    let server = TestServer::start();
+    let mut stalled = std::net::TcpStream::connect(("127.0.0.1", server.http_port)).expect("connect");
+    stalled
+        .write_all(
+            format!(
+                "PATCH /api/sessions/abc HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"ti",
+                server.http_port
+            )
+            .as_bytes(),
+        )
+        .expect("write");
+    stalled.flush().expect("flush");
+    std::thread::sleep(Duration::from_millis(100));
+    // Other requests are answered promptly (on another thread, with a deadline).
+    let port = server.http_port;
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        let r = agent.get(format!("http://127.0.0.1:{port}/api/health")).call().map(|r| r.status().as_u16());
+        let _ = tx.send(r.map_err(|e| e.to_string()));
+    });
+    let got = rx.recv_timeout(Duration::from_secs(5));
+    assert_eq!(got.ok(), Some(Ok(200)), "GET /api/health stalled behind a client that never finished its request body");
+    drop(stalled);
+}
+
+#[test]
+fn deleting_a_chat_mid_turn_does_not_resurrect_it() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    let never = Gate::new();
+    fake.push(Reply::text(&["partial ", "never"]).gate_before_chunk(1, &never));
+    ws.message(&chat, "delete me while I talk", "openai_compatible");
+    never.wait_reached(WAIT);
+    ws.recv_until(|v| v["event"] == "delta");
+    assert_eq!(server.delete(&format!("/api/sessions/{chat}")).status, 204);
+    // The turn ends for the client...
+    let events = ws.turn_events(&chat);
+    let last = events.last().expect("a closing event");
+    assert!(last["event"] == "done" || last["event"] == "error", "{events:?}");
+    // ...and the deleted chat stays deleted.
+    ws.ping_sync();
+    assert!(
+        !server.chat_dir(&chat).exists(),
+        "the chat directory came back: {:?}",
+        history_records(&server.home, &chat)
+    );
+    server.get("/api/sessions").expect(200, json!({"sessions":[]}));
+    server.get(&format!("/api/sessions/{chat}/messages")).expect(404, json!({"detail":"session not found"}));
+    never.open();
+}
+
+#[test]
+fn many_hanging_discovery_requests_do_not_block_the_api() {
+    // Model discovery waits on the network (up to 15 s per provider). However many such
+    // requests are in flight, the rest of the API must keep answering.
+    let fake = FakeLlm::start();
+    let server = TestServer::start();
+    server
+        .put(
+            "/api/settings/llm",
+            &json!({"openai_compatible":{"base_url":fake.base(),"api_key":TEST_KEY},"ollama":{"base_url":""}}),
+        )
+        .expect(
+            200,
+            json!({"configured":true,
+                   "openai_compatible":{"base_url":fake.base(),"ready":true,"api_key_configured":true},
+                   "ollama":{"base_url":"","ready":false}}),
+        );
+    let never = Gate::new();
+    fake.set_models("/models", Reply::json(json!({"data":[]})).gate_before_head(&never));
+    let port = server.http_port;
+    let agent = || -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .timeout_global(Some(Duration::from_secs(40)))
+            .build()
+            .into()
+    };
+    let n = 24;
+    for _ in 0..n {
+        let a = agent();
+        std::thread::spawn(move || {
+            let _ = a.get(format!("http://127.0.0.1:{port}/api/settings/llm/models")).call();
+        });
+    }
+    wait_for("the discovery probes to reach the model service", WAIT, || {
+        (fake.requests().iter().filter(|r| r.path == "/models").count() >= 16).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let a = agent();
+    std::thread::spawn(move || {
+        let r = a.get(format!("http://127.0.0.1:{port}/api/health")).call().map(|r| r.status().as_u16());
+        let _ = tx.send(r.map_err(|e| e.to_string()));
+    });
+    let got = rx.recv_timeout(Duration::from_secs(5));
+    never.open();
+    assert_eq!(got.ok(), Some(Ok(200)), "GET /api/health stalled behind hanging discovery requests");
+}

@@ -1,0 +1,15 @@
+//! The integration tests, one module per area of the contract.
+
+mod consolidation;
+mod harness;
+mod http_api;
+mod legacy_data;
+mod llm_settings;
+mod origin;
+mod provider_errors;
+mod restart;
+mod startup;
+mod ws_cancel;
+mod ws_frames;
+mod ws_replay;
+mod ws_turns;
