@@ -112,6 +112,7 @@ export function Composer(props: {
   const ta = useRef<HTMLTextAreaElement>(null)
   const root = useRef<HTMLDivElement>(null)
   const composing = useRef(false)
+  const pendingCaret = useRef<number | null>(null)
   const loadSeq = useRef(0)
 
   const trigger: MentionTrigger | null = findMentionTrigger(text, caret)
@@ -146,12 +147,19 @@ export function Composer(props: {
     ta.current?.focus()
   }, [chatId])
 
-  // ---- textarea auto-grow ----
+  // ---- textarea auto-grow, and the caret after a pick (set in the same commit, so a fast
+  // typist's next key cannot land before it) ----
   useLayoutEffect(() => {
     const el = ta.current
     if (!el) return
     el.style.height = 'auto'
     el.style.height = `${Math.min(el.scrollHeight, 200)}px`
+    const caretAt = pendingCaret.current
+    if (caretAt !== null) {
+      pendingCaret.current = null
+      el.focus()
+      el.setSelectionRange(caretAt, caretAt)
+    }
   }, [text])
 
   // ---- picker sync on every input / caret move ----
@@ -209,10 +217,7 @@ export function Composer(props: {
       const next = stripMention(text, trigger)
       setText(next.text)
       setCaret(next.caret)
-      requestAnimationFrame(() => {
-        ta.current?.focus()
-        ta.current?.setSelectionRange(next.caret, next.caret)
-      })
+      pendingCaret.current = next.caret
     }
     setPicker(closedPicker)
   }
