@@ -217,6 +217,16 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     assert.ok(!text.includes('w39'), 'the answer was cut short')
   })
 
+  test('a failing model call shows its error inline and frees the composer', async () => {
+    await sendMessage(page, '[fail] please break')
+    const err = page.getByTestId('msg-error').last()
+    await err.waitFor({ timeout: 20_000 })
+    assert.ok((await err.innerText()).trim().length > 0)
+    await waitTurnDone(page)
+    assert.equal(await page.getByRole('alert').count(), 0, 'no global banner for the open chat')
+    await screenshot(page, '04b-inline-error')
+  })
+
   test('sidebar: switching restores messages; rename and delete', async () => {
     const rows = page.getByTestId('session-row')
     await until(async () => (await rows.count()) >= 1, 'history rows')

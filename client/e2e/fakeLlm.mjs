@@ -2,6 +2,7 @@
 // last user message:
 //   [tool]  first call streams two save_memory tool calls; after the tool results, a short answer
 //   [slow]  a long answer streamed slowly (cancel / reconnect tests)
+//   [fail]  HTTP 500 (the turn fails; the client shows the error inline)
 //   [wait]  15 s of empty heartbeat deltas before any content (cancel before any text)
 //   else    a Markdown answer with a heading, a table and a fenced code block
 import http from 'node:http'
@@ -78,6 +79,12 @@ export async function startFakeLlm() {
         state.aborted += 1
       }
     })
+
+    if (text.includes('[fail]')) {
+      res.writeHead(500, { 'Content-Type': 'application/json' })
+      res.end(JSON.stringify({ error: { message: 'the fake model exploded', type: 'server_error' } }))
+      return
+    }
 
     const plan = []
     if (text.includes('[tool]') && !afterTools) {

@@ -123,6 +123,11 @@ describe('WS event reducer', () => {
     expect(msgs(s)[1].streaming).toBe(false)
     expect(msgs(s)[2]).toMatchObject({ tone: 'error', content: 'boom' })
     expect(s.generating).toEqual({ c2: true })
+    expect(s.banner).toBeNull()
+    // an error in a chat that is not open also reaches the banner
+    s = run(s, ws({ event: 'error', chat_id: 'c2', detail: 'LLM down' }))
+    expect(s.banner).toBe('Another chat: LLM down')
+    expect(s.generating).toEqual({})
   })
 
   it('cancel ending with error "cancelled" shows a muted stop notice', () => {

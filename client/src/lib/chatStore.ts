@@ -181,7 +181,11 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
         ? { id: nextId(), role: 'notice', content: 'Generation stopped', tone: 'muted' }
         : { id: nextId(), role: 'notice', content: detail, tone: 'error' }
       const s = put(state, [...finaliseStreaming(chat.messages), notice])
-      return { ...s, generating: stopGenerating(s.generating, chatId) }
+      // A failure in a chat the person is not looking at would go unnoticed inline.
+      const elsewhere = !cancelled && state.activeChatId !== chatId
+      const title = state.sessions.find((x) => x.chat_id === chatId)?.title
+      const banner = elsewhere ? `${title ? `"${title}"` : 'Another chat'}: ${detail}` : s.banner
+      return { ...s, banner, generating: stopGenerating(s.generating, chatId) }
     }
     case 'session_updated': {
       const title = str(ev.title) ?? ''
