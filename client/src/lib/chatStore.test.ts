@@ -58,6 +58,24 @@ describe('WS event reducer', () => {
     expect(s.chats.c1.lastSeq).toBe(3)
   })
 
+  it('a skipped seq (replay buffer overflow) reloads the persisted transcript when the turn ends', () => {
+    let s = run(initialState, { type: 'sessions', sessions: [{ chat_id: 'a', title: 'A', updated_at: '' }] })
+    s = run(
+      s,
+      ws({ event: 'attached', chat_id: 'a', last_seq: 0 }),
+      { type: 'history', chatId: 'a', messages: [] },
+      { type: 'sent', chatId: 'a', content: 'q', selections: [] },
+      ws({ event: 'delta', chat_id: 'a', text: 'A', seq: 1 }),
+      ws({ event: 'delta', chat_id: 'a', text: 'C', seq: 3 }),
+    )
+    expect(msgs(s, 'a')[1].content).toBe('AC')
+    expect(s.chats.a.gap).toBe(true)
+    s = run(s, ws({ event: 'stream_end', chat_id: 'a', seq: 4 }), ws({ event: 'done', chat_id: 'a', seq: 5 }))
+    expect(s.chats.a).toMatchObject({ loaded: false, lastSeq: 5, messages: [] })
+    expect(s.chats.a.gap).toBeUndefined()
+    expect(s.generating.a).toBeUndefined()
+  })
+
   it('a first attach takes last_seq as the baseline; a smaller one after a restart reloads', () => {
     let s = run(initialState, { type: 'sessions', sessions: [{ chat_id: 'old', title: 't', updated_at: '' }] })
     s = run(s, ws({ event: 'attached', chat_id: 'old', last_seq: 40 }))

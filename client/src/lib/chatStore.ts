@@ -34,6 +34,8 @@ export interface ChatData {
   lastSeq?: number
   /** an attach with `after_seq` is in flight: its replay must apply on top of what we have */
   resume?: boolean
+  /** a seq was skipped (the server's replay buffer overflowed): reload once the turn ends */
+  gap?: boolean
 }
 
 export type ConnState = 'connecting' | 'connected' | 'disconnected' | 'error'
@@ -119,7 +121,14 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
   const chat = chatOf(state, chatId)
   if (seq !== null && chat.lastSeq !== undefined && seq <= chat.lastSeq) return null
   const lastSeq = seq !== null ? Math.max(seq, chat.lastSeq ?? 0) : chat.lastSeq
-  const put = (s: State, messages: ChatMessage[]): State => withChat(s, chatId, { ...chat, messages, lastSeq })
+  const gap = Boolean(chat.gap) || (seq !== null && chat.lastSeq !== undefined && seq > chat.lastSeq + 1)
+  const put = (s: State, messages: ChatMessage[]): State =>
+    withChat(s, chatId, gap ? { ...chat, messages, lastSeq, gap } : { ...chat, messages, lastSeq })
+  // After a gap the streamed transcript is incomplete; the persisted one is whole once the turn ends.
+  const reloadIfGap = (s: State): State =>
+    gap && s.sessions.some((x) => x.chat_id === chatId)
+      ? withChat(s, chatId, { messages: [], loaded: false, lastSeq })
+      : s
 
   switch (ev.event) {
     case 'delta': {
@@ -171,7 +180,7 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
     case 'stream_end':
       return put(state, finaliseStreaming(chat.messages))
     case 'done': {
-      const s = put(state, finaliseStreaming(chat.messages))
+      const s = reloadIfGap(put(state, finaliseStreaming(chat.messages)))
       return { ...s, generating: stopGenerating(s.generating, chatId) }
     }
     case 'error': {
@@ -185,7 +194,7 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
       const elsewhere = !cancelled && state.activeChatId !== chatId
       const title = state.sessions.find((x) => x.chat_id === chatId)?.title
       const banner = elsewhere ? `${title ? `"${title}"` : 'Another chat'}: ${detail}` : s.banner
-      return { ...s, banner, generating: stopGenerating(s.generating, chatId) }
+      return { ...reloadIfGap(s), banner, generating: stopGenerating(s.generating, chatId) }
     }
     case 'session_updated': {
       const title = str(ev.title) ?? ''
