@@ -22,6 +22,8 @@ use crate::util::{rand, text, time};
 
 /// Model calls that may request tools; one more call without tools follows if all do.
 pub const MAX_ITERATIONS: usize = 5;
+/// Appended to registry-level tool failures (unknown, not activated, crashed).
+pub const RETRY_HINT: &str = "\n\n[Analyze the error above and try a different approach.]";
 /// Code points of a tool's public text sent on `tool_result`.
 pub const RESULT_PREVIEW: usize = 200;
 /// Code points of the auto title.
@@ -247,11 +249,23 @@ fn run_tools(
         };
         let started = Instant::now();
         let out = match tools.iter().find(|tool| tool.name() == call.name) {
-            Some(tool) => std::panic::catch_unwind(AssertUnwindSafe(|| tool.run(&args, ctx)))
-                .unwrap_or_else(|_| ToolOutput::error(format!("Error executing {}: the tool crashed", call.name))),
+            Some(tool) => std::panic::catch_unwind(AssertUnwindSafe(|| tool.run(&args, ctx))).unwrap_or_else(|_| {
+                ToolOutput::error(format!("Error executing {}: the tool crashed{RETRY_HINT}", call.name))
+            }),
+            // The contract's text has no "Error" prefix; it still counts as a failure.
+            None if call.name.starts_with("mcp_") => ToolOutput {
+                for_model: format!("Tool '{}' is not activated, cannot execute.{RETRY_HINT}", call.name),
+                preview: None,
+                for_history: None,
+                failed: true,
+            },
             None => {
                 let available: Vec<&str> = tools.iter().map(|tool| tool.name()).collect();
-                ToolOutput::error(format!("Error: Tool '{}' not found. Available: {}", call.name, available.join(", ")))
+                ToolOutput::error(format!(
+                    "Error: Tool '{}' not found. Available: {}{RETRY_HINT}",
+                    call.name,
+                    available.join(", ")
+                ))
             }
         };
         log::info!(
@@ -383,5 +397,8 @@ fn visible_tools(deps: &Deps, ctx: &TurnCtx) -> Vec<Arc<dyn Tool>> {
             out.push(tool);
         }
     }
+    // The contract's order: other names sorted, then `mcp_*` names sorted. Stable across
+    // requests, so provider prompt caches keep hitting.
+    out.sort_by(|a, b| (a.name().starts_with("mcp_"), a.name()).cmp(&(b.name().starts_with("mcp_"), b.name())));
     out
 }

@@ -2,7 +2,6 @@
 //! with `stream: true` read on a dedicated reader thread so the calling worker can stop at
 //! once on cancel, plus non-streamed completions (consolidation, Dream) and model discovery.
 
-use std::io::BufReader;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,10 +9,10 @@ use crossbeam_channel::{bounded, select, Receiver, Sender};
 use serde_json::{json, Value};
 
 use super::settings::Settings;
-use super::sse;
 use super::Provider;
 use crate::agent::cancel::CancelToken;
 use crate::util::redact;
+use crate::util::sse::{SseError, SseReader};
 
 /// Discovery (and the settings connection test) is bounded by 15 s in total.
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -283,7 +282,7 @@ impl LlmClient {
             };
             return;
         }
-        let mut reader = sse::Reader::new(BufReader::with_capacity(16 * 1024, body.into_reader()));
+        let mut reader = SseReader::new(body.into_reader());
         loop {
             if cancel.is_cancelled() {
                 return;
@@ -294,8 +293,12 @@ impl LlmClient {
                     let _ = tx.send(Chunk::Failed(LlmError::Truncated));
                     return;
                 }
-                Err(e) => {
+                Err(SseError::Io(e)) => {
                     let _ = tx.send(Chunk::Failed(map_io(&e, self.timeout)));
+                    return;
+                }
+                Err(_) => {
+                    let _ = tx.send(Chunk::Failed(LlmError::Malformed("stream line too long")));
                     return;
                 }
             };

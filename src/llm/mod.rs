@@ -5,7 +5,6 @@
 pub mod client;
 pub mod runtime;
 pub mod settings;
-pub mod sse;
 
 use std::fmt;
 

@@ -1,8 +1,8 @@
 //! MCP: a hand-written, blocking JSON-RPC client for external tool servers, the server catalog
 //! (built-in + user), the tool-schema cache, live connections, and tool search.
 //!
-//! Reading order: [`jsonrpc`] (wire types) · [`sse`] (event-stream parser, shared with the LLM
-//! client) · [`transport`] (stdio, legacy HTTP+SSE, Streamable HTTP; one reader thread each) ·
+//! Reading order: [`jsonrpc`] (wire types) · [`transport`] (stdio, legacy HTTP+SSE, Streamable
+//! HTTP; one reader thread each, event streams parsed by `crate::util::sse`) ·
 //! [`client`] (pending ids, timeouts, lifecycle) · [`catalog`] (configs, validation, cache) ·
 //! [`names`] (model-facing tool names) · [`manager`] (live connections) · [`search`] (BM25).
 //!
@@ -17,7 +17,7 @@ pub mod jsonrpc;
 pub mod manager;
 pub mod names;
 pub mod search;
-pub mod sse;
+
 pub mod transport;
 pub mod url;
 

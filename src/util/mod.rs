@@ -5,5 +5,6 @@ pub mod fsx;
 pub mod prng;
 pub mod rand;
 pub mod redact;
+pub mod sse;
 pub mod text;
 pub mod time;

@@ -17,9 +17,9 @@ use super::{
     body_snippet, content_type, http_agent, join_until, lock, map_ureq, read_body_text, spawn_named, HttpSpec,
     HttpTimeouts, Inbox, Outgoing, Transport,
 };
-use crate::mcp::sse::SseReader;
 use crate::mcp::url;
 use crate::mcp::{Error, Result};
+use crate::util::sse::SseReader;
 
 /// Idle limit on the event stream (the original's 300 s SSE read timeout).
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);

@@ -20,8 +20,8 @@ use super::{
     HttpTimeouts, Inbox, Outgoing, Transport,
 };
 use crate::mcp::jsonrpc::Id;
-use crate::mcp::sse::SseReader;
 use crate::mcp::{url, Error, Result};
+use crate::util::sse::SseReader;
 
 /// Largest JSON reply body read.
 const MAX_JSON_BODY: u64 = 16 * 1024 * 1024;

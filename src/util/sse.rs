@@ -4,8 +4,8 @@
 //! are not dispatched (an empty `data:` is: the Streamable HTTP priming event), `retry` only when all digits.
 //! Lines and events are size-capped so a hostile peer cannot exhaust memory.
 //!
-//! Used by the MCP SSE and Streamable HTTP transports and reusable by the LLM streaming client.
-//! Runs on whichever thread owns the stream (each transport's reader thread).
+//! Used by the LLM streaming client and the MCP SSE and Streamable HTTP transports; runs on
+//! whichever thread owns the stream (the LLM or transport reader thread).
 
 use std::fmt;
 use std::io::{self, Read};
@@ -313,5 +313,56 @@ mod tests {
     fn invalid_utf8_is_replaced_not_fatal() {
         let text = b"data: \xff\xfe ok\n\n";
         assert_eq!(all(SseReader::new(&text[..])), vec![ev("message", "\u{fffd}\u{fffd} ok", None)]);
+    }
+}
+
+#[cfg(test)]
+mod property {
+    use super::*;
+    use crate::util::prng::Prng;
+
+    /// Random bytes and mutated streams: the reader ends (event, EOF or error) without panics
+    /// or unbounded loops, and never returns more data than it was given.
+    #[test]
+    fn random_streams_never_panic() {
+        let mut rng = Prng::new(42);
+        let pieces: &[&[u8]] = &[
+            b"data: ",
+            b"event: x",
+            b"\n",
+            b"\r\n",
+            b"\r",
+            b":",
+            b"{\"a\":1}",
+            b"[DONE]",
+            b"\xff",
+            b"id: 3",
+            b"retry: 9",
+            b" ",
+        ];
+        let cases: usize = std::env::var("CASHCODE_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(50_000);
+        for _ in 0..cases {
+            let mut input = Vec::new();
+            for _ in 0..rng.below(30) {
+                if rng.chance(10) {
+                    let n = rng.below(8);
+                    input.extend(rng.bytes(n));
+                } else {
+                    input.extend_from_slice(pieces[rng.below(pieces.len())]);
+                }
+            }
+            let mut r = SseReader::with_limits(&input[..], 64, 128);
+            let mut total = 0;
+            for _ in 0..input.len() + 2 {
+                match r.next_event() {
+                    Ok(Some(ev)) => {
+                        total += ev.data.len();
+                        // Invalid UTF-8 becomes U+FFFD (3 bytes for 1).
+                        assert!(total <= 3 * input.len());
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
     }
 }
