@@ -17,18 +17,10 @@ pub const FILES: &[(&str, &str, &[u8])] = &[
         "references/echarts.md",
         include_bytes!("builtin/chart-visualization/references/echarts.md"),
     ),
-    (
-        "chart-visualization",
-        "templates/chart.html",
-        include_bytes!("builtin/chart-visualization/templates/chart.html"),
-    ),
+    ("chart-visualization", "templates/chart.html", include_bytes!("builtin/chart-visualization/templates/chart.html")),
     ("github", "SKILL.md", include_bytes!("builtin/github/SKILL.md")),
     ("skill-creator", "SKILL.md", include_bytes!("builtin/skill-creator/SKILL.md")),
-    (
-        "skill-creator",
-        "scripts/quick_validate.py",
-        include_bytes!("builtin/skill-creator/scripts/quick_validate.py"),
-    ),
+    ("skill-creator", "scripts/quick_validate.py", include_bytes!("builtin/skill-creator/scripts/quick_validate.py")),
     ("weather", "SKILL.md", include_bytes!("builtin/weather/SKILL.md")),
 ];
 
