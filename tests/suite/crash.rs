@@ -296,3 +296,33 @@ fn kill_at_arbitrary_moments_of_a_turn() {
     }
     assert!(reached.len() >= 5, "most kills should come after the request: {reached:?}");
 }
+
+/// A crash between the history append and the `.cursor` rewrite leaves `.cursor` one turn
+/// behind; the next turn must not reuse cursors already in history.jsonl (Dream cursors and
+/// `keep_from_cursor` rely on them being unique).
+#[test]
+fn a_stale_cursor_file_does_not_make_cursors_repeat() {
+    let fake = FakeLlm::start();
+    let home = fresh_home("stalecur");
+    let chat = "stale-cursor-1";
+    let dir = home.join("memory").join(chat);
+    std::fs::create_dir_all(&dir).expect("chat dir");
+    std::fs::write(
+        dir.join("history.jsonl"),
+        "{\"cursor\":1,\"timestamp\":\"2026-01-01 00:00\",\"role\":\"user\",\"content\":\"q1\"}\n\
+         {\"cursor\":2,\"timestamp\":\"2026-01-01 00:00\",\"role\":\"assistant\",\"content\":\"a1\"}\n\
+         {\"cursor\":3,\"timestamp\":\"2026-01-01 00:01\",\"role\":\"user\",\"content\":\"q2\"}\n\
+         {\"cursor\":4,\"timestamp\":\"2026-01-01 00:01\",\"role\":\"assistant\",\"content\":\"a2\"}\n",
+    )
+    .expect("history");
+    // Killed after appending q2/a2 but before `.cursor` was rewritten.
+    std::fs::write(dir.join(".cursor"), "2").expect("cursor");
+    let server = TestServer::builder().home(&home).start();
+    server.configure_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    ws.attach(chat, None);
+    plain_turn(&fake, &mut ws, chat, "q3", "a3");
+    let cursors: Vec<u64> = history_records(&home, chat).iter().map(|r| r["cursor"].as_u64().unwrap_or(0)).collect();
+    assert_eq!(cursors, vec![1, 2, 3, 4, 5, 6], "cursors repeat after a stale .cursor");
+    check_home(&home);
+}
