@@ -195,7 +195,7 @@ impl ChatStore {
             buf.push(b'\n');
         }
         fsx::append(&path, &buf)?;
-        fs::write(dir.join(".cursor"), cursor.to_string())?;
+        fsx::write_replace(&dir.join(".cursor"), cursor.to_string().as_bytes())?;
         Ok(())
     }
 

@@ -1,14 +1,18 @@
 //! The integration tests, one module per area of the contract.
 
 mod consolidation;
+mod crash;
 mod harness;
 mod http_api;
 mod legacy_data;
 mod llm_settings;
+mod memory;
 mod origin;
+mod prompt_cache;
 mod provider_errors;
 mod restart;
 mod startup;
+mod tools_turns;
 mod web_assets;
 mod ws_cancel;
 mod ws_frames;

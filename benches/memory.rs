@@ -1,0 +1,141 @@
+//! `cargo bench --bench memory`: figures for issue 3 against the fake LLM with zero delay,
+//! each a median of 5. Prints one table:
+//! - history load: a chat whose history.jsonl holds 100,000 records (written directly), server
+//!   restarted, then the time from sending the next message to its first `delta`. Two layouts:
+//!   with a `summary` record near the end (the realistic case after consolidation: the whole
+//!   file is parsed, ~1,000 records go to the model) and without one (all 100,000 are sent);
+//! - one Dream run over 50 chats (20 records each, 1,000 pending): `Dream::run` called directly
+//!   (the function the timer thread calls), which lists and reads all 50 histories, sends one
+//!   batch through both phases, snapshots and rewrites MEMORY.md and advances the cursors.
+//!
+//! Threads: the main thread drives everything (including the in-process Dream runs); the fake
+//! LLM and the server process are separate.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cashcode::llm::runtime::LlmRuntime;
+use cashcode::llm::settings::Settings;
+use cashcode::llm::Provider;
+use cashcode::memory::dream::{Dream, Outcome};
+use cashcode::store::chats::ChatStore;
+use cashcode::store::memory::MemoryFiles;
+use common::{fresh_home, FakeLlm, Reply, TestServer, WsClient};
+use serde_json::json;
+
+const RUNS: usize = 5;
+const RECORDS: usize = 100_000;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Writes `n` alternating user/assistant records (and `.cursor`); with `summary_at`, record
+/// number `summary_at` is a `summary` keeping everything after it.
+fn write_history(home: &Path, chat: &str, n: usize, summary_at: Option<usize>) {
+    let dir = home.join("memory").join(chat);
+    std::fs::create_dir_all(&dir).expect("chat dir");
+    let mut text = String::with_capacity(n * 120);
+    for c in 1..=n {
+        let rec = if Some(c) == summary_at {
+            json!({"cursor":c,"timestamp":"2026-01-01 00:00","role":"summary",
+                   "content":"Earlier the user and the assistant exchanged many numbered notes.",
+                   "keep_from_cursor":c + 1})
+        } else {
+            let role = if c % 2 == 1 { "user" } else { "assistant" };
+            json!({"cursor":c,"timestamp":"2026-01-01 00:00","role":role,
+                   "content":format!("record number {c} with a little text about the day")})
+        };
+        text.push_str(&rec.to_string());
+        text.push('\n');
+    }
+    std::fs::write(dir.join("history.jsonl"), text).expect("history");
+    std::fs::write(dir.join(".cursor"), n.to_string()).expect("cursor");
+}
+
+/// Median time to first delta of a new turn right after a restart, over [`RUNS`] restarts.
+fn history_load(summary_at: Option<usize>) -> f64 {
+    let fake = FakeLlm::start();
+    fake.set_fallback(Reply::text(&["first", " delta"]));
+    let home = fresh_home("bench-load");
+    let chat = "big-chat-1";
+    write_history(&home, chat, RECORDS, summary_at);
+    let mut server = TestServer::builder().home(&home).env("CASHCODE_CONSOLIDATE_CHARS", "1000000000").start();
+    server.configure_llm(&fake);
+    let mut times = Vec::new();
+    for i in 0..RUNS {
+        server.restart();
+        let mut ws = WsClient::connect(&server);
+        ws.attach(chat, None);
+        let sent = Instant::now();
+        ws.message(chat, &format!("bench message {i}"), "openai_compatible");
+        let first = loop {
+            let v = ws.recv_within(Duration::from_secs(120)).expect("a frame within 120 s");
+            if v["chat_id"] == chat && v["event"] == "delta" {
+                break sent.elapsed();
+            }
+            assert!(!(v["chat_id"] == chat && v["event"] == "error"), "turn failed: {v}");
+        };
+        ws.turn_events(chat);
+        times.push(ms(first));
+        fake.clear_requests();
+    }
+    median(times)
+}
+
+/// Median wall time of one Dream run over 50 chats, run in-process on the library's `Dream`
+/// (the same code the timer thread calls) against the fake; returns (median ms, records per run).
+fn dream_over_50_chats() -> (f64, usize) {
+    let fake = FakeLlm::start();
+    fake.set_completion_fallback(Reply::completion("- the user likes benchmarks"));
+    let home = fresh_home("bench-dream");
+    for c in 0..50 {
+        write_history(&home, &format!("dream-chat-{c:02}"), 20, None);
+    }
+    let root = home.join("memory");
+    let llm = LlmRuntime::load(home.join("llm.json"), Duration::from_secs(30), None, None);
+    llm.save(Settings {
+        openai_base_url: fake.base(),
+        openai_api_key: common::TEST_KEY.to_string(),
+        ollama_base_url: fake.base(),
+    })
+    .expect("save llm settings");
+    llm.acquire(Provider::OpenAiCompatible, common::MODEL).expect("a client");
+    let dream =
+        Dream { chats: Arc::new(ChatStore::new(&root)), memory: Arc::new(MemoryFiles::new(&root)), llm: Arc::new(llm) };
+    let mut times = Vec::new();
+    let mut records = 0;
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let outcome = dream.run();
+        times.push(ms(t.elapsed()));
+        match outcome {
+            Outcome::Written { records: r, chats } => {
+                records = r;
+                assert!(chats >= 1);
+            }
+            other => panic!("Dream run did not write: {other:?}"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&home);
+    (median(times), records)
+}
+
+fn main() {
+    println!("CashCode memory benchmarks (fake LLM, zero delay, median of {RUNS})");
+    let with_summary = history_load(Some(RECORDS - 1000));
+    println!("history load, {RECORDS} records, summary near the end: first delta after restart {with_summary:.1} ms");
+    let without = history_load(None);
+    println!("history load, {RECORDS} records, no summary (all sent):  first delta after restart {without:.1} ms");
+    let (dream, batch) = dream_over_50_chats();
+    println!("Dream run over 50 chats x 20 records (batch of {batch} records): {dream:.1} ms per run");
+}
