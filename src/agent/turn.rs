@@ -223,13 +223,14 @@ fn run_tools(
         .iter()
         .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
         .collect();
-    messages.push(json!({"role": "assistant", "content": completion.content, "tool_calls": wire}));
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+    let label =
+        if names.is_empty() { "[TOOL_CALLS]".to_string() } else { format!("[TOOL_CALLS: {}]", names.join(", ")) };
+    // The model gets the same content history will replay, so later requests of this chat
+    // extend this one byte for byte (provider prompt caches keep hitting).
+    messages.push(json!({"role": "assistant", "content": label, "tool_calls": wire}));
     let mut step = Vec::with_capacity(calls.len() + 1);
-    let mut rec = Record::new(
-        "tool_calls",
-        if names.is_empty() { "[TOOL_CALLS]".to_string() } else { format!("[TOOL_CALLS: {}]", names.join(", ")) },
-    );
+    let mut rec = Record::new("tool_calls", label.clone());
     rec.tool_calls = Some(Value::Array(wire));
     step.push(rec);
 

@@ -201,12 +201,13 @@ impl ChatStore {
 
     /// Last written cursor: `.cursor`, else the last line's cursor (last 4 KiB), else 0.
     fn last_cursor(&self, dir: &Path) -> io::Result<u64> {
-        if let Some(c) = fsx::read_opt(&dir.join(".cursor"))?.and_then(|t| t.trim().parse::<u64>().ok()) {
-            return Ok(c);
-        }
+        // The larger of `.cursor` and the last record's cursor: a crash between the history
+        // append and the `.cursor` rewrite leaves `.cursor` stale, and trusting it alone would
+        // hand out the same cursors again.
+        let stored = fsx::read_opt(&dir.join(".cursor"))?.and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(0);
         let mut f = match fs::File::open(dir.join("history.jsonl")) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(stored),
             Err(e) => return Err(e),
         };
         let len = f.metadata()?.len();
@@ -214,7 +215,7 @@ impl ChatStore {
         let mut tail = Vec::new();
         f.read_to_end(&mut tail)?;
         let h = parse_history(&tail);
-        Ok(h.records.iter().map(|r| r.cursor).max().unwrap_or(0))
+        Ok(h.records.iter().map(|r| r.cursor).max().unwrap_or(0).max(stored))
     }
 
     /// Write-ahead for a turn that reached the model: the user record goes to
