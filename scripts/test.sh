@@ -23,14 +23,14 @@ section "cargo clippy"
 cargo clippy --all-targets --quiet -- -D warnings || status=1
 
 section "cargo test"
-cargo test --all-targets 2>&1 | tee "$log"
+cargo test --all-targets --no-fail-fast 2>&1 | tee "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 count_cargo
 
 if [ -f client/package.json ]; then
   section "web client: build and unit tests"
   (cd client && npm run build --silent) || status=1
-  (cd client && npm test --silent) 2>&1 | tee "$log"
+  (cd client && NO_COLOR=1 FORCE_COLOR=0 npm test --silent) 2>&1 | sed 's/\x1b\[[0-9;]*m//g' | tee "$log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   p=$(grep -oE 'Tests +[0-9]+ passed' "$log" | grep -oE '[0-9]+' | tail -1); passed=$((passed + ${p:-0}))
   f=$(grep -oE 'Tests +.*[0-9]+ failed' "$log" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' | tail -1); failed=$((failed + ${f:-0}))

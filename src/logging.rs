@@ -66,19 +66,11 @@ impl Log for Logger {
         if record.level() <= self.file_level {
             let now = time::now_epoch();
             let t = time::local(now as i64);
-            let sign = if t.offset < 0 { '-' } else { '+' };
-            let off = t.offset.abs();
             let line = format!(
-                "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03} {sign}{:02}{:02} {:<8} {} {}\n",
-                t.year,
-                t.month,
-                t.day,
-                t.hour,
-                t.minute,
-                t.second,
-                ((now.fract()) * 1000.0) as u32,
-                off / 3600,
-                off % 3600 / 60,
+                "{}.{:03} {} {:<8} {} {}\n",
+                t.ymd_hms(' '),
+                (now.fract() * 1000.0) as u32,
+                t.offset_str(false),
                 record.level().as_str(),
                 record.target(),
                 redact::redact(&record.args().to_string())

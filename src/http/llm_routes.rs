@@ -107,7 +107,9 @@ fn models(api: &Api) -> Resp {
                 let s = &s;
                 scope.spawn(move || {
                     let ready = s.ready(*p);
-                    let r = match LlmClient::new(s, *p, DISCOVERY_TIMEOUT) {
+                    // The installed client (its connections and TLS setup are reused);
+                    // list_models bounds itself by the discovery timeout.
+                    let r = match api.llm.client(*p).filter(|_| ready) {
                         Some(c) => c.list_models().map_err(|e| {
                             log::warn!("event=llm.discovery.failed provider={p} error=\"{e}\"");
                             e.category().to_string()

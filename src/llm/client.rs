@@ -110,9 +110,18 @@ pub struct LlmClient {
     pub provider: Provider,
     api_base: String,
     bearer: String,
+    /// For discovery and non-streamed completions.
     agent: ureq::Agent,
+    config: ureq::config::Config,
+    /// Agents for streams, one per stream in flight: cancelling a stream shuts its agent down,
+    /// which closes the socket under a read that is still waiting for the model. Finished
+    /// streams return theirs, so kept-alive connections are reused.
+    stream_agents: std::sync::Mutex<Vec<ureq::Agent>>,
     timeout: Duration,
 }
+
+/// Idle stream agents kept per client.
+const MAX_IDLE_STREAM_AGENTS: usize = 16;
 
 impl std::fmt::Debug for LlmClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -153,11 +162,14 @@ impl LlmClient {
         if provider == Provider::Ollama && is_loopback_url(&api_base) {
             cfg = cfg.proxy(None);
         }
+        let config = cfg.build();
         Some(LlmClient {
             provider,
             api_base,
             bearer: settings.bearer(provider).to_string(),
-            agent: cfg.build().new_agent(),
+            agent: config.new_agent(),
+            config,
+            stream_agents: std::sync::Mutex::new(Vec::new()),
             timeout,
         })
     }
@@ -178,12 +190,26 @@ impl LlmClient {
         let (tx, rx) = bounded::<Chunk>(256);
         let me = Arc::clone(self);
         let reader_cancel = cancel.clone();
+        let agent = self.stream_agents.lock().ok().and_then(|mut a| a.pop()).unwrap_or_else(|| self.config.new_agent());
+        let reader_agent = agent.clone();
         std::thread::Builder::new()
             .name("llm-stream".into())
             .stack_size(256 * 1024)
-            .spawn(move || me.read_stream(&body, &reader_cancel, &tx))
+            .spawn(move || me.read_stream(&reader_agent, &body, &reader_cancel, &tx))
             .map_err(|e| LlmError::Other(format!("cannot start the stream reader: {e}")))?;
-        self.collect(&rx, cancel, on_text)
+        let result = self.collect(&rx, cancel, on_text);
+        match &result {
+            // The reader may still be blocked on the socket: close it under the read.
+            Err(LlmError::Cancelled | LlmError::Timeout(_)) => agent.shutdown(),
+            _ => {
+                if let Ok(mut idle) = self.stream_agents.lock() {
+                    if idle.len() < MAX_IDLE_STREAM_AGENTS {
+                        idle.push(agent);
+                    }
+                }
+            }
+        }
+        result
     }
 
     fn collect(
@@ -243,12 +269,12 @@ impl LlmClient {
     }
 
     /// Reader thread body: request (one retry before any byte arrived), then decode SSE.
-    fn read_stream(&self, body: &Value, cancel: &CancelToken, tx: &Sender<Chunk>) {
+    fn read_stream(&self, agent: &ureq::Agent, body: &Value, cancel: &CancelToken, tx: &Sender<Chunk>) {
         let url = format!("{}/chat/completions", self.api_base);
         let mut attempt = 0;
         let resp = loop {
             attempt += 1;
-            match self.post(&url, body, "text/event-stream") {
+            match self.post(agent, &url, body, "text/event-stream") {
                 Ok(r) => break r,
                 Err((e, retry_after)) if attempt == 1 && e.retryable() => {
                     let wait = retry_after.unwrap_or(Duration::from_millis(500));
@@ -334,12 +360,12 @@ impl LlmClient {
     /// POSTs JSON; maps transport errors and non-2xx statuses (with `retry-after`).
     fn post(
         &self,
+        agent: &ureq::Agent,
         url: &str,
         body: &Value,
         accept: &str,
     ) -> Result<ureq::http::Response<ureq::Body>, (LlmError, Option<Duration>)> {
-        let resp = self
-            .agent
+        let resp = agent
             .post(url)
             .header("Authorization", &format!("Bearer {}", self.bearer))
             .header("Content-Type", "application/json")

@@ -92,6 +92,11 @@ impl LlmRuntime {
         Ok(c)
     }
 
+    /// The installed client for `provider`, without recording a selection (discovery).
+    pub fn client(&self, provider: Provider) -> Option<Arc<LlmClient>> {
+        self.read().clients.iter().find(|c| c.provider == provider).cloned()
+    }
+
     /// Is a client installed for `provider`?
     pub fn has(&self, provider: Provider) -> bool {
         self.read().clients.iter().any(|c| c.provider == provider)

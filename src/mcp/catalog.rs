@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use super::client::ToolInfo;
 use super::transport::{HttpSpec, StdioSpec, TransportSpec};
 use super::url::{self, UrlProblem};
+use crate::util::text::py_repr;
 use crate::util::{fsx, text, time};
 
 /// The literal every header value is shown as.
@@ -339,29 +340,6 @@ fn name_ok(name: &str) -> bool {
 fn header_name_ok(name: &str) -> bool {
     (1..=128).contains(&name.len())
         && name.bytes().all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+.^_`|~-".contains(&c))
-}
-
-/// Python `repr()` of a string, for the contract's `'X'` quoting in messages.
-pub fn py_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
-    let mut out = String::new();
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
 }
 
 fn check_url(raw: &str) -> Result<String, ApiError> {

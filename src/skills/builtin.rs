@@ -1,4 +1,4 @@
-//! The built-in skills, embedded in the binary from `skills/builtin/` so an installed server
+//! The built-in skills, embedded in the binary from `src/skills/builtin/` so an installed server
 //! has them, and materialised read-only into the built-in root at startup (the loader, the
 //! resource reader and `Skill package root:` all work on real directories). Runs once at
 //! startup on the main thread.
@@ -11,25 +11,17 @@ use super::Result;
 
 /// `(package-relative path, bytes)` of every embedded file, grouped by package.
 pub const FILES: &[(&str, &str, &[u8])] = &[
-    ("chart-visualization", "SKILL.md", include_bytes!("../../skills/builtin/chart-visualization/SKILL.md")),
+    ("chart-visualization", "SKILL.md", include_bytes!("builtin/chart-visualization/SKILL.md")),
     (
         "chart-visualization",
         "references/echarts.md",
-        include_bytes!("../../skills/builtin/chart-visualization/references/echarts.md"),
+        include_bytes!("builtin/chart-visualization/references/echarts.md"),
     ),
-    (
-        "chart-visualization",
-        "templates/chart.html",
-        include_bytes!("../../skills/builtin/chart-visualization/templates/chart.html"),
-    ),
-    ("github", "SKILL.md", include_bytes!("../../skills/builtin/github/SKILL.md")),
-    ("skill-creator", "SKILL.md", include_bytes!("../../skills/builtin/skill-creator/SKILL.md")),
-    (
-        "skill-creator",
-        "scripts/quick_validate.py",
-        include_bytes!("../../skills/builtin/skill-creator/scripts/quick_validate.py"),
-    ),
-    ("weather", "SKILL.md", include_bytes!("../../skills/builtin/weather/SKILL.md")),
+    ("chart-visualization", "templates/chart.html", include_bytes!("builtin/chart-visualization/templates/chart.html")),
+    ("github", "SKILL.md", include_bytes!("builtin/github/SKILL.md")),
+    ("skill-creator", "SKILL.md", include_bytes!("builtin/skill-creator/SKILL.md")),
+    ("skill-creator", "scripts/quick_validate.py", include_bytes!("builtin/skill-creator/scripts/quick_validate.py")),
+    ("weather", "SKILL.md", include_bytes!("builtin/weather/SKILL.md")),
 ];
 
 /// True when `root` already holds exactly the embedded files (nothing more, nothing less).

@@ -15,6 +15,24 @@ pub struct Local {
     pub offset: i64,
 }
 
+impl Local {
+    /// `YYYY-MM-DD<sep>HH:MM:SS`.
+    pub fn ymd_hms(&self, sep: char) -> String {
+        format!(
+            "{:04}-{:02}-{:02}{sep}{:02}:{:02}:{:02}",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        )
+    }
+
+    /// `+HH:MM` (or `+HHMM` without `colon`).
+    pub fn offset_str(&self, colon: bool) -> String {
+        let sign = if self.offset < 0 { '-' } else { '+' };
+        let off = self.offset.abs();
+        let colon = if colon { ":" } else { "" };
+        format!("{sign}{:02}{colon}{:02}", off / 3600, off % 3600 / 60)
+    }
+}
+
 /// Seconds since the epoch as a float (the original's `time.time()`).
 pub fn now_epoch() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
@@ -84,42 +102,19 @@ pub fn minute_stamp() -> String {
 
 /// `YYYY-MM-DDTHH:MM:SS` local without offset (session list `updated_at`).
 pub fn local_iso_naive(secs: i64) -> String {
-    let t = local(secs);
-    format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", t.year, t.month, t.day, t.hour, t.minute, t.second)
+    local(secs).ymd_hms('T')
 }
 
 /// `YYYY-MM-DDTHH:MM:SS+HH:MM` local with offset (session_updated `updated_at`).
 pub fn local_iso_offset_now() -> String {
     let t = local(now_secs());
-    let sign = if t.offset < 0 { '-' } else { '+' };
-    let off = t.offset.abs();
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}{sign}{:02}:{:02}",
-        t.year,
-        t.month,
-        t.day,
-        t.hour,
-        t.minute,
-        t.second,
-        off / 3600,
-        off % 3600 / 60
-    )
+    format!("{}{}", t.ymd_hms('T'), t.offset_str(true))
 }
 
 /// RFC 3339 UTC with microseconds (`2026-11-30T01:40:18.811534+00:00`).
 pub fn utc_rfc3339_micros() -> String {
     let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let t = utc(d.as_secs() as i64);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}+00:00",
-        t.year,
-        t.month,
-        t.day,
-        t.hour,
-        t.minute,
-        t.second,
-        d.subsec_micros()
-    )
+    format!("{}.{:06}+00:00", utc(d.as_secs() as i64).ymd_hms('T'), d.subsec_micros())
 }
 
 /// Local `YYYY-MM-DD` date (log rotation, snapshot names).

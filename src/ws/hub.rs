@@ -124,15 +124,7 @@ impl Hub {
 
     /// Subscribes `conn` to `chat_id` (idempotent).
     pub fn subscribe(&self, chat_id: &str, conn: &Arc<Conn>) {
-        self.with(|inner| {
-            let chan = chan(inner, chat_id);
-            if !chan.subs.iter().any(|c| c.id == conn.id) {
-                chan.subs.push(Arc::clone(conn));
-                if let Ok(mut chats) = conn.chats.lock() {
-                    chats.push(chat_id.to_string());
-                }
-            }
-        });
+        self.with(|inner| join(chan(inner, chat_id), chat_id, conn));
     }
 
     /// Subscribes, sends `attached` and replays events with seq > `after_seq`, atomically
@@ -140,12 +132,7 @@ impl Hub {
     pub fn attach(&self, chat_id: &str, conn: &Arc<Conn>, after_seq: Option<u64>) {
         self.with(|inner| {
             let chan = chan(inner, chat_id);
-            if !chan.subs.iter().any(|c| c.id == conn.id) {
-                chan.subs.push(Arc::clone(conn));
-                if let Ok(mut chats) = conn.chats.lock() {
-                    chats.push(chat_id.to_string());
-                }
-            }
+            join(chan, chat_id, conn);
             let attached = Event::new("attached").with("chat_id", chat_id).with("last_seq", chan.seq);
             conn.send_text(attached.to_json(None));
             if let Some(after) = after_seq {
@@ -190,6 +177,15 @@ impl Hub {
                 }
             }
         });
+    }
+}
+
+fn join(chan: &mut ChatChan, chat_id: &str, conn: &Arc<Conn>) {
+    if !chan.subs.iter().any(|c| c.id == conn.id) {
+        chan.subs.push(Arc::clone(conn));
+        if let Ok(mut chats) = conn.chats.lock() {
+            chats.push(chat_id.to_string());
+        }
     }
 }
 

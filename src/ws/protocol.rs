@@ -5,6 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::llm::Provider;
+use crate::util::text::py_repr;
 
 /// Largest accepted incoming message (bytes); bigger ones get an error event.
 pub const MAX_MESSAGE: usize = 1024 * 1024;
@@ -45,30 +46,6 @@ pub struct Selection {
 
 pub fn valid_chat_id(id: &str) -> bool {
     crate::store::chats::valid_chat_id(id)
-}
-
-/// Python `repr` of a string (single quotes unless it contains `'` and no `"`).
-pub fn py_repr(s: &str) -> String {
-    let use_double = s.contains('\'') && !s.contains('"');
-    let q = if use_double { '"' } else { '\'' };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(q);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == q => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push(q);
-    out
 }
 
 /// Parses one text message into a frame.

@@ -59,6 +59,8 @@ impl ServerBuilder {
             ("WS_PORT".to_string(), "0".to_string()),
             ("DREAM_INTERVAL".to_string(), "0".to_string()),
             ("CASHCODE_PROJECT_DIR".to_string(), env!("CARGO_MANIFEST_DIR").to_string()),
+            // API tests do not depend on whether client/dist was built; assets.rs tests set it.
+            ("CASHCODE_CLIENT_DIR".to_string(), home.join("no-client").display().to_string()),
         ];
         for (k, v) in self.env {
             env.retain(|(ek, _)| *ek != k);

@@ -9,6 +9,7 @@ mod origin;
 mod provider_errors;
 mod restart;
 mod startup;
+mod web_assets;
 mod ws_cancel;
 mod ws_frames;
 mod ws_replay;

@@ -197,3 +197,44 @@ fn cancel_sent_right_after_the_message_is_not_lost() {
     }
     never.open();
 }
+
+#[test]
+fn cancel_closes_the_model_connection_while_the_model_is_still_thinking() {
+    // A raw model endpoint that reads the request, answers nothing, and watches its socket:
+    // after the cancel the server must close the connection (no reader left waiting).
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (closed_tx, closed_rx) = crossbeam_channel::bounded::<Duration>(1);
+    let (accepted_tx, accepted_rx) = crossbeam_channel::bounded::<Instant>(1);
+    std::thread::spawn(move || {
+        let (mut sock, _) = listener.accept().expect("accept");
+        let _ = accepted_tx.send(Instant::now());
+        let mut buf = [0u8; 65536];
+        // Read the request head and body, then keep reading until the peer closes.
+        let started = Instant::now();
+        let _ = sock.set_read_timeout(Some(Duration::from_secs(20)));
+        loop {
+            match sock.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        let _ = sock.flush();
+        let _ = closed_tx.send(started.elapsed());
+    });
+    let server = TestServer::start();
+    let status = server.put("/api/settings/llm", &llm_body(&format!("http://127.0.0.1:{port}"), "")).status;
+    assert_eq!(status, 200);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    ws.message(&chat, "think forever", "openai_compatible");
+    accepted_rx.recv_timeout(WAIT).expect("the model endpoint was called");
+    std::thread::sleep(Duration::from_millis(100));
+    let sent = Instant::now();
+    ws.send(&json!({"type":"cancel","chat_id":chat}));
+    let (events, _) = until_closed(&mut ws, &chat);
+    assert_eq!(events.last().map(|e| e["detail"].clone()), Some(json!("cancelled")));
+    closed_rx.recv_timeout(Duration::from_secs(2)).expect("the model connection was closed after the cancel");
+    assert!(sent.elapsed() < Duration::from_secs(2));
+}

@@ -1,0 +1,119 @@
+// End-to-end harness: starts the real CashCode binary on free ports with a throwaway home, and a
+// headless Debian chromium through playwright-core (never a downloaded browser).
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, mkdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { chromium } from 'playwright-core'
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+export const clientDir = path.resolve(here, '..')
+export const repoRoot = path.resolve(clientDir, '..')
+export const screenshotDir = path.join(clientDir, 'screenshots')
+
+export async function startServer(extraEnv = {}) {
+  const bin = path.resolve(clientDir, process.env.CASHCODE_BIN ?? '../target/debug/cashcode')
+  if (!existsSync(bin)) throw new Error(`server binary not found: ${bin} (run cargo build, or set CASHCODE_BIN)`)
+  const dist = path.join(clientDir, 'dist')
+  if (!existsSync(path.join(dist, 'index.html'))) throw new Error('client/dist is missing: run npm run build first')
+  const home = mkdtempSync(path.join(tmpdir(), 'cashcode-e2e-'))
+  mkdirSync(path.join(home, 'config'), { recursive: true })
+  const child = spawn(bin, [], {
+    cwd: home,
+    env: {
+      PATH: process.env.PATH,
+      HOME: home,
+      RUST_LOG: process.env.RUST_LOG ?? 'info',
+      CASHCODE_HOME: home,
+      CASHCODE_CONFIG_DIR: path.join(home, 'config'),
+      CASHCODE_PORT: '0',
+      WS_PORT: '0',
+      DREAM_INTERVAL: '0',
+      CASHCODE_CLIENT_DIR: dist,
+      CASHCODE_PROJECT_DIR: repoRoot,
+      ...extraEnv,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let log = ''
+  const append = (d) => {
+    log += d.toString()
+    if (log.length > 2_000_000) log = log.slice(-1_000_000)
+  }
+  child.stderr.on('data', append)
+  const ports = await new Promise((resolve, reject) => {
+    let out = ''
+    const found = {}
+    const timer = setTimeout(() => reject(new Error(`server did not report its ports in 30 s:\n${log}`)), 30_000)
+    child.stdout.on('data', (d) => {
+      append(d)
+      out += d.toString()
+      const h = /http listening on (http:\/\/[^\s]+)/.exec(out)
+      const w = /ws listening on (ws:\/\/[^\s]+)/.exec(out)
+      if (h) found.http = h[1].replace(/\/$/, '')
+      if (w) found.ws = w[1]
+      if (found.http && found.ws) {
+        clearTimeout(timer)
+        resolve(found)
+      }
+    })
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      reject(new Error(`server exited early (${code}):\n${log}`))
+    })
+  })
+  return {
+    home,
+    httpUrl: ports.http,
+    wsUrl: ports.ws,
+    log: () => log,
+    async api(method, p, body) {
+      const res = await fetch(`${ports.http}/api${p}`, {
+        method,
+        headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(20_000),
+      })
+      const text = await res.text()
+      let json = null
+      try {
+        json = text ? JSON.parse(text) : null
+      } catch {
+        json = null
+      }
+      return { status: res.status, text, json }
+    },
+    async stop() {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM')
+        await Promise.race([
+          new Promise((r) => child.once('exit', r)),
+          new Promise((r) => setTimeout(r, 5000)),
+        ])
+        if (child.exitCode === null) child.kill('SIGKILL')
+      }
+      rmSync(home, { recursive: true, force: true })
+    },
+  }
+}
+
+export async function launchBrowser() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    headless: true,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
+  })
+}
+
+export async function screenshot(page, name) {
+  mkdirSync(screenshotDir, { recursive: true })
+  await page.screenshot({ path: path.join(screenshotDir, `${name}.png`) })
+}

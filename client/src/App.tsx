@@ -1,0 +1,251 @@
+// Application shell: resolves endpoints, owns the WebSocket and the chat state machine, and
+// switches between the in-memory views (chat, MCP Market, Skill Market, LLM Settings).
+
+import { useCallback, useEffect, useReducer, useRef, useState } from 'react'
+import { api, describeError, setApiBase } from './lib/api'
+import { attachFrame, initialState, reattachPlan, reduce, type ConnState, type State } from './lib/chatStore'
+import { resolveEndpoints } from './lib/config'
+import { ChatSocket } from './lib/socket'
+import type { AppView } from './lib/skills'
+import type { HistoryMessage, LlmSettings, SessionInfo } from './lib/types'
+import { ChatView } from './components/ChatView'
+import { Sidebar } from './components/Sidebar'
+import { TitleBar } from './components/TitleBar'
+import { McpMarket } from './components/McpMarket'
+import { SkillMarket } from './components/SkillMarket'
+import { LlmSettingsView } from './components/LlmSettings'
+import type { MessageFrame, Selection } from './lib/selections'
+
+export function App() {
+  const [ready, setReady] = useState(false)
+  const [state, dispatch] = useReducer(reduce, initialState)
+  const stateRef = useRef<State>(state)
+  stateRef.current = state
+  const [conn, setConn] = useState<ConnState>('connecting')
+  const [retryIn, setRetryIn] = useState<number | null>(null)
+  const [view, setView] = useState<AppView>('chat')
+  const [drawer, setDrawer] = useState(false)
+  const [llm, setLlm] = useState<LlmSettings | null>(null)
+  const [llmVersion, setLlmVersion] = useState(0)
+  const socketRef = useRef<ChatSocket | null>(null)
+  /** chats this connection is subscribed to (reset on every reconnect) */
+  const subscribed = useRef<Set<string>>(new Set())
+
+  const loadSessions = useCallback(async () => {
+    try {
+      const res = await api.get<{ sessions: SessionInfo[] }>('/sessions')
+      dispatch({ type: 'sessions', sessions: Array.isArray(res?.sessions) ? res.sessions : [] })
+    } catch (e) {
+      dispatch({ type: 'banner', text: `Cannot load conversations: ${describeError(e)}` })
+    }
+  }, [])
+
+  const loadSessionsRef = useRef(loadSessions)
+  loadSessionsRef.current = loadSessions
+
+  const loadLlm = useCallback(async () => {
+    try {
+      setLlm(await api.get<LlmSettings>('/settings/llm'))
+    } catch {
+      setLlm(null)
+    }
+  }, [])
+
+  // Endpoints first (the server may advertise a non-default WS port), then the socket.
+  useEffect(() => {
+    let cancelled = false
+    let socket: ChatSocket | null = null
+    let reconnected = false
+    void resolveEndpoints(window.location, import.meta.env).then((ep) => {
+      if (cancelled) return
+      setApiBase(ep.apiBase)
+      setReady(true)
+      socket = new ChatSocket(ep.wsUrl, {
+        onEvent: (ev) => {
+          if (ev.event === 'ready' && typeof ev.chat_id === 'string') subscribed.current.add(ev.chat_id)
+          if (ev.event === 'attached' && typeof ev.chat_id === 'string') subscribed.current.add(ev.chat_id)
+          dispatch({ type: 'ws', ev })
+        },
+        onState: (s, retry) => {
+          setConn(s)
+          setRetryIn(retry)
+        },
+        onOpen: () => {
+          // After an outage the list may have changed (another tab, a server restart).
+          if (reconnected) void loadSessionsRef.current()
+          reconnected = true
+          // A new connection hears nothing until it re-subscribes: resume the open chat and every
+          // running turn after the last event we applied.
+          subscribed.current = new Set()
+          for (const a of reattachPlan(stateRef.current)) {
+            subscribed.current.add(a.chat_id)
+            dispatch({ type: 'attaching', chatId: a.chat_id, replay: a.after_seq !== undefined })
+            socket?.send({ type: 'attach', ...a })
+          }
+        },
+      })
+      socketRef.current = socket
+      socket.connect()
+    })
+    return () => {
+      cancelled = true
+      socket?.close()
+      socketRef.current = null
+    }
+  }, [])
+
+  useEffect(() => {
+    if (!ready) return
+    void loadSessions()
+    void loadLlm()
+  }, [ready, loadSessions, loadLlm, llmVersion])
+
+  // Subscribe to the active chat when it changes by any route (click, delete, first load).
+  const active = state.activeChatId
+  useEffect(() => {
+    if (!active || conn !== 'connected') return
+    if (subscribed.current.has(active)) return
+    const a = attachFrame(stateRef.current, active)
+    dispatch({ type: 'attaching', chatId: active, replay: a.after_seq !== undefined })
+    if (socketRef.current?.send({ type: 'attach', ...a })) subscribed.current.add(active)
+  }, [active, conn])
+
+  // Never leave the person without a chat to type into (e.g. after deleting the last one).
+  useEffect(() => {
+    if (active || conn !== 'connected' || !state.sessionsLoaded || state.awaitingNewChat) return
+    if (socketRef.current?.send({ type: 'new_chat' })) dispatch({ type: 'newChatRequested' })
+  }, [active, conn, state.sessionsLoaded, state.awaitingNewChat])
+
+  // History for the active chat, once per page life; a late answer for another chat is still cached.
+  const activeChat = active ? state.chats[active] : undefined
+  const needsHistory = Boolean(active && !activeChat?.loaded && state.sessions.some((s) => s.chat_id === active))
+  const loading = useRef<Set<string>>(new Set())
+  useEffect(() => {
+    if (!ready || !active || !needsHistory || loading.current.has(active)) return
+    const chatId = active
+    loading.current.add(chatId)
+    api
+      .get<{ messages: HistoryMessage[] }>(`/sessions/${encodeURIComponent(chatId)}/messages`)
+      .then((res) => dispatch({ type: 'history', chatId, messages: Array.isArray(res?.messages) ? res.messages : [] }))
+      .catch((e) => {
+        // A draft that was never persisted 404s: it simply has no history.
+        dispatch({ type: 'history', chatId, messages: [] })
+        if (!(e instanceof Error && 'status' in e && (e as { status: number }).status === 404)) {
+          dispatch({ type: 'banner', text: `Cannot load messages: ${describeError(e)}` })
+        }
+      })
+      .finally(() => loading.current.delete(chatId))
+  }, [ready, active, needsHistory])
+
+  const chooseView = (v: AppView) => {
+    setView(v)
+    setDrawer(false)
+  }
+
+  const onSelectChat = (chatId: string) => {
+    chooseView('chat')
+    dispatch({ type: 'select', chatId })
+  }
+
+  const onNewChat = () => {
+    chooseView('chat')
+    if (socketRef.current?.send({ type: 'new_chat' })) dispatch({ type: 'newChatRequested' })
+    else dispatch({ type: 'banner', text: 'Not connected; cannot start a new chat' })
+  }
+
+  const onRename = async (chatId: string, title: string) => {
+    try {
+      const res = await api.patch<{ title: string }>(`/sessions/${encodeURIComponent(chatId)}`, { title })
+      dispatch({ type: 'renamed', chatId, title: res?.title ?? title })
+    } catch (e) {
+      console.error('rename failed', e)
+      dispatch({ type: 'banner', text: `Rename failed: ${describeError(e)}` })
+    }
+  }
+
+  const onDelete = async (chatId: string) => {
+    try {
+      await api.del(`/sessions/${encodeURIComponent(chatId)}`)
+      dispatch({ type: 'deleted', chatId })
+      subscribed.current.delete(chatId)
+      await loadSessions()
+    } catch (e) {
+      dispatch({ type: 'banner', text: `Delete failed: ${describeError(e)}` })
+    }
+  }
+
+  const send = (frame: MessageFrame, selections: Selection[]): boolean => {
+    if (!socketRef.current?.send(frame)) return false
+    subscribed.current.add(frame.chat_id)
+    dispatch({ type: 'sent', chatId: frame.chat_id, content: frame.content, selections })
+    return true
+  }
+
+  const cancel = (chatId: string) => {
+    if (!socketRef.current?.send({ type: 'cancel', chat_id: chatId })) {
+      dispatch({ type: 'banner', text: 'Not connected; cannot stop the reply' })
+    }
+  }
+
+  return (
+    <div className="flex h-full flex-col bg-page text-zinc-200">
+      <TitleBar
+        conn={conn}
+        retryIn={retryIn}
+        onMenu={() => setDrawer((d) => !d)}
+        onRetry={() => socketRef.current?.retryNow()}
+      />
+      <div className="relative flex min-h-0 flex-1">
+        <Sidebar
+          view={view}
+          open={drawer}
+          onClose={() => setDrawer(false)}
+          sessions={state.sessions}
+          activeChatId={state.activeChatId}
+          generating={state.generating}
+          onNewChat={onNewChat}
+          onSelect={onSelectChat}
+          onRename={onRename}
+          onDelete={onDelete}
+          onView={chooseView}
+        />
+        <main className="flex min-w-0 flex-1 flex-col">
+          {state.banner && (
+            <div
+              role="alert"
+              className="flex items-start gap-3 border-b border-red-900/60 bg-red-950/60 px-4 py-2 text-sm text-red-200"
+            >
+              <span className="min-w-0 flex-1 break-words">{state.banner}</span>
+              <button
+                type="button"
+                aria-label="Dismiss"
+                onClick={() => dispatch({ type: 'banner', text: null })}
+                className="rounded px-1 text-red-300 hover:bg-red-900/50"
+              >
+                ×
+              </button>
+            </div>
+          )}
+          <div className="min-h-0 flex-1">
+            {view === 'chat' && ready && (
+              <ChatView
+                chatId={state.activeChatId}
+                chat={activeChat}
+                generating={Boolean(active && state.generating[active])}
+                connected={conn === 'connected'}
+                llm={llm}
+                llmVersion={llmVersion}
+                onOpenSettings={() => chooseView('llm-settings')}
+                onSend={send}
+                onCancel={cancel}
+              />
+            )}
+            {view === 'mcp-market' && <McpMarket />}
+            {view === 'skill-market' && <SkillMarket />}
+            {view === 'llm-settings' && <LlmSettingsView onSaved={() => setLlmVersion((v) => v + 1)} />}
+          </div>
+        </main>
+      </div>
+    </div>
+  )
+}

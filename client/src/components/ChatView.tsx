@@ -1,0 +1,221 @@
+// The chat transcript (streaming Markdown, tool progress blocks, inline errors) and its composer.
+
+import { useEffect, useLayoutEffect, useRef, useState } from 'react'
+import { AlertTriangle, ArrowDown, Check, CircleStop, Network, Sparkles, Wrench } from 'lucide-react'
+import type { ChatData, ChatMessage, ToolBlock } from '../lib/chatStore'
+import type { MessageFrame, Selection } from '../lib/selections'
+import type { LlmSettings } from '../lib/types'
+import { Composer } from './Composer'
+import { Logo } from './Logo'
+import { Markdown } from './Markdown'
+import { Button, Spinner } from './ui'
+
+export function Chips({ selections, onRemove }: { selections: Selection[]; onRemove?: (s: Selection) => void }) {
+  return (
+    <div className="flex flex-wrap gap-1.5" data-testid="chips">
+      {selections.map((s) => {
+        const skill = s.kind === 'skill'
+        return (
+          <span
+            key={`${s.kind}:${s.id}`}
+            data-testid={skill ? 'chip-skill' : 'chip-mcp'}
+            className={`inline-flex max-w-full items-center gap-1 rounded-full border px-2 py-0.5 text-xs ${
+              skill
+                ? 'border-amber-700/60 bg-amber-500/10 text-amber-300'
+                : 'border-cyan-700/60 bg-cyan-500/10 text-cyan-300'
+            }`}
+          >
+            {skill ? <Sparkles size={11} /> : <Network size={11} />}
+            <span className="truncate">{s.label || s.id}</span>
+            {onRemove && (
+              <button
+                type="button"
+                aria-label={`Remove ${s.label || s.id}`}
+                onClick={() => onRemove(s)}
+                className="-mr-0.5 rounded-full px-1 leading-none hover:bg-white/10"
+              >
+                ×
+              </button>
+            )}
+          </span>
+        )
+      })}
+    </div>
+  )
+}
+
+function ToolBlockView({ block }: { block: ToolBlock }) {
+  const preview = (block.result ?? '').replace(/\s+/g, ' ').trim().slice(0, 120)
+  return (
+    <div
+      className="flex items-center gap-2 rounded-lg border border-zinc-800 bg-zinc-900/60 px-3 py-2 text-sm"
+      data-testid="tool-block"
+      data-done={block.done ? 'true' : 'false'}
+      data-call-id={block.callId ?? undefined}
+    >
+      <Wrench size={14} className="shrink-0 text-zinc-500" />
+      <span className="shrink-0 font-mono text-[13px] text-zinc-200">{block.toolName}</span>
+      {block.done ? (
+        <Check size={15} className="shrink-0 text-emerald-400" aria-label="done" />
+      ) : (
+        <Spinner size={14} className="shrink-0 text-sky-400" />
+      )}
+      {block.done && preview && (
+        <span className="min-w-0 truncate font-mono text-xs text-zinc-500" data-testid="tool-result">
+          {preview}
+        </span>
+      )}
+    </div>
+  )
+}
+
+function MessageView({ m }: { m: ChatMessage }) {
+  if (m.role === 'user') {
+    return (
+      <div className="flex flex-col items-end gap-1.5" data-testid="msg-user">
+        {m.selections && m.selections.length > 0 && <Chips selections={m.selections} />}
+        <div className="max-w-[90%] rounded-2xl rounded-br-md bg-zinc-800 px-4 py-2.5 text-[15px] whitespace-pre-wrap text-zinc-100 sm:max-w-[75%]">
+          {m.content}
+        </div>
+      </div>
+    )
+  }
+  if (m.role === 'notice') {
+    const error = m.tone === 'error'
+    return (
+      <div
+        data-testid={error ? 'msg-error' : 'msg-notice'}
+        className={`flex items-start gap-2 rounded-lg border px-3 py-2 text-sm ${
+          error ? 'border-red-900/60 bg-red-950/30 text-red-300' : 'border-zinc-800 bg-zinc-900/40 text-zinc-400'
+        }`}
+      >
+        {error ? <AlertTriangle size={15} className="mt-0.5 shrink-0" /> : <CircleStop size={15} className="mt-0.5 shrink-0" />}
+        <span className="min-w-0 break-words">{m.content}</span>
+      </div>
+    )
+  }
+  return (
+    <div className="space-y-2" data-testid="msg-assistant" data-streaming={m.streaming ? 'true' : 'false'}>
+      {m.tools && m.tools.length > 0 && (
+        <div className="space-y-1.5">
+          {m.tools.map((t) => (
+            <ToolBlockView key={t.key} block={t} />
+          ))}
+        </div>
+      )}
+      {(m.content || m.streaming) && <Markdown text={m.content} streaming={m.streaming} />}
+    </div>
+  )
+}
+
+function FirstRun({ onOpenSettings }: { onOpenSettings: () => void }) {
+  return (
+    <div className="mx-auto mt-6 max-w-md rounded-xl border border-amber-800/50 bg-amber-950/20 p-4 text-sm" data-testid="first-run">
+      <p className="font-medium text-amber-200">Connect a language model to start chatting</p>
+      <p className="mt-1 text-amber-100/70">
+        CashCode needs an LLM connection: a Generic (OpenAI-compatible) API or a local Ollama server.
+      </p>
+      <Button variant="primary" className="mt-3" onClick={onOpenSettings}>
+        Open LLM Settings
+      </Button>
+    </div>
+  )
+}
+
+export function ChatView(props: {
+  chatId: string | null
+  chat: ChatData | undefined
+  generating: boolean
+  connected: boolean
+  llm: LlmSettings | null
+  llmVersion: number
+  onOpenSettings: () => void
+  onSend: (frame: MessageFrame, selections: Selection[]) => boolean
+  onCancel: (chatId: string) => void
+}) {
+  const { chatId, chat } = props
+  const messages = chat?.messages ?? []
+  const scroller = useRef<HTMLDivElement>(null)
+  const [following, setFollowing] = useState(true)
+  const followRef = useRef(true)
+
+  // Reset following on chat switch.
+  useEffect(() => {
+    followRef.current = true
+    setFollowing(true)
+  }, [chatId])
+
+  const last = messages[messages.length - 1]
+  const contentKey = `${messages.length}:${last?.content.length ?? 0}:${last?.tools?.length ?? 0}:${
+    last?.tools?.filter((t) => t.done).length ?? 0
+  }`
+  const lastTop = useRef(0)
+  useLayoutEffect(() => {
+    const el = scroller.current
+    if (!el || !followRef.current) return
+    // Small increments glide; a chat switch or a history load jumps.
+    const distance = el.scrollHeight - el.scrollTop - el.clientHeight
+    el.scrollTo({ top: el.scrollHeight, behavior: distance < 400 ? 'smooth' : 'auto' })
+  }, [contentKey, chatId, messages.length])
+
+  const onScroll = () => {
+    const el = scroller.current
+    if (!el) return
+    const distance = el.scrollHeight - el.scrollTop - el.clientHeight
+    const movedUp = el.scrollTop < lastTop.current - 1
+    lastTop.current = el.scrollTop
+    // Only the reader scrolling up stops following; our own smooth scroll only moves down.
+    const f = movedUp ? distance <= 80 : followRef.current || distance <= 80
+    if (f !== followRef.current) {
+      followRef.current = f
+      setFollowing(f)
+    }
+  }
+
+  const jump = () => {
+    followRef.current = true
+    setFollowing(true)
+    scroller.current?.scrollTo({ top: scroller.current.scrollHeight, behavior: 'smooth' })
+  }
+
+  const empty = messages.length === 0
+  const unconfigured = props.llm !== null && !props.llm.configured
+
+  return (
+    <div className="relative flex h-full flex-col">
+      <div ref={scroller} onScroll={onScroll} className="min-h-0 flex-1 overflow-y-auto" data-testid="transcript">
+        {empty ? (
+          <div className="flex h-full flex-col items-center justify-center px-4 pb-10">
+            <Logo size={120} className="opacity-90" />
+            <p className="mt-4 text-sm text-zinc-500">Your local agent. Ask anything, or type @ to add a Skill or MCP.</p>
+            {unconfigured && <FirstRun onOpenSettings={props.onOpenSettings} />}
+          </div>
+        ) : (
+          <div className="mx-auto w-full max-w-3xl space-y-5 px-4 py-6">
+            {unconfigured && <FirstRun onOpenSettings={props.onOpenSettings} />}
+            {messages.map((m) => (
+              <MessageView key={m.id} m={m} />
+            ))}
+          </div>
+        )}
+      </div>
+      {!following && !empty && (
+        <button
+          type="button"
+          onClick={jump}
+          className="absolute bottom-36 left-1/2 z-10 flex -translate-x-1/2 items-center gap-1 rounded-full border border-zinc-700 bg-zinc-900/95 px-3 py-1 text-xs text-zinc-300 shadow-lg hover:bg-zinc-800"
+        >
+          <ArrowDown size={13} /> Jump to latest
+        </button>
+      )}
+      <Composer
+        chatId={chatId}
+        generating={props.generating}
+        connected={props.connected}
+        llmVersion={props.llmVersion}
+        onSend={props.onSend}
+        onCancel={props.onCancel}
+      />
+    </div>
+  )
+}

@@ -1,0 +1,403 @@
+// MCP Market: list, connect/disconnect, create/edit (SSE only, masked header secrets), delete.
+
+import { useCallback, useEffect, useRef, useState } from 'react'
+import { CheckCircle2, Circle, MoreHorizontal, Pencil, Plus, RefreshCw, Trash2, XCircle } from 'lucide-react'
+import { api, describeError } from '../lib/api'
+import {
+  buildMcpBody,
+  formFromServer,
+  MASK,
+  MAX_HEADERS,
+  renameHeader,
+  validateMcpForm,
+  type McpForm,
+  type McpFormErrors,
+} from '../lib/mcpForm'
+import type { McpServer } from '../lib/types'
+import { Button, ConfirmDialog, ErrorBox, Field, inputBase, inputClass, Modal, SkeletonRows, Spinner } from './ui'
+
+const STATUS: Record<string, { label: string; cls: string }> = {
+  disconnected: { label: 'Disconnected', cls: 'text-zinc-400' },
+  connecting: { label: 'Connecting', cls: 'text-amber-300' },
+  connected: { label: 'Connected', cls: 'text-emerald-400' },
+  error: { label: 'Failed', cls: 'text-red-400' },
+}
+
+function StatusIcon({ status }: { status: string }) {
+  if (status === 'connected') return <CheckCircle2 size={14} />
+  if (status === 'connecting') return <Spinner size={14} />
+  if (status === 'error') return <XCircle size={14} />
+  return <Circle size={10} fill="currentColor" className="opacity-60" />
+}
+
+const enc = encodeURIComponent
+let rowKey = 0
+
+function McpFormModal({
+  initial,
+  onClose,
+  onSaved,
+}: {
+  initial: McpServer | null
+  onClose: () => void
+  onSaved: () => void
+}) {
+  const editing = initial !== null
+  const [form, setForm] = useState<McpForm>(() =>
+    initial ? formFromServer(initial) : { name: '', display_name: '', url: '', description: '', headers: [] },
+  )
+  const [errors, setErrors] = useState<McpFormErrors>({})
+  const [saving, setSaving] = useState(false)
+  const [saveError, setSaveError] = useState<string | null>(null)
+
+  const set = (patch: Partial<McpForm>) => setForm((f) => ({ ...f, ...patch }))
+
+  const save = async () => {
+    const errs = validateMcpForm(form, editing)
+    setErrors(errs)
+    if (Object.keys(errs).length) return
+    setSaving(true)
+    setSaveError(null)
+    try {
+      const body = buildMcpBody(form, editing)
+      if (editing) await api.put(`/mcp/servers/${enc(initial.name)}`, body)
+      else await api.post('/mcp/servers', body)
+      onSaved()
+      onClose()
+    } catch (e) {
+      setSaveError(describeError(e))
+    } finally {
+      setSaving(false)
+    }
+  }
+
+  return (
+    <Modal
+      title={editing ? 'Edit MCP' : 'New MCP'}
+      onClose={onClose}
+      closeDisabled={saving}
+      footer={
+        <>
+          <Button onClick={onClose} disabled={saving}>
+            Cancel
+          </Button>
+          <Button variant="primary" onClick={save} disabled={saving} data-testid="mcp-save">
+            {saving && <Spinner />} Save
+          </Button>
+        </>
+      }
+    >
+      <form
+        className="space-y-4"
+        onSubmit={(e) => {
+          e.preventDefault()
+          void save()
+        }}
+        autoComplete="off"
+      >
+        <p className="rounded-md border border-zinc-800 bg-zinc-900/60 px-3 py-2 text-xs text-zinc-400">Transport is always SSE</p>
+        <Field label="Internal name" error={errors.name}>
+          <input
+            className={`${inputClass} font-mono`}
+            value={form.name}
+            readOnly={editing}
+            placeholder="weather"
+            aria-label="Internal name"
+            onChange={(e) => set({ name: e.target.value })}
+          />
+        </Field>
+        <Field label="Display title" error={errors.display_name}>
+          <input
+            className={inputClass}
+            value={form.display_name}
+            maxLength={100}
+            aria-label="Display title"
+            onChange={(e) => set({ display_name: e.target.value })}
+          />
+        </Field>
+        <Field label="SSE URL" error={errors.url}>
+          <input
+            className={`${inputClass} font-mono`}
+            value={form.url}
+            placeholder="http://127.0.0.1:9000/sse"
+            aria-label="SSE URL"
+            onChange={(e) => set({ url: e.target.value })}
+          />
+        </Field>
+        <Field label="Description" error={errors.description}>
+          <textarea
+            className={`${inputClass} min-h-16`}
+            value={form.description}
+            aria-label="Description"
+            onChange={(e) => set({ description: e.target.value })}
+          />
+        </Field>
+        <div>
+          <div className="mb-1.5 flex items-center justify-between">
+            <span className="text-[13px] font-medium text-zinc-300">Headers</span>
+            <Button
+              variant="ghost"
+              className="!px-2 !py-1 text-xs"
+              disabled={form.headers.length >= MAX_HEADERS}
+              onClick={() =>
+                set({ headers: [...form.headers, { key: `n${++rowKey}`, name: '', value: '', storedName: null }] })
+              }
+            >
+              <Plus size={13} /> Add header
+            </Button>
+          </div>
+          {form.headers.length === 0 ? (
+            <p className="text-xs text-zinc-600">No request headers</p>
+          ) : (
+            <div className="space-y-2">
+              {form.headers.map((h, i) => (
+                <div key={h.key} className="flex gap-2">
+                  <input
+                    className={`${inputBase} w-2/5 min-w-0 font-mono`}
+                    placeholder="Authorization"
+                    aria-label="Header name"
+                    value={h.name}
+                    onChange={(e) => {
+                      const headers = [...form.headers]
+                      headers[i] = renameHeader(h, e.target.value)
+                      set({ headers })
+                    }}
+                  />
+                  <input
+                    className={`${inputBase} min-w-0 flex-1 font-mono`}
+                    type="password"
+                    autoComplete="new-password"
+                    placeholder={h.storedName && h.name === h.storedName ? 'Stored secret' : 'Value'}
+                    aria-label="Header value"
+                    value={h.value}
+                    onFocus={(e) => h.value === MASK && e.target.select()}
+                    onChange={(e) => {
+                      const headers = [...form.headers]
+                      headers[i] = { ...h, value: e.target.value }
+                      set({ headers })
+                    }}
+                  />
+                  <button
+                    type="button"
+                    aria-label="Remove header"
+                    onClick={() => set({ headers: form.headers.filter((_, j) => j !== i) })}
+                    className="rounded-md px-2 text-zinc-500 hover:bg-zinc-800 hover:text-red-400"
+                  >
+                    <Trash2 size={14} />
+                  </button>
+                </div>
+              ))}
+            </div>
+          )}
+          {errors.headers && <p className="mt-1 text-xs text-red-400">{errors.headers}</p>}
+        </div>
+        {saveError && <ErrorBox message={saveError} />}
+        <button type="submit" hidden />
+      </form>
+    </Modal>
+  )
+}
+
+function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => void }) {
+  const [open, setOpen] = useState(false)
+  const ref = useRef<HTMLDivElement>(null)
+  useEffect(() => {
+    if (!open) return
+    const onDown = (e: MouseEvent) => {
+      if (ref.current && !ref.current.contains(e.target as Node)) setOpen(false)
+    }
+    window.addEventListener('mousedown', onDown)
+    return () => window.removeEventListener('mousedown', onDown)
+  }, [open])
+  return (
+    <div ref={ref} className="relative">
+      <button
+        type="button"
+        aria-label="More actions"
+        onClick={() => setOpen((o) => !o)}
+        className="rounded-md p-1.5 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200"
+      >
+        <MoreHorizontal size={16} />
+      </button>
+      {open && (
+        <div role="menu" className="absolute top-9 right-0 z-20 w-32 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
+          <button
+            role="menuitem"
+            type="button"
+            onClick={() => {
+              setOpen(false)
+              onEdit()
+            }}
+            className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-zinc-200 hover:bg-zinc-800"
+          >
+            <Pencil size={14} /> Edit
+          </button>
+          <button
+            role="menuitem"
+            type="button"
+            onClick={() => {
+              setOpen(false)
+              onDelete()
+            }}
+            className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-red-400 hover:bg-zinc-800"
+          >
+            <Trash2 size={14} /> Delete
+          </button>
+        </div>
+      )}
+    </div>
+  )
+}
+
+export function McpMarket() {
+  const [servers, setServers] = useState<McpServer[] | null>(null)
+  const [loading, setLoading] = useState(false)
+  const [loadError, setLoadError] = useState<string | null>(null)
+  const [busy, setBusy] = useState<string | null>(null)
+  const [rowErrors, setRowErrors] = useState<Record<string, string>>({})
+  const [form, setForm] = useState<{ server: McpServer | null } | null>(null)
+  const [confirm, setConfirm] = useState<McpServer | null>(null)
+  const [deleting, setDeleting] = useState(false)
+  const [deleteError, setDeleteError] = useState<string | null>(null)
+
+  const load = useCallback(async () => {
+    setLoading(true)
+    setLoadError(null)
+    try {
+      const res = await api.get<{ servers: McpServer[] }>('/mcp/servers')
+      setServers(Array.isArray(res?.servers) ? res.servers : [])
+    } catch (e) {
+      setLoadError(describeError(e))
+    } finally {
+      setLoading(false)
+    }
+  }, [])
+
+  useEffect(() => {
+    void load()
+  }, [load])
+
+  const toggle = async (s: McpServer) => {
+    setBusy(s.name)
+    setRowErrors((r) => ({ ...r, [s.name]: '' }))
+    try {
+      const action = s.status === 'connected' ? 'disconnect' : 'connect'
+      await api.post(`/mcp/servers/${enc(s.name)}/${action}`, undefined, { timeoutMs: 60_000 })
+    } catch (e) {
+      setRowErrors((r) => ({ ...r, [s.name]: describeError(e) }))
+    } finally {
+      setBusy(null)
+      await load()
+    }
+  }
+
+  return (
+    <div className="h-full overflow-y-auto" data-testid="mcp-market">
+      <div className="mx-auto max-w-4xl px-4 py-6 sm:px-6">
+        <header className="mb-5 flex flex-wrap items-center gap-3">
+          <div className="min-w-0 flex-1">
+            <h1 className="text-xl font-semibold text-zinc-50">MCP Market</h1>
+            <p className="text-sm text-zinc-500">Manage local configs and connect tool services</p>
+          </div>
+          <Button variant="ghost" aria-label="Refresh" onClick={() => void load()} disabled={loading}>
+            <RefreshCw size={15} className={loading ? 'animate-spin' : ''} />
+          </Button>
+          <Button variant="primary" onClick={() => setForm({ server: null })} data-testid="mcp-new">
+            <Plus size={15} /> New MCP
+          </Button>
+        </header>
+        {loadError && <ErrorBox message={loadError} onRetry={() => void load()} />}
+        {servers === null && !loadError ? (
+          <SkeletonRows />
+        ) : servers && servers.length === 0 ? (
+          <p className="rounded-xl border border-dashed border-zinc-800 px-4 py-10 text-center text-sm text-zinc-500">
+            No MCP services yet
+          </p>
+        ) : (
+          <div className="mt-3 space-y-3">
+            {(servers ?? []).map((s) => {
+              const st = STATUS[s.status] ?? STATUS.disconnected
+              const err = rowErrors[s.name] || s.status_error
+              const working = busy === s.name
+              const label = s.status === 'connected' ? 'Disconnect' : s.status === 'error' ? 'Retry connection' : 'Connect'
+              return (
+                <div
+                  key={s.name}
+                  className="rounded-xl border border-zinc-800 bg-zinc-900/40 p-4 transition hover:border-zinc-700"
+                  data-testid="mcp-row"
+                  data-name={s.name}
+                  data-status={s.status}
+                >
+                  <div className="flex items-start gap-3">
+                    <div className="min-w-0 flex-1">
+                      <div className="flex flex-wrap items-center gap-2">
+                        <span className="font-medium text-zinc-100">{s.display_name || s.name}</span>
+                        {s.builtin && (
+                          <span className="rounded-full border border-zinc-700 px-2 py-0.5 text-[10px] text-zinc-400">Built-in</span>
+                        )}
+                        <span className={`flex items-center gap-1 text-xs ${st.cls}`} data-testid="mcp-status">
+                          <StatusIcon status={s.status} /> {st.label}
+                        </span>
+                      </div>
+                      <p className="mt-1 text-sm text-zinc-400">{s.description || 'No description'}</p>
+                      <p className="mt-1 font-mono text-xs text-zinc-500">
+                        {s.name} · {s.type.toUpperCase()} · {s.tool_count} tools
+                      </p>
+                      {err && <p className="mt-1.5 text-xs break-words text-red-400">{err}</p>}
+                    </div>
+                    <div className="flex shrink-0 items-center gap-1">
+                      <Button
+                        variant={s.status === 'connected' ? 'secondary' : 'primary'}
+                        disabled={busy !== null || s.status === 'connecting'}
+                        onClick={() => void toggle(s)}
+                        data-testid="mcp-toggle"
+                      >
+                        {working ? (
+                          <>
+                            <Spinner /> Working
+                          </>
+                        ) : (
+                          label
+                        )}
+                      </Button>
+                      {s.mutable && (
+                        <RowMenu
+                          onEdit={() => setForm({ server: s })}
+                          onDelete={() => {
+                            setDeleteError(null)
+                            setConfirm(s)
+                          }}
+                        />
+                      )}
+                    </div>
+                  </div>
+                </div>
+              )
+            })}
+          </div>
+        )}
+      </div>
+      {form && <McpFormModal initial={form.server} onClose={() => setForm(null)} onSaved={() => void load()} />}
+      {confirm && (
+        <ConfirmDialog
+          message={`Delete ${confirm.display_name || confirm.name}? Config is removed and its runtime tools cleaned up.`}
+          busy={deleting}
+          error={deleteError}
+          onCancel={() => setConfirm(null)}
+          onConfirm={async () => {
+            setDeleting(true)
+            try {
+              await api.del(`/mcp/servers/${enc(confirm.name)}`)
+              setConfirm(null)
+              await load()
+            } catch (e) {
+              setDeleteError(describeError(e))
+            } finally {
+              setDeleting(false)
+            }
+          }}
+        />
+      )}
+    </div>
+  )
+}

@@ -1,0 +1,311 @@
+// Sidebar: new chat, markets, collapsible history (rename / delete), and the settings menu.
+
+import { useEffect, useRef, useState } from 'react'
+import {
+  ChevronDown,
+  Blocks,
+  MessageSquarePlus,
+  MoreHorizontal,
+  Pencil,
+  Settings,
+  SlidersHorizontal,
+  Sparkles,
+  Trash2,
+} from 'lucide-react'
+import type { GeneratingMap } from '../lib/generation'
+import type { AppView } from '../lib/skills'
+import { relativeTime } from '../lib/time'
+import type { SessionInfo } from '../lib/types'
+import { ConfirmDialog, Spinner } from './ui'
+
+interface Props {
+  view: AppView
+  open: boolean
+  onClose: () => void
+  sessions: SessionInfo[]
+  activeChatId: string | null
+  generating: GeneratingMap
+  onNewChat: () => void
+  onSelect: (chatId: string) => void
+  onRename: (chatId: string, title: string) => void
+  onDelete: (chatId: string) => Promise<void>
+  onView: (v: AppView) => void
+}
+
+function NavButton({
+  active,
+  icon,
+  label,
+  onClick,
+  testId,
+}: {
+  active?: boolean
+  icon: React.ReactNode
+  label: string
+  onClick: () => void
+  testId?: string
+}) {
+  return (
+    <button
+      type="button"
+      onClick={onClick}
+      aria-current={active ? 'page' : undefined}
+      data-testid={testId}
+      className={`flex w-full items-center gap-2.5 rounded-lg px-2.5 py-2 text-sm transition-colors ${
+        active ? 'bg-zinc-800 text-zinc-50' : 'text-zinc-300 hover:bg-zinc-800/60 hover:text-zinc-100'
+      }`}
+    >
+      {icon}
+      {label}
+    </button>
+  )
+}
+
+function SessionRow({
+  s,
+  active,
+  busy,
+  onSelect,
+  onRename,
+  onAskDelete,
+}: {
+  s: SessionInfo
+  active: boolean
+  busy: boolean
+  onSelect: () => void
+  onRename: (title: string) => void
+  onAskDelete: () => void
+}) {
+  const [menu, setMenu] = useState(false)
+  const [editing, setEditing] = useState(false)
+  const [draft, setDraft] = useState(s.title)
+  const done = useRef(false)
+
+  useEffect(() => {
+    if (!menu) return
+    const close = () => setMenu(false)
+    // Any click anywhere closes the row menu (registered after the opening click).
+    const t = setTimeout(() => window.addEventListener('click', close), 0)
+    return () => {
+      clearTimeout(t)
+      window.removeEventListener('click', close)
+    }
+  }, [menu])
+
+  const commit = () => {
+    if (done.current) return
+    done.current = true
+    setEditing(false)
+    const title = draft.trim()
+    if (title && title !== s.title) onRename(title)
+  }
+
+  if (editing) {
+    return (
+      <div className="px-1 py-0.5">
+        <input
+          autoFocus
+          aria-label="Conversation title"
+          value={draft}
+          onChange={(e) => setDraft(e.target.value)}
+          onBlur={commit}
+          onKeyDown={(e) => {
+            if (e.key === 'Enter') commit()
+            if (e.key === 'Escape') {
+              done.current = true
+              setEditing(false)
+            }
+          }}
+          className="w-full rounded-md border border-emerald-700 bg-zinc-950 px-2 py-1.5 text-sm text-zinc-100 outline-none"
+        />
+      </div>
+    )
+  }
+
+  return (
+    <div
+      className={`group relative flex items-center rounded-lg transition-colors ${
+        active ? 'bg-zinc-800/90' : 'hover:bg-zinc-800/50'
+      }`}
+      data-testid="session-row"
+      data-chat-id={s.chat_id}
+    >
+      <button
+        type="button"
+        onClick={onSelect}
+        aria-current={active ? 'true' : undefined}
+        className="min-w-0 flex-1 px-2.5 py-2 text-left"
+      >
+        <span className={`flex items-center gap-1.5 truncate text-sm ${active ? 'text-zinc-50' : 'text-zinc-300'}`}>
+          {busy && <Spinner size={12} className="shrink-0 text-sky-400" />}
+          <span className="truncate" data-testid="session-title">{s.title}</span>
+        </span>
+        <span className="block text-[11px] text-zinc-500">{relativeTime(s.updated_at)}</span>
+      </button>
+      <button
+        type="button"
+        aria-label="Conversation actions"
+        onClick={(e) => {
+          e.stopPropagation()
+          setMenu((m) => !m)
+        }}
+        className={`mr-1 rounded-md p-1 text-zinc-500 hover:bg-zinc-700 hover:text-zinc-100 ${
+          menu ? 'opacity-100' : 'opacity-0 group-hover:opacity-100 focus:opacity-100'
+        }`}
+      >
+        <MoreHorizontal size={16} />
+      </button>
+      {menu && (
+        <div role="menu" className="absolute top-9 right-1 z-20 w-36 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
+          <button
+            role="menuitem"
+            type="button"
+            onClick={() => {
+              setDraft(s.title)
+              done.current = false
+              setEditing(true)
+            }}
+            className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-zinc-200 hover:bg-zinc-800"
+          >
+            <Pencil size={14} /> Rename
+          </button>
+          <button
+            role="menuitem"
+            type="button"
+            onClick={onAskDelete}
+            className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-red-400 hover:bg-zinc-800"
+          >
+            <Trash2 size={14} /> Delete
+          </button>
+        </div>
+      )}
+    </div>
+  )
+}
+
+export function Sidebar(p: Props) {
+  const [historyOpen, setHistoryOpen] = useState(true)
+  const [settingsMenu, setSettingsMenu] = useState(false)
+  const [confirm, setConfirm] = useState<string | null>(null)
+  const [deleting, setDeleting] = useState(false)
+  const settingsRef = useRef<HTMLDivElement>(null)
+
+  useEffect(() => {
+    if (!settingsMenu) return
+    const onDown = (e: MouseEvent) => {
+      if (settingsRef.current && !settingsRef.current.contains(e.target as Node)) setSettingsMenu(false)
+    }
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key === 'Escape') setSettingsMenu(false)
+    }
+    window.addEventListener('mousedown', onDown)
+    window.addEventListener('keydown', onKey)
+    return () => {
+      window.removeEventListener('mousedown', onDown)
+      window.removeEventListener('keydown', onKey)
+    }
+  }, [settingsMenu])
+
+  return (
+    <>
+      {p.open && <div className="fixed inset-0 top-11 z-30 bg-black/60 sm:hidden" onClick={p.onClose} aria-hidden />}
+      <nav
+        aria-label="Sidebar"
+        className={`fixed top-11 bottom-0 left-0 z-40 flex w-64 shrink-0 flex-col border-r border-zinc-800/80 bg-panel transition-transform sm:static sm:translate-x-0 ${
+          p.open ? 'translate-x-0' : '-translate-x-full'
+        }`}
+      >
+        <div className="space-y-0.5 p-2">
+          <NavButton
+            icon={<MessageSquarePlus size={17} />}
+            label="New chat"
+            onClick={p.onNewChat}
+            testId="new-chat"
+          />
+          <NavButton
+            active={p.view === 'mcp-market'}
+            icon={<Blocks size={17} />}
+            label="MCP Market"
+            onClick={() => p.onView('mcp-market')}
+            testId="nav-mcp"
+          />
+          <NavButton
+            active={p.view === 'skill-market'}
+            icon={<Sparkles size={17} />}
+            label="Skill Market"
+            onClick={() => p.onView('skill-market')}
+            testId="nav-skills"
+          />
+        </div>
+        <div className="flex min-h-0 flex-1 flex-col border-t border-zinc-800/80 px-2 pt-2">
+          <button
+            type="button"
+            aria-expanded={historyOpen}
+            onClick={() => setHistoryOpen((o) => !o)}
+            className="flex items-center gap-1 rounded px-2.5 py-1.5 text-xs font-medium tracking-wide text-zinc-500 uppercase hover:text-zinc-300"
+          >
+            <ChevronDown size={14} className={`transition-transform ${historyOpen ? '' : '-rotate-90'}`} />
+            History
+          </button>
+          {historyOpen && (
+            <div className="min-h-0 flex-1 space-y-0.5 overflow-y-auto pb-2" data-testid="history">
+              {p.sessions.length === 0 ? (
+                <p className="px-2.5 py-2 text-sm text-zinc-600">No conversations yet</p>
+              ) : (
+                p.sessions.map((s) => (
+                  <SessionRow
+                    key={s.chat_id}
+                    s={s}
+                    active={p.view === 'chat' && s.chat_id === p.activeChatId}
+                    busy={Boolean(p.generating[s.chat_id])}
+                    onSelect={() => p.onSelect(s.chat_id)}
+                    onRename={(title) => p.onRename(s.chat_id, title)}
+                    onAskDelete={() => setConfirm(s.chat_id)}
+                  />
+                ))
+              )}
+            </div>
+          )}
+        </div>
+        <div ref={settingsRef} className="relative border-t border-zinc-800/80 p-2">
+          {settingsMenu && (
+            <div role="menu" className="absolute right-2 bottom-full left-2 mb-1 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
+              <button
+                role="menuitem"
+                type="button"
+                data-testid="nav-llm"
+                onClick={() => {
+                  setSettingsMenu(false)
+                  p.onView('llm-settings')
+                }}
+                className="flex w-full items-center gap-2 px-3 py-2 text-sm text-zinc-200 hover:bg-zinc-800"
+              >
+                <SlidersHorizontal size={15} /> LLM Settings
+              </button>
+            </div>
+          )}
+          <NavButton
+            active={p.view === 'llm-settings'}
+            icon={<Settings size={17} />}
+            label="Settings"
+            onClick={() => setSettingsMenu((m) => !m)}
+            testId="settings-button"
+          />
+        </div>
+      </nav>
+      {confirm && (
+        <ConfirmDialog
+          message="Delete this conversation? This can't be undone."
+          busy={deleting}
+          onCancel={() => setConfirm(null)}
+          onConfirm={async () => {
+            setDeleting(true)
+            await p.onDelete(confirm)
+            setDeleting(false)
+            setConfirm(null)
+          }}
+        />
+      )}
+    </>
+  )
+}

@@ -1,0 +1,163 @@
+// Small shared UI pieces: buttons, modal, confirm dialog, skeleton rows, spinner.
+
+import { useEffect, useRef, type ButtonHTMLAttributes, type ReactNode } from 'react'
+import { Loader2, X } from 'lucide-react'
+
+type Variant = 'primary' | 'secondary' | 'danger' | 'ghost'
+
+const VARIANTS: Record<Variant, string> = {
+  primary: 'bg-emerald-600 text-white hover:bg-emerald-500 disabled:bg-emerald-900 disabled:text-emerald-300/50',
+  secondary: 'border border-zinc-700 bg-zinc-900 text-zinc-200 hover:bg-zinc-800 disabled:text-zinc-600',
+  danger: 'bg-red-600 text-white hover:bg-red-500 disabled:bg-red-950 disabled:text-red-300/50',
+  ghost: 'text-zinc-400 hover:bg-zinc-800 hover:text-zinc-100 disabled:text-zinc-700',
+}
+
+export function Button({
+  variant = 'secondary',
+  className = '',
+  ...props
+}: ButtonHTMLAttributes<HTMLButtonElement> & { variant?: Variant }) {
+  return (
+    <button
+      type="button"
+      {...props}
+      className={`inline-flex items-center justify-center gap-1.5 rounded-md px-3 py-1.5 text-sm font-medium transition-colors disabled:cursor-not-allowed ${VARIANTS[variant]} ${className}`}
+    />
+  )
+}
+
+export function Spinner({ size = 14, className = '' }: { size?: number; className?: string }) {
+  return <Loader2 size={size} className={`animate-spin ${className}`} />
+}
+
+export function Modal({
+  title,
+  children,
+  footer,
+  onClose,
+  wide,
+  closeDisabled,
+  labelledBy,
+}: {
+  title: ReactNode
+  children: ReactNode
+  footer?: ReactNode
+  onClose: () => void
+  wide?: boolean
+  closeDisabled?: boolean
+  labelledBy?: string
+}) {
+  const closeRef = useRef(onClose)
+  closeRef.current = onClose
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key === 'Escape' && !closeDisabled) closeRef.current()
+    }
+    window.addEventListener('keydown', onKey)
+    return () => window.removeEventListener('keydown', onKey)
+  }, [closeDisabled])
+  return (
+    <div className="fixed inset-0 z-50 flex items-center justify-center bg-black/60 p-4 backdrop-blur-[2px]">
+      <div
+        role="dialog"
+        aria-modal="true"
+        aria-labelledby={labelledBy}
+        className={`flex max-h-[90vh] w-full flex-col rounded-xl border border-zinc-800 bg-panel shadow-2xl ${wide ? 'max-w-4xl' : 'max-w-lg'}`}
+      >
+        <div className="flex items-center gap-3 border-b border-zinc-800 px-5 py-3.5">
+          <div className="min-w-0 flex-1 text-[15px] font-semibold text-zinc-100">{title}</div>
+          <button
+            type="button"
+            aria-label="Close"
+            disabled={closeDisabled}
+            onClick={onClose}
+            className="rounded-md p-1 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200 disabled:opacity-40"
+          >
+            <X size={16} />
+          </button>
+        </div>
+        <div className="min-h-0 flex-1 overflow-y-auto px-5 py-4">{children}</div>
+        {footer && <div className="flex justify-end gap-2 border-t border-zinc-800 px-5 py-3">{footer}</div>}
+      </div>
+    </div>
+  )
+}
+
+export function ConfirmDialog({
+  message,
+  confirmLabel = 'Delete',
+  onConfirm,
+  onCancel,
+  busy,
+  error,
+}: {
+  message: string
+  confirmLabel?: string
+  onConfirm: () => void
+  onCancel: () => void
+  busy?: boolean
+  error?: string | null
+}) {
+  return (
+    <Modal
+      title="Please confirm"
+      onClose={onCancel}
+      closeDisabled={busy}
+      footer={
+        <>
+          <Button onClick={onCancel} disabled={busy}>
+            Cancel
+          </Button>
+          <Button variant="danger" onClick={onConfirm} disabled={busy} data-testid="confirm-button">
+            {busy && <Spinner />}
+            {confirmLabel}
+          </Button>
+        </>
+      }
+    >
+      <p className="text-sm text-zinc-300">{message}</p>
+      {error && <p className="mt-3 rounded-md border border-red-900/60 bg-red-950/40 px-3 py-2 text-sm text-red-300">{error}</p>}
+    </Modal>
+  )
+}
+
+export function SkeletonRows({ count = 3 }: { count?: number }) {
+  return (
+    <div className="space-y-3" aria-busy="true">
+      {Array.from({ length: count }, (_, i) => (
+        <div key={i} className="animate-pulse rounded-xl border border-zinc-800 bg-zinc-900/40 p-4">
+          <div className="h-3.5 w-1/3 rounded bg-zinc-800" />
+          <div className="mt-3 h-3 w-2/3 rounded bg-zinc-800/70" />
+        </div>
+      ))}
+    </div>
+  )
+}
+
+export function ErrorBox({ message, onRetry }: { message: string; onRetry?: () => void }) {
+  return (
+    <div role="alert" className="flex items-center gap-3 rounded-lg border border-red-900/60 bg-red-950/40 px-4 py-3 text-sm text-red-300">
+      <span className="min-w-0 flex-1 break-words">{message}</span>
+      {onRetry && (
+        <Button onClick={onRetry} className="shrink-0">
+          Retry
+        </Button>
+      )}
+    </div>
+  )
+}
+
+export function Field({ label, hint, error, children }: { label: string; hint?: ReactNode; error?: string; children: ReactNode }) {
+  return (
+    <label className="block">
+      <span className="mb-1.5 flex items-center gap-2 text-[13px] font-medium text-zinc-300">{label}{hint}</span>
+      {children}
+      {error && <span className="mt-1 block text-xs text-red-400">{error}</span>}
+    </label>
+  )
+}
+
+export const inputBase =
+  'rounded-md border border-zinc-700 bg-zinc-950 px-3 py-2 text-sm text-zinc-100 placeholder:text-zinc-600 outline-none transition focus:border-emerald-600 focus:ring-2 focus:ring-emerald-600/20 disabled:opacity-60 read-only:text-zinc-400'
+
+export const inputClass = `${inputBase} w-full`

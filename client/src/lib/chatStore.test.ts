@@ -1,0 +1,228 @@
+import { describe, expect, it } from 'vitest'
+import { initialState, reattachPlan, reduce, type Action, type ServerEvent, type State } from './chatStore'
+
+const ws = (ev: ServerEvent): Action => ({ type: 'ws', ev })
+const run = (s: State, ...actions: Action[]) => actions.reduce(reduce, s)
+const msgs = (s: State, id = 'c1') => s.chats[id]?.messages ?? []
+
+function started(): State {
+  return run(
+    initialState,
+    ws({ event: 'ready', chat_id: 'c1', client_id: 'client-1' }),
+    { type: 'sent', chatId: 'c1', content: 'hi', selections: [] },
+  )
+}
+
+describe('WS event reducer', () => {
+  it('adopts the ready draft only when nothing is active', () => {
+    let s = run(initialState, ws({ event: 'ready', chat_id: 'd1' }))
+    expect(s.activeChatId).toBe('d1')
+    expect(s.chats.d1.loaded).toBe(true)
+    s = run(s, ws({ event: 'ready', chat_id: 'd2' }))
+    expect(s.activeChatId).toBe('d1')
+    // a reconnect forgets a new_chat that the old connection never answered
+    s = run(s, { type: 'newChatRequested' }, ws({ event: 'ready', chat_id: 'd3' }))
+    expect(s.awaitingNewChat).toBe(false)
+  })
+
+  it('streams deltas into one assistant message and finalises on stream_end/done', () => {
+    let s = started()
+    expect(s.generating.c1).toBe(true)
+    s = run(
+      s,
+      ws({ event: 'delta', chat_id: 'c1', text: 'Hel', seq: 1 }),
+      ws({ event: 'delta', chat_id: 'c1', text: 'lo', seq: 2 }),
+    )
+    expect(msgs(s).map((m) => [m.role, m.content, m.streaming])).toEqual([
+      ['user', 'hi', undefined],
+      ['assistant', 'Hello', true],
+    ])
+    s = run(s, ws({ event: 'stream_end', chat_id: 'c1', seq: 3 }))
+    expect(msgs(s)[1].streaming).toBe(false)
+    expect(s.generating.c1).toBe(true)
+    s = run(s, ws({ event: 'done', chat_id: 'c1', duration_sec: 0.1, seq: 4 }))
+    expect(s.generating.c1).toBeUndefined()
+  })
+
+  it('ignores replayed events at or below the last seq (no duplicates after re-attach)', () => {
+    let s = run(started(), ws({ event: 'delta', chat_id: 'c1', text: 'A', seq: 1 }), ws({ event: 'delta', chat_id: 'c1', text: 'B', seq: 2 }))
+    s = run(
+      s,
+      { type: 'attaching', chatId: 'c1', replay: true },
+      ws({ event: 'attached', chat_id: 'c1', last_seq: 3 }),
+      ws({ event: 'delta', chat_id: 'c1', text: 'A', seq: 1 }),
+      ws({ event: 'delta', chat_id: 'c1', text: 'B', seq: 2 }),
+      ws({ event: 'delta', chat_id: 'c1', text: 'C', seq: 3 }),
+    )
+    expect(msgs(s)[1].content).toBe('ABC')
+    expect(s.chats.c1.lastSeq).toBe(3)
+  })
+
+  it('a skipped seq (replay buffer overflow) reloads the persisted transcript when the turn ends', () => {
+    let s = run(initialState, { type: 'sessions', sessions: [{ chat_id: 'a', title: 'A', updated_at: '' }] })
+    s = run(
+      s,
+      ws({ event: 'attached', chat_id: 'a', last_seq: 0 }),
+      { type: 'history', chatId: 'a', messages: [] },
+      { type: 'sent', chatId: 'a', content: 'q', selections: [] },
+      ws({ event: 'delta', chat_id: 'a', text: 'A', seq: 1 }),
+      ws({ event: 'delta', chat_id: 'a', text: 'C', seq: 3 }),
+    )
+    expect(msgs(s, 'a')[1].content).toBe('AC')
+    expect(s.chats.a.gap).toBe(true)
+    s = run(s, ws({ event: 'stream_end', chat_id: 'a', seq: 4 }), ws({ event: 'done', chat_id: 'a', seq: 5 }))
+    expect(s.chats.a).toMatchObject({ loaded: false, lastSeq: 5, messages: [] })
+    expect(s.chats.a.gap).toBeUndefined()
+    expect(s.generating.a).toBeUndefined()
+  })
+
+  it('a first attach takes last_seq as the baseline; a smaller one after a restart reloads', () => {
+    let s = run(initialState, { type: 'sessions', sessions: [{ chat_id: 'old', title: 't', updated_at: '' }] })
+    s = run(s, ws({ event: 'attached', chat_id: 'old', last_seq: 40 }))
+    expect(s.chats.old.lastSeq).toBe(40)
+    s = run(s, ws({ event: 'delta', chat_id: 'old', text: 'stale', seq: 39 }))
+    expect(msgs(s, 'old')).toHaveLength(0)
+    s = run(
+      s,
+      { type: 'sent', chatId: 'old', content: 'q', selections: [] },
+      { type: 'attaching', chatId: 'old', replay: true },
+      ws({ event: 'attached', chat_id: 'old', last_seq: 0 }),
+    )
+    expect(s.chats.old).toMatchObject({ loaded: false, lastSeq: 0, messages: [] })
+    expect(s.generating.old).toBeUndefined()
+  })
+
+  it('an idle chat that missed events while unsubscribed reloads its history; an unchanged one keeps it', () => {
+    let s = run(initialState, { type: 'sessions', sessions: [{ chat_id: 'a', title: 'A', updated_at: '' }] })
+    s = run(
+      s,
+      ws({ event: 'attached', chat_id: 'a', last_seq: 4 }),
+      { type: 'history', chatId: 'a', messages: [{ role: 'user', content: 'q' }] },
+    )
+    const same = run(s, { type: 'attaching', chatId: 'a', replay: false }, ws({ event: 'attached', chat_id: 'a', last_seq: 4 }))
+    expect(msgs(same, 'a')).toHaveLength(1)
+    const missed = run(s, { type: 'attaching', chatId: 'a', replay: false }, ws({ event: 'attached', chat_id: 'a', last_seq: 9 }))
+    expect(missed.chats.a).toMatchObject({ loaded: false, lastSeq: 9, messages: [] })
+  })
+
+  it('matches tool results by call_id and keeps blocks before the text', () => {
+    let s = run(
+      started(),
+      ws({ event: 'tool_call', chat_id: 'c1', tool_name: 'save_memory', stream_id: 7, call_id: 'a' }),
+      ws({ event: 'tool_call', chat_id: 'c1', tool_name: 'save_memory', stream_id: 7, call_id: 'b' }),
+      ws({ event: 'tool_result', chat_id: 'c1', tool_name: 'save_memory', stream_id: 7, call_id: 'b', result: 'second' }),
+    )
+    let tools = msgs(s)[1].tools!
+    expect(tools.map((t) => [t.callId, t.done, t.result])).toEqual([
+      ['a', false, undefined],
+      ['b', true, 'second'],
+    ])
+    s = run(s, ws({ event: 'delta', chat_id: 'c1', text: 'ok' }))
+    expect(msgs(s)).toHaveLength(2)
+    expect(msgs(s)[1].content).toBe('ok')
+    tools = msgs(s)[1].tools!
+    expect(tools).toHaveLength(2)
+  })
+
+  it('without call_id resolves the oldest pending block of the same stream and tool', () => {
+    const s = run(
+      started(),
+      ws({ event: 'tool_call', chat_id: 'c1', tool_name: 'x', stream_id: 1 }),
+      ws({ event: 'tool_call', chat_id: 'c1', tool_name: 'x', stream_id: 1 }),
+      ws({ event: 'tool_result', chat_id: 'c1', tool_name: 'x', stream_id: 1, result: 'r1' }),
+    )
+    expect(msgs(s)[1].tools!.map((t) => t.done)).toEqual([true, false])
+  })
+
+  it('a turn error shows inline, finalises streaming and clears only that chat', () => {
+    let s = run(started(), { type: 'sent', chatId: 'c2', content: 'other', selections: [] })
+    s = run(s, ws({ event: 'delta', chat_id: 'c1', text: 'part' }), ws({ event: 'error', chat_id: 'c1', detail: 'boom' }))
+    expect(msgs(s).map((m) => m.role)).toEqual(['user', 'assistant', 'notice'])
+    expect(msgs(s)[1].streaming).toBe(false)
+    expect(msgs(s)[2]).toMatchObject({ tone: 'error', content: 'boom' })
+    expect(s.generating).toEqual({ c2: true })
+    expect(s.banner).toBeNull()
+    // an error in a chat that is not open also reaches the banner
+    s = run(s, ws({ event: 'error', chat_id: 'c2', detail: 'LLM down' }))
+    expect(s.banner).toBe('Another chat: LLM down')
+    expect(s.generating).toEqual({})
+  })
+
+  it('cancel ending with error "cancelled" shows a muted stop notice', () => {
+    const s = run(started(), ws({ event: 'error', chat_id: 'c1', detail: 'cancelled' }))
+    expect(msgs(s)[1]).toMatchObject({ role: 'notice', tone: 'muted', content: 'Generation stopped' })
+    expect(s.generating.c1).toBeUndefined()
+  })
+
+  it('a connection-level error goes to the banner', () => {
+    const s = run(initialState, ws({ event: 'error', detail: 'typed JSON envelope required' }))
+    expect(s.banner).toBe('typed JSON envelope required')
+  })
+
+  it('session_updated upserts at the top and marks a new chat loaded', () => {
+    let s = run(initialState, { type: 'sessions', sessions: [{ chat_id: 'a', title: 'A', updated_at: '1' }] })
+    s = run(s, ws({ event: 'session_updated', chat_id: 'b', title: 'B', updated_at: '2' }))
+    expect(s.sessions.map((x) => x.chat_id)).toEqual(['b', 'a'])
+    expect(s.chats.b.loaded).toBe(true)
+    s = run(s, ws({ event: 'session_updated', chat_id: 'a', title: 'A2', updated_at: '3' }))
+    expect(s.sessions.map((x) => x.title)).toEqual(['A2', 'B'])
+  })
+
+  it('new_chat: the next attached becomes active; a plain attached does not steal focus', () => {
+    let s = run(initialState, ws({ event: 'ready', chat_id: 'd' }))
+    s = run(s, ws({ event: 'attached', chat_id: 'bg', last_seq: 0 }))
+    expect(s.activeChatId).toBe('d')
+    s = run(s, { type: 'newChatRequested' }, ws({ event: 'attached', chat_id: 'n', last_seq: 0 }))
+    expect(s.activeChatId).toBe('n')
+    expect(s.awaitingNewChat).toBe(false)
+    expect(s.chats.n.loaded).toBe(true)
+  })
+
+  it('history loads receipts and keeps live messages after it; delete falls back to the first session', () => {
+    let s = run(initialState, {
+      type: 'sessions',
+      sessions: [
+        { chat_id: 'a', title: 'A', updated_at: '' },
+        { chat_id: 'b', title: 'B', updated_at: '' },
+      ],
+    })
+    expect(s.activeChatId).toBe('a')
+    s = run(s, ws({ event: 'delta', chat_id: 'a', text: 'live' }))
+    s = run(s, {
+      type: 'history',
+      chatId: 'a',
+      messages: [
+        { role: 'user', content: 'q', mentioned_skills: [{ name: 'web', label: 'Web' }] },
+        { role: 'assistant', content: 'ans' },
+      ],
+    })
+    expect(msgs(s, 'a').map((m) => m.content)).toEqual(['q', 'ans', 'live'])
+    expect(msgs(s, 'a')[0].selections).toEqual([{ kind: 'skill', id: 'web', label: 'Web' }])
+    s = run(s, { type: 'deleted', chatId: 'a' })
+    expect(s.activeChatId).toBe('b')
+    expect(s.chats.a).toBeUndefined()
+  })
+
+  it('renders a non-streamed message event as assistant text', () => {
+    const s = run(started(), ws({ event: 'message', chat_id: 'c1', text: 'whole' }))
+    expect(msgs(s)[1]).toMatchObject({ role: 'assistant', content: 'whole' })
+  })
+
+  it('ignores unknown events and events without chat ids', () => {
+    const s = started()
+    expect(run(s, ws({ event: 'bogus', chat_id: 'c1' }))).toBe(s)
+    expect(run(s, ws({ event: 'delta', text: 'x' }))).toBe(s)
+    expect(run(s, ws({ event: 'pong' }))).toBe(s)
+  })
+
+  it('reattach plan covers the open chat and running turns with their last seq', () => {
+    let s = run(started(), ws({ event: 'delta', chat_id: 'c1', text: 'x', seq: 5 }))
+    s = run(s, { type: 'sent', chatId: 'bg', content: 'y', selections: [] })
+    expect(reattachPlan(s)).toEqual([
+      { chat_id: 'c1', after_seq: 5 },
+      { chat_id: 'bg', after_seq: 0 },
+    ])
+    const idle = run(initialState, { type: 'sessions', sessions: [{ chat_id: 'z', title: '', updated_at: '' }] })
+    expect(reattachPlan(idle)).toEqual([{ chat_id: 'z' }])
+  })
+})

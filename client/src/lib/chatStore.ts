@@ -1,0 +1,352 @@
+// The chat state machine: sessions, the active chat, transcripts, per-chat generating flags and
+// per-chat event sequence numbers. `reduce` is pure; App feeds it WebSocket events and HTTP results.
+
+import { startGenerating, stopGenerating, type GeneratingMap } from './generation'
+import { normaliseReceipts, type Selection } from './selections'
+import type { HistoryMessage, SessionInfo } from './types'
+
+export interface ToolBlock {
+  key: string
+  callId: string | null
+  streamId: number | string | null
+  toolName: string
+  done: boolean
+  result?: string
+}
+
+export type MessageRole = 'user' | 'assistant' | 'notice'
+
+export interface ChatMessage {
+  id: string
+  role: MessageRole
+  content: string
+  streaming?: boolean
+  tools?: ToolBlock[]
+  selections?: Selection[]
+  /** notices: an inline turn error or a "stopped" marker */
+  tone?: 'error' | 'muted'
+}
+
+export interface ChatData {
+  messages: ChatMessage[]
+  loaded: boolean
+  /** highest event seq applied; events at or below it are duplicates from a replay */
+  lastSeq?: number
+  /** an attach with `after_seq` is in flight: its replay must apply on top of what we have */
+  resume?: boolean
+  /** a seq was skipped (the server's replay buffer overflowed): reload once the turn ends */
+  gap?: boolean
+}
+
+export type ConnState = 'connecting' | 'connected' | 'disconnected' | 'error'
+
+export interface State {
+  sessions: SessionInfo[]
+  sessionsLoaded: boolean
+  activeChatId: string | null
+  chats: Record<string, ChatData>
+  generating: GeneratingMap
+  banner: string | null
+  /** a `new_chat` is in flight: the next `attached` becomes the active chat */
+  awaitingNewChat: boolean
+}
+
+export const initialState: State = {
+  sessions: [],
+  sessionsLoaded: false,
+  activeChatId: null,
+  chats: {},
+  generating: {},
+  banner: null,
+  awaitingNewChat: false,
+}
+
+export type ServerEvent = { event: string; [k: string]: unknown }
+
+export type Action =
+  | { type: 'ws'; ev: ServerEvent }
+  | { type: 'sessions'; sessions: SessionInfo[] }
+  | { type: 'history'; chatId: string; messages: HistoryMessage[] }
+  | { type: 'select'; chatId: string }
+  | { type: 'newChatRequested' }
+  | { type: 'sent'; chatId: string; content: string; selections: Selection[] }
+  | { type: 'renamed'; chatId: string; title: string }
+  | { type: 'deleted'; chatId: string }
+  | { type: 'banner'; text: string | null }
+  | { type: 'attaching'; chatId: string; replay: boolean }
+
+let idCounter = 0
+export function nextId(prefix = 'm'): string {
+  idCounter += 1
+  return `${prefix}${Date.now().toString(36)}${idCounter.toString(36)}`
+}
+
+function str(v: unknown): string | null {
+  return typeof v === 'string' ? v : null
+}
+
+function num(v: unknown): number | null {
+  return typeof v === 'number' && Number.isFinite(v) ? v : null
+}
+
+function chatOf(state: State, chatId: string): ChatData {
+  return state.chats[chatId] ?? { messages: [], loaded: false }
+}
+
+function withChat(state: State, chatId: string, chat: ChatData): State {
+  return { ...state, chats: { ...state.chats, [chatId]: chat } }
+}
+
+function finaliseStreaming(messages: ChatMessage[]): ChatMessage[] {
+  if (!messages.some((m) => m.streaming)) return messages
+  return messages.map((m) => (m.streaming ? { ...m, streaming: false } : m))
+}
+
+/** The last message if it is a streaming assistant message, else a fresh one appended. */
+function streamingTail(messages: ChatMessage[]): { list: ChatMessage[]; tail: ChatMessage } {
+  const last = messages[messages.length - 1]
+  if (last && last.role === 'assistant' && last.streaming) {
+    return { list: messages.slice(0, -1), tail: last }
+  }
+  return { list: messages, tail: { id: nextId(), role: 'assistant', content: '', streaming: true, tools: [] } }
+}
+
+function isKnownSession(state: State, chatId: string): boolean {
+  return state.sessions.some((s) => s.chat_id === chatId)
+}
+
+/** Applies a chat-scoped event; returns null for a duplicate (seq already seen). */
+function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | null {
+  const seq = num(ev.seq)
+  const chat = chatOf(state, chatId)
+  if (seq !== null && chat.lastSeq !== undefined && seq <= chat.lastSeq) return null
+  const lastSeq = seq !== null ? Math.max(seq, chat.lastSeq ?? 0) : chat.lastSeq
+  const gap = Boolean(chat.gap) || (seq !== null && chat.lastSeq !== undefined && seq > chat.lastSeq + 1)
+  const put = (s: State, messages: ChatMessage[]): State =>
+    withChat(s, chatId, gap ? { ...chat, messages, lastSeq, gap } : { ...chat, messages, lastSeq })
+  // After a gap the streamed transcript is incomplete; the persisted one is whole once the turn ends.
+  const reloadIfGap = (s: State): State =>
+    gap && s.sessions.some((x) => x.chat_id === chatId)
+      ? withChat(s, chatId, { messages: [], loaded: false, lastSeq })
+      : s
+
+  switch (ev.event) {
+    case 'delta': {
+      const text = str(ev.text) ?? ''
+      const { list, tail } = streamingTail(chat.messages)
+      return put(state, [...list, { ...tail, content: tail.content + text }])
+    }
+    case 'message': {
+      // Non-streamed fallback: a complete assistant text.
+      const text = str(ev.text) ?? ''
+      return put(state, [...finaliseStreaming(chat.messages), { id: nextId(), role: 'assistant', content: text }])
+    }
+    case 'tool_call': {
+      const { list, tail } = streamingTail(chat.messages)
+      const block: ToolBlock = {
+        key: nextId('t'),
+        callId: str(ev.call_id),
+        streamId: (ev.stream_id as number | string | undefined) ?? null,
+        toolName: str(ev.tool_name) ?? 'tool',
+        done: false,
+      }
+      return put(state, [...list, { ...tail, tools: [...(tail.tools ?? []), block] }])
+    }
+    case 'tool_result': {
+      const callId = str(ev.call_id)
+      const toolName = str(ev.tool_name)
+      const streamId = (ev.stream_id as number | string | undefined) ?? null
+      const result = str(ev.result) ?? ''
+      // Match by call_id; without one, the oldest pending block of that stream and tool name.
+      let target: { mi: number; ti: number } | null = null
+      for (let mi = chat.messages.length - 1; mi >= 0 && !target; mi--) {
+        const tools = chat.messages[mi].tools ?? []
+        if (callId) {
+          const ti = tools.findIndex((t) => t.callId === callId)
+          if (ti >= 0) target = { mi, ti }
+        } else {
+          const ti = tools.findIndex((t) => !t.done && t.toolName === toolName && t.streamId === streamId)
+          if (ti >= 0) target = { mi, ti }
+        }
+      }
+      if (!target) return put(state, chat.messages)
+      const messages = chat.messages.map((m, mi) =>
+        mi !== target.mi
+          ? m
+          : { ...m, tools: (m.tools ?? []).map((t, ti) => (ti === target.ti ? { ...t, done: true, result } : t)) },
+      )
+      return put(state, messages)
+    }
+    case 'stream_end':
+      return put(state, finaliseStreaming(chat.messages))
+    case 'done': {
+      const s = reloadIfGap(put(state, finaliseStreaming(chat.messages)))
+      return { ...s, generating: stopGenerating(s.generating, chatId) }
+    }
+    case 'error': {
+      const detail = str(ev.detail) ?? 'Unknown error'
+      const cancelled = detail === 'cancelled'
+      const notice: ChatMessage = cancelled
+        ? { id: nextId(), role: 'notice', content: 'Generation stopped', tone: 'muted' }
+        : { id: nextId(), role: 'notice', content: detail, tone: 'error' }
+      const s = put(state, [...finaliseStreaming(chat.messages), notice])
+      // A failure in a chat the person is not looking at would go unnoticed inline.
+      const elsewhere = !cancelled && state.activeChatId !== chatId
+      const title = state.sessions.find((x) => x.chat_id === chatId)?.title
+      const banner = elsewhere ? `${title ? `"${title}"` : 'Another chat'}: ${detail}` : s.banner
+      return { ...reloadIfGap(s), banner, generating: stopGenerating(s.generating, chatId) }
+    }
+    case 'session_updated': {
+      const title = str(ev.title) ?? ''
+      const updated_at = str(ev.updated_at) ?? new Date().toISOString()
+      const known = isKnownSession(state, chatId)
+      const sessions = [{ chat_id: chatId, title, updated_at }, ...state.sessions.filter((x) => x.chat_id !== chatId)]
+      const nextChat: ChatData = { ...chat, lastSeq, loaded: known ? chat.loaded : true }
+      return {
+        ...state,
+        sessions,
+        chats: { ...state.chats, [chatId]: nextChat },
+        activeChatId: state.activeChatId ?? chatId,
+      }
+    }
+    default:
+      return put(state, chat.messages)
+  }
+}
+
+export function reduce(state: State, action: Action): State {
+  switch (action.type) {
+    case 'ws':
+      return reduceEvent(state, action.ev)
+    case 'sessions': {
+      const sessions = action.sessions
+      const activeChatId = state.activeChatId ?? sessions[0]?.chat_id ?? null
+      return { ...state, sessions, sessionsLoaded: true, activeChatId }
+    }
+    case 'history': {
+      const chat = chatOf(state, action.chatId)
+      const history: ChatMessage[] = action.messages
+        .filter((m) => m.role === 'user' || m.role === 'assistant')
+        .map((m) => {
+          const base: ChatMessage = { id: nextId('h'), role: m.role as MessageRole, content: String(m.content ?? '') }
+          if (m.role === 'user') {
+            const selections = normaliseReceipts(m)
+            if (selections.length) base.selections = selections
+          }
+          return base
+        })
+      // Live events that arrived while the history was loading belong after it.
+      return withChat(state, action.chatId, { ...chat, loaded: true, messages: [...history, ...chat.messages] })
+    }
+    case 'select':
+      if (state.activeChatId === action.chatId) return state
+      return { ...state, activeChatId: action.chatId, banner: null }
+    case 'newChatRequested':
+      return { ...state, awaitingNewChat: true, banner: null }
+    case 'sent': {
+      const chat = chatOf(state, action.chatId)
+      const msg: ChatMessage = { id: nextId('u'), role: 'user', content: action.content }
+      if (action.selections.length) msg.selections = action.selections
+      const s = withChat(state, action.chatId, { ...chat, messages: [...finaliseStreaming(chat.messages), msg] })
+      return { ...s, generating: startGenerating(s.generating, action.chatId), banner: null }
+    }
+    case 'renamed':
+      return {
+        ...state,
+        sessions: state.sessions.map((s) => (s.chat_id === action.chatId ? { ...s, title: action.title } : s)),
+      }
+    case 'deleted': {
+      const chats = { ...state.chats }
+      delete chats[action.chatId]
+      const sessions = state.sessions.filter((s) => s.chat_id !== action.chatId)
+      const activeChatId = state.activeChatId === action.chatId ? (sessions[0]?.chat_id ?? null) : state.activeChatId
+      return { ...state, chats, sessions, activeChatId, generating: stopGenerating(state.generating, action.chatId) }
+    }
+    case 'banner':
+      return state.banner === action.text ? state : { ...state, banner: action.text }
+    case 'attaching': {
+      const chat = chatOf(state, action.chatId)
+      return withChat(state, action.chatId, { ...chat, resume: action.replay })
+    }
+  }
+}
+
+function reduceEvent(state: State, ev: ServerEvent): State {
+  const chatId = str(ev.chat_id)
+  switch (ev.event) {
+    case 'ready': {
+      // A new connection: a `new_chat` sent on the old one will never be answered.
+      const base = state.awaitingNewChat ? { ...state, awaitingNewChat: false } : state
+      if (!chatId || base.activeChatId) return base
+      const chat = chatOf(base, chatId)
+      return { ...withChat(base, chatId, { ...chat, loaded: true }), activeChatId: chatId }
+    }
+    case 'attached': {
+      if (!chatId) return state
+      const chat = chatOf(state, chatId)
+      const lastSeq = num(ev.last_seq)
+      let next: ChatData = { ...chat, resume: false }
+      let generating = state.generating
+      if (lastSeq !== null) {
+        const reload = () => {
+          // Events were missed (or the server restarted): the persisted transcript is the truth.
+          next = { messages: [], loaded: false, lastSeq }
+          generating = stopGenerating(generating, chatId)
+        }
+        if (chat.resume) {
+          // The replay that follows `attached` fills the gap, unless the server lost its buffer.
+          if (chat.lastSeq !== undefined && lastSeq < chat.lastSeq) reload()
+        } else if (chat.lastSeq === undefined) {
+          // First subscription: everything up to last_seq is in the persisted history.
+          next = { ...next, lastSeq }
+        } else if (lastSeq !== chat.lastSeq && chat.loaded) {
+          reload()
+        } else {
+          next = { ...next, lastSeq }
+        }
+      }
+      if (!isKnownSession(state, chatId) && !next.loaded) next = { ...next, loaded: true }
+      let s = { ...withChat(state, chatId, next), generating }
+      if (state.awaitingNewChat) s = { ...s, activeChatId: chatId, awaitingNewChat: false }
+      return s
+    }
+    case 'pong':
+    case 'stop_ack':
+      return state
+    case 'error': {
+      if (!chatId) {
+        const detail = str(ev.detail) ?? 'Unknown error'
+        return { ...state, banner: detail }
+      }
+      return applyChatEvent(state, chatId, ev) ?? state
+    }
+    case 'delta':
+    case 'message':
+    case 'tool_call':
+    case 'tool_result':
+    case 'stream_end':
+    case 'done':
+    case 'session_updated':
+      if (!chatId) return state
+      return applyChatEvent(state, chatId, ev) ?? state
+    default:
+      return state
+  }
+}
+
+/**
+ * The attach frame for a chat: a running turn resumes after the last applied event (the server
+ * replays the gap); an idle chat attaches plainly and reloads its history if it missed events.
+ */
+export function attachFrame(state: State, chatId: string): { chat_id: string; after_seq?: number } {
+  if (!state.generating[chatId]) return { chat_id: chatId }
+  return { chat_id: chatId, after_seq: state.chats[chatId]?.lastSeq ?? 0 }
+}
+
+/** What a reconnect must re-attach: the open chat and every chat still generating. */
+export function reattachPlan(state: State): { chat_id: string; after_seq?: number }[] {
+  const ids = new Set<string>()
+  if (state.activeChatId) ids.add(state.activeChatId)
+  for (const id of Object.keys(state.generating)) ids.add(id)
+  return [...ids].map((id) => attachFrame(state, id))
+}

@@ -1,0 +1,118 @@
+// MCP Market form rules (web-client spec §7): validation and masked header values.
+
+import { MCP_ID_RE } from './selections'
+
+export const MASK = '********'
+export const HEADER_NAME_RE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/
+export const MAX_HEADERS = 32
+
+export interface HeaderRow {
+  key: string
+  name: string
+  value: string
+  /** the name the stored secret belongs to (only for rows loaded from the server) */
+  storedName: string | null
+}
+
+export interface McpForm {
+  name: string
+  display_name: string
+  url: string
+  description: string
+  headers: HeaderRow[]
+}
+
+export type McpFormErrors = Partial<Record<'name' | 'display_name' | 'url' | 'description' | 'headers', string>>
+
+export function isHttpUrl(value: string): boolean {
+  try {
+    const u = new URL(value.trim())
+    return (u.protocol === 'http:' || u.protocol === 'https:') && Boolean(u.hostname)
+  } catch {
+    return false
+  }
+}
+
+export function validateMcpForm(form: McpForm, editing: boolean): McpFormErrors {
+  const e: McpFormErrors = {}
+  if (!editing && !MCP_ID_RE.test(form.name.trim())) {
+    e.name = 'Use lowercase letters, digits, _ or - (max 64), starting with a letter or digit'
+  }
+  const title = form.display_name.trim()
+  if (!title) e.display_name = 'Display title is required'
+  else if ([...title].length > 100) e.display_name = 'At most 100 characters'
+  if (!isHttpUrl(form.url)) e.url = 'Enter an absolute http(s) URL'
+  if ([...form.description.trim()].length > 1000) e.description = 'At most 1000 characters'
+  if (form.headers.length > MAX_HEADERS) e.headers = `At most ${MAX_HEADERS} headers`
+  else {
+    const seen = new Set<string>()
+    for (const h of form.headers) {
+      const name = h.name.trim()
+      if (!name) {
+        e.headers = 'Header name is required'
+        break
+      }
+      if (!HEADER_NAME_RE.test(name)) {
+        e.headers = `Invalid header name: "${name}"`
+        break
+      }
+      const lower = name.toLowerCase()
+      if (seen.has(lower)) {
+        e.headers = `Duplicate header: "${name}"`
+        break
+      }
+      seen.add(lower)
+      if (!h.value || h.value.length > 4096) {
+        e.headers = `Header "${name}" needs a value of at most 4096 characters`
+        break
+      }
+      if (/[\r\n]/.test(h.value)) {
+        e.headers = `Header "${name}" must not contain newlines`
+        break
+      }
+      if (h.value === MASK && h.storedName !== name) {
+        e.headers = `Header "${name}" needs its value re-entered`
+        break
+      }
+    }
+  }
+  return e
+}
+
+/** Renaming a header whose value is still the mask clears it: the stored secret belongs to the old name. */
+export function renameHeader(row: HeaderRow, name: string): HeaderRow {
+  if (row.value === MASK && row.storedName !== null && name !== row.storedName) {
+    return { ...row, name, value: '' }
+  }
+  return { ...row, name }
+}
+
+export function formFromServer(s: {
+  name: string
+  display_name: string
+  url: string
+  description: string
+  headers: Record<string, string>
+}): McpForm {
+  return {
+    name: s.name,
+    display_name: s.display_name,
+    url: s.url,
+    description: s.description ?? '',
+    headers: Object.keys(s.headers ?? {}).map((name, i) => ({ key: `h${i}`, name, value: MASK, storedName: name })),
+  }
+}
+
+export function buildMcpBody(form: McpForm, editing: boolean): Record<string, unknown> {
+  const headers: Record<string, string> = {}
+  for (const h of form.headers) headers[h.name.trim()] = h.value
+  const body: Record<string, unknown> = {
+    type: 'sse',
+    display_name: form.display_name.trim(),
+    description: form.description.trim(),
+    url: form.url.trim(),
+    headers,
+  }
+  if (!editing) body.name = form.name.trim()
+  return body
+}

@@ -1,0 +1,136 @@
+// Skill Market logic (web-client spec §8): labels, query strings, invalid-package entries,
+// upload checks and save-error messages.
+
+import { ApiError } from './api'
+import type { Skill, SkillSource } from './types'
+
+export type AppView = 'chat' | 'mcp-market' | 'skill-market' | 'llm-settings'
+export const APP_VIEWS: readonly AppView[] = ['chat', 'mcp-market', 'skill-market', 'llm-settings']
+
+export const SOURCE_LABELS: Record<SkillSource, string> = {
+  builtin: 'Built-in',
+  user: 'Uploaded',
+  agent: 'Created in chat',
+}
+
+export function sourceLabel(source: string): string {
+  return SOURCE_LABELS[source as SkillSource] ?? SOURCE_LABELS.user
+}
+
+export function isManageable(skill: Pick<Skill, 'mutable' | 'source'>): boolean {
+  return skill.mutable && skill.source !== 'builtin'
+}
+
+export type AvailabilityTone = 'green' | 'amber' | 'grey' | 'red'
+
+export function availabilityOf(skill: Pick<Skill, 'enabled' | 'availability'>): { label: string; tone: AvailabilityTone } {
+  if (!skill.enabled) return { label: 'Disabled', tone: 'grey' }
+  switch (skill.availability) {
+    case 'available':
+      return { label: 'Available', tone: 'green' }
+    case 'missing_dependency':
+      return { label: 'Missing dependency', tone: 'amber' }
+    case 'disabled':
+      return { label: 'Disabled', tone: 'grey' }
+    default:
+      return { label: 'Invalid', tone: 'red' }
+  }
+}
+
+export interface SkillQuery {
+  source?: string
+  enabled?: boolean
+  availability?: string
+  query?: string
+  page?: number
+  page_size?: number
+}
+
+/** Fixed key order (source, enabled, availability, query, page, page_size); blanks dropped. */
+export function skillsQueryString(q: SkillQuery): string {
+  const params = new URLSearchParams()
+  const put = (k: string, v: string | number | boolean | undefined) => {
+    if (v === undefined) return
+    const s = String(v).trim()
+    if (s) params.append(k, s)
+  }
+  put('source', q.source)
+  put('enabled', q.enabled)
+  put('availability', q.availability)
+  put('query', q.query)
+  put('page', q.page)
+  put('page_size', q.page_size)
+  const s = params.toString()
+  return s ? `?${s}` : ''
+}
+
+export function pageCount(total: number, pageSize: number): number {
+  if (!Number.isFinite(total) || total <= 0 || pageSize <= 0) return 1
+  return Math.max(1, Math.ceil(total / pageSize))
+}
+
+export interface InvalidPackage {
+  key: string
+  source: SkillSource
+  rawSource: string
+  dir: string
+  displayDir: string
+  errors: string[]
+  deletable: boolean
+}
+
+function clean(s: string): string {
+  return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ')
+}
+
+function cut(s: string, n: number): string {
+  const chars = [...s]
+  return chars.length > n ? `${chars.slice(0, n).join('')}...` : s
+}
+
+export function normaliseInvalid(invalid: Record<string, unknown> | null | undefined): InvalidPackage[] {
+  if (!invalid || typeof invalid !== 'object') return []
+  const out: InvalidPackage[] = []
+  for (const [key, value] of Object.entries(invalid)) {
+    if (out.length >= 100) break
+    const i = key.indexOf(':')
+    const rawSource = i >= 0 ? key.slice(0, i) : ''
+    const dir = i >= 0 ? key.slice(i + 1) : key
+    const source: SkillSource = rawSource === 'builtin' || rawSource === 'agent' ? rawSource : 'user'
+    const list = Array.isArray(value) ? value : []
+    const errors = list
+      .filter((e): e is string => typeof e === 'string' && e.trim().length > 0)
+      .slice(0, 3)
+      .map((e) => cut(e, 240))
+    out.push({
+      key,
+      source,
+      rawSource: rawSource || 'user',
+      dir,
+      displayDir: cut(clean(dir), 80),
+      errors: errors.length ? errors : ['Invalid Skill package'],
+      deletable: source !== 'builtin',
+    })
+  }
+  return out
+}
+
+export function invalidDeletePath(pkg: Pick<InvalidPackage, 'rawSource' | 'dir'>): string {
+  return `/skills/invalid/${encodeURIComponent(pkg.rawSource)}/${encodeURIComponent(pkg.dir)}`
+}
+
+export function isZipName(name: string): boolean {
+  return name.trim().toLowerCase().endsWith('.zip')
+}
+
+export const CONFLICT_MESSAGE = 'Skill was changed elsewhere; reload before saving.'
+
+export function saveErrorMessage(e: unknown): { message: string; conflict: boolean } {
+  if (e instanceof ApiError && e.status === 409) return { message: CONFLICT_MESSAGE, conflict: true }
+  if (e instanceof ApiError) return { message: typeof e.detail === 'string' ? e.detail : e.message, conflict: false }
+  return { message: e instanceof Error ? e.message : String(e), conflict: false }
+}
+
+export function skillPath(name: string, suffix = ''): string {
+  return `/skills/${encodeURIComponent(name)}${suffix}`
+}

@@ -1,0 +1,105 @@
+// Wire types shared by the screens (http-api.md, ws-protocol.md).
+
+export type Provider = 'openai_compatible' | 'ollama'
+
+export interface SessionInfo {
+  chat_id: string
+  title: string
+  updated_at: string
+}
+
+export interface SkillReceipt {
+  name: string
+  label?: string
+}
+export interface McpReceipt {
+  server: string
+  label?: string
+}
+
+export interface HistoryMessage {
+  role: string
+  content: string
+  mentioned_skills?: unknown
+  selected_mcp_connectors?: unknown
+}
+
+export interface LlmSettings {
+  configured: boolean
+  openai_compatible: { base_url: string; ready: boolean; api_key_configured: boolean }
+  ollama: { base_url: string; ready: boolean }
+}
+
+export interface ModelEntry {
+  provider: Provider
+  id: string
+}
+
+export interface ModelCatalog {
+  models: ModelEntry[]
+  providers: Partial<Record<Provider, { ready: boolean; error: string | null }>>
+}
+
+export type McpStatus = 'disconnected' | 'connecting' | 'connected' | 'error'
+
+export interface McpServer {
+  name: string
+  display_name: string
+  description: string
+  type: string
+  url: string
+  headers: Record<string, string>
+  builtin: boolean
+  mutable: boolean
+  status: McpStatus
+  connected: boolean
+  status_error: string | null
+  tool_count: number
+}
+
+export interface McpTool {
+  name: string
+  original_name?: string
+  description?: string
+  callable: boolean
+}
+
+export interface McpToolsResponse {
+  server: string
+  tools: McpTool[]
+  status: McpStatus
+  tool_count: number
+}
+
+export type SkillSource = 'builtin' | 'user' | 'agent'
+
+export interface Skill {
+  name: string
+  display_name: string
+  description: string
+  version: number | string
+  tags: string[]
+  always: boolean
+  source: SkillSource
+  enabled: boolean
+  availability: 'available' | 'missing_dependency' | 'disabled' | 'invalid'
+  missing: string[]
+  mutable: boolean
+}
+
+export interface SkillPage {
+  items: Skill[]
+  total: number
+  page: number
+  page_size: number
+  invalid?: Record<string, string[]>
+}
+
+export interface SkillContent {
+  name: string
+  display_name: string
+  content: string
+  hash: string
+  source: SkillSource
+  mutable: boolean
+}
