@@ -9,16 +9,18 @@ use crate::common::*;
 
 #[test]
 fn long_chats_are_summarised_in_the_background() {
+    // Sizes make exactly one consolidation happen: turn 1 stays under the threshold (250 of
+    // 400 chars), turn 2 crosses it (500) and keeps the newest half (turn 2, from its user
+    // message); afterwards the context stays under the threshold.
     let fake = FakeLlm::start();
-    let server = TestServer::builder().env("CASHCODE_CONSOLIDATE_CHARS", "400").start();
+    let mut server = TestServer::builder().env("CASHCODE_CONSOLIDATE_CHARS", "400").start();
     server.configure_llm(&fake);
-    fake.set_completion_fallback(Reply::completion("SUMMARY: the user sent a, b and c blocks."));
+    let summary_text = "SUMMARY: the user sent a and b blocks.";
+    fake.push_completion(Reply::completion(summary_text));
     let mut ws = WsClient::connect(&server);
     let chat = ws.chat_id.clone();
-    let turns = [("a", "A"), ("b", "B"), ("c", "C")];
-    for (u, a) in turns {
-        let answer = a.repeat(100);
-        fake.push(Reply::text(&[&answer]));
+    for (u, a) in [("a", "A"), ("b", "B")] {
+        fake.push(Reply::text(&[&a.repeat(100)]));
         ws.message(&chat, &u.repeat(150), "openai_compatible");
         let events = ws.turn_events(&chat);
         assert_eq!(events.last().expect("events")["event"], "done");
@@ -26,16 +28,13 @@ fn long_chats_are_summarised_in_the_background() {
     let summary = wait_for("a summary record", WAIT, || {
         history_records(&server.home, &chat).into_iter().find(|r| r["role"] == "summary")
     });
-    assert_eq!(summary["content"], "SUMMARY: the user sent a, b and c blocks.");
-    let keep = summary["keep_from_cursor"].as_u64().expect("keep_from_cursor");
-    // The cut lands on a user record.
-    let recs = history_records(&server.home, &chat);
-    let kept_first = recs.iter().find(|r| r["cursor"] == json!(keep)).expect("kept record");
-    assert_eq!(kept_first["role"], "user");
+    assert_eq!(summary["content"], summary_text);
+    assert_eq!(summary["cursor"], json!(5));
+    assert_eq!(summary["keep_from_cursor"], json!(3), "keeps turn 2 from its user record");
 
-    // The summariser request: non-streamed, no tools, a transcript of the older messages.
+    // The summariser request: non-streamed, no tools, the turn's model, a transcript of turn 1.
     let bg: Vec<_> = fake.requests().into_iter().filter(|r| r.is_chat() && r.body["stream"] != json!(true)).collect();
-    assert!(!bg.is_empty());
+    assert_eq!(bg.len(), 1);
     let req = &bg[0].body;
     assert!(req.get("tools").is_none(), "no tools for the summariser");
     assert_eq!(req["model"], MODEL);
@@ -44,30 +43,31 @@ fn long_chats_are_summarised_in_the_background() {
     let transcript: String = msgs[1..].iter().filter_map(|m| m["content"].as_str()).collect();
     assert!(transcript.contains(&format!("USER: {}", "a".repeat(150))), "{transcript}");
     assert!(transcript.contains(&format!("ASSISTANT: {}", "A".repeat(100))), "{transcript}");
+    assert!(!transcript.contains(&"b".repeat(150)), "the kept half is not summarised");
 
-    // The next turn sees the summary first, then exactly the records kept from `keep`.
+    // After a restart the context is the summary plus the records kept from cursor 3.
+    drop(ws);
+    server.restart();
+    let mut ws = WsClient::connect(&server);
+    ws.attach(&chat, None);
     fake.push(Reply::text(&["ok"]));
     ws.message(&chat, "what did I send?", "openai_compatible");
     ws.turn_events(&chat);
-    let chats: Vec<_> = fake.chat_requests().into_iter().filter(|r| r.body["stream"] == json!(true)).collect();
-    let msgs = req_messages(&chats.last().expect("turn request").body);
+    let turns: Vec<_> = fake.chat_requests().into_iter().filter(|r| r.body["stream"] == json!(true)).collect();
+    let msgs = req_messages(&turns.last().expect("turn request").body);
+    assert_eq!(msgs.len(), 5, "system, summary, user b, assistant B, question: {msgs:#?}");
     assert_eq!(msgs[1]["role"], "assistant");
     let s = msgs[1]["content"].as_str().expect("summary message");
-    assert!(s.ends_with("SUMMARY: the user sent a, b and c blocks.") && s.len() > 41, "{s:?}");
-    let tail: Vec<(String, String)> = msgs[2..]
-        .iter()
-        .map(|m| (m["role"].as_str().unwrap_or("").to_string(), m["content"].as_str().unwrap_or("").to_string()))
-        .collect();
-    let mut want: Vec<(String, String)> = recs
-        .iter()
-        .filter(|r| r["role"] != "summary" && r["cursor"].as_u64().is_some_and(|c| c >= keep))
-        .map(|r| (r["role"].as_str().unwrap_or("").to_string(), r["content"].as_str().unwrap_or("").to_string()))
-        .collect();
-    want.push(("user".into(), "what did I send?".into()));
-    assert_eq!(tail, want);
+    assert!(s.ends_with(summary_text) && s.len() > summary_text.len(), "{s:?}");
+    // convo() skips the first message it is given (here the summary).
+    let (b, big_b) = ("b".repeat(150), "B".repeat(100));
+    assert_eq!(
+        convo(&json!({"messages": msgs[1..].to_vec()})),
+        pairs(&[("user", &b), ("assistant", &big_b), ("user", "what did I send?")])
+    );
     // The HTTP history still shows everything.
     let all = server.get(&format!("/api/sessions/{chat}/messages")).json();
-    assert_eq!(all["messages"].as_array().map(Vec::len), Some(8));
+    assert_eq!(all["messages"].as_array().map(Vec::len), Some(6));
 }
 
 #[test]
