@@ -346,6 +346,8 @@ pub struct Recorded {
     pub received: Instant,
     /// Time the fake spent from having read the request to having written the whole reply.
     pub handled: Option<Duration>,
+    /// Which TCP connection carried the request (numbered in accept order).
+    pub conn: u64,
 }
 
 impl Recorded {
@@ -532,16 +534,19 @@ impl Drop for FakeLlm {
 }
 
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let mut next_conn = 0u64;
     for conn in listener.incoming() {
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
         let Ok(stream) = conn else { continue };
+        next_conn += 1;
+        let conn_id = next_conn;
         let sh = shared.clone();
         let _ = std::thread::Builder::new()
             .name("fake-llm-conn".into())
             .stack_size(256 * 1024)
-            .spawn(move || serve_connection(stream, sh));
+            .spawn(move || serve_connection(stream, sh, conn_id));
     }
 }
 
@@ -645,7 +650,7 @@ fn reason(code: u16) -> &'static str {
     }
 }
 
-fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>) {
+fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>, conn: u64) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
     let mut buf = Vec::new();
@@ -653,7 +658,7 @@ fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>) {
         let close_after =
             req.headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("connection") && v.eq_ignore_ascii_case("close"));
         let start = Instant::now();
-        let (reply, idx) = choose_reply(&shared, &req, start);
+        let (reply, idx) = choose_reply(&shared, &req, start, conn);
         let cut = write_reply(&mut stream, &reply, &shared.stop);
         let handled = start.elapsed();
         {
@@ -671,7 +676,7 @@ fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>) {
 }
 
 /// Records the request, validates chat requests and picks the reply.
-fn choose_reply(shared: &Shared, req: &RawRequest, now: Instant) -> (Reply, usize) {
+fn choose_reply(shared: &Shared, req: &RawRequest, now: Instant, conn: u64) -> (Reply, usize) {
     let raw = String::from_utf8_lossy(&req.body).to_string();
     let body: Value = serde_json::from_str(&raw).unwrap_or(Value::Null);
     let path = req.path.split('?').next().unwrap_or("").to_string();
@@ -684,6 +689,7 @@ fn choose_reply(shared: &Shared, req: &RawRequest, now: Instant) -> (Reply, usiz
         raw: raw.clone(),
         received: now,
         handled: None,
+        conn,
     });
     let idx = st.requests.len() - 1;
     shared.changed.notify_all();

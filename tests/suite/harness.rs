@@ -92,3 +92,21 @@ fn fake_records_misuse() {
     assert!(failures[0].contains("call_nobody"));
     assert!(failures[1].contains("unexpected extra chat request"));
 }
+
+#[test]
+fn fake_keeps_connections_alive_for_a_client_that_reads_to_the_end() {
+    let fake = FakeLlm::start();
+    let a = agent();
+    for _ in 0..3 {
+        fake.push(Reply::text(&["x"]));
+        let mut resp = a
+            .post(format!("{}/chat/completions", fake.base()))
+            .header("Content-Type", "application/json")
+            .send(body("k").to_string())
+            .expect("transport");
+        let text = resp.body_mut().read_to_string().expect("body");
+        assert!(text.ends_with("data: [DONE]\n\n"));
+    }
+    let conns: std::collections::BTreeSet<u64> = fake.chat_requests().iter().map(|r| r.conn).collect();
+    assert_eq!(conns.len(), 1);
+}

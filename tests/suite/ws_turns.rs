@@ -654,3 +654,20 @@ fn sse_framing_variants_are_understood() {
     assert_eq!(masked, plain_answer(&chat, Some("variants"), &["Hel", "lo", " world"]));
     assert_eq!(history_summary(&server.home, &chat)[1], (2, "assistant".to_string(), "Hello world".to_string()));
 }
+
+#[test]
+fn model_connections_are_kept_alive_across_turns() {
+    // A new TCP (for https providers: TLS) connection per model call costs a handshake on
+    // every turn and tool round; an answer read to its end leaves the connection reusable.
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    for i in 0..4 {
+        fake.push(Reply::text(&["Hello", " again"]));
+        ws.message(&chat, &format!("turn {i}"), "openai_compatible");
+        assert_eq!(ws.turn_events(&chat).last().expect("events")["event"], "done");
+    }
+    let conns: std::collections::BTreeSet<u64> = fake.chat_requests().iter().map(|r| r.conn).collect();
+    assert_eq!(conns.len(), 1, "4 sequential model calls used {} connections", conns.len());
+}
