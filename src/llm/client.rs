@@ -331,6 +331,13 @@ impl LlmClient {
             let data = ev.data.trim();
             if data == "[DONE]" {
                 let _ = tx.send(Chunk::Done);
+                // Read the body to its end (the chunked terminator) so the connection goes
+                // back to the pool and the next model call skips a new connect/TLS handshake.
+                for _ in 0..64 {
+                    if !matches!(reader.next_event(), Ok(Some(_))) {
+                        break;
+                    }
+                }
                 return;
             }
             if data.is_empty() {
