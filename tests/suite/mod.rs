@@ -8,6 +8,7 @@ mod llm_settings;
 mod origin;
 mod provider_errors;
 mod restart;
+mod secrets;
 mod security;
 mod startup;
 mod ws_cancel;
