@@ -172,7 +172,7 @@ fn no_secret_in_any_file_response_event_or_model_request() {
     assert_clean("stderr", &server.stderr_text());
     assert_clean("stdout", &server.stdout_text());
     for r in fake.requests() {
-        assert_clean(&format!("model request body {}", r.path), &&r.raw);
+        assert_clean(&format!("model request body {}", r.path), &r.raw);
     }
     // The tool results the model saw name the failure without the header value.
     let reqs = fake.chat_requests();
