@@ -1,6 +1,7 @@
 //! The integration tests, one module per area of the contract.
 
 mod consolidation;
+mod faults;
 mod harness;
 mod http_api;
 mod legacy_data;
