@@ -6,6 +6,7 @@ mod harness;
 mod http_api;
 mod legacy_data;
 mod llm_settings;
+mod load;
 mod origin;
 mod provider_errors;
 mod restart;
