@@ -136,10 +136,10 @@ mod property {
     /// or unbounded loops, and never returns more data than it was given.
     #[test]
     fn random_streams_never_panic() {
-        let mut rng = Prng::new(42);
+        let mut rng = Prng::new(crate::util::prng::seed(42));
         let pieces: &[&[u8]] =
             &[b"data: ", b"event: x", b"\n", b"\r\n", b":", b"{\"a\":1}", b"[DONE]", b"\xff", b"id: 3", b" "];
-        for _ in 0..50_000 {
+        for _ in 0..crate::util::prng::cases(50_000) {
             let mut input = Vec::new();
             for _ in 0..rng.below(30) {
                 if rng.chance(10) {
