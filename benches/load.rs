@@ -189,8 +189,9 @@ fn sequential(server: &TestServer, fake: &FakeLlm) -> SeqResult {
     let mut firsts = Vec::with_capacity(SEQ_TURNS);
     let mut samples = Vec::new();
     let mut errors = 0;
-    fake.clear_requests();
     for i in 0..SEQ_TURNS {
+        // Only this turn's requests stay recorded, so reading them stays cheap.
+        fake.clear_requests();
         // A long-ish question so consolidation (40,000 chars) runs every ~100 turns.
         let sent = Instant::now();
         ws.message(&chat, &format!("turn {i}: {}", "q".repeat(300)), "openai_compatible");
@@ -209,17 +210,22 @@ fn sequential(server: &TestServer, fake: &FakeLlm) -> SeqResult {
             }
         }
         let total = sent.elapsed();
-        // The fake's own handling time of this turn's chat request.
-        let reqs = fake.requests();
-        let fake_time = reqs.iter().rev().find(|r| r.is_chat() && r.body["stream"] == true).and_then(|r| r.handled);
+        // The fake's own handling time of this turn's streamed request (it records it just
+        // after writing the last byte, so wait a moment for it).
+        let deadline = Instant::now() + Duration::from_millis(200);
+        let fake_time = loop {
+            let t = fake.requests().iter().find(|r| r.is_chat() && r.body["stream"] == true).and_then(|r| r.handled);
+            if t.is_some() || Instant::now() >= deadline {
+                break t;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        };
         overheads.push(ms(total.saturating_sub(fake_time.unwrap_or_default())));
         if let Some(f) = first {
             firsts.push(ms(f));
         }
         if i % 1000 == 999 {
             samples.push(rss(server.pid).0);
-            // Keep the bench's own memory flat: drop the recorded bodies.
-            fake.clear_requests();
         }
     }
     ws.drop_socket();
