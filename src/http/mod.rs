@@ -348,7 +348,7 @@ mod property {
         let config = crate::config::Config::for_home(&home);
         let server = crate::app::start(config).expect("server starts");
         let api = server.api();
-        let mut rng = Prng::new(7);
+        let mut rng = Prng::new(crate::util::prng::seed(7));
         let methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "BREW"];
         let segs = [
             "api",
@@ -371,7 +371,7 @@ mod property {
         ];
         let bodies: [&[u8]; 6] =
             [b"", b"{}", b"{\"title\": \"t\"}", b"not json", b"{\"openai_compatible\": 1}", b"\xff\xfe"];
-        for _ in 0..3000 {
+        for _ in 0..crate::util::prng::cases(3000) {
             let path = format!("/{}", (0..rng.below(5)).map(|_| *rng.pick(&segs)).collect::<Vec<_>>().join("/"));
             let mut headers = Vec::new();
             if rng.chance(30) {

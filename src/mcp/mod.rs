@@ -13,6 +13,8 @@ pub mod activation;
 pub mod catalog;
 pub mod client;
 pub mod extension;
+#[cfg(test)]
+mod fuzz;
 pub mod jsonrpc;
 pub mod manager;
 pub mod names;

@@ -190,7 +190,7 @@ fn assert_empty(root: &Path, case: usize) {
 #[test]
 fn zip_importer_never_panics_and_never_leaves_files() {
     let n = cases(3000);
-    let mut r = Rng(0x5EED_CAFE);
+    let mut r = Rng(crate::util::prng::seed(0x5EED_CAFE));
     let root = tmp("fuzz-zip");
     let (mut accepted, mut refused) = (0usize, 0usize);
     for case in 0..n {
@@ -279,7 +279,7 @@ const FM_FRAGMENTS: &[&str] = &[
 #[test]
 fn frontmatter_parser_never_panics_and_keeps_its_invariants() {
     let n = cases(20_000);
-    let mut r = Rng(0xF00D_F00D);
+    let mut r = Rng(crate::util::prng::seed(0xF00D_F00D));
     let mut ok = 0usize;
     for case in 0..n {
         let mut s = String::new();

@@ -54,13 +54,18 @@ fn replace(path: &Path, bytes: &[u8], private: bool, sync: bool) -> io::Result<(
 
 /// Appends `bytes` to `path` in one `write` call (history records of one turn). Once it
 /// returns, the data survives a crash of the process; power-loss durability is left to the
-/// file system so a turn does not pay an fsync on the hot path.
+/// file system so a turn does not pay an fsync on the hot path. A write that fails part-way
+/// (disk full) is cut back off, so the file never keeps half a record.
 pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir)?;
     }
     let mut f = OpenOptions::new().create(true).append(true).open(path)?;
-    f.write_all(bytes)
+    let before = f.metadata()?.len();
+    f.write_all(bytes).inspect_err(|_| {
+        // Best effort: if even the truncate fails, readers still skip the torn line.
+        let _ = f.set_len(before);
+    })
 }
 
 /// Flushes a directory entry after a rename (ignored where unsupported).

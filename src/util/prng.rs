@@ -35,3 +35,14 @@ impl Prng {
         (0..len).map(|_| self.next_u64() as u8).collect()
     }
 }
+
+/// Cases for a property test: `CASHCODE_FUZZ_CASES` when set (long runs), else `default`.
+pub fn cases(default: usize) -> usize {
+    std::env::var("CASHCODE_FUZZ_CASES").ok().and_then(|v| v.trim().parse::<usize>().ok()).map_or(default, |n| n.max(1))
+}
+
+/// Seed for a property test: `CASHCODE_FUZZ_SEED` when set (a long run explores new inputs),
+/// else the test's fixed `default` so ordinary runs are reproducible.
+pub fn seed(default: u64) -> u64 {
+    std::env::var("CASHCODE_FUZZ_SEED").ok().and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(default)
+}

@@ -325,7 +325,7 @@ mod property {
     /// or unbounded loops, and never returns more data than it was given.
     #[test]
     fn random_streams_never_panic() {
-        let mut rng = Prng::new(42);
+        let mut rng = Prng::new(crate::util::prng::seed(42));
         let pieces: &[&[u8]] = &[
             b"data: ",
             b"event: x",
@@ -340,8 +340,7 @@ mod property {
             b"retry: 9",
             b" ",
         ];
-        let cases: usize = std::env::var("CASHCODE_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(50_000);
-        for _ in 0..cases {
+        for _ in 0..crate::util::prng::cases(50_000) {
             let mut input = Vec::new();
             for _ in 0..rng.below(30) {
                 if rng.chance(10) {

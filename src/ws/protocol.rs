@@ -293,7 +293,7 @@ mod property {
     /// known detail.
     #[test]
     fn random_frames_never_panic() {
-        let mut rng = Prng::new(0x5eed);
+        let mut rng = Prng::new(crate::util::prng::seed(0x5eed));
         let known = [
             "typed JSON envelope required",
             "invalid chat_id",
@@ -307,7 +307,8 @@ mod property {
             "at most 8 Skill/MCP selections are allowed",
         ];
         let mut accepted = 0;
-        for i in 0..200_000 {
+        let n = crate::util::prng::cases(200_000);
+        for i in 0..n {
             let vals = [
                 json!(null),
                 json!(1),

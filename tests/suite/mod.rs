@@ -2,15 +2,19 @@
 
 mod consolidation;
 mod crash;
+mod faults;
 mod harness;
 mod http_api;
 mod legacy_data;
 mod llm_settings;
+mod load;
 mod memory;
 mod origin;
 mod prompt_cache;
 mod provider_errors;
 mod restart;
+mod secrets;
+mod security;
 mod startup;
 mod tools_turns;
 mod web_assets;
