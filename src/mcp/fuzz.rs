@@ -10,7 +10,6 @@ use serde_json::{json, Value};
 use super::jsonrpc::{self, Id, Message};
 use super::transport::Inbox;
 use crate::util::prng::{cases, seed, Prng};
-use crate::util::sse::SseReader;
 
 const PIECES: &[&str] = &[
     "{",
@@ -200,58 +199,4 @@ fn inbox_routes_random_frames_safely() {
     }
     eprintln!("inbox property test: {n} frames, {delivered} replies delivered, {} garbage", inbox.garbage_lines());
     assert!(delivered > 0);
-}
-
-/// Random byte streams through the MCP SSE reader (small caps so the limits are hit too).
-#[test]
-fn sse_reader_never_panics_or_invents_data() {
-    let mut rng = Prng::new(seed(0x55e));
-    let n = cases(50_000);
-    let pieces: &[&[u8]] = &[
-        b"data: ",
-        b"data:",
-        b"event: message",
-        b"event: endpoint",
-        b"id: 7",
-        b"retry: 10",
-        b"retry: x",
-        b"\n",
-        b"\r\n",
-        b"\r",
-        b":",
-        b": comment",
-        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
-        b"\xff\xfe",
-        b"\xef\xbb\xbf",
-        b" ",
-    ];
-    let mut events = 0usize;
-    for _ in 0..n {
-        let mut input = Vec::new();
-        for _ in 0..rng.below(40) {
-            if rng.chance(10) {
-                let k = rng.below(8);
-                input.extend(rng.bytes(k));
-            } else {
-                let piece: &[u8] = pieces[rng.below(pieces.len())];
-                input.extend_from_slice(piece);
-            }
-        }
-        let mut r = SseReader::with_limits(&input[..], 64, 128);
-        let mut total = 0;
-        for _ in 0..input.len() + 2 {
-            match r.next_event() {
-                Ok(Some(ev)) => {
-                    events += 1;
-                    // Count chars: invalid UTF-8 becomes U+FFFD, 3 bytes for 1.
-                    let chars = ev.data.chars().count();
-                    total += chars;
-                    assert!(total <= input.len(), "more data out than in for {input:?}");
-                    assert!(chars <= 128, "event cap exceeded for {input:?}");
-                }
-                Ok(None) | Err(_) => break,
-            }
-        }
-    }
-    eprintln!("mcp sse property test: {n} streams, {events} events");
 }

@@ -319,35 +319,41 @@ mod tests {
 #[cfg(test)]
 mod property {
     use super::*;
-    use crate::util::prng::Prng;
+    use crate::util::prng::{cases, seed, Prng};
 
-    /// Random bytes and mutated streams: the reader ends (event, EOF or error) without panics
-    /// or unbounded loops, and never returns more data than it was given.
+    /// Random byte streams through the SSE reader (small caps so the limits are hit too).
     #[test]
-    fn random_streams_never_panic() {
-        let mut rng = Prng::new(crate::util::prng::seed(42));
+    fn sse_reader_never_panics_or_invents_data() {
+        let mut rng = Prng::new(seed(0x55e));
+        let n = cases(50_000);
         let pieces: &[&[u8]] = &[
             b"data: ",
-            b"event: x",
+            b"data:",
+            b"event: message",
+            b"event: endpoint",
+            b"id: 7",
+            b"retry: 10",
+            b"retry: x",
             b"\n",
             b"\r\n",
             b"\r",
             b":",
-            b"{\"a\":1}",
-            b"[DONE]",
-            b"\xff",
-            b"id: 3",
-            b"retry: 9",
+            b": comment",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
+            b"\xff\xfe",
+            b"\xef\xbb\xbf",
             b" ",
         ];
-        for _ in 0..crate::util::prng::cases(50_000) {
+        let mut events = 0usize;
+        for _ in 0..n {
             let mut input = Vec::new();
-            for _ in 0..rng.below(30) {
+            for _ in 0..rng.below(40) {
                 if rng.chance(10) {
-                    let n = rng.below(8);
-                    input.extend(rng.bytes(n));
+                    let k = rng.below(8);
+                    input.extend(rng.bytes(k));
                 } else {
-                    input.extend_from_slice(pieces[rng.below(pieces.len())]);
+                    let piece: &[u8] = pieces[rng.below(pieces.len())];
+                    input.extend_from_slice(piece);
                 }
             }
             let mut r = SseReader::with_limits(&input[..], 64, 128);
@@ -355,13 +361,17 @@ mod property {
             for _ in 0..input.len() + 2 {
                 match r.next_event() {
                     Ok(Some(ev)) => {
-                        total += ev.data.len();
-                        // Invalid UTF-8 becomes U+FFFD (3 bytes for 1).
-                        assert!(total <= 3 * input.len());
+                        events += 1;
+                        // Count chars: invalid UTF-8 becomes U+FFFD, 3 bytes for 1.
+                        let chars = ev.data.chars().count();
+                        total += chars;
+                        assert!(total <= input.len(), "more data out than in for {input:?}");
+                        assert!(chars <= 128, "event cap exceeded for {input:?}");
                     }
                     Ok(None) | Err(_) => break,
                 }
             }
         }
+        eprintln!("sse property test: {n} streams, {events} events");
     }
 }
