@@ -689,7 +689,7 @@ impl McpManager {
                 }
             }
             if server_docs.is_empty() {
-                server_docs.push(SearchDoc::stub(&cfg.name, &cfg.display_name, &cfg.description));
+                server_docs.push(SearchDoc::server_entry(&cfg.name, &cfg.display_name, &cfg.description));
             }
             docs.extend(server_docs);
         }

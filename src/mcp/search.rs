@@ -1,5 +1,5 @@
 //! `tool_search` ranking (tools-and-mcp.md §8): one document per MCP tool (cached schemas
-//! overlaid by live tools, live wins) plus a stub per configured server that has neither,
+//! overlaid by live tools, live wins) plus one entry per configured server that has neither,
 //! tokenised with ASCII camelCase/snake_case splitting and CJK bigrams, ranked with BM25
 //! (k1 = 1.5, b = 0.75). Only MCP servers are indexed; built-in tools are always visible.
 //!
@@ -30,14 +30,14 @@ pub struct SearchDoc {
     pub server_display: String,
     pub server_description: String,
     pub kind: DocKind,
-    /// Original tool name (empty for stubs).
+    /// Original tool name (empty for server entries).
     pub tool: String,
     pub description: String,
     pub text: String,
 }
 
 impl SearchDoc {
-    pub fn stub(server: &str, display: &str, description: &str) -> SearchDoc {
+    pub fn server_entry(server: &str, display: &str, description: &str) -> SearchDoc {
         SearchDoc {
             server: server.into(),
             server_display: display.into(),
@@ -276,7 +276,7 @@ mod tests {
                 DocKind::Live { wrapped: "mcp_weather_getForecast".into() },
             ),
             SearchDoc::tool("files", "Files", "", "read_file", "Read a file from disk", DocKind::Cached),
-            SearchDoc::stub("github", "GitHub", "Issues and pull requests"),
+            SearchDoc::server_entry("github", "GitHub", "Issues and pull requests"),
             SearchDoc::tool("maps", "地图", "查询地点", "geocode", "地址转坐标", DocKind::Cached),
         ]
     }
@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn bm25_score_matches_the_formula() {
         // Two docs: "alpha beta" and "alpha". Query "beta": df=1, N=2.
-        let d = |t: &str| SearchDoc { text: t.into(), ..SearchDoc::stub("s", "", "") };
+        let d = |t: &str| SearchDoc { text: t.into(), ..SearchDoc::server_entry("s", "", "") };
         let idx = SearchIndex::build(vec![d("alpha beta"), d("alpha")]);
         let hits = idx.search("beta", 8);
         let idf = ((2.0 - 1.0 + 0.5) / (1.0 + 0.5) + 1.0f64).ln();
