@@ -20,6 +20,7 @@ use std::io::Write;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use common::stats::{median, ms, pct, raise_nofile, rss, threads};
 use common::ws::Handshake;
 use common::{fresh_home, FakeLlm, Reply, TestServer, WsClient};
 
@@ -30,57 +31,8 @@ const SEQ_TURNS: usize = 10_000;
 const HISTORY_RECORDS: usize = 100_000;
 const ANSWER: [&str; 3] = ["Hello", ", load", " world"];
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[v.len() / 2]
-}
-
-fn pct(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// (VmRSS, VmHWM) in KiB.
-fn rss(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-fn threads(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.count()).unwrap_or(0)
-}
-
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
-}
-
-/// 1,000 clients plus the fake's connections need more descriptors than the default 1,024.
-fn raise_nofile() {
-    // SAFETY: getrlimit/setrlimit on our own process with a valid, initialised struct.
-    unsafe {
-        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max.min(65_536);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
 }
 
 struct ConcResult {

@@ -24,20 +24,12 @@ use cashcode::llm::Provider;
 use cashcode::memory::dream::{Dream, Outcome};
 use cashcode::store::chats::ChatStore;
 use cashcode::store::memory::MemoryFiles;
+use common::stats::{median, ms};
 use common::{fresh_home, FakeLlm, Reply, TestServer, WsClient};
 use serde_json::json;
 
 const RUNS: usize = 5;
 const RECORDS: usize = 100_000;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 /// Writes `n` alternating user/assistant records (and `.cursor`); with `summary_at`, record
 /// number `summary_at` is a `summary` keeping everything after it.

@@ -16,6 +16,7 @@ mod common;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use common::stats::{median, ms, pct, raise_nofile, rss};
 use common::ws::Handshake;
 use common::{FakeLlm, Reply, TestServer, WsClient};
 
@@ -25,45 +26,6 @@ const CONC_RUNS: usize = 3;
 const CONC_TURNS: usize = 5;
 const STARTS: usize = 7;
 const ANSWER: [&str; 3] = ["Hello", ", bench", " world"];
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn pct(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// (VmRSS, VmHWM) in KiB.
-fn rss(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-fn raise_nofile() {
-    // SAFETY: plain getrlimit/setrlimit on our own process with a valid struct.
-    unsafe {
-        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max.min(65_536);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
 
 /// One sequential run: returns (overheads ms, first-delta ms).
 fn sequential_run(server: &TestServer, fake: &FakeLlm) -> (Vec<f64>, Vec<f64>) {

@@ -6,6 +6,7 @@
 
 pub mod fake_llm;
 pub mod server;
+pub mod stats;
 pub mod ws;
 
 use std::path::{Path, PathBuf};
