@@ -43,12 +43,8 @@ impl Tool for EditFile {
             (Ok(p), Ok(o), Ok(n)) => (p, o, n),
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
         };
-        let ws = match Workspace::new(ctx) {
-            Ok(w) => w,
-            Err(e) => return ToolOutput::error(e),
-        };
-        let resolved = match ws.resolve(path) {
-            Ok(p) => p,
+        let (ws, resolved) = match Workspace::resolve_in(ctx, path) {
+            Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
         if let Err(e) = ws.check_writable(&resolved, path) {

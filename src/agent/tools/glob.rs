@@ -41,12 +41,8 @@ impl Tool for Glob {
             (Ok(p), Ok(d)) => (p, d),
             (Err(e), _) | (_, Err(e)) => return e,
         };
-        let ws = match Workspace::new(ctx) {
-            Ok(w) => w,
-            Err(e) => return ToolOutput::error(e),
-        };
-        let base = match ws.resolve(path) {
-            Ok(p) => p,
+        let (ws, base) = match Workspace::resolve_in(ctx, path) {
+            Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
         if !base.is_dir() {

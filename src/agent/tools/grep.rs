@@ -66,12 +66,8 @@ impl Tool for Grep {
             Ok(g) => g,
             Err(e) => return ToolOutput::error(format!("Invalid file_pattern: {e}")),
         };
-        let ws = match Workspace::new(ctx) {
-            Ok(w) => w,
-            Err(e) => return ToolOutput::error(e),
-        };
-        let base = match ws.resolve(path) {
-            Ok(p) => p,
+        let (ws, base) = match Workspace::resolve_in(ctx, path) {
+            Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
         if !base.exists() {

@@ -39,12 +39,8 @@ impl Tool for ListDir {
             Err(e) => return e,
         };
         let shown = if path.is_empty() { "(workspace)" } else { path };
-        let ws = match Workspace::new(ctx) {
-            Ok(w) => w,
-            Err(e) => return ToolOutput::error(e),
-        };
-        let dir = match ws.resolve(path) {
-            Ok(p) => p,
+        let (ws, dir) = match Workspace::resolve_in(ctx, path) {
+            Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
         match fs::metadata(&dir) {

@@ -39,12 +39,8 @@ impl Tool for ReadFile {
             Ok(p) => p,
             Err(e) => return e,
         };
-        let ws = match Workspace::new(ctx) {
-            Ok(w) => w,
-            Err(e) => return ToolOutput::error(e),
-        };
-        let resolved = match ws.resolve(path) {
-            Ok(p) => p,
+        let (ws, resolved) = match Workspace::resolve_in(ctx, path) {
+            Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
         match std::fs::metadata(&resolved) {

@@ -78,6 +78,13 @@ impl Workspace {
         &self.root
     }
 
+    /// The workspace of `ctx` and `raw` resolved in it (the first step of every file tool).
+    pub fn resolve_in(ctx: &TurnCtx, raw: &str) -> Result<(Self, PathBuf), String> {
+        let ws = Self::new(ctx)?;
+        let path = ws.resolve(raw)?;
+        Ok((ws, path))
+    }
+
     /// Resolves a tool's `path` argument (relative to the workspace, or absolute) to a
     /// symlink-free absolute path inside the workspace; anything else is refused.
     pub fn resolve(&self, raw: &str) -> Result<PathBuf, String> {

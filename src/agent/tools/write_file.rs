@@ -37,12 +37,8 @@ impl Tool for WriteFile {
             (Ok(p), Ok(c)) => (p, c),
             (Err(e), _) | (_, Err(e)) => return e,
         };
-        let ws = match Workspace::new(ctx) {
-            Ok(w) => w,
-            Err(e) => return ToolOutput::error(e),
-        };
-        let resolved = match ws.resolve(path) {
-            Ok(p) => p,
+        let (ws, resolved) = match Workspace::resolve_in(ctx, path) {
+            Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
         let mut file = match ws.open_write(&resolved, path, true) {
