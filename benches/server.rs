@@ -141,6 +141,29 @@ fn concurrent_run(server: &TestServer, fake: &FakeLlm, clients: usize) -> ConcRe
     }
 }
 
+/// `BENCH_ONLY=seq`: only the sequential runs, for profiling the per-turn path (the server's
+/// pid is printed so a profiler can attach).
+fn sequential_only() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    println!("server pid {}", server.pid);
+    let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(SEQ_RUNS);
+    sequential_run(&server, &fake);
+    let (mut p50s, mut early50, mut late50) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let (mut o, _) = sequential_run(&server, &fake);
+        let mut early = o[..50].to_vec();
+        let mut late = o[o.len() - 50..].to_vec();
+        early.sort_by(|a, b| a.total_cmp(b));
+        late.sort_by(|a, b| a.total_cmp(b));
+        o.sort_by(|a, b| a.total_cmp(b));
+        early50.push(pct(&early, 0.5));
+        late50.push(pct(&late, 0.5));
+        p50s.push(pct(&o, 0.5));
+    }
+    println!("overhead p50 {:.3} ms (turns 1-50 {:.3}, 151-200 {:.3})", median(p50s), median(early50), median(late50));
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary too (without
     // it, in a debug build), where minutes of load would only slow the test run down.
@@ -149,6 +172,9 @@ fn main() {
         return;
     }
     raise_nofile();
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "seq") {
+        return sequential_only();
+    }
     let bin = env!("CARGO_BIN_EXE_cashcode");
     let size = std::fs::metadata(bin).map(|m| m.len()).unwrap_or(0);
 

@@ -160,6 +160,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         llm: Arc::clone(&llm),
         sink: hub.clone(),
         tools: builtin_tools,
+        schemas: Default::default(),
         extensions: vec![skills_ext, Arc::new(McpExtension::new(Arc::clone(&mcp)))],
         workspace,
         protected,

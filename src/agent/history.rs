@@ -1,6 +1,7 @@
 //! The agent's in-memory view of each chat: the context records since the last summary and
 //! the metadata object, cached for recently used chats (bounded) and loaded with the smart-load
-//! rules on first use. Also maps records to model messages. Used by workers and the HTTP thread.
+//! rules on first use. Also maps records to model messages, and keeps them serialised so a turn
+//! copies its context instead of rebuilding it. Used by workers and the HTTP thread.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,8 +17,64 @@ pub const CACHE_CHATS: usize = 256;
 #[derive(Debug, Default)]
 pub struct ChatState {
     /// Records the model context is built from (last summary first, if any).
-    pub records: Vec<Record>,
+    records: Vec<Record>,
     pub metadata: Map<String, Value>,
+    /// `to_messages(records)` serialised and comma-joined, and how many records it covers.
+    wire: Option<(usize, String)>,
+}
+
+impl ChatState {
+    pub fn new(records: Vec<Record>, metadata: Map<String, Value>) -> Self {
+        ChatState { records, metadata, wire: None }
+    }
+
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// Appends a persisted turn. The serialised messages grow by the new records alone when
+    /// no tool step straddles the boundary (then both mappings are the same).
+    pub fn extend(&mut self, new: Vec<Record>) {
+        let old = self.records.len();
+        let clean =
+            self.records.last().is_none_or(|r| r.role != "tool_calls") && new.first().is_none_or(|r| r.role != "tool");
+        self.records.extend(new);
+        match &mut self.wire {
+            Some((covered, json)) if *covered == old && clean => {
+                push_messages(json, &self.records[old..]);
+                *covered = self.records.len();
+            }
+            _ => self.wire = None,
+        }
+    }
+
+    /// Swaps in a new context (consolidation).
+    pub fn replace(&mut self, records: Vec<Record>) {
+        self.records = records;
+        self.wire = None;
+    }
+
+    /// The context as the comma-joined JSON of its model messages (empty when there are none):
+    /// byte for byte what serialising [`to_messages`] gives, built once and then extended.
+    pub fn messages_json(&mut self) -> &str {
+        let len = self.records.len();
+        if self.wire.as_ref().is_none_or(|(covered, _)| *covered != len) {
+            let mut json = String::new();
+            push_messages(&mut json, &self.records);
+            self.wire = Some((len, json));
+        }
+        self.wire.as_ref().map_or("", |(_, json)| json.as_str())
+    }
+}
+
+/// Appends the messages of `records` to a comma-joined JSON list.
+fn push_messages(json: &mut String, records: &[Record]) {
+    for m in to_messages(records) {
+        if !json.is_empty() {
+            json.push(',');
+        }
+        json.push_str(&m.to_string());
+    }
 }
 
 /// chat id -> (last-use tick, state), plus the tick counter.
@@ -64,7 +121,7 @@ impl ChatCache {
                 Vec::new()
             }
         };
-        let state = Arc::new(Mutex::new(ChatState { records: loaded, metadata: self.store.read_metadata(chat_id) }));
+        let state = Arc::new(Mutex::new(ChatState::new(loaded, self.store.read_metadata(chat_id))));
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         g.1 += 1;
         let tick = g.1;
@@ -201,6 +258,33 @@ mod tests {
         assert_eq!(roles, ["assistant", "user", "assistant", "tool", "assistant"]);
         assert_eq!(msgs[0]["content"], format!("{SUMMARY_MARKER} S"));
         assert_eq!(msgs[3]["name"], "save_memory");
+    }
+
+    /// The cached serialisation equals a fresh one after every kind of change.
+    #[test]
+    fn messages_json_tracks_extend_and_replace() {
+        let check = |st: &mut ChatState| {
+            let fresh = to_messages(st.records()).iter().map(Value::to_string).collect::<Vec<_>>().join(",");
+            assert_eq!(st.messages_json(), fresh);
+        };
+        let mut tc = rec("tool_calls", "[TOOL_CALLS: a]");
+        tc.tool_calls = Some(json!([{"id": "1", "function": {"name": "a"}}]));
+        let mut tool = rec("tool", "r");
+        tool.tool_call_id = Some("1".into());
+        let mut st = ChatState::new(vec![rec("summary", "S"), rec("user", "u")], Map::new());
+        check(&mut st);
+        st.extend(vec![tc.clone(), tool.clone(), rec("assistant", "a")]);
+        check(&mut st);
+        // A step split across two appends is only complete when both are mapped together.
+        st.extend(vec![rec("user", "v"), tc]);
+        check(&mut st);
+        st.extend(vec![tool, rec("assistant", "b")]);
+        check(&mut st);
+        assert!(st.messages_json().contains(r#""content":"b""#));
+        st.replace(vec![rec("user", "only")]);
+        assert_eq!(st.messages_json(), r#"{"content":"only","role":"user"}"#);
+        st.replace(Vec::new());
+        assert_eq!(st.messages_json(), "");
     }
 
     #[test]

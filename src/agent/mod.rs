@@ -36,6 +36,8 @@ pub struct Deps {
     pub llm: Arc<LlmRuntime>,
     pub sink: Arc<dyn EventSink>,
     pub tools: Vec<Arc<dyn Tool>>,
+    /// Serialised schemas of the long-lived tools.
+    pub schemas: tools::SchemaCache,
     /// MCP, Skills: extra tools, preparation and prompt hints per turn.
     pub extensions: Vec<Arc<dyn tools::TurnExtension>>,
     pub workspace: PathBuf,

@@ -10,9 +10,9 @@ use std::time::Instant;
 use serde_json::{json, Map, Value};
 
 use super::cancel::CancelToken;
-use super::history::{lock, to_messages, ChatState};
+use super::history::{lock, ChatState};
 use super::prompt;
-use super::tools::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
+use super::tools::{FinishedTurn, Preparation, SchemaCache, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use super::Deps;
 use crate::bus::{Event, TurnRequest};
 use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
@@ -90,7 +90,7 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
     let title = {
         let mut st = lock(&state);
         let untitled = st.metadata.get("title").and_then(Value::as_str).is_none_or(str::is_empty);
-        if untitled && st.records.is_empty() {
+        if untitled && st.records().is_empty() {
             let title = text::take_chars(&text::collapse_ws(&req.content), TITLE_CHARS).to_string();
             st.metadata.insert("title".into(), Value::String(title.clone()));
             if let Err(e) = deps.chats.write_metadata(chat_id, &st.metadata) {
@@ -128,6 +128,8 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
     t.receipts = std::mem::take(&mut prep.receipts);
     t.turn_state = Some(Arc::clone(&ctx.state));
 
+    // The request's `messages` array as JSON, built once per turn: the system prompt, the
+    // chat's cached serialised context, the user message; tool steps are appended to it.
     let mut messages = {
         let hints: Vec<String> = {
             let ts = ctx.state();
@@ -136,17 +138,26 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         let hints = (!hints.is_empty()).then(|| hints.join("\n\n"));
         let system =
             prompt::system_prompt(deps.memory.soul().as_deref(), deps.memory.memory().as_deref(), hints.as_deref());
-        let st = lock(&state);
-        let mut m = Vec::with_capacity(st.records.len() + 3);
-        m.push(json!({"role": "system", "content": system}));
+        let mut m = String::new();
+        push_message(&mut m, &json!({"role": "system", "content": system}));
         if !prep.system_bodies.is_empty() {
             let bodies = prep.system_bodies.join("\n\n---\n\n");
-            m.push(
-                json!({"role": "system", "content": format!("The user explicitly selected these Skills:\n\n{bodies}")}),
-            );
+            let skills = format!("The user explicitly selected these Skills:\n\n{bodies}");
+            push_message(&mut m, &json!({"role": "system", "content": skills}));
         }
-        m.extend(to_messages(&st.records));
-        m.push(json!({"role": "user", "content": prep.model_content.as_deref().unwrap_or(&req.content)}));
+        {
+            let mut st = lock(&state);
+            let context = st.messages_json();
+            if !context.is_empty() {
+                m.reserve(context.len() + 256);
+                m.push(',');
+                m.push_str(context);
+            }
+        }
+        push_message(
+            &mut m,
+            &json!({"role": "user", "content": prep.model_content.as_deref().unwrap_or(&req.content)}),
+        );
         m
     };
 
@@ -157,14 +168,10 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
     loop {
         let final_call = iterations == MAX_ITERATIONS;
         if final_call {
-            messages.push(json!({"role": "user", "content": MAX_ITERATIONS_NOTE}));
+            push_message(&mut messages, &json!({"role": "user", "content": MAX_ITERATIONS_NOTE}));
         }
-        let tools = visible_tools(deps, &ctx);
-        let mut body = json!({"model": sel.model, "messages": messages, "stream": true});
-        if !final_call && !tools.is_empty() {
-            body["tools"] = Value::Array(tools.iter().map(|tool| tool.schema()).collect());
-            body["tool_choice"] = Value::String("auto".into());
-        }
+        let tools = if final_call { Vec::new() } else { visible_tools(deps, &ctx) };
+        let body = request_body(&sel.model, &messages, &tools, &deps.schemas);
         iterations += 1;
         let result = {
             let (sink, stream_id) = (&deps.sink, t.stream_id);
@@ -202,12 +209,44 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
     finish(&mut t, &state, &client, iterations);
 }
 
+/// Appends one message to a comma-joined JSON list.
+fn push_message(messages: &mut String, m: &Value) {
+    if !messages.is_empty() {
+        messages.push(',');
+    }
+    messages.push_str(&m.to_string());
+}
+
+/// The streamed chat-completion request. Keys in the order `serde_json` writes a `Value`
+/// object (sorted), so the bytes are what serialising the same object gives.
+fn request_body(model: &str, messages: &str, tools: &[Arc<dyn Tool>], schemas: &SchemaCache) -> Vec<u8> {
+    let schemas: Vec<Arc<str>> = tools.iter().map(|tool| schemas.json(tool)).collect();
+    let mut body = Vec::with_capacity(messages.len() + schemas.iter().map(|s| s.len() + 1).sum::<usize>() + 128);
+    body.extend_from_slice(b"{\"messages\":[");
+    body.extend_from_slice(messages.as_bytes());
+    body.extend_from_slice(b"],\"model\":");
+    body.extend_from_slice(Value::from(model).to_string().as_bytes());
+    body.extend_from_slice(b",\"stream\":true");
+    if !schemas.is_empty() {
+        body.extend_from_slice(b",\"tool_choice\":\"auto\",\"tools\":[");
+        for (i, s) in schemas.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(s.as_bytes());
+        }
+        body.push(b']');
+    }
+    body.push(b'}');
+    body
+}
+
 /// Executes one model step's tool calls in order. False when cancelled mid-step (the
 /// incomplete step is dropped so history never holds a call without its result).
 fn run_tools(
     t: &mut Turn,
     completion: Completion,
-    messages: &mut Vec<Value>,
+    messages: &mut String,
     ctx: &TurnCtx,
     tools: &[Arc<dyn Tool>],
 ) -> bool {
@@ -228,7 +267,7 @@ fn run_tools(
         if names.is_empty() { "[TOOL_CALLS]".to_string() } else { format!("[TOOL_CALLS: {}]", names.join(", ")) };
     // The model gets the same content history will replay, so later requests of this chat
     // extend this one byte for byte (provider prompt caches keep hitting).
-    messages.push(json!({"role": "assistant", "content": label, "tool_calls": wire}));
+    push_message(messages, &json!({"role": "assistant", "content": label, "tool_calls": wire}));
     let mut step = Vec::with_capacity(calls.len() + 1);
     let mut rec = Record::new("tool_calls", label.clone());
     rec.tool_calls = Some(Value::Array(wire));
@@ -286,7 +325,8 @@ fn run_tools(
                 .with("stream_id", t.stream_id)
                 .with("call_id", call.id.as_str()),
         );
-        messages.push(json!({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": out.for_model}));
+        let result = json!({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": out.for_model});
+        push_message(messages, &result);
         let mut r = Record::new("tool", out.history_text());
         r.tool_call_id = Some(call.id.clone());
         r.name = Some(call.name.clone());
@@ -318,7 +358,7 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) ->
     t.deps.chats.append(chat_id, &mut records)?;
     t.deps.chats.end_turn(chat_id);
     let mut st = lock(state);
-    st.records.extend(records);
+    st.extend(records);
     let mut changed = false;
     let turn_meta = t.turn_state.as_ref().map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).metadata.clone());
     for key in TURN_METADATA_KEYS {
@@ -352,7 +392,7 @@ fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, 
     if !t.deps.extensions.is_empty() {
         let records = {
             let st = lock(state);
-            st.records[st.records.len().saturating_sub(turn_records)..].to_vec()
+            st.records()[st.records().len().saturating_sub(turn_records)..].to_vec()
         };
         let done = FinishedTurn {
             req: t.req,

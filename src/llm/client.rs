@@ -1,6 +1,6 @@
 //! The blocking LLM client: one ureq `Agent` per provider generation, `POST /chat/completions`
-//! with `stream: true` read on a dedicated reader thread so the calling worker can stop at
-//! once on cancel, plus non-streamed completions (consolidation, Dream) and model discovery.
+//! with `stream: true` read on a reader thread of its own (parked between calls) so the calling
+//! worker can stop at once on cancel, plus non-streamed completions (consolidation, Dream) and model discovery.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::settings::Settings;
 use super::Provider;
 use crate::agent::cancel::CancelToken;
+use crate::util::parked::ParkedThreads;
 use crate::util::redact;
 use crate::util::sse::{SseError, SseReader};
 
@@ -117,11 +118,16 @@ pub struct LlmClient {
     /// which closes the socket under a read that is still waiting for the model. Finished
     /// streams return theirs, so kept-alive connections are reused.
     stream_agents: std::sync::Mutex<Vec<ureq::Agent>>,
+    /// Stream reader threads, parked between model calls.
+    readers: ParkedThreads,
     timeout: Duration,
 }
 
 /// Idle stream agents kept per client.
 const MAX_IDLE_STREAM_AGENTS: usize = 16;
+/// Stream reader threads kept parked, and how long one waits for the next model call.
+const MAX_IDLE_READERS: usize = 8;
+const READER_IDLE: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for LlmClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -170,6 +176,7 @@ impl LlmClient {
             agent: config.new_agent(),
             config,
             stream_agents: std::sync::Mutex::new(Vec::new()),
+            readers: ParkedThreads::new("llm-stream", 256 * 1024, MAX_IDLE_READERS, READER_IDLE),
             timeout,
         })
     }
@@ -178,24 +185,22 @@ impl LlmClient {
         redact::redact_with(s, &[self.bearer.as_str()])
     }
 
-    /// Streams a chat completion. Text deltas go to `on_text` as they arrive; tool-call
-    /// fragments are assembled by index. Returns at once with `Cancelled` when `cancel` fires.
+    /// Streams a chat completion. `body` is the request JSON (with `"stream":true`). Text deltas
+    /// go to `on_text` as they arrive; tool-call fragments are assembled by index. Returns at
+    /// once with `Cancelled` when `cancel` fires.
     pub fn stream_chat(
         self: &Arc<Self>,
-        mut body: Value,
+        body: Vec<u8>,
         cancel: &CancelToken,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Completion, LlmError> {
-        body["stream"] = Value::Bool(true);
         let (tx, rx) = bounded::<Chunk>(256);
         let me = Arc::clone(self);
         let reader_cancel = cancel.clone();
         let agent = self.stream_agents.lock().ok().and_then(|mut a| a.pop()).unwrap_or_else(|| self.config.new_agent());
         let reader_agent = agent.clone();
-        std::thread::Builder::new()
-            .name("llm-stream".into())
-            .stack_size(256 * 1024)
-            .spawn(move || me.read_stream(&reader_agent, &body, &reader_cancel, &tx))
+        self.readers
+            .run(Box::new(move || me.read_stream(&reader_agent, &body, &reader_cancel, &tx)))
             .map_err(|e| LlmError::Other(format!("cannot start the stream reader: {e}")))?;
         let result = self.collect(&rx, cancel, on_text);
         match &result {
@@ -269,7 +274,7 @@ impl LlmClient {
     }
 
     /// Reader thread body: request (one retry before any byte arrived), then decode SSE.
-    fn read_stream(&self, agent: &ureq::Agent, body: &Value, cancel: &CancelToken, tx: &Sender<Chunk>) {
+    fn read_stream(&self, agent: &ureq::Agent, body: &[u8], cancel: &CancelToken, tx: &Sender<Chunk>) {
         let url = format!("{}/chat/completions", self.api_base);
         let mut attempt = 0;
         let resp = loop {
@@ -369,7 +374,7 @@ impl LlmClient {
         &self,
         agent: &ureq::Agent,
         url: &str,
-        body: &Value,
+        body: &[u8],
         accept: &str,
     ) -> Result<ureq::http::Response<ureq::Body>, (LlmError, Option<Duration>)> {
         let resp = agent
@@ -377,7 +382,7 @@ impl LlmClient {
             .header("Authorization", &format!("Bearer {}", self.bearer))
             .header("Content-Type", "application/json")
             .header("Accept", accept)
-            .send(serde_json::to_vec(body).unwrap_or_default())
+            .send(body)
             .map_err(|e| (self.map_err(&e), None))?;
         self.check_status(resp)
     }

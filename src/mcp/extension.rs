@@ -45,11 +45,18 @@ fn store_activated(meta: &mut Map<String, Value>, set: &ActivatedToolSet) {
 /// The turn extension: always-visible MCP meta tools, activated tools, per-turn selections.
 pub struct McpExtension {
     manager: Arc<McpManager>,
+    /// The two always-visible tools, built once (their serialised schemas are then cached).
+    search: Arc<dyn Tool>,
+    prepare: Arc<dyn Tool>,
 }
 
 impl McpExtension {
     pub fn new(manager: Arc<McpManager>) -> McpExtension {
-        McpExtension { manager }
+        McpExtension {
+            search: Arc::new(ToolSearch { manager: manager.clone() }),
+            prepare: Arc::new(McpPrepare { manager: manager.clone() }),
+            manager,
+        }
     }
 }
 
@@ -89,7 +96,7 @@ impl TurnExtension for McpExtension {
     /// sorted by name (the contract's order: non-`mcp_` names first, then `mcp_` names).
     fn tools(&self, state: &TurnState) -> Vec<Arc<dyn Tool>> {
         let set = activated(&state.metadata);
-        let mut mcp: Vec<Arc<dyn Tool>> = vec![Arc::new(McpPrepare { manager: self.manager.clone() })];
+        let mut mcp: Vec<Arc<dyn Tool>> = vec![Arc::clone(&self.prepare)];
         if !set.is_empty() {
             for t in self.manager.live_tools() {
                 if set.contains(&t.name) {
@@ -98,7 +105,7 @@ impl TurnExtension for McpExtension {
             }
         }
         mcp.sort_by(|a, b| a.name().cmp(b.name()));
-        let mut out: Vec<Arc<dyn Tool>> = vec![Arc::new(ToolSearch { manager: self.manager.clone() })];
+        let mut out: Vec<Arc<dyn Tool>> = vec![Arc::clone(&self.search)];
         out.extend(mcp);
         out
     }

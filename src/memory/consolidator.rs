@@ -91,7 +91,7 @@ impl Consolidator {
     /// Called at the end of a successful turn: queues a job if the chat is over the threshold
     /// and no job for it is pending or running.
     pub fn maybe_schedule(&self, job: Job) {
-        let over = plan(&lock(&job.state).records, self.threshold).is_some();
+        let over = plan(lock(&job.state).records(), self.threshold).is_some();
         if !over {
             return;
         }
@@ -126,8 +126,8 @@ fn work(rx: &Receiver<Job>, chats: &ChatStore, running: &Mutex<HashSet<String>>,
 pub fn consolidate(job: &Job, chats: &ChatStore, threshold: usize) -> Result<bool, String> {
     let (transcript, plan) = {
         let st = lock(&job.state);
-        let Some(plan) = plan(&st.records, threshold) else { return Ok(false) };
-        let older: Vec<&Record> = st.records[..plan.compress].iter().collect();
+        let Some(plan) = plan(st.records(), threshold) else { return Ok(false) };
+        let older: Vec<&Record> = st.records()[..plan.compress].iter().collect();
         (super::transcript(&older, SUMMARY_MARKER), plan)
     };
     let messages =
@@ -142,9 +142,9 @@ pub fn consolidate(job: &Job, chats: &ChatStore, threshold: usize) -> Result<boo
     chats.append(&job.chat_id, &mut records).map_err(|e| format!("append failed: {:?}", e.kind()))?;
     let [summary_rec] = records;
     let mut st = lock(&job.state);
-    let kept: Vec<Record> =
-        st.records.drain(..).filter(|r| r.role != "summary" && r.cursor >= plan.keep_from_cursor).collect();
-    st.records = std::iter::once(summary_rec).chain(kept).collect();
+    let kept = st.records().iter().filter(|r| r.role != "summary" && r.cursor >= plan.keep_from_cursor).cloned();
+    let context = std::iter::once(summary_rec).chain(kept).collect();
+    st.replace(context);
     Ok(true)
 }
 

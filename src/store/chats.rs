@@ -4,6 +4,7 @@
 //! (sessions API); appends to one chat are serialised by a striped lock.
 
 use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -91,7 +92,20 @@ pub struct SessionInfo {
 pub struct ChatStore {
     root: PathBuf,
     stripes: Vec<Mutex<()>>,
+    /// chat id -> (history.jsonl length, last cursor) as this process last read or wrote it.
+    /// While the file keeps that length nobody else wrote it: the next append needs neither
+    /// `.cursor` nor the tail read again (and the file ends with a newline).
+    tails: Mutex<HashMap<String, Tail>>,
 }
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Tail {
+    len: u64,
+    cursor: u64,
+}
+
+/// Chats whose tail is remembered; beyond that the map is cleared (tails are cheap to re-read).
+const MAX_TAILS: usize = 4096;
 
 /// `^[A-Za-z0-9_:-]{1,64}$`
 pub fn valid_chat_id(id: &str) -> bool {
@@ -100,7 +114,11 @@ pub fn valid_chat_id(id: &str) -> bool {
 
 impl ChatStore {
     pub fn new(root: &Path) -> Self {
-        ChatStore { root: root.to_path_buf(), stripes: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect() }
+        ChatStore {
+            root: root.to_path_buf(),
+            stripes: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+            tails: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -181,10 +199,13 @@ impl ChatStore {
         let _g = self.stripe(id);
         fs::create_dir_all(&dir)?;
         let path = dir.join("history.jsonl");
-        let mut cursor = self.last_cursor(&dir)?;
+        let (mut cursor, len, newline) = match self.known_tail(id, &path)? {
+            Some(t) => (t.cursor, t.len, false),
+            None => (self.last_cursor(&dir)?, file_len(&path)?.unwrap_or(0), needs_newline(&path)?),
+        };
         let stamp = time::minute_stamp();
         let mut buf = Vec::with_capacity(records.len() * 128);
-        if needs_newline(&path)? {
+        if newline {
             buf.push(b'\n');
         }
         for r in records.iter_mut() {
@@ -194,9 +215,33 @@ impl ChatStore {
             serde_json::to_writer(&mut buf, r).map_err(io::Error::other)?;
             buf.push(b'\n');
         }
-        fsx::append(&path, &buf)?;
-        fsx::write_replace(&dir.join(".cursor"), cursor.to_string().as_bytes())?;
+        if let Err(e) = fsx::append(&path, &buf) {
+            self.forget_tail(id);
+            return Err(e);
+        }
+        self.remember_tail(id, Tail { len: len + buf.len() as u64, cursor });
+        fsx::overwrite_counter(&dir.join(".cursor"), cursor.to_string().as_bytes())?;
         Ok(())
+    }
+
+    /// The remembered tail, if history.jsonl still has its length.
+    fn known_tail(&self, id: &str, path: &Path) -> io::Result<Option<Tail>> {
+        let Some(known) = self.tails.lock().unwrap_or_else(|p| p.into_inner()).get(id).copied() else {
+            return Ok(None);
+        };
+        Ok((file_len(path)? == Some(known.len)).then_some(known))
+    }
+
+    fn remember_tail(&self, id: &str, tail: Tail) {
+        let mut tails = self.tails.lock().unwrap_or_else(|p| p.into_inner());
+        if tails.len() >= MAX_TAILS && !tails.contains_key(id) {
+            tails.clear();
+        }
+        tails.insert(id.to_string(), tail);
+    }
+
+    fn forget_tail(&self, id: &str) {
+        self.tails.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
 
     /// Last written cursor: `.cursor`, else the last line's cursor (last 4 KiB), else 0.
@@ -219,13 +264,18 @@ impl ChatStore {
     }
 
     /// Write-ahead for a turn that reached the model: the user record goes to
-    /// `.pending_turn.json` (atomically) so a crash mid-turn cannot lose it. `end_turn` removes
-    /// it after the turn was appended (or failed while the process lived).
+    /// `.pending_turn.json` (one write; recovery treats an empty or torn file as nothing
+    /// pending) so a crash mid-turn cannot lose it. `end_turn` removes it after the turn was
+    /// appended (or failed while the process lived).
     pub fn begin_turn(&self, id: &str, user: &Record) -> io::Result<()> {
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
-        let start = self.last_cursor(&dir)?;
+        let start = match self.known_tail(id, &dir.join("history.jsonl"))? {
+            Some(t) => t.cursor,
+            None => self.last_cursor(&dir)?,
+        };
         let body = serde_json::json!({"start_cursor": start, "record": user});
-        fsx::write_replace(&dir.join(PENDING), body.to_string().as_bytes())
+        fs::create_dir_all(&dir)?;
+        fsx::write_whole(&dir.join(PENDING), body.to_string().as_bytes())
     }
 
     pub fn end_turn(&self, id: &str) {
@@ -288,6 +338,7 @@ impl ChatStore {
             return Ok(false);
         };
         let _g = self.stripe(id);
+        self.forget_tail(id);
         match fs::remove_dir_all(&dir) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
@@ -299,6 +350,15 @@ impl ChatStore {
         let mut h = DefaultHasher::new();
         id.hash(&mut h);
         self.stripes[(h.finish() as usize) % LOCK_STRIPES].lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The file's length; `None` when it does not exist.
+fn file_len(path: &Path) -> io::Result<Option<u64>> {
+    match fs::metadata(path) {
+        Ok(m) => Ok(Some(m.len())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -388,6 +448,17 @@ mod tests {
         assert_eq!(more[0].cursor, 3);
         let h = s.read_history("c1").unwrap();
         assert_eq!(h.records.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(), ["hi", "hello", "again"]);
+        // Another writer appends complete records: the remembered tail no longer matches.
+        let mut other = fs::OpenOptions::new().append(true).open(&hp).unwrap();
+        std::io::Write::write_all(&mut other, b"{\"cursor\": 9, \"role\": \"user\", \"content\": \"x\"}\n").unwrap();
+        let mut next = vec![Record::new("user", "n")];
+        s.append("c1", &mut next).unwrap();
+        assert_eq!(next[0].cursor, 10);
+        // The remembered tail (no other writer): consecutive cursors, no stray newline.
+        s.append("c1", &mut next).unwrap();
+        assert_eq!(next[0].cursor, 11);
+        let text = fs::read_to_string(&hp).unwrap();
+        assert!(!text.contains("\n\n") && text.ends_with('\n'));
         fs::remove_dir_all(d).unwrap();
     }
 

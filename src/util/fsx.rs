@@ -52,6 +52,31 @@ fn replace(path: &Path, bytes: &[u8], private: bool, sync: bool) -> io::Result<(
     result
 }
 
+/// Overwrites a small counter file (`.cursor`) in place with one positioned write, without the
+/// temp file and rename (an inode created and one evicted per turn). A value at least as long
+/// as the old one replaces it in that single write, so a process crash leaves the old or the
+/// new value, never an empty file (the original truncates first); a shorter one is truncated
+/// to first.
+pub fn overwrite_counter(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = OpenOptions::new().write(true).create(true).truncate(false).open(path)?;
+    let old = f.metadata()?.len();
+    if old > bytes.len() as u64 {
+        f.set_len(0)?;
+    }
+    f.write_all_at(bytes, 0)
+}
+
+/// Creates or replaces a small file with one `write` call and no rename: a process crash
+/// leaves it absent, empty or whole, and a failed write removes it. For write-ahead files
+/// whose readers treat empty or unparsable content as absent.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
+    f.write_all(bytes).inspect_err(|_| {
+        let _ = fs::remove_file(path);
+    })
+}
+
 /// Appends `bytes` to `path` in one `write` call (history records of one turn). Once it
 /// returns, the data survives a crash of the process; power-loss durability is left to the
 /// file system so a turn does not pay an fsync on the hot path. A write that fails part-way

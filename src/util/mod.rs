@@ -1,7 +1,8 @@
-//! Small shared helpers with no state: time formatting, randomness, atomic file writes,
-//! text cutting and secret redaction. Any thread may call them.
+//! Small shared helpers: time formatting, randomness, atomic file writes, text cutting, secret
+//! redaction, the SSE parser, and parked helper threads. Any thread may call them.
 
 pub mod fsx;
+pub mod parked;
 pub mod prng;
 pub mod rand;
 pub mod redact;

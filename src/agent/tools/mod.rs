@@ -1,6 +1,7 @@
 //! The `Tool` trait every model-callable tool implements, its result projections, and the
 //! per-turn context handed to tools. Tools run on the worker thread of the turn that calls them.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -150,6 +151,38 @@ pub trait Tool: Send + Sync {
             "type": "function",
             "function": {"name": self.name(), "description": self.description(), "parameters": self.parameters()}
         })
+    }
+}
+
+/// Serialised `tools[]` entries, so a model request does not rebuild the schemas of the same
+/// tools every call. Only long-lived tool objects are kept (built-ins, skill tools: somebody
+/// else holds them too); tools an extension builds per call are serialised each time. An entry
+/// is reused for the very same object only, so a changed tool never gets a stale schema.
+#[derive(Default)]
+pub struct SchemaCache(Mutex<HashMap<String, CachedSchema>>);
+
+/// The tool object a schema was serialised from, and the JSON text.
+type CachedSchema = (Arc<dyn Tool>, Arc<str>);
+
+impl SchemaCache {
+    const MAX_ENTRIES: usize = 512;
+
+    /// `tool.schema()` as JSON text.
+    pub fn json(&self, tool: &Arc<dyn Tool>) -> Arc<str> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((cached, json)) = map.get(tool.name()) {
+            if Arc::ptr_eq(cached, tool) {
+                return Arc::clone(json);
+            }
+        }
+        let json: Arc<str> = tool.schema().to_string().into();
+        if Arc::strong_count(tool) > 1 {
+            if map.len() >= Self::MAX_ENTRIES {
+                map.clear();
+            }
+            map.insert(tool.name().to_string(), (Arc::clone(tool), Arc::clone(&json)));
+        }
+        json
     }
 }
 

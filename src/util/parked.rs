@@ -1,0 +1,154 @@
+//! Parked helper threads for blocking jobs that must run off the calling thread (the model
+//! stream reader: a cancelled worker returns at once while the read is still blocked). A job
+//! goes to an idle parked thread, else to a new one; after its job a thread parks again and
+//! exits once it had no work for `idle_for`. Saves a thread spawn per model call. `run` is
+//! called from worker threads; the jobs run on threads named after the pool.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, Sender};
+
+pub type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// How long a thread that left the idle list too late waits for the job already handed to it.
+const HANDOFF: Duration = Duration::from_secs(5);
+
+type Idle = Arc<Mutex<Vec<Sender<Job>>>>;
+
+pub struct ParkedThreads {
+    name: &'static str,
+    stack: usize,
+    max_idle: usize,
+    idle_for: Duration,
+    idle: Idle,
+}
+
+fn lock(idle: &Idle) -> MutexGuard<'_, Vec<Sender<Job>>> {
+    idle.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ParkedThreads {
+    pub fn new(name: &'static str, stack: usize, max_idle: usize, idle_for: Duration) -> Self {
+        ParkedThreads { name, stack, max_idle, idle_for, idle: Arc::new(Mutex::new(Vec::new())) }
+    }
+
+    /// Runs `job` on a parked thread, or on a new one when none is idle.
+    pub fn run(&self, mut job: Job) -> std::io::Result<()> {
+        loop {
+            let Some(tx) = lock(&self.idle).pop() else { break };
+            match tx.send(job) {
+                Ok(()) => return Ok(()),
+                // That thread exited meanwhile: try the next one.
+                Err(e) => job = e.into_inner(),
+            }
+        }
+        let (idle, max_idle, idle_for) = (Arc::clone(&self.idle), self.max_idle, self.idle_for);
+        thread::Builder::new()
+            .name(self.name.into())
+            .stack_size(self.stack)
+            .spawn(move || park_loop(job, &idle, max_idle, idle_for))
+            .map(|_| ())
+    }
+
+    /// Threads parked right now.
+    pub fn idle(&self) -> usize {
+        lock(&self.idle).len()
+    }
+}
+
+fn park_loop(first: Job, idle: &Idle, max_idle: usize, idle_for: Duration) {
+    let mut job = first;
+    loop {
+        if std::panic::catch_unwind(AssertUnwindSafe(job)).is_err() {
+            return;
+        }
+        let (tx, rx) = bounded::<Job>(1);
+        {
+            let mut list = lock(idle);
+            if list.len() >= max_idle {
+                return;
+            }
+            list.push(tx.clone());
+        }
+        job = match rx.recv_timeout(idle_for) {
+            Ok(j) => j,
+            Err(_) => {
+                let mut list = lock(idle);
+                if let Some(i) = list.iter().position(|t| t.same_channel(&tx)) {
+                    list.swap_remove(i);
+                    return;
+                }
+                // A caller took this thread's sender before it could leave: its job is coming.
+                drop(list);
+                match rx.recv_timeout(HANDOFF) {
+                    Ok(j) => j,
+                    Err(_) => return,
+                }
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn wait_for(what: impl Fn() -> bool) {
+        for _ in 0..500 {
+            if what() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(2));
+        }
+        panic!("condition not reached");
+    }
+
+    #[test]
+    fn reuses_parked_threads_and_lets_idle_ones_go() {
+        let pool = ParkedThreads::new("t-parked", 64 * 1024, 2, Duration::from_millis(200));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let ids = Arc::new(Mutex::new(Vec::new()));
+        for i in 0..5 {
+            let (ran2, ids) = (Arc::clone(&ran), Arc::clone(&ids));
+            pool.run(Box::new(move || {
+                ids.lock().unwrap().push(thread::current().id());
+                ran2.fetch_add(1, Ordering::SeqCst);
+            }))
+            .unwrap();
+            wait_for(|| ran.load(Ordering::SeqCst) == i + 1 && pool.idle() == 1);
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 5);
+        let ids = ids.lock().unwrap();
+        assert!(ids.iter().all(|id| *id == ids[0]), "one thread ran every job in turn");
+        // Idle threads leave.
+        wait_for(|| pool.idle() == 0);
+        let (tx, rx) = bounded(1);
+        pool.run(Box::new(move || tx.send(7).unwrap())).unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(7));
+    }
+
+    #[test]
+    fn concurrent_jobs_all_run_and_idle_is_bounded() {
+        let pool = ParkedThreads::new("t-parked", 64 * 1024, 3, Duration::from_secs(5));
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..20 {
+            let ran = Arc::clone(&ran);
+            pool.run(Box::new(move || {
+                thread::sleep(Duration::from_millis(20));
+                ran.fetch_add(1, Ordering::SeqCst);
+            }))
+            .unwrap();
+        }
+        wait_for(|| ran.load(Ordering::SeqCst) == 20);
+        wait_for(|| pool.idle() == 3);
+        // A panicking job takes its thread down but not the pool.
+        pool.run(Box::new(|| panic!("job panics"))).unwrap();
+        let (tx, rx) = bounded(1);
+        pool.run(Box::new(move || tx.send(1).unwrap())).unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(1));
+    }
+}
