@@ -13,6 +13,7 @@ use super::frontmatter::{self, Parsed};
 use super::package::{self, bounded};
 use super::service::TempDir;
 use super::{Result, SkillError, MAX_SKILL_MD_BYTES, MAX_SUPPORT_FILE_BYTES, SUPPORT_DIRS};
+use crate::agent::tools::workspace::Workspace;
 
 /// Largest archive accepted (10 MiB).
 pub const MAX_ARCHIVE_BYTES: usize = 10 * 1024 * 1024;
@@ -144,22 +145,24 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
     let tmp = TempDir(Some(package::hidden_temp(user_root, "skill-import", "tmp")));
     fs::create_dir_all(user_root)?;
     fs::create_dir(tmp.path())?;
+    // Every entry is created below the fresh directory one `openat(…, O_NOFOLLOW)` step at a
+    // time, so a symlink another process races into it cannot lead a write outside.
+    let root = fs::canonicalize(tmp.path())?;
+    let confined = Workspace::from_paths(&root, &[]).map_err(|e| SkillError::Internal(e.to_string()))?;
+    let io_err = |e: String| SkillError::Internal(format!("skill storage error: {}", bounded(&e, 200)));
     let mut written: u64 = 0;
     for (m, rel) in &plan {
         if rel == "_meta.json" {
             // Never trusted: the server writes its own.
             continue;
         }
-        let target = tmp.path().join(rel);
+        let target = root.join(rel.trim_end_matches('/'));
         if m.is_dir {
-            fs::create_dir_all(&target)?;
+            confined.create_dirs(&target, rel).map_err(io_err)?;
             continue;
         }
-        if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent)?;
-        }
         let limit = if rel == "SKILL.md" { MAX_SKILL_MD_BYTES as u64 } else { MAX_SUPPORT_FILE_BYTES };
-        let mut out = fs::OpenOptions::new().write(true).create_new(true).open(&target)?;
+        let mut out = confined.create_new(&target, rel).map_err(io_err)?;
         let mut f = zip.by_index(m.index).map_err(|_| fail("invalid ZIP archive"))?;
         let mut buf = [0u8; 16 * 1024];
         let mut n_file: u64 = 0;
@@ -315,6 +318,62 @@ pub(crate) mod tests {
         assert!(!tp.exists());
         assert!(tree(&root).is_empty());
         fs::remove_dir_all(root).unwrap();
+    }
+
+    /// A real race: another process keeps planting a `scripts` symlink to a directory outside
+    /// into every import's temp directory while archives are unpacked over and over. Nothing
+    /// is ever written outside; each import either completes inside or fails.
+    #[test]
+    fn symlinks_raced_into_the_extraction_never_escape() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        use std::time::{Duration, Instant};
+
+        let root = tmp("imp-race");
+        let outside = tmp("imp-race-outside");
+        let mut entries: Vec<(String, Vec<u8>, u32)> = vec![("SKILL.md".into(), md("racy"), 0)];
+        for i in 0..40 {
+            entries.push((format!("scripts/s{i}/f.txt"), b"payload".to_vec(), 0));
+        }
+        let refs: Vec<Entry<'_>> = entries.iter().map(|(n, d, m)| (n.as_str(), d.clone(), *m)).collect();
+        let archive = build(&refs);
+        let stop = Arc::new(AtomicBool::new(false));
+        let planter = {
+            let (root, outside, stop) = (root.clone(), outside.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut planted = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    for e in fs::read_dir(&root).into_iter().flatten().flatten() {
+                        let dir = e.path();
+                        // A deeper component too, while `scripts` is still a real directory
+                        // (only this thread ever turns it into a link).
+                        if fs::symlink_metadata(dir.join("scripts")).is_ok_and(|m| m.is_dir()) {
+                            let _ = fs::rename(dir.join("scripts/s1"), dir.join("moved-s1"));
+                            let _ = std::os::unix::fs::symlink(&outside, dir.join("scripts/s1"));
+                        }
+                        let _ = fs::rename(dir.join("scripts"), dir.join("moved"));
+                        if std::os::unix::fs::symlink(&outside, dir.join("scripts")).is_ok() {
+                            planted += 1;
+                        }
+                    }
+                }
+                planted
+            })
+        };
+        let deadline = Instant::now() + Duration::from_millis(1500);
+        let (mut ok, mut failed) = (0, 0);
+        while Instant::now() < deadline {
+            match unpack(&archive, &root) {
+                Ok(_) => ok += 1,
+                Err(_) => failed += 1,
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        let planted = planter.join().unwrap();
+        assert!(ok + failed > 20 && planted > 0, "the race barely ran: {ok} ok, {failed} failed, {planted} planted");
+        assert!(tree(&outside).is_empty(), "written outside: {:?}", tree(&outside));
+        fs::remove_dir_all(root).unwrap();
+        fs::remove_dir_all(outside).unwrap();
     }
 
     #[test]

@@ -164,6 +164,29 @@ impl Workspace {
         Ok(f)
     }
 
+    /// Creates a new file (never an existing one) at a path below the root, parents made and
+    /// entered without following symlinks. For extracting archives into a fresh directory.
+    pub fn create_new(&self, resolved: &Path, raw: &str) -> Result<File, String> {
+        let (dir, name) = self.open_parent(resolved, raw, true)?;
+        self.verify_fd(&dir, raw)?;
+        open_at(&dir, &name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL).map_err(|e| open_error(raw, &e))
+    }
+
+    /// Creates a directory and its parents below the root without following symlinks.
+    pub fn create_dirs(&self, resolved: &Path, raw: &str) -> Result<(), String> {
+        let (dir, name) = self.open_parent(resolved, raw, true)?;
+        let cname = cstring(&name, raw)?;
+        // SAFETY: `dir` is an open directory and `cname` NUL-terminated.
+        if unsafe { libc::mkdirat(dir.as_raw_fd(), cname.as_ptr(), 0o755) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EEXIST) {
+                return Err(format!("Write failed: {e}"));
+            }
+        }
+        let made = open_at(&dir, &name, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|_| outside(raw))?;
+        self.verify_fd(&made, raw).map(|_| ())
+    }
+
     /// Opens the directory holding `resolved` by walking down from the workspace root without
     /// following symlinks; returns it with the final name.
     fn open_parent(&self, resolved: &Path, raw: &str, create: bool) -> Result<(File, OsString), String> {
@@ -554,6 +577,85 @@ pub(crate) mod tests {
         let through_dir = sb.ws.join("evildir/secret.txt");
         assert_eq!(w.open_read(&through_dir, "evildir/secret.txt").unwrap_err(), outside("evildir/secret.txt"));
         assert_eq!(fs::read_to_string(sb.outside.join("secret.txt")).unwrap(), "TOPSECRET\n");
+    }
+
+    /// A real race: while a thread keeps swapping `d` between a directory and a symlink to a
+    /// directory outside (and `x.txt` between a file and a symlink to a secret outside), every
+    /// file and search tool runs against them over and over. Nothing outside is ever read,
+    /// listed, created or changed.
+    #[test]
+    fn symlinks_swapped_in_concurrently_never_escape() {
+        use crate::agent::tools::{edit_file::EditFile, glob::Glob, grep::Grep, list_dir::ListDir};
+        use crate::agent::tools::{read_file::ReadFile, write_file::WriteFile, Tool};
+        use serde_json::{json, Map, Value};
+        use std::sync::atomic::AtomicBool;
+        use std::time::{Duration, Instant};
+
+        let sb = Sandbox::new();
+        fs::write(sb.outside.join("f.txt"), "OUTSIDE-F\n").unwrap();
+        fs::create_dir_all(sb.ws.join("d_dir")).unwrap();
+        fs::write(sb.ws.join("d_dir/f.txt"), "inside\n").unwrap();
+        fs::write(sb.ws.join("x_file"), "plain\n").unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flipper = {
+            let (ws, outside, stop) = (sb.ws.clone(), sb.outside.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut flips = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let _ = fs::rename(ws.join("d_dir"), ws.join("d"));
+                    let _ = fs::rename(ws.join("x_file"), ws.join("x.txt"));
+                    std::thread::yield_now();
+                    let _ = fs::rename(ws.join("d"), ws.join("d_dir"));
+                    let _ = fs::rename(ws.join("x.txt"), ws.join("x_file"));
+                    let _ = symlink(&outside, ws.join("d"));
+                    let _ = symlink(outside.join("secret.txt"), ws.join("x.txt"));
+                    std::thread::yield_now();
+                    let _ = fs::remove_file(ws.join("d"));
+                    let _ = fs::remove_file(ws.join("x.txt"));
+                    flips += 1;
+                }
+                flips
+            })
+        };
+        let args = |v: Value| -> Map<String, Value> { v.as_object().cloned().unwrap() };
+        let calls: Vec<(Box<dyn Tool>, Map<String, Value>)> = vec![
+            (Box::new(WriteFile), args(json!({"path": "d/f.txt", "content": "PWNED"}))),
+            (Box::new(WriteFile), args(json!({"path": "d/new.txt", "content": "PWNED"}))),
+            (Box::new(WriteFile), args(json!({"path": "x.txt", "content": "PWNED"}))),
+            (Box::new(EditFile), args(json!({"path": "d/f.txt", "old_string": "OUTSIDE-F", "new_string": "PWNED"}))),
+            (Box::new(EditFile), args(json!({"path": "x.txt", "old_string": "TOPSECRET", "new_string": "PWNED"}))),
+            (Box::new(ReadFile), args(json!({"path": "d/secret.txt"}))),
+            (Box::new(ReadFile), args(json!({"path": "x.txt"}))),
+            (Box::new(ListDir), args(json!({"path": "d"}))),
+            (Box::new(Glob), args(json!({"pattern": "**/*"}))),
+            (Box::new(Grep), args(json!({"pattern": "TOP.?SECRET|OUTSIDE.F"}))),
+            (Box::new(Grep), args(json!({"pattern": "TOP.?SECRET|OUTSIDE.F", "path": "d"}))),
+        ];
+        let deadline = Instant::now() + Duration::from_millis(1500);
+        let mut runs = 0;
+        while Instant::now() < deadline {
+            for (tool, a) in &calls {
+                let out = tool.run(a, &sb.ctx);
+                // Listings must not show outside names (error messages may echo the asked path).
+                let lists = matches!(tool.name(), "list_dir" | "glob" | "grep");
+                for text in [&out.for_model, out.preview_text()] {
+                    let leaked = text.contains("TOPSECRET")
+                        || text.contains("OUTSIDE-F")
+                        || (lists && text.contains("secret.txt"));
+                    assert!(!leaked, "{} leaked the outside: {text}", tool.name());
+                }
+                runs += 1;
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        let flips = flipper.join().unwrap();
+        assert!(flips > 10 && runs > 100, "the race barely ran: {flips} flips, {runs} tool runs");
+        let mut outside: Vec<String> =
+            fs::read_dir(&sb.outside).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        outside.sort();
+        assert_eq!(outside, ["f.txt", "secret.txt"]);
+        assert_eq!(fs::read_to_string(sb.outside.join("secret.txt")).unwrap(), "TOPSECRET\n");
+        assert_eq!(fs::read_to_string(sb.outside.join("f.txt")).unwrap(), "OUTSIDE-F\n");
     }
 
     #[test]
