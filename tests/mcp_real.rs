@@ -372,6 +372,32 @@ fn stdio_crash_mid_call_is_a_clear_retryable_error() {
 }
 
 #[test]
+fn a_server_flooding_stderr_keeps_answering_and_its_crash_message_stays_short() {
+    // 32 MiB of stderr (with 2 MiB lines) while calls go on: the drain keeps the pipe from
+    // filling (the server would block on its next write) and keeps only a short tail.
+    let dir = tmp_dir("flood");
+    let log = dir.join("calls.log");
+    let client = Client::connect("flood", &fixture("stderr-flood", Some(&log)), fast_cfg()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut calls = 0;
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("flood done") {
+        assert!(Instant::now() < deadline, "the server never finished writing its stderr: the pipe was not drained");
+        let started = Instant::now();
+        let r = client.call_tool("echo", &args(json!({"text": format!("n{calls}")})), None).unwrap();
+        assert!(text_of(&r).contains(&format!("echo: n{calls}")));
+        assert!(started.elapsed() < Duration::from_secs(5), "a call took {:?} during the flood", started.elapsed());
+        calls += 1;
+    }
+    let r = client.call_tool("echo", &args(json!({"text": "after"})), None).unwrap();
+    assert!(text_of(&r).contains("echo: after"));
+    let err = client.call_tool("echo", &args(json!({"text": "crash"})), None).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("exit status: 5") && msg.contains("last words"), "{msg}");
+    assert!(msg.len() < 2_500, "crash message of {} bytes", msg.len());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn manager_notices_a_crashed_server_and_reconnects_on_the_next_call() {
     let proj = tmp_dir("crash-proj");
     std::fs::create_dir_all(proj.join("mcp_servers")).unwrap();
