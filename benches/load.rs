@@ -7,8 +7,10 @@
 //! - history load: a 100,000-record chat read over HTTP and continued over WebSocket;
 //! - idle RSS, start-up time to both `listening` lines, release binary size.
 //!
-//! tool_search at 10,000 tools and skill_search at 1,000 skills are `--bench mcp` and
-//! `--bench skills`.
+//! - tool_search over 10,000 tools and skill_search over 1,000 skills (in-process).
+//!
+//! This is the one-command performance report of issue 7; `--bench server` has the finer
+//! per-turn figures of issue 2.
 //!
 //! Threads: the main thread drives the sequential parts; each concurrent client has its own
 //! thread; the fake LLM has its own threads.
@@ -19,6 +21,9 @@ mod common;
 use std::io::Write;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
+
+#[path = "shared/search.rs"]
+mod search;
 
 use common::stats::{median, ms, pct, raise_nofile, rss, threads};
 use common::ws::Handshake;
@@ -310,6 +315,11 @@ fn main() {
     drop(server);
     let _ = std::fs::remove_dir_all(&home);
 
+    let (tool50, tool99) = search::bench_tool_search(200, 1000);
+    let skills_home = fresh_home("bench-skills");
+    let (skill50, skill99) = search::bench_skill_search(&skills_home, 1000);
+    let _ = std::fs::remove_dir_all(&skills_home);
+
     println!();
     println!("CashCode load benchmark (release binary, fake LLM with zero delay, medians; 2-core machine)");
     println!("{:-<86}", "");
@@ -347,6 +357,8 @@ fn main() {
     row("idle threads".into(), format!("{:.0}", median(idle_threads)));
     row(format!("start-up to both listening lines ({STARTS} starts)"), format!("{:.1} ms", median(starts)));
     row("release binary size".into(), format!("{:.2} MiB", size as f64 / 1048576.0));
+    let ms2 = |d: Duration| d.as_secs_f64() * 1000.0;
+    row("tool_search over 10,000 tools p50 / p99".into(), format!("{:.3} / {:.3} ms", ms2(tool50), ms2(tool99)));
+    row("skill_search over 1,000 skills p50 / p99".into(), format!("{:.3} / {:.3} ms", ms2(skill50), ms2(skill99)));
     println!("{:-<86}", "");
-    println!("tool_search at 10,000 tools: cargo bench --bench mcp; skill_search at 1,000 skills: cargo bench --bench skills");
 }

@@ -10,132 +10,12 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "shared/search.rs"]
+mod search;
+
 use cashcode::mcp::client::{Client, ClientConfig};
-use cashcode::mcp::search::{self, DocKind, SearchDoc, SearchIndex};
 use cashcode::mcp::transport::{HttpSpec, StdioSpec, TransportSpec};
 use serde_json::Map;
-
-const WORDS: &[&str] = &[
-    "weather",
-    "forecast",
-    "github",
-    "issue",
-    "pull",
-    "request",
-    "file",
-    "read",
-    "write",
-    "search",
-    "query",
-    "database",
-    "table",
-    "row",
-    "email",
-    "send",
-    "calendar",
-    "event",
-    "create",
-    "delete",
-    "update",
-    "list",
-    "image",
-    "resize",
-    "convert",
-    "translate",
-    "text",
-    "summary",
-    "stock",
-    "price",
-    "map",
-    "route",
-    "geocode",
-    "slack",
-    "message",
-    "channel",
-    "invoice",
-    "payment",
-    "user",
-    "account",
-    "deploy",
-    "build",
-    "log",
-    "metric",
-];
-const CJK: &[&str] = &["天气", "查询", "文件", "搜索", "邮件", "日历", "图片", "翻译", "地图", "股票"];
-
-/// Deterministic xorshift, so runs are comparable.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[(self.next() % xs.len() as u64) as usize]
-    }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
-fn report(name: &str, mut samples: Vec<Duration>) {
-    samples.sort();
-    println!(
-        "{name}: n={} p50={:.3} ms p99={:.3} ms max={:.3} ms",
-        samples.len(),
-        percentile(&samples, 0.5).as_secs_f64() * 1000.0,
-        percentile(&samples, 0.99).as_secs_f64() * 1000.0,
-        samples[samples.len() - 1].as_secs_f64() * 1000.0
-    );
-}
-
-fn bench_search(servers: usize, queries: usize) {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let mut docs = Vec::with_capacity(10_000);
-    for s in 0..servers {
-        let server = format!("server{s}");
-        let display = format!("{} {}", rng.pick(WORDS), rng.pick(WORDS));
-        let sdesc = format!("Tools for {} and {} {}", rng.pick(WORDS), rng.pick(WORDS), rng.pick(CJK));
-        for t in 0..50 {
-            let tool = format!("{}{}{t}", rng.pick(WORDS), capitalise(rng.pick(WORDS)));
-            let desc = (0..12).map(|_| rng.pick(WORDS)).collect::<Vec<_>>().join(" ") + " " + rng.pick(CJK);
-            let kind =
-                if t % 2 == 0 { DocKind::Live { wrapped: format!("mcp_{server}_{tool}") } } else { DocKind::Cached };
-            docs.push(SearchDoc::tool(&server, &display, &sdesc, &tool, &desc, kind));
-        }
-    }
-    let started = Instant::now();
-    let index = SearchIndex::build(docs);
-    println!("tool_search index build over {} tools: {:.1} ms", index.len(), started.elapsed().as_secs_f64() * 1000.0);
-    let queries: Vec<String> = (0..queries)
-        .map(|i| match i % 4 {
-            0 => rng.pick(WORDS).to_string(),
-            1 => format!("{} {}", rng.pick(WORDS), rng.pick(WORDS)),
-            2 => format!("{} {} {}", rng.pick(WORDS), rng.pick(CJK), rng.pick(WORDS)),
-            _ => format!("{}{}", rng.pick(WORDS), capitalise(rng.pick(WORDS))),
-        })
-        .collect();
-    let mut samples = Vec::with_capacity(queries.len());
-    let mut hits = 0;
-    for q in &queries {
-        let t = Instant::now();
-        let found = index.search(q, search::DEFAULT_LIMIT);
-        let text = search::render(q, &found, &[]);
-        samples.push(t.elapsed());
-        hits += found.len() + usize::from(text.is_empty());
-    }
-    report(&format!("tool_search query over {} tools (search + render, limit 8)", index.len()), samples);
-    println!("  ({hits} hits returned in total)");
-}
-
-fn capitalise(w: &str) -> String {
-    let mut c = w.chars();
-    c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
-}
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -195,7 +75,7 @@ fn connect_times(label: &str, spec: &TransportSpec, n: usize) {
             }
         }
     }
-    report(&format!("connect + tools/list, {label}"), samples);
+    search::report(&format!("connect + tools/list, {label}"), samples);
 }
 
 fn bench_servers() {
@@ -221,7 +101,7 @@ fn bench_servers() {
         samples.push(t.elapsed());
         assert_eq!(r.render(), "Hello, Cash");
     }
-    report("stdio tools/call round trip (Python SDK say_hello)", samples);
+    search::report("stdio tools/call round trip (Python SDK say_hello)", samples);
     client.close();
 
     let mut cmd = Command::new(&py);
@@ -265,9 +145,9 @@ fn bench_servers() {
 fn main() {
     // `cargo bench` passes --bench; under `cargo test --all-targets` run a quick smoke instead.
     if std::env::args().any(|a| a == "--bench") {
-        bench_search(200, 1000);
+        search::bench_tool_search(200, 1000);
         bench_servers();
     } else {
-        bench_search(20, 20);
+        search::bench_tool_search(20, 20);
     }
 }

@@ -6,34 +6,14 @@ use std::fs;
 use std::io::{Cursor, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+
+#[path = "shared/search.rs"]
+mod search;
 
 use cashcode::skills::catalog::DepProbe;
-use cashcode::skills::service::{SkillPaths, SkillService};
+use cashcode::skills::service::SkillService;
 use cashcode::skills::tools::{SkillTools, StaticEnv};
-
-const WORDS: &[&str] = &[
-    "weather",
-    "report",
-    "github",
-    "chart",
-    "invoice",
-    "email",
-    "summary",
-    "translate",
-    "calendar",
-    "budget",
-    "deploy",
-    "backup",
-    "review",
-    "search",
-    "recipe",
-    "travel",
-    "fitness",
-    "notes",
-    "数据",
-    "分析",
-];
+use search::{install_skills, time};
 
 fn home() -> PathBuf {
     let d = std::env::temp_dir().join(format!("cc-bench-skills-{}", std::process::id()));
@@ -42,21 +22,9 @@ fn home() -> PathBuf {
     d
 }
 
-fn time<T>(label: &str, iters: u32, mut f: impl FnMut() -> T) -> Duration {
-    let start = Instant::now();
-    for _ in 0..iters {
-        std::hint::black_box(f());
-    }
-    let per = start.elapsed() / iters;
-    println!("{label:<48} {per:>12.3?} per op ({iters} iters)");
-    per
-}
-
 fn main() {
     let data = home();
-    let paths = SkillPaths::under(&data);
-    cashcode::skills::builtin::install(&paths.builtin).expect("builtins");
-    fs::create_dir_all(&paths.user).expect("user root");
+    let paths = install_skills(&data);
     let mut x: u64 = 42;
     let mut next = || {
         x ^= x << 13;
@@ -64,22 +32,6 @@ fn main() {
         x ^= x << 17;
         x
     };
-    for i in 0..1000 {
-        let name = format!("skill-{i:04}");
-        let dir = paths.user.join(&name);
-        fs::create_dir_all(dir.join("references")).expect("pkg dir");
-        let tags: Vec<&str> = (0..3).map(|_| WORDS[(next() % WORDS.len() as u64) as usize]).collect();
-        let desc: Vec<&str> = (0..12).map(|_| WORDS[(next() % WORDS.len() as u64) as usize]).collect();
-        let md = format!(
-            "---\nname: {name}\ndescription: {}\ntags: [{}]\ntriggers: [{} things]\n---\n\n# {name}\n\n{}\n",
-            desc.join(" "),
-            tags.join(", "),
-            tags[0],
-            "Do the steps carefully. ".repeat(40)
-        );
-        fs::write(dir.join("SKILL.md"), md).expect("SKILL.md");
-        fs::write(dir.join("references/r.md"), "reference text").expect("reference");
-    }
     let probe: Arc<cashcode::skills::service::ProbeFn> = Arc::new(|| DepProbe::base(Default::default()));
     let svc = SkillService::new(paths.clone(), probe).expect("service");
     assert_eq!(svc.catalog().records.len(), 1004);
