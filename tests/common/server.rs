@@ -133,16 +133,8 @@ impl TestServer {
     }
 
     fn spawn(&mut self) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cashcode"));
-        cmd.env_clear()
-            .current_dir(&self.home)
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("TZ", "UTC")
-            .env("RUST_BACKTRACE", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut cmd = bare_command(&self.home);
+        cmd.env("RUST_BACKTRACE", "1").stdout(Stdio::piped()).stderr(Stdio::piped());
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -325,23 +317,34 @@ impl Drop for TestServer {
 /// Runs the binary to completion (for start-up failures and `--help`) with the test
 /// environment plus `env`, in a fresh home; returns (exit code, stdout, stderr). Killed after
 /// 10 s if it does not exit by itself.
-pub fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
-    let home = fresh_home("exit");
+/// The binary with a clean environment (PATH only), `home` as HOME and working directory, UTC,
+/// stdin closed.
+pub fn bare_command(home: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cashcode"));
     cmd.env_clear()
-        .current_dir(&home)
+        .current_dir(home)
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", &home)
+        .env("HOME", home)
         .env("TZ", "UTC")
-        .env("CASHCODE_HOME", &home)
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// [`bare_command`] with everything under `home`, ephemeral ports and Dream off.
+pub fn cashcode_command(home: &Path) -> Command {
+    let mut cmd = bare_command(home);
+    cmd.env("CASHCODE_HOME", home)
         .env("CASHCODE_CONFIG_DIR", home.join("config"))
         .env("CASHCODE_PORT", "0")
         .env("WS_PORT", "0")
-        .env("DREAM_INTERVAL", "0")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .env("DREAM_INTERVAL", "0");
+    cmd
+}
+
+pub fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let home = fresh_home("exit");
+    let mut cmd = cashcode_command(&home);
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
@@ -14,7 +14,7 @@ use tungstenite::client::IntoClientRequest;
 use tungstenite::handshake::HandshakeError;
 use tungstenite::http::HeaderValue;
 
-use crate::common::server::run_to_exit;
+use crate::common::server::{cashcode_command, run_to_exit};
 use crate::common::ws::Handshake;
 use crate::common::*;
 
@@ -153,21 +153,10 @@ struct WideServer {
 impl WideServer {
     fn start(token: &str) -> Self {
         let home = fresh_home("wide");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cashcode"))
-            .env_clear()
-            .current_dir(&home)
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &home)
-            .env("TZ", "UTC")
-            .env("CASHCODE_HOME", &home)
-            .env("CASHCODE_CONFIG_DIR", home.join("config"))
-            .env("CASHCODE_PORT", "0")
-            .env("WS_PORT", "0")
-            .env("DREAM_INTERVAL", "0")
+        let mut child = cashcode_command(&home)
             .env("CASHCODE_HOST", "0.0.0.0")
             .env("WS_HOST", "0.0.0.0")
             .env("CASHCODE_TOKEN", token)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -175,14 +175,7 @@ impl Workspace {
     /// Creates a directory and its parents below the root without following symlinks.
     pub fn create_dirs(&self, resolved: &Path, raw: &str) -> Result<(), String> {
         let (dir, name) = self.open_parent(resolved, raw, true)?;
-        let cname = cstring(&name, raw)?;
-        // SAFETY: `dir` is an open directory and `cname` NUL-terminated.
-        if unsafe { libc::mkdirat(dir.as_raw_fd(), cname.as_ptr(), 0o755) } != 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EEXIST) {
-                return Err(format!("Write failed: {e}"));
-            }
-        }
+        mkdir_at(&dir, &name, raw)?;
         let made = open_at(&dir, &name, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|_| outside(raw))?;
         self.verify_fd(&made, raw).map(|_| ())
     }
@@ -208,16 +201,8 @@ impl Workspace {
             .open(&self.root)
             .map_err(|e| format!("the working directory is not available ({e})"))?;
         for c in comps {
-            let cname = cstring(&c, raw)?;
             if create {
-                // SAFETY: `dir` is an open directory and `cname` NUL-terminated.
-                let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), cname.as_ptr(), 0o755) };
-                if rc != 0 {
-                    let e = io::Error::last_os_error();
-                    if e.raw_os_error() != Some(libc::EEXIST) {
-                        return Err(format!("Write failed: {e}"));
-                    }
-                }
+                mkdir_at(&dir, &c, raw)?;
             }
             dir = open_at(&dir, &c, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|e| match e.raw_os_error() {
                 Some(libc::ELOOP) | Some(libc::ENOTDIR) => outside(raw),
@@ -331,6 +316,20 @@ pub fn outside(raw: &str) -> String {
 
 fn cstring(name: &OsStr, raw: &str) -> Result<CString, String> {
     CString::new(name.as_bytes()).map_err(|_| format!("Path '{raw}' contains a NUL byte"))
+}
+
+/// `mkdirat(dir, name, 0755)`; an existing entry is fine (the following O_NOFOLLOW open
+/// decides whether it is a real directory).
+fn mkdir_at(dir: &File, name: &OsStr, raw: &str) -> Result<(), String> {
+    let cname = cstring(name, raw)?;
+    // SAFETY: `dir` is an open directory and `cname` NUL-terminated.
+    if unsafe { libc::mkdirat(dir.as_raw_fd(), cname.as_ptr(), 0o755) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EEXIST) {
+            return Err(format!("Write failed: {e}"));
+        }
+    }
+    Ok(())
 }
 
 /// `openat(dir, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644)` as an owned File.
