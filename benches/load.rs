@@ -35,6 +35,10 @@ const CONC_TURNS: usize = 3;
 const SEQ_TURNS: usize = 10_000;
 const HISTORY_RECORDS: usize = 100_000;
 const ANSWER: [&str; 3] = ["Hello", ", load", " world"];
+/// `CASHCODE_REPLAY_TTL` of the load server; RSS is read again once it has passed.
+const REPLAY_TTL: Duration = Duration::from_secs(5);
+/// The replay window plus two housekeeping ticks (every TTL / 2).
+const RINGS_GONE: Duration = Duration::from_secs(11);
 
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
@@ -247,7 +251,9 @@ fn main() {
     let fake = FakeLlm::start();
     fake.set_fallback(Reply::text(&ANSWER));
     fake.set_completion_fallback(Reply::completion("The user asked numbered questions; the assistant greeted them."));
-    let server = TestServer::with_llm(&fake);
+    // A short replay window, so "after they leave" can also be read once the rings expired.
+    let server = TestServer::builder().env("CASHCODE_REPLAY_TTL", &REPLAY_TTL.as_secs().to_string()).start();
+    server.configure_llm(&fake);
     // Warm-up turn.
     let mut w = WsClient::connect(&server);
     let chat = w.chat_id.clone();
@@ -258,12 +264,40 @@ fn main() {
     let (rss0, _) = rss(server.pid);
     let threads0 = threads(server.pid);
 
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "burst") {
+        // 1,000-client bursts one after another: does what stays after one grow with the next?
+        // Then the server is held for inspection (/proc/<pid>/smaps).
+        for i in 1..=3 {
+            let r = concurrent_run(&server, &fake, 1000);
+            std::thread::sleep(Duration::from_millis(1000));
+            let (after, hwm) = rss(server.pid);
+            std::thread::sleep(RINGS_GONE);
+            let (expired, _) = rss(server.pid);
+            println!(
+                "burst {i}: {} errors; RSS {:.1} -> {:.1} MiB, {:.1} MiB once the rings expired (peak {:.1}); \
+                 threads {threads0} -> {}; pid {}",
+                r.errors,
+                mib(rss0),
+                mib(after),
+                mib(expired),
+                mib(hwm),
+                threads(server.pid),
+                server.pid
+            );
+        }
+        let hold: u64 = std::env::var("BENCH_HOLD").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+        std::thread::sleep(Duration::from_secs(hold));
+        return;
+    }
+
     let mut conc = Vec::new();
     for clients in [100usize, 500, 1000] {
         let runs: Vec<ConcResult> = (0..CONC_RUNS).map(|_| concurrent_run(&server, &fake, clients)).collect();
         let after_threads = settle_threads(server.pid, threads0 + 2);
         std::thread::sleep(Duration::from_millis(300));
         let (after_rss, hwm) = rss(server.pid);
+        std::thread::sleep(RINGS_GONE);
+        let (expired_rss, _) = rss(server.pid);
         conc.push((
             clients,
             median(runs.iter().map(|r| r.turns_per_sec).collect()),
@@ -273,6 +307,7 @@ fn main() {
             runs.iter().map(|r| r.peak_threads).max().unwrap_or(0),
             after_threads,
             after_rss,
+            expired_rss,
             hwm,
         ));
     }
@@ -324,7 +359,7 @@ fn main() {
     println!("CashCode load benchmark (release binary, fake LLM with zero delay, medians; 2-core machine)");
     println!("{:-<86}", "");
     let row = |k: String, v: String| println!("{k:<60} {v:>25}");
-    for (clients, tps, p50, p99, errors, peak, after_threads, after_rss, hwm) in &conc {
+    for (clients, tps, p50, p99, errors, peak, after_threads, after_rss, expired_rss, hwm) in &conc {
         let label = format!("{clients} clients x {CONC_TURNS} turns ({CONC_RUNS} runs)");
         row(format!("{label}: throughput"), format!("{tps:.0} turns/s"));
         row(format!("{label}: latency p50 / p99"), format!("{p50:.1} / {p99:.1} ms"));
@@ -333,6 +368,10 @@ fn main() {
         row(
             format!("{label}: RSS base -> after (peak)"),
             format!("{:.1} -> {:.1} ({:.1}) MiB", mib(rss0), mib(*after_rss), mib(*hwm)),
+        );
+        row(
+            format!("{label}: RSS once replay rings expired ({}s TTL)", REPLAY_TTL.as_secs()),
+            format!("{:.1} MiB", mib(*expired_rss)),
         );
     }
     row(

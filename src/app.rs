@@ -1,5 +1,5 @@
 //! Builds the services, binds both listeners, names and spawns every thread (`http`,
-//! `ws-accept`, `worker-N`, `dream`), prints the `listening` lines, and shuts down in order:
+//! `ws-accept`, `worker-N`, `dream`, `ws-housekeep`), prints the `listening` lines, and shuts down in order:
 //! stop accepting, cancel turns, close WebSockets, join.
 
 use std::io::Write;
@@ -40,7 +40,7 @@ pub struct Server {
     ws: Arc<WsShared>,
     ws_addr: std::net::SocketAddr,
     threads: Vec<JoinHandle<()>>,
-    /// Dropping it stops the dream thread.
+    /// Dropping it stops the dream and ws-housekeep timer threads.
     dream_stop: Option<crossbeam_channel::Sender<()>>,
     api: Arc<Api>,
     pub mcp: Arc<McpManager>,
@@ -95,10 +95,21 @@ pub fn start(config: Config) -> Result<Server, Error> {
         config.deepseek_api_key.as_deref(),
         config.deepseek_api_base.as_deref(),
     ));
-    let hub = Arc::new(Hub::new());
+    let hub = Arc::new(Hub::with_ring_ttl(config.replay_ttl));
     let (consolidator, consolidate_thread) = Consolidator::start(Arc::clone(&chats), config.consolidate_chars);
     let (dream_stop, dream_rx) = crossbeam_channel::bounded::<()>(0);
     let mut threads = vec![consolidate_thread];
+    {
+        let (hub, stop) = (Arc::clone(&hub), dream_rx.clone());
+        let every = (config.replay_ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        threads.push(
+            thread::Builder::new()
+                .name("ws-housekeep".into())
+                .stack_size(128 * 1024)
+                .spawn(move || crate::ws::housekeep_loop(&hub, every, &stop))
+                .map_err(|e| Error(format!("cannot start ws-housekeep: {e}")))?,
+        );
+    }
     if let Some(every) = config.dream_interval {
         let dream = Dream { chats: Arc::clone(&chats), memory: Arc::clone(&memory), llm: Arc::clone(&llm) };
         threads.push(

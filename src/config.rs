@@ -68,6 +68,8 @@ pub struct Config {
     /// `None` disables Dream.
     pub dream_interval: Option<Duration>,
     pub consolidate_chars: usize,
+    /// How long a chat's recent events stay replayable after its last event with nobody attached.
+    pub replay_ttl: Duration,
     pub workers: usize,
     pub llm_timeout: Duration,
     pub log_retention_days: u32,
@@ -203,6 +205,15 @@ pub fn parse(
         None => DEFAULT_CONSOLIDATE_CHARS,
         Some(v) => v.parse().map_err(|_| Error(format!("CASHCODE_CONSOLIDATE_CHARS must be a number, got '{v}'")))?,
     };
+    let replay_ttl = match get("CASHCODE_REPLAY_TTL") {
+        None => crate::ws::hub::DEFAULT_RING_TTL,
+        Some(v) => Duration::from_secs(
+            v.parse::<u64>()
+                .ok()
+                .filter(|s| (1..=86_400).contains(s))
+                .ok_or_else(|| Error(format!("CASHCODE_REPLAY_TTL must be 1..86400 seconds, got '{v}'")))?,
+        ),
+    };
     let llm_timeout = match get("CASHCODE_LLM_TIMEOUT") {
         None => DEFAULT_LLM_TIMEOUT,
         Some(v) => Duration::from_secs_f64(
@@ -250,6 +261,7 @@ pub fn parse(
         client_dir,
         dream_interval: (dream > 0).then(|| Duration::from_secs(dream)),
         consolidate_chars,
+        replay_ttl,
         workers,
         llm_timeout,
         log_retention_days: retention,
@@ -435,6 +447,11 @@ mod tests {
         assert!(run(&["--bogus"], &[]).is_err());
         assert!(run(&[], &[("WS_HOST", "0.0.0.0")]).is_err());
         assert!(run(&[], &[("WS_HOST", "0.0.0.0"), ("CASHCODE_TOKEN", "t")]).is_ok());
+        for bad in ["0", "-1", "x", "86401"] {
+            assert!(run(&[], &[("CASHCODE_REPLAY_TTL", bad)]).is_err(), "CASHCODE_REPLAY_TTL={bad}");
+        }
+        assert_eq!(run(&[], &[("CASHCODE_REPLAY_TTL", "5")]).unwrap().replay_ttl, Duration::from_secs(5));
+        assert_eq!(run(&[], &[]).unwrap().replay_ttl, crate::ws::hub::DEFAULT_RING_TTL);
     }
 
     #[test]

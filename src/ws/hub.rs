@@ -16,7 +16,9 @@ use crate::bus::{Event, EventSink};
 /// Events kept per chat for replay.
 pub const RING_CAPACITY: usize = 4096;
 /// Chats with no subscriber and no event for this long drop their ring (their seq is kept).
-const IDLE_RING_TTL: Duration = Duration::from_secs(600);
+/// How long the ring of a chat without subscribers and events is kept for `attach` replay
+/// (`CASHCODE_REPLAY_TTL`).
+pub const DEFAULT_RING_TTL: Duration = Duration::from_secs(600);
 const PRUNE_EVERY: Duration = Duration::from_secs(30);
 
 /// What a connection's writer thread sends.
@@ -100,6 +102,7 @@ struct Inner {
     /// Last seq of chats whose ring was pruned, so seq never restarts within a process.
     retired: HashMap<String, u64>,
     last_prune: Instant,
+    ring_ttl: Duration,
 }
 
 pub struct Hub {
@@ -114,7 +117,28 @@ impl Default for Hub {
 
 impl Hub {
     pub fn new() -> Hub {
-        Hub { inner: Mutex::new(Inner { chats: HashMap::new(), retired: HashMap::new(), last_prune: Instant::now() }) }
+        Self::with_ring_ttl(DEFAULT_RING_TTL)
+    }
+
+    pub fn with_ring_ttl(ring_ttl: Duration) -> Hub {
+        Hub {
+            inner: Mutex::new(Inner {
+                chats: HashMap::new(),
+                retired: HashMap::new(),
+                last_prune: Instant::now(),
+                ring_ttl,
+            }),
+        }
+    }
+
+    /// Drops the rings of chats idle past the TTL without subscribers (also done lazily on
+    /// `emit`, but a server that went quiet after a burst emits nothing). Returns how many.
+    /// Called by the housekeeping timer.
+    pub fn prune_idle(&self) -> usize {
+        self.with(|inner| {
+            inner.last_prune = Instant::now() - PRUNE_EVERY;
+            prune(inner)
+        })
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
@@ -197,21 +221,28 @@ fn chan<'a>(inner: &'a mut Inner, chat_id: &str) -> &'a mut ChatChan {
     inner.chats.get_mut(chat_id).expect("inserted above")
 }
 
-fn prune(inner: &mut Inner) {
+/// Drops idle rings, at most once per `PRUNE_EVERY`; returns how many were dropped.
+fn prune(inner: &mut Inner) -> usize {
     if inner.last_prune.elapsed() < PRUNE_EVERY {
-        return;
+        return 0;
     }
     inner.last_prune = Instant::now();
+    let ttl = inner.ring_ttl;
     let mut retired = Vec::new();
     inner.chats.retain(|id, chan| {
         chan.subs.retain(|c| !c.is_closed());
-        let keep = !chan.subs.is_empty() || chan.last_event.elapsed() < IDLE_RING_TTL;
+        let keep = !chan.subs.is_empty() || chan.last_event.elapsed() < ttl;
         if !keep {
             retired.push((id.clone(), chan.seq));
         }
         keep
     });
+    let dropped = retired.len();
     inner.retired.extend(retired);
+    if dropped > 0 {
+        inner.chats.shrink_to_fit();
+    }
+    dropped
 }
 
 impl EventSink for Hub {
@@ -266,6 +297,28 @@ mod tests {
         assert_eq!(texts(&rx2).len(), 1);
         hub.disconnect(&a);
         assert_eq!(hub.subscribers("c"), 1);
+    }
+
+    #[test]
+    fn idle_rings_expire_and_seq_continues() {
+        let hub = Hub::with_ring_ttl(Duration::from_millis(50));
+        let (tx, rx) = bounded(16);
+        let a = Conn::new(1, "client-a".into(), tx, None);
+        hub.subscribe("c", &a);
+        hub.emit("c", Event::new("delta"));
+        hub.emit("idle", Event::new("delta"));
+        std::thread::sleep(Duration::from_millis(80));
+        // "c" has a subscriber, "idle" has none and is past the TTL.
+        assert_eq!(hub.prune_idle(), 1);
+        assert_eq!(hub.chats(), 1);
+        hub.disconnect(&a);
+        assert_eq!(hub.prune_idle(), 1);
+        assert_eq!(hub.chats(), 0);
+        assert_eq!(hub.emit("c", Event::new("delta")), 2, "seq restarted after the ring expired");
+        let (tx2, rx2) = bounded(16);
+        hub.attach("idle", &Conn::new(2, "client-b".into(), tx2, None), Some(0));
+        assert_eq!(texts(&rx2), [r#"{"event":"attached","chat_id":"idle","last_seq":1}"#]);
+        drop(rx);
     }
 
     #[test]

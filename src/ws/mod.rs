@@ -1,6 +1,6 @@
 //! The WebSocket front door: the accept thread (`ws-accept`) hands each connection to its own
 //! `ws-client-N` thread (see `client.rs`). The hub fans events out; the protocol module parses
-//! frames.
+//! frames. The `ws-housekeep` timer thread expires idle replay rings and returns their memory.
 
 pub mod client;
 pub mod hub;
@@ -67,6 +67,24 @@ pub fn accept_loop(listener: TcpListener, shared: Arc<WsShared>) {
             });
         if let Err(e) = spawned {
             log::error!("event=ws.client.spawn_failed error=\"{e}\"");
+        }
+    }
+}
+
+/// The `ws-housekeep` thread: every `every`, drops the replay rings idle past their TTL and
+/// hands the freed pages back; ends when `stop` disconnects.
+pub fn housekeep_loop(hub: &hub::Hub, every: std::time::Duration, stop: &crossbeam_channel::Receiver<()>) {
+    let ticker = crossbeam_channel::tick(every);
+    loop {
+        crossbeam_channel::select! {
+            recv(ticker) -> _ => {
+                let dropped = hub.prune_idle();
+                if dropped > 0 {
+                    log::debug!("event=ws.rings.expired chats={dropped}");
+                    release_free_memory();
+                }
+            }
+            recv(stop) -> _ => break,
         }
     }
 }
