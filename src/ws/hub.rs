@@ -135,10 +135,7 @@ impl Hub {
     /// `emit`, but a server that went quiet after a burst emits nothing). Returns how many.
     /// Called by the housekeeping timer.
     pub fn prune_idle(&self) -> usize {
-        self.with(|inner| {
-            inner.last_prune = Instant::now() - PRUNE_EVERY;
-            prune(inner)
-        })
+        self.with(|inner| prune(inner, true))
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
@@ -221,9 +218,9 @@ fn chan<'a>(inner: &'a mut Inner, chat_id: &str) -> &'a mut ChatChan {
     inner.chats.get_mut(chat_id).expect("inserted above")
 }
 
-/// Drops idle rings, at most once per `PRUNE_EVERY`; returns how many were dropped.
-fn prune(inner: &mut Inner) -> usize {
-    if inner.last_prune.elapsed() < PRUNE_EVERY {
+/// Drops idle rings, at most once per `PRUNE_EVERY` unless `now`; returns how many were dropped.
+fn prune(inner: &mut Inner, now: bool) -> usize {
+    if !now && inner.last_prune.elapsed() < PRUNE_EVERY {
         return 0;
     }
     inner.last_prune = Instant::now();
@@ -248,7 +245,7 @@ fn prune(inner: &mut Inner) -> usize {
 impl EventSink for Hub {
     fn emit(&self, chat_id: &str, event: Event) -> u64 {
         self.with(|inner| {
-            prune(inner);
+            prune(inner, false);
             let chan = chan(inner, chat_id);
             chan.seq += 1;
             chan.last_event = Instant::now();
