@@ -41,7 +41,7 @@ pub struct Server {
     ws_addr: std::net::SocketAddr,
     threads: Vec<JoinHandle<()>>,
     /// Dropping it stops the dream and ws-housekeep timer threads.
-    dream_stop: Option<crossbeam_channel::Sender<()>>,
+    timers_stop: Option<crossbeam_channel::Sender<()>>,
     api: Arc<Api>,
     pub mcp: Arc<McpManager>,
 }
@@ -97,10 +97,10 @@ pub fn start(config: Config) -> Result<Server, Error> {
     ));
     let hub = Arc::new(Hub::with_ring_ttl(config.replay_ttl));
     let (consolidator, consolidate_thread) = Consolidator::start(Arc::clone(&chats), config.consolidate_chars);
-    let (dream_stop, dream_rx) = crossbeam_channel::bounded::<()>(0);
+    let (timers_stop, timers_rx) = crossbeam_channel::bounded::<()>(0);
     let mut threads = vec![consolidate_thread];
     {
-        let (hub, stop) = (Arc::clone(&hub), dream_rx.clone());
+        let (hub, stop) = (Arc::clone(&hub), timers_rx.clone());
         let every = (config.replay_ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
         threads.push(
             thread::Builder::new()
@@ -115,7 +115,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         threads.push(
             thread::Builder::new()
                 .name("dream".into())
-                .spawn(move || crate::memory::dream::run_loop(&dream, every, &dream_rx))
+                .spawn(move || crate::memory::dream::run_loop(&dream, every, &timers_rx))
                 .map_err(|e| Error(format!("cannot start dream: {e}")))?,
         );
     }
@@ -242,7 +242,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         ws,
         ws_addr,
         threads,
-        dream_stop: Some(dream_stop),
+        timers_stop: Some(timers_stop),
         api,
         mcp,
     })
@@ -256,7 +256,7 @@ impl Server {
 
     /// Stops accepting, cancels turns, closes connections, joins threads (bounded wait).
     pub fn stop(mut self) {
-        self.dream_stop.take();
+        self.timers_stop.take();
         self.shutdown.store(true, Ordering::SeqCst);
         self.ws.shutdown.store(true, Ordering::SeqCst);
         // Wake the blocking accept.
