@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, select, Receiver, Sender};
+use crossbeam_channel::{select, Receiver, Sender};
 use tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tungstenite::protocol::{Role, WebSocketConfig};
 use tungstenite::{Message, WebSocket};
@@ -21,8 +21,6 @@ use super::WsShared;
 use crate::bus::{Event, TurnRequest};
 use crate::security::query_param;
 
-/// Outbound queue per connection; a client this far behind is dropped.
-pub const OUT_QUEUE: usize = 4096;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const PING_INTERVAL: Duration = Duration::from_secs(20);
@@ -56,7 +54,7 @@ impl Write for ReaderIo {
         match &self.out {
             None => self.stream.write(buf),
             Some(tx) => {
-                tx.try_send(Out::Raw(buf.to_vec()))
+                super::hub::push(tx, Out::Raw(buf.to_vec()))
                     .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "writer gone"))?;
                 Ok(buf.len())
             }
@@ -119,7 +117,7 @@ pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
         }
     };
     let _ = ws.get_mut().stream.set_read_timeout(None);
-    let (tx, rx) = bounded::<Out>(OUT_QUEUE);
+    let (tx, rx) = super::hub::out_queue();
     ws.get_mut().out = Some(tx.clone());
     let client_id = format!("client-{}", crate::util::rand::hex(6));
     let conn = Conn::new(id, client_id.clone(), tx, Some(close_stream));

@@ -9,17 +9,37 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use crate::bus::{Event, EventSink};
 
 /// Events kept per chat for replay.
 pub const RING_CAPACITY: usize = 4096;
-/// Chats with no subscriber and no event for this long drop their ring (their seq is kept).
+/// Expired chats whose last seq is remembered (about 100 bytes each); past this they are all
+/// forgotten at once.
+pub const MAX_RETIRED: usize = 100_000;
+/// Frames queued for one connection; a client this far behind is dropped.
+pub const OUT_QUEUE: usize = 4096;
 /// How long the ring of a chat without subscribers and events is kept for `attach` replay
 /// (`CASHCODE_REPLAY_TTL`).
 pub const DEFAULT_RING_TTL: Duration = Duration::from_secs(600);
 const PRUNE_EVERY: Duration = Duration::from_secs(30);
+
+/// A connection's outbound queue. The cap ([`OUT_QUEUE`]) is checked on every push
+/// ([`Conn::send`], [`push`]) rather than by a bounded channel: crossbeam allocates a bounded
+/// channel's every slot up front (160 KiB here), while an unbounded one grows in 31-slot
+/// blocks. Per connection that was most of a 1,000-client burst's 190 MiB peak.
+pub fn out_queue() -> (Sender<Out>, Receiver<Out>) {
+    crossbeam_channel::unbounded()
+}
+
+/// Queues `out` unless the queue already holds [`OUT_QUEUE`] frames.
+pub fn push(tx: &Sender<Out>, out: Out) -> Result<(), TrySendError<Out>> {
+    if tx.len() >= OUT_QUEUE {
+        return Err(TrySendError::Full(out));
+    }
+    tx.try_send(out)
+}
 
 /// What a connection's writer thread sends.
 #[derive(Debug)]
@@ -52,7 +72,7 @@ impl Conn {
         if self.closed.load(Ordering::Relaxed) {
             return false;
         }
-        match self.tx.try_send(out) {
+        match push(&self.tx, out) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
                 log::warn!("event=ws.client.dropped reason=slow conn={}", self.id);
@@ -99,7 +119,7 @@ impl ChatChan {
 
 struct Inner {
     chats: HashMap<String, ChatChan>,
-    /// Last seq of chats whose ring was pruned, so seq never restarts within a process.
+    /// Last seq of chats whose ring was pruned, so their seq goes on (at most [`MAX_RETIRED`]).
     retired: HashMap<String, u64>,
     last_prune: Instant,
     ring_ttl: Duration,
@@ -226,15 +246,23 @@ fn prune(inner: &mut Inner, now: bool) -> usize {
     inner.last_prune = Instant::now();
     let ttl = inner.ring_ttl;
     let mut retired = Vec::new();
+    let before = inner.chats.len();
     inner.chats.retain(|id, chan| {
         chan.subs.retain(|c| !c.is_closed());
         let keep = !chan.subs.is_empty() || chan.last_event.elapsed() < ttl;
-        if !keep {
+        // A chat that never had an event (every connection's fresh chat) starts at 0 again.
+        if !keep && chan.seq > 0 {
             retired.push((id.clone(), chan.seq));
         }
         keep
     });
-    let dropped = retired.len();
+    let dropped = before - inner.chats.len();
+    if inner.retired.len() + retired.len() > MAX_RETIRED {
+        // Forgotten seqs restart at 1; a client that attaches with a higher `after_seq` sees a
+        // lower `last_seq` and reloads the transcript, as after a server restart.
+        inner.retired = HashMap::new();
+    }
+    retired.truncate(MAX_RETIRED);
     inner.retired.extend(retired);
     if dropped > 0 {
         inner.chats.shrink_to_fit();
@@ -316,6 +344,47 @@ mod tests {
         hub.attach("idle", &Conn::new(2, "client-b".into(), tx2, None), Some(0));
         assert_eq!(texts(&rx2), [r#"{"event":"attached","chat_id":"idle","last_seq":1}"#]);
         drop(rx);
+    }
+
+    #[test]
+    fn fresh_chats_leave_nothing_behind_and_retired_seqs_are_capped() {
+        let hub = Hub::with_ring_ttl(Duration::ZERO);
+        let (tx, _rx) = bounded(16);
+        let conn = Conn::new(1, "client-a".into(), tx, None);
+        hub.subscribe("fresh", &conn);
+        hub.disconnect(&conn);
+        assert_eq!(hub.prune_idle(), 1);
+        assert_eq!(hub.with(|i| i.retired.len()), 0, "a chat without events needs no seq kept");
+
+        let batch = MAX_RETIRED * 3 / 5;
+        for i in 0..batch {
+            hub.emit(&format!("old-{i}"), Event::new("delta"));
+        }
+        assert_eq!(hub.prune_idle(), batch);
+        for i in 0..batch {
+            hub.emit(&format!("new-{i}"), Event::new("delta"));
+        }
+        assert_eq!(hub.prune_idle(), batch);
+        assert_eq!(hub.with(|i| i.retired.len()), batch, "the older batch was forgotten");
+        assert_eq!(hub.emit("new-7", Event::new("delta")), 2, "a remembered seq goes on");
+        assert_eq!(hub.emit("old-7", Event::new("delta")), 1, "a forgotten one starts again");
+    }
+
+    #[test]
+    fn a_connection_queue_holds_out_queue_frames_then_drops_the_client() {
+        let hub = Hub::new();
+        let (tx, rx) = out_queue();
+        let conn = Conn::new(1, "client-q".into(), tx, None);
+        hub.subscribe("c", &conn);
+        for _ in 0..OUT_QUEUE {
+            hub.emit("c", Event::new("delta"));
+        }
+        assert!(!conn.is_closed());
+        assert_eq!(rx.len(), OUT_QUEUE);
+        hub.emit("c", Event::new("delta"));
+        assert!(conn.is_closed(), "one frame past the cap drops the client");
+        assert_eq!(rx.len(), OUT_QUEUE);
+        assert!(push(&conn.tx, Out::Close).is_err(), "raw writes obey the cap too");
     }
 
     #[test]
