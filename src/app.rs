@@ -1,5 +1,5 @@
 //! Builds the services, binds both listeners, names and spawns every thread (`http`,
-//! `ws-accept`, `worker-N`, `dream`, `ws-housekeep`), prints the `listening` lines, and shuts down in order:
+//! `ws-accept`, `worker-N`, `dream`, `housekeep`), prints the `listening` lines, and shuts down in order:
 //! stop accepting, cancel turns, close WebSockets, join.
 
 use std::io::Write;
@@ -40,7 +40,7 @@ pub struct Server {
     ws: Arc<WsShared>,
     ws_addr: std::net::SocketAddr,
     threads: Vec<JoinHandle<()>>,
-    /// Dropping it stops the dream and ws-housekeep timer threads.
+    /// Dropping it stops the dream and housekeep timer threads.
     timers_stop: Option<crossbeam_channel::Sender<()>>,
     api: Arc<Api>,
     pub mcp: Arc<McpManager>,
@@ -99,23 +99,13 @@ pub fn start(config: Config) -> Result<Server, Error> {
     let (consolidator, consolidate_thread) = Consolidator::start(Arc::clone(&chats), config.consolidate_chars);
     let (timers_stop, timers_rx) = crossbeam_channel::bounded::<()>(0);
     let mut threads = vec![consolidate_thread];
-    {
-        let (hub, stop) = (Arc::clone(&hub), timers_rx.clone());
-        let every = (config.replay_ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
-        threads.push(
-            thread::Builder::new()
-                .name("ws-housekeep".into())
-                .stack_size(128 * 1024)
-                .spawn(move || crate::ws::housekeep_loop(&hub, every, &stop))
-                .map_err(|e| Error(format!("cannot start ws-housekeep: {e}")))?,
-        );
-    }
     if let Some(every) = config.dream_interval {
         let dream = Dream { chats: Arc::clone(&chats), memory: Arc::clone(&memory), llm: Arc::clone(&llm) };
+        let stop = timers_rx.clone();
         threads.push(
             thread::Builder::new()
                 .name("dream".into())
-                .spawn(move || crate::memory::dream::run_loop(&dream, every, &timers_rx))
+                .spawn(move || crate::memory::dream::run_loop(&dream, every, &stop))
                 .map_err(|e| Error(format!("cannot start dream: {e}")))?,
         );
     }
@@ -177,6 +167,19 @@ pub fn start(config: Config) -> Result<Server, Error> {
         protected,
         consolidator: Some(consolidator),
     });
+
+    {
+        let (hub, deps, stop) = (Arc::clone(&hub), Arc::clone(&agent.deps), timers_rx);
+        let (idle, every) =
+            (config.replay_ttl, (config.replay_ttl / 2).clamp(Duration::from_secs(1), Duration::from_secs(30)));
+        threads.push(
+            thread::Builder::new()
+                .name("housekeep".into())
+                .stack_size(128 * 1024)
+                .spawn(move || crate::housekeep::run_loop(&hub, &deps.cache, idle, every, &stop))
+                .map_err(|e| Error(format!("cannot start housekeep: {e}")))?,
+        );
+    }
 
     let weak_agent = Arc::downgrade(&agent);
     mcp.set_purge_hook(move |names| purge_activations(&weak_agent, names));

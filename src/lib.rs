@@ -8,6 +8,7 @@ pub mod agent;
 pub mod app;
 pub mod bus;
 pub mod config;
+pub mod housekeep;
 pub mod http;
 pub mod llm;
 pub mod logging;

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
@@ -77,8 +78,8 @@ fn push_messages(json: &mut String, records: &[Record]) {
     }
 }
 
-/// chat id -> (last-use tick, state), plus the tick counter.
-type CacheMap = (HashMap<String, (u64, Arc<Mutex<ChatState>>)>, u64);
+/// chat id -> (last use, state).
+type CacheMap = HashMap<String, (Instant, Arc<Mutex<ChatState>>)>;
 
 pub struct ChatCache {
     store: Arc<ChatStore>,
@@ -91,19 +92,14 @@ pub fn lock(state: &Mutex<ChatState>) -> MutexGuard<'_, ChatState> {
 
 impl ChatCache {
     pub fn new(store: Arc<ChatStore>) -> Self {
-        ChatCache { store, inner: Mutex::new((HashMap::new(), 0)) }
+        ChatCache { store, inner: Mutex::new(HashMap::new()) }
     }
 
     /// The chat's state, loading it from disk if it is not cached.
     pub fn get(&self, chat_id: &str) -> Arc<Mutex<ChatState>> {
-        {
-            let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            g.1 += 1;
-            let tick = g.1;
-            if let Some(e) = g.0.get_mut(chat_id) {
-                e.0 = tick;
-                return Arc::clone(&e.1);
-            }
+        if let Some(e) = self.map().get_mut(chat_id) {
+            e.0 = Instant::now();
+            return Arc::clone(&e.1);
         }
         let loaded = match self.store.load_context(chat_id) {
             Ok(h) => {
@@ -122,40 +118,61 @@ impl ChatCache {
             }
         };
         let state = Arc::new(Mutex::new(ChatState::new(loaded, self.store.read_metadata(chat_id))));
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.1 += 1;
-        let tick = g.1;
+        let mut g = self.map();
         // Another thread may have loaded it meanwhile: keep the first.
-        let entry = g.0.entry(chat_id.to_string()).or_insert((tick, state));
+        let entry = g.entry(chat_id.to_string()).or_insert((Instant::now(), state));
         let out = Arc::clone(&entry.1);
-        if g.0.len() > CACHE_CHATS {
+        if g.len() > CACHE_CHATS {
             // Evict the least recently used chat nobody else holds.
-            if let Some(victim) =
-                g.0.iter()
-                    .filter(|(id, (_, s))| id.as_str() != chat_id && Arc::strong_count(s) == 1)
-                    .min_by_key(|(_, (t, _))| *t)
-                    .map(|(id, _)| id.clone())
+            if let Some(victim) = g
+                .iter()
+                .filter(|(id, (_, s))| id.as_str() != chat_id && Arc::strong_count(s) == 1)
+                .min_by_key(|(_, (t, _))| *t)
+                .map(|(id, _)| id.clone())
             {
-                g.0.remove(&victim);
+                g.remove(&victim);
             }
         }
         out
     }
 
+    fn map(&self) -> MutexGuard<'_, CacheMap> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drops the chats unused for `idle` that no turn holds, with their remembered history
+    /// tails, so a server that went quiet gives their memory back. Returns how many.
+    /// Called by the housekeeping timer.
+    pub fn expire_idle(&self, idle: Duration) -> usize {
+        let mut expired = Vec::new();
+        self.map().retain(|id, (used, state)| {
+            let keep = used.elapsed() < idle || Arc::strong_count(state) > 1;
+            if !keep {
+                expired.push(id.clone());
+            }
+            keep
+        });
+        for id in &expired {
+            self.store.forget_tail(id);
+        }
+        if !expired.is_empty() {
+            self.map().shrink_to_fit();
+        }
+        expired.len()
+    }
+
     /// The cached state, if any (rename updates it without loading).
     pub fn peek(&self, chat_id: &str) -> Option<Arc<Mutex<ChatState>>> {
-        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.0.get(chat_id).map(|e| Arc::clone(&e.1))
+        self.map().get(chat_id).map(|e| Arc::clone(&e.1))
     }
 
     /// Drops a chat from memory (deleted chats must not resurrect old context).
     pub fn forget(&self, chat_id: &str) {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.0.remove(chat_id);
+        self.map().remove(chat_id);
     }
 
     pub fn len(&self) -> usize {
-        self.inner.lock().map(|g| g.0.len()).unwrap_or(0)
+        self.map().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -233,6 +250,34 @@ mod tests {
 
     fn rec(role: &str, content: &str) -> Record {
         Record::new(role, content)
+    }
+
+    #[test]
+    fn idle_chats_expire_with_their_tails_unless_a_turn_holds_them() {
+        let dir = std::env::temp_dir().join(format!("cc-cache-{}", crate::util::rand::hex(6)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Arc::new(ChatStore::new(&dir));
+        let cache = ChatCache::new(Arc::clone(&store));
+        for id in ["a", "b", "c"] {
+            store.append(id, &mut [rec("user", "hi")]).unwrap();
+            cache.get(id);
+        }
+        assert_eq!((cache.len(), store.remembered_tails()), (3, 3));
+        let held = cache.get("b");
+        assert_eq!(cache.expire_idle(Duration::from_secs(60)), 0, "nothing is idle yet");
+        std::thread::sleep(Duration::from_millis(30));
+        cache.get("c");
+        assert_eq!(cache.expire_idle(Duration::from_millis(20)), 1, "only a: b is held, c was just used");
+        assert!(cache.peek("a").is_none() && cache.peek("b").is_some() && cache.peek("c").is_some());
+        assert_eq!(store.remembered_tails(), 2);
+        drop(held);
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(cache.expire_idle(Duration::from_millis(20)), 2);
+        assert_eq!((cache.len(), store.remembered_tails()), (0, 0));
+        // An expired chat comes back from disk intact.
+        let again = cache.get("a");
+        assert_eq!(lock(&again).messages_json(), r#"{"content":"hi","role":"user"}"#);
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -240,7 +240,13 @@ impl ChatStore {
         tails.insert(id.to_string(), tail);
     }
 
-    fn forget_tail(&self, id: &str) {
+    /// How many chats' tails are remembered.
+    pub fn remembered_tails(&self) -> usize {
+        self.tails.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Forgets the remembered tail of `id` (it is re-read from disk when needed).
+    pub fn forget_tail(&self, id: &str) {
         self.tails.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
 
