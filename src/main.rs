@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use cashcode::config::{self, Command};
 
 fn main() -> ExitCode {
+    cashcode::util::malloc::tune_at_startup();
     match config::from_args_env(std::env::args().skip(1)) {
         Ok(Command::Help) => {
             print!("{}", config::HELP);

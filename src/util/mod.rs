@@ -1,7 +1,8 @@
 //! Small shared helpers: time formatting, randomness, atomic file writes, text cutting, secret
-//! redaction, the SSE parser, and parked helper threads. Any thread may call them.
+//! redaction, the SSE parser, parked helper threads and the allocator policy. Any thread may call them.
 
 pub mod fsx;
+pub mod malloc;
 pub mod parked;
 pub mod prng;
 pub mod rand;

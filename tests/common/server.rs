@@ -314,11 +314,8 @@ impl Drop for TestServer {
     }
 }
 
-/// Runs the binary to completion (for start-up failures and `--help`) with the test
-/// environment plus `env`, in a fresh home; returns (exit code, stdout, stderr). Killed after
-/// 10 s if it does not exit by itself.
-/// The binary with a clean environment (PATH only), `home` as HOME and working directory, UTC,
-/// stdin closed.
+/// The binary with a clean environment (PATH only, plus glibc's allocator variables for
+/// experiments), `home` as HOME and working directory, UTC, stdin closed.
 pub fn bare_command(home: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cashcode"));
     cmd.env_clear()
@@ -327,6 +324,9 @@ pub fn bare_command(home: &Path) -> Command {
         .env("HOME", home)
         .env("TZ", "UTC")
         .stdin(Stdio::null());
+    for (k, v) in std::env::vars().filter(|(k, _)| k.starts_with("MALLOC_") || k == "GLIBC_TUNABLES") {
+        cmd.env(k, v);
+    }
     cmd
 }
 
@@ -341,6 +341,9 @@ pub fn cashcode_command(home: &Path) -> Command {
     cmd
 }
 
+/// Runs the binary to completion (for start-up failures and `--help`) with the test
+/// environment plus `env`, in a fresh home; returns (exit code, stdout, stderr). Killed after
+/// 10 s if it does not exit by itself.
 pub fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
     let home = fresh_home("exit");
     let mut cmd = cashcode_command(&home);

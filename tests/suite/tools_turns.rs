@@ -439,3 +439,34 @@ fn a_tool_turn_is_replayed_after_a_restart() {
     let roles: Vec<String> = history_summary(&server.home, &chat).into_iter().map(|(_, r, _)| r).collect();
     assert_eq!(roles, ["user", "tool_calls", "tool", "tool", "tool_calls", "tool", "assistant", "user", "assistant"]);
 }
+
+/// The server re-executes itself with its glibc tunables (`util::malloc`): the running process
+/// got them, and commands it starts see the caller's environment, not the server's. (glibc
+/// cuts the variable in place while parsing it, so `environ` shows only the first tunable.)
+#[test]
+fn allocator_tunables_stay_out_of_child_processes() {
+    let fake = FakeLlm::start();
+    let server = TestServer::builder().env("GLIBC_TUNABLES", "glibc.malloc.arena_max=4").start();
+    server.configure_llm(&fake);
+    let environ = std::fs::read(format!("/proc/{}/environ", server.pid)).expect("environ");
+    let tunables = environ
+        .split(|b| *b == 0)
+        .filter_map(|v| std::str::from_utf8(v).ok())
+        .find_map(|v| v.strip_prefix("GLIBC_TUNABLES="))
+        .unwrap_or_default()
+        .to_string();
+    assert!(tunables.starts_with("glibc.malloc.tcache_count=0"), "not re-executed: {tunables:?}");
+
+    let mut ws = WsClient::connect(&server);
+    let r = tool_turn(&server, &fake, &mut ws, "exec", &json!({"command":"env"}));
+    let lines: Vec<&str> =
+        r.model_text.lines().filter(|l| l.contains("GLIBC_TUNABLES") || l.contains("MALLOC")).collect();
+    assert_eq!(lines, ["GLIBC_TUNABLES=glibc.malloc.arena_max=4"], "{}", r.model_text);
+
+    if std::env::var_os("GLIBC_TUNABLES").is_none() {
+        let server = TestServer::with_llm(&fake);
+        let mut ws = WsClient::connect(&server);
+        let r = tool_turn(&server, &fake, &mut ws, "exec", &json!({"command":"env"}));
+        assert!(!r.model_text.contains("GLIBC_TUNABLES") && !r.model_text.contains("MALLOC"), "{}", r.model_text);
+    }
+}
