@@ -267,7 +267,8 @@ fn main() {
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "burst") {
         // 1,000-client bursts one after another: does what stays after one grow with the next?
         // Then the server is held for inspection (/proc/<pid>/smaps).
-        for i in 1..=3 {
+        let bursts: usize = std::env::var("BENCH_BURSTS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+        for i in 1..=bursts {
             let r = concurrent_run(&server, &fake, 1000);
             std::thread::sleep(Duration::from_millis(1000));
             let (after, hwm) = rss(server.pid);

@@ -16,7 +16,7 @@ mod common;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::stats::{median, ms, pct, raise_nofile, rss};
+use common::stats::{cpu_ms, median, ms, pct, raise_nofile, rss};
 use common::ws::Handshake;
 use common::{FakeLlm, Reply, TestServer, WsClient};
 
@@ -202,6 +202,7 @@ fn main() {
     // Early vs late turns of a run: how much the growing history (sent every turn) costs.
     let mut early50 = Vec::new();
     let mut late50 = Vec::new();
+    let cpu_before = cpu_ms(server.pid);
     for _ in 0..SEQ_RUNS {
         let (mut o, mut f) = sequential_run(&server, &fake);
         let mut early = o[..50].to_vec();
@@ -218,15 +219,22 @@ fn main() {
         first99.push(pct(&f, 0.99));
     }
 
+    // Server CPU time per turn: steadier than wall-clock figures on a shared VM.
+    let seq_cpu = (cpu_ms(server.pid) - cpu_before) / (SEQ_RUNS * SEQ_TURNS) as f64;
+
     let mut conc = Vec::new();
     for clients in [100usize, 500] {
+        let cpu_before = cpu_ms(server.pid);
         let runs: Vec<ConcResult> = (0..CONC_RUNS).map(|_| concurrent_run(&server, &fake, clients)).collect();
+        let errors = runs.iter().map(|r| r.errors).sum::<usize>();
+        let turns = (CONC_RUNS * clients * CONC_TURNS).saturating_sub(errors).max(1);
         conc.push((
             clients,
             median(runs.iter().map(|r| r.turns_per_sec).collect()),
             median(runs.iter().map(|r| r.p50).collect()),
             median(runs.iter().map(|r| r.p99).collect()),
-            runs.iter().map(|r| r.errors).sum::<usize>(),
+            errors,
+            (cpu_ms(server.pid) - cpu_before) / turns as f64,
         ));
     }
     std::thread::sleep(Duration::from_millis(500));
@@ -247,12 +255,14 @@ fn main() {
     println!("{:<52} {:>21.3} ms", "  overhead p50 of turns 151-200 (long history)", median(late50));
     println!("{:<52} {:>21.3} ms", "time to first delta p50", median(first50));
     println!("{:<52} {:>21.3} ms", "time to first delta p99", median(first99));
-    for (clients, tps, p50, p99, errors) in &conc {
+    println!("{:<52} {:>21.3} ms", "server CPU per turn (sequential)", seq_cpu);
+    for (clients, tps, p50, p99, errors, cpu) in &conc {
         let label = format!("{clients} clients x {CONC_TURNS} turns ({CONC_RUNS} runs)");
         println!("{:<52} {:>19.0} t/s", format!("{label}: throughput"), tps);
         println!("{:<52} {:>21.2} ms", format!("{label}: latency p50"), p50);
         println!("{:<52} {:>21.2} ms", format!("{label}: latency p99"), p99);
         println!("{:<52} {:>24}", format!("{label}: errors (all runs)"), errors);
+        println!("{:<52} {:>21.3} ms", format!("{label}: server CPU per turn"), cpu);
     }
     println!("{:<52} {:>20.1} MiB", "idle RSS after start-up", median(idle) / 1024.0);
     println!("{:<52} {:>20.1} MiB", "idle RSS with LLM configured", idle_configured as f64 / 1024.0);

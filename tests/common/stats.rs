@@ -36,6 +36,17 @@ pub fn rss(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// CPU time (user + system) the process has used so far, in milliseconds.
+pub fn cpu_ms(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let ticks: u64 = rest.split_whitespace().skip(11).take(2).filter_map(|v| v.parse::<u64>().ok()).sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ticks as f64 * 1000.0 / hz
+}
+
 pub fn threads(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.count()).unwrap_or(0)
 }
