@@ -1,7 +1,7 @@
 //! One WebSocket connection: the handshake (Origin, Host and token checks), then this thread
 //! reads and handles frames while a `ws-writer-N` thread owns every socket write (events from
 //! the hub, pong/close replies from the reader, keepalive pings). A slow reader on the other
-//! end fills its bounded queue and is dropped; it never blocks a worker.
+//! end fills its capped queue and is dropped; it never blocks a worker.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;

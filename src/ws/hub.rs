@@ -1,6 +1,6 @@
 //! The hub: chat id -> subscribed connections, a per-chat increasing `seq`, and a bounded ring
 //! of recent events per chat for `attach { after_seq }` replay. Fan-out never blocks: each
-//! connection has a bounded outbound queue and one that is full is dropped. Called from
+//! connection has a capped outbound queue and one that is full is dropped. Called from
 //! workers (emit) and WebSocket reader threads (subscribe, attach).
 
 use std::collections::{HashMap, VecDeque};
