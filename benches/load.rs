@@ -9,6 +9,10 @@
 //!
 //! - tool_search over 10,000 tools and skill_search over 1,000 skills (in-process).
 //!
+//! `BENCH_ONLY=burst` instead runs `BENCH_BURSTS` (default 3) 1,000-client bursts in a row and
+//! prints RSS after each and once its chats have gone quiet; `BENCH_HOLD=<s>` then keeps the
+//! server up for inspection.
+//!
 //! This is the one-command performance report of issue 7; `--bench server` has the finer
 //! per-turn figures of issue 2.
 //!
