@@ -8,8 +8,8 @@
 //! in its own cache, where `malloc_trim` cannot reach them; 4 MiB of chunks were pinned that way,
 //! spread over 16 arenas. glibc also keeps up to 40 MiB of dead threads' stacks. Both settings
 //! are glibc tunables, which are read only when a process starts, so the process runs itself
-//! again with them set: one `execve` at start-up. With them the same bursts leave 12.6-15.9 MiB,
-//! and the heap in use after each is flat at 1.1 MiB. Tunables the caller sets in
+//! again with them set: one `execve` at start-up. With them the same bursts leave 11.9-15.3 MiB
+//! (ten bursts: a saw-tooth under 18.5 MiB), and the heap in use after each is flat at 1.1 MiB. Tunables the caller sets in
 //! `GLIBC_TUNABLES` override these. (Pinning the mmap and trim thresholds with `mallopt` made
 //! no difference; capping the arenas at 1, 2 or 4 made none either.)
 
