@@ -145,18 +145,21 @@ impl ChatCache {
     /// Called by the housekeeping timer.
     pub fn expire_idle(&self, idle: Duration) -> usize {
         let mut expired = Vec::new();
-        self.map().retain(|id, (used, state)| {
-            let keep = used.elapsed() < idle || Arc::strong_count(state) > 1;
-            if !keep {
-                expired.push(id.clone());
+        {
+            let mut map = self.map();
+            map.retain(|id, (used, state)| {
+                let keep = used.elapsed() < idle || Arc::strong_count(state) > 1;
+                if !keep {
+                    expired.push(id.clone());
+                }
+                keep
+            });
+            if !expired.is_empty() {
+                map.shrink_to_fit();
             }
-            keep
-        });
+        }
         for id in &expired {
             self.store.forget_tail(id);
-        }
-        if !expired.is_empty() {
-            self.map().shrink_to_fit();
         }
         expired.len()
     }
