@@ -16,6 +16,7 @@ pub mod exec;
 pub mod glob;
 pub mod grep;
 pub mod list_dir;
+pub mod netguard;
 pub mod pattern;
 pub mod read_file;
 pub mod regex;
