@@ -45,6 +45,11 @@ Flags override environment variables, which override a .env file, which override
   --env-file PATH        .env file to read (default ./.env when present)
   -h, --help             print this help
   -V, --version          print the version
+
+Environment only (the README lists every setting):
+
+  CASHCODE_WEB_FETCH_ALLOW_PRIVATE=1   let web_fetch reach loopback, private and link-local
+                         addresses (default 0: public internet addresses only)
 ";
 
 /// Fully resolved configuration, passed to every constructor.
@@ -73,6 +78,8 @@ pub struct Config {
     pub workers: usize,
     pub llm_timeout: Duration,
     pub log_retention_days: u32,
+    /// `web_fetch` may connect to loopback, private and link-local addresses.
+    pub web_fetch_allow_private: bool,
     pub file_log_level: log::LevelFilter,
     pub console_log_level: log::LevelFilter,
     /// Legacy one-time migration inputs (read only when llm.json does not exist).
@@ -231,6 +238,14 @@ pub fn parse(
             .filter(|d| (1..=3650).contains(d))
             .ok_or_else(|| Error(format!("CASHCODE_LOG_RETENTION_DAYS must be 1..3650, got '{v}'")))?,
     };
+    let web_fetch_allow_private = match get("CASHCODE_WEB_FETCH_ALLOW_PRIVATE") {
+        None => false,
+        Some(v) => match v.to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => true,
+            "0" | "false" | "no" | "off" => false,
+            _ => return Err(Error(format!("CASHCODE_WEB_FETCH_ALLOW_PRIVATE must be 1 or 0, got '{v}'"))),
+        },
+    };
     let level = |var: &str, default: log::LevelFilter| -> Result<log::LevelFilter, Error> {
         match get(var) {
             None => Ok(default),
@@ -265,6 +280,7 @@ pub fn parse(
         workers,
         llm_timeout,
         log_retention_days: retention,
+        web_fetch_allow_private,
         file_log_level: level("CASHCODE_FILE_LOG_LEVEL", log::LevelFilter::Debug)?,
         console_log_level: level("CASHCODE_CONSOLE_LOG_LEVEL", log::LevelFilter::Info)?,
         deepseek_api_key: get("DEEPSEEK_API_KEY"),
@@ -452,6 +468,21 @@ mod tests {
         }
         assert_eq!(run(&[], &[("CASHCODE_REPLAY_TTL", "5")]).unwrap().replay_ttl, Duration::from_secs(5));
         assert_eq!(run(&[], &[]).unwrap().replay_ttl, crate::ws::hub::DEFAULT_RING_TTL);
+    }
+
+    #[test]
+    fn web_fetch_private_switch() {
+        assert!(!run(&[], &[]).unwrap().web_fetch_allow_private);
+        for (v, want) in [("1", true), ("TRUE", true), ("yes", true), ("0", false), ("off", false), ("", false)] {
+            assert_eq!(
+                run(&[], &[("CASHCODE_WEB_FETCH_ALLOW_PRIVATE", v)]).unwrap().web_fetch_allow_private,
+                want,
+                "{v}"
+            );
+        }
+        let e = run(&[], &[("CASHCODE_WEB_FETCH_ALLOW_PRIVATE", "maybe")]).unwrap_err();
+        assert_eq!(e.to_string(), "CASHCODE_WEB_FETCH_ALLOW_PRIVATE must be 1 or 0, got 'maybe'");
+        assert!(HELP.contains("CASHCODE_WEB_FETCH_ALLOW_PRIVATE"));
     }
 
     #[test]

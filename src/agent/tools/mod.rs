@@ -252,11 +252,14 @@ pub(crate) fn fmt_secs(d: Duration) -> String {
 pub struct ToolSettings {
     /// Instant Answer endpoint for `web_search` (`CASHCODE_WEB_SEARCH_URL`).
     pub web_search_url: String,
+    /// `web_fetch` may reach loopback, private and link-local addresses
+    /// (`CASHCODE_WEB_FETCH_ALLOW_PRIVATE`).
+    pub web_fetch_allow_private: bool,
 }
 
 impl Default for ToolSettings {
     fn default() -> Self {
-        ToolSettings { web_search_url: web_search::DEFAULT_URL.to_string() }
+        ToolSettings { web_search_url: web_search::DEFAULT_URL.to_string(), web_fetch_allow_private: false }
     }
 }
 
@@ -266,6 +269,7 @@ impl ToolSettings {
         if let Some(url) = config.var("CASHCODE_WEB_SEARCH_URL") {
             s.web_search_url = url.to_string();
         }
+        s.web_fetch_allow_private = config.web_fetch_allow_private;
         s
     }
 }
@@ -280,7 +284,7 @@ pub fn builtins() -> Vec<Arc<dyn Tool>> {
 pub fn builtins_with(settings: &ToolSettings) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(save_memory::SaveMemory),
-        Arc::new(web_fetch::WebFetch::default()),
+        Arc::new(web_fetch::WebFetch::new(netguard::AddrPolicy::from_allow_private(settings.web_fetch_allow_private))),
         Arc::new(web_search::WebSearch {
             base_url: settings.web_search_url.clone(),
             ..web_search::WebSearch::default()
@@ -338,6 +342,9 @@ mod tests {
         assert_eq!(ToolSettings::from_config(&config), ToolSettings::default());
         config.vars.insert("CASHCODE_WEB_SEARCH_URL".into(), "http://127.0.0.1:9/".into());
         assert_eq!(ToolSettings::from_config(&config).web_search_url, "http://127.0.0.1:9/");
+        assert!(!ToolSettings::from_config(&config).web_fetch_allow_private);
+        config.web_fetch_allow_private = true;
+        assert!(ToolSettings::from_config(&config).web_fetch_allow_private);
         let _ = std::fs::remove_dir_all(home);
     }
 }
