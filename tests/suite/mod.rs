@@ -18,6 +18,7 @@ mod security;
 mod startup;
 mod tools_turns;
 mod web_assets;
+mod web_fetch;
 mod ws_cancel;
 mod ws_frames;
 mod ws_replay;

@@ -161,7 +161,10 @@ fn web_tools_through_a_turn() {
         "application/json",
     );
     let fake = FakeLlm::start();
-    let server = TestServer::builder().env("CASHCODE_WEB_SEARCH_URL", &format!("{search}/")).start();
+    let server = TestServer::builder()
+        .env("CASHCODE_WEB_SEARCH_URL", &format!("{search}/"))
+        .env("CASHCODE_WEB_FETCH_ALLOW_PRIVATE", "1")
+        .start();
     server.configure_llm(&fake);
     let mut ws = WsClient::connect(&server);
 
