@@ -55,14 +55,11 @@ impl AccessPolicy {
             return true;
         }
         let Some(h) = host else { return true };
-        let name = match h.strip_prefix('[') {
-            Some(v6) => v6.split(']').next().unwrap_or(""),
-            None => h.rsplit_once(':').map(|(n, _)| n).unwrap_or(h),
-        };
-        is_loopback(name)
+        crate::util::url::host(h).is_some_and(|name| is_loopback(&name))
     }
 
-    /// The token check; passes when no token is configured.
+    /// The token check; passes when no token is configured. `query_token` is for the
+    /// WebSocket handshake only (a browser cannot set headers there); HTTP passes `None`.
     pub fn token_ok(&self, authorization: Option<&str>, query_token: Option<&str>) -> bool {
         let Some(expected) = &self.token else {
             return true;
@@ -116,6 +113,8 @@ mod tests {
         assert!(p.host_allowed(Some("localhost")));
         assert!(p.host_allowed(Some("[::1]:8765")));
         assert!(!p.host_allowed(Some("evil.example:8000")));
+        assert!(!p.host_allowed(Some("evil.example@127.0.0.1:8000")));
+        assert!(!p.host_allowed(Some("127.0.0.1 evil")));
         let mut t = policy();
         t.token = Some("s3cret".into());
         assert!(t.token_ok(Some("Bearer s3cret"), None));

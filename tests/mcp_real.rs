@@ -780,7 +780,7 @@ fn req(method: &str, path: &str, body: Value) -> cashcode::http::Req {
     cashcode::http::Req {
         method: method.into(),
         path: path.into(),
-        segments: path.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect(),
+        target: cashcode::http::gate::classify(path),
         query: String::new(),
         headers: Vec::new(),
         body: if body.is_null() { Vec::new() } else { body.to_string().into_bytes() },

@@ -1,10 +1,12 @@
-//! The `/api` router: a pure function from [`Req`] to [`Resp`] over the services. Each area
-//! keeps its handlers in its own module; this file only dispatches.
+//! The `/api` router: a pure function from [`Req`] to [`Resp`] over the services, dispatching
+//! on the canonical segments the gate decided on. Each area keeps its handlers in its own
+//! module; this file only dispatches.
 
 use std::sync::Arc;
 
 use serde_json::json;
 
+use super::gate::Target;
 use super::{assets, llm_routes, mcp_routes, sessions, skills_routes, Req, Resp};
 use crate::agent::Agent;
 use crate::config::Config;
@@ -26,18 +28,20 @@ pub struct Api {
 }
 
 impl Api {
+    /// Dispatches on the gate's decision (the checks in `http::guarded` have already run).
     pub fn route(&self, req: &Req) -> Resp {
-        let segs: Vec<&str> = req.segments.iter().map(String::as_str).collect();
-        if segs.first() != Some(&"api") {
-            return assets::serve(self.config.client_dir.as_deref(), req);
-        }
-        if req.path.len() > 1 && req.path.ends_with('/') {
+        let path = match &req.target {
+            Target::Api(p) => p,
+            Target::Static(segments) => return assets::serve(self.config.client_dir.as_deref(), &req.method, segments),
+            Target::Refused(reason) => return Resp::detail(400, reason),
+        };
+        if path.trailing_slash {
             let mut r = Resp::text(307, "");
             r.headers.push(("Location".into(), req.path.trim_end_matches('/').to_string()));
             return r;
         }
         let m = req.method.as_str();
-        match &segs[1..] {
+        match path.segs().as_slice() {
             ["health"] => {
                 only(m, &["GET"]).unwrap_or_else(|| Resp::ok(&json!({"status": "ok", "service": "cashcode"})))
             }
@@ -53,13 +57,7 @@ impl Api {
 
     fn client_config(&self, req: &Req) -> Resp {
         // Same host name the page was loaded from, so cookies and origins line up.
-        let host = req
-            .header("host")
-            .map(|h| match h.strip_prefix('[') {
-                Some(v6) => format!("[{}]", v6.split(']').next().unwrap_or("")),
-                None => h.rsplit_once(':').map(|(n, _)| n).unwrap_or(h).to_string(),
-            })
-            .unwrap_or_else(|| self.config.ws_host.clone());
+        let host = req.header("host").and_then(crate::util::url::host).unwrap_or_else(|| self.config.ws_host.clone());
         Resp::ok(&json!({"ws_url": format!("ws://{host}:{}/", self.ws_port)}))
     }
 }

@@ -1,9 +1,11 @@
 //! Serves the built web client (client/dist) at `/`: files by path, `index.html` for client
-//! routes, long caching for hashed assets. Never leaves the client directory.
+//! routes, long caching for hashed assets. Never leaves the client directory. Only paths the
+//! gate classified as static reach it, so nothing that reads as `/api…` falls back to
+//! `index.html`.
 
 use std::path::{Component, Path, PathBuf};
 
-use super::{Req, Resp};
+use super::Resp;
 
 fn content_type(path: &Path) -> &'static str {
     match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
@@ -20,18 +22,22 @@ fn content_type(path: &Path) -> &'static str {
     }
 }
 
-pub fn serve(dir: Option<&Path>, req: &Req) -> Resp {
-    if req.method != "GET" && req.method != "HEAD" {
+/// `segments` are the gate's decoded segments of a non-API path.
+pub fn serve(dir: Option<&Path>, method: &str, segments: &[String]) -> Resp {
+    if method != "GET" && method != "HEAD" {
         return Resp::detail(405, "Method Not Allowed");
     }
     let Some(dir) = dir.filter(|d| d.join("index.html").is_file()) else {
         return Resp::detail(404, "Not Found");
     };
-    // Only plain segments: no `..`, no absolute parts, no hidden files.
+    // Only plain segments: no `..`, no absolute parts, no hidden files, no `\` or control
+    // characters (which some file systems read as separators or truncate at).
     let mut rel = PathBuf::new();
-    for seg in &req.segments {
+    for seg in segments {
         let p = Path::new(seg);
         if seg.starts_with('.')
+            || seg.contains('\\')
+            || seg.chars().any(char::is_control)
             || p.components().count() != 1
             || !matches!(p.components().next(), Some(Component::Normal(_)))
         {

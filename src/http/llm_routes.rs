@@ -1,5 +1,6 @@
 //! `/api/settings/llm` (llm-settings.md §4): public view, save, connection test, discovery.
-//! The API key never leaves this module except into llm.json.
+//! The API key never leaves this module except into llm.json, and a stored key is reused only
+//! for the origin it was entered for (`settings::build`; a moved endpoint gets a 422).
 
 use std::thread;
 
@@ -43,7 +44,12 @@ fn get(api: &Api) -> Resp {
 fn draft(api: &Api, req: &Req, with_provider: bool) -> Result<(settings::Draft, Settings), Resp> {
     let body = req.json()?;
     let d = settings::parse_body(&body, with_provider).map_err(input_error)?;
-    let stored = api.llm.settings().unwrap_or_default();
+    let mut stored = api.llm.settings().unwrap_or_default();
+    // An Ollama probe needs no Generic API key: without it in the draft, an edited Generic
+    // address cannot block the probe and the key is not at hand at all.
+    if d.provider == Some(Provider::Ollama) {
+        stored.openai_api_key.clear();
+    }
     let s = settings::build(&d, &stored).map_err(input_error)?;
     Ok((d, s))
 }

@@ -1,10 +1,12 @@
-//! The HTTP front door, run on the `http` thread: tiny_http requests become [`Req`], the
-//! router turns them into [`Resp`]; CORS, the Origin/Host/token checks and `X-Request-ID` are
-//! applied here, once. Routes that wait on the network (LLM discovery, MCP connect) run on a
-//! short-lived `http-slow` thread so they never stall the others.
+//! The HTTP front door, run on the `http` thread: [`gate::classify`] decides once where a
+//! request goes, tiny_http requests become [`Req`] carrying that decision, the router turns
+//! them into [`Resp`]; CORS, the Origin/Host/token checks and `X-Request-ID` are applied here,
+//! once. Routes that wait on the network (LLM discovery, MCP connect) run on a short-lived
+//! `http-slow` thread so they never stall the others.
 
 pub mod api;
 pub mod assets;
+pub mod gate;
 pub mod llm_routes;
 pub mod mcp_routes;
 pub mod sessions;
@@ -17,6 +19,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use self::gate::Target;
 use crate::security::{query_param, AccessPolicy};
 
 /// Largest request body (a 10 MiB skill ZIP plus multipart framing).
@@ -30,13 +33,14 @@ const BODY_QUEUE: usize = 256;
 pub const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// A request as the router sees it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Req {
     pub method: String,
-    /// Raw path without the query.
+    /// Raw path without the query (for the trailing-slash redirect and logs; decisions read
+    /// [`Req::target`]).
     pub path: String,
-    /// Percent-decoded path segments.
-    pub segments: Vec<String>,
+    /// Where the gate sends this request.
+    pub target: Target,
     pub query: String,
     /// Header names lower-cased.
     pub headers: Vec<(String, String)>,
@@ -49,7 +53,7 @@ impl Req {
     }
 
     pub fn query_param(&self, name: &str) -> Option<String> {
-        query_param(&self.query, name).map(percent_decode)
+        query_param(&self.query, name).map(gate::decode_lossy)
     }
 
     /// The body as JSON; a 422 in pydantic's list form when it is not.
@@ -101,44 +105,12 @@ impl Resp {
     }
 }
 
-/// `%XX` decoding; invalid escapes are kept literally.
-pub fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            let hex = |c: u8| (c as char).to_digit(16);
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Does this route wait on the network?
-fn is_slow(method: &str, path: &str) -> bool {
-    path.starts_with("/api/settings/llm/")
-        || (method == "POST"
-            && path.starts_with("/api/mcp/servers/")
-            && (path.ends_with("/connect") || path.ends_with("/disconnect")))
-        // Editing or deleting a server closes its connection (a stdio child gets a grace period).
-        || (matches!(method, "PUT" | "DELETE") && path.starts_with("/api/mcp/servers/"))
-        || (method == "POST" && path == "/api/skills/import")
-}
-
-fn to_req(rq: &mut tiny_http::Request) -> Result<Req, Resp> {
+fn to_req(rq: &mut tiny_http::Request, target: Target) -> Result<Req, Resp> {
     let url = rq.url().to_string();
     let (path, query) = match url.split_once('?') {
         Some((p, q)) => (p.to_string(), q.to_string()),
         None => (url, String::new()),
     };
-    let segments = path.split('/').filter(|s| !s.is_empty()).map(percent_decode).collect();
     let headers = rq
         .headers()
         .iter()
@@ -155,18 +127,18 @@ fn to_req(rq: &mut tiny_http::Request) -> Result<Req, Resp> {
     if body.len() > MAX_BODY {
         return Err(Resp::detail(413, "request body too large"));
     }
-    Ok(Req { method: rq.method().as_str().to_ascii_uppercase(), path, segments, query, headers, body })
+    Ok(Req { method: rq.method().as_str().to_ascii_uppercase(), path, target, query, headers, body })
 }
 
 fn header(name: &str, value: &str) -> Option<tiny_http::Header> {
     tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).ok()
 }
 
-/// Applies policy, routes, and writes the response.
-fn handle(mut rq: tiny_http::Request, api: &api::Api) {
+/// Applies policy, routes, and writes the response; `target` is the gate's decision for `rq`.
+fn handle(mut rq: tiny_http::Request, target: Target, api: &api::Api) {
     let started = std::time::Instant::now();
     let request_id = crate::util::rand::hex(16);
-    let req = to_req(&mut rq);
+    let req = to_req(&mut rq, target);
     let (resp, origin) = match req {
         Ok(req) => {
             let origin = req.header("origin").map(str::to_string);
@@ -204,6 +176,9 @@ fn guarded(req: &Req, api: &api::Api, request_id: &str) -> Resp {
     if !policy.host_allowed(req.header("host")) {
         return Resp::detail(403, "Host is not allowed");
     }
+    if let Target::Refused(reason) = &req.target {
+        return Resp::detail(400, reason);
+    }
     let origin = req.header("origin");
     // CORS preflight.
     if req.method == "OPTIONS" && req.header("access-control-request-method").is_some() {
@@ -223,15 +198,18 @@ fn guarded(req: &Req, api: &api::Api, request_id: &str) -> Resp {
             _ => Resp::text(400, "Disallowed CORS origin"),
         };
     }
-    if req.path.starts_with("/api") {
-        let state_changing =
-            !matches!(req.method.as_str(), "GET" | "HEAD" | "OPTIONS") || req.path == "/api/settings/llm/models";
-        if state_changing && !policy.origin_allowed(origin) {
-            return Resp::detail(403, "Origin is not allowed");
+    match &req.target {
+        Target::Api(path) => {
+            if path.state_changing(&req.method) && !policy.origin_allowed(origin) {
+                return Resp::detail(403, "Origin is not allowed");
+            }
+            // HTTP takes the token from `Authorization` only: a `?token=` ends up in logs,
+            // browser history and Referer headers.
+            if !policy.token_ok(req.header("authorization"), None) {
+                return Resp::detail(401, "a valid token is required");
+            }
         }
-        if !policy.token_ok(req.header("authorization"), query_param(&req.query, "token")) {
-            return Resp::detail(401, "a valid token is required");
-        }
+        Target::Static(_) | Target::Refused(_) => {}
     }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| api.route(req))) {
         Ok(r) => r,
@@ -268,7 +246,7 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
     let own_addr = server.server_addr().to_ip();
     let mut woken = std::time::Instant::now();
     let slow = Arc::new(AtomicUsize::new(0));
-    let (bodies, body_rx) = crossbeam_channel::bounded::<tiny_http::Request>(BODY_QUEUE);
+    let (bodies, body_rx) = crossbeam_channel::bounded::<(tiny_http::Request, Target)>(BODY_QUEUE);
     let body_threads: Vec<_> = (0..BODY_WORKERS)
         .filter_map(|i| {
             let (rx, api) = (body_rx.clone(), Arc::clone(&api));
@@ -276,8 +254,8 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
                 .name(format!("http-body-{i}"))
                 .stack_size(512 * 1024)
                 .spawn(move || {
-                    while let Ok(rq) = rx.recv() {
-                        handle(rq, &api);
+                    while let Ok((rq, target)) = rx.recv() {
+                        handle(rq, target, &api);
                     }
                 })
                 .ok()
@@ -303,13 +281,13 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
                 break;
             }
         };
-        let path = rq.url().split('?').next().unwrap_or("").to_string();
-        if !is_slow(rq.method().as_str(), &path) {
+        let target = gate::classify(rq.url());
+        if !target.is_slow(&rq.method().as_str().to_ascii_uppercase()) {
             // A body is read from the client, which may stall: never on this thread.
             if rq.body_length().unwrap_or(0) == 0 {
-                handle(rq, &api);
-            } else if let Err(e) = bodies.try_send(rq) {
-                busy(e.into_inner());
+                handle(rq, target, &api);
+            } else if let Err(e) = bodies.try_send((rq, target)) {
+                busy(e.into_inner().0);
             }
             continue;
         }
@@ -321,7 +299,7 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
         }
         let (api2, slow2) = (Arc::clone(&api), Arc::clone(&slow));
         let spawned = std::thread::Builder::new().name("http-slow".into()).stack_size(512 * 1024).spawn(move || {
-            handle(rq, &api2);
+            handle(rq, target, &api2);
             slow2.fetch_sub(1, Ordering::SeqCst);
         });
         if let Err(e) = spawned {
@@ -349,19 +327,6 @@ fn busy(rq: tiny_http::Request) {
         out.add_header(h);
     }
     let _ = rq.respond(out);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decodes_percent_escapes() {
-        assert_eq!(percent_decode("%2E%2E"), "..");
-        assert_eq!(percent_decode("a%2"), "a%2");
-        assert_eq!(percent_decode("%zz%41"), "%zzA");
-        assert_eq!(percent_decode("%E5%AD%97"), "字");
-    }
 }
 
 #[cfg(test)]
@@ -414,7 +379,7 @@ mod property {
             }
             let req = Req {
                 method: rng.pick(&methods).to_string(),
-                segments: path.split('/').filter(|s| !s.is_empty()).map(percent_decode).collect(),
+                target: gate::classify(&path),
                 path,
                 query: String::new(),
                 headers,

@@ -416,7 +416,7 @@ mod tests {
             let req = Req {
                 method: method.into(),
                 path: p.into(),
-                segments: p.split('/').filter(|s| !s.is_empty()).map(super::super::percent_decode).collect(),
+                target: super::super::gate::classify(p),
                 query: q.into(),
                 headers,
                 body,
@@ -516,7 +516,11 @@ mod tests {
         assert!(v.get("snapshot").is_none());
         let (s, v) = h.call("POST", "/api/skills/demo/rollback/nope-1", Value::Null);
         assert_eq!((s, v["detail"].as_str()), (404, Some("snapshot not found: nope-1")));
+        // A dot segment never reaches the handler (the gate answers 400); a version that only
+        // contains dots is the handler's to refuse.
         let (s, _) = h.call("POST", "/api/skills/demo/rollback/..", Value::Null);
+        assert_eq!(s, 400);
+        let (s, _) = h.call("POST", "/api/skills/demo/rollback/..x", Value::Null);
         assert_eq!(s, 422);
 
         let (s, v) = h.call("PATCH", "/api/skills/demo/enabled", json!({"enabled": false}));
@@ -586,8 +590,9 @@ mod tests {
         assert_eq!(v["name"], "trigger");
         let (_, v) = h.call("GET", "/api/skills", Value::Null);
         assert_eq!(v["invalid"], json!({"user:broken": ["SKILL.md not found"]}));
+        // An encoded separator is refused by the gate before the selector check.
         let (s, v) = h.call("DELETE", "/api/skills/invalid/user/nested%2Fbroken", Value::Null);
-        assert_eq!((s, v["detail"].as_str()), (422, Some("invalid Skill directory selector")));
+        assert_eq!(s, 400, "{v}");
         let (s, v) = h.call("DELETE", "/api/skills/invalid/other/broken", Value::Null);
         assert_eq!((s, v["detail"].as_str()), (422, Some("invalid Skill source")));
         let (s, v) = h.call("DELETE", "/api/skills/invalid/user/broken", Value::Null);

@@ -137,13 +137,7 @@ impl std::fmt::Debug for LlmClient {
 
 /// Loopback Ollama ignores proxy variables (llm-settings.md §6).
 fn is_loopback_url(url: &str) -> bool {
-    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
-    let authority = rest.split('/').next().unwrap_or("");
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => authority.rsplit_once(':').map(|(h, _)| h).unwrap_or(authority),
-    };
-    crate::config::is_loopback(host)
+    crate::util::url::Origin::of(url).is_some_and(|o| crate::config::is_loopback(&o.host))
 }
 
 impl LlmClient {

@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::Provider;
 use crate::util::fsx;
+use crate::util::url::Origin;
 
 pub const MAX_URL: usize = 2048;
 pub const MAX_KEY: usize = 16_384;
@@ -181,20 +182,8 @@ pub fn normalize_url(field: &str, raw: &str, ollama: bool) -> Result<String, Str
     if authority.contains('@') {
         return Err(format!("{field} must not contain credentials"));
     }
-    let (host, port) = match authority.strip_prefix('[') {
-        Some(v6) => match v6.split_once(']') {
-            Some((h, rest)) => (h, rest.strip_prefix(':')),
-            None => return Err(bad()),
-        },
-        None => match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        },
-    };
-    if host.is_empty() || authority.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(bad());
-    }
-    if port.is_some_and(|p| p.parse::<u16>().is_err()) {
+    // Host and port as the client will parse them when it connects.
+    if Origin::of(v).is_none() {
         return Err(bad());
     }
     let mut path = path.trim_end_matches('/').to_string();
@@ -344,26 +333,47 @@ pub fn parse_body(body: &Value, with_provider: bool) -> Result<Draft, InputError
     }
 }
 
-/// Applies the key rules and URL normalisation against the stored settings.
+/// Applies the key rules and URL normalisation against the stored settings. A stored key was
+/// entered for the stored endpoint: it is kept only while the new base URL has the same
+/// [`Origin`], so a changed address can never carry it to another server.
 pub fn build(draft: &Draft, stored: &Settings) -> Result<Settings, InputError> {
     let key_given = draft.api_key.as_deref().map(str::trim).filter(|k| !k.is_empty());
     if draft.clear_api_key && key_given.is_some() {
         return Err(InputError::Invalid("api_key and clear_api_key cannot be submitted together".into()));
     }
+    let openai_base_url =
+        normalize_url("openai_compatible.base_url", &draft.openai_base_url, false).map_err(InputError::Invalid)?;
     let key = if draft.clear_api_key {
         String::new()
+    } else if let Some(k) = key_given {
+        k.to_string()
+    } else if let Some(moved) = moved_origin(&openai_base_url, stored) {
+        return Err(InputError::Invalid(format!("the endpoint changed to {moved}; enter its API key again")));
     } else {
-        key_given.map(str::to_string).unwrap_or_else(|| stored.openai_api_key.clone())
+        stored.openai_api_key.clone()
     };
     if key.chars().count() > MAX_KEY {
         return Err(InputError::Invalid("openai_compatible.api_key is too long".into()));
     }
     Ok(Settings {
-        openai_base_url: normalize_url("openai_compatible.base_url", &draft.openai_base_url, false)
-            .map_err(InputError::Invalid)?,
+        openai_base_url,
         openai_api_key: key,
         ollama_base_url: normalize_url("ollama.base_url", &draft.ollama_base_url, true).map_err(InputError::Invalid)?,
     })
+}
+
+/// The new origin when reusing the stored key would send it somewhere else: a key is stored,
+/// `base_url` (normalised) is set, and its origin differs from the stored one's (or either
+/// does not parse, which counts as different).
+fn moved_origin(base_url: &str, stored: &Settings) -> Option<String> {
+    if stored.openai_api_key.is_empty() || base_url.is_empty() {
+        return None;
+    }
+    let new = Origin::of(base_url);
+    match (&new, Origin::of(&stored.openai_base_url)) {
+        (Some(n), Some(old)) if *n == old => None,
+        _ => Some(new.map(|o| o.to_string()).unwrap_or_else(|| base_url.to_string())),
+    }
 }
 
 #[cfg(test)]
@@ -394,6 +404,48 @@ mod tests {
         assert_eq!(build(&d, &stored).unwrap().openai_api_key, "");
         d.api_key = Some("new".into());
         assert!(matches!(build(&d, &stored), Err(InputError::Invalid(_))));
+    }
+
+    #[test]
+    fn the_stored_key_stays_with_its_origin() {
+        let stored = Settings {
+            openai_base_url: "https://api.example.com/v1".into(),
+            openai_api_key: "old".into(),
+            ..Default::default()
+        };
+        let draft = |url: &str, key: Option<&str>| Draft {
+            openai_base_url: url.into(),
+            api_key: key.map(str::to_string),
+            ..Default::default()
+        };
+        // Same origin, however it is spelt: the key is reused (also for another path).
+        for same in ["https://api.example.com/v1", "HTTPS://API.example.COM:443/v2/", "https://api.example.com./v1"] {
+            assert_eq!(build(&draft(same, None), &stored).unwrap().openai_api_key, "old", "{same}");
+        }
+        // Another scheme, host or port: refused unless a key comes with it.
+        for (moved, shown) in [
+            ("http://api.example.com/v1", "http://api.example.com"),
+            ("https://api.example.com:8443/v1", "https://api.example.com:8443"),
+            ("https://evil.example/v1", "https://evil.example"),
+            ("http://x:1", "http://x:1"),
+        ] {
+            assert_eq!(
+                build(&draft(moved, Some("  ")), &stored),
+                Err(InputError::Invalid(format!("the endpoint changed to {shown}; enter its API key again"))),
+                "{moved}"
+            );
+            assert_eq!(build(&draft(moved, Some("new")), &stored).unwrap().openai_api_key, "new");
+            let mut clear = draft(moved, None);
+            clear.clear_api_key = true;
+            assert_eq!(build(&clear, &stored).unwrap().openai_api_key, "");
+        }
+        // No endpoint (Generic API switched off) sends the key nowhere; no stored key, nothing to move.
+        assert_eq!(build(&draft("", None), &stored).unwrap().openai_api_key, "old");
+        let keyless = Settings { openai_api_key: String::new(), ..stored.clone() };
+        assert_eq!(build(&draft("https://evil.example", None), &keyless).unwrap().openai_api_key, "");
+        // A key stored without an endpoint does not follow the first one set later.
+        let orphan = Settings { openai_base_url: String::new(), ..stored };
+        assert!(matches!(build(&draft("https://api.example.com/v1", None), &orphan), Err(InputError::Invalid(_))));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Small shared helpers: time formatting, randomness, atomic file writes, text cutting, secret
-//! redaction, the SSE parser, parked helper threads and the allocator policy. Any thread may call them.
+//! redaction, the SSE parser, parked helper threads, the allocator policy and the URL/origin parser. Any thread may call them.
 
 pub mod fsx;
 pub mod malloc;
@@ -10,3 +10,4 @@ pub mod redact;
 pub mod sse;
 pub mod text;
 pub mod time;
+pub mod url;

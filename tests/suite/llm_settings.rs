@@ -377,3 +377,102 @@ fn legacy_deepseek_env_is_migrated_once() {
     assert!(!server2.llm_json().exists());
     server2.get("/api/settings/llm").expect(200, public("", false, ""));
 }
+
+fn moved(origin: &str) -> Value {
+    json!({"detail": format!("the endpoint changed to {origin}; enter its API key again")})
+}
+
+fn bearer_of(r: &fake_llm::Recorded) -> String {
+    r.header("authorization").unwrap_or("").to_string()
+}
+
+#[test]
+fn the_stored_key_never_follows_a_new_endpoint() {
+    let stored = FakeLlm::start();
+    let attacker = FakeLlm::start();
+    let server = TestServer::with_llm(&stored);
+    let before = std::fs::read(server.llm_json()).expect("llm.json");
+    let generic = |o: Value| json!({"openai_compatible": o, "ollama": {"base_url": ""}});
+    let probe = |provider: &str, o: Value, ollama: &str| json!({"provider": provider, "openai_compatible": o, "ollama": {"base_url": ollama}});
+
+    // A new origin without a key: 422 naming it, nothing saved, the new endpoint never called.
+    let away = attacker.base();
+    server.put("/api/settings/llm", &generic(json!({"base_url": format!("{away}/v1")}))).expect(422, moved(&away));
+    server.put("/api/settings/llm", &generic(json!({"base_url": away, "api_key": "  "}))).expect(422, moved(&away));
+    server
+        .post("/api/settings/llm/test", &probe("openai_compatible", json!({"base_url": away}), ""))
+        .expect(422, moved(&away));
+    // Same host, another name, scheme or port: another origin.
+    for other in [
+        format!("http://localhost:{}", stored.port()),
+        format!("https://127.0.0.1:{}", stored.port()),
+        format!("http://127.0.0.1:{}", attacker.port()),
+    ] {
+        server
+            .post("/api/settings/llm/test", &probe("openai_compatible", json!({"base_url": other}), ""))
+            .expect(422, moved(&other));
+    }
+    assert!(attacker.requests().is_empty(), "the new endpoint was called: {:?}", attacker.requests());
+    assert!(stored.requests().is_empty(), "a refused probe reached the stored endpoint");
+    assert_eq!(std::fs::read(server.llm_json()).expect("llm.json"), before);
+
+    // The same origin however it is spelt (case, another path): the stored key is reused there.
+    let same = format!("HTTP://127.0.0.1:{}/v1/", stored.port());
+    let r = server.post("/api/settings/llm/test", &probe("openai_compatible", json!({"base_url": same}), ""));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let calls = stored.requests();
+    assert_eq!(
+        calls.iter().map(|c| (c.path.as_str(), bearer_of(c))).collect::<Vec<_>>(),
+        [("/v1/models", format!("Bearer {TEST_KEY}"))]
+    );
+
+    // An Ollama probe needs no Generic key, so an edited Generic address does not block it.
+    let r = server.post("/api/settings/llm/test", &probe("ollama", json!({"base_url": away}), &stored.base()));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(bearer_of(stored.requests().last().expect("ollama probe")), "Bearer ollama-local");
+
+    // A key sent with the new endpoint is the one used; then same-origin edits keep it.
+    let r = server.post(
+        "/api/settings/llm/test",
+        &probe("openai_compatible", json!({"base_url": away, "api_key": "sk-new-endpoint-KEY"}), ""),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    server
+        .put("/api/settings/llm", &generic(json!({"base_url": away, "api_key": "sk-new-endpoint-KEY"})))
+        .expect(200, public(&away, true, ""));
+    server
+        .put("/api/settings/llm", &generic(json!({"base_url": format!("{away}/v1/")})))
+        .expect(200, public(&format!("{away}/v1"), true, ""));
+    assert_eq!(file_json(&server)["openai_compatible"]["api_key"], "sk-new-endpoint-KEY");
+    let seen: Vec<String> = attacker.requests().iter().map(bearer_of).collect();
+    assert_eq!(seen, ["Bearer sk-new-endpoint-KEY"]);
+    // And the old key is not carried back to the first endpoint either.
+    let home = stored.base();
+    server.put("/api/settings/llm", &generic(json!({"base_url": home}))).expect(422, moved(&home));
+}
+
+#[test]
+fn default_ports_case_and_trailing_dots_are_one_origin() {
+    let server = TestServer::start();
+    let put = |o: Value| server.put("/api/settings/llm", &json!({"openai_compatible": o, "ollama": {"base_url": ""}}));
+    put(json!({"base_url": "http://Provider.Example", "api_key": TEST_KEY}))
+        .expect(200, public("http://Provider.Example", true, ""));
+    for same in ["http://provider.example:80/v1", "HTTP://PROVIDER.EXAMPLE./v2", "http://provider.example.:80"] {
+        let r = put(json!({"base_url": same}));
+        assert_eq!(
+            (r.status, r.json()["openai_compatible"]["api_key_configured"].clone()),
+            (200, json!(true)),
+            "{same}: {}",
+            r.body
+        );
+    }
+    assert_eq!(file_json(&server)["openai_compatible"]["api_key"], TEST_KEY);
+    put(json!({"base_url": "https://provider.example"})).expect(422, moved("https://provider.example"));
+    put(json!({"base_url": "http://provider.example:8080/v1"})).expect(422, moved("http://provider.example:8080"));
+    put(json!({"base_url": "https://provider.example", "api_key": "sk-tls-KEY"}))
+        .expect(200, public("https://provider.example", true, ""));
+    put(json!({"base_url": "https://PROVIDER.example:443/v1"}))
+        .expect(200, public("https://PROVIDER.example:443/v1", true, ""));
+    assert_eq!(file_json(&server)["openai_compatible"]["api_key"], "sk-tls-KEY");
+    put(json!({"base_url": "https://provider.example:8443"})).expect(422, moved("https://provider.example:8443"));
+}

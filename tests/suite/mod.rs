@@ -3,6 +3,7 @@
 mod consolidation;
 mod crash;
 mod faults;
+mod gate;
 mod harness;
 mod http_api;
 mod legacy_data;

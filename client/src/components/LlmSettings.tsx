@@ -1,5 +1,6 @@
 // LLM Settings: Generic API (OpenAI-compatible) and Ollama connections. The stored API key is
-// never returned by the server and never shown; the form can keep, replace or clear it.
+// never returned by the server and never shown; the form can keep, replace or clear it. When the
+// address moves to another origin the saved key is not reused, so the key becomes required.
 
 import { useCallback, useEffect, useState } from 'react'
 import { Eye, EyeOff, Trash2, Undo2 } from 'lucide-react'
@@ -8,7 +9,10 @@ import {
   buildTest,
   buildUpdate,
   draftFromSettings,
+  endpointOrigin,
   keepsStoredKey,
+  movedEndpoint,
+  serverKeyError,
   validateDraft,
   type LlmDraft,
   type LlmErrors,
@@ -49,6 +53,12 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
     return Object.keys(errs).length === 0
   }
 
+  const showError = (e: unknown) => {
+    setResult({ ok: false, text: describeError(e) })
+    const keyError = serverKeyError(e)
+    if (keyError) setErrors((errs) => ({ ...errs, api_key: keyError }))
+  }
+
   const test = async () => {
     if (!check()) return
     setBusy('test')
@@ -57,7 +67,7 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
       const r = await api.post<TestResult>('/settings/llm/test', buildTest(draft, tab), { timeoutMs: 40_000 })
       setResult({ ok: Boolean(r?.success), text: r?.message || (r?.success ? 'Connected' : 'Connection failed') })
     } catch (e) {
-      setResult({ ok: false, text: describeError(e) })
+      showError(e)
     } finally {
       setBusy(null)
     }
@@ -75,7 +85,7 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
       setResult({ ok: true, text: 'Connection settings saved' })
       onSaved()
     } catch (e) {
-      setResult({ ok: false, text: describeError(e) })
+      showError(e)
     } finally {
       setBusy(null)
     }
@@ -84,6 +94,8 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
   const oc = draft.openai_compatible
   const stored = Boolean(settings?.openai_compatible.api_key_configured)
   const keeping = keepsStoredKey(draft, settings) && !oc.api_key.trim()
+  const moved = oc.clear_api_key ? null : movedEndpoint(draft, settings)
+  const keyRequired = !keepsStoredKey(draft, settings)
   const tabReady = tab === 'openai_compatible' ? settings?.openai_compatible.ready : settings?.ollama.ready
 
   return (
@@ -149,7 +161,9 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
                     label="API Key"
                     error={errors.api_key}
                     hint={
-                      stored ? (
+                      moved ? (
+                        <span className="rounded bg-amber-500/15 px-1.5 text-[10px] text-amber-300">Required</span>
+                      ) : stored ? (
                         oc.clear_api_key ? (
                           <span className="rounded bg-red-500/15 px-1.5 text-[10px] text-red-300">Will clear</span>
                         ) : (
@@ -165,7 +179,8 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
                           aria-label="API Key"
                           type={showKey ? 'text' : 'password'}
                           autoComplete="new-password"
-                          placeholder={stored && !oc.clear_api_key ? 'Leave blank to keep current key' : 'Enter API Key'}
+                          aria-required={keyRequired}
+                          placeholder={keyRequired ? 'Enter API Key' : 'Leave blank to keep current key'}
                           value={oc.api_key}
                           onChange={(e) => setDraft({ ...draft, openai_compatible: { ...oc, api_key: e.target.value } })}
                         />
@@ -193,6 +208,12 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
                         ))}
                     </div>
                     {keeping && <span className="mt-1 block text-xs text-zinc-500">The saved key will be kept.</span>}
+                    {moved && !oc.api_key.trim() && (
+                      <span className="mt-1 block text-xs text-amber-300" data-testid="llm-key-moved">
+                        The saved key is only sent to {endpointOrigin(settings.openai_compatible.base_url) ?? 'its own address'}.
+                        Enter the API key for {moved}.
+                      </span>
+                    )}
                   </Field>
                 </>
               ) : (

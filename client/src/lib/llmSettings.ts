@@ -1,6 +1,8 @@
 // LLM Settings form logic (web-client spec §9): the draft never holds the stored key; validation
-// covers only the visible tab; requests follow PUT /settings/llm and POST /settings/llm/test.
+// covers only the visible tab; a saved key is only reused while the endpoint's origin is the
+// same; requests follow PUT /settings/llm and POST /settings/llm/test.
 
+import { ApiError } from './api'
 import type { LlmSettings, Provider } from './types'
 
 export interface LlmDraft {
@@ -24,9 +26,56 @@ export function isHttpUrl(value: string): boolean {
   }
 }
 
-/** A stored key is kept when one exists, no clear was asked for, and no new key was typed. */
+/**
+ * Where a URL connects, normalised like the server does: scheme, host and port, with default
+ * ports, letter case and trailing dots of the host not counting. `null` when it is no http(s) URL.
+ */
+export function endpointOrigin(value: string): string | null {
+  try {
+    const u = new URL(value.trim())
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') return null
+    const host = u.hostname.replace(/\.+$/, '')
+    if (!host) return null
+    return `${u.protocol}//${host}${u.port ? `:${u.port}` : ''}`
+  } catch {
+    return null
+  }
+}
+
+/**
+ * The new origin when the typed Generic API address points somewhere other than the one the
+ * saved key was entered for. The server never sends a saved key to a new origin (it answers
+ * 422), so the form asks for the key again. `null` when nothing moved or the URL is invalid.
+ */
+export function movedEndpoint(draft: LlmDraft, settings: LlmSettings | null): string | null {
+  if (!settings?.openai_compatible.api_key_configured) return null
+  const url = draft.openai_compatible.base_url.trim()
+  const now = url ? endpointOrigin(url) : null
+  if (!now) return null
+  return now === endpointOrigin(settings.openai_compatible.base_url) ? null : now
+}
+
+/** A stored key is kept when one exists, no clear was asked for, and the endpoint's origin is unchanged. */
 export function keepsStoredKey(draft: LlmDraft, settings: LlmSettings | null): boolean {
-  return Boolean(settings?.openai_compatible.api_key_configured) && !draft.openai_compatible.clear_api_key
+  return (
+    Boolean(settings?.openai_compatible.api_key_configured) &&
+    !draft.openai_compatible.clear_api_key &&
+    movedEndpoint(draft, settings) === null
+  )
+}
+
+/** The key-field message for a moved endpoint (the server's 422 uses the same words). */
+export function movedKeyMessage(origin: string): string {
+  return `The endpoint changed to ${origin}; enter its API key again`
+}
+
+/**
+ * The server's 422 for a moved endpoint without a key (e.g. the saved settings changed in
+ * another tab), to show at the key field; `null` for any other error.
+ */
+export function serverKeyError(e: unknown): string | null {
+  if (!(e instanceof ApiError) || e.status !== 422 || typeof e.detail !== 'string') return null
+  return /^the endpoint changed to .+; enter its API key again$/.test(e.detail) ? e.detail : null
 }
 
 export type LlmErrors = Partial<Record<'base_url' | 'api_key', string>>
@@ -38,7 +87,10 @@ export function validateDraft(draft: LlmDraft, tab: Provider, settings: LlmSetti
   else if (!isHttpUrl(url)) errors.base_url = 'Enter an http(s) URL with a host'
   if (tab === 'openai_compatible') {
     const typed = draft.openai_compatible.api_key.trim()
-    if (!typed && !keepsStoredKey(draft, settings)) errors.api_key = 'API Key is required'
+    if (!typed && !keepsStoredKey(draft, settings)) {
+      const moved = draft.openai_compatible.clear_api_key ? null : movedEndpoint(draft, settings)
+      errors.api_key = moved ? movedKeyMessage(moved) : 'API Key is required'
+    }
   }
   return errors
 }
