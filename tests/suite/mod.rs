@@ -4,6 +4,7 @@ mod consolidation;
 mod crash;
 mod faults;
 mod harness;
+mod hostile;
 mod http_api;
 mod legacy_data;
 mod llm_settings;
