@@ -5,6 +5,7 @@ mod crash;
 mod faults;
 mod gate;
 mod harness;
+mod hostile;
 mod http_api;
 mod legacy_data;
 mod llm_settings;
