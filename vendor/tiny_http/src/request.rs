@@ -5,9 +5,10 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 
-use crate::util::{EqualReader, FusedReader};
 use crate::{HTTPVersion, Header, Method, Response, StatusCode};
 use chunked_transfer::Decoder;
 
@@ -74,6 +75,58 @@ pub struct Request {
 
     // If Some, a message must be sent after responding
     notify_when_responded: Option<Sender<()>>,
+
+    // (cashcode patch) shared with the connection: set, no further request is read from it
+    close: Arc<AtomicBool>,
+}
+
+/// (cashcode patch) The body of a request: at most `remaining` bytes (a `Content-Length`) or,
+/// when that is `None`, until `inner` ends (chunked). An early end is an error, not a short
+/// body. At the end `inner` is dropped, which hands the stream on to the next request; dropped
+/// before the end, it sets `close` instead of draining the rest (the `EqualReader` it replaces
+/// drained into one buffer of the remaining size, so a huge `Content-Length` aborted the
+/// process, and a slow sender held the thread that dropped the request).
+struct BodyReader<R> {
+    inner: Option<R>,
+    remaining: Option<u64>,
+    close: Arc<AtomicBool>,
+}
+
+impl<R: Read> Read for BodyReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let inner = match self.inner.as_mut() {
+            Some(inner) => inner,
+            None => return Ok(0),
+        };
+        let len = match self.remaining {
+            Some(r) => buf.len().min(r.min(usize::MAX as u64) as usize),
+            None => buf.len(),
+        };
+        if len == 0 {
+            return Ok(0);
+        }
+        let n = inner.read(&mut buf[..len])?;
+        match self.remaining.as_mut() {
+            Some(_) if n == 0 => {
+                let info = "Connection has been closed before we received enough data";
+                return Err(IoError::new(ErrorKind::UnexpectedEof, info));
+            }
+            Some(r) => *r -= n as u64,
+            None => {}
+        }
+        if n == 0 || self.remaining == Some(0) {
+            self.inner = None;
+        }
+        Ok(n)
+    }
+}
+
+impl<R> Drop for BodyReader<R> {
+    fn drop(&mut self) {
+        if self.inner.is_some() {
+            self.close.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 struct NotifyOnDrop<R> {
@@ -135,6 +188,7 @@ pub fn new_request<R, W>(
     remote_addr: Option<SocketAddr>,
     mut source_data: R,
     writer: W,
+    close: Arc<AtomicBool>,
 ) -> Result<Request, RequestCreationError>
 where
     R: Read + Send + 'static,
@@ -212,13 +266,22 @@ where
 
             Box::new(Cursor::new(buffer)) as Box<dyn Read + Send + 'static>
         } else {
-            let (data_reader, _) = EqualReader::new(source_data, content_length); // TODO:
-            Box::new(FusedReader::new(data_reader)) as Box<dyn Read + Send + 'static>
+            let reader = BodyReader {
+                inner: Some(source_data),
+                remaining: Some(content_length as u64),
+                close: Arc::clone(&close),
+            };
+            Box::new(reader) as Box<dyn Read + Send + 'static>
         }
     } else if transfer_encoding.is_some() {
         // if a transfer-encoding was specified, then "chunked" is ALWAYS applied
         // over the message (RFC2616 #3.6)
-        Box::new(FusedReader::new(Decoder::new(source_data))) as Box<dyn Read + Send + 'static>
+        let reader = BodyReader {
+            inner: Some(Decoder::new(source_data)),
+            remaining: None,
+            close: Arc::clone(&close),
+        };
+        Box::new(reader) as Box<dyn Read + Send + 'static>
     } else {
         // if we have neither a Content-Length nor a Transfer-Encoding,
         // assuming that we have no data
@@ -238,6 +301,7 @@ where
         body_length: content_length,
         must_send_continue: expects_continue,
         notify_when_responded: None,
+        close,
     })
 }
 
@@ -448,6 +512,15 @@ impl Request {
 
         let do_not_send_body = self.method == Method::Head;
 
+        // (cashcode patch) a response that says `Connection: close` is the connection's last
+        let closing = response
+            .headers()
+            .iter()
+            .any(|h| h.field.equiv("Connection") && h.value.as_str().eq_ignore_ascii_case("close"));
+        if closing {
+            self.close.store(true, Ordering::SeqCst);
+        }
+
         Self::ignore_client_closing_errors(response.raw_print(
             writer.by_ref(),
             self.http_version.clone(),
@@ -505,7 +578,75 @@ impl<T> ReadWrite for T where T: Read + Write {}
 
 #[cfg(test)]
 mod tests {
-    use super::Request;
+    use super::{BodyReader, Request};
+    use std::io::{Cursor, ErrorKind, Read};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    // (cashcode patch) BodyReader.
+
+    fn body<R: Read>(inner: R, remaining: Option<u64>) -> (BodyReader<R>, Arc<AtomicBool>) {
+        let close = Arc::new(AtomicBool::new(false));
+        let reader = BodyReader {
+            inner: Some(inner),
+            remaining,
+            close: Arc::clone(&close),
+        };
+        (reader, close)
+    }
+
+    #[test]
+    fn a_length_body_ends_at_its_length_and_leaves_the_rest() {
+        let mut source = Cursor::new(b"hello world".to_vec());
+        let (mut reader, close) = body(&mut source, Some(5));
+        let mut out = String::new();
+        reader.read_to_string(&mut out).unwrap();
+        assert_eq!(out, "hello");
+        assert!(reader.inner.is_none(), "the stream is handed on at the end");
+        drop(reader);
+        assert!(!close.load(Ordering::SeqCst));
+        assert_eq!(source.position(), 5);
+    }
+
+    #[test]
+    fn an_early_end_is_an_error_and_closes() {
+        let (mut reader, close) = body(Cursor::new(b"hel".to_vec()), Some(5));
+        let err = reader.read_to_end(&mut Vec::new()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::UnexpectedEof);
+        drop(reader);
+        assert!(close.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_body_dropped_early_is_not_drained_and_closes() {
+        let mut source = Cursor::new(vec![b'x'; 1 << 20]);
+        // A length no buffer could hold: the old EqualReader allocated it on drop.
+        let (mut reader, close) = body(&mut source, Some(u64::MAX));
+        let mut one = [0u8; 1];
+        reader.read_exact(&mut one).unwrap();
+        drop(reader);
+        assert!(close.load(Ordering::SeqCst));
+        assert_eq!(source.position(), 1);
+    }
+
+    #[test]
+    fn an_empty_buffer_does_not_end_the_body() {
+        let (mut reader, close) = body(Cursor::new(b"ab".to_vec()), Some(2));
+        assert_eq!(reader.read(&mut []).unwrap(), 0);
+        assert!(reader.inner.is_some());
+        drop(reader);
+        assert!(close.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn an_unsized_body_ends_with_its_source() {
+        let (mut reader, close) = body(Cursor::new(b"chunked".to_vec()), None);
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).unwrap();
+        assert_eq!(out, b"chunked");
+        drop(reader);
+        assert!(!close.load(Ordering::SeqCst));
+    }
 
     #[test]
     fn must_be_send() {

@@ -254,8 +254,10 @@ where
     {
         let header = header.into();
 
-        // ignoring forbidden headers
-        if header.field.equiv("Connection")
+        // ignoring forbidden headers (cashcode patch: but `Connection: close`, which makes this
+        // response the connection's last; see `Request::respond`)
+        let close = header.value.as_str().eq_ignore_ascii_case("close");
+        if (header.field.equiv("Connection") && !close)
             || header.field.equiv("Trailer")
             || header.field.equiv("Transfer-Encoding")
             || header.field.equiv("Upgrade")
