@@ -69,7 +69,10 @@ impl TaskPool {
     pub fn spawn(&self, code: Box<dyn FnMut() + Send>) {
         let mut queue = self.sharing.todo.lock().unwrap();
 
-        if self.sharing.waiting_tasks.load(Ordering::Acquire) == 0 {
+        // (cashcode patch) A woken thread counts as waiting until it has taken its task, so
+        // only the waiting threads beyond the queued tasks are free: comparing with 0 left a
+        // burst of connections queued behind busy ones until one of those ended.
+        if self.sharing.waiting_tasks.load(Ordering::Acquire) <= queue.len() {
             self.add_thread(Some(code));
         } else {
             queue.push_back(code);
@@ -133,5 +136,48 @@ impl Drop for TaskPool {
             .active_tasks
             .store(999_999_999, Ordering::Release);
         self.sharing.condvar.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TaskPool;
+    use std::sync::atomic::Ordering;
+    use std::sync::mpsc::channel;
+    use std::time::{Duration, Instant};
+
+    // (cashcode patch)
+    #[test]
+    fn a_burst_of_long_tasks_all_start() {
+        let pool = TaskPool::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while pool.sharing.waiting_tasks.load(Ordering::Acquire) < 4 {
+            assert!(
+                Instant::now() < deadline,
+                "the pool's threads never became idle"
+            );
+            std::thread::yield_now();
+        }
+        let (started, starts) = channel();
+        let (release, released) = channel::<()>();
+        let released = std::sync::Arc::new(std::sync::Mutex::new(released));
+        for i in 0..16 {
+            let (started, released) = (started.clone(), released.clone());
+            pool.spawn(Box::new(move || {
+                started.send(i).unwrap();
+                // Holds its thread like a connection that stays open.
+                let _ = released
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(30));
+            }));
+        }
+        for _ in 0..16 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            starts
+                .recv_timeout(left)
+                .expect("a task waited behind busy threads");
+        }
+        drop(release);
     }
 }
