@@ -19,6 +19,8 @@ pub const DEFAULT_WORKERS: usize = 32;
 pub const DEFAULT_ORIGINS: &[&str] = &["http://127.0.0.1:5173", "http://localhost:5173"];
 /// LLM HTTP timeout for connect and for each read (the SDK's 60 s).
 pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(60);
+/// Time for a whole HTTP request body to arrive (`CASHCODE_HTTP_BODY_TIMEOUT`).
+pub const DEFAULT_HTTP_BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub const HELP: &str = "\
 cashcode - a locally hosted personal AI agent server
@@ -72,6 +74,8 @@ pub struct Config {
     pub replay_ttl: Duration,
     pub workers: usize,
     pub llm_timeout: Duration,
+    /// A request body still arriving after this is cut with 408.
+    pub http_body_timeout: Duration,
     pub log_retention_days: u32,
     pub file_log_level: log::LevelFilter,
     pub console_log_level: log::LevelFilter,
@@ -223,6 +227,13 @@ pub fn parse(
                 .ok_or_else(|| Error(format!("CASHCODE_LLM_TIMEOUT must be seconds, got '{v}'")))?,
         ),
     };
+    let http_body_timeout =
+        match get("CASHCODE_HTTP_BODY_TIMEOUT") {
+            None => DEFAULT_HTTP_BODY_TIMEOUT,
+            Some(v) => Duration::from_secs_f64(v.parse::<f64>().ok().filter(|s| *s > 0.0 && *s <= 3600.0).ok_or_else(
+                || Error(format!("CASHCODE_HTTP_BODY_TIMEOUT must be seconds (0 < s <= 3600), got '{v}'")),
+            )?),
+        };
     let retention = match get("CASHCODE_LOG_RETENTION_DAYS") {
         None => 10,
         Some(v) => v
@@ -264,6 +275,7 @@ pub fn parse(
         replay_ttl,
         workers,
         llm_timeout,
+        http_body_timeout,
         log_retention_days: retention,
         file_log_level: level("CASHCODE_FILE_LOG_LEVEL", log::LevelFilter::Debug)?,
         console_log_level: level("CASHCODE_CONSOLE_LOG_LEVEL", log::LevelFilter::Info)?,

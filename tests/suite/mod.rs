@@ -5,6 +5,7 @@ mod crash;
 mod faults;
 mod harness;
 mod http_api;
+mod http_bounds;
 mod legacy_data;
 mod llm_settings;
 mod load;
