@@ -464,6 +464,12 @@ mod tests {
         }
         assert_eq!(run(&[], &[("CASHCODE_REPLAY_TTL", "5")]).unwrap().replay_ttl, Duration::from_secs(5));
         assert_eq!(run(&[], &[]).unwrap().replay_ttl, crate::ws::hub::DEFAULT_RING_TTL);
+        for bad in ["0", "-1", "x", "3601"] {
+            assert!(run(&[], &[("CASHCODE_HTTP_BODY_TIMEOUT", bad)]).is_err(), "CASHCODE_HTTP_BODY_TIMEOUT={bad}");
+        }
+        let c = run(&[], &[("CASHCODE_HTTP_BODY_TIMEOUT", "0.5")]).unwrap();
+        assert_eq!(c.http_body_timeout, Duration::from_millis(500));
+        assert_eq!(run(&[], &[]).unwrap().http_body_timeout, DEFAULT_HTTP_BODY_TIMEOUT);
     }
 
     #[test]

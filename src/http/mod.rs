@@ -1,7 +1,8 @@
 //! The HTTP front door, run on the `http` thread: tiny_http requests become [`Req`], the
 //! router turns them into [`Resp`]; CORS, the Origin/Host/token checks and `X-Request-ID` are
 //! applied here, once. Routes that wait on the network (LLM discovery, MCP connect) run on a
-//! short-lived `http-slow` thread so they never stall the others.
+//! short-lived `http-slow` thread so they never stall the others, and a body that may arrive
+//! slowly on a short-lived `http-body` thread under a per-peer permit ([`body`]).
 
 pub mod api;
 pub mod assets;
@@ -284,7 +285,7 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
             match readers.acquire(rq.remote_addr().map(|a| a.ip())) {
                 Ok(permit) => Some(permit),
                 Err(full) => {
-                    log::warn!("event=http.body.refused limit={full:?} in_use={}", readers.in_use());
+                    log::debug!("event=http.body.refused limit={full:?} in_use={}", readers.in_use());
                     match full {
                         body::Full::Peer => {
                             busy(rq, 429, "too many uploads from this address at once; try again shortly")
