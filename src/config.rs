@@ -19,6 +19,8 @@ pub const DEFAULT_WORKERS: usize = 32;
 pub const DEFAULT_ORIGINS: &[&str] = &["http://127.0.0.1:5173", "http://localhost:5173"];
 /// LLM HTTP timeout for connect and for each read (the SDK's 60 s).
 pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(60);
+/// Time for a whole HTTP request body to arrive (`CASHCODE_HTTP_BODY_TIMEOUT`).
+pub const DEFAULT_HTTP_BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub const HELP: &str = "\
 cashcode - a locally hosted personal AI agent server
@@ -77,6 +79,8 @@ pub struct Config {
     pub replay_ttl: Duration,
     pub workers: usize,
     pub llm_timeout: Duration,
+    /// A request body still arriving after this is cut with 408.
+    pub http_body_timeout: Duration,
     pub log_retention_days: u32,
     /// `web_fetch` may connect to loopback, private and link-local addresses.
     pub web_fetch_allow_private: bool,
@@ -230,6 +234,13 @@ pub fn parse(
                 .ok_or_else(|| Error(format!("CASHCODE_LLM_TIMEOUT must be seconds, got '{v}'")))?,
         ),
     };
+    let http_body_timeout =
+        match get("CASHCODE_HTTP_BODY_TIMEOUT") {
+            None => DEFAULT_HTTP_BODY_TIMEOUT,
+            Some(v) => Duration::from_secs_f64(v.parse::<f64>().ok().filter(|s| *s > 0.0 && *s <= 3600.0).ok_or_else(
+                || Error(format!("CASHCODE_HTTP_BODY_TIMEOUT must be seconds (0 < s <= 3600), got '{v}'")),
+            )?),
+        };
     let retention = match get("CASHCODE_LOG_RETENTION_DAYS") {
         None => 10,
         Some(v) => v
@@ -279,6 +290,7 @@ pub fn parse(
         replay_ttl,
         workers,
         llm_timeout,
+        http_body_timeout,
         log_retention_days: retention,
         web_fetch_allow_private,
         file_log_level: level("CASHCODE_FILE_LOG_LEVEL", log::LevelFilter::Debug)?,
@@ -468,6 +480,12 @@ mod tests {
         }
         assert_eq!(run(&[], &[("CASHCODE_REPLAY_TTL", "5")]).unwrap().replay_ttl, Duration::from_secs(5));
         assert_eq!(run(&[], &[]).unwrap().replay_ttl, crate::ws::hub::DEFAULT_RING_TTL);
+        for bad in ["0", "-1", "x", "3601"] {
+            assert!(run(&[], &[("CASHCODE_HTTP_BODY_TIMEOUT", bad)]).is_err(), "CASHCODE_HTTP_BODY_TIMEOUT={bad}");
+        }
+        let c = run(&[], &[("CASHCODE_HTTP_BODY_TIMEOUT", "0.5")]).unwrap();
+        assert_eq!(c.http_body_timeout, Duration::from_millis(500));
+        assert_eq!(run(&[], &[]).unwrap().http_body_timeout, DEFAULT_HTTP_BODY_TIMEOUT);
     }
 
     #[test]

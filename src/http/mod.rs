@@ -2,17 +2,18 @@
 //! request goes, tiny_http requests become [`Req`] carrying that decision, the router turns
 //! them into [`Resp`]; CORS, the Origin/Host/token checks and `X-Request-ID` are applied here,
 //! once. Routes that wait on the network (LLM discovery, MCP connect) run on a short-lived
-//! `http-slow` thread so they never stall the others.
+//! `http-slow` thread so they never stall the others, and a body that may arrive slowly on a
+//! short-lived `http-body` thread under a per-peer permit ([`body`]).
 
 pub mod api;
 pub mod assets;
+pub mod body;
 pub mod gate;
 pub mod llm_routes;
 pub mod mcp_routes;
 pub mod sessions;
 pub mod skills_routes;
 
-use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,9 +27,6 @@ use crate::security::{query_param, AccessPolicy};
 pub const MAX_BODY: usize = 12 * 1024 * 1024;
 /// Concurrent slow-route threads.
 const MAX_SLOW: usize = 16;
-/// Threads that read request bodies (a client may stall mid-body until the socket timeout).
-const BODY_WORKERS: usize = 4;
-const BODY_QUEUE: usize = 256;
 /// Read and write timeout of HTTP connections.
 pub const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -105,7 +103,7 @@ impl Resp {
     }
 }
 
-fn to_req(rq: &mut tiny_http::Request, target: Target) -> Result<Req, Resp> {
+fn to_req(rq: &mut tiny_http::Request, target: Target, body_timeout: Duration) -> Result<Req, Resp> {
     let url = rq.url().to_string();
     let (path, query) = match url.split_once('?') {
         Some((p, q)) => (p.to_string(), q.to_string()),
@@ -116,17 +114,7 @@ fn to_req(rq: &mut tiny_http::Request, target: Target) -> Result<Req, Resp> {
         .iter()
         .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.as_str().to_string()))
         .collect();
-    if rq.body_length().is_some_and(|n| n > MAX_BODY) {
-        return Err(Resp::detail(413, "request body too large"));
-    }
-    let mut body = Vec::new();
-    rq.as_reader()
-        .take(MAX_BODY as u64 + 1)
-        .read_to_end(&mut body)
-        .map_err(|_| Resp::detail(400, "could not read the request body"))?;
-    if body.len() > MAX_BODY {
-        return Err(Resp::detail(413, "request body too large"));
-    }
+    let body = body::read(rq, body_timeout)?;
     Ok(Req { method: rq.method().as_str().to_ascii_uppercase(), path, target, query, headers, body })
 }
 
@@ -138,7 +126,7 @@ fn header(name: &str, value: &str) -> Option<tiny_http::Header> {
 fn handle(mut rq: tiny_http::Request, target: Target, api: &api::Api) {
     let started = std::time::Instant::now();
     let request_id = crate::util::rand::hex(16);
-    let req = to_req(&mut rq, target);
+    let req = to_req(&mut rq, target, api.config.http_body_timeout);
     let (resp, origin) = match req {
         Ok(req) => {
             let origin = req.header("origin").map(str::to_string);
@@ -246,21 +234,7 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
     let own_addr = server.server_addr().to_ip();
     let mut woken = std::time::Instant::now();
     let slow = Arc::new(AtomicUsize::new(0));
-    let (bodies, body_rx) = crossbeam_channel::bounded::<(tiny_http::Request, Target)>(BODY_QUEUE);
-    let body_threads: Vec<_> = (0..BODY_WORKERS)
-        .filter_map(|i| {
-            let (rx, api) = (body_rx.clone(), Arc::clone(&api));
-            std::thread::Builder::new()
-                .name(format!("http-body-{i}"))
-                .stack_size(512 * 1024)
-                .spawn(move || {
-                    while let Ok((rq, target)) = rx.recv() {
-                        handle(rq, target, &api);
-                    }
-                })
-                .ok()
-        })
-        .collect();
+    let readers = Arc::new(body::Readers::new(body::MAX_BODY_READERS, body::MAX_BODY_READERS_PER_PEER));
     loop {
         if woken.elapsed() >= ACCEPT_WAKE {
             if let Some(addr) = &own_addr {
@@ -282,24 +256,52 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
             }
         };
         let target = gate::classify(rq.url());
+        // A body that may arrive slowly is read on the request's own thread, never on this
+        // one, and only while its peer and the server have a reader to spare: a peer trickling
+        // uploads holds at most its share, and requests without a body never wait for one.
+        let permit = if body::may_stall(&rq) {
+            match readers.acquire(rq.remote_addr().map(|a| a.ip())) {
+                Ok(permit) => Some(permit),
+                Err(full) => {
+                    log::debug!("event=http.body.refused limit={full:?} in_use={}", readers.in_use());
+                    match full {
+                        body::Full::Peer => {
+                            busy(rq, 429, "too many uploads from this address at once; try again shortly")
+                        }
+                        body::Full::All => busy(rq, 503, "too many uploads at once; try again shortly"),
+                    }
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
         if !target.is_slow(&rq.method().as_str().to_ascii_uppercase()) {
-            // A body is read from the client, which may stall: never on this thread.
-            if rq.body_length().unwrap_or(0) == 0 {
+            let Some(permit) = permit else {
                 handle(rq, target, &api);
-            } else if let Err(e) = bodies.try_send((rq, target)) {
-                busy(e.into_inner().0);
+                continue;
+            };
+            let api2 = Arc::clone(&api);
+            let spawned =
+                std::thread::Builder::new().name("http-body".into()).stack_size(512 * 1024).spawn(move || {
+                    handle(rq, target, &api2);
+                    drop(permit);
+                });
+            if let Err(e) = spawned {
+                log::error!("event=http.body.spawn_failed error=\"{e}\"");
             }
             continue;
         }
         // Network-bound routes never run on this thread: a full pool answers 503 at once.
         if slow.fetch_add(1, Ordering::SeqCst) >= MAX_SLOW {
             slow.fetch_sub(1, Ordering::SeqCst);
-            busy(rq);
+            busy(rq, 503, "too many requests waiting on the network; try again shortly");
             continue;
         }
         let (api2, slow2) = (Arc::clone(&api), Arc::clone(&slow));
         let spawned = std::thread::Builder::new().name("http-slow".into()).stack_size(512 * 1024).spawn(move || {
             handle(rq, target, &api2);
+            drop(permit);
             slow2.fetch_sub(1, Ordering::SeqCst);
         });
         if let Err(e) = spawned {
@@ -307,18 +309,16 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
             log::error!("event=http.slow.spawn_failed error=\"{e}\"");
         }
     }
-    drop(bodies);
-    for t in body_threads {
-        let _ = t.join();
-    }
 }
 
-/// 503 for a network-bound request while every slow-route thread is busy.
-fn busy(rq: tiny_http::Request) {
-    let body = serde_json::to_vec(&json!({"detail": "too many requests waiting on the network; try again shortly"}))
-        .unwrap_or_default();
-    let mut out = tiny_http::Response::from_data(body).with_status_code(503);
-    for (k, v) in [("Content-Type", "application/json"), ("Retry-After", "2")] {
+/// An immediate refusal (503 while every slow-route thread or body reader is busy, 429 when
+/// this peer has its share of body readers). A body still on the wire is not read: the
+/// response says `Connection: close` and the patched tiny_http closes instead of draining it.
+fn busy(rq: tiny_http::Request, status: u16, detail: &str) {
+    let body = serde_json::to_vec(&json!({ "detail": detail })).unwrap_or_default();
+    let mut out = tiny_http::Response::from_data(body).with_status_code(status);
+    let closing = body::streamed(&rq).then_some(("Connection", "close"));
+    for (k, v) in [("Content-Type", "application/json"), ("Retry-After", "2")].into_iter().chain(closing) {
         if let Some(h) = header(k, v) {
             out.add_header(h);
         }

@@ -7,6 +7,7 @@ mod gate;
 mod harness;
 mod hostile;
 mod http_api;
+mod http_bounds;
 mod legacy_data;
 mod llm_settings;
 mod load;
