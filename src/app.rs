@@ -21,6 +21,7 @@ use crate::memory::dream::Dream;
 use crate::security::AccessPolicy;
 use crate::store::chats::ChatStore;
 use crate::store::memory::MemoryFiles;
+use crate::util::fsx;
 use crate::ws::{hub::Hub, WsShared};
 
 /// Set by SIGINT/SIGTERM.
@@ -57,8 +58,9 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// Creates a directory of the server's own data (0700).
 fn dir(path: &std::path::Path, what: &str) -> Result<(), Error> {
-    std::fs::create_dir_all(path)
+    fsx::create_private_dirs(path)
         .map_err(|e| Error(format!("cannot create the {what} directory {}: {e}", path.display())))
 }
 
@@ -78,7 +80,14 @@ pub fn start(config: Config) -> Result<Server, Error> {
         dir(&config.data_dir.join(sub), "data")?;
     }
     dir(&config.memory_dir, "memory")?;
-    dir(&config.workspace_dir, "workspace")?;
+    // The workspace is the user's: ordinary modes.
+    std::fs::create_dir_all(&config.workspace_dir)
+        .map_err(|e| Error(format!("cannot create the workspace directory {}: {e}", config.workspace_dir.display())))?;
+    // An older install made these 0755 with 0644 files inside: closing the roots puts every
+    // file below out of other users' reach.
+    for root in [&config.data_dir, &config.memory_dir, &config.config_dir] {
+        fsx::tighten_dir(root);
+    }
     crate::net::raise_nofile_limit();
 
     let workspace = config.workspace_dir.canonicalize().unwrap_or_else(|_| config.workspace_dir.clone());

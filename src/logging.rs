@@ -1,6 +1,7 @@
 //! Logging: console (stderr, via env_logger's formatter) and `<log dir>/cashcode.log`, with
 //! separate levels, every line passed through secret redaction, daily rotation to
-//! `cashcode.log.YYYY-MM-DD` and retention. Any thread logs; file writes take a mutex.
+//! `cashcode.log.YYYY-MM-DD` and retention. The log directory is 0700 and its files 0600. Any
+//! thread logs; file writes take a mutex.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -9,7 +10,7 @@ use std::sync::Mutex;
 
 use log::{LevelFilter, Log, Metadata, Record};
 
-use crate::util::{redact, time};
+use crate::util::{fsx, redact, time};
 
 struct FileSink {
     dir: PathBuf,
@@ -27,8 +28,9 @@ struct Logger {
 
 /// Installs the logger; fails when the log directory cannot be created or written.
 pub fn init(dir: &Path, file_level: LevelFilter, console_level: LevelFilter, retention_days: u32) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
-    let file = OpenOptions::new().create(true).append(true).open(dir.join("cashcode.log"))?;
+    fsx::create_private_dirs(dir)?;
+    fsx::tighten_dir(dir);
+    let file = open_log(&dir.join("cashcode.log"))?;
     let now = time::now_epoch() as i64;
     let sink = FileSink { dir: dir.to_path_buf(), file, date: time::local_date(now), retention_days };
     prune(&sink.dir, sink.retention_days);
@@ -95,13 +97,28 @@ impl FileSink {
         let current = self.dir.join("cashcode.log");
         let archived = self.dir.join(format!("cashcode.log.{}", self.date));
         if fs::rename(&current, &archived).is_ok() {
-            if let Ok(f) = OpenOptions::new().create(true).append(true).open(&current) {
+            if let Ok(f) = open_log(&current) {
                 self.file = f;
             }
         }
         self.date = today;
         prune(&self.dir, self.retention_days);
     }
+}
+
+/// Opens a log file for appending, 0600 (an older, wider file is narrowed).
+fn open_log(path: &Path) -> io::Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, fsx::FILE_MODE);
+    let f = opts.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = f.set_permissions(fs::Permissions::from_mode(fsx::FILE_MODE));
+    }
+    Ok(f)
 }
 
 /// Keeps today's file plus `retention_days - 1` archives; touches only `cashcode.log.YYYY-MM-DD`.

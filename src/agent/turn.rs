@@ -102,7 +102,7 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         }
     };
     if let Some(dir) = deps.chats.dir(chat_id) {
-        let _ = std::fs::create_dir_all(dir);
+        let _ = crate::util::fsx::create_private_dirs(&dir);
     }
     if let Some(title) = title {
         t.emit(t.chat_event("session_updated").with("title", title).with("updated_at", time::local_iso_offset_now()));
