@@ -1,7 +1,7 @@
 //! Logging: console (stderr, via env_logger's formatter) and `<log dir>/cashcode.log`, with
-//! separate levels, every line passed through secret redaction, daily rotation to
-//! `cashcode.log.YYYY-MM-DD` and retention. The log directory is 0700 and its files 0600. Any
-//! thread logs; file writes take a mutex.
+//! separate levels, every line passed through secret redaction (the known secret values, then
+//! the generic shapes), daily rotation to `cashcode.log.YYYY-MM-DD` and retention. The log
+//! directory is 0700 and its files 0600. Any thread logs; file writes take a mutex.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 use log::{LevelFilter, Log, Metadata, Record};
 
+use crate::secrets::Secrets;
 use crate::util::{fsx, redact, time};
 
 struct FileSink {
@@ -20,33 +21,36 @@ struct FileSink {
 }
 
 struct Logger {
+    secrets: Secrets,
     console: env_logger::Logger,
     console_level: LevelFilter,
     file_level: LevelFilter,
     file: Mutex<FileSink>,
 }
 
-/// Installs the logger; fails when the log directory cannot be created or written.
-pub fn init(dir: &Path, file_level: LevelFilter, console_level: LevelFilter, retention_days: u32) -> io::Result<()> {
+/// Installs the logger; fails when the log directory cannot be created or written. `secrets`
+/// is the server's live registry of known secret values.
+pub fn init(
+    dir: &Path,
+    file_level: LevelFilter,
+    console_level: LevelFilter,
+    retention_days: u32,
+    secrets: Secrets,
+) -> io::Result<()> {
     fsx::create_private_dirs(dir)?;
     fsx::tighten_dir(dir);
     let file = open_log(&dir.join("cashcode.log"))?;
     let now = time::now_epoch() as i64;
     let sink = FileSink { dir: dir.to_path_buf(), file, date: time::local_date(now), retention_days };
     prune(&sink.dir, sink.retention_days);
+    let console_secrets = secrets.clone();
     let console = env_logger::Builder::new()
         .filter_level(console_level)
-        .format(|buf, record| {
-            writeln!(
-                buf,
-                "{} {:<5} {}",
-                time::minute_stamp(),
-                record.level(),
-                redact::redact(&record.args().to_string())
-            )
+        .format(move |buf, record| {
+            writeln!(buf, "{} {:<5} {}", time::minute_stamp(), record.level(), clean(&console_secrets, record))
         })
         .build();
-    let logger = Logger { console, console_level, file_level, file: Mutex::new(sink) };
+    let logger = Logger { secrets, console, console_level, file_level, file: Mutex::new(sink) };
     log::set_max_level(console_level.max(file_level));
     log::set_boxed_logger(Box::new(logger)).map_err(|e| io::Error::other(e.to_string()))
 }
@@ -75,7 +79,7 @@ impl Log for Logger {
                 t.offset_str(false),
                 record.level().as_str(),
                 record.target(),
-                redact::redact(&record.args().to_string())
+                clean(&self.secrets, record)
             );
             let mut sink = self.file.lock().unwrap_or_else(|p| p.into_inner());
             sink.rotate_if_needed(now as i64);
@@ -104,6 +108,11 @@ impl FileSink {
         self.date = today;
         prune(&self.dir, self.retention_days);
     }
+}
+
+/// The message of `record` without known secret values or generic secret shapes.
+fn clean(secrets: &Secrets, record: &Record) -> String {
+    redact::redact(&secrets.redact(&record.args().to_string()))
 }
 
 /// Opens a log file for appending, 0600 (an older, wider file is narrowed).

@@ -58,7 +58,8 @@ impl Turn<'_> {
 
     fn error(&self, detail: &str) {
         self.deps.chats.end_turn(&self.req.chat_id);
-        self.emit(Event::new("error").with("detail", detail).with("chat_id", self.req.chat_id.as_str()));
+        let detail = self.deps.secrets.redact(detail);
+        self.emit(Event::new("error").with("detail", detail.as_ref()).with("chat_id", self.req.chat_id.as_str()));
     }
 }
 
@@ -308,6 +309,10 @@ fn run_tools(
                 ))
             }
         };
+        // The one place a result (built-in, MCP or skill; success or error) is cleaned of the
+        // known secret values (a key `cat` from llm.json, a token echoed from a config file)
+        // before any projection reaches the events, the history or the model.
+        let out = out.redacted(&t.deps.secrets);
         log::info!(
             "event=tool.call.completed chat_id={} tool={:?} failed={} duration_ms={:.2}",
             t.req.chat_id,

@@ -3,6 +3,7 @@
 mod consolidation;
 mod crash;
 mod faults;
+mod file_modes;
 mod harness;
 mod http_api;
 mod legacy_data;

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 
 use super::jsonrpc::{self, Id, Message};
 use super::{Error, Result};
+use crate::secrets::is_secret_name;
 use crate::util::{redact, text};
 
 /// What a caller's reply channel carries: the `result`, or why there is none.
@@ -53,19 +54,15 @@ pub struct HttpSpec {
 
 impl TransportSpec {
     /// Values that must never appear in errors or logs: header values and env values whose
-    /// key looks secret.
+    /// key looks secret (tools-and-mcp.md §11; the server-wide [`is_secret_name`]).
     pub fn secrets(&self) -> Vec<String> {
         match self {
-            TransportSpec::Stdio(s) => s.env.iter().filter(|(k, _)| is_secret_key(k)).map(|(_, v)| v.clone()).collect(),
+            TransportSpec::Stdio(s) => {
+                s.env.iter().filter(|(k, _)| is_secret_name(k)).map(|(_, v)| v.clone()).collect()
+            }
             TransportSpec::Sse(h) | TransportSpec::StreamableHttp(h) => h.headers.values().cloned().collect(),
         }
     }
-}
-
-/// Env keys whose values are treated as secrets (tools-and-mcp.md §11).
-pub fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    ["key", "token", "secret", "password"].iter().any(|w| k.contains(w))
 }
 
 /// What is being sent, so HTTP transports know whether a reply body is expected.
