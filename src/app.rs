@@ -21,6 +21,7 @@ use crate::memory::dream::Dream;
 use crate::security::AccessPolicy;
 use crate::store::chats::ChatStore;
 use crate::store::memory::MemoryFiles;
+use crate::util::fsx;
 use crate::ws::{hub::Hub, WsShared};
 
 /// Set by SIGINT/SIGTERM.
@@ -57,8 +58,9 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// Creates a directory of the server's own data (0700).
 fn dir(path: &std::path::Path, what: &str) -> Result<(), Error> {
-    std::fs::create_dir_all(path)
+    fsx::create_private_dirs(path)
         .map_err(|e| Error(format!("cannot create the {what} directory {}: {e}", path.display())))
 }
 
@@ -78,7 +80,14 @@ pub fn start(config: Config) -> Result<Server, Error> {
         dir(&config.data_dir.join(sub), "data")?;
     }
     dir(&config.memory_dir, "memory")?;
-    dir(&config.workspace_dir, "workspace")?;
+    // The workspace is the user's: ordinary modes.
+    std::fs::create_dir_all(&config.workspace_dir)
+        .map_err(|e| Error(format!("cannot create the workspace directory {}: {e}", config.workspace_dir.display())))?;
+    // An older install made these 0755 with 0644 files inside: closing the roots puts every
+    // file below out of other users' reach.
+    for root in [&config.data_dir, &config.memory_dir, &config.config_dir] {
+        fsx::tighten_dir(root);
+    }
     crate::net::raise_nofile_limit();
 
     let workspace = config.workspace_dir.canonicalize().unwrap_or_else(|_| config.workspace_dir.clone());
@@ -89,12 +98,15 @@ pub fn start(config: Config) -> Result<Server, Error> {
         log::warn!("event=history.recovered_interrupted_turns chats={repaired}");
     }
     let memory = Arc::new(MemoryFiles::new(&config.memory_dir));
-    let llm = Arc::new(LlmRuntime::load(
-        config.llm_settings_path(),
-        config.llm_timeout,
-        config.deepseek_api_key.as_deref(),
-        config.deepseek_api_base.as_deref(),
-    ));
+    let llm = Arc::new(
+        LlmRuntime::load(
+            config.llm_settings_path(),
+            config.llm_timeout,
+            config.deepseek_api_key.as_deref(),
+            config.deepseek_api_base.as_deref(),
+        )
+        .with_secrets(config.secrets.clone()),
+    );
     let hub = Arc::new(Hub::with_ring_ttl(config.replay_ttl));
     let (consolidator, consolidate_thread) = Consolidator::start(Arc::clone(&chats), config.consolidate_chars);
     let (timers_stop, timers_rx) = crossbeam_channel::bounded::<()>(0);
@@ -113,7 +125,10 @@ pub fn start(config: Config) -> Result<Server, Error> {
     // MCP: both catalogs load now (an invalid entry stops start-up); nothing connects yet.
     let mcp_catalog =
         Catalog::load(config.project_dir.as_deref(), &config.data_dir).map_err(|e| Error(e.to_string()))?;
-    let mcp = Arc::new(McpManager::new(ManagerConfig::from_config(&config).map_err(Error)?, mcp_catalog));
+    let mcp = Arc::new(
+        McpManager::new(ManagerConfig::from_config(&config).map_err(Error)?, mcp_catalog)
+            .with_secrets(config.secrets.clone()),
+    );
 
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
     let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config));
@@ -166,6 +181,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         workspace,
         protected,
         consolidator: Some(consolidator),
+        secrets: config.secrets.clone(),
     });
 
     {
@@ -283,8 +299,21 @@ impl Server {
 
 /// Runs until SIGINT/SIGTERM.
 pub fn run(config: Config) -> Result<(), Error> {
-    crate::logging::init(&config.log_dir, config.file_log_level, config.console_log_level, config.log_retention_days)
-        .map_err(|e| Error(format!("cannot write logs to {}: {e}", config.log_dir.display())))?;
+    crate::logging::init(
+        &config.log_dir,
+        config.file_log_level,
+        config.console_log_level,
+        config.log_retention_days,
+        config.secrets.clone(),
+    )
+    .map_err(|e| Error(format!("cannot write logs to {}: {e}", config.log_dir.display())))?;
+    for w in &config.warnings {
+        log::warn!("event=config.warning message={w:?}");
+        // Shown on stderr even when the console log level hides warnings.
+        if config.console_log_level < log::LevelFilter::Warn {
+            eprintln!("cashcode: warning: {w}");
+        }
+    }
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);

@@ -7,6 +7,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::secrets::{is_secret_name, Secrets, REDACTED};
+
 pub const DEFAULT_HTTP_PORT: u16 = 8000;
 pub const DEFAULT_WS_PORT: u16 = 8765;
 pub const DEFAULT_HOST: &str = "127.0.0.1";
@@ -34,7 +36,8 @@ Flags override environment variables, which override a .env file, which override
   --ws-host ADDR         WebSocket bind address (env WS_HOST, default 127.0.0.1)
   --ws-port N            WebSocket port (env WS_PORT, default 8765; 0 = any free port)
   --allowed-origins L    comma list of browser origins (env CASHCODE_ALLOWED_ORIGINS)
-  --token T              required for non-loopback binds (env CASHCODE_TOKEN)
+  --token T              required for non-loopback binds (env CASHCODE_TOKEN); 16+ characters
+  --token-file PATH      read the token from a file instead, trimmed (env CASHCODE_TOKEN_FILE)
   --home DIR             base for the default data/memory/log/workspace dirs (env CASHCODE_HOME)
   --data-dir DIR         data root (env CASHCODE_DATA_DIR, default <home>/data)
   --memory-dir DIR       chats, MEMORY.md, SOUL.md (env MEMORY_DIR, default <home>/memory)
@@ -54,8 +57,14 @@ Environment only (the README lists every setting):
                          addresses (default 0: public internet addresses only)
 ";
 
-/// Fully resolved configuration, passed to every constructor.
-#[derive(Debug, Clone)]
+/// Tokens shorter than this draw a start-up warning.
+pub const MIN_TOKEN_CHARS: usize = 16;
+/// Largest token file read.
+const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+
+/// Fully resolved configuration, passed to every constructor. Its `Debug` output never shows
+/// a secret (the token, the legacy key, secret-named variables).
+#[derive(Clone)]
 pub struct Config {
     pub http_host: String,
     pub http_port: u16,
@@ -63,6 +72,7 @@ pub struct Config {
     pub ws_port: u16,
     /// Browser origins allowed besides the server's own HTTP origin.
     pub allowed_origins: Vec<String>,
+    /// From `CASHCODE_TOKEN` or the file named by `CASHCODE_TOKEN_FILE`.
     pub token: Option<String>,
     pub data_dir: PathBuf,
     pub memory_dir: PathBuf,
@@ -91,6 +101,51 @@ pub struct Config {
     pub deepseek_api_base: Option<String>,
     /// Every variable seen (env + .env), for modules with their own switches (skill evolution).
     pub vars: BTreeMap<String, String>,
+    /// Known secret values, seeded with the token and the secret variables' values; shared
+    /// (live) with the LLM runtime, the MCP manager, the turn loop and the logger.
+    pub secrets: Secrets,
+    /// Problems worth telling the operator that do not stop start-up (a short token, a token
+    /// file others can read); `app::run` logs them once logging is up.
+    pub warnings: Vec<String>,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hidden = |v: &Option<String>| v.as_ref().map(|_| REDACTED);
+        let vars: BTreeMap<&str, &str> = self
+            .vars
+            .iter()
+            .map(|(k, v)| (k.as_str(), if is_secret_name(k) { REDACTED } else { v.as_str() }))
+            .collect();
+        f.debug_struct("Config")
+            .field("http_host", &self.http_host)
+            .field("http_port", &self.http_port)
+            .field("ws_host", &self.ws_host)
+            .field("ws_port", &self.ws_port)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("token", &hidden(&self.token))
+            .field("data_dir", &self.data_dir)
+            .field("memory_dir", &self.memory_dir)
+            .field("config_dir", &self.config_dir)
+            .field("workspace_dir", &self.workspace_dir)
+            .field("log_dir", &self.log_dir)
+            .field("project_dir", &self.project_dir)
+            .field("client_dir", &self.client_dir)
+            .field("dream_interval", &self.dream_interval)
+            .field("consolidate_chars", &self.consolidate_chars)
+            .field("replay_ttl", &self.replay_ttl)
+            .field("workers", &self.workers)
+            .field("llm_timeout", &self.llm_timeout)
+            .field("log_retention_days", &self.log_retention_days)
+            .field("file_log_level", &self.file_log_level)
+            .field("console_log_level", &self.console_log_level)
+            .field("deepseek_api_key", &hidden(&self.deepseek_api_key))
+            .field("deepseek_api_base", &self.deepseek_api_base)
+            .field("vars", &vars)
+            .field("secrets", &self.secrets)
+            .field("warnings", &self.warnings)
+            .finish()
+    }
 }
 
 /// What the command line asked for.
@@ -118,6 +173,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("--ws-port", "WS_PORT"),
     ("--allowed-origins", "CASHCODE_ALLOWED_ORIGINS"),
     ("--token", "CASHCODE_TOKEN"),
+    ("--token-file", "CASHCODE_TOKEN_FILE"),
     ("--home", "CASHCODE_HOME"),
     ("--data-dir", "CASHCODE_DATA_DIR"),
     ("--memory-dir", "MEMORY_DIR"),
@@ -129,9 +185,12 @@ const FLAGS: &[(&str, &str)] = &[
     ("--workers", "CASHCODE_WORKERS"),
 ];
 
-/// Parses flags and the process environment.
-pub fn from_args_env(args: impl IntoIterator<Item = String>) -> Result<Command, Error> {
-    let env: BTreeMap<String, String> = std::env::vars().collect();
+/// Parses flags and the process environment. `secrets` are the secret variables taken out of
+/// the environment at start-up ([`crate::secrets::take_from_environment`]); they count as
+/// environment variables here.
+pub fn from_args_env(args: impl IntoIterator<Item = String>, secrets: Vec<(String, String)>) -> Result<Command, Error> {
+    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    env.extend(secrets);
     let cwd = std::env::current_dir().map_err(|e| Error(format!("cannot read the current directory: {e}")))?;
     let exe = std::env::current_exe().ok();
     parse(args, env, &cwd, exe.as_deref())
@@ -267,6 +326,27 @@ pub fn parse(
         }
     };
 
+    let mut warnings = Vec::new();
+    let token = match (get("CASHCODE_TOKEN"), get("CASHCODE_TOKEN_FILE")) {
+        (Some(_), Some(_)) => {
+            return Err(Error("set CASHCODE_TOKEN (--token) or CASHCODE_TOKEN_FILE (--token-file), not both".into()))
+        }
+        (Some(t), None) => Some(t),
+        (None, Some(p)) => Some(read_token_file(&resolve(cwd, &p), &mut warnings)?),
+        (None, None) => None,
+    };
+    if token.as_ref().is_some_and(|t| t.chars().count() < MIN_TOKEN_CHARS) {
+        warnings.push(format!(
+            "the access token is shorter than {MIN_TOKEN_CHARS} characters and easy to guess; use a long random one (e.g. `openssl rand -hex 32`)"
+        ));
+    }
+    // Known secret values: the token and every secret-named variable, except those naming a
+    // place (`*_FILE`, `*_PATH`, `*_DIR`: the token file's content is registered as the token).
+    let names_place = |k: &str| ["_FILE", "_PATH", "_DIR"].iter().any(|s| k.to_ascii_uppercase().ends_with(s));
+    let secrets = Secrets::new();
+    let secret_vars = vars.iter().filter(|(k, _)| is_secret_name(k) && !names_place(k)).map(|(_, v)| v.clone());
+    secrets.set("config", token.iter().cloned().chain(secret_vars));
+
     let client_dir = get("CASHCODE_CLIENT_DIR")
         .map(|p| resolve(cwd, &p))
         .or_else(|| project_dir.as_ref().map(|p| p.join("client").join("dist")));
@@ -277,7 +357,7 @@ pub fn parse(
         ws_host: get("WS_HOST").unwrap_or_else(|| DEFAULT_HOST.into()),
         ws_port: port("WS_PORT", DEFAULT_WS_PORT)?,
         allowed_origins: parse_origins(get("CASHCODE_ALLOWED_ORIGINS").as_deref()),
-        token: get("CASHCODE_TOKEN"),
+        token,
         data_dir: dir("CASHCODE_DATA_DIR", home.join("data")),
         memory_dir: dir("MEMORY_DIR", home.join("memory")),
         config_dir: dir("CASHCODE_CONFIG_DIR", default_config_root(&vars)),
@@ -298,9 +378,14 @@ pub fn parse(
         deepseek_api_key: get("DEEPSEEK_API_KEY"),
         deepseek_api_base: get("DEEPSEEK_API_BASE"),
         vars,
+        secrets,
+        warnings,
     };
     if config.token.is_none() && !(is_loopback(&config.http_host) && is_loopback(&config.ws_host)) {
-        return Err(Error("binding to a non-loopback address requires CASHCODE_TOKEN (or --token) to be set".into()));
+        return Err(Error(
+            "binding to a non-loopback address requires CASHCODE_TOKEN (or --token, or a --token-file) to be set"
+                .into(),
+        ));
     }
     Ok(Command::Run(Box::new(config)))
 }
@@ -329,6 +414,38 @@ impl Config {
     pub fn llm_settings_path(&self) -> PathBuf {
         self.config_dir.join("settings").join("llm.json")
     }
+}
+
+/// The token in `path`: one line, surrounding whitespace trimmed, not empty. A file that group
+/// or others may read adds a warning.
+fn read_token_file(path: &Path, warnings: &mut Vec<String>) -> Result<String, Error> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| Error(format!("cannot read the token file {shown}: {e}")))?;
+    if !meta.is_file() || meta.len() > MAX_TOKEN_FILE_BYTES {
+        return Err(Error(format!(
+            "the token file {shown} must be a regular file of at most {MAX_TOKEN_FILE_BYTES} bytes"
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(|e| Error(format!("cannot read the token file {shown}: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|_| Error(format!("the token file {shown} is not UTF-8 text")))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(Error(format!("the token file {shown} is empty")));
+    }
+    if token.chars().any(|c| c.is_control()) {
+        return Err(Error(format!("the token file {shown} must hold the token on one line")));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o044 != 0 {
+            warnings.push(format!(
+                "the token file {shown} is readable by group or others (mode {mode:03o}); run `chmod 600 {shown}`"
+            ));
+        }
+    }
+    Ok(token.to_string())
 }
 
 /// `CASHCODE_ALLOWED_ORIGINS`: comma list, trimmed, trailing `/` removed; empty -> the defaults.
@@ -509,5 +626,75 @@ mod tests {
         assert_eq!(parse_origins(None).len(), 2);
         let kv = parse_dotenv("# c\nexport A=1\nB=\"two words\"\nC=x # note\n");
         assert_eq!(kv, vec![("A".into(), "1".into()), ("B".into(), "two words".into()), ("C".into(), "x".into())]);
+    }
+
+    #[test]
+    fn token_file_is_read_trimmed_and_checked() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("cc-token-{}", crate::util::rand::hex(6)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        let write = |text: &str, mode: u32| {
+            std::fs::write(&file, text).unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        let path = file.display().to_string();
+        write("  0123456789abcdef-long-enough\n", 0o600);
+        let c = run(&["--token-file", &path], &[]).unwrap();
+        assert_eq!(c.token.as_deref(), Some("0123456789abcdef-long-enough"));
+        assert_eq!(c.warnings, Vec::<String>::new());
+        let c = run(&[], &[("CASHCODE_TOKEN_FILE", &path), ("WS_HOST", "0.0.0.0")]).unwrap();
+        assert_eq!(c.token.as_deref(), Some("0123456789abcdef-long-enough"), "the file counts as a token");
+        assert_eq!(c.secrets.redact("x 0123456789abcdef-long-enough"), "x [REDACTED]");
+        assert_eq!(c.secrets.redact(&path), path, "the file's path is not a secret");
+
+        write("0123456789abcdef-long-enough", 0o644);
+        let c = run(&["--token-file", &path], &[]).unwrap();
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(c.warnings[0].contains("readable by group or others (mode 644)"), "{:?}", c.warnings);
+
+        write(" \n\t\n", 0o600);
+        assert!(run(&["--token-file", &path], &[]).unwrap_err().0.contains("is empty"));
+        write("two\nlines", 0o600);
+        assert!(run(&["--token-file", &path], &[]).unwrap_err().0.contains("one line"));
+        assert!(run(&["--token-file", &dir.join("missing").display().to_string()], &[]).is_err());
+        write("0123456789abcdef-long-enough", 0o600);
+        let both = run(&["--token-file", &path], &[("CASHCODE_TOKEN", "other-token-value")]).unwrap_err();
+        assert!(both.0.contains("not both"), "{both}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn short_tokens_warn() {
+        let c = run(&[], &[("CASHCODE_TOKEN", "short-tok")]).unwrap();
+        assert_eq!(c.warnings.len(), 1);
+        assert!(c.warnings[0].contains("shorter than 16 characters"), "{:?}", c.warnings);
+        assert!(!c.warnings[0].contains("short-tok"), "the warning must not show the token");
+        assert_eq!(run(&[], &[("CASHCODE_TOKEN", "0123456789abcdef")]).unwrap().warnings, Vec::<String>::new());
+        assert_eq!(run(&[], &[]).unwrap().warnings, Vec::<String>::new());
+    }
+
+    #[test]
+    fn debug_never_prints_a_secret() {
+        let c = run(
+            &["--token", "tok-VALUE-0123456789"],
+            &[
+                ("DEEPSEEK_API_KEY", "sk-deep-VALUE-42"),
+                ("GITHUB_TOKEN", "ghp-VALUE-777"),
+                ("SKILL_EVOLUTION_ENABLED", "1"),
+            ],
+        )
+        .unwrap();
+        let dbg = format!("{c:?}");
+        for secret in ["tok-VALUE-0123456789", "sk-deep-VALUE-42", "ghp-VALUE-777"] {
+            assert!(!dbg.contains(secret), "{secret} in {dbg}");
+        }
+        assert!(
+            dbg.contains(r#""GITHUB_TOKEN": "[REDACTED]""#) && dbg.contains(r#""SKILL_EVOLUTION_ENABLED": "1""#),
+            "{dbg}"
+        );
+        assert!(dbg.contains("token: Some(\"[REDACTED]\")"), "{dbg}");
+        // The secret variables are known values to redact; ordinary ones are not.
+        assert_eq!(c.secrets.redact("a sk-deep-VALUE-42 b ghp-VALUE-777 c 1"), "a [REDACTED] b [REDACTED] c 1");
     }
 }

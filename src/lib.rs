@@ -15,6 +15,7 @@ pub mod logging;
 pub mod mcp;
 pub mod memory;
 pub mod net;
+pub mod secrets;
 pub mod security;
 pub mod skills;
 pub mod store;

@@ -1,6 +1,7 @@
 //! Logging: console (stderr, via env_logger's formatter) and `<log dir>/cashcode.log`, with
-//! separate levels, every line passed through secret redaction, daily rotation to
-//! `cashcode.log.YYYY-MM-DD` and retention. Any thread logs; file writes take a mutex.
+//! separate levels, every line passed through secret redaction (the known secret values, then
+//! the generic shapes), daily rotation to `cashcode.log.YYYY-MM-DD` and retention. The log
+//! directory is 0700 and its files 0600. Any thread logs; file writes take a mutex.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -9,7 +10,8 @@ use std::sync::Mutex;
 
 use log::{LevelFilter, Log, Metadata, Record};
 
-use crate::util::{redact, time};
+use crate::secrets::Secrets;
+use crate::util::{fsx, redact, time};
 
 struct FileSink {
     dir: PathBuf,
@@ -19,32 +21,36 @@ struct FileSink {
 }
 
 struct Logger {
+    secrets: Secrets,
     console: env_logger::Logger,
     console_level: LevelFilter,
     file_level: LevelFilter,
     file: Mutex<FileSink>,
 }
 
-/// Installs the logger; fails when the log directory cannot be created or written.
-pub fn init(dir: &Path, file_level: LevelFilter, console_level: LevelFilter, retention_days: u32) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
-    let file = OpenOptions::new().create(true).append(true).open(dir.join("cashcode.log"))?;
+/// Installs the logger; fails when the log directory cannot be created or written. `secrets`
+/// is the server's live registry of known secret values.
+pub fn init(
+    dir: &Path,
+    file_level: LevelFilter,
+    console_level: LevelFilter,
+    retention_days: u32,
+    secrets: Secrets,
+) -> io::Result<()> {
+    fsx::create_private_dirs(dir)?;
+    fsx::tighten_dir(dir);
+    let file = open_log(&dir.join("cashcode.log"))?;
     let now = time::now_epoch() as i64;
     let sink = FileSink { dir: dir.to_path_buf(), file, date: time::local_date(now), retention_days };
     prune(&sink.dir, sink.retention_days);
+    let console_secrets = secrets.clone();
     let console = env_logger::Builder::new()
         .filter_level(console_level)
-        .format(|buf, record| {
-            writeln!(
-                buf,
-                "{} {:<5} {}",
-                time::minute_stamp(),
-                record.level(),
-                redact::redact(&record.args().to_string())
-            )
+        .format(move |buf, record| {
+            writeln!(buf, "{} {:<5} {}", time::minute_stamp(), record.level(), clean(&console_secrets, record))
         })
         .build();
-    let logger = Logger { console, console_level, file_level, file: Mutex::new(sink) };
+    let logger = Logger { secrets, console, console_level, file_level, file: Mutex::new(sink) };
     log::set_max_level(console_level.max(file_level));
     log::set_boxed_logger(Box::new(logger)).map_err(|e| io::Error::other(e.to_string()))
 }
@@ -73,7 +79,7 @@ impl Log for Logger {
                 t.offset_str(false),
                 record.level().as_str(),
                 record.target(),
-                redact::redact(&record.args().to_string())
+                clean(&self.secrets, record)
             );
             let mut sink = self.file.lock().unwrap_or_else(|p| p.into_inner());
             sink.rotate_if_needed(now as i64);
@@ -95,13 +101,33 @@ impl FileSink {
         let current = self.dir.join("cashcode.log");
         let archived = self.dir.join(format!("cashcode.log.{}", self.date));
         if fs::rename(&current, &archived).is_ok() {
-            if let Ok(f) = OpenOptions::new().create(true).append(true).open(&current) {
+            if let Ok(f) = open_log(&current) {
                 self.file = f;
             }
         }
         self.date = today;
         prune(&self.dir, self.retention_days);
     }
+}
+
+/// The message of `record` without known secret values or generic secret shapes.
+fn clean(secrets: &Secrets, record: &Record) -> String {
+    redact::redact(&secrets.redact(&record.args().to_string()))
+}
+
+/// Opens a log file for appending, 0600 (an older, wider file is narrowed).
+fn open_log(path: &Path) -> io::Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, fsx::FILE_MODE);
+    let f = opts.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = f.set_permissions(fs::Permissions::from_mode(fsx::FILE_MODE));
+    }
+    Ok(f)
 }
 
 /// Keeps today's file plus `retention_days - 1` archives; touches only `cashcode.log.YYYY-MM-DD`.

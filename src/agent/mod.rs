@@ -44,6 +44,8 @@ pub struct Deps {
     pub protected: Vec<PathBuf>,
     /// Context compression after long turns (absent in unit setups).
     pub consolidator: Option<Arc<crate::memory::consolidator::Consolidator>>,
+    /// Known secret values, redacted from every tool result and turn error.
+    pub secrets: crate::secrets::Secrets,
 }
 
 #[derive(Default)]

@@ -58,7 +58,8 @@ impl Turn<'_> {
 
     fn error(&self, detail: &str) {
         self.deps.chats.end_turn(&self.req.chat_id);
-        self.emit(Event::new("error").with("detail", detail).with("chat_id", self.req.chat_id.as_str()));
+        let detail = self.deps.secrets.redact(detail);
+        self.emit(Event::new("error").with("detail", detail.as_ref()).with("chat_id", self.req.chat_id.as_str()));
     }
 }
 
@@ -102,7 +103,7 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         }
     };
     if let Some(dir) = deps.chats.dir(chat_id) {
-        let _ = std::fs::create_dir_all(dir);
+        let _ = crate::util::fsx::create_private_dirs(&dir);
     }
     if let Some(title) = title {
         t.emit(t.chat_event("session_updated").with("title", title).with("updated_at", time::local_iso_offset_now()));
@@ -308,6 +309,10 @@ fn run_tools(
                 ))
             }
         };
+        // The one place a result (built-in, MCP or skill; success or error) is cleaned of the
+        // known secret values (a key `cat` from llm.json, a token echoed from a config file)
+        // before any projection reaches the events, the history or the model.
+        let out = out.redacted(&t.deps.secrets);
         log::info!(
             "event=tool.call.completed chat_id={} tool={:?} failed={} duration_ms={:.2}",
             t.req.chat_id,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::client::{LlmClient, LlmError};
 use super::settings::{self, Settings};
 use super::Provider;
+use crate::secrets::Secrets;
 
 struct State {
     /// `Err` when llm.json failed to load at start-up (API reads answer 503).
@@ -22,6 +23,8 @@ pub struct LlmRuntime {
     path: PathBuf,
     timeout: Duration,
     state: RwLock<State>,
+    /// Told the stored API key whenever settings are installed.
+    secrets: Secrets,
 }
 
 impl LlmRuntime {
@@ -43,12 +46,27 @@ impl LlmRuntime {
             path,
             timeout,
             state: RwLock::new(State { settings: Ok(Settings::default()), clients: Vec::new(), last: None }),
+            secrets: Secrets::new(),
         };
         match settings {
             Ok(s) => rt.install(s),
             Err(()) => rt.write().settings = Err(()),
         }
         rt
+    }
+
+    /// Shares `secrets` (the server's registry) and tells it the current key; every later
+    /// save updates it.
+    pub fn with_secrets(mut self, secrets: Secrets) -> LlmRuntime {
+        self.secrets = secrets;
+        if let Some(s) = self.settings() {
+            self.publish_key(&s);
+        }
+        self
+    }
+
+    fn publish_key(&self, s: &Settings) {
+        self.secrets.set("llm", [s.openai_api_key.clone()]);
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
@@ -62,6 +80,7 @@ impl LlmRuntime {
     fn install(&self, s: Settings) {
         let clients =
             Provider::ALL.iter().filter_map(|p| LlmClient::new(&s, *p, self.timeout).map(Arc::new)).collect::<Vec<_>>();
+        self.publish_key(&s);
         let mut st = self.write();
         if let Some((p, _)) = &st.last {
             if !clients.iter().any(|c| c.provider == *p) {

@@ -88,7 +88,7 @@ impl ServerConfig {
     /// Values that must never leave the process.
     pub fn secrets(&self) -> Vec<String> {
         let mut s: Vec<String> = self.headers.values().cloned().collect();
-        s.extend(self.env.iter().filter(|(k, _)| super::transport::is_secret_key(k)).map(|(_, v)| v.clone()));
+        s.extend(self.env.iter().filter(|(k, _)| crate::secrets::is_secret_name(k)).map(|(_, v)| v.clone()));
         s
     }
 }

@@ -141,6 +141,8 @@ pub struct McpManager {
     purge_hook: Mutex<Option<PurgeHook>>,
     catalog_hook: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
     shutting_down: AtomicBool,
+    /// Told every configured header value and secret env value whenever the catalog changes.
+    secrets: crate::secrets::Secrets,
 }
 
 /// `"<Type>: <message>"` on one line, every known secret replaced, generic redaction, ≤500 chars.
@@ -207,7 +209,21 @@ impl McpManager {
             purge_hook: Mutex::new(None),
             catalog_hook: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
+            secrets: crate::secrets::Secrets::new(),
         }
+    }
+
+    /// Shares `secrets` (the server's registry) and tells it the catalog's secrets; every
+    /// later create, update and delete updates it.
+    pub fn with_secrets(mut self, secrets: crate::secrets::Secrets) -> McpManager {
+        self.secrets = secrets;
+        self.publish_secrets();
+        self
+    }
+
+    fn publish_secrets(&self) {
+        let values: Vec<String> = lock(&self.catalog).all().into_iter().flat_map(ServerConfig::secrets).collect();
+        self.secrets.set("mcp", values);
     }
 
     /// Installs what removes tool names from every chat's `activated_tools` (sessions in
@@ -223,6 +239,7 @@ impl McpManager {
     }
 
     fn catalog_changed(&self) {
+        self.publish_secrets();
         let hook = lock(&self.catalog_hook).clone();
         if let Some(hook) = hook {
             hook();

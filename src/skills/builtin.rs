@@ -8,6 +8,7 @@ use std::path::Path;
 
 use super::package::{self, remove_tree};
 use super::Result;
+use crate::util::fsx;
 
 /// `(package-relative path, bytes)` of every embedded file, grouped by package.
 pub const FILES: &[(&str, &str, &[u8])] = &[
@@ -58,15 +59,15 @@ pub fn install(root: &Path) -> Result<()> {
         return Ok(());
     }
     let parent = root.parent().ok_or_else(|| super::SkillError::Internal("built-in root has no parent".into()))?;
-    fs::create_dir_all(parent)?;
+    fsx::create_private_dirs(parent)?;
     let tmp = super::service::TempDir(Some(package::hidden_temp(parent, "builtin", "tmp")));
-    fs::create_dir(tmp.path())?;
+    fsx::create_private_dir(tmp.path())?;
     for (pkg, rel, bytes) in FILES {
         let target = tmp.path().join(pkg).join(rel);
         if let Some(dir) = target.parent() {
-            fs::create_dir_all(dir)?;
+            fsx::create_private_dirs(dir)?;
         }
-        fs::write(&target, bytes)?;
+        fsx::write_private(&target, bytes)?;
     }
     let bak = package::hidden_temp(parent, "builtin", "bak");
     let had_old = fs::symlink_metadata(root).is_ok();

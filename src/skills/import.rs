@@ -14,6 +14,7 @@ use super::package::{self, bounded};
 use super::service::TempDir;
 use super::{Result, SkillError, MAX_SKILL_MD_BYTES, MAX_SUPPORT_FILE_BYTES, SUPPORT_DIRS};
 use crate::agent::tools::workspace::Workspace;
+use crate::util::fsx;
 
 /// Largest archive accepted (10 MiB).
 pub const MAX_ARCHIVE_BYTES: usize = 10 * 1024 * 1024;
@@ -143,8 +144,8 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
     }
 
     let tmp = TempDir(Some(package::hidden_temp(user_root, "skill-import", "tmp")));
-    fs::create_dir_all(user_root)?;
-    fs::create_dir(tmp.path())?;
+    fsx::create_private_dirs(user_root)?;
+    fsx::create_private_dir(tmp.path())?;
     // Every entry is created below the fresh directory one `openat(…, O_NOFOLLOW)` step at a
     // time, so a symlink another process races into it cannot lead a write outside.
     let root = fs::canonicalize(tmp.path())?;
@@ -183,6 +184,8 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
         }
     }
 
+    // The confined writes use the workspace's ordinary modes; the package is server data.
+    fsx::make_tree_private(tmp.path())?;
     let raw = fs::read(tmp.path().join("SKILL.md")).map_err(|_| SkillError::invalid("SKILL.md not found"))?;
     let text = String::from_utf8(raw).map_err(|_| fail("SKILL.md must be UTF-8"))?;
     let parsed = frontmatter::parse(&text, None)?;

@@ -198,18 +198,18 @@ pub fn write_package(
     support: &BTreeMap<String, String>,
     meta: &Map<String, Value>,
 ) -> Result<()> {
-    fs::create_dir(dir)?;
-    fs::write(dir.join("SKILL.md"), content.as_bytes())?;
+    fsx::create_private_dir(dir)?;
+    fsx::write_private(&dir.join("SKILL.md"), content.as_bytes())?;
     for (rel, body) in support {
         let rel = check_support_path(rel)?;
         let target = dir.join(&rel);
         if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent)?;
+            fsx::create_private_dirs(parent)?;
         }
         if target.exists() {
             return Err(SkillError::invalid(format!("duplicate support path: {}", bounded(&rel, 120))));
         }
-        fs::write(&target, body.as_bytes())?;
+        fsx::write_private(&target, body.as_bytes())?;
     }
     write_meta(dir, meta)
 }
@@ -238,7 +238,7 @@ pub fn fresh_meta(source: Source, enabled: bool, reason: Option<&str>) -> Map<St
 /// Copies a tree byte for byte; symlinks are recreated as links (they were validated to stay
 /// inside the package, and a relative link stays valid in the copy).
 pub fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
-    fs::create_dir(dst)?;
+    fsx::create_private_dir(dst)?;
     for entry in fs::read_dir(src)? {
         let entry = entry?;
         let ft = entry.file_type()?;
@@ -250,12 +250,12 @@ pub fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
             #[cfg(not(unix))]
             {
                 let _ = link;
-                fs::copy(entry.path(), &to)?;
+                fsx::copy_private(&entry.path(), &to)?;
             }
         } else if ft.is_dir() {
             copy_tree(&entry.path(), &to)?;
         } else if ft.is_file() {
-            fs::copy(entry.path(), &to)?;
+            fsx::copy_private(&entry.path(), &to)?;
         }
     }
     Ok(())

@@ -15,7 +15,7 @@ use super::catalog::{self, Catalog, DepProbe, SkillRecord};
 use super::frontmatter::{self, Parsed};
 use super::package::{self, Package};
 use super::{is_valid_name, sha256_hex, validate_name, Result, SkillError, Source};
-use crate::util::time;
+use crate::util::{fsx, time};
 
 /// Read-only message for every mutation of a built-in.
 pub const BUILTIN_READ_ONLY: &str = "built-in Skills are read-only";
@@ -59,10 +59,10 @@ impl SkillPaths {
 
     fn ensure(&self) -> std::io::Result<()> {
         for d in [&self.builtin, &self.user, &self.agent, &self.snapshots] {
-            fs::create_dir_all(d)?;
+            fsx::create_private_dirs(d)?;
         }
-        fs::create_dir_all(self.evolution.join("evidence"))?;
-        fs::create_dir_all(self.evolution.join("proposals"))
+        fsx::create_private_dirs(&self.evolution.join("evidence"))?;
+        fsx::create_private_dirs(&self.evolution.join("proposals"))
     }
 }
 
@@ -340,7 +340,7 @@ impl SkillService {
         match &support {
             None => {
                 package::copy_tree(&rec.path, tmp.path())?;
-                fs::write(tmp.path().join("SKILL.md"), parsed.text.as_bytes())?;
+                fsx::write_private(&tmp.path().join("SKILL.md"), parsed.text.as_bytes())?;
             }
             Some(files) => {
                 let meta = package::fresh_meta(rec.source, rec.enabled, None);
@@ -375,7 +375,7 @@ impl SkillService {
     /// Full copy of the live package into `<snapshots>/<source>/<name>/<version>`.
     fn snapshot(&self, rec: &SkillRecord) -> Result<String> {
         let dir = self.paths.snapshots.join(rec.source.as_str()).join(rec.name());
-        fs::create_dir_all(&dir)?;
+        fsx::create_private_dirs(&dir)?;
         let version = package::version_id();
         let tmp = TempDir(Some(package::hidden_temp(&dir, &version, "tmp")));
         package::copy_tree(&rec.path, tmp.path())?;
@@ -481,7 +481,7 @@ impl SkillService {
         let id = &sha256_hex(format!("{}:{}", source.as_str(), entry.dir).as_bytes())[..16];
         let version = package::version_id();
         let parent = self.paths.snapshots.join("invalid").join(source.as_str()).join(id);
-        fs::create_dir_all(&parent)?;
+        fsx::create_private_dirs(&parent)?;
         let dest = parent.join(&version);
         move_dir(&dir, &dest)?;
         if let Err(e) = self.refresh_locked() {

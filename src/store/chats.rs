@@ -197,7 +197,7 @@ impl ChatStore {
         }
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let _g = self.stripe(id);
-        fs::create_dir_all(&dir)?;
+        fsx::create_private_dirs(&dir)?;
         let path = dir.join("history.jsonl");
         let (mut cursor, len, newline) = match self.known_tail(id, &path)? {
             Some(t) => (t.cursor, t.len, false),
@@ -280,7 +280,7 @@ impl ChatStore {
             None => self.last_cursor(&dir)?,
         };
         let body = serde_json::json!({"start_cursor": start, "record": user});
-        fs::create_dir_all(&dir)?;
+        fsx::create_private_dirs(&dir)?;
         fsx::write_whole(&dir.join(PENDING), body.to_string().as_bytes())
     }
 

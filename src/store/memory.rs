@@ -77,7 +77,7 @@ impl MemoryFiles {
         }
         if !current.trim().is_empty() {
             let dir = self.root.join(".memory-snapshots");
-            fs::create_dir_all(&dir)?;
+            fsx::create_private_dirs(&dir)?;
             let n = self.snapshots()?.last().map(|(n, _)| n + 1).unwrap_or(1);
             fsx::write_atomic(&dir.join(format!("MEMORY.{n}.md")), current.as_bytes(), false)?;
         }

@@ -20,9 +20,13 @@ const MARKER: &str = "CASHCODE_MALLOC_TUNED";
 const TUNABLES: &str = "glibc.malloc.tcache_count=0:glibc.pthread.stack_cache_size=0";
 
 /// Applies the policy: re-executes the binary with the tunables unless this process already
-/// is that run, then restores the caller's environment. Call before any thread starts. If the
-/// re-exec fails the server runs on glibc's defaults.
-pub fn tune_at_startup() {
+/// is that run, then restores the caller's environment. Call before any thread starts, after
+/// [`crate::secrets::take_from_environment`]: the new image's envp has no secrets, `secrets`
+/// are handed to it out of band ([`crate::secrets::hand_over`]). If the re-exec fails the
+/// server runs on glibc's defaults.
+pub fn tune_at_startup(secrets: &[(String, String)]) {
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = secrets;
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         use std::os::unix::ffi::OsStrExt;
@@ -44,6 +48,8 @@ pub fn tune_at_startup() {
                     let mut again = std::process::Command::new(exe);
                     again.arg0(args.next().unwrap_or_default()).args(args);
                     again.env("GLIBC_TUNABLES", &tunables).env(MARKER, &marker);
+                    // Kept open until exec; closed when exec fails.
+                    let _handover = crate::secrets::hand_over(&mut again, secrets);
                     // Returns only if exec failed: carry on untuned.
                     let _ = again.exec();
                 }

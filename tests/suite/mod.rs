@@ -3,6 +3,7 @@
 mod consolidation;
 mod crash;
 mod faults;
+mod file_modes;
 mod gate;
 mod harness;
 mod hostile;

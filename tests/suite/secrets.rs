@@ -4,6 +4,12 @@
 //! settings probes) neither secret appears in any file under the server's home except the two
 //! files that must hold them (llm.json, servers.json), nor in any HTTP response, WebSocket
 //! event, the server's stdout/stderr, or any request body the model was sent.
+//!
+//! Then the secrets a tool could fetch itself: the server's environment (`/proc/$PPID/environ`,
+//! `env`; with and without the start-up re-exec) holds none of the secret variables it was
+//! started with, while the token and the legacy key still work; tool results (commands
+//! printing llm.json or a token from a file, an MCP tool echoing its header) are redacted of
+//! every known secret, also after the key changed; and the token file with its warnings.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -180,4 +186,303 @@ fn no_secret_in_any_file_response_event_or_model_request() {
     let prepared = second.iter().find(|(role, c)| role == "tool" && c.contains("echosrv")).expect("mcp_prepare result");
     assert!(prepared.1.contains("failed"), "{prepared:?}");
     assert!(servers_json.starts_with(server.home.join("data")), "servers.json under data/");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets in the server's environment, redaction of tool results, the token file.
+
+/// The token these tests start the server with (long enough not to draw the warning).
+const ENV_TOKEN: &str = "tok-EnvSecret-0123456789abcdef";
+/// A legacy key, migrated into llm.json at start-up.
+const ENV_DEEPSEEK: &str = "sk-deepseek-EnvSecret-5566";
+/// A variable the server does not use but must not hand out either.
+const ENV_OPENAI: &str = "sk-openai-EnvSecret-7788";
+
+fn bearer() -> String {
+    format!("Bearer {ENV_TOKEN}")
+}
+
+fn authed(server: &TestServer, method: &str, path: &str, body: Option<&serde_json::Value>) -> HttpResp {
+    let text = body.map(|b| b.to_string());
+    server.request(method, path, &[("Authorization", &bearer())], text.as_deref())
+}
+
+fn authed_ws(server: &TestServer) -> WsClient {
+    match WsClient::handshake_with(server.ws_port, &[("Authorization", &bearer())]) {
+        crate::common::ws::Handshake::Accepted(c) => *c,
+        crate::common::ws::Handshake::Refused(code) => panic!("ws handshake refused with {code}"),
+    }
+}
+
+/// The server's environment as `/proc/<pid>/environ` shows it (what a tool's
+/// `cat /proc/$PPID/environ` reads), one entry per line.
+fn proc_environ(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).expect("read environ");
+    String::from_utf8_lossy(&raw).replace('\0', "\n")
+}
+
+#[track_caller]
+fn assert_no_env_secret(what: &str, text: &str) {
+    for needle in [ENV_TOKEN, ENV_DEEPSEEK, ENV_OPENAI, "CASHCODE_TOKEN=", "DEEPSEEK_API_KEY=", "OPENAI_API_KEY="] {
+        assert!(!text.contains(needle), "{needle:?} in {what}:\n{text}");
+    }
+}
+
+fn secret_env_server(fake: &FakeLlm, extra: &[(&str, &str)]) -> TestServer {
+    let mut b = TestServer::builder()
+        .env("CASHCODE_TOKEN", ENV_TOKEN)
+        .env("DEEPSEEK_API_KEY", ENV_DEEPSEEK)
+        .env("DEEPSEEK_API_BASE", &fake.base())
+        .env("OPENAI_API_KEY", ENV_OPENAI);
+    for (k, v) in extra {
+        b = b.env(k, v);
+    }
+    b.start()
+}
+
+/// The server still uses what it took out of its environment: the token guards the API and
+/// the legacy key was migrated into llm.json (and is what the provider gets).
+#[track_caller]
+fn assert_secrets_still_used(server: &TestServer) {
+    assert_eq!(server.get("/api/sessions").status, 401, "the token must still be required");
+    assert_eq!(authed(server, "GET", "/api/sessions", None).status, 200);
+    let llm = std::fs::read_to_string(server.llm_json()).expect("llm.json migrated from DEEPSEEK_API_KEY");
+    assert!(llm.contains(ENV_DEEPSEEK), "{llm}");
+}
+
+#[test]
+fn tools_cannot_read_the_servers_secret_environment() {
+    let fake = FakeLlm::start();
+    let server = secret_env_server(&fake, &[]);
+    assert_secrets_still_used(&server);
+    let environ = proc_environ(server.pid);
+    assert!(environ.contains("glibc.malloc.tcache_count=0"), "the server re-executed itself: {environ}");
+    assert_no_env_secret("/proc/<server>/environ", &environ);
+    // The hand-over descriptor was closed before anything else ran.
+    for fd in std::fs::read_dir(format!("/proc/{}/fd", server.pid)).expect("fd dir").flatten() {
+        let target = std::fs::read_link(fd.path()).map(|p| p.display().to_string()).unwrap_or_default();
+        assert!(!target.contains("cashcode-secrets"), "fd {:?} -> {target}", fd.file_name());
+    }
+
+    let mut ws = authed_ws(&server);
+    let chat = ws.chat_id.clone();
+    fake.push(Reply::tool_calls(&[
+        ToolCallSpec::new("call_environ", "exec", &[r#"{"command":"cat /proc/$PPID/environ | tr '\\0' '\\n'"}"#]),
+        ToolCallSpec::new("call_env", "exec", &[r#"{"command":"env"}"#]),
+    ]));
+    fake.push(Reply::text(&["looked"]));
+    ws.message(&chat, "show me the environment", "openai_compatible");
+    let events = ws.turn_events(&chat);
+    assert_eq!(events.last().expect("events")["event"], "done", "{events:?}");
+
+    let reqs = fake.chat_requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].header("authorization"), Some(format!("Bearer {ENV_DEEPSEEK}").as_str()), "migrated key used");
+    let results: Vec<String> =
+        convo(&reqs[1].body).into_iter().filter(|(role, _)| role == "tool").map(|(_, c)| c).collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    // The commands really read the server's environment (and were not redacted into shape).
+    assert!(results[0].contains("CASHCODE_HOME=") && results[0].contains("exit code: 0"), "{}", results[0]);
+    assert!(results[1].contains("PATH=") && results[1].contains("exit code: 0"), "{}", results[1]);
+    for r in &results {
+        assert!(!r.contains("[REDACTED]"), "hidden by redaction, not absent: {r}");
+        assert_no_env_secret("a tool result", r);
+    }
+    assert_no_env_secret("WebSocket events", &serde_json::to_string(&ws.log).expect("json"));
+    let history = std::fs::read_to_string(server.chat_dir(&chat).join("history.jsonl")).expect("history");
+    assert!(history.contains("CASHCODE_HOME="), "{history}");
+    assert_no_env_secret("history.jsonl", &history);
+}
+
+/// With the re-exec disabled by the caller (the marker already set), the secrets are wiped from
+/// the original environment block in place.
+#[test]
+fn without_the_re_exec_the_environment_block_is_wiped_in_place() {
+    let fake = FakeLlm::start();
+    let server = secret_env_server(&fake, &[("CASHCODE_MALLOC_TUNED", "-")]);
+    let environ = proc_environ(server.pid);
+    assert!(!environ.contains("tcache_count"), "the re-exec should have been skipped: {environ}");
+    assert!(environ.contains("CASHCODE_HOME="), "{environ}");
+    assert_no_env_secret("/proc/<server>/environ", &environ);
+    assert_secrets_still_used(&server);
+}
+
+/// A loopback Streamable HTTP MCP server (JSON replies) with one tool, `whoami`, that answers
+/// with the `X-Api-Key` header it was sent: an MCP tool result carrying a configured secret.
+pub fn key_echo_mcp() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind mcp");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut s) = conn else { continue };
+            std::thread::spawn(move || {
+                let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                let mut got = Vec::new();
+                let mut buf = [0u8; 8192];
+                let head_end = loop {
+                    if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&got[..head_end]).to_string();
+                let header = |name: &str| {
+                    head.lines().find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+                    })
+                };
+                let len: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+                while got.len() < head_end + len {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let body: serde_json::Value =
+                    serde_json::from_slice(&got[head_end..head_end + len]).unwrap_or_default();
+                let result = match body["method"].as_str().unwrap_or("") {
+                    _ if !head.starts_with("POST") => None,
+                    "initialize" => Some(json!({"protocolVersion":"2025-06-18","capabilities":{"tools":{}},
+                                                "serverInfo":{"name":"keys","version":"1"}})),
+                    "tools/list" => Some(json!({"tools":[{"name":"whoami","description":"Tells you your API key.",
+                                                "inputSchema":{"type":"object","properties":{}}}]})),
+                    "tools/call" => Some(json!({"content":[{"type":"text",
+                        "text":format!("you called with key {}", header("x-api-key").unwrap_or_default())}]})),
+                    _ => None,
+                };
+                let reply = match (result, body.get("id")) {
+                    (Some(r), Some(id)) => {
+                        let text = json!({"jsonrpc":"2.0","id":id,"result":r}).to_string();
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                            text.len()
+                        )
+                    }
+                    _ if head.starts_with("POST") => {
+                        "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
+                    }
+                    _ => {
+                        "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
+                    }
+                };
+                let _ = s.write_all(reply.as_bytes());
+            });
+        }
+    });
+    port
+}
+
+/// Every projection of every tool result is cleaned of the known secret values: the LLM key
+/// (also after it changes at runtime), the token and an MCP header value, whether a command
+/// printed them from a file or an MCP tool echoed them. Nothing of them reaches the events,
+/// any file under memory/ or logs/, or the next model request.
+#[test]
+fn tool_results_are_redacted_of_known_secrets() {
+    const NEW_KEY: &str = "sk-rotated-NEWKEY-998877";
+    let fake = FakeLlm::start();
+    let server = TestServer::builder().env("CASHCODE_TOKEN", ENV_TOKEN).start();
+    let r = authed(&server, "PUT", "/api/settings/llm", Some(&llm_body(&fake.base(), &fake.base())));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mcp = key_echo_mcp();
+    let r = authed(
+        &server,
+        "POST",
+        "/api/mcp/servers",
+        Some(&json!({"name":"keysrv","type":"streamable_http","display_name":"keys","description":"echoes keys",
+                     "url":format!("http://127.0.0.1:{mcp}/mcp"),"headers":{"X-Api-Key":MCP_SECRET}})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    std::fs::write(server.home.join("workspace/notes.txt"), format!("token={ENV_TOKEN}\n")).expect("notes");
+    let llm = server.llm_json().display().to_string();
+
+    let mut ws = authed_ws(&server);
+    let chat = ws.chat_id.clone();
+    let cat = json!({"command": format!("cat {llm}")}).to_string();
+    let bare = json!({"command": format!("sed -n 's/.*\"api_key\": \"\\(.*\\)\".*/\\1/p' {llm}")}).to_string();
+    fake.push(Reply::tool_calls(&[
+        ToolCallSpec::new("call_cat", "exec", &[&cat]),
+        ToolCallSpec::new("call_bare", "exec", &[&bare]),
+        ToolCallSpec::new("call_notes", "read_file", &[r#"{"path":"notes.txt"}"#]),
+        ToolCallSpec::new("call_prep", "mcp_prepare", &[r#"{"server_name":"keysrv"}"#]),
+        ToolCallSpec::new("call_mem", "save_memory", &[r#"{"content":"User likes tea"}"#]),
+    ]));
+    fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_who", "mcp_keysrv_whoami", &["{}"])]));
+    fake.push(Reply::text(&["All done."]));
+    ws.message(&chat, "read the files", "openai_compatible");
+    let events = ws.turn_events(&chat);
+    assert_eq!(events.last().expect("events")["event"], "done", "{events:?}");
+
+    // The key changes at runtime; the next leak of the new one is redacted too.
+    let body =
+        json!({"openai_compatible":{"base_url":fake.base(),"api_key":NEW_KEY},"ollama":{"base_url":fake.base()}});
+    assert_eq!(authed(&server, "PUT", "/api/settings/llm", Some(&body)).status, 200);
+    fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_cat2", "exec", &[&cat])]));
+    fake.push(Reply::text(&["Again."]));
+    ws.message(&chat, "and again", "openai_compatible");
+    assert_eq!(ws.turn_events(&chat).last().expect("events")["event"], "done");
+
+    let reqs = fake.chat_requests();
+    assert_eq!(reqs.len(), 5);
+    let tool = |req: usize, id: &str| -> String {
+        req_messages(&reqs[req].body)
+            .iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_else(|| panic!("no tool result {id} in request {req}"))
+            .to_string()
+    };
+    // The leaks happened, and were cut out: what is left shows where the secret was.
+    assert!(tool(1, "call_cat").contains(r#""api_key": "[REDACTED]""#), "{}", tool(1, "call_cat"));
+    assert!(tool(1, "call_bare").ends_with("exit code: 0\n\n[REDACTED]"), "{}", tool(1, "call_bare"));
+    assert!(tool(1, "call_notes").contains("token=[REDACTED]"), "{}", tool(1, "call_notes"));
+    assert!(tool(2, "call_who").contains("you called with key [REDACTED]"), "{}", tool(2, "call_who"));
+    assert!(tool(4, "call_cat2").contains(r#""api_key": "[REDACTED]""#), "{}", tool(4, "call_cat2"));
+
+    let secrets = [KEY_MARKER, NEW_KEY, ENV_TOKEN, MCP_SECRET];
+    let check = |what: &str, text: &str| {
+        for s in secrets {
+            assert!(!text.contains(s), "{s:?} leaked into {what}");
+        }
+    };
+    check("WebSocket events", &serde_json::to_string(&ws.log).expect("json"));
+    for r in fake.requests() {
+        check(&format!("model request {}", r.path), &r.raw);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut files = Vec::new();
+    files_under(&server.home.join("memory"), &mut files);
+    files_under(&server.home.join("logs"), &mut files);
+    assert!(files.iter().any(|p| p.ends_with("history.jsonl")) && files.iter().any(|p| p.ends_with("cashcode.log")));
+    for p in &files {
+        check(&p.display().to_string(), &String::from_utf8_lossy(&std::fs::read(p).expect("read")));
+    }
+    check("stderr", &server.stderr_text());
+}
+
+/// `CASHCODE_TOKEN_FILE`: the token comes from the file (trimmed) and guards the API; a short
+/// token and a file others can read are warned about on stderr and in the log, without the
+/// token itself.
+#[test]
+fn token_file_is_used_and_weak_setups_are_warned_about() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = fresh_home("tokfile");
+    let file = home.join("token.txt");
+    std::fs::write(&file, "  short-tok-9  \n").expect("token file");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let server = TestServer::builder().home(&home).env("CASHCODE_TOKEN_FILE", &file.display().to_string()).start();
+    assert_eq!(server.get("/api/sessions").status, 401);
+    assert_eq!(server.request("GET", "/api/sessions", &[("Authorization", "Bearer short-tok-9")], None).status, 200);
+    let stderr = server.stderr_text();
+    assert!(stderr.contains("shorter than 16 characters"), "{stderr}");
+    assert!(stderr.contains("readable by group or others (mode 644)"), "{stderr}");
+    let log = wait_for("the warnings in cashcode.log", WAIT, || {
+        let log = server.log_text();
+        log.contains("readable by group or others").then_some(log)
+    });
+    assert!(log.contains("shorter than 16 characters"), "{log}");
+    assert!(!stderr.contains("short-tok-9") && !log.contains("short-tok-9"), "the token was printed");
 }

@@ -58,6 +58,21 @@ impl ToolOutput {
     pub fn history_text(&self) -> &str {
         self.for_history.as_deref().unwrap_or(&self.for_model)
     }
+
+    /// Every projection with the known secret values replaced (the turn loop's one redaction
+    /// of tool results before they reach events, history and the model).
+    pub fn redacted(self, secrets: &crate::secrets::Secrets) -> ToolOutput {
+        let clean = |t: String| match secrets.redact(&t) {
+            std::borrow::Cow::Borrowed(_) => t,
+            std::borrow::Cow::Owned(r) => r,
+        };
+        ToolOutput {
+            for_model: clean(self.for_model),
+            preview: self.preview.map(clean),
+            for_history: self.for_history.map(clean),
+            failed: self.failed,
+        }
+    }
 }
 
 /// What a turn may change besides history: a working copy of the chat's metadata (the

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 
 use super::jsonrpc::{self, Id, Message};
 use super::{Error, Result};
+use crate::secrets::is_secret_name;
 use crate::util::{redact, text};
 
 /// What a caller's reply channel carries: the `result`, or why there is none.
@@ -53,19 +54,15 @@ pub struct HttpSpec {
 
 impl TransportSpec {
     /// Values that must never appear in errors or logs: header values and env values whose
-    /// key looks secret.
+    /// key looks secret (tools-and-mcp.md §11; the server-wide [`is_secret_name`]).
     pub fn secrets(&self) -> Vec<String> {
         match self {
-            TransportSpec::Stdio(s) => s.env.iter().filter(|(k, _)| is_secret_key(k)).map(|(_, v)| v.clone()).collect(),
+            TransportSpec::Stdio(s) => {
+                s.env.iter().filter(|(k, _)| is_secret_name(k)).map(|(_, v)| v.clone()).collect()
+            }
             TransportSpec::Sse(h) | TransportSpec::StreamableHttp(h) => h.headers.values().cloned().collect(),
         }
     }
-}
-
-/// Env keys whose values are treated as secrets (tools-and-mcp.md §11).
-pub fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    ["key", "token", "secret", "password"].iter().any(|w| k.contains(w))
 }
 
 /// What is being sent, so HTTP transports know whether a reply body is expected.
@@ -415,19 +412,71 @@ pub(crate) struct HttpTimeouts {
     pub per_read: Option<Duration>,
 }
 
-/// One ureq agent: explicit timeouts, status codes as values (we read error bodies), small buffers.
+/// One ureq agent: explicit timeouts, status codes as values (we read error bodies), small
+/// buffers, and no redirects of its own (a 3xx comes back as a response; [`send_following`]
+/// decides).
 pub(crate) fn http_agent(t: HttpTimeouts) -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_connect(Some(t.connect))
         .timeout_global(t.global)
         .timeout_per_read(t.per_read)
         .http_status_as_error(false)
-        .max_redirects(5)
+        .max_redirects(0)
         .input_buffer_size(16 * 1024)
         .output_buffer_size(16 * 1024)
         .user_agent(concat!("cashcode-mcp/", env!("CARGO_PKG_VERSION")))
         .build()
         .into()
+}
+
+/// Redirects followed for one request (all within the configured origin).
+pub(crate) const MAX_REDIRECTS: usize = 5;
+
+/// Sends one request, following redirects by hand and only within the origin of `origin_url`
+/// (the configured server URL). The agents never follow redirects themselves: ureq would carry
+/// the configured headers (`X-Api-Key` and the like; it drops only `Authorization`) to
+/// whatever origin a redirect names. `send` builds and sends the request for one URL, with the
+/// headers. 307 and 308 repeat the request as it was; 301, 302 and 303 are followed for `GET`
+/// only (a POSTed JSON-RPC message cannot become a GET). A redirect elsewhere is refused with
+/// an error naming its origin. Returns the response and the URL that gave it.
+pub(crate) fn send_following(
+    inbox: &Inbox,
+    origin_url: &str,
+    url: &str,
+    method: &str,
+    what: &str,
+    mut send: impl FnMut(&str) -> std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Result<(ureq::http::Response<ureq::Body>, String)> {
+    let origin =
+        super::url::parse(origin_url).map_err(|_| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
+    let mut current = url.to_string();
+    for _ in 0..=MAX_REDIRECTS {
+        let resp = send(&current).map_err(|e| map_ureq(inbox, e, what))?;
+        let status = resp.status().as_u16();
+        let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::trim).unwrap_or("");
+        if !matches!(status, 301 | 302 | 303 | 307 | 308) || location.is_empty() {
+            return Ok((resp, current));
+        }
+        let next = super::url::resolve(&current, location).ok().and_then(|n| Some((super::url::parse(&n).ok()?, n)));
+        let Some((next_url, next)) = next else {
+            return Err(Error::Protocol(format!("{what}: redirected (HTTP {status}) to an invalid URL")));
+        };
+        if !next_url.same_origin(&origin) {
+            return Err(Error::Connect(format!(
+                "{what}: the server redirected (HTTP {status}) to another origin ({}); the configured headers are \
+                 never sent there, so set the server's url to the address it redirects to",
+                inbox.redact(text::take_chars(&next_url.origin(), 200))
+            )));
+        }
+        if method != "GET" && !matches!(status, 307 | 308) {
+            return Err(Error::Connect(format!(
+                "{what}: the server answered the {method} with a redirect (HTTP {status}); set the server's url to \
+                 the address it redirects to"
+            )));
+        }
+        current = next;
+    }
+    Err(Error::Connect(format!("{what}: more than {MAX_REDIRECTS} redirects")))
 }
 
 /// Maps a ureq failure to our error, redacting anything the URL or headers might leak.
@@ -535,5 +584,182 @@ mod tests {
         assert_eq!(read_capped_line(&mut r, &mut buf, 64).unwrap(), LineRead::Line);
         assert_eq!(buf, b"last-no-newline");
         assert_eq!(read_capped_line(&mut r, &mut buf, 64).unwrap(), LineRead::Eof);
+    }
+
+    /// One loopback origin for the redirect tests: a plain listener on its own port (raw
+    /// HTTP/1.1, so an event stream is flushed at once), each connection answered on its own
+    /// thread by `reply(method, path)` and recorded with whether it carried
+    /// [`REDIRECT_SECRET`]. Dropping it ends open streams and the accept thread.
+    struct Origin {
+        port: u16,
+        seen: Arc<Mutex<Vec<(String, String, bool)>>>,
+        stop: Arc<AtomicBool>,
+        _streams_open: Sender<()>,
+    }
+
+    const REDIRECT_SECRET: &str = "hdr-secret-0xC0FFEE";
+
+    enum Answer {
+        Status(u16, Option<String>),
+        Json(&'static str),
+        /// An event stream that sends this and stays open until the origin is dropped.
+        Stream(&'static str),
+    }
+
+    fn origin(reply: impl Fn(&str, &str) -> Answer + Send + Sync + 'static) -> Origin {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (open_tx, open_rx) = crossbeam_channel::bounded::<()>(0);
+        let (log, reply, halt) = (seen.clone(), Arc::new(reply), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if halt.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(mut s) = conn else { continue };
+                let (log, reply, open_rx) = (log.clone(), reply.clone(), open_rx.clone());
+                std::thread::spawn(move || {
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&got).to_string();
+                    let mut words = head.split_whitespace();
+                    let (method, path) =
+                        (words.next().unwrap_or("").to_string(), words.next().unwrap_or("").to_string());
+                    lock(&log).push((method.clone(), path.clone(), head.contains(REDIRECT_SECRET)));
+                    let out = match reply(&method, &path) {
+                        Answer::Status(code, location) => {
+                            let loc = location.map(|l| format!("Location: {l}\r\n")).unwrap_or_default();
+                            format!("HTTP/1.1 {code} X\r\n{loc}Content-Length: 0\r\nConnection: close\r\n\r\n")
+                        }
+                        Answer::Json(body) => format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        ),
+                        Answer::Stream(first) => format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{first}"
+                        ),
+                    };
+                    let _ = s.write_all(out.as_bytes()).and_then(|()| s.flush());
+                    if out.contains("text/event-stream") {
+                        let _ = open_rx.recv_timeout(Duration::from_secs(20));
+                    }
+                });
+            }
+        });
+        Origin { port, seen, stop, _streams_open: open_tx }
+    }
+
+    impl Origin {
+        fn url(&self, path: &str) -> String {
+            format!("http://127.0.0.1:{}{path}", self.port)
+        }
+        fn seen(&self) -> Vec<(String, String, bool)> {
+            lock(&self.seen).clone()
+        }
+    }
+
+    impl Drop for Origin {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+            // Wakes the blocking accept.
+            let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+        }
+    }
+
+    fn spec(url: String) -> HttpSpec {
+        let headers =
+            [("X-Api-Key", REDIRECT_SECRET.to_string()), ("Authorization", format!("Bearer {REDIRECT_SECRET}"))];
+        HttpSpec { url, headers: headers.into_iter().map(|(k, v)| (k.to_string(), v)).collect() }
+    }
+
+    #[test]
+    fn streamable_http_follows_same_origin_redirects_and_refuses_others() {
+        let other = origin(|_, _| Answer::Json(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+        let target = other.url("/mcp");
+        let server = origin(move |method, path| match (method, path) {
+            ("POST", "/mcp") => Answer::Status(307, Some("/mcp/".into())),
+            ("POST", "/mcp/") => Answer::Json(r#"{"jsonrpc":"2.0","id":1,"result":{"ok":true}}"#),
+            ("POST", "/away") => Answer::Status(308, Some(target.clone())),
+            ("POST", "/see-other") => Answer::Status(303, Some("/mcp/".into())),
+            _ => Answer::Status(405, None),
+        });
+        let call = |path: &str| {
+            let inbox = Inbox::new("t", vec![REDIRECT_SECRET.into()]);
+            let t = streamable_http::StreamableHttpTransport::new(
+                "t",
+                &spec(server.url(path)),
+                inbox.clone(),
+                Duration::from_secs(5),
+                Duration::from_secs(10),
+            )
+            .expect("transport");
+            let (rx, _) = inbox.register(Id::Num(1), None).expect("register");
+            let msg = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_string();
+            t.send(msg, Outgoing::Request(&Id::Num(1)), Duration::from_secs(5)).expect("send");
+            rx.recv_timeout(Duration::from_secs(10)).expect("reply")
+        };
+        assert_eq!(call("/mcp").expect("same-origin redirect is followed"), json!({"ok": true}));
+        match call("/away") {
+            Err(Error::Connect(m)) => {
+                assert!(m.contains("another origin") && m.contains(&format!("127.0.0.1:{}", other.port)), "{m}");
+                assert!(!m.contains(REDIRECT_SECRET), "{m}");
+            }
+            other => panic!("a cross-origin redirect must fail, got {other:?}"),
+        }
+        match call("/see-other") {
+            Err(Error::Connect(m)) => assert!(m.contains("answered the POST with a redirect (HTTP 303)"), "{m}"),
+            other => panic!("a POST redirected with 303 must fail, got {other:?}"),
+        }
+        assert_eq!(other.seen(), Vec::<(String, String, bool)>::new(), "the other origin was contacted");
+        let seen = server.seen();
+        assert!(seen.contains(&("POST".into(), "/mcp/".into(), true)), "headers go to the same origin: {seen:?}");
+    }
+
+    #[test]
+    fn sse_follows_same_origin_redirects_and_refuses_others() {
+        let other = origin(|_, _| Answer::Status(202, None));
+        let elsewhere = other.url("/sse");
+        let post_target = other.url("/messages");
+        let server = origin(move |method, path| match (method, path) {
+            ("GET", "/sse") => Answer::Status(301, Some("/sse/".into())),
+            ("GET", "/sse/") => Answer::Stream("event: endpoint\ndata: messages?s=1\n\n"),
+            ("POST", "/sse/messages?s=1") => Answer::Status(307, Some(post_target.clone())),
+            ("GET", "/gone") => Answer::Status(302, Some(elsewhere.clone())),
+            _ => Answer::Status(404, None),
+        });
+        let connect = |path: &str| {
+            let inbox = Inbox::new("t", vec![REDIRECT_SECRET.into()]);
+            sse::SseTransport::connect("t", &spec(server.url(path)), inbox, Duration::from_secs(5))
+        };
+        match connect("/gone") {
+            Err(Error::Connect(m)) => assert!(m.contains("another origin"), "{m}"),
+            Err(e) => panic!("unexpected error {e:?}"),
+            Ok(_) => panic!("a stream redirected to another origin must not open"),
+        }
+        let t = connect("/sse").expect("a same-origin redirect of the stream is followed");
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string();
+        match t.send(note, Outgoing::Notification, Duration::from_secs(5)) {
+            Err(Error::Connect(m)) => assert!(m.contains("another origin"), "{m}"),
+            other => panic!("a POST redirected to another origin must fail, got {other:?}"),
+        }
+        t.close();
+        assert_eq!(other.seen(), Vec::<(String, String, bool)>::new(), "the other origin was contacted");
+        let seen = server.seen();
+        for hop in [("GET", "/sse"), ("GET", "/sse/"), ("POST", "/sse/messages?s=1")] {
+            assert!(
+                seen.contains(&(hop.0.into(), hop.1.into(), true)),
+                "{hop:?} (endpoint resolved against the redirected stream URL): {seen:?}"
+            );
+        }
     }
 }

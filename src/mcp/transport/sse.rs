@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{
-    body_snippet, content_type, http_agent, join_until, lock, map_ureq, read_body_text, spawn_named, HttpSpec,
+    body_snippet, content_type, http_agent, join_until, lock, read_body_text, send_following, spawn_named, HttpSpec,
     HttpTimeouts, Inbox, Outgoing, Transport,
 };
 use crate::mcp::url;
@@ -149,12 +149,15 @@ fn post(
     timeout: Duration,
     inbox: &Inbox,
 ) -> Result<()> {
-    let mut req =
-        agent.post(endpoint).config().timeout_global(Some(timeout)).build().header("Content-Type", "application/json");
-    for (k, v) in headers {
-        req = req.header(k.as_str(), v.as_str());
-    }
-    let resp = req.send(msg).map_err(|e| map_ureq(inbox, e, "POST to the message endpoint"))?;
+    // The endpoint is on the configured origin (checked when it was announced).
+    let (resp, _) = send_following(inbox, endpoint, endpoint, "POST", "POST to the message endpoint", |url| {
+        let mut req =
+            agent.post(url).config().timeout_global(Some(timeout)).build().header("Content-Type", "application/json");
+        for (k, v) in headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        req.send(msg.as_str())
+    })?;
     let status = resp.status().as_u16();
     let body = read_body_text(resp.into_body(), MAX_POST_BODY).unwrap_or_default();
     if (200..300).contains(&status) {
@@ -173,20 +176,23 @@ fn stream_loop(
     ep_tx: &crossbeam_channel::Sender<Result<String>>,
     connect_timeout: Duration,
 ) {
-    let mut req = agent
-        .get(&spec.url)
-        .config()
-        .timeout_recv_response(Some(connect_timeout))
-        .build()
-        .header("Accept", "text/event-stream")
-        .header("Cache-Control", "no-cache");
-    for (k, v) in &spec.headers {
-        req = req.header(k.as_str(), v.as_str());
-    }
-    let resp = match req.call() {
+    let opened = send_following(inbox, &spec.url, &spec.url, "GET", "opening the event stream", |url| {
+        let mut req = agent
+            .get(url)
+            .config()
+            .timeout_recv_response(Some(connect_timeout))
+            .build()
+            .header("Accept", "text/event-stream")
+            .header("Cache-Control", "no-cache");
+        for (k, v) in &spec.headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        req.call()
+    });
+    let (resp, stream_url) = match opened {
         Ok(r) => r,
         Err(e) => {
-            let _ = ep_tx.try_send(Err(map_ureq(inbox, e, "opening the event stream")));
+            let _ = ep_tx.try_send(Err(e));
             return;
         }
     };
@@ -214,7 +220,7 @@ fn stream_loop(
             Ok(Some(ev)) => match ev.event.as_str() {
                 "endpoint" if !announced => {
                     announced = true;
-                    let _ = ep_tx.try_send(endpoint_url(base, &spec.url, &ev.data, inbox));
+                    let _ = ep_tx.try_send(endpoint_url(base, &stream_url, &ev.data, inbox));
                 }
                 "message" => inbox.handle_text(&ev.data),
                 _ => {}
@@ -232,8 +238,9 @@ fn stream_loop(
     }
 }
 
-/// Resolves the announced endpoint and insists on the stream's origin (a server must not
-/// redirect our messages, with their headers, elsewhere).
+/// Resolves the announced endpoint against the URL that answered the stream (after same-origin
+/// redirects) and insists on the configured origin (a server must not redirect our messages,
+/// with their headers, elsewhere).
 fn endpoint_url(base: &url::HttpUrl, base_text: &str, data: &str, inbox: &Inbox) -> Result<String> {
     let resolved = url::resolve(base_text, data.trim())
         .map_err(|_| Error::Protocol("endpoint event is not a valid URI".into()))?;

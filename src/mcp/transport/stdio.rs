@@ -23,6 +23,9 @@ use crate::mcp::{Error, Result};
 use crate::util::text;
 
 /// Parent variables a child may see (tools-and-mcp.md §5); everything else comes from config.
+/// None of them is secret, so the start-up removal of secret variables from the server's
+/// environment changes nothing for MCP servers: a catalog entry that needs a key (say
+/// `GITHUB_TOKEN`) has always had to name it in its own `env`, which is passed as configured.
 pub const ENV_ALLOWLIST: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
 /// Largest stdout line (one JSON-RPC message) accepted before the connection is failed.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -414,6 +417,24 @@ fn kill_and_reap(child: &mut Child, pid: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn child_env_is_the_allow_list_plus_the_entrys_own() {
+        assert!(ENV_ALLOWLIST.iter().all(|k| !crate::secrets::is_secret_name(k)));
+        let spec = StdioSpec {
+            command: "/bin/true".into(),
+            args: vec![],
+            env: [("GITHUB_TOKEN".to_string(), "ghp-configured".to_string())].into(),
+            cwd: None,
+        };
+        let cmd = build_command(&spec);
+        let envs: Vec<(String, Option<String>)> = cmd
+            .get_envs()
+            .map(|(k, v)| (k.to_string_lossy().into_owned(), v.map(|v| v.to_string_lossy().into_owned())))
+            .collect();
+        assert!(envs.contains(&("GITHUB_TOKEN".into(), Some("ghp-configured".into()))), "{envs:?}");
+        assert!(envs.iter().all(|(k, _)| k == "GITHUB_TOKEN" || ENV_ALLOWLIST.contains(&k.as_str())), "{envs:?}");
+    }
 
     #[test]
     fn python_falls_back_to_python3() {

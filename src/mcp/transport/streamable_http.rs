@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{
-    body_snippet, content_type, http_agent, join_until, lock, map_ureq, read_body_text, spawn_named, HttpSpec,
+    body_snippet, content_type, http_agent, join_until, lock, read_body_text, send_following, spawn_named, HttpSpec,
     HttpTimeouts, Inbox, Outgoing, Transport,
 };
 use crate::mcp::jsonrpc::Id;
@@ -175,28 +175,15 @@ impl Transport for StreamableHttpTransport {
             return;
         }
         self.inbox.close("connection closed");
-        if let Some(session) = lock(&self.shared.session).clone() {
-            let mut req = self
-                .shared
-                .agent
-                .delete(&self.shared.url)
-                .config()
-                .timeout_global(Some(Duration::from_secs(5)))
-                .build()
-                .header("Mcp-Session-Id", session.as_str());
-            if let Some(v) = lock(&self.shared.protocol).clone() {
-                req = req.header("MCP-Protocol-Version", v.as_str());
-            }
-            for (k, v) in &self.shared.headers {
-                req = req.header(k.as_str(), v.as_str());
-            }
-            match req.call() {
-                Ok(r) => log::debug!("mcp {}: DELETE session -> {}", self.shared.server, r.status()),
-                Err(e) => log::debug!(
-                    "mcp {}: DELETE session failed: {}",
-                    self.shared.server,
-                    self.inbox.redact(&e.to_string())
-                ),
+        if lock(&self.shared.session).is_some() {
+            let shared = &self.shared;
+            let deleted = send_following(&self.inbox, &shared.url, &shared.url, "DELETE", "DELETE session", |url| {
+                let req = shared.agent.delete(url).config().timeout_global(Some(Duration::from_secs(5))).build();
+                with_headers(shared, req).call()
+            });
+            match deleted {
+                Ok((r, _)) => log::debug!("mcp {}: DELETE session -> {}", shared.server, r.status()),
+                Err(e) => log::debug!("mcp {}: DELETE session failed: {e}", shared.server),
             }
         }
         if let Some(h) = lock(&self.get_stream).take() {
@@ -229,12 +216,14 @@ fn with_headers<B>(shared: &Shared, mut req: ureq::RequestBuilder<B>) -> ureq::R
 /// POSTs a request and routes every message of its reply (JSON or event stream) to the inbox.
 fn post_request(shared: &Shared, inbox: &Inbox, id: &Id, msg: String) -> Result<()> {
     let had_session = lock(&shared.session).is_some();
-    let req = shared
-        .long_agent
-        .post(&shared.url)
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream");
-    let resp = with_headers(shared, req).send(msg).map_err(|e| map_ureq(inbox, e, "POST to the MCP endpoint"))?;
+    let (resp, _) = send_following(inbox, &shared.url, &shared.url, "POST", "POST to the MCP endpoint", |url| {
+        let req = shared
+            .long_agent
+            .post(url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream");
+        with_headers(shared, req).send(msg.as_str())
+    })?;
     let status = resp.status().as_u16();
     if let Some(s) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
         if !s.is_empty() && s.len() <= 1024 {
@@ -264,11 +253,11 @@ fn post_request(shared: &Shared, inbox: &Inbox, id: &Id, msg: String) -> Result<
                 break;
             }
             std::thread::sleep(retry_delay(retry));
-            let req = shared.long_agent.get(&shared.url).header("Accept", "text/event-stream");
-            let resp = with_headers(shared, req)
-                .header("Last-Event-ID", last_id.as_str())
-                .call()
-                .map_err(|e| map_ureq(inbox, e, "resuming the reply stream"))?;
+            let (resp, _) =
+                send_following(inbox, &shared.url, &shared.url, "GET", "resuming the reply stream", |url| {
+                    let req = shared.long_agent.get(url).header("Accept", "text/event-stream");
+                    with_headers(shared, req).header("Last-Event-ID", last_id.as_str()).call()
+                })?;
             if resp.status().as_u16() != 200 || !content_type(&resp).starts_with("text/event-stream") {
                 return Err(Error::Closed(format!("resuming the reply stream got HTTP {}", resp.status().as_u16())));
             }
@@ -325,15 +314,17 @@ fn retry_delay(retry_ms: Option<u64>) -> Duration {
 
 /// POSTs a notification or a response; the server answers 202 (or 200) without a message.
 fn post_control(shared: &Shared, inbox: &Inbox, msg: String, timeout: Duration) -> Result<()> {
-    let req = shared
-        .agent
-        .post(&shared.url)
-        .config()
-        .timeout_global(Some(timeout))
-        .build()
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream");
-    let resp = with_headers(shared, req).send(msg).map_err(|e| map_ureq(inbox, e, "POST to the MCP endpoint"))?;
+    let (resp, _) = send_following(inbox, &shared.url, &shared.url, "POST", "POST to the MCP endpoint", |url| {
+        let req = shared
+            .agent
+            .post(url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream");
+        with_headers(shared, req).send(msg.as_str())
+    })?;
     let status = resp.status().as_u16();
     let body = read_body_text(resp.into_body(), 64 * 1024).unwrap_or_default();
     match status {
@@ -355,14 +346,16 @@ fn get_loop(shared: &Shared, ready: &crossbeam_channel::Sender<()>) {
         let Some(inbox) = shared.inbox.upgrade() else {
             return;
         };
-        let mut req = with_headers(shared, agent.get(&shared.url).header("Accept", "text/event-stream"));
-        if !last_id.is_empty() {
-            req = req.header("Last-Event-ID", last_id.as_str());
-        }
-        let resp = req.call();
+        let resp = send_following(&inbox, &shared.url, &shared.url, "GET", "opening the notification stream", |url| {
+            let mut req = with_headers(shared, agent.get(url).header("Accept", "text/event-stream"));
+            if !last_id.is_empty() {
+                req = req.header("Last-Event-ID", last_id.as_str());
+            }
+            req.call()
+        });
         let _ = ready.try_send(());
         let resp = match resp {
-            Ok(r) => r,
+            Ok((r, _)) => r,
             Err(_) => {
                 failures += 1;
                 drop(inbox);

@@ -1,0 +1,338 @@
+//! Secrets the server holds and must not hand out: which environment variables are secret
+//! ([`is_secret_name`]), taking them out of the process environment at start-up
+//! ([`take_from_environment`], [`hand_over`]) so that no tool can read them back, not even
+//! from `/proc/<server pid>/environ`, and the live registry of known secret values that every
+//! tool result is redacted against ([`Secrets`]).
+//!
+//! The start-up parts run on the main thread before any other thread exists. The registry is
+//! shared: turn workers and the logger redact with it, the HTTP thread updates it when the LLM
+//! settings or the MCP catalog change.
+//!
+//! How the environment is cleaned. `/proc/<pid>/environ` shows the memory that held the
+//! environment block when the current image was executed; `unsetenv` only drops the pointer
+//! to an entry, so the text stays readable there. Two measures cover that:
+//! - the allocator re-exec (`util::malloc`) runs the new image with an envp that has no
+//!   secrets and hands them over in a sealed memfd whose number travels in [`FD_VAR`]; the new
+//!   image reads and closes it first thing ([`take_from_environment`]);
+//! - any secret entry still in this image's block (the re-exec was skipped: not glibc, exec
+//!   failed, or the caller set the marker that disables it; or the memfd could not be made and
+//!   the secrets rode in the envp) is removed with `unsetenv` and then overwritten with NULs
+//!   in place, within the range the kernel reports as the block (`/proc/self/stat` fields
+//!   `env_start`/`env_end`). This is how `setproctitle` rewrites `/proc/<pid>/cmdline`.
+//!
+//! Limits: the process that started the server, and the first image until it re-executes
+//! (microseconds, before any thread), had the secrets in their environment; where `/proc` is
+//! not mounted the block cannot be located, so only `unsetenv` applies (nothing can read
+//! `/proc/<pid>/environ` there either).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+
+/// The variable that carries the memfd number from the first image to the re-executed one.
+pub const FD_VAR: &str = "CASHCODE_SECRETS_FD";
+/// Known secret values shorter than this (in bytes) are not redacted: a short value such as
+/// `abc` occurs in ordinary output and replacing it would mangle results while protecting
+/// little. Tokens under 16 characters already get a start-up warning.
+pub const MIN_SECRET_LEN: usize = 6;
+/// What a redacted value is replaced with (the same marker as `util::redact`).
+pub const REDACTED: &str = "[REDACTED]";
+/// Largest hand-over accepted (the whole set of secret variables).
+const MAX_HANDOVER_BYTES: u64 = 1 << 20;
+const MEMFD_NAME: &std::ffi::CStr = c"cashcode-secrets";
+
+/// Whether an environment variable holds a secret: its name contains `KEY`, `TOKEN`,
+/// `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL`, any case (`CASHCODE_TOKEN`,
+/// `DEEPSEEK_API_KEY`, `OPENAI_API_KEY`, `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, …). Such
+/// variables are taken out of the server's environment at start-up, never reach `exec`
+/// commands, and their values are redacted from tool results.
+pub fn is_secret_name(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"].iter().any(|m| n.contains(m))
+}
+
+/// Takes every secret variable out of the process environment and returns them (UTF-8 ones;
+/// others are removed and dropped), together with those the previous image handed over in a
+/// memfd. Call first thing in `main`, before any thread starts: it changes the environment.
+pub fn take_from_environment() -> Vec<(String, String)> {
+    let mut taken = receive();
+    let names: Vec<std::ffi::OsString> =
+        std::env::vars_os().map(|(k, _)| k).filter(|k| is_secret_name(&k.to_string_lossy())).collect();
+    for name in names {
+        if let (Ok(k), Some(Ok(v))) = (name.clone().into_string(), std::env::var_os(&name).map(|v| v.into_string())) {
+            taken.push((k, v));
+        }
+        std::env::remove_var(&name);
+    }
+    wipe_initial_block();
+    taken
+}
+
+/// Prepares `cmd` (the re-exec of this binary) to receive `secrets` without putting them in
+/// its environment: they go into a sealed memfd left open across `exec`, its number in
+/// [`FD_VAR`]. The returned descriptor must live until `exec`; if `exec` fails, dropping it
+/// closes the memfd. Without a memfd the secrets ride in `cmd`'s environment, and the new
+/// image wipes them from its block in [`take_from_environment`].
+pub fn hand_over(cmd: &mut std::process::Command, secrets: &[(String, String)]) -> Option<std::os::fd::OwnedFd> {
+    if secrets.is_empty() {
+        return None;
+    }
+    match write_memfd(secrets) {
+        Some(fd) => {
+            use std::os::fd::AsRawFd;
+            cmd.env(FD_VAR, fd.as_raw_fd().to_string());
+            Some(fd)
+        }
+        None => {
+            cmd.envs(secrets.iter().map(|(k, v)| (k, v)));
+            None
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn write_memfd(secrets: &[(String, String)]) -> Option<std::os::fd::OwnedFd> {
+    use std::io::Write;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut bytes = Vec::new();
+    for (k, v) in secrets {
+        bytes.extend_from_slice(k.as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(v.as_bytes());
+        bytes.push(0);
+    }
+    // SAFETY: plain syscall with a NUL-terminated name. No MFD_CLOEXEC: the descriptor must
+    // survive the exec; the new image closes it before starting any thread or child.
+    let fd = unsafe { libc::memfd_create(MEMFD_NAME.as_ptr(), libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` was just returned by memfd_create and is owned by nothing else.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut file = std::fs::File::from(owned);
+    file.write_all(&bytes).ok()?;
+    // Sealed, so the receiver can tell our memfd from any other descriptor a caller might
+    // name in the variable (only a sealed memfd answers F_GET_SEALS with these seals).
+    // SAFETY: fcntl on a descriptor we own.
+    if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, SEALS) } != 0 {
+        return None;
+    }
+    Some(file.into())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn write_memfd(_: &[(String, String)]) -> Option<std::os::fd::OwnedFd> {
+    None
+}
+
+#[cfg(target_os = "linux")]
+const SEALS: libc::c_int = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+
+/// The secrets the previous image handed over, if [`FD_VAR`] names our sealed memfd. The
+/// variable is removed either way.
+#[cfg(target_os = "linux")]
+fn receive() -> Vec<(String, String)> {
+    let Some(raw) = std::env::var_os(FD_VAR) else {
+        return Vec::new();
+    };
+    std::env::remove_var(FD_VAR);
+    raw.to_str().and_then(|s| s.parse::<libc::c_int>().ok()).and_then(read_handover).unwrap_or_default()
+}
+
+/// Reads and closes descriptor `fd` if it is a memfd sealed by [`write_memfd`]; any other
+/// descriptor (a caller may put any number in the variable) is left alone.
+#[cfg(target_os = "linux")]
+fn read_handover(fd: libc::c_int) -> Option<Vec<(String, String)>> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::FileExt;
+    // SAFETY: fcntl only queries the descriptor; a number that is not open fails with EBADF.
+    if fd <= 2 || unsafe { libc::fcntl(fd, libc::F_GET_SEALS) } != SEALS {
+        return None;
+    }
+    // SAFETY: the descriptor is open, is the sealed memfd the previous image left for us, and
+    // nothing else in this image refers to it; the File closes it on drop.
+    let file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let len = file.metadata().ok()?.len().min(MAX_HANDOVER_BYTES);
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_at(&mut bytes, 0).ok()?;
+    drop(file);
+    let mut fields = bytes.split(|b| *b == 0);
+    let mut out = Vec::new();
+    while let (Some(k), Some(v)) = (fields.next(), fields.next()) {
+        if let (Ok(k), Ok(v)) = (std::str::from_utf8(k), std::str::from_utf8(v)) {
+            if !k.is_empty() {
+                out.push((k.to_string(), v.to_string()));
+            }
+        }
+    }
+    Some(out)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn receive() -> Vec<(String, String)> {
+    std::env::remove_var(FD_VAR);
+    Vec::new()
+}
+
+/// Overwrites, with NULs, every entry of this image's initial environment block whose name is
+/// secret (see the module header). Only bytes inside the block the kernel reports are touched.
+#[cfg(target_os = "linux")]
+fn wipe_initial_block() {
+    let Some((start, end)) = environ_block() else { return };
+    if start == 0 || end <= start || end - start > 64 << 20 {
+        return;
+    }
+    let base = start as *mut u8;
+    let len = end - start;
+    let mut entry = 0;
+    while entry < len {
+        // SAFETY: [start, end) is this process's environment block, mapped read-write on the
+        // initial stack for the life of the process; every offset read or written is < len.
+        // No Rust value owns these bytes, no other thread exists yet, and the secret entries
+        // were unset above, so nothing points at the bytes that are overwritten.
+        unsafe {
+            let mut stop = entry;
+            while stop < len && base.add(stop).read() != 0 {
+                stop += 1;
+            }
+            let text = std::slice::from_raw_parts(base.add(entry), stop - entry);
+            let name = text.split(|b| *b == b'=').next().unwrap_or_default();
+            if is_secret_name(&String::from_utf8_lossy(name)) {
+                for i in entry..stop {
+                    base.add(i).write_volatile(0);
+                }
+            }
+            entry = stop + 1;
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn wipe_initial_block() {}
+
+/// `env_start` and `env_end` (fields 50 and 51 of `/proc/self/stat`, Linux 3.5+).
+#[cfg(target_os = "linux")]
+fn environ_block() -> Option<(usize, usize)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may itself hold spaces.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3.
+    let start = fields.get(50 - 3)?.parse().ok()?;
+    let end = fields.get(51 - 3)?.parse().ok()?;
+    Some((start, end))
+}
+
+/// The live set of secret values known to the server, by source (`config`: the token and the
+/// secret variables; `llm`: the stored API key; `mcp`: configured header values and secret
+/// `env` values). Cheap to clone; all clones share one set.
+#[derive(Clone, Default)]
+pub struct Secrets {
+    inner: Arc<RwLock<Known>>,
+}
+
+#[derive(Default)]
+struct Known {
+    by_source: BTreeMap<&'static str, Vec<String>>,
+    /// Every value of at least [`MIN_SECRET_LEN`] bytes, deduplicated, longest first (so a
+    /// value that contains another is replaced whole).
+    all: Vec<String>,
+}
+
+impl Secrets {
+    pub fn new() -> Secrets {
+        Secrets::default()
+    }
+
+    /// Replaces the values known from `source`.
+    pub fn set(&self, source: &'static str, values: impl IntoIterator<Item = String>) {
+        let mut k = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let values: Vec<String> =
+            values.into_iter().map(|v| v.trim().to_string()).filter(|v| v.len() >= MIN_SECRET_LEN).collect();
+        k.by_source.insert(source, values);
+        let mut all: Vec<String> = k.by_source.values().flatten().cloned().collect();
+        all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        all.dedup();
+        k.all = all;
+    }
+
+    /// `text` with every known secret value replaced by [`REDACTED`]; borrowed when none occurs.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let k = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let mut out = Cow::Borrowed(text);
+        for secret in &k.all {
+            if out.contains(secret.as_str()) {
+                out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
+            }
+        }
+        out
+    }
+
+    /// How many values are known (for tests and start-up logging; never the values).
+    pub fn len(&self) -> usize {
+        self.inner.read().unwrap_or_else(|p| p.into_inner()).all.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secrets({REDACTED}, {} values)", self.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_names() {
+        for name in
+            ["CASHCODE_TOKEN", "DEEPSEEK_API_KEY", "OPENAI_API_KEY", "cashcode_token", "DB_PASSWD", "X_CREDENTIALS"]
+        {
+            assert!(is_secret_name(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "CASHCODE_HOME", "DEEPSEEK_API_BASE", "LANG"] {
+            assert!(!is_secret_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn redacts_known_values_by_source_and_updates_live() {
+        let s = Secrets::new();
+        assert_eq!(s.redact("nothing known"), "nothing known");
+        s.set("llm", ["sk-first-123456".to_string()]);
+        s.set("config", ["tok-abcdefgh".to_string(), "short".to_string(), "  ".to_string()]);
+        assert_eq!(s.len(), 2, "values under {MIN_SECRET_LEN} bytes are not kept");
+        assert_eq!(s.redact("k=sk-first-123456 t=tok-abcdefgh short"), "k=[REDACTED] t=[REDACTED] short");
+        // A new key replaces the old one of the same source.
+        s.set("llm", ["sk-second-654321".to_string()]);
+        let clone = s.clone();
+        assert_eq!(clone.redact("sk-first-123456 sk-second-654321"), "sk-first-123456 [REDACTED]");
+        // A value containing another is replaced whole.
+        s.set("mcp", ["tok-abcdefgh-and-more".to_string()]);
+        assert_eq!(s.redact("tok-abcdefgh-and-more"), "[REDACTED]");
+        assert!(matches!(s.redact("clean"), Cow::Borrowed(_)));
+        let dbg = format!("{s:?}");
+        assert!(!dbg.contains("sk-second") && !dbg.contains("tok-abc"), "{dbg}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn memfd_round_trip_and_foreign_descriptors_are_left_alone() {
+        use std::os::fd::{AsRawFd, IntoRawFd};
+        // (That the server closes it is checked through /proc in tests/suite/secrets.rs.)
+        let pairs = vec![("CASHCODE_TOKEN".to_string(), "t0ken-value".to_string()), ("X_KEY".into(), "".into())];
+        let fd = write_memfd(&pairs).expect("memfd").into_raw_fd();
+        assert_eq!(read_handover(fd), Some(pairs));
+        let other = std::fs::File::open("/proc/self/stat").expect("open");
+        assert_eq!(read_handover(other.as_raw_fd()), None);
+        assert!(other.metadata().is_ok(), "a foreign descriptor stays open");
+        assert_eq!(read_handover(0), None);
+        assert!(environ_block().is_some_and(|(s, e)| e > s), "env_start/env_end readable");
+    }
+}
