@@ -3,8 +3,9 @@
 //! misbehaving raw stdio server (crash, hang, garbage, huge lines, progress, server requests).
 //!
 //! Required runtimes are checked up front: a missing one fails the test with the command that
-//! installs it (nothing is skipped silently). Setup: `pip install -r mcp_servers/requirements.txt`
-//! and `npm ci --prefix mcp_servers`.
+//! installs it (nothing is skipped silently). Setup: `bash scripts/setup.sh`, which creates the
+//! checkout's `.venv/` with the pinned Python SDK (every Python server here runs on that
+//! interpreter, as the built-in catalog entry does) and runs `npm ci --prefix mcp_servers`.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -30,14 +31,11 @@ fn which(cmd: &str) -> Option<PathBuf> {
     std::env::var("PATH").ok()?.split(':').map(|d| Path::new(d).join(cmd)).find(|p| p.is_file())
 }
 
-/// The Python interpreter; fails clearly when none exists.
+/// The set-up's virtual environment interpreter (`.venv/bin/python`); fails clearly without it.
 fn python() -> String {
-    for c in ["python3", "python"] {
-        if which(c).is_some() {
-            return c.to_string();
-        }
-    }
-    panic!("MCP tests need Python 3 on PATH (python3 or python)");
+    let venv = cashcode::mcp::catalog::venv_python(&root());
+    assert!(venv.is_file(), "MCP tests need {}: run `bash scripts/setup.sh`", venv.display());
+    venv.display().to_string()
 }
 
 fn require_python_sdk() {
@@ -47,7 +45,7 @@ fn require_python_sdk() {
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
-    assert!(ok, "the official Python MCP SDK is missing: run `pip install -r mcp_servers/requirements.txt`");
+    assert!(ok, "the official Python MCP SDK is missing from .venv: run `bash scripts/setup.sh`");
 }
 
 fn everything_js() -> PathBuf {
@@ -118,6 +116,7 @@ fn fixture(mode: &str, log: Option<&Path>) -> TransportSpec {
         args: vec![root().join("tests/fixtures/mcp/misbehaving.py").display().to_string(), mode.to_string()],
         env,
         cwd: None,
+        python: None,
     })
 }
 
@@ -287,6 +286,7 @@ fn everything_over_stdio() {
         args: vec!["-y".into(), "@modelcontextprotocol/server-everything".into()],
         env: BTreeMap::new(),
         cwd: Some(root().join("mcp_servers")),
+        python: None,
     });
     assert!(js.is_file());
     let client = Client::connect("everything", &spec, fast_cfg()).unwrap();
@@ -594,6 +594,7 @@ fn startup_failures_are_clear() {
         args: vec![],
         env: BTreeMap::new(),
         cwd: None,
+        python: None,
     });
     let err = Client::connect("missing", &spec, fast_cfg()).unwrap_err();
     assert!(matches!(err, Error::Spawn { .. }), "{err:?}");

@@ -8,6 +8,7 @@ mod http_api;
 mod legacy_data;
 mod llm_settings;
 mod load;
+mod mcp_venv;
 mod memory;
 mod origin;
 mod prompt_cache;

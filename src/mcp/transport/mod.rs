@@ -43,6 +43,10 @@ pub struct StdioSpec {
     pub env: BTreeMap<String, String>,
     /// Working directory of the child (the project root when known).
     pub cwd: Option<PathBuf>,
+    /// The interpreter a bare `python`/`python3` command runs when it is executable at spawn
+    /// time (the checkout's `.venv/bin/python`, see [`crate::mcp::catalog::venv_python`]);
+    /// otherwise the command is looked up on `PATH`. Not part of the cache fingerprint.
+    pub python: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
