@@ -48,6 +48,15 @@ fn require_python_sdk() {
     assert!(ok, "the official Python MCP SDK is missing from .venv: run `bash scripts/setup.sh`");
 }
 
+/// Live threads of this process whose name is `name` (Linux keeps 15 bytes of it).
+fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == name)
+        .count()
+}
+
 fn everything_js() -> PathBuf {
     assert!(which("node").is_some(), "MCP tests need Node.js (node) on PATH");
     let p = root().join("mcp_servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
@@ -200,14 +209,18 @@ fn python_sdk_sse_server() {
     wait_port(port, Duration::from_secs(20));
 
     let spec = TransportSpec::Sse(HttpSpec { url, headers: BTreeMap::new() });
-    let client = Client::connect("test_sse_mcp", &spec, fast_cfg()).unwrap();
+    let client = Client::connect("pysse", &spec, fast_cfg()).unwrap();
     let tools = client.list_tools().unwrap();
     assert_eq!(tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["say_hello"]);
     let r = client.call_tool("say_hello", &Map::new(), None).unwrap();
     assert_eq!(text_of(&r), "Hello, Cash");
     client.ping().unwrap();
+    assert_eq!(threads_named("mcp-pysse-sse"), 1);
     client.close();
     assert!(client.dead_reason().is_some());
+    // Close interrupts the stream read and joins the reader (it used to wait for the 300 s
+    // idle timeout, detached).
+    assert_eq!(threads_named("mcp-pysse-sse"), 0);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -289,7 +302,7 @@ fn everything_over_stdio() {
         python: None,
     });
     assert!(js.is_file());
-    let client = Client::connect("everything", &spec, fast_cfg()).unwrap();
+    let client = Client::connect("evhttp", &spec, fast_cfg()).unwrap();
     assert_eq!(client.server_info().protocol_version, "2025-11-25");
     expect_list_changed(&client);
     exercise_everything(&client);
@@ -321,7 +334,7 @@ fn everything_over_streamable_http() {
     wait_port(port, Duration::from_secs(20));
     let url = format!("http://127.0.0.1:{port}/mcp");
     let spec = TransportSpec::StreamableHttp(HttpSpec { url: url.clone(), headers: BTreeMap::new() });
-    let client = Client::connect("everything", &spec, fast_cfg()).unwrap();
+    let client = Client::connect("evhttp", &spec, fast_cfg()).unwrap();
     assert_eq!(client.server_info().protocol_version, "2025-11-25");
     expect_list_changed(&client);
     exercise_everything(&client);
@@ -341,8 +354,10 @@ fn everything_over_streamable_http() {
     assert_ne!(new_session, session);
 
     // Close ends the session with DELETE: the old id is unknown afterwards (the TypeScript SDK
-    // answers 400 "No valid session ID provided" rather than the spec's 404).
+    // answers 400 "No valid session ID provided" rather than the spec's 404). The notification
+    // stream's reader is joined, not left blocked in its read.
     client.close();
+    assert_eq!(threads_named("mcp-evhttp-get"), 0);
     let probe = agent
         .post(&url)
         .header("Mcp-Session-Id", new_session.as_str())

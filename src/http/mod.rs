@@ -1,7 +1,8 @@
 //! The HTTP front door, run on the `http` thread: tiny_http requests become [`Req`], the
 //! router turns them into [`Resp`]; CORS, the Origin/Host/token checks and `X-Request-ID` are
 //! applied here, once. Routes that wait on the network (LLM discovery, MCP connect) run on a
-//! short-lived `http-slow` thread so they never stall the others.
+//! short-lived `http-slow` thread so they never stall the others. Server stop sets the shutdown
+//! flag and [`tiny_http::Server::unblock`]s the loop, which then joins its helper threads.
 
 pub mod api;
 pub mod assets;
@@ -13,7 +14,8 @@ pub mod skills_routes;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -28,6 +30,9 @@ const BODY_WORKERS: usize = 4;
 const BODY_QUEUE: usize = 256;
 /// Read and write timeout of HTTP connections.
 pub const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a stopping server waits for requests still being handled (slow routes end early:
+/// stop shuts the LLM agents and MCP connections down under them).
+const STOP_DRAIN: Duration = Duration::from_secs(2);
 
 /// A request as the router sees it.
 #[derive(Debug, Clone, Default)]
@@ -263,11 +268,13 @@ fn wake_accept(addr: &std::net::SocketAddr) {
     }
 }
 
-/// The `http` thread: serves until `shutdown` is set (checked every 250 ms).
-pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBool) {
+/// The `http` thread: serves until `shutdown` is set (checked every 250 ms, and at once after
+/// [`tiny_http::Server::unblock`]), then joins its body and slow-route threads.
+pub fn serve(server: Arc<tiny_http::Server>, api: Arc<api::Api>, shutdown: &AtomicBool) {
     let own_addr = server.server_addr().to_ip();
     let mut woken = std::time::Instant::now();
     let slow = Arc::new(AtomicUsize::new(0));
+    let mut slow_threads: Vec<JoinHandle<()>> = Vec::new();
     let (bodies, body_rx) = crossbeam_channel::bounded::<tiny_http::Request>(BODY_QUEUE);
     let body_threads: Vec<_> = (0..BODY_WORKERS)
         .filter_map(|i| {
@@ -324,14 +331,23 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
             handle(rq, &api2);
             slow2.fetch_sub(1, Ordering::SeqCst);
         });
-        if let Err(e) = spawned {
-            slow.fetch_sub(1, Ordering::SeqCst);
-            log::error!("event=http.slow.spawn_failed error=\"{e}\"");
+        match spawned {
+            Ok(h) => {
+                slow_threads.retain(|t| !t.is_finished());
+                slow_threads.push(h);
+            }
+            Err(e) => {
+                slow.fetch_sub(1, Ordering::SeqCst);
+                log::error!("event=http.slow.spawn_failed error=\"{e}\"");
+            }
         }
     }
     drop(bodies);
-    for t in body_threads {
-        let _ = t.join();
+    let deadline = Instant::now() + STOP_DRAIN;
+    for t in body_threads.into_iter().chain(slow_threads) {
+        if let Err(name) = crate::util::join::join_until(t, deadline) {
+            log::warn!("event=server.thread_unfinished thread={name}");
+        }
     }
 }
 
