@@ -33,6 +33,10 @@ static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 /// How long [`Server::stop`] waits for threads in all; a thread still running then is logged
 /// by name (`event=server.thread_unfinished`) and ends with the process.
 const STOP_DEADLINE: Duration = Duration::from_secs(5);
+/// How long stopping WebSocket clients get to write their queued frames before their sockets
+/// are shut (a reading client needs well under a millisecond; only one that stopped reading
+/// waits this out).
+const WS_DRAIN: Duration = Duration::from_millis(100);
 
 extern "C" fn on_signal(sig: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
@@ -304,6 +308,11 @@ impl Server {
         let mut unfinished: Vec<String> =
             self.workers.drain(..).filter_map(|t| crate::util::join::join_until(t, deadline).err()).collect();
         self.hub.close_all();
+        let drained = Instant::now() + WS_DRAIN;
+        while self.ws.live_clients.load(Ordering::SeqCst) > 0 && Instant::now() < drained {
+            thread::sleep(Duration::from_millis(1));
+        }
+        self.hub.shut_all();
         // Kill and reap stdio children, end HTTP sessions.
         self.mcp.shutdown();
         for t in self.threads.drain(..).rev() {
