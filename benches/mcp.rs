@@ -21,8 +21,10 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The checkout's `.venv` (made by `scripts/setup.sh`) first, then `python3`/`python` on PATH.
 fn python_with_sdk() -> Option<String> {
-    ["python3", "python"].into_iter().map(str::to_string).find(|p| {
+    let venv = cashcode::mcp::catalog::venv_python(&root()).display().to_string();
+    [venv, "python3".into(), "python".into()].into_iter().find(|p| {
         Command::new(p)
             .args(["-c", "import mcp.server.fastmcp"])
             .stderr(Stdio::null())
@@ -88,6 +90,7 @@ fn bench_servers() {
         args: vec![root().join("mcp_servers/test_stdio_mcp/server.py").display().to_string()],
         env: BTreeMap::new(),
         cwd: Some(root()),
+        python: None,
     });
     connect_times("stdio (Python SDK)", &stdio, 5);
     let client = Client::connect("bench", &stdio, ClientConfig::default()).expect("stdio server");

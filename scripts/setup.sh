@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs everything CashCode needs on a fresh Debian machine (idempotent):
-# the Python MCP SDK for mcp_servers/, npm packages for the web client and the MCP test
-# servers, and (with --browser) Debian's chromium for the browser tests.
+# Installs everything CashCode needs on a fresh Debian/Ubuntu machine (idempotent): the Python
+# MCP SDK for mcp_servers/ into the checkout's virtual environment .venv/ (a Debian python3 is
+# "externally managed", PEP 668: pip refuses to install into it, and we never try), npm packages
+# for the web client and the MCP test servers, and (with --browser) Debian's chromium for the
+# browser tests. A missing prerequisite stops it with one line naming the command that fixes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,22 +11,62 @@ want_browser=0
 for a in "$@"; do [ "$a" = "--browser" ] && want_browser=1; done
 
 log() { printf '\n== %s\n' "$*"; }
-
-if ! command -v cargo >/dev/null 2>&1; then
-  echo "cargo is required (https://rustup.rs)" >&2
+# One line on stderr, then exit non-zero.
+fail() {
+  echo "setup: $*" >&2
   exit 1
+}
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo "
+
+command -v cargo >/dev/null 2>&1 ||
+  fail "cargo is missing; install Rust with: curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh"
+
+if [ -f client/package.json ] || [ -f mcp_servers/package.json ]; then
+  node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo none)
+  if ! [ "$node_major" -ge 20 ] 2>/dev/null; then
+    found=$([ "$node_major" = none ] && echo "none" || node --version)
+    fail "Node.js 20 or newer is required (found $found); install it with: curl -fsSL https://deb.nodesource.com/setup_22.x | ${sudo}bash - && ${sudo}apt-get install -y nodejs"
+  fi
+  command -v npm >/dev/null 2>&1 || fail "npm is missing; install it with: ${sudo}apt-get install -y npm"
 fi
 
 if [ -f mcp_servers/requirements.txt ]; then
-  log "Python MCP SDK (mcp_servers/requirements.txt)"
-  if ! python3 -c 'import mcp' >/dev/null 2>&1 || ! python3 - <<'PY' >/dev/null 2>&1
-import importlib.metadata as m, re, sys
+  log "Python MCP SDK (mcp_servers/requirements.txt) in .venv/"
+  py=.venv/bin/python
+  # .venv is a virtual environment (never the system Python) with every pin of
+  # requirements.txt at exactly its version (no import of mcp: stays fast).
+  pins_ok() {
+    "$py" - <<'PY' >/dev/null 2>&1
+import importlib.metadata as m, importlib.util, re, sys
 req = open("mcp_servers/requirements.txt").read()
 pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==([^\s#]+)", req, re.M))
-sys.exit(0 if all(m.version(k) == v for k, v in pins.items()) else 1)
+ok = sys.prefix != sys.base_prefix and importlib.util.find_spec("mcp") is not None
+sys.exit(0 if ok and all(m.version(k) == v for k, v in pins.items()) else 1)
 PY
-  then
-    python3 -m pip install --quiet --disable-pip-version-check -r mcp_servers/requirements.txt
+  }
+  if ! pins_ok; then
+    command -v python3 >/dev/null 2>&1 ||
+      fail "python3 is missing; install it with: ${sudo}apt-get install -y python3 python3-venv"
+    # Redone unless it is a virtual environment with pip: its interpreter may be gone, or an
+    # earlier creation failed half-way (Debian leaves .venv/bin/python without pip).
+    if ! "$py" -c 'import sys, pip; sys.exit(sys.prefix == sys.base_prefix)' >/dev/null 2>&1; then
+      rm -rf .venv
+      if ! out=$(python3 -m venv .venv 2>&1); then
+        rm -rf .venv
+        # Debian/Ubuntu ship ensurepip (and venv's pip) in a separate package; its message names
+        # the versioned one, e.g. "apt install python3.11-venv".
+        if grep -qiE 'ensurepip|No module named venv' <<<"$out" || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+          pkg=$(grep -oE 'apt(-get)? install +python3[.0-9]*-venv' <<<"$out" | head -n1 | grep -oE '[^ ]+$' || true)
+          [ -n "$pkg" ] || pkg=$(python3 -c 'import sys; print("python%d.%d-venv" % sys.version_info[:2])' 2>/dev/null || echo python3-venv)
+          fail "python3 cannot create a virtual environment (ensurepip is missing); install it with: ${sudo}apt-get install -y $pkg"
+        fi
+        fail "python3 -m venv .venv failed: $(grep -v '^\s*$' <<<"$out" | tail -n1)"
+      fi
+    fi
+    "$py" -m pip install --quiet --disable-pip-version-check -r mcp_servers/requirements.txt ||
+      fail "installing mcp_servers/requirements.txt into .venv failed (pip's message is above)"
+    pins_ok || fail "the pins of mcp_servers/requirements.txt are still not met in .venv after pip install"
   fi
 fi
 

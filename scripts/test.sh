@@ -6,7 +6,19 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 
-bash scripts/setup.sh --browser || { echo "setup failed"; exit 1; }
+# Set up as on a stock Debian/Ubuntu machine: the system's own python3 (externally managed,
+# PEP 668) first on PATH when there is one, so the MCP SDK must come from .venv/. Only python3
+# is shadowed; cargo and node stay the ones on PATH.
+setup_path=$PATH
+if [ -x /usr/bin/python3 ]; then
+  shim="$(mktemp -d)"
+  ln -s /usr/bin/python3 "$shim/python3"
+  setup_path="$shim:$PATH"
+fi
+PATH=$setup_path bash scripts/setup.sh --browser
+setup_status=$?
+[ -z "${shim:-}" ] || rm -rf "$shim"
+[ "$setup_status" = 0 ] || { echo "setup failed"; exit 1; }
 
 passed=0; failed=0; status=0
 log="$(mktemp)"

@@ -1,12 +1,14 @@
 //! Builds the services, binds both listeners, names and spawns every thread (`http`,
-//! `ws-accept`, `worker-N`, `dream`, `housekeep`), prints the `listening` lines, and shuts down in order:
-//! stop accepting, cancel turns, close WebSockets, join.
+//! `ws-accept`, `worker-N`, `consolidate`, `dream`, `housekeep`), prints the `listening` lines,
+//! waits for SIGINT/SIGTERM, and shuts down in order: stop accepting, cancel turns (the partial
+//! answer is kept, as on a user's cancel), stop the timers and background model calls, let the
+//! workers end their turns, close WebSockets, close MCP servers, join every thread by a deadline.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::agent::history::ChatCache;
 use crate::agent::{tools, Agent, Deps};
@@ -26,9 +28,27 @@ use crate::ws::{hub::Hub, WsShared};
 
 /// Set by SIGINT/SIGTERM.
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Write end of the signal pipe (-1 before [`run`] makes it): the handler writes the signal
+/// number there, so the main thread wakes at once instead of polling [`STOP`].
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+/// How long [`Server::stop`] waits for threads in all; a thread still running then is logged
+/// by name (`event=server.thread_unfinished`) and ends with the process.
+const STOP_DEADLINE: Duration = Duration::from_secs(5);
+/// How long stopping WebSocket clients get to write their queued frames before their sockets
+/// are shut (a reading client needs well under a millisecond; only one that stopped reading
+/// waits this out).
+const WS_DRAIN: Duration = Duration::from_millis(100);
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
+    let fd = SIGNAL_PIPE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let byte = sig as u8;
+        // SAFETY: write(2) is async-signal-safe; one byte from a live local to a non-blocking fd.
+        unsafe {
+            libc::write(fd, (&byte as *const u8).cast(), 1);
+        }
+    }
 }
 
 /// A running server; [`Server::stop`] shuts it down.
@@ -40,7 +60,11 @@ pub struct Server {
     shutdown: Arc<AtomicBool>,
     ws: Arc<WsShared>,
     ws_addr: std::net::SocketAddr,
+    /// Shared with the `http` thread, so stop can [`tiny_http::Server::unblock`] it.
+    http: Arc<tiny_http::Server>,
+    /// In start order; joined in reverse, after the workers.
     threads: Vec<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
     /// Dropping it stops the dream and housekeep timer threads.
     timers_stop: Option<crossbeam_channel::Sender<()>>,
     api: Arc<Api>,
@@ -219,7 +243,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
     );
 
     let shutdown = Arc::new(AtomicBool::new(false));
-    threads.extend(agent.spawn_workers(config.workers));
+    let workers = agent.spawn_workers(config.workers);
 
     let ws = Arc::new(WsShared::new(Arc::clone(&hub), Arc::clone(&agent), policy.clone()));
     let ws2 = Arc::clone(&ws);
@@ -230,8 +254,10 @@ pub fn start(config: Config) -> Result<Server, Error> {
             .map_err(|e| Error(format!("cannot start ws-accept: {e}")))?,
     );
 
-    let http_server = tiny_http::Server::from_listener(http_listener, None)
-        .map_err(|e| Error(format!("cannot start the HTTP server: {e}")))?;
+    let http_server = Arc::new(
+        tiny_http::Server::from_listener(http_listener, None)
+            .map_err(|e| Error(format!("cannot start the HTTP server: {e}")))?,
+    );
     let api = Arc::new(Api {
         config: Arc::clone(&config),
         policy,
@@ -243,11 +269,11 @@ pub fn start(config: Config) -> Result<Server, Error> {
         evolution,
     });
     let sd = Arc::clone(&shutdown);
-    let api2 = Arc::clone(&api);
+    let (api2, http2) = (Arc::clone(&api), Arc::clone(&http_server));
     threads.push(
         thread::Builder::new()
             .name("http".into())
-            .spawn(move || crate::http::serve(http_server, api2, &sd))
+            .spawn(move || crate::http::serve(http2, api2, &sd))
             .map_err(|e| Error(format!("cannot start http: {e}")))?,
     );
 
@@ -260,7 +286,9 @@ pub fn start(config: Config) -> Result<Server, Error> {
         shutdown,
         ws,
         ws_addr,
+        http: http_server,
         threads,
+        workers,
         timers_stop: Some(timers_stop),
         api,
         mcp,
@@ -273,27 +301,90 @@ impl Server {
         Arc::clone(&self.api)
     }
 
-    /// Stops accepting, cancels turns, closes connections, joins threads (bounded wait).
+    /// Stops accepting, cancels turns, closes connections, joins every thread (by
+    /// [`STOP_DEADLINE`]). Idle this takes a few milliseconds; mid-turn, about as long as the
+    /// turn takes to store its partial answer. Logs `event=server.stopped duration_ms=…`.
     pub fn stop(mut self) {
-        self.timers_stop.take();
+        let started = Instant::now();
+        let deadline = started + STOP_DEADLINE;
+        // Stop accepting: wake the HTTP loop and the blocking WebSocket accept.
         self.shutdown.store(true, Ordering::SeqCst);
+        self.http.unblock();
         self.ws.shutdown.store(true, Ordering::SeqCst);
-        // Wake the blocking accept.
         let _ = std::net::TcpStream::connect_timeout(&self.ws_addr, Duration::from_millis(200));
+        // Cancel running turns (each keeps what it streamed), refuse new ones, stop consolidation.
         self.agent.shutdown();
+        // Background model calls (consolidation, Dream, discovery) fail now instead of at
+        // their timeout; parked stream readers exit.
+        self.api.llm.shutdown();
+        // Dropping the one sender wakes the dream and housekeep threads.
+        self.timers_stop.take();
+        // The workers store their cancelled turns and send the closing events before the
+        // sockets close.
+        let mut unfinished: Vec<String> =
+            self.workers.drain(..).filter_map(|t| crate::util::join::join_until(t, deadline).err()).collect();
         self.hub.close_all();
+        let drained = Instant::now() + WS_DRAIN;
+        while self.ws.live_clients.load(Ordering::SeqCst) > 0 && Instant::now() < drained {
+            thread::sleep(Duration::from_millis(1));
+        }
+        self.hub.shut_all();
         // Kill and reap stdio children, end HTTP sessions.
         self.mcp.shutdown();
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        for t in self.threads.into_iter().rev() {
-            while !t.is_finished() && std::time::Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(10));
-            }
-            if t.is_finished() {
-                let _ = t.join();
+        for t in self.threads.drain(..).rev() {
+            unfinished.extend(crate::util::join::join_until(t, deadline).err());
+        }
+        unfinished.extend(self.ws.join_clients(deadline));
+        let readers = self.api.llm.join_until(deadline);
+        unfinished.extend((readers > 0).then(|| format!("llm-stream x{readers}")));
+        for name in &unfinished {
+            log::warn!("event=server.thread_unfinished thread={name}");
+        }
+        log::info!(
+            "event=server.stopped duration_ms={:.1} unfinished_threads={}",
+            started.elapsed().as_secs_f64() * 1000.0,
+            unfinished.len()
+        );
+    }
+}
+
+/// The signal pipe: (read end, write end), both close-on-exec so children never inherit them,
+/// the write end non-blocking so the handler can never block.
+fn signal_pipe() -> std::io::Result<(libc::c_int, libc::c_int)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe(2) writes two descriptors into the two-element array; fcntl(2) on them.
+    unsafe {
+        if libc::pipe(fds.as_mut_ptr()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        for fd in fds {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+        libc::fcntl(fds[1], libc::F_SETFL, libc::fcntl(fds[1], libc::F_GETFL) | libc::O_NONBLOCK);
+    }
+    Ok((fds[0], fds[1]))
+}
+
+/// Blocks until SIGINT/SIGTERM; returns the signal's name.
+fn wait_for_signal(pipe: Option<libc::c_int>) -> &'static str {
+    let mut byte = 0u8;
+    if let Some(fd) = pipe {
+        loop {
+            // SAFETY: read(2) of one byte into a live local.
+            let n = unsafe { libc::read(fd, (&mut byte as *mut u8).cast(), 1) };
+            if n == 1 || n == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                break;
             }
         }
-        log::info!("event=server.stopped");
+    }
+    // Without a pipe (or if reading it failed) the flag is polled.
+    while !STOP.load(Ordering::SeqCst) {
+        thread::sleep(Duration::from_millis(100));
+    }
+    match i32::from(byte) {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        _ => "a signal",
     }
 }
 
@@ -314,7 +405,17 @@ pub fn run(config: Config) -> Result<(), Error> {
             eprintln!("cashcode: warning: {w}");
         }
     }
-    // SAFETY: the handler only stores to an atomic.
+    let pipe = match signal_pipe() {
+        Ok((read, write)) => {
+            SIGNAL_PIPE.store(write, Ordering::SeqCst);
+            Some(read)
+        }
+        Err(e) => {
+            log::warn!("event=server.signal_pipe_failed error=\"{e}\"");
+            None
+        }
+    };
+    // SAFETY: the handler only stores to atomics and writes one byte (async-signal-safe).
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
@@ -326,9 +427,8 @@ pub fn run(config: Config) -> Result<(), Error> {
     let _ = writeln!(out, "http listening on http://{}:{}", display_host(&http_host), server.http_port);
     let _ = writeln!(out, "ws listening on ws://{}:{}/", display_host(&ws_host), server.ws_port);
     let _ = out.flush();
-    while !STOP.load(Ordering::SeqCst) {
-        thread::sleep(Duration::from_millis(100));
-    }
+    let signal = wait_for_signal(pipe);
+    log::info!("event=server.stopping signal={signal}");
     server.stop();
     Ok(())
 }

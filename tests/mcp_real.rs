@@ -3,8 +3,9 @@
 //! misbehaving raw stdio server (crash, hang, garbage, huge lines, progress, server requests).
 //!
 //! Required runtimes are checked up front: a missing one fails the test with the command that
-//! installs it (nothing is skipped silently). Setup: `pip install -r mcp_servers/requirements.txt`
-//! and `npm ci --prefix mcp_servers`.
+//! installs it (nothing is skipped silently). Setup: `bash scripts/setup.sh`, which creates the
+//! checkout's `.venv/` with the pinned Python SDK (every Python server here runs on that
+//! interpreter, as the built-in catalog entry does) and runs `npm ci --prefix mcp_servers`.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -30,14 +31,11 @@ fn which(cmd: &str) -> Option<PathBuf> {
     std::env::var("PATH").ok()?.split(':').map(|d| Path::new(d).join(cmd)).find(|p| p.is_file())
 }
 
-/// The Python interpreter; fails clearly when none exists.
+/// The set-up's virtual environment interpreter (`.venv/bin/python`); fails clearly without it.
 fn python() -> String {
-    for c in ["python3", "python"] {
-        if which(c).is_some() {
-            return c.to_string();
-        }
-    }
-    panic!("MCP tests need Python 3 on PATH (python3 or python)");
+    let venv = cashcode::mcp::catalog::venv_python(&root());
+    assert!(venv.is_file(), "MCP tests need {}: run `bash scripts/setup.sh`", venv.display());
+    venv.display().to_string()
 }
 
 fn require_python_sdk() {
@@ -47,7 +45,16 @@ fn require_python_sdk() {
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
-    assert!(ok, "the official Python MCP SDK is missing: run `pip install -r mcp_servers/requirements.txt`");
+    assert!(ok, "the official Python MCP SDK is missing from .venv: run `bash scripts/setup.sh`");
+}
+
+/// Live threads of this process whose name is `name` (Linux keeps 15 bytes of it).
+fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == name)
+        .count()
 }
 
 fn everything_js() -> PathBuf {
@@ -118,6 +125,7 @@ fn fixture(mode: &str, log: Option<&Path>) -> TransportSpec {
         args: vec![root().join("tests/fixtures/mcp/misbehaving.py").display().to_string(), mode.to_string()],
         env,
         cwd: None,
+        python: None,
     })
 }
 
@@ -201,14 +209,18 @@ fn python_sdk_sse_server() {
     wait_port(port, Duration::from_secs(20));
 
     let spec = TransportSpec::Sse(HttpSpec { url, headers: BTreeMap::new() });
-    let client = Client::connect("test_sse_mcp", &spec, fast_cfg()).unwrap();
+    let client = Client::connect("pysse", &spec, fast_cfg()).unwrap();
     let tools = client.list_tools().unwrap();
     assert_eq!(tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["say_hello"]);
     let r = client.call_tool("say_hello", &Map::new(), None).unwrap();
     assert_eq!(text_of(&r), "Hello, Cash");
     client.ping().unwrap();
+    assert_eq!(threads_named("mcp-pysse-sse"), 1);
     client.close();
     assert!(client.dead_reason().is_some());
+    // Close interrupts the stream read and joins the reader (it used to wait for the 300 s
+    // idle timeout, detached).
+    assert_eq!(threads_named("mcp-pysse-sse"), 0);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -287,9 +299,10 @@ fn everything_over_stdio() {
         args: vec!["-y".into(), "@modelcontextprotocol/server-everything".into()],
         env: BTreeMap::new(),
         cwd: Some(root().join("mcp_servers")),
+        python: None,
     });
     assert!(js.is_file());
-    let client = Client::connect("everything", &spec, fast_cfg()).unwrap();
+    let client = Client::connect("evhttp", &spec, fast_cfg()).unwrap();
     assert_eq!(client.server_info().protocol_version, "2025-11-25");
     expect_list_changed(&client);
     exercise_everything(&client);
@@ -321,7 +334,7 @@ fn everything_over_streamable_http() {
     wait_port(port, Duration::from_secs(20));
     let url = format!("http://127.0.0.1:{port}/mcp");
     let spec = TransportSpec::StreamableHttp(HttpSpec { url: url.clone(), headers: BTreeMap::new() });
-    let client = Client::connect("everything", &spec, fast_cfg()).unwrap();
+    let client = Client::connect("evhttp", &spec, fast_cfg()).unwrap();
     assert_eq!(client.server_info().protocol_version, "2025-11-25");
     expect_list_changed(&client);
     exercise_everything(&client);
@@ -341,8 +354,10 @@ fn everything_over_streamable_http() {
     assert_ne!(new_session, session);
 
     // Close ends the session with DELETE: the old id is unknown afterwards (the TypeScript SDK
-    // answers 400 "No valid session ID provided" rather than the spec's 404).
+    // answers 400 "No valid session ID provided" rather than the spec's 404). The notification
+    // stream's reader is joined, not left blocked in its read.
     client.close();
+    assert_eq!(threads_named("mcp-evhttp-get"), 0);
     let probe = agent
         .post(&url)
         .header("Mcp-Session-Id", new_session.as_str())
@@ -594,6 +609,7 @@ fn startup_failures_are_clear() {
         args: vec![],
         env: BTreeMap::new(),
         cwd: None,
+        python: None,
     });
     let err = Client::connect("missing", &spec, fast_cfg()).unwrap_err();
     assert!(matches!(err, Error::Spawn { .. }), "{err:?}");

@@ -155,9 +155,14 @@ impl Agent {
         self.runs().contains_key(chat_id)
     }
 
-    /// Stops accepting turns and cancels the running ones; workers exit when idle.
+    /// Stops accepting turns and cancels the running ones (a cancelled turn keeps its streamed
+    /// text, as on a user's cancel); workers exit once their turn has ended. Background
+    /// consolidation stops too.
     pub fn shutdown(&self) {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(c) = &self.deps.consolidator {
+            c.close();
+        }
         let mut runs = self.runs();
         for run in runs.values_mut() {
             run.queue.clear();

@@ -3,7 +3,8 @@
 //! them into [`Resp`]; CORS, the Origin/Host/token checks and `X-Request-ID` are applied here,
 //! once. Routes that wait on the network (LLM discovery, MCP connect) run on a short-lived
 //! `http-slow` thread so they never stall the others, and a body that may arrive slowly on a
-//! short-lived `http-body` thread under a per-peer permit ([`body`]).
+//! short-lived `http-body` thread under a per-peer permit ([`body`]). Server stop sets the
+//! shutdown flag and [`tiny_http::Server::unblock`]s the loop, which then joins those threads.
 
 pub mod api;
 pub mod assets;
@@ -16,7 +17,8 @@ pub mod skills_routes;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -29,6 +31,9 @@ pub const MAX_BODY: usize = 12 * 1024 * 1024;
 const MAX_SLOW: usize = 16;
 /// Read and write timeout of HTTP connections.
 pub const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a stopping server waits for requests still being handled (slow routes end early:
+/// stop shuts the LLM agents and MCP connections down under them).
+const STOP_DRAIN: Duration = Duration::from_secs(2);
 
 /// A request as the router sees it.
 #[derive(Debug, Clone)]
@@ -229,12 +234,15 @@ fn wake_accept(addr: &std::net::SocketAddr) {
     }
 }
 
-/// The `http` thread: serves until `shutdown` is set (checked every 250 ms).
-pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBool) {
+/// The `http` thread: serves until `shutdown` is set (checked every 250 ms, and at once after
+/// [`tiny_http::Server::unblock`]), then joins its body and slow-route threads.
+pub fn serve(server: Arc<tiny_http::Server>, api: Arc<api::Api>, shutdown: &AtomicBool) {
     let own_addr = server.server_addr().to_ip();
     let mut woken = std::time::Instant::now();
     let slow = Arc::new(AtomicUsize::new(0));
     let readers = Arc::new(body::Readers::new(body::MAX_BODY_READERS, body::MAX_BODY_READERS_PER_PEER));
+    // `http-body` and `http-slow` threads still running, joined on stop.
+    let mut helpers: Vec<JoinHandle<()>> = Vec::new();
     loop {
         if woken.elapsed() >= ACCEPT_WAKE {
             if let Some(addr) = &own_addr {
@@ -287,8 +295,12 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
                     handle(rq, target, &api2);
                     drop(permit);
                 });
-            if let Err(e) = spawned {
-                log::error!("event=http.body.spawn_failed error=\"{e}\"");
+            match spawned {
+                Ok(h) => {
+                    helpers.retain(|t| !t.is_finished());
+                    helpers.push(h);
+                }
+                Err(e) => log::error!("event=http.body.spawn_failed error=\"{e}\""),
             }
             continue;
         }
@@ -304,9 +316,21 @@ pub fn serve(server: tiny_http::Server, api: Arc<api::Api>, shutdown: &AtomicBoo
             drop(permit);
             slow2.fetch_sub(1, Ordering::SeqCst);
         });
-        if let Err(e) = spawned {
-            slow.fetch_sub(1, Ordering::SeqCst);
-            log::error!("event=http.slow.spawn_failed error=\"{e}\"");
+        match spawned {
+            Ok(h) => {
+                helpers.retain(|t| !t.is_finished());
+                helpers.push(h);
+            }
+            Err(e) => {
+                slow.fetch_sub(1, Ordering::SeqCst);
+                log::error!("event=http.slow.spawn_failed error=\"{e}\"");
+            }
+        }
+    }
+    let deadline = Instant::now() + STOP_DRAIN;
+    for t in helpers {
+        if let Err(name) = crate::util::join::join_until(t, deadline) {
+            log::warn!("event=server.thread_unfinished thread={name}");
         }
     }
 }

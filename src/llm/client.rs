@@ -427,6 +427,20 @@ impl LlmClient {
         }
     }
 
+    /// Server stop: non-streamed calls in flight (consolidation, Dream, skill evolution,
+    /// discovery) fail at once and later ones are refused, as the agent's sockets are shut;
+    /// parked stream readers exit (streams of cancelled turns shut their own agents).
+    pub fn shutdown(&self) {
+        self.agent.clone().shutdown();
+        self.readers.stop();
+    }
+
+    /// After [`LlmClient::shutdown`]: joins the stream reader threads until `deadline`;
+    /// returns how many were still running.
+    pub fn join_readers(&self, deadline: Instant) -> usize {
+        self.readers.join_until(deadline)
+    }
+
     /// Non-streamed completion without tools (consolidation, Dream), bounded by `timeout`.
     pub fn complete(&self, model: &str, messages: Vec<Value>, timeout: Duration) -> Result<String, LlmError> {
         let body = json!({"model": model, "messages": messages, "stream": false});
@@ -642,6 +656,33 @@ mod tests {
         assert_eq!(e.to_string(), "Model service error (HTTP 401): Authentication failed; check the API key.");
         assert_eq!(e.category(), "Authentication failed; check the API key.");
         assert!(LlmError::NotConfigured(Provider::Ollama).to_string().contains("LLM not configured (ollama)"));
+    }
+
+    #[test]
+    fn shutdown_interrupts_a_completion_waiting_for_the_model() {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let settings = Settings {
+            openai_base_url: format!("http://{}/v1", listener.local_addr().unwrap()),
+            openai_api_key: "k".into(),
+            ollama_base_url: String::new(),
+        };
+        let client = Arc::new(LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(60)).unwrap());
+        let c2 = Arc::clone(&client);
+        let call = std::thread::spawn(move || {
+            let r = c2.complete("m", vec![json!({"role": "user", "content": "hi"})], Duration::from_secs(60));
+            (r, Instant::now())
+        });
+        // The request arrives and is never answered.
+        let (mut peer, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 1024];
+        assert!(peer.read(&mut buf).unwrap() > 0);
+        let stopped = Instant::now();
+        client.shutdown();
+        let (result, ended) = call.join().unwrap();
+        assert!(result.is_err(), "{result:?}");
+        assert!(ended.duration_since(stopped) < Duration::from_secs(5), "the call waited for the model");
+        assert_eq!(client.join_readers(Instant::now() + Duration::from_secs(1)), 0);
     }
 
     #[test]

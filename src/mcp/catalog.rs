@@ -303,10 +303,18 @@ impl Catalog {
     }
 
     /// What the transport needs: for stdio, args that name existing files under the project
-    /// root become absolute (flags such as `-m` are left alone); the cwd is the project root.
+    /// root become absolute (flags such as `-m` are left alone); the cwd is the project root;
+    /// a built-in entry whose command is a bare `python`/`python3` runs the checkout's virtual
+    /// environment when there is one (see [`venv_python`]).
     pub fn runtime_spec(&self, cfg: &ServerConfig) -> TransportSpec {
         match cfg.kind {
             Kind::Stdio => TransportSpec::Stdio(StdioSpec {
+                python: match &self.project_root {
+                    Some(root) if cfg.builtin && matches!(cfg.command.as_str(), "python" | "python3") => {
+                        Some(venv_python(root))
+                    }
+                    _ => None,
+                },
                 command: cfg.command.clone(),
                 args: cfg
                     .args
@@ -326,6 +334,18 @@ impl Catalog {
                 TransportSpec::StreamableHttp(HttpSpec { url: cfg.url.clone(), headers: cfg.headers.clone() })
             }
         }
+    }
+}
+
+/// `<project>/.venv/bin/python`: the virtual environment `scripts/setup.sh` creates with the
+/// pinned MCP SDK (a Debian/Ubuntu `python3` refuses `pip install`, PEP 668). Built-in entries
+/// run `python` with it when it exists, as if the user had activated it; the transport checks
+/// at every spawn, so creating or deleting `.venv` needs no restart.
+pub fn venv_python(project_root: &Path) -> PathBuf {
+    if cfg!(windows) {
+        project_root.join(".venv").join("Scripts").join("python.exe")
+    } else {
+        project_root.join(".venv").join("bin").join("python")
     }
 }
 
@@ -696,6 +716,7 @@ mod tests {
         std::fs::write(
             root.join("mcp_servers/mcp_config.json"),
             r#"{"local": {"command": "python", "args": ["mcp_servers/x.py", "-u"]},
+                "js": {"command": "node", "args": ["mcp_servers/x.js"]},
                 "remote": {"url": "http://127.0.0.1:8090/sse", "display_name": "Remote"}}"#,
         )
         .unwrap();
@@ -704,10 +725,21 @@ mod tests {
         let local = cat.get("local").unwrap().clone();
         assert_eq!((local.kind, local.display_name.as_str(), local.builtin), (Kind::Stdio, "local", true));
         assert_eq!(cat.get("remote").unwrap().kind, Kind::Sse);
-        match cat.runtime_spec(&local) {
+        let spec = cat.runtime_spec(&local);
+        match &spec {
             TransportSpec::Stdio(s) => {
                 assert_eq!(s.args, vec![root.join("mcp_servers/x.py").display().to_string(), "-u".to_string()]);
+                assert_eq!((s.command.as_str(), s.python.clone()), ("python", Some(root.join(".venv/bin/python"))));
             }
+            other => panic!("unexpected {other:?}"),
+        }
+        // The fingerprint is the original's: the venv interpreter is not part of it, so a tool
+        // cache written by the original (command `python`) stays valid.
+        let TransportSpec::Stdio(mut without) = spec.clone() else { unreachable!() };
+        without.python = None;
+        assert_eq!(fingerprint(&spec), fingerprint(&TransportSpec::Stdio(without)));
+        match cat.runtime_spec(cat.get("js").unwrap()) {
+            TransportSpec::Stdio(s) => assert_eq!((s.command.as_str(), s.python), ("node", None)),
             other => panic!("unexpected {other:?}"),
         }
         assert_eq!(cat.delete("local").unwrap_err(), ApiError { status: 403, detail: MSG_READ_ONLY.into() });

@@ -3,13 +3,14 @@
 //! (including any previous summary: summaries are cumulative) is summarised by one model call,
 //! a `summary` record with `keep_from_cursor` is appended, and only then is the cached context
 //! swapped. A failure changes nothing. Cuts always land on a user message, so a tool call is
-//! never separated from its result.
+//! never separated from its result. [`Consolidator::close`] (server stop) ends the thread before
+//! its next job; queued jobs are dropped (they are redone after a later turn).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError};
 use serde_json::json;
 
 use crate::agent::history::{lock, ChatState};
@@ -73,19 +74,23 @@ pub struct Consolidator {
     tx: Sender<Job>,
     running: Arc<Mutex<HashSet<String>>>,
     threshold: usize,
+    /// The only sender of the thread's stop channel: [`Consolidator::close`] drops it.
+    stop: Mutex<Option<Sender<()>>>,
 }
 
 impl Consolidator {
-    /// Starts the `consolidate` thread; it exits when the returned sender side is dropped.
+    /// Starts the `consolidate` thread; it exits on [`Consolidator::close`] (or when the
+    /// consolidator is dropped).
     pub fn start(chats: Arc<ChatStore>, threshold: usize) -> (Arc<Consolidator>, std::thread::JoinHandle<()>) {
         let (tx, rx) = bounded::<Job>(QUEUE);
+        let (stop, stopped) = bounded::<()>(0);
         let running = Arc::new(Mutex::new(HashSet::new()));
         let r2 = Arc::clone(&running);
         let handle = std::thread::Builder::new()
             .name("consolidate".into())
-            .spawn(move || work(&rx, &chats, &r2, threshold))
+            .spawn(move || work(&rx, &stopped, &chats, &r2, threshold))
             .expect("spawning the consolidate thread at start-up");
-        (Arc::new(Consolidator { tx, running, threshold }), handle)
+        (Arc::new(Consolidator { tx, running, threshold, stop: Mutex::new(Some(stop)) }), handle)
     }
 
     /// Called at the end of a successful turn: queues a job if the chat is over the threshold
@@ -105,14 +110,32 @@ impl Consolidator {
         }
     }
 
-    /// Closes the queue (the thread finishes its current job and exits).
-    pub fn close(self: Arc<Self>) {
-        drop(self);
+    /// Stops the thread: it finishes the job it is running (server stop shuts the LLM agents
+    /// down, so a model call in flight fails at once) and runs no queued one.
+    pub fn close(&self) {
+        self.stop.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 }
 
-fn work(rx: &Receiver<Job>, chats: &ChatStore, running: &Mutex<HashSet<String>>, threshold: usize) {
-    while let Ok(job) = rx.recv() {
+fn work(
+    rx: &Receiver<Job>,
+    stop: &Receiver<()>,
+    chats: &ChatStore,
+    running: &Mutex<HashSet<String>>,
+    threshold: usize,
+) {
+    loop {
+        let job = select! {
+            recv(rx) -> job => match job {
+                Ok(job) => job,
+                Err(_) => return,
+            },
+            recv(stop) -> _ => return,
+        };
+        // Both may be ready at once and select picks either: a closed consolidator runs nothing.
+        if matches!(stop.try_recv(), Err(TryRecvError::Disconnected)) {
+            return;
+        }
         match consolidate(&job, chats, threshold) {
             Ok(true) => log::info!("event=consolidation.completed chat_id={}", job.chat_id),
             Ok(false) => {}
@@ -172,6 +195,22 @@ mod tests {
         let p = plan(&records, 100).unwrap();
         // Newest half is ~210 chars: records 6,5,4 reach it at index 3 (assistant) -> moved to the user at 4.
         assert_eq!(p, Plan { compress: 4, keep_from_cursor: 5 });
+    }
+
+    #[test]
+    fn close_ends_the_thread_while_the_consolidator_is_still_shared() {
+        let dir = std::env::temp_dir().join(format!("cc-consolidate-{}", crate::util::rand::hex(6)));
+        let (c, handle) = Consolidator::start(Arc::new(ChatStore::new(&dir)), 100);
+        let kept = Arc::clone(&c);
+        let started = std::time::Instant::now();
+        c.close();
+        while !handle.is_finished() {
+            assert!(started.elapsed() < Duration::from_secs(2), "the consolidate thread ignored close");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        handle.join().unwrap();
+        drop(kept);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

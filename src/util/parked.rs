@@ -2,14 +2,16 @@
 //! stream reader: a cancelled worker returns at once while the read is still blocked). A job
 //! goes to an idle parked thread, else to a new one; after its job a thread parks again and
 //! exits once it had no work for `idle_for`. Saves a thread spawn per model call. `run` is
-//! called from worker threads; the jobs run on threads named after the pool.
+//! called from worker threads; the jobs run on threads named after the pool. [`ParkedThreads::stop`]
+//! (server stop, or dropping the pool) wakes every parked thread so it exits at once, and
+//! [`ParkedThreads::join_until`] joins them.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread;
-use std::time::Duration;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Sender};
+use crossbeam_channel::{bounded, select, Receiver, Sender};
 
 pub type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -24,6 +26,11 @@ pub struct ParkedThreads {
     max_idle: usize,
     idle_for: Duration,
     idle: Idle,
+    /// The only sender of the stop channel every parked thread also waits on.
+    stop: Mutex<Option<Sender<()>>>,
+    stopped: Receiver<()>,
+    /// Threads started and not yet seen finished (pruned at each start).
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 fn lock(idle: &Idle) -> MutexGuard<'_, Vec<Sender<Job>>> {
@@ -32,7 +39,17 @@ fn lock(idle: &Idle) -> MutexGuard<'_, Vec<Sender<Job>>> {
 
 impl ParkedThreads {
     pub fn new(name: &'static str, stack: usize, max_idle: usize, idle_for: Duration) -> Self {
-        ParkedThreads { name, stack, max_idle, idle_for, idle: Arc::new(Mutex::new(Vec::new())) }
+        let (stop, stopped) = bounded(0);
+        ParkedThreads {
+            name,
+            stack,
+            max_idle,
+            idle_for,
+            idle: Arc::new(Mutex::new(Vec::new())),
+            stop: Mutex::new(Some(stop)),
+            stopped,
+            threads: Mutex::new(Vec::new()),
+        }
     }
 
     /// Runs `job` on a parked thread, or on a new one when none is idle.
@@ -46,20 +63,38 @@ impl ParkedThreads {
             }
         }
         let (idle, max_idle, idle_for) = (Arc::clone(&self.idle), self.max_idle, self.idle_for);
-        thread::Builder::new()
+        let stopped = self.stopped.clone();
+        let handle = thread::Builder::new()
             .name(self.name.into())
             .stack_size(self.stack)
-            .spawn(move || park_loop(job, &idle, max_idle, idle_for))
-            .map(|_| ())
+            .spawn(move || park_loop(job, &idle, &stopped, max_idle, idle_for))?;
+        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        threads.retain(|h| !h.is_finished());
+        threads.push(handle);
+        Ok(())
     }
 
     /// Threads parked right now.
     pub fn idle(&self) -> usize {
         lock(&self.idle).len()
     }
+
+    /// Wakes every parked thread so it exits now instead of after `idle_for`; a thread running
+    /// a job exits when the job returns. The pool can still run jobs afterwards (on threads that
+    /// exit after their job).
+    pub fn stop(&self) {
+        self.stop.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    /// After [`ParkedThreads::stop`]: joins the pool's threads until `deadline`; returns how
+    /// many were still running then.
+    pub fn join_until(&self, deadline: Instant) -> usize {
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        threads.into_iter().map(|h| super::join::join_until(h, deadline)).filter(Result::is_err).count()
+    }
 }
 
-fn park_loop(first: Job, idle: &Idle, max_idle: usize, idle_for: Duration) {
+fn park_loop(first: Job, idle: &Idle, stopped: &Receiver<()>, max_idle: usize, idle_for: Duration) {
     let mut job = first;
     loop {
         if std::panic::catch_unwind(AssertUnwindSafe(job)).is_err() {
@@ -68,14 +103,21 @@ fn park_loop(first: Job, idle: &Idle, max_idle: usize, idle_for: Duration) {
         let (tx, rx) = bounded::<Job>(1);
         {
             let mut list = lock(idle);
-            if list.len() >= max_idle {
+            // Stopped: never park (a disconnected stop channel stays ready).
+            if list.len() >= max_idle || stopped.try_recv().is_err_and(|e| e.is_disconnected()) {
                 return;
             }
             list.push(tx.clone());
         }
-        job = match rx.recv_timeout(idle_for) {
-            Ok(j) => j,
-            Err(_) => {
+        // Stopped or idle too long: leave, unless a caller already took this thread's sender.
+        let next = select! {
+            recv(rx) -> j => j.ok(),
+            recv(stopped) -> _ => None,
+            default(idle_for) => None,
+        };
+        job = match next {
+            Some(j) => j,
+            None => {
                 let mut list = lock(idle);
                 if let Some(i) = list.iter().position(|t| t.same_channel(&tx)) {
                     list.swap_remove(i);
@@ -129,6 +171,32 @@ mod tests {
         let (tx, rx) = bounded(1);
         pool.run(Box::new(move || tx.send(7).unwrap())).unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(7));
+    }
+
+    #[test]
+    fn stop_wakes_parked_threads_at_once_and_join_collects_them() {
+        let pool = ParkedThreads::new("t-parked", 64 * 1024, 4, Duration::from_secs(60));
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..3 {
+            let ran = Arc::clone(&ran);
+            pool.run(Box::new(move || {
+                thread::sleep(Duration::from_millis(20));
+                ran.fetch_add(1, Ordering::SeqCst);
+            }))
+            .unwrap();
+        }
+        wait_for(|| ran.load(Ordering::SeqCst) == 3 && pool.idle() == 3);
+        let started = Instant::now();
+        pool.stop();
+        assert_eq!(pool.join_until(Instant::now() + Duration::from_secs(5)), 0);
+        assert!(started.elapsed() < Duration::from_secs(1), "parked threads waited out idle_for");
+        assert_eq!(pool.idle(), 0);
+        // A stopped pool still runs jobs; their threads exit afterwards instead of parking.
+        let (tx, rx) = bounded(1);
+        pool.run(Box::new(move || tx.send(5).unwrap())).unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(5));
+        assert_eq!(pool.join_until(Instant::now() + Duration::from_secs(5)), 0);
+        assert_eq!(pool.idle(), 0);
     }
 
     #[test]

@@ -208,12 +208,25 @@ impl Hub {
         self.with(|inner| inner.chats.len())
     }
 
-    /// Closes every connection (shutdown).
+    /// Server stop, first step: every connection closes once the frames already queued for it
+    /// are written (its writer thread sends them, then shuts the socket), so clients receive the
+    /// closing events of the turns that were just cancelled.
     pub fn close_all(&self) {
         self.with(|inner| {
             for chan in inner.chats.values() {
                 for c in &chan.subs {
                     c.send(Out::Close);
+                }
+            }
+        });
+    }
+
+    /// Server stop, for connections still open after [`Hub::close_all`] had its moment (a
+    /// client not reading): their sockets are shut now, which ends both their threads.
+    pub fn shut_all(&self) {
+        self.with(|inner| {
+            for chan in inner.chats.values() {
+                for c in &chan.subs {
                     c.close();
                 }
             }

@@ -1,6 +1,6 @@
 //! The WebSocket front door: the accept thread (`ws-accept`) hands each connection to its own
-//! `ws-client-N` thread (see `client.rs`). The hub fans events out; the protocol module parses
-//! frames.
+//! `ws-client-N` thread (see `client.rs`) and keeps its handle, so server stop can join every
+//! client after the hub closed them. The hub fans events out; the protocol module parses frames.
 
 pub mod client;
 pub mod hub;
@@ -8,8 +8,9 @@ pub mod protocol;
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::thread;
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use crate::agent::Agent;
 use crate::security::AccessPolicy;
@@ -25,6 +26,9 @@ pub struct WsShared {
     pub shutdown: AtomicBool,
     pub live_clients: AtomicUsize,
     next_id: AtomicU64,
+    /// `ws-client-N` threads not yet seen finished (pruned at each accept and as each client
+    /// ends, so finished threads are released at once rather than at stop).
+    clients: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl WsShared {
@@ -36,7 +40,21 @@ impl WsShared {
             shutdown: AtomicBool::new(false),
             live_clients: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
+            clients: Mutex::new(Vec::new()),
         }
+    }
+
+    fn prune_clients(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        clients.retain(|h| !h.is_finished());
+        clients
+    }
+
+    /// Server stop, after the hub closed every connection: joins the client threads until
+    /// `deadline`; returns the names of those still running then.
+    pub fn join_clients(&self, deadline: Instant) -> Vec<String> {
+        let clients = std::mem::take(&mut *self.clients.lock().unwrap_or_else(|p| p.into_inner()));
+        clients.into_iter().filter_map(|h| crate::util::join::join_until(h, deadline).err()).collect()
     }
 }
 
@@ -51,7 +69,7 @@ pub fn accept_loop(listener: TcpListener, shared: Arc<WsShared>) {
             Err(e) => {
                 log::warn!("event=ws.accept.failed error_kind={:?}", e.kind());
                 // EMFILE and friends: back off briefly instead of spinning.
-                thread::sleep(std::time::Duration::from_millis(20));
+                thread::sleep(Duration::from_millis(20));
                 continue;
             }
         };
@@ -61,12 +79,14 @@ pub fn accept_loop(listener: TcpListener, shared: Arc<WsShared>) {
             thread::Builder::new().name(format!("ws-client-{id}")).stack_size(CLIENT_STACK).spawn(move || {
                 s2.live_clients.fetch_add(1, Ordering::SeqCst);
                 client::serve(stream, id, &s2);
+                drop(s2.prune_clients());
                 if s2.live_clients.fetch_sub(1, Ordering::SeqCst) == 1 {
                     crate::util::malloc::release_free_memory();
                 }
             });
-        if let Err(e) = spawned {
-            log::error!("event=ws.client.spawn_failed error=\"{e}\"");
+        match spawned {
+            Ok(h) => shared.prune_clients().push(h),
+            Err(e) => log::error!("event=ws.client.spawn_failed error=\"{e}\""),
         }
     }
 }

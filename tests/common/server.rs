@@ -184,6 +184,29 @@ impl TestServer {
         }
     }
 
+    /// Sends SIGTERM (a graceful stop) and waits for the process to exit; returns its exit code
+    /// and how long the exit took. Panics if it is still running after `within`.
+    pub fn terminate(&mut self, within: Duration) -> (Option<i32>, Duration) {
+        let mut child = self.child.take().expect("the server is running");
+        let sent = Instant::now();
+        // SAFETY: kill(2) on our own child, which has not been reaped yet.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Deadline::after(within);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait for the server") {
+                return (status.code(), sent.elapsed());
+            }
+            if deadline.passed() {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the server did not exit within {within:?} of SIGTERM\nlog:\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Kills the server and starts it again on the same home and environment (new ports).
     pub fn restart(&mut self) {
         self.kill();

@@ -44,6 +44,10 @@ pub struct StdioSpec {
     pub env: BTreeMap<String, String>,
     /// Working directory of the child (the project root when known).
     pub cwd: Option<PathBuf>,
+    /// The interpreter a bare `python`/`python3` command runs when it is executable at spawn
+    /// time (the checkout's `.venv/bin/python`, see [`crate::mcp::catalog::venv_python`]);
+    /// otherwise the command is looked up on `PATH`. Not part of the cache fingerprint.
+    pub python: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -384,16 +388,12 @@ pub(crate) fn spawn_named(name: String, f: impl FnOnce() + Send + 'static) -> Re
         .map_err(|e| Error::Closed(format!("cannot start a connection thread: {e}")))
 }
 
-/// Joins `h` if it finishes before `deadline`; otherwise leaves it detached (a blocked
-/// network read cannot be interrupted, and it holds nothing but its own socket).
+/// Joins `h` if it finishes before `deadline`; otherwise leaves it detached and says so (the
+/// transports shut their agents' sockets first, so a reader blocked on the network ends too).
 pub(crate) fn join_until(h: std::thread::JoinHandle<()>, deadline: Instant) {
-    while !h.is_finished() {
-        if Instant::now() >= deadline {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    if let Err(name) = crate::util::join::join_until(h, deadline) {
+        log::warn!("event=mcp.thread_unfinished thread={name}");
     }
-    let _ = h.join();
 }
 
 /// A short, redacted description of an HTTP error body for error messages.

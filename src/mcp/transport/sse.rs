@@ -2,8 +2,8 @@
 //! server's messages; the first `endpoint` event names (often relatively) where each of our
 //! messages is POSTed, answered `202 Accepted`.
 //!
-//! Threads: `mcp-<server>-sse` owns the GET stream (a blocked read cannot be interrupted, so
-//! only this thread ever blocks on it; it exits on the next event or idle timeout after close).
+//! Threads: `mcp-<server>-sse` owns the GET stream (only this thread ever blocks on it; close
+//! shuts the stream agent's socket under the read, so it ends at once and is joined).
 //! POSTs run on the caller's thread with a timeout; replies to server requests run on a short
 //! `mcp-<server>-reply` thread so the reader never waits on the network.
 
@@ -37,6 +37,8 @@ pub struct SseTransport {
     endpoint: String,
     headers: BTreeMap<String, String>,
     closed: Arc<AtomicBool>,
+    /// The reader's agent: shutting it down interrupts the stream read.
+    stream_agent: ureq::Agent,
     reader: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -52,7 +54,8 @@ impl SseTransport {
             let inbox = inbox.clone();
             let closed = closed.clone();
             let spec = spec.clone();
-            move || stream_loop(&stream_agent, &spec, &base, &inbox, &closed, &ep_tx, connect_timeout)
+            let agent = stream_agent.clone();
+            move || stream_loop(&agent, &spec, &base, &inbox, &closed, &ep_tx, connect_timeout)
         })?;
         let endpoint = match ep_rx.recv_timeout(connect_timeout) {
             Ok(Ok(ep)) => ep,
@@ -63,6 +66,8 @@ impl SseTransport {
             }
             Err(_) => {
                 closed.store(true, Ordering::SeqCst);
+                stream_agent.shutdown();
+                join_until(reader, Instant::now() + Duration::from_millis(500));
                 inbox.close("no endpoint event");
                 return Err(Error::Timeout {
                     method: "connect (waiting for the endpoint event)".into(),
@@ -109,6 +114,7 @@ impl SseTransport {
             endpoint,
             headers: spec.headers.clone(),
             closed,
+            stream_agent,
             reader: Mutex::new(Some(reader)),
         })
     }
@@ -127,9 +133,10 @@ impl Transport for SseTransport {
             return;
         }
         self.inbox.close("connection closed");
+        // The reader is usually blocked in a read: closing its socket ends it.
+        self.stream_agent.clone().shutdown();
         if let Some(h) = lock(&self.reader).take() {
-            // Usually still blocked in a read; it exits by itself on the next event or idle timeout.
-            join_until(h, Instant::now() + Duration::from_millis(50));
+            join_until(h, Instant::now() + Duration::from_millis(500));
         }
         log::info!("event=mcp.sse.closed server={}", self.server);
     }

@@ -57,6 +57,7 @@ impl StdioTransport {
     /// Starts the child and its three threads. `grace` is how long close waits for a clean exit.
     pub fn spawn(server: &str, spec: &StdioSpec, inbox: Arc<Inbox>, grace: Duration) -> Result<Self> {
         let mut cmd = build_command(spec);
+        let program = inbox.redact(&Path::new(cmd.get_program()).display().to_string());
         let mut child = cmd.spawn().map_err(|e| Error::Spawn { command: inbox.redact(&spec.command), source: e })?;
         let pid = child.id();
         let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
@@ -115,7 +116,7 @@ impl StdioTransport {
             t.close();
             return Err(e);
         }
-        log::info!("event=mcp.stdio.started server={server} pid={pid}");
+        log::info!("event=mcp.stdio.started server={server} pid={pid} program={program:?}");
         Ok(t)
     }
 
@@ -186,7 +187,7 @@ fn build_command(spec: &StdioSpec) -> Command {
         env.push((k.clone(), v.clone()));
     }
     let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
-    let program = resolve_command(&spec.command, path_var.as_deref(), spec.cwd.as_deref());
+    let program = resolve_command(&spec.command, spec.python.as_deref(), path_var.as_deref(), spec.cwd.as_deref());
     let mut cmd = Command::new(program);
     cmd.args(&spec.args).env_clear().envs(env).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     if let Some(dir) = &spec.cwd {
@@ -201,10 +202,12 @@ fn build_command(spec: &StdioSpec) -> Command {
     cmd
 }
 
-/// Finds `command` on `path`. A bare `python` falls back to `python3` (and vice versa) when
-/// only the other exists, so the shipped catalog works on systems without a `python` alias.
-/// A relative command with a slash is taken relative to `cwd`.
-pub fn resolve_command(command: &str, path: Option<&str>, cwd: Option<&Path>) -> PathBuf {
+/// The program to run. A bare `python`/`python3` runs `python` (the checkout's virtual
+/// environment) when that is executable; otherwise `command` is found on `path`, where a bare
+/// `python` falls back to `python3` (and vice versa) when only the other exists, so the shipped
+/// catalog works on systems without a `python` alias. A relative command with a slash is taken
+/// relative to `cwd`.
+pub fn resolve_command(command: &str, python: Option<&Path>, path: Option<&str>, cwd: Option<&Path>) -> PathBuf {
     if command.contains('/') {
         let p = PathBuf::from(command);
         return match (p.is_relative(), cwd) {
@@ -212,13 +215,16 @@ pub fn resolve_command(command: &str, path: Option<&str>, cwd: Option<&Path>) ->
             _ => p,
         };
     }
-    let find = |name: &str| -> Option<PathBuf> {
-        path?.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(name)).find(|p| is_executable(p))
-    };
     let alternative = match command {
         "python" => Some("python3"),
         "python3" => Some("python"),
         _ => None,
+    };
+    if let Some(venv) = python.filter(|p| alternative.is_some() && is_executable(p)) {
+        return venv.to_path_buf();
+    }
+    let find = |name: &str| -> Option<PathBuf> {
+        path?.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(name)).find(|p| is_executable(p))
     };
     find(command).or_else(|| alternative.and_then(find)).unwrap_or_else(|| PathBuf::from(command))
 }
@@ -418,6 +424,15 @@ fn kill_and_reap(child: &mut Child, pid: u32) {
 mod tests {
     use super::*;
 
+    fn executable(path: &Path) {
+        std::fs::write(path, "#!/bin/sh\n").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+
     #[test]
     fn child_env_is_the_allow_list_plus_the_entrys_own() {
         assert!(ENV_ALLOWLIST.iter().all(|k| !crate::secrets::is_secret_name(k)));
@@ -426,6 +441,7 @@ mod tests {
             args: vec![],
             env: [("GITHUB_TOKEN".to_string(), "ghp-configured".to_string())].into(),
             cwd: None,
+            python: None,
         };
         let cmd = build_command(&spec);
         let envs: Vec<(String, Option<String>)> = cmd
@@ -441,17 +457,37 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cc-mcp-path-{}", crate::util::rand::hex(4)));
         std::fs::create_dir_all(&dir).unwrap();
         let py3 = dir.join("python3");
-        std::fs::write(&py3, "#!/bin/sh\n").unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&py3, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        executable(&py3);
         let path = dir.display().to_string();
-        assert_eq!(resolve_command("python", Some(&path), None), py3);
-        assert_eq!(resolve_command("python3", Some(&path), None), py3);
-        assert_eq!(resolve_command("nodex", Some(&path), None), PathBuf::from("nodex"));
-        assert_eq!(resolve_command("bin/tool", Some(&path), Some(Path::new("/proj"))), PathBuf::from("/proj/bin/tool"));
+        assert_eq!(resolve_command("python", None, Some(&path), None), py3);
+        assert_eq!(resolve_command("python3", None, Some(&path), None), py3);
+        assert_eq!(resolve_command("nodex", None, Some(&path), None), PathBuf::from("nodex"));
+        assert_eq!(
+            resolve_command("bin/tool", None, Some(&path), Some(Path::new("/proj"))),
+            PathBuf::from("/proj/bin/tool")
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_bare_python_prefers_the_virtual_environment_when_it_exists() {
+        let dir = std::env::temp_dir().join(format!("cc-mcp-venv-{}", crate::util::rand::hex(4)));
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::create_dir_all(dir.join(".venv/bin")).unwrap();
+        let (py3, venv) = (dir.join("bin/python3"), dir.join(".venv/bin/python"));
+        executable(&py3);
+        let path = dir.join("bin").display().to_string();
+        // Not created yet: the PATH lookup as before.
+        assert_eq!(resolve_command("python", Some(&venv), Some(&path), None), py3);
+        executable(&venv);
+        assert_eq!(resolve_command("python", Some(&venv), Some(&path), None), venv);
+        assert_eq!(resolve_command("python3", Some(&venv), Some(&path), None), venv);
+        // Only bare python commands: an explicit interpreter or another program is left alone.
+        assert_eq!(
+            resolve_command("/usr/bin/python3", Some(&venv), Some(&path), None),
+            PathBuf::from("/usr/bin/python3")
+        );
+        assert_eq!(resolve_command("nodex", Some(&venv), Some(&path), None), PathBuf::from("nodex"));
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

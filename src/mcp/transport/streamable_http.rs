@@ -7,7 +7,8 @@
 //!
 //! Threads: each request's reply is read on its own `mcp-<server>-post` thread (so a caller
 //! only ever waits on its reply channel with a deadline); `mcp-<server>-get` holds the optional
-//! server-to-client stream for notifications such as `tools/list_changed`.
+//! server-to-client stream for notifications such as `tools/list_changed`. Close shuts the
+//! agents of both down, so reads blocked on the network end at once.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -48,6 +49,11 @@ struct Shared {
     agent: ureq::Agent,
     /// Request POSTs whose replies may stream for as long as a call may last.
     long_agent: ureq::Agent,
+    /// The GET notification stream.
+    get_agent: ureq::Agent,
+    /// Dropped by close, so the GET thread's wait before reconnecting ends at once.
+    stop: Mutex<Option<crossbeam_channel::Sender<()>>>,
+    stopped: crossbeam_channel::Receiver<()>,
     inbox: Weak<Inbox>,
 }
 
@@ -68,6 +74,7 @@ impl StreamableHttpTransport {
         max_exchange: Duration,
     ) -> Result<Self> {
         url::parse(&spec.url).map_err(|_| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
+        let (stop, stopped) = crossbeam_channel::bounded(0);
         let shared = Arc::new(Shared {
             server: server.to_string(),
             url: spec.url.clone(),
@@ -85,6 +92,13 @@ impl StreamableHttpTransport {
                 global: Some(max_exchange),
                 per_read: None,
             }),
+            get_agent: http_agent(HttpTimeouts {
+                connect: Duration::from_secs(10),
+                global: None,
+                per_read: Some(GET_IDLE_TIMEOUT),
+            }),
+            stop: Mutex::new(Some(stop)),
+            stopped,
             inbox: Arc::downgrade(&inbox),
         });
         let active = Arc::new(AtomicUsize::new(0));
@@ -186,8 +200,13 @@ impl Transport for StreamableHttpTransport {
                 Err(e) => log::debug!("mcp {}: DELETE session failed: {e}", shared.server),
             }
         }
+        // Reads still waiting on the server (the GET stream, replies of calls) end now, and so
+        // does the GET thread's wait before reconnecting.
+        lock(&self.shared.stop).take();
+        self.shared.get_agent.clone().shutdown();
+        self.shared.long_agent.clone().shutdown();
         if let Some(h) = lock(&self.get_stream).take() {
-            join_until(h, Instant::now() + Duration::from_millis(100));
+            join_until(h, Instant::now() + Duration::from_millis(500));
         }
         log::info!("event=mcp.http.closed server={}", self.shared.server);
     }
@@ -337,8 +356,7 @@ fn post_control(shared: &Shared, inbox: &Inbox, msg: String, timeout: Duration) 
 /// Holds the optional GET stream for server-initiated messages; reopens it after idle
 /// timeouts, gives up when the server does not offer one (405) or keeps failing.
 fn get_loop(shared: &Shared, ready: &crossbeam_channel::Sender<()>) {
-    let agent =
-        http_agent(HttpTimeouts { connect: Duration::from_secs(10), global: None, per_read: Some(GET_IDLE_TIMEOUT) });
+    let agent = &shared.get_agent;
     let mut failures = 0;
     let mut last_id = String::new();
     let mut retry: Option<u64> = None;
@@ -359,7 +377,7 @@ fn get_loop(shared: &Shared, ready: &crossbeam_channel::Sender<()>) {
             Err(_) => {
                 failures += 1;
                 drop(inbox);
-                std::thread::sleep(retry_delay(retry));
+                let _ = shared.stopped.recv_timeout(retry_delay(retry));
                 continue;
             }
         };
@@ -395,6 +413,6 @@ fn get_loop(shared: &Shared, ready: &crossbeam_channel::Sender<()>) {
             last_id = reader.last_event_id().to_string();
         }
         retry = reader.retry_ms().or(retry);
-        std::thread::sleep(retry_delay(retry));
+        let _ = shared.stopped.recv_timeout(retry_delay(retry));
     }
 }
