@@ -117,8 +117,8 @@ pub fn read_opt(path: &Path) -> io::Result<Option<String>> {
 /// open per level, so a 4,000-level tree overflows a 512 KiB thread stack. Here nothing
 /// recurses and no link is followed: a directory is only ever opened relative to an open
 /// `root` (`O_NOFOLLOW`), and one found below a child of `root` is first moved up to a fresh
-/// name directly under `root` (`renameat` moves a link itself, never its target). At most two
-/// directories are open at a time and no path is longer than `root` plus one name.
+/// name directly under `root` (`renameat` moves a link itself, never its target). At most
+/// three descriptors are open at a time and no path is longer than `root` plus one name.
 pub fn remove_tree(root: &Path) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     match fs::symlink_metadata(root) {
