@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 
 use self::gate::Target;
 use crate::security::{query_param, AccessPolicy};
+use crate::util::json::{too_deep, MAX_DEPTH as MAX_JSON_DEPTH};
 
 /// Largest request body (a 10 MiB skill ZIP plus multipart framing).
 pub const MAX_BODY: usize = 12 * 1024 * 1024;
@@ -59,11 +60,19 @@ impl Req {
         query_param(&self.query, name).map(gate::decode_lossy)
     }
 
-    /// The body as JSON; a 422 in pydantic's list form when it is not.
+    /// The body as JSON; a 422 in pydantic's list form when it is not. Bodies nesting deeper
+    /// than [`MAX_JSON_DEPTH`] are refused before parsing, so no handler thread's stack ever
+    /// holds serde_json's full recursion.
     pub fn json(&self) -> Result<Value, Resp> {
-        serde_json::from_slice(&self.body).map_err(|e| {
-            Resp::shape(vec![json!({"type": "json_invalid", "loc": ["body", e.column()], "msg": "JSON decode error", "input": {}, "ctx": {"error": e.to_string()}})])
-        })
+        let invalid = |pos: usize, error: String| {
+            Resp::shape(vec![
+                json!({"type": "json_invalid", "loc": ["body", pos], "msg": "JSON decode error", "input": {}, "ctx": {"error": error}}),
+            ])
+        };
+        if let Some(at) = too_deep(&self.body, MAX_JSON_DEPTH) {
+            return Err(invalid(at, format!("nesting deeper than {MAX_JSON_DEPTH} levels at byte {at}")));
+        }
+        serde_json::from_slice(&self.body).map_err(|e| invalid(e.column(), e.to_string()))
     }
 }
 

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::settings::Settings;
 use super::Provider;
 use crate::agent::cancel::CancelToken;
+use crate::util::json::{too_deep, MAX_DEPTH as MAX_JSON_DEPTH};
 use crate::util::parked::ParkedThreads;
 use crate::util::redact;
 use crate::util::sse::{SseError, SseReader};
@@ -342,9 +343,14 @@ impl LlmClient {
             if data.is_empty() {
                 continue;
             }
-            let v: Value = match serde_json::from_str(data) {
-                Ok(v) => v,
-                Err(_) => {
+            // This `llm-stream` thread has a small stack: nesting is bounded before parsing.
+            let parsed = match too_deep(data.as_bytes(), MAX_JSON_DEPTH) {
+                None => serde_json::from_str::<Value>(data).ok(),
+                Some(_) => None,
+            };
+            let v = match parsed {
+                Some(v) => v,
+                None => {
                     let _ = tx.send(Chunk::Failed(LlmError::Malformed("stream data is not JSON")));
                     return;
                 }
@@ -496,7 +502,11 @@ impl LlmClient {
             .map_err(|e| self.map_err(&e))
             .and_then(|r| self.check_status(r).map_err(|(e, _)| e))?;
         let bytes = resp.into_body().into_with_config().limit(MAX_BODY).read_to_vec().map_err(|e| self.map_err(&e))?;
-        let v: Value = serde_json::from_slice(&bytes).map_err(|_| LlmError::Malformed("model list is not JSON"))?;
+        let not_json = LlmError::Malformed("model list is not JSON");
+        if too_deep(&bytes, MAX_JSON_DEPTH).is_some() {
+            return Err(not_json);
+        }
+        let v: Value = serde_json::from_slice(&bytes).map_err(|_| not_json)?;
         Ok(model_ids(&v))
     }
 }
@@ -575,9 +585,14 @@ fn send_completion(tx: &Sender<Chunk>, c: Completion) -> bool {
     tx.send(Chunk::Done).is_ok()
 }
 
-/// Parses a non-streamed `chat.completion` body.
+/// Parses a non-streamed `chat.completion` body (nesting bounded first: the callers include
+/// the small-stacked `skill-evolution` thread).
 pub fn parse_completion(bytes: &[u8]) -> Result<Completion, LlmError> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|_| LlmError::Malformed("response is not JSON"))?;
+    let not_json = LlmError::Malformed("response is not JSON");
+    if too_deep(bytes, MAX_JSON_DEPTH).is_some() {
+        return Err(not_json);
+    }
+    let v: Value = serde_json::from_slice(bytes).map_err(|_| not_json)?;
     let msg = v.pointer("/choices/0/message").ok_or(LlmError::Malformed("response has no choices"))?;
     let content = match msg.get("content") {
         Some(Value::String(s)) => s.clone(),

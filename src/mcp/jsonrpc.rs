@@ -5,6 +5,8 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::util::json::{too_deep, MAX_DEPTH as MAX_JSON_DEPTH};
+
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
@@ -63,7 +65,12 @@ pub enum Message {
 
 /// Parses one text frame (a stdio line or an SSE `data`) into messages. A batch array yields
 /// each element; an element that is not a valid message is reported as `Err` with a reason.
+/// Frames nesting deeper than [`MAX_JSON_DEPTH`] are refused unparsed: the reader threads
+/// that call this have small stacks.
 pub fn parse(text: &str) -> Result<Vec<Result<Message, String>>, String> {
+    if let Some(at) = too_deep(text.as_bytes(), MAX_JSON_DEPTH) {
+        return Err(format!("invalid JSON (nesting deeper than {MAX_JSON_DEPTH} levels at byte {at})"));
+    }
     let value: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON ({e})"))?;
     Ok(match value {
         Value::Array(items) => items.into_iter().map(from_value).collect(),
@@ -177,6 +184,26 @@ mod tests {
         assert_eq!(parse("42").unwrap(), vec![Err("message is not a JSON object".to_string())]);
         assert_eq!(parse(r#"{"id":3}"#).unwrap(), vec![Err("response has neither result nor error".to_string())]);
         assert_eq!(parse(r#"[{"id":1,"result":1},{}]"#).unwrap().len(), 2);
+    }
+
+    /// The deepest reply allowed parses on three quarters of a connection thread's stack (in a
+    /// debug build, the worst case); deeper ones are refused before serde_json recurses.
+    #[test]
+    fn replies_nest_at_most_max_json_depth_levels_within_the_reader_stack() {
+        let reply = |depth: usize| {
+            let inner = depth - 2;
+            format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"x":{}1{}}}}}"#, r#"{"a":"#.repeat(inner), "}".repeat(inner))
+        };
+        let on_reader_stack = |text: String| {
+            let stack = crate::mcp::transport::CONNECTION_STACK * 3 / 4;
+            std::thread::Builder::new().stack_size(stack).spawn(move || parse(&text)).unwrap().join().unwrap()
+        };
+        let got = on_reader_stack(reply(MAX_JSON_DEPTH)).expect("the deepest reply allowed");
+        assert!(matches!(got.as_slice(), [Ok(Message::Response { outcome: Ok(_), .. })]), "{got:?}");
+        for depth in [MAX_JSON_DEPTH + 1, 129, 100_000] {
+            let e = on_reader_stack(reply(depth)).unwrap_err();
+            assert!(e.starts_with("invalid JSON (nesting deeper than 64 levels at byte "), "depth {depth}: {e}");
+        }
     }
 
     #[test]

@@ -2,10 +2,20 @@
 //! validation with the contract's exact messages (skills.md §2, storage.md §7) and the content
 //! hash. Pure functions; any thread.
 
+use std::mem::MaybeUninit;
+
 use serde_json::{json, Value as Json};
 use serde_yaml::Value;
 
 use super::{sha256_hex, validate_name, Result, SkillError, MAX_SKILL_MD_BYTES};
+
+/// Deepest frontmatter accepted: mappings and sequences, block or flow, counting the top-level
+/// mapping. The contract's own fields nest 3 levels (`requires`, `tools`, the items). Deeper
+/// nesting is refused before serde_yaml sees it: libyaml's scanner takes time quadratic in the
+/// flow depth (39,000 levels in 78 KB: 8.5 s in a release build) before serde_yaml's own limit
+/// of 128 levels applies, and serde_yaml's recursion needs ~4 KiB of stack a level in a debug
+/// build (~490 KiB at its limit; 32 levels: ~140 KiB, within every thread that parses skills).
+pub const MAX_DEPTH: usize = 32;
 
 /// Dependency lists of `requires` / `optional`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -100,6 +110,7 @@ pub fn parse(raw: &str, expected: Option<&str>) -> Result<Parsed> {
         return Err(SkillError::invalid("SKILL.md is too large"));
     }
     let (yaml, rest) = split(&text).ok_or_else(|| SkillError::invalid("SKILL.md must start with YAML frontmatter"))?;
+    check_depth(yaml)?;
     let value: Value = serde_yaml::from_str(yaml).map_err(|e| {
         SkillError::invalid(format!("invalid YAML frontmatter: {}", crate::util::text::take_chars(&e.to_string(), 200)))
     })?;
@@ -164,6 +175,69 @@ pub fn parse(raw: &str, expected: Option<&str>) -> Result<Parsed> {
         text,
         hash,
     })
+}
+
+/// Refuses `yaml` once it opens a collection deeper than [`MAX_DEPTH`]. It reads libyaml's
+/// events, from the same parser serde_yaml runs next, so the two agree on what nests (quotes,
+/// comments, block scalars, plain scalars over several lines), and it stops at the first level
+/// too deep, before the scanner's cost grows with the depth: linear time in all. Syntax errors
+/// are left to serde_yaml, which reports them with their position.
+fn check_depth(yaml: &str) -> Result<()> {
+    /// An initialised parser, deleted on every way out; boxed (as serde_yaml does) so it
+    /// never moves once initialised.
+    struct Parser(Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>>);
+    impl Drop for Parser {
+        fn drop(&mut self) {
+            // SAFETY: only built after `yaml_parser_initialize` succeeded; deleted once.
+            unsafe { unsafe_libyaml::yaml_parser_delete(self.0.as_mut_ptr()) }
+        }
+    }
+    let mut raw = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
+    // SAFETY: `raw` is writable memory for one parser; on failure nothing needs deleting.
+    if unsafe { unsafe_libyaml::yaml_parser_initialize(raw.as_mut_ptr()) }.fail {
+        return Err(SkillError::Internal("cannot start the YAML parser".into()));
+    }
+    let mut parser = Parser(raw);
+    let p = parser.0.as_mut_ptr();
+    // SAFETY: `p` is initialised; `yaml` outlives `parser`, which is dropped at the end of
+    // this function, so the input pointer stays valid for every parse call.
+    unsafe {
+        unsafe_libyaml::yaml_parser_set_encoding(p, unsafe_libyaml::YAML_UTF8_ENCODING);
+        unsafe_libyaml::yaml_parser_set_input_string(p, yaml.as_ptr(), yaml.len() as u64);
+    }
+    let mut depth = 0usize;
+    loop {
+        let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
+        // SAFETY: `p` is initialised; the event is written in full (zeroed first) on any result.
+        if unsafe { unsafe_libyaml::yaml_parser_parse(p, event.as_mut_ptr()) }.fail {
+            return Ok(());
+        }
+        // SAFETY: written by the call above; read once, then deleted once.
+        let (kind, mark) = unsafe {
+            let e = event.as_mut_ptr();
+            let read = ((*e).type_, (*e).start_mark);
+            unsafe_libyaml::yaml_event_delete(e);
+            read
+        };
+        match kind {
+            unsafe_libyaml::YAML_SEQUENCE_START_EVENT | unsafe_libyaml::YAML_MAPPING_START_EVENT => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(SkillError::invalid(format!(
+                        "invalid YAML frontmatter: nesting deeper than {MAX_DEPTH} levels at line {} column {}",
+                        mark.line + 1,
+                        mark.column + 1
+                    )));
+                }
+            }
+            unsafe_libyaml::YAML_SEQUENCE_END_EVENT | unsafe_libyaml::YAML_MAPPING_END_EVENT => {
+                depth = depth.saturating_sub(1)
+            }
+            // After the end (or an error) libyaml hands out empty events.
+            unsafe_libyaml::YAML_STREAM_END_EVENT | unsafe_libyaml::YAML_NO_EVENT => return Ok(()),
+            _ => {}
+        }
+    }
 }
 
 /// The body of a SKILL.md without validating it (for previews of a package already read).
@@ -408,6 +482,64 @@ mod tests {
         assert_eq!(e("requires:\n  mcp_servers: [1]"), "requires.mcp_servers must be a list of non-empty strings");
         assert_eq!(e("requires:\n  bins: ['']"), "requires.bins must be a list of non-empty strings");
         assert_eq!(e("optional:\n  env: {a: 1}"), "optional.env must be a list of non-empty strings");
+    }
+
+    /// `x:` holding `n` nested flow sequences, in an otherwise valid SKILL.md: `n + 1` levels.
+    fn flow(n: usize) -> String {
+        md(&format!("name: a\ndescription: d\nx: {}{}", "[".repeat(n), "]".repeat(n)), "b")
+    }
+
+    #[test]
+    fn nesting_is_bounded_before_yaml_parsing() {
+        let at = |line: usize, column: usize| {
+            format!("invalid YAML frontmatter: nesting deeper than 32 levels at line {line} column {column}")
+        };
+        let too_deep = |fm: &str| err(&md(&format!("name: a\ndescription: d\n{fm}"), "b"), None);
+        // The top-level mapping is the first level, so the 32nd bracket is one too many.
+        assert!(parse(&flow(MAX_DEPTH - 1), None).is_ok());
+        assert_eq!(err(&flow(MAX_DEPTH), None), at(3, "x: ".len() + MAX_DEPTH));
+        // The hostile row: 39,000 levels in 78 KB, within the size limit (libyaml alone: 8.5 s
+        // in a release build). Refused at the first level too deep.
+        let started = std::time::Instant::now();
+        assert_eq!(err(&flow(39_000), None), at(3, "x: ".len() + MAX_DEPTH));
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "took {:?}", started.elapsed());
+        // Unclosed, flow mappings, block mappings and block sequences count alike.
+        assert_eq!(too_deep(&format!("x: {}", "[".repeat(39_000))), at(3, "x: ".len() + MAX_DEPTH));
+        assert_eq!(
+            too_deep(&format!("x: {}1{}", "{a: ".repeat(MAX_DEPTH), "}".repeat(MAX_DEPTH))),
+            at(3, "x: ".len() + "{a: ".len() * (MAX_DEPTH - 1) + 1)
+        );
+        // k0 … k31 indented one more each: `v` beside k31 is level 32, below it level 33.
+        let block: String = (0..MAX_DEPTH).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
+        assert!(parse(&md(&format!("name: a\ndescription: d\n{block}{}v: 1", " ".repeat(MAX_DEPTH - 1)), "b"), None)
+            .is_ok());
+        assert_eq!(too_deep(&format!("{block}{}v: 1", " ".repeat(MAX_DEPTH))), at(3 + MAX_DEPTH, MAX_DEPTH + 1));
+        assert_eq!(too_deep(&format!("x:\n{}v", "- ".repeat(MAX_DEPTH))), at(4, 2 * (MAX_DEPTH - 1) + 1));
+        // Sequences written without indentation under a key count too: each line adds a
+        // sequence and a mapping, so `k15` (line 19) opens level 33.
+        let indentless: String = (0..MAX_DEPTH).map(|i| format!("{}- k{i}:\n", "  ".repeat(i))).collect();
+        assert_eq!(too_deep(&format!("x:\n{indentless}")), at(4 + 15, 2 * 15 + 3));
+    }
+
+    /// Brackets that are not structure (quoted, commented, in block or plain scalars) do not
+    /// count, as YAML itself sees it; a hand-rolled bracket counter would get these wrong.
+    #[test]
+    fn only_real_collections_count() {
+        let open = "[".repeat(200);
+        let cases = [
+            format!("name: a\ndescription: \"{open}\""),
+            format!("name: a\ndescription: '{open} don''t'"),
+            format!("name: a\ndescription: d # {open}"),
+            format!("name: a\ndescription: |\n  {open}\n  ' unclosed"),
+            format!("name: a\ndescription: plain {open} text,\n  more {open} 'on the next line"),
+            format!("name: a\ndescription: d\ntags: [\"{open}\", '{open}']"),
+        ];
+        for fm in cases {
+            assert!(parse(&md(&fm, "b"), None).is_ok(), "{fm}");
+        }
+        // A quote inside a plain scalar opens nothing: the flow after it still counts.
+        let hidden = format!("name: a\ndescription: don't\nx: {}{}\ny: '", "[".repeat(100), "]".repeat(100));
+        assert!(err(&md(&hidden, "b"), None).starts_with("invalid YAML frontmatter: nesting deeper than 32 levels"));
     }
 
     #[test]

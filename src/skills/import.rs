@@ -1,8 +1,9 @@
 //! ZIP import (skills.md §10, storage.md §7): every archive check in the contract's order with
-//! its exact message, then extraction into a hidden temp dir under the user root with sizes
-//! enforced on the actual bytes. Publishing (conflict check, `_meta.json`, rename) is done by
-//! [`super::service::SkillService::import_zip`]; any refusal drops the temp dir, so nothing is
-//! left behind. Runs on the HTTP thread.
+//! its exact message, all on the central directory before anything is written (member paths
+//! are bounded in length and depth there too), then extraction into a hidden temp dir under
+//! the user root with sizes enforced on the actual bytes. Publishing (conflict check,
+//! `_meta.json`, rename) is done by [`super::service::SkillService::import_zip`]; any refusal
+//! drops the temp dir, so nothing is left behind. Runs on an HTTP thread (`http-slow`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -10,7 +11,7 @@ use std::io::{Cursor, Read, Write};
 use std::path::Path;
 
 use super::frontmatter::{self, Parsed};
-use super::package::{self, bounded};
+use super::package::{self, bounded, MAX_COMPONENT_BYTES, MAX_PATH_BYTES};
 use super::service::TempDir;
 use super::{Result, SkillError, MAX_SKILL_MD_BYTES, MAX_SUPPORT_FILE_BYTES, SUPPORT_DIRS};
 use crate::agent::tools::workspace::Workspace;
@@ -66,7 +67,11 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
         }
         let is_dir = name.ends_with('/');
         let path = name.trim_end_matches('/').to_string();
-        if path.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        // Lengths bound everything below (the duplicate and conflict checks, the depth check,
+        // extraction): a 60 KB name of 30,000 levels is refused here, before any I/O.
+        if name.len() > MAX_PATH_BYTES
+            || path.split('/').any(|c| c.is_empty() || c == "." || c == ".." || c.len() > MAX_COMPONENT_BYTES)
+        {
             return Err(fail("archive contains an illegal path"));
         }
         let kind = (f.external_attributes() >> 16) & S_IFMT;
@@ -137,6 +142,8 @@ pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
                 if !nested && !m.is_dir {
                     return Err(SkillError::invalid(format!("{s} must be a directory")));
                 }
+                // What the loader would refuse after extraction is refused before it.
+                package::check_depth(&rel, m.is_dir)?;
             }
             _ => return Err(invalid_path()),
         }
@@ -436,6 +443,38 @@ pub(crate) mod tests {
         );
         refuse(&build(&[("SKILL.md", b"no frontmatter".to_vec(), 0)]), "SKILL.md must start with YAML frontmatter");
         refuse(&build(&[("SKILL.md", md("Bad Name"), 0)]), crate::skills::INVALID_NAME);
+    }
+
+    /// Member paths are bounded before extraction: a 30,000-level name (whose extraction and
+    /// removal used to overflow the `http-slow` stack) and over-long components are illegal
+    /// paths; one level deeper than the loader walks gets the loader's message, with nothing
+    /// written; the deepest tree the loader accepts still imports, flat and wrapped.
+    #[test]
+    fn member_paths_are_bounded_before_anything_is_written() {
+        let deep = format!("pkg/scripts/{}run.sh", "d/".repeat(30_000));
+        refuse(
+            &build(&[("pkg/SKILL.md", md("pkg"), 0), (&deep, b"echo".to_vec(), 0)]),
+            "archive contains an illegal path",
+        );
+        let long = format!("assets/{}", "n".repeat(MAX_COMPONENT_BYTES + 1));
+        refuse(&build(&[("SKILL.md", md("a"), 0), (&long, vec![1], 0)]), "archive contains an illegal path");
+        let long_path = format!("assets/{}x", "abcdefgh/".repeat(MAX_PATH_BYTES / 9));
+        refuse(&build(&[("SKILL.md", md("a"), 0), (&long_path, vec![1], 0)]), "archive contains an illegal path");
+        let walked = format!("scripts{}", "/d".repeat(package::MAX_SUPPORT_DEPTH + 1));
+        let too_deep = format!("unsupported package entry: {}", bounded(&walked, 120));
+        let deeper_file = format!("{walked}/run.sh");
+        refuse(&build(&[("SKILL.md", md("a"), 0), (&deeper_file, vec![1], 0)]), &too_deep);
+        let wrapped = format!("pkg/{walked}/");
+        refuse(&build(&[("pkg/SKILL.md", md("pkg"), 0), (&wrapped, vec![], 0)]), &too_deep);
+
+        let root = tmp("imp-deepest");
+        let deepest = format!("scripts{}/run.sh", "/d".repeat(package::MAX_SUPPORT_DEPTH));
+        let (t, p) = unpack(&build(&[("SKILL.md", md("deepest"), 0), (&deepest, b"echo".to_vec(), 0)]), &root).unwrap();
+        assert_eq!(p.manifest.name, "deepest");
+        assert_eq!(fs::read(t.path().join(&deepest)).unwrap(), b"echo");
+        drop(t);
+        assert!(tree(&root).is_empty());
+        fs::remove_dir_all(root).unwrap();
     }
 
     #[test]

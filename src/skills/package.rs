@@ -120,8 +120,27 @@ fn read_capped(path: &Path, cap: u64) -> Option<std::io::Result<Vec<u8>>> {
     }
 }
 
-/// Support trees nest at most this deep; deeper trees are refused rather than walked forever.
-const MAX_SUPPORT_DEPTH: usize = 32;
+/// Support trees nest at most this deep (directories below the support directory); deeper
+/// trees are refused rather than walked forever.
+pub const MAX_SUPPORT_DEPTH: usize = 32;
+/// Longest package path accepted from an archive or the API (bytes): with the depth limit it
+/// keeps every path the loader walks far below the file system's 4,096-byte `PATH_MAX`.
+pub const MAX_PATH_BYTES: usize = 1024;
+/// Longest path component (bytes): the file system's own `NAME_MAX`.
+pub const MAX_COMPONENT_BYTES: usize = 255;
+
+/// Refuses, before anything is written, a package-relative path (`/`-separated) that the
+/// loader would refuse once written for nesting deeper than [`MAX_SUPPORT_DEPTH`], with the
+/// loader's own message. `is_dir`: the path names a directory rather than a file.
+pub fn check_depth(path: &str, is_dir: bool) -> Result<()> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let dirs_below_support = parts.len().saturating_sub(if is_dir { 1 } else { 2 });
+    if dirs_below_support > MAX_SUPPORT_DEPTH {
+        let walked = parts[..MAX_SUPPORT_DEPTH + 2].join("/");
+        return Err(SkillError::invalid(format!("unsupported package entry: {}", bounded(&walked, 120))));
+    }
+    Ok(())
+}
 
 fn walk_support(root: &Path, dir: &Path, rel: &str, depth: usize) -> Result<()> {
     if depth > MAX_SUPPORT_DEPTH {
@@ -181,6 +200,10 @@ pub fn check_support_path(raw: &str) -> Result<String> {
     if parts.len() < 2 || !SUPPORT_DIRS.contains(&parts[0]) {
         return Err(SkillError::invalid("support path must be under references, templates, scripts, or assets"));
     }
+    if p.len() > MAX_PATH_BYTES || parts.iter().any(|c| c.len() > MAX_COMPONENT_BYTES) {
+        return Err(SkillError::invalid("support path is too long"));
+    }
+    check_depth(p, false)?;
     Ok(parts.join("/"))
 }
 
@@ -238,6 +261,16 @@ pub fn fresh_meta(source: Source, enabled: bool, reason: Option<&str>) -> Map<St
 /// Copies a tree byte for byte; symlinks are recreated as links (they were validated to stay
 /// inside the package, and a relative link stays valid in the copy).
 pub fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
+    copy_level(src, dst, 0)
+}
+
+/// One directory of [`copy_tree`], `depth` levels below the package root. The loader never
+/// accepts a tree deeper than its support walk, so a deeper one (changed on disk since) is
+/// refused instead of recursed into.
+fn copy_level(src: &Path, dst: &Path, depth: usize) -> std::io::Result<()> {
+    if depth > MAX_SUPPORT_DEPTH + 1 {
+        return Err(std::io::Error::other("package tree is nested too deeply"));
+    }
     fsx::create_private_dir(dst)?;
     for entry in fs::read_dir(src)? {
         let entry = entry?;
@@ -253,7 +286,7 @@ pub fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
                 fsx::copy_private(&entry.path(), &to)?;
             }
         } else if ft.is_dir() {
-            copy_tree(&entry.path(), &to)?;
+            copy_level(&entry.path(), &to, depth + 1)?;
         } else if ft.is_file() {
             fsx::copy_private(&entry.path(), &to)?;
         }
@@ -266,12 +299,10 @@ pub fn hidden_temp(parent: &Path, stem: &str, ext: &str) -> PathBuf {
     parent.join(format!(".{stem}.{}.{ext}", rand::hex(8)))
 }
 
-/// Removes a directory tree, ignoring "already gone".
+/// Removes a directory tree, ignoring "already gone"; its depth costs no stack
+/// ([`fsx::remove_tree`]).
 pub fn remove_tree(p: &Path) -> std::io::Result<()> {
-    match fs::remove_dir_all(p) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
+    fsx::remove_tree(p)
 }
 
 /// `<epoch ms>-<8 hex>`: snapshot versions and evidence ids (string order = time order).
@@ -466,6 +497,38 @@ pub(crate) mod tests {
                 "support path must be under references, templates, scripts, or assets"
             );
         }
+        // As deep as the loader walks, and one level deeper (refused with the loader's message).
+        let deepest = format!("references/{}f.md", "d/".repeat(MAX_SUPPORT_DEPTH));
+        assert_eq!(check_support_path(&deepest).unwrap(), deepest);
+        let deeper = format!("references/{}f.md", "d/".repeat(MAX_SUPPORT_DEPTH + 1));
+        let walked = format!("references{}", "/d".repeat(MAX_SUPPORT_DEPTH + 1));
+        assert_eq!(
+            check_support_path(&deeper).unwrap_err().message(),
+            format!("unsupported package entry: {}", bounded(&walked, 120))
+        );
+        let deep = format!("references/{}f.md", "d/".repeat(30_000));
+        assert_eq!(check_support_path(&deep).unwrap_err().message(), "support path is too long");
+        let long_name = format!("references/{}", "n".repeat(MAX_COMPONENT_BYTES + 1));
+        assert_eq!(check_support_path(&long_name).unwrap_err().message(), "support path is too long");
+        assert!(check_support_path(&format!("references/{}", "n".repeat(MAX_COMPONENT_BYTES))).is_ok());
+    }
+
+    /// `check_depth` refuses exactly what the loader's walk refuses.
+    #[test]
+    fn check_depth_matches_the_loader() {
+        let root = tmp("depth");
+        for extra in [0usize, 1] {
+            let d = make_pkg(&root, &format!("deep{extra}"), "");
+            let dirs = format!("scripts{}", "/d".repeat(MAX_SUPPORT_DEPTH + extra));
+            fs::create_dir_all(d.join(&dirs)).unwrap();
+            let file = format!("{dirs}/run.sh");
+            fs::write(d.join(&file), "echo").unwrap();
+            let loader = read_package(&d, None).err().map(|e| e.message().to_string());
+            assert_eq!(check_depth(&file, false).err().map(|e| e.message().to_string()), loader, "{extra}");
+            assert_eq!(check_depth(&dirs, true).err().map(|e| e.message().to_string()), loader, "{extra}");
+            assert_eq!(loader.is_some(), extra == 1);
+        }
+        fs::remove_dir_all(root).unwrap();
     }
 
     #[test]
@@ -492,6 +555,9 @@ pub(crate) mod tests {
         copy_tree(&d, &root.join("copy")).unwrap();
         assert_eq!(fs::read(root.join("copy/assets/b.bin")).unwrap(), bin);
         assert_eq!(fs::read(root.join("copy/SKILL.md")).unwrap(), fs::read(d.join("SKILL.md")).unwrap());
+        // A tree deeper than the loader accepts (changed on disk after loading) is not recursed into.
+        fs::create_dir_all(d.join(format!("assets{}", "/d".repeat(MAX_SUPPORT_DEPTH + 1)))).unwrap();
+        assert_eq!(copy_tree(&d, &root.join("copy2")).unwrap_err().to_string(), "package tree is nested too deeply");
         fs::remove_dir_all(root).unwrap();
     }
 }

@@ -3,9 +3,12 @@
 //! config directories is [`DIR_MODE`] / [`FILE_MODE`], so chats, memory, logs and caches are
 //! the user's alone. (Explicit modes rather than a process umask, which the `exec` commands and
 //! workspace writes would inherit.) Workspace files are not written through here.
+//! Also a tree removal whose cost in stack and descriptors does not grow with the tree's depth.
 
+use std::ffi::{CStr, CString};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 /// Mode of every directory the server creates for its own data.
@@ -196,6 +199,131 @@ pub fn read_opt(path: &Path) -> io::Result<Option<String>> {
     }
 }
 
+/// Removes the directory tree at `root` (a missing one is fine; a file or symlink there is
+/// removed itself). `std::fs::remove_dir_all` recurses once per level and keeps a descriptor
+/// open per level, so a 4,000-level tree overflows a 512 KiB thread stack. Here nothing
+/// recurses and no link is followed: a directory is only ever opened relative to an open
+/// `root` (`O_NOFOLLOW`), and one found below a child of `root` is first moved up to a fresh
+/// name directly under `root` (`renameat` moves a link itself, never its target). At most
+/// three descriptors are open at a time and no path is longer than `root` plus one name.
+pub fn remove_tree(root: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    match fs::symlink_metadata(root) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+        Ok(m) if !m.is_dir() => return fs::remove_file(root),
+        Ok(_) => {}
+    }
+    let top = open_dir(libc::AT_FDCWD, &CString::new(root.as_os_str().as_bytes())?)?;
+    let tag = super::rand::hex(6);
+    let mut hoisted = 0u64;
+    // Directories still to empty, each `root` itself (`None`) or a name directly under it.
+    let mut pending: Vec<Option<CString>> = vec![None];
+    while let Some(name) = pending.pop() {
+        let dir = match &name {
+            None => open_dir(top.as_raw_fd(), c".")?,
+            Some(n) => open_dir(top.as_raw_fd(), n)?,
+        };
+        for (entry, is_dir) in list_dir(dir.try_clone()?)? {
+            if !is_dir {
+                gone_ok(unlink_at(dir.as_raw_fd(), &entry, 0))?;
+            } else if name.is_none() {
+                pending.push(Some(entry));
+            } else {
+                let to = CString::new(format!(".remove-{tag}-{hoisted}"))?;
+                hoisted += 1;
+                // SAFETY: both descriptors are open directories and both names are C strings.
+                let r = unsafe { libc::renameat(dir.as_raw_fd(), entry.as_ptr(), top.as_raw_fd(), to.as_ptr()) };
+                if r == 0 {
+                    pending.push(Some(to));
+                } else {
+                    gone_ok(Err(io::Error::last_os_error()))?;
+                }
+            }
+        }
+        drop(dir);
+        if let Some(n) = &name {
+            gone_ok(unlink_at(top.as_raw_fd(), n, libc::AT_REMOVEDIR))?;
+        }
+    }
+    drop(top);
+    gone_ok(fs::remove_dir(root))
+}
+
+/// A vanished entry is what removal wanted anyway.
+fn gone_ok(r: io::Result<()>) -> io::Result<()> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+/// `name` opened as a directory relative to `at`, never through a symlink.
+fn open_dir(at: RawFd, name: &CStr) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is a C string; a non-negative result is a descriptor we now own.
+    let fd = unsafe {
+        libc::openat(at, name.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `unlinkat(2)`: removes the file (or, with `AT_REMOVEDIR`, the empty directory) `name` in `dir`.
+fn unlink_at(dir: RawFd, name: &CStr, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: `dir` is an open directory and `name` a C string.
+    if unsafe { libc::unlinkat(dir, name.as_ptr(), flags) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The entries of the directory `dir` (consumed) without `.` and `..`, each with whether it is
+/// a directory itself (not a link to one).
+fn list_dir(dir: OwnedFd) -> io::Result<Vec<(CString, bool)>> {
+    let raw = dir.into_raw_fd();
+    // SAFETY: `raw` is an open directory descriptor; on success the stream owns it.
+    let stream = unsafe { libc::fdopendir(raw) };
+    if stream.is_null() {
+        let e = io::Error::last_os_error();
+        // SAFETY: fdopendir failed, so the descriptor is still ours to close.
+        unsafe { libc::close(raw) };
+        return Err(e);
+    }
+    let mut out = Vec::new();
+    loop {
+        // SAFETY: `stream` is open. A read error also ends the listing; whatever it left
+        // unlisted makes removing the directory fail, so it is not lost silently.
+        let entry = unsafe { libc::readdir(stream) };
+        if entry.is_null() {
+            break;
+        }
+        // SAFETY: a non-null entry stays valid until the next readdir on this stream.
+        let (name, kind) = unsafe { (CStr::from_ptr((*entry).d_name.as_ptr()).to_owned(), (*entry).d_type) };
+        if name.as_bytes() == b"." || name.as_bytes() == b".." {
+            continue;
+        }
+        let is_dir = match kind {
+            libc::DT_DIR => true,
+            libc::DT_UNKNOWN => {
+                // SAFETY: a zeroed stat is a valid out-buffer; `stream`'s descriptor is open.
+                let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                let r =
+                    unsafe { libc::fstatat(libc::dirfd(stream), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+                r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+            }
+            _ => false,
+        };
+        out.push((name, is_dir));
+    }
+    // SAFETY: `stream` is open and closed once, with its descriptor.
+    unsafe { libc::closedir(stream) };
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,5 +342,50 @@ mod tests {
             assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
         }
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A chain of `depth` nested directories `d` under `root/top`, built bottom-up by renames
+    /// so that no path is ever long; one file per level and a link out of the tree at the bottom.
+    fn deep_chain(root: &Path, depth: usize, outside: &Path) {
+        let mut below = root.join("level-0");
+        fs::create_dir(&below).unwrap();
+        std::os::unix::fs::symlink(outside, below.join("out")).unwrap();
+        for i in 1..=depth {
+            let here = root.join(format!("level-{i}"));
+            fs::create_dir(&here).unwrap();
+            fs::write(here.join("f"), b"x").unwrap();
+            fs::rename(&below, here.join("d")).unwrap();
+            below = here;
+        }
+        fs::rename(below, root.join("top")).unwrap();
+    }
+
+    /// 20,000 levels go without recursion (std's `remove_dir_all` overflows this 64 KiB stack),
+    /// and the links in the tree are removed, not followed.
+    #[test]
+    fn remove_tree_handles_any_depth_and_never_follows_links() {
+        let base = std::env::temp_dir().join(format!("cc-fsx-rm-{}", super::super::rand::hex(6)));
+        let outside = base.join("outside");
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("keep"), b"keep").unwrap();
+        let root = base.join("tree");
+        fs::create_dir(&root).unwrap();
+        deep_chain(&root, 20_000, &outside);
+        fs::write(root.join("top-file"), b"x").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link-to-outside")).unwrap();
+        let r = root.clone();
+        let removed = std::thread::Builder::new().stack_size(64 << 10).spawn(move || remove_tree(&r)).unwrap();
+        removed.join().unwrap().unwrap();
+        assert!(!root.exists());
+        assert_eq!(fs::read(outside.join("keep")).unwrap(), b"keep");
+        // Already gone, a plain file, a symlink (removed, target kept).
+        remove_tree(&root).unwrap();
+        fs::write(base.join("file"), b"x").unwrap();
+        remove_tree(&base.join("file")).unwrap();
+        std::os::unix::fs::symlink(&outside, base.join("link")).unwrap();
+        remove_tree(&base.join("link")).unwrap();
+        assert!(!base.join("link").exists() && outside.join("keep").exists());
+        remove_tree(&base).unwrap();
+        assert!(!base.exists());
     }
 }

@@ -1,9 +1,10 @@
 //! Small shared helpers: time formatting, randomness, atomic file writes, text cutting, secret
-//! redaction, the SSE parser, parked helper threads, joins with a deadline, the allocator policy
-//! and the URL/origin parser. Any thread may call them.
+//! redaction, the SSE parser, parked helper threads, joins with a deadline, the allocator policy,
+//! the URL/origin parser and the JSON nesting check. Any thread may call them.
 
 pub mod fsx;
 pub mod join;
+pub mod json;
 pub mod malloc;
 pub mod parked;
 pub mod prng;

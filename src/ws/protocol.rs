@@ -11,6 +11,11 @@ use crate::util::text::py_repr;
 pub const MAX_MESSAGE: usize = 1024 * 1024;
 /// At most this many skill + MCP selections per message.
 pub const MAX_SELECTIONS: usize = 8;
+/// Deepest frame parsed. The contract's deepest shape is 4 levels (envelope, `metadata`, a
+/// selection list, its entries); extra fields are ignored but still parsed, so leave room.
+/// serde_json needs about 60 KiB of stack for 32 levels in a debug build, which the 128 KiB
+/// `ws-client` thread has; its own limit (128 levels) needs about 230 KiB and would overflow it.
+pub const MAX_FRAME_DEPTH: usize = 32;
 
 /// A parsed client frame.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +57,10 @@ pub fn valid_chat_id(id: &str) -> bool {
 pub fn parse_frame(text: &str) -> Result<Frame, Reject> {
     let envelope = || reject("typed JSON envelope required", None);
     if !text.trim_start().starts_with('{') {
+        return Err(envelope());
+    }
+    // Too deep for the reader thread's stack: as invalid as any other unparsable frame.
+    if crate::util::json::too_deep(text.as_bytes(), MAX_FRAME_DEPTH).is_some() {
         return Err(envelope());
     }
     let v: Value = serde_json::from_str(text).map_err(|_| envelope())?;
@@ -247,6 +256,38 @@ mod tests {
         assert_eq!(selection.mentioned_skills, vec![json!({"name": "weather", "label": "Wx"}), json!({"name": "a.b"})]);
         assert!(selection.selected_mcp_connectors.is_empty());
         assert_eq!(selection.model, "m");
+    }
+
+    /// A message frame nesting `depth` levels in all: envelope, `metadata`, then objects in an
+    /// extra (ignored) metadata field.
+    fn deep_message(depth: usize) -> String {
+        let extra = depth - 2;
+        format!(
+            r#"{{"type":"message","chat_id":"c1","content":"hi","metadata":{{"llm":{LLM},"x":{}1{}}}}}"#,
+            r#"{"a":"#.repeat(extra),
+            "}".repeat(extra)
+        )
+    }
+
+    /// Parses on a thread with `stack` bytes, as the `ws-client` thread does.
+    fn parse_on_stack(text: String, stack: usize) -> Result<Frame, Reject> {
+        std::thread::Builder::new().stack_size(stack).spawn(move || parse_frame(&text)).unwrap().join().unwrap()
+    }
+
+    /// The deepest frame accepted parses on three quarters of the `ws-client` stack (a quarter
+    /// is left for the reader loop's own frames); deeper ones, up to serde_json's limit and
+    /// far past it, are refused before serde_json recurses. Run in a debug build, the worst case.
+    #[test]
+    fn frames_nest_at_most_max_frame_depth_levels_within_the_client_stack() {
+        let stack = crate::ws::CLIENT_STACK * 3 / 4;
+        let ok = parse_on_stack(deep_message(MAX_FRAME_DEPTH), stack).expect("the deepest frame allowed");
+        assert!(matches!(ok, Frame::Message { .. }), "{ok:?}");
+        for depth in [MAX_FRAME_DEPTH + 1, 128, 129, 100_000] {
+            let r = parse_on_stack(deep_message(depth), stack).unwrap_err();
+            assert_eq!((r.detail.as_str(), r.chat_id), ("typed JSON envelope required", None), "depth {depth}");
+        }
+        let arrays = format!(r#"{{"type":"ping","x":{}{}}}"#, "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(parse_on_stack(arrays, stack).unwrap_err().detail, "typed JSON envelope required");
     }
 }
 

@@ -370,3 +370,32 @@ fn many_hanging_discovery_requests_do_not_block_the_api() {
     never.open();
     assert_eq!(got.ok(), Some(Ok(200)), "GET /api/health stalled behind hanging discovery requests");
 }
+
+#[test]
+fn json_bodies_nest_at_most_64_levels() {
+    // The deepest body accepted reaches the handler (a skill is created); one level deeper is
+    // refused as invalid JSON before serde_json parses it, at the byte where it got too deep.
+    let server = TestServer::start();
+    let body = |name: &str, depth: usize| {
+        let inner = depth - 1;
+        let content = format!("---\nname: {name}\ndescription: d\n---\n\nbody\n");
+        format!(
+            r#"{{"name":"{name}","content":{},"x":{}1{}}}"#,
+            json!(content),
+            r#"{"a":"#.repeat(inner),
+            "}".repeat(inner)
+        )
+    };
+    let ok = server.request("POST", "/api/skills", &[], Some(&body("deepest", 64)));
+    assert_eq!(ok.status, 201, "{}", ok.body);
+    let deeper = body("deeper", 65);
+    let at = deeper.find(r#""x":"#).expect("x") + 4 + r#"{"a":"#.len() * 63;
+    let r = server.request("POST", "/api/skills", &[], Some(&deeper));
+    assert_eq!(r.status, 422, "{}", r.body);
+    let d = r.json()["detail"][0].clone();
+    assert_eq!(
+        (d["type"].clone(), d["loc"].clone(), d["ctx"]["error"].clone()),
+        (json!("json_invalid"), json!(["body", at]), json!(format!("nesting deeper than 64 levels at byte {at}")))
+    );
+    assert_eq!(server.get("/api/skills/deeper").status, 404);
+}

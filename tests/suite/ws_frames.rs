@@ -241,6 +241,38 @@ fn valid_edge_metadata_is_accepted() {
     }
 }
 
+/// A message frame nesting `depth` levels: envelope, `metadata`, then objects in an ignored key.
+fn nested_message(chat: &str, depth: usize) -> String {
+    let extra = depth - 2;
+    format!(
+        r#"{{"type":"message","chat_id":"{chat}","content":"hi","metadata":{{"llm":{},"x":{}1{}}}}}"#,
+        llm(),
+        r#"{"a":"#.repeat(extra),
+        "}".repeat(extra)
+    )
+}
+
+#[test]
+fn frames_nest_at_most_32_levels() {
+    // The deepest frame accepted is parsed on the real `ws-client` thread (128 KiB stack; a
+    // debug build is the worst case) and reaches the turn; one level deeper, and serde_json's
+    // own limit far deeper, are refused as invalid JSON before parsing.
+    let server = TestServer::start();
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    ws.send_text(&nested_message(&chat, 32));
+    let v = ws.recv();
+    assert!(
+        v["event"] == "error" && v["detail"].as_str().unwrap_or("").contains("LLM not configured"),
+        "the 32-level frame was not accepted: {v}"
+    );
+    for depth in [33, 128, 129, 100_000] {
+        ws.send_text(&nested_message(&chat, depth));
+        assert_eq!(ws.recv(), json!({"event":"error","detail":"typed JSON envelope required"}), "depth {depth}");
+    }
+    ws.ping_sync();
+}
+
 #[test]
 fn oversized_frames_get_an_error_and_the_connection_survives() {
     let server = TestServer::start();

@@ -379,11 +379,14 @@ pub fn read_capped_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> 
     Ok(if too_long { LineRead::TooLong } else { LineRead::Line })
 }
 
+/// Stack of connection threads: they only parse and route ([`jsonrpc::parse`] bounds how deep).
+pub(crate) const CONNECTION_STACK: usize = 256 * 1024;
+
 /// Spawns a named thread with a small stack (connection threads only parse and route).
 pub(crate) fn spawn_named(name: String, f: impl FnOnce() + Send + 'static) -> Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name)
-        .stack_size(256 * 1024)
+        .stack_size(CONNECTION_STACK)
         .spawn(f)
         .map_err(|e| Error::Closed(format!("cannot start a connection thread: {e}")))
 }
