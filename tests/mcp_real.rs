@@ -1285,7 +1285,7 @@ fn user_server_lifecycle_against_a_live_sse_server() {
     mgr.create(&body).unwrap();
     let dto = mgr.connect("everything").unwrap();
     assert_eq!((dto["status"].clone(), dto["tool_count"].clone()), (json!("connected"), json!(13)), "{dto}");
-    let cache = cashcode::mcp::catalog::cache_path(&data, "everything");
+    let cache = cashcode::mcp::cache::cache_path(&data, "everything");
     assert!(cache.is_file());
     let cached: Value = serde_json::from_str(&std::fs::read_to_string(&cache).unwrap()).unwrap();
     assert_eq!(cached["tools"].as_array().unwrap().len(), 13);

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::api::{only, Api};
 use super::{Req, Resp};
-use crate::mcp::catalog::ApiError;
+use crate::mcp::views::ApiError;
 
 pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     let mcp = &api.mcp;

@@ -15,11 +15,13 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 
-use super::catalog::{self, ApiError, Catalog, ServerConfig};
+use super::cache::{self, CachedTool};
+use super::catalog::{Catalog, ServerConfig};
 use super::client::{CallResult, Client, ClientConfig, ToolInfo};
 use super::names::NameTable;
 use super::search::{DocKind, SearchDoc, SearchIndex};
 use super::transport::lock;
+use super::views::ApiError;
 use super::{Error, Result};
 use crate::agent::cancel::CancelToken;
 use crate::util::{redact, text};
@@ -330,7 +332,7 @@ impl McpManager {
     pub fn create(&self, body: &Value) -> std::result::Result<Value, ApiError> {
         let _m = lock(&self.mutation);
         let cfg = lock(&self.catalog).create(body)?;
-        catalog::delete_cache(&self.cfg.data_dir, &cfg.name);
+        cache::delete_cache(&self.cfg.data_dir, &cfg.name);
         let slot = self.slot(&cfg.name);
         *lock(&slot.state) = SlotState::default();
         self.bump();
@@ -345,7 +347,7 @@ impl McpManager {
         let _m = lock(&self.mutation);
         let cfg = lock(&self.catalog).update(name, body)?;
         self.disconnect_inner(name, true);
-        catalog::delete_cache(&self.cfg.data_dir, name);
+        cache::delete_cache(&self.cfg.data_dir, name);
         let slot = self.slot(name);
         *lock(&slot.state) = SlotState::default();
         self.bump();
@@ -359,7 +361,7 @@ impl McpManager {
         let _m = lock(&self.mutation);
         lock(&self.catalog).check_mutable(name)?;
         self.disconnect_inner(name, true);
-        catalog::delete_cache(&self.cfg.data_dir, name);
+        cache::delete_cache(&self.cfg.data_dir, name);
         lock(&self.catalog).delete(name)?;
         lock(&self.slots).remove(name);
         self.bump();
@@ -408,7 +410,7 @@ impl McpManager {
             st.error = None;
         }
         let spec = lock(&self.catalog).runtime_spec(&cfg);
-        let fingerprint = catalog::fingerprint(&spec);
+        let fingerprint = cache::fingerprint(&spec);
         let secrets = cfg.secrets();
         let started = std::time::Instant::now();
         let outcome = match Client::connect(name, &spec, self.cfg.client.clone()) {
@@ -497,7 +499,7 @@ impl McpManager {
     }
 
     fn write_cache_for(&self, name: &str, fingerprint: &str, tools: &[ToolInfo]) {
-        if let Err(e) = catalog::write_cache(&self.cfg.data_dir, name, fingerprint, tools) {
+        if let Err(e) = cache::write_cache(&self.cfg.data_dir, name, fingerprint, tools) {
             log::warn!("event=mcp.cache.write_failed server={name} error_kind={:?}", e.kind());
         }
     }
@@ -508,7 +510,7 @@ impl McpManager {
         match live.client.list_tools() {
             Ok(tools) => {
                 if let Some(c) = self.server_config(name) {
-                    let fp = catalog::fingerprint(&lock(&self.catalog).runtime_spec(&c));
+                    let fp = cache::fingerprint(&lock(&self.catalog).runtime_spec(&c));
                     self.write_cache_for(name, &fp, &tools);
                 }
                 let fresh = Arc::new(Live { client: live.client.clone(), tools: self.register(name, &tools) });
@@ -658,9 +660,9 @@ impl McpManager {
                   "status": status.as_str(), "status_error": error, "tool_count": live.len()}))
     }
 
-    fn cached_tools(&self, cfg: &ServerConfig) -> Option<Vec<catalog::CachedTool>> {
+    fn cached_tools(&self, cfg: &ServerConfig) -> Option<Vec<CachedTool>> {
         let spec = lock(&self.catalog).runtime_spec(cfg);
-        catalog::read_cache(&self.cfg.data_dir, &cfg.name, &catalog::fingerprint(&spec))
+        cache::read_cache(&self.cfg.data_dir, &cfg.name, &cache::fingerprint(&spec))
     }
 
     /// The BM25 index over cached + live tools, rebuilt when anything changed.

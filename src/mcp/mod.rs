@@ -3,13 +3,15 @@
 //!
 //! Reading order: [`jsonrpc`] (wire types) · [`transport`] (stdio, legacy HTTP+SSE, Streamable
 //! HTTP; one reader thread each, event streams parsed by `crate::util::sse`) ·
-//! [`client`] (pending ids, timeouts, lifecycle) · [`catalog`] (configs, validation, cache) ·
-//! [`names`] (model-facing tool names) · [`manager`] (live connections) · [`search`] (BM25).
+//! [`client`] (pending ids, timeouts, lifecycle) · [`catalog`] (configs) · [`validate`] (entry
+//! rules) · [`cache`] (tool-schema cache) · [`names`] (model-facing tool names) · [`manager`]
+//! (live connections) · [`views`] (the HTTP surface's bodies and errors) · [`search`] (BM25).
 //!
 //! Nothing here runs a thread of its own except the per-connection reader/writer/stderr threads
 //! a transport spawns; callers (HTTP handlers, turn workers) block with deadlines.
 
 pub mod activation;
+pub mod cache;
 pub mod catalog;
 pub mod client;
 pub mod extension;
@@ -22,6 +24,8 @@ pub mod search;
 
 pub mod transport;
 pub mod url;
+pub mod validate;
+pub mod views;
 
 use std::fmt;
 use std::time::Duration;
