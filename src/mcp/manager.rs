@@ -1,8 +1,8 @@
 //! Live MCP connections by server name: explicit and lazy connect (handshake + `tools/list`
 //! before "connected"), disconnect (closes the transport, unregisters its tools, asks the host
 //! to purge activations), status with redacted errors, `tools/list_changed` refresh, tool
-//! listings (live or cached per fingerprint), calls with timeout and cancel, the search index,
-//! and shutdown (kills stdio children). Catalog mutations are serialised by one lock; each
+//! listings (live or cached per fingerprint), calls with timeout and cancel, the search index
+//! cached per content generation (its documents come from [`super::search`]), and shutdown (kills stdio children). Catalog mutations are serialised by one lock; each
 //! server has its own connect lock, so concurrent connects of one server coalesce while
 //! different servers connect in parallel.
 //!
@@ -19,15 +19,15 @@ use super::cache::{self, CachedTool};
 use super::catalog::{Catalog, ServerConfig};
 use super::client::{CallResult, Client, ClientConfig, ToolInfo};
 use super::names::NameTable;
-use super::search::{DocKind, SearchDoc, SearchIndex};
+use super::search::{self, SearchIndex};
+use super::status::{redact_line, redact_status, Status};
+use super::tool::LiveTool;
 use super::transport::lock;
 use super::views::ApiError;
 use super::{Error, Result};
 use crate::agent::cancel::CancelToken;
-use crate::util::{redact, text};
+use crate::util::text;
 
-/// Longest `status_error` shown.
-pub const MAX_STATUS_ERROR: usize = 500;
 const NOT_CONFIGURED: &str = "MCP server is not configured";
 const GONE: &str = "connection is no longer available";
 
@@ -62,50 +62,6 @@ impl ManagerConfig {
             ..d
         };
         Ok(ManagerConfig { client, data_dir: config.data_dir.clone() })
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Status {
-    #[default]
-    Disconnected,
-    Connecting,
-    Connected,
-    Error,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Disconnected => "disconnected",
-            Status::Connecting => "connecting",
-            Status::Connected => "connected",
-            Status::Error => "error",
-        }
-    }
-}
-
-/// A registered MCP tool as the model sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LiveTool {
-    /// `mcp_{server}_{tool}`, provider-safe.
-    pub name: String,
-    pub server: String,
-    pub original_name: String,
-    /// The tool's description, or its name when it has none.
-    pub description: String,
-    /// Normalised for providers.
-    pub input_schema: Value,
-    /// As the server sent it.
-    pub raw_schema: Value,
-    pub raw_description: Option<String>,
-}
-
-impl LiveTool {
-    /// The OpenAI `tools[]` entry.
-    pub fn schema(&self) -> Value {
-        json!({"type": "function", "function": {
-            "name": self.name, "description": self.description, "parameters": self.input_schema}})
     }
 }
 
@@ -145,57 +101,6 @@ pub struct McpManager {
     shutting_down: AtomicBool,
     /// Told every configured header value and secret env value whenever the catalog changes.
     secrets: crate::secrets::Secrets,
-}
-
-/// `"<Type>: <message>"` on one line, every known secret replaced, generic redaction, ≤500 chars.
-pub fn redact_status(e: &Error, secrets: &[String]) -> String {
-    redact_line(&format!("{}: {e}", e.kind()), secrets)
-}
-
-fn redact_line(line: &str, secrets: &[String]) -> String {
-    let mut s = line.replace(['\r', '\n'], " ");
-    for secret in secrets {
-        if !secret.is_empty() {
-            s = s.replace(secret.as_str(), "[redacted]");
-        }
-    }
-    let s = redact::redact(&s);
-    text::take_chars(&s, MAX_STATUS_ERROR).to_string()
-}
-
-/// Schema normalisation for providers (tools-and-mcp.md §5, minus the original's quirk of
-/// turning untyped leaf properties into objects): a non-object schema becomes an empty object
-/// schema, the top level gets `type`/`properties`/`required` defaults, `$schema` is dropped,
-/// and `type: [X, "null"]` becomes `type: X, nullable: true` at every property level.
-pub fn normalize_schema(raw: &Value) -> Value {
-    let Value::Object(m) = raw else {
-        return json!({"type": "object", "properties": {}, "required": []});
-    };
-    let mut m = m.clone();
-    m.remove("$schema");
-    fix_nullable(&mut m);
-    m.entry("type").or_insert_with(|| json!("object"));
-    m.entry("properties").or_insert_with(|| json!({}));
-    m.entry("required").or_insert_with(|| json!([]));
-    Value::Object(m)
-}
-
-fn fix_nullable(m: &mut Map<String, Value>) {
-    if let Some(Value::Array(types)) = m.get("type") {
-        let non_null: Vec<&Value> = types.iter().filter(|t| t.as_str() != Some("null")).collect();
-        if non_null.len() == 1 && types.len() == 2 {
-            let t = non_null[0].clone();
-            m.insert("type".into(), t);
-            m.insert("nullable".into(), json!(true));
-        }
-    }
-    if let Some(Value::Object(props)) = m.get_mut("properties") {
-        for p in props.values_mut() {
-            if let Value::Object(pm) = p {
-                fix_nullable(pm);
-            }
-        }
-    }
 }
 
 impl McpManager {
@@ -465,24 +370,8 @@ impl McpManager {
     /// that disappeared.
     fn register(&self, server: &str, tools: &[ToolInfo]) -> Vec<Arc<LiveTool>> {
         let mut names = lock(&self.names);
-        let mut out: Vec<Arc<LiveTool>> = tools
-            .iter()
-            .map(|t| {
-                Arc::new(LiveTool {
-                    name: names.assign(server, &t.name),
-                    server: server.to_string(),
-                    original_name: t.name.clone(),
-                    description: t
-                        .description
-                        .clone()
-                        .filter(|d| !d.trim().is_empty())
-                        .unwrap_or_else(|| t.name.clone()),
-                    input_schema: normalize_schema(&t.input_schema),
-                    raw_schema: t.input_schema.clone(),
-                    raw_description: t.description.clone(),
-                })
-            })
-            .collect();
+        let mut out: Vec<Arc<LiveTool>> =
+            tools.iter().map(|t| Arc::new(LiveTool::new(names.assign(server, &t.name), server, t))).collect();
         let keep: Vec<&str> = out.iter().map(|t| t.name.as_str()).collect();
         let stale: Vec<String> =
             names.remove_server(server).into_iter().filter(|n| !keep.contains(&n.as_str())).collect();
@@ -676,42 +565,10 @@ impl McpManager {
             }
         }
         let cfgs: Vec<ServerConfig> = lock(&self.catalog).all().into_iter().cloned().collect();
-        let mut docs = Vec::new();
-        for cfg in &cfgs {
-            let mut server_docs: Vec<SearchDoc> = self
-                .cached_tools(cfg)
-                .unwrap_or_default()
-                .iter()
-                .map(|t| {
-                    SearchDoc::tool(
-                        &cfg.name,
-                        &cfg.display_name,
-                        &cfg.description,
-                        &t.name,
-                        t.description.as_deref().unwrap_or(""),
-                        DocKind::Cached,
-                    )
-                })
-                .collect();
-            for t in live.iter().filter(|t| t.server == cfg.name) {
-                let doc = SearchDoc::tool(
-                    &cfg.name,
-                    &cfg.display_name,
-                    &cfg.description,
-                    &t.original_name,
-                    t.raw_description.as_deref().unwrap_or(""),
-                    DocKind::Live { wrapped: t.name.clone() },
-                );
-                match server_docs.iter_mut().find(|d| d.tool == t.original_name) {
-                    Some(d) => *d = doc,
-                    None => server_docs.push(doc),
-                }
-            }
-            if server_docs.is_empty() {
-                server_docs.push(SearchDoc::server_entry(&cfg.name, &cfg.display_name, &cfg.description));
-            }
-            docs.extend(server_docs);
-        }
+        let docs = cfgs
+            .iter()
+            .flat_map(|cfg| search::server_docs(cfg, &self.cached_tools(cfg).unwrap_or_default(), &live))
+            .collect();
         let idx = Arc::new(SearchIndex::build(docs));
         *lock(&self.index) = Some((generation, idx.clone()));
         idx
@@ -744,33 +601,4 @@ impl McpManager {
 enum Failure {
     Handshake(Error),
     Discovery(Error),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schemas_are_normalised_for_providers() {
-        assert_eq!(normalize_schema(&json!("nope")), json!({"type": "object", "properties": {}, "required": []}));
-        let raw = json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
-                         "properties": {"a": {"type": ["integer", "null"]}, "b": {"anyOf": [{"type": "string"}]},
-                                        "c": {"type": "object", "properties": {"d": {"type": ["null", "string"]}}}}});
-        assert_eq!(
-            normalize_schema(&raw),
-            json!({"type": "object", "required": [],
-                   "properties": {"a": {"type": "integer", "nullable": true}, "b": {"anyOf": [{"type": "string"}]},
-                                  "c": {"type": "object", "properties": {"d": {"type": "string", "nullable": true}}}}})
-        );
-    }
-
-    #[test]
-    fn status_lines_are_one_line_redacted_and_capped() {
-        let e = Error::Connect("POST failed: header Bearer sk-abcdefghijkl\nX-Key: hunter2-value".into());
-        let line = redact_status(&e, &["hunter2-value".to_string()]);
-        assert!(line.starts_with("ConnectError: cannot reach MCP server: POST failed"), "{line}");
-        assert!(!line.contains('\n') && !line.contains("hunter2-value") && !line.contains("sk-abcdefghijkl"), "{line}");
-        let long = Error::Protocol("x".repeat(2000));
-        assert_eq!(redact_status(&long, &[]).chars().count(), MAX_STATUS_ERROR);
-    }
 }
