@@ -4,9 +4,9 @@
 //! Reading order: [`jsonrpc`] (wire types) · [`transport`] (stdio, legacy HTTP+SSE, Streamable
 //! HTTP; one reader thread each, event streams parsed by `crate::util::sse`) ·
 //! [`client`] (pending ids, timeouts, lifecycle) · [`catalog`] (configs) · [`validate`] (entry
-//! rules) · [`cache`] (tool-schema cache) · [`names`] (model-facing tool names) · [`tool`] (the wrappers, schema normalisation) ·
-//! [`status`] (status lines, redacted) · [`manager`]
-//! (live connections) · [`views`] (the HTTP surface's bodies and errors) · [`search`] (BM25).
+//! rules) · [`cache`] (tool-schema cache) · [`names`] (model-facing tool names) · [`tool`] (the
+//! wrappers, schema normalisation) · [`status`] (status lines, redacted) · [`manager`] (live
+//! connections) · [`views`] (the HTTP surface's bodies and errors) · [`search`] (BM25).
 //!
 //! Nothing here runs a thread of its own except the per-connection reader/writer/stderr threads
 //! a transport spawns; callers (HTTP handlers, turn workers) block with deadlines.
