@@ -602,3 +602,83 @@ enum Failure {
     Handshake(Error),
     Discovery(Error),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wire(v: &impl serde::Serialize) -> String {
+        serde_json::to_string(v).unwrap()
+    }
+
+    /// The bodies of `/api/mcp/servers…` byte for byte (keys in today's order), from a
+    /// catalog with a built-in stdio entry, a user SSE entry with a header and a tool cache,
+    /// and a user entry whose connect fails.
+    #[test]
+    fn http_bodies_are_pinned_byte_for_byte() {
+        let root = std::env::temp_dir().join(format!("cc-mcp-wire-{}", crate::util::rand::hex(6)));
+        let data = root.join("data");
+        std::fs::create_dir_all(root.join("mcp_servers")).unwrap();
+        std::fs::write(
+            root.join("mcp_servers/mcp_config.json"),
+            r#"{"local": {"command": "node", "args": ["x.js"], "description": "Local tools"}}"#,
+        )
+        .unwrap();
+        let catalog = Catalog::load(Some(&root), &data).unwrap();
+        let mgr = McpManager::new(ManagerConfig { client: ClientConfig::default(), data_dir: data.clone() }, catalog);
+
+        let created = mgr
+            .create(&json!({"name": "weather", "display_name": "Weather", "url": "https://mcp.example/sse",
+                            "headers": {"X-Key": "secret-value", "Authorization": "Bearer t"}}))
+            .unwrap();
+        assert_eq!(
+            wire(&created),
+            r#"{"builtin":false,"connected":false,"description":"","display_name":"Weather","headers":{"Authorization":"********","X-Key":"********"},"mutable":true,"name":"weather","status":"disconnected","status_error":null,"tool_count":0,"type":"sse","url":"https://mcp.example/sse"}"#
+        );
+        assert_eq!(
+            wire(&mgr.tools_listing("weather").unwrap()),
+            r#"{"display_name":"Weather","server":"weather","source":"none","status":"disconnected","status_error":null,"tool_count":0,"tools":[]}"#
+        );
+        let weather = mgr.server_config("weather").unwrap();
+        let spec = lock(&mgr.catalog).runtime_spec(&weather);
+        let tools = vec![
+            ToolInfo {
+                name: "forecast".into(),
+                description: Some("Forecast".into()),
+                input_schema: json!({"type": "object"}),
+            },
+            ToolInfo { name: "alerts".into(), description: None, input_schema: json!({}) },
+        ];
+        cache::write_cache(&data, "weather", &cache::fingerprint(&spec), &tools).unwrap();
+        assert_eq!(
+            wire(&mgr.tools_listing("weather").unwrap()),
+            r#"{"display_name":"Weather","server":"weather","source":"cache","status":"disconnected","status_error":null,"tool_count":0,"tools":[{"callable":false,"description":"Forecast","input_schema":{"type":"object"},"name":"mcp_weather_forecast","original_name":"forecast","source":"cache"},{"callable":false,"description":"","input_schema":{},"name":"mcp_weather_alerts","original_name":"alerts","source":"cache"}]}"#
+        );
+
+        // A closed port on loopback: the connect fails at once with a status line.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        mgr.create(&json!({"name": "dead", "display_name": "Dead", "url": format!("http://127.0.0.1:{port}/sse")}))
+            .unwrap();
+        let failed = wire(&mgr.connect("dead").unwrap());
+        let prefix = format!(
+            r#"{{"builtin":false,"connected":false,"description":"","display_name":"Dead","headers":{{}},"mutable":true,"name":"dead","status":"error","status_error":"ConnectError: "#
+        );
+        let suffix = format!(r#"","tool_count":0,"type":"sse","url":"http://127.0.0.1:{port}/sse"}}"#);
+        assert!(failed.starts_with(&prefix) && failed.ends_with(&suffix), "{failed}");
+        let dead = format!(
+            r#"{{"builtin":false,"connected":false,"description":"","display_name":"Dead","headers":{{}},"mutable":true,"name":"dead","status":"disconnected","status_error":null,"tool_count":0,"type":"sse","url":"http://127.0.0.1:{port}/sse"}}"#
+        );
+        assert_eq!(wire(&mgr.disconnect("dead").unwrap()), dead);
+
+        assert_eq!(
+            wire(&mgr.list()),
+            format!(
+                r#"{{"servers":[{dead},{{"builtin":true,"connected":false,"description":"Local tools","display_name":"local","headers":{{}},"mutable":false,"name":"local","status":"disconnected","status_error":null,"tool_count":0,"type":"stdio","url":""}},{}]}}"#,
+                wire(&created)
+            )
+        );
+        assert_eq!(mgr.dto("nope").unwrap_err(), ApiError::not_found("nope"));
+        assert_eq!(mgr.tools_listing("nope").unwrap_err(), ApiError::not_found("nope"));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+}
