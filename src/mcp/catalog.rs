@@ -14,13 +14,15 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::transport::{HttpSpec, StdioSpec, TransportSpec};
-use super::validate::{check_headers, check_url, name_ok, validate_user, MASK, MSG_NAME, MSG_READ_ONLY};
+use super::validate::{check_headers, check_url, name_ok, validate_user, MSG_NAME};
 use super::views::ApiError;
 use crate::util::fsx;
 use crate::util::text;
 
 /// Transport kind of an entry. `streamable_http` is our addition (the original lacks it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Serialises as [`Kind::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Kind {
     Stdio,
     Sse,
@@ -65,11 +67,6 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// Header names sorted, each value the literal mask.
-    pub fn masked_headers(&self) -> Value {
-        Value::Object(self.headers.keys().map(|k| (k.clone(), json!(MASK))).collect())
-    }
-
     /// Values that must never leave the process.
     pub fn secrets(&self) -> Vec<String> {
         let mut s: Vec<String> = self.headers.values().cloned().collect();
@@ -174,12 +171,12 @@ impl Catalog {
     pub fn create(&mut self, body: &Value) -> Result<ServerConfig, ApiError> {
         let cfg = validate_user(body, None)?;
         if self.get(&cfg.name).is_some() {
-            return Err(ApiError { status: 409, detail: format!("MCP server already exists: {}", cfg.name) });
+            return Err(ApiError::exists(&cfg.name));
         }
         self.user.insert(cfg.name.clone(), cfg.clone());
         if let Err(e) = self.save_user() {
             self.user.remove(&cfg.name);
-            return Err(ApiError { status: 500, detail: format!("cannot save MCP servers: {e}") });
+            return Err(ApiError::not_saved(&e));
         }
         Ok(cfg)
     }
@@ -202,7 +199,7 @@ impl Catalog {
             if let Some(old) = old {
                 self.user.insert(name.to_string(), old);
             }
-            return Err(ApiError { status: 500, detail: format!("cannot save MCP servers: {e}") });
+            return Err(ApiError::not_saved(&e));
         }
         Ok(cfg)
     }
@@ -213,7 +210,7 @@ impl Catalog {
         let old = self.user.remove(name).ok_or_else(|| ApiError::not_found(name))?;
         if let Err(e) = self.save_user() {
             self.user.insert(name.to_string(), old);
-            return Err(ApiError { status: 500, detail: format!("cannot save MCP servers: {e}") });
+            return Err(ApiError::not_saved(&e));
         }
         Ok(old)
     }
@@ -221,7 +218,7 @@ impl Catalog {
     /// 404 for unknown names, 403 for built-ins.
     pub fn check_mutable(&self, name: &str) -> Result<(), ApiError> {
         if self.builtin.contains_key(name) {
-            return Err(ApiError { status: 403, detail: MSG_READ_ONLY.into() });
+            return Err(ApiError::read_only());
         }
         if !self.user.contains_key(name) {
             return Err(ApiError::not_found(name));
@@ -389,8 +386,7 @@ mod tests {
         let mut cat = Catalog::load(None, &data).unwrap();
         let body = json!({"name":"weather","display_name":"Weather","url":"https://mcp.example/sse",
                           "headers":{"Authorization":"Bearer real-secret"}});
-        let created = cat.create(&body).unwrap();
-        assert_eq!(created.masked_headers(), json!({"Authorization": MASK}));
+        assert_eq!(cat.create(&body).unwrap().headers["Authorization"], "Bearer real-secret");
         assert_eq!(cat.create(&body).unwrap_err().status, 409);
         let text = std::fs::read_to_string(user_catalog_path(&data)).unwrap();
         assert_eq!(
@@ -443,7 +439,7 @@ mod tests {
             TransportSpec::Stdio(s) => assert_eq!((s.command.as_str(), s.python), ("node", None)),
             other => panic!("unexpected {other:?}"),
         }
-        assert_eq!(cat.delete("local").unwrap_err(), ApiError { status: 403, detail: MSG_READ_ONLY.into() });
+        assert_eq!(cat.delete("local").unwrap_err(), ApiError::read_only());
         let body = json!({"name":"remote","display_name":"R","url":"http://h/sse"});
         assert_eq!(cat.create(&body).unwrap_err().status, 409);
         std::fs::create_dir_all(data.join("mcp")).unwrap();

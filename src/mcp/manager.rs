@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::cache::{self, CachedTool};
 use super::catalog::{Catalog, ServerConfig};
@@ -23,7 +23,7 @@ use super::search::{self, SearchIndex};
 use super::status::{redact_line, redact_status, Status};
 use super::tool::LiveTool;
 use super::transport::lock;
-use super::views::ApiError;
+use super::views::{ApiError, ServerList, ServerView, ToolListing, ToolSource, ToolView};
 use super::{Error, Result};
 use crate::agent::cancel::CancelToken;
 use crate::util::text;
@@ -202,39 +202,26 @@ impl McpManager {
         (st.status, st.error.clone(), st.live.clone())
     }
 
-    /// The public DTO (http-api.md §6).
-    fn dto_for(&self, cfg: &ServerConfig) -> Value {
+    /// The server as the API shows it (http-api.md §6).
+    fn view(&self, cfg: &ServerConfig) -> ServerView {
         let (status, error, live) = self.observe(&cfg.name);
-        json!({
-            "name": cfg.name,
-            "display_name": cfg.display_name,
-            "description": cfg.description,
-            "type": cfg.kind.as_str(),
-            "url": cfg.url,
-            "headers": cfg.masked_headers(),
-            "builtin": cfg.builtin,
-            "mutable": !cfg.builtin,
-            "status": status.as_str(),
-            "connected": status == Status::Connected,
-            "status_error": error,
-            "tool_count": live.map(|l| l.tools.len()).unwrap_or(0),
-        })
+        ServerView::new(cfg, status, error, live.map(|l| l.tools.len()).unwrap_or(0))
     }
 
     /// `GET /api/mcp/servers`.
-    pub fn list(&self) -> Value {
+    pub fn list(&self) -> ServerList {
         let cfgs: Vec<ServerConfig> = lock(&self.catalog).all().into_iter().cloned().collect();
-        json!({"servers": cfgs.iter().map(|c| self.dto_for(c)).collect::<Vec<_>>()})
+        ServerList { servers: cfgs.iter().map(|c| self.view(c)).collect() }
     }
 
     /// One DTO, or 404.
-    pub fn dto(&self, name: &str) -> std::result::Result<Value, ApiError> {
+    pub fn dto(&self, name: &str) -> std::result::Result<ServerView, ApiError> {
         let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
-        Ok(self.dto_for(&cfg))
+        Ok(self.view(&cfg))
     }
 
     /// `POST /api/mcp/servers` -> 201 DTO (disconnected).
-    pub fn create(&self, body: &Value) -> std::result::Result<Value, ApiError> {
+    pub fn create(&self, body: &Value) -> std::result::Result<ServerView, ApiError> {
         let _m = lock(&self.mutation);
         let cfg = lock(&self.catalog).create(body)?;
         cache::delete_cache(&self.cfg.data_dir, &cfg.name);
@@ -243,12 +230,12 @@ impl McpManager {
         self.bump();
         log::info!("event=mcp.server.created server={}", cfg.name);
         self.catalog_changed();
-        Ok(self.dto_for(&cfg))
+        Ok(self.view(&cfg))
     }
 
     /// `PUT /api/mcp/servers/{name}`: replaces the config, closes the connection, purges
     /// activations, deletes the cache.
-    pub fn update(&self, name: &str, body: &Value) -> std::result::Result<Value, ApiError> {
+    pub fn update(&self, name: &str, body: &Value) -> std::result::Result<ServerView, ApiError> {
         let _m = lock(&self.mutation);
         let cfg = lock(&self.catalog).update(name, body)?;
         self.disconnect_inner(name, true);
@@ -258,7 +245,7 @@ impl McpManager {
         self.bump();
         log::info!("event=mcp.server.updated server={name}");
         self.catalog_changed();
-        Ok(self.dto_for(&cfg))
+        Ok(self.view(&cfg))
     }
 
     /// `DELETE /api/mcp/servers/{name}`.
@@ -276,17 +263,17 @@ impl McpManager {
     }
 
     /// `POST /api/mcp/servers/{name}/connect`: 404 if unknown, else the DTO (maybe `error`).
-    pub fn connect(&self, name: &str) -> std::result::Result<Value, ApiError> {
+    pub fn connect(&self, name: &str) -> std::result::Result<ServerView, ApiError> {
         let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
         let _ = self.connect_server(name);
-        Ok(self.dto_for(&cfg))
+        Ok(self.view(&cfg))
     }
 
     /// `POST /api/mcp/servers/{name}/disconnect`.
-    pub fn disconnect(&self, name: &str) -> std::result::Result<Value, ApiError> {
+    pub fn disconnect(&self, name: &str) -> std::result::Result<ServerView, ApiError> {
         let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
         self.disconnect_inner(name, true);
-        Ok(self.dto_for(&cfg))
+        Ok(self.view(&cfg))
     }
 
     /// Connects (or reuses the live connection) and returns the server's tools. The error is
@@ -515,38 +502,52 @@ impl McpManager {
         r
     }
 
-    /// `GET /api/mcp/servers/{name}/tools`.
-    pub fn tools_listing(&self, name: &str) -> std::result::Result<Value, ApiError> {
+    /// `GET /api/mcp/servers/{name}/tools`: the live tools when connected, else the cached ones.
+    pub fn tools_listing(&self, name: &str) -> std::result::Result<ToolListing, ApiError> {
         let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
         let live = self.live_tools_of(name);
         let (status, error, _) = self.observe(name);
-        let (source, tools): (&str, Vec<Value>) = if !live.is_empty() || status == Status::Connected {
+        let (source, tools) = if !live.is_empty() || status == Status::Connected {
             let tools = live
                 .iter()
-                .map(|t| {
-                    json!({"name": t.name, "original_name": t.original_name, "description": t.description,
-                               "input_schema": t.input_schema, "source": "live", "callable": true})
+                .map(|t| ToolView {
+                    callable: true,
+                    description: t.description.clone(),
+                    input_schema: t.input_schema.clone(),
+                    name: t.name.clone(),
+                    original_name: t.original_name.clone(),
+                    source: ToolSource::Live,
                 })
                 .collect();
-            ("live", tools)
+            (ToolSource::Live, tools)
         } else {
             match self.cached_tools(&cfg) {
                 Some(cached) => (
-                    "cache",
+                    ToolSource::Cache,
                     cached
-                        .iter()
-                        .map(|t| {
-                            json!({"name": super::names::wrapped_name(name, &t.name), "original_name": t.name,
-                                       "description": t.description.clone().unwrap_or_default(),
-                                       "input_schema": t.input_schema, "source": "cache", "callable": false})
+                        .into_iter()
+                        .map(|t| ToolView {
+                            callable: false,
+                            description: t.description.unwrap_or_default(),
+                            input_schema: t.input_schema,
+                            name: super::names::wrapped_name(name, &t.name),
+                            original_name: t.name,
+                            source: ToolSource::Cache,
                         })
                         .collect(),
                 ),
-                None => ("none", Vec::new()),
+                None => (ToolSource::None, Vec::new()),
             }
         };
-        Ok(json!({"server": name, "display_name": cfg.display_name, "tools": tools, "source": source,
-                  "status": status.as_str(), "status_error": error, "tool_count": live.len()}))
+        Ok(ToolListing {
+            display_name: cfg.display_name,
+            server: name.to_string(),
+            source,
+            status,
+            status_error: error,
+            tool_count: live.len(),
+            tools,
+        })
     }
 
     fn cached_tools(&self, cfg: &ServerConfig) -> Option<Vec<CachedTool>> {
@@ -605,6 +606,8 @@ enum Failure {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn wire(v: &impl serde::Serialize) -> String {

@@ -8,7 +8,9 @@ use crate::util::{redact, text};
 /// Longest `status_error` shown.
 pub const MAX_STATUS_ERROR: usize = 500;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Serialises as [`Status::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Status {
     #[default]
     Disconnected,
