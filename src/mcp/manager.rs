@@ -39,29 +39,17 @@ pub struct ManagerConfig {
 }
 
 impl ManagerConfig {
-    /// Defaults plus the optional `CASHCODE_MCP_CONNECT_TIMEOUT`, `CASHCODE_MCP_CALL_TIMEOUT`,
-    /// `CASHCODE_MCP_REQUEST_TIMEOUT` and `CASHCODE_MCP_MAX_CALL_TIME` (seconds).
-    pub fn from_config(config: &crate::config::Config) -> Result<ManagerConfig, String> {
-        let secs = |var: &str, default: std::time::Duration| -> Result<std::time::Duration, String> {
-            match config.var(var) {
-                None => Ok(default),
-                Some(v) => v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|s| *s > 0.0 && *s <= 86_400.0)
-                    .map(std::time::Duration::from_secs_f64)
-                    .ok_or_else(|| format!("{var} must be seconds (0 < s <= 86400), got '{v}'")),
-            }
-        };
-        let d = ClientConfig::default();
+    /// The client defaults with the timeouts of `config.mcp` (parsed and checked at start-up).
+    pub fn from_config(config: &crate::config::Config) -> ManagerConfig {
+        let t = config.mcp;
         let client = ClientConfig {
-            connect_timeout: secs("CASHCODE_MCP_CONNECT_TIMEOUT", d.connect_timeout)?,
-            call_timeout: secs("CASHCODE_MCP_CALL_TIMEOUT", d.call_timeout)?,
-            request_timeout: secs("CASHCODE_MCP_REQUEST_TIMEOUT", d.request_timeout)?,
-            max_call_time: secs("CASHCODE_MCP_MAX_CALL_TIME", d.max_call_time)?,
-            ..d
+            connect_timeout: t.connect_timeout,
+            call_timeout: t.call_timeout,
+            request_timeout: t.request_timeout,
+            max_call_time: t.max_call_time,
+            ..ClientConfig::default()
         };
-        Ok(ManagerConfig { client, data_dir: config.data_dir.clone() })
+        ManagerConfig { client, data_dir: config.data_dir.clone() }
     }
 }
 
