@@ -26,7 +26,6 @@ pub mod status;
 pub mod tool;
 
 pub mod transport;
-pub mod url;
 pub mod validate;
 pub mod views;
 

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::catalog::{Kind, ServerConfig};
-use super::url::{self, UrlProblem};
 use super::views::ApiError;
 use crate::util::text;
 use crate::util::text::py_repr;
+use crate::util::url::{Origin, UrlError};
 
 /// The literal every header value is shown as.
 pub const MASK: &str = "********";
@@ -45,10 +45,10 @@ pub(super) fn check_url(raw: &str) -> Result<String, ApiError> {
     if u.is_empty() || text::char_len(u) > 2048 {
         return Err(ApiError::unprocessable(MSG_URL));
     }
-    match url::parse(u) {
+    match Origin::check(u) {
         Ok(_) => Ok(u.to_string()),
-        Err(UrlProblem::NotHttp) => Err(ApiError::unprocessable(MSG_URL_ABS)),
-        Err(UrlProblem::Credentials) => Err(ApiError::unprocessable(MSG_URL_CREDS)),
+        Err(UrlError::NotHttp) => Err(ApiError::unprocessable(MSG_URL_ABS)),
+        Err(UrlError::Credentials) => Err(ApiError::unprocessable(MSG_URL_CREDS)),
     }
 }
 
