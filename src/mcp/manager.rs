@@ -651,11 +651,9 @@ mod tests {
         mgr.create(&json!({"name": "dead", "display_name": "Dead", "url": format!("http://127.0.0.1:{port}/sse")}))
             .unwrap();
         let failed = wire(&mgr.connect("dead").unwrap());
-        let prefix = format!(
-            r#"{{"builtin":false,"connected":false,"description":"","display_name":"Dead","headers":{{}},"mutable":true,"name":"dead","status":"error","status_error":"ConnectError: "#
-        );
+        let prefix = r#"{"builtin":false,"connected":false,"description":"","display_name":"Dead","headers":{},"mutable":true,"name":"dead","status":"error","status_error":"ConnectError: "#;
         let suffix = format!(r#"","tool_count":0,"type":"sse","url":"http://127.0.0.1:{port}/sse"}}"#);
-        assert!(failed.starts_with(&prefix) && failed.ends_with(&suffix), "{failed}");
+        assert!(failed.starts_with(prefix) && failed.ends_with(&suffix), "{failed}");
         let dead = format!(
             r#"{{"builtin":false,"connected":false,"description":"","display_name":"Dead","headers":{{}},"mutable":true,"name":"dead","status":"disconnected","status_error":null,"tool_count":0,"type":"sse","url":"http://127.0.0.1:{port}/sse"}}"#
         );
