@@ -496,34 +496,10 @@ impl McpManager {
         let live = self.live_tools_of(name);
         let (status, error, _) = self.observe(name);
         let (source, tools) = if !live.is_empty() || status == Status::Connected {
-            let tools = live
-                .iter()
-                .map(|t| ToolView {
-                    callable: true,
-                    description: t.description.clone(),
-                    input_schema: t.input_schema.clone(),
-                    name: t.name.clone(),
-                    original_name: t.original_name.clone(),
-                    source: ToolSource::Live,
-                })
-                .collect();
-            (ToolSource::Live, tools)
+            (ToolSource::Live, live.iter().map(|t| ToolView::live(t)).collect())
         } else {
             match self.cached_tools(&cfg) {
-                Some(cached) => (
-                    ToolSource::Cache,
-                    cached
-                        .into_iter()
-                        .map(|t| ToolView {
-                            callable: false,
-                            description: t.description.unwrap_or_default(),
-                            input_schema: t.input_schema,
-                            name: super::names::wrapped_name(name, &t.name),
-                            original_name: t.name,
-                            source: ToolSource::Cache,
-                        })
-                        .collect(),
-                ),
+                Some(cached) => (ToolSource::Cache, cached.into_iter().map(|t| ToolView::cached(name, t)).collect()),
                 None => (ToolSource::None, Vec::new()),
             }
         };

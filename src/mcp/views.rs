@@ -12,8 +12,11 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::cache::CachedTool;
 use super::catalog::{Kind, ServerConfig};
+use super::names::wrapped_name;
 use super::status::Status;
+use super::tool::LiveTool;
 use super::validate::{MASK, MSG_READ_ONLY};
 
 /// One server: `GET /api/mcp/servers` lists these; create, update, connect and disconnect
@@ -84,6 +87,32 @@ pub struct ToolView {
     pub name: String,
     pub original_name: String,
     pub source: ToolSource,
+}
+
+impl ToolView {
+    /// A registered tool of the live connection.
+    pub fn live(t: &LiveTool) -> ToolView {
+        ToolView {
+            callable: true,
+            description: t.description.clone(),
+            input_schema: t.input_schema.clone(),
+            name: t.name.clone(),
+            original_name: t.original_name.clone(),
+            source: ToolSource::Live,
+        }
+    }
+
+    /// A tool of `server` remembered in the cache, under the name it would be registered as.
+    pub fn cached(server: &str, t: CachedTool) -> ToolView {
+        ToolView {
+            callable: false,
+            description: t.description.unwrap_or_default(),
+            input_schema: t.input_schema,
+            name: wrapped_name(server, &t.name),
+            original_name: t.name,
+            source: ToolSource::Cache,
+        }
+    }
 }
 
 /// `GET /api/mcp/servers/{name}/tools`.
