@@ -820,7 +820,7 @@ fn marketplace_routes_of_the_real_server() {
     let home = tmp_dir("routes");
     let mut config = cashcode::config::Config::for_home(&home);
     config.project_dir = Some(root());
-    config.vars.insert("CASHCODE_MCP_CONNECT_TIMEOUT".into(), "20".into());
+    config.mcp.connect_timeout = Duration::from_secs(20);
     let server = cashcode::app::start(config.clone()).unwrap();
     let api = server.api();
 
