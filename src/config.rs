@@ -55,12 +55,45 @@ Environment only (the README lists every setting):
 
   CASHCODE_WEB_FETCH_ALLOW_PRIVATE=1   let web_fetch reach loopback, private and link-local
                          addresses (default 0: public internet addresses only)
+  CASHCODE_MCP_CONNECT_TIMEOUT=S   MCP connect + handshake + tool listing (default 30)
+  CASHCODE_MCP_CALL_TIMEOUT=S      MCP tool call without progress (default 30)
+  CASHCODE_MCP_REQUEST_TIMEOUT=S   other MCP requests (default 30)
+  CASHCODE_MCP_MAX_CALL_TIME=S     hard maximum of one MCP tool call (default 600)
+                         (MCP values are seconds, 0 < S <= 86400)
 ";
 
 /// Tokens shorter than this draw a start-up warning.
 pub const MIN_TOKEN_CHARS: usize = 16;
 /// Largest token file read.
 const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+
+/// MCP client timeouts (`CASHCODE_MCP_*`, seconds, 0 < s <= 86400); the manager hands them to
+/// every connection.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct McpConfig {
+    /// Connect, handshake and the first `tools/list`.
+    pub connect_timeout: Duration,
+    /// A tool call with no progress notification for this long fails.
+    pub call_timeout: Duration,
+    /// Every other request.
+    pub request_timeout: Duration,
+    /// Hard maximum of one tool call, progress or not.
+    pub max_call_time: Duration,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        use crate::mcp::client::{
+            DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CALL_TIME, DEFAULT_REQUEST_TIMEOUT,
+        };
+        McpConfig {
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_call_time: DEFAULT_MAX_CALL_TIME,
+        }
+    }
+}
 
 /// Fully resolved configuration, passed to every constructor. Its `Debug` output never shows
 /// a secret (the token, the legacy key, secret-named variables).
@@ -94,6 +127,7 @@ pub struct Config {
     pub log_retention_days: u32,
     /// `web_fetch` may connect to loopback, private and link-local addresses.
     pub web_fetch_allow_private: bool,
+    pub mcp: McpConfig,
     pub file_log_level: log::LevelFilter,
     pub console_log_level: log::LevelFilter,
     /// Legacy one-time migration inputs (read only when llm.json does not exist).
@@ -137,6 +171,7 @@ impl fmt::Debug for Config {
             .field("workers", &self.workers)
             .field("llm_timeout", &self.llm_timeout)
             .field("log_retention_days", &self.log_retention_days)
+            .field("mcp", &self.mcp)
             .field("file_log_level", &self.file_log_level)
             .field("console_log_level", &self.console_log_level)
             .field("deepseek_api_key", &hidden(&self.deepseek_api_key))
@@ -316,6 +351,26 @@ pub fn parse(
             _ => return Err(Error(format!("CASHCODE_WEB_FETCH_ALLOW_PRIVATE must be 1 or 0, got '{v}'"))),
         },
     };
+    let mcp = {
+        let secs = |var: &str, default: Duration| -> Result<Duration, Error> {
+            match get(var) {
+                None => Ok(default),
+                Some(v) => v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| *s > 0.0 && *s <= 86_400.0)
+                    .map(Duration::from_secs_f64)
+                    .ok_or_else(|| Error(format!("{var} must be seconds (0 < s <= 86400), got '{v}'"))),
+            }
+        };
+        let d = McpConfig::default();
+        McpConfig {
+            connect_timeout: secs("CASHCODE_MCP_CONNECT_TIMEOUT", d.connect_timeout)?,
+            call_timeout: secs("CASHCODE_MCP_CALL_TIMEOUT", d.call_timeout)?,
+            request_timeout: secs("CASHCODE_MCP_REQUEST_TIMEOUT", d.request_timeout)?,
+            max_call_time: secs("CASHCODE_MCP_MAX_CALL_TIME", d.max_call_time)?,
+        }
+    };
     let level = |var: &str, default: log::LevelFilter| -> Result<log::LevelFilter, Error> {
         match get(var) {
             None => Ok(default),
@@ -373,6 +428,7 @@ pub fn parse(
         http_body_timeout,
         log_retention_days: retention,
         web_fetch_allow_private,
+        mcp,
         file_log_level: level("CASHCODE_FILE_LOG_LEVEL", log::LevelFilter::Debug)?,
         console_log_level: level("CASHCODE_CONSOLE_LOG_LEVEL", log::LevelFilter::Info)?,
         deepseek_api_key: get("DEEPSEEK_API_KEY"),
@@ -618,6 +674,45 @@ mod tests {
         let e = run(&[], &[("CASHCODE_WEB_FETCH_ALLOW_PRIVATE", "maybe")]).unwrap_err();
         assert_eq!(e.to_string(), "CASHCODE_WEB_FETCH_ALLOW_PRIVATE must be 1 or 0, got 'maybe'");
         assert!(HELP.contains("CASHCODE_WEB_FETCH_ALLOW_PRIVATE"));
+    }
+
+    #[test]
+    fn mcp_timeouts_are_parsed_once() {
+        assert_eq!(run(&[], &[]).unwrap().mcp, McpConfig::default());
+        assert_eq!(McpConfig::default().max_call_time, Duration::from_secs(600));
+        let c = run(
+            &[],
+            &[
+                ("CASHCODE_MCP_CONNECT_TIMEOUT", "5"),
+                ("CASHCODE_MCP_CALL_TIMEOUT", "0.25"),
+                ("CASHCODE_MCP_REQUEST_TIMEOUT", " 3 "),
+                ("CASHCODE_MCP_MAX_CALL_TIME", "86400"),
+            ],
+        )
+        .unwrap();
+        let want = McpConfig {
+            connect_timeout: Duration::from_secs(5),
+            call_timeout: Duration::from_millis(250),
+            request_timeout: Duration::from_secs(3),
+            max_call_time: Duration::from_secs(86_400),
+        };
+        assert_eq!(c.mcp, want);
+        for bad in ["0", "-1", "x", "86401", "inf", "NaN"] {
+            let e = run(&[], &[("CASHCODE_MCP_CALL_TIMEOUT", bad)]).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("CASHCODE_MCP_CALL_TIMEOUT must be seconds (0 < s <= 86400), got '{bad}'")
+            );
+        }
+        let readme = include_str!("../README.md");
+        for var in [
+            "CASHCODE_MCP_CONNECT_TIMEOUT",
+            "CASHCODE_MCP_CALL_TIMEOUT",
+            "CASHCODE_MCP_REQUEST_TIMEOUT",
+            "CASHCODE_MCP_MAX_CALL_TIME",
+        ] {
+            assert!(HELP.contains(var) && readme.contains(var), "{var}");
+        }
     }
 
     #[test]

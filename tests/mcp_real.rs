@@ -133,6 +133,11 @@ fn args(v: Value) -> Map<String, Value> {
     v.as_object().cloned().unwrap()
 }
 
+/// A manager answer as the JSON the HTTP surface sends.
+fn wire(v: impl serde::Serialize) -> Value {
+    serde_json::to_value(v).unwrap()
+}
+
 fn text_of(r: &cashcode::mcp::client::CallResult) -> String {
     r.render()
 }
@@ -150,19 +155,19 @@ fn python_sdk_stdio_builtin_through_the_manager() {
     let p = purged.clone();
     mgr.set_purge_hook(move |names| p.lock().unwrap().extend(names.iter().cloned()));
 
-    let list = mgr.list();
+    let list = wire(mgr.list());
     let names: Vec<&str> = list["servers"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, vec!["test_sse_mcp", "test_stdio_mcp"]);
     assert_eq!(list["servers"][1]["status"], "disconnected");
-    assert_eq!(mgr.tools_listing("test_stdio_mcp").unwrap()["source"], "none");
+    assert_eq!(wire(mgr.tools_listing("test_stdio_mcp").unwrap())["source"], "none");
 
-    let dto = mgr.connect("test_stdio_mcp").unwrap();
+    let dto = wire(mgr.connect("test_stdio_mcp").unwrap());
     assert_eq!(dto["status"], "connected", "{dto}");
     assert_eq!(
         (dto["connected"].clone(), dto["tool_count"].clone(), dto["type"].clone()),
         (json!(true), json!(1), json!("stdio"))
     );
-    let listing = mgr.tools_listing("test_stdio_mcp").unwrap();
+    let listing = wire(mgr.tools_listing("test_stdio_mcp").unwrap());
     assert_eq!(listing["source"], "live");
     assert_eq!(listing["tools"][0]["name"], "mcp_test_stdio_mcp_say_hello");
     assert_eq!(listing["tools"][0]["callable"], true);
@@ -176,10 +181,10 @@ fn python_sdk_stdio_builtin_through_the_manager() {
     assert_eq!(hits[0].0.tool, "say_hello");
     assert!(matches!(hits[0].0.kind, cashcode::mcp::search::DocKind::Live { .. }));
 
-    let dto = mgr.disconnect("test_stdio_mcp").unwrap();
+    let dto = wire(mgr.disconnect("test_stdio_mcp").unwrap());
     assert_eq!((dto["status"].clone(), dto["tool_count"].clone()), (json!("disconnected"), json!(0)));
     assert_eq!(*purged.lock().unwrap(), vec!["mcp_test_stdio_mcp_say_hello".to_string()]);
-    let cached = mgr.tools_listing("test_stdio_mcp").unwrap();
+    let cached = wire(mgr.tools_listing("test_stdio_mcp").unwrap());
     assert_eq!(cached["source"], "cache");
     assert_eq!(cached["tools"][0]["callable"], false);
     assert_eq!(cached["tools"][0]["original_name"], "say_hello");
@@ -427,10 +432,10 @@ fn manager_notices_a_crashed_server_and_reconnects_on_the_next_call() {
         ManagerConfig { client: fast_cfg(), data_dir: data },
         Catalog::load(Some(&proj), &proj.join("data")).unwrap(),
     );
-    assert_eq!(mgr.connect("crashy").unwrap()["status"], "connected");
+    assert_eq!(wire(mgr.connect("crashy").unwrap())["status"], "connected");
     let err = mgr.call("mcp_crashy_echo", &args(json!({"text": "x"})), None).unwrap_err();
     assert!(matches!(err, Error::Closed(_)), "{err:?}");
-    let dto = mgr.dto("crashy").unwrap();
+    let dto = wire(mgr.dto("crashy").unwrap());
     assert_eq!(dto["status"], "disconnected");
     assert_eq!(dto["status_error"], "connection is no longer available");
     // The wrapper's next call reconnects (and this fixture crashes again: a fresh error).
@@ -438,11 +443,11 @@ fn manager_notices_a_crashed_server_and_reconnects_on_the_next_call() {
     assert!(err.to_string().contains("fatal: boom while calling"), "{err}");
     assert!(matches!(mgr.call("mcp_crashy_echo", &Map::new(), None), Err(Error::Closed(_))));
     // The other server is unaffected, and works through the name table.
-    assert_eq!(mgr.connect("fine").unwrap()["tool_count"], 1);
+    assert_eq!(wire(mgr.connect("fine").unwrap())["tool_count"], 1);
     let r = mgr.call("mcp_fine_echo", &args(json!({"text": "hey"})), None).unwrap();
     assert!(text_of(&r).starts_with("echo: hey"));
     // Input schemas are normalised for providers.
-    let listing = mgr.tools_listing("fine").unwrap();
+    let listing = wire(mgr.tools_listing("fine").unwrap());
     assert_eq!(
         listing["tools"][0]["input_schema"],
         json!({"type":"object","properties":{"text":{"type":"string","nullable":true}},"required":["text"]})
@@ -584,7 +589,7 @@ fn list_changed_refreshes_the_managers_tools() {
         assert!(Instant::now() < deadline, "tools never refreshed: {names:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(mgr.dto("lc").unwrap()["tool_count"], 2);
+    assert_eq!(wire(mgr.dto("lc").unwrap())["tool_count"], 2);
     mgr.shutdown();
     std::fs::remove_dir_all(proj).unwrap();
 }
@@ -627,10 +632,10 @@ fn dead_url_connect_failure_is_redacted() {
         let body = json!({"name": name, "type": kind, "display_name": "Dead",
                           "url": format!("http://127.0.0.1:{port}/{path}?token=topsecret-123"),
                           "headers": {"Authorization": "Bearer topsecret-123", "X-Api-Key": "k3y-value-9"}});
-        let created = mgr.create(&body).unwrap();
+        let created = wire(mgr.create(&body).unwrap());
         assert_eq!(created["headers"], json!({"Authorization": "********", "X-Api-Key": "********"}));
         assert_eq!(created["status"], "disconnected");
-        let dto = mgr.connect(name).unwrap();
+        let dto = wire(mgr.connect(name).unwrap());
         assert_eq!(dto["status"], "error", "{dto}");
         assert_eq!(dto["connected"], false);
         let err = dto["status_error"].as_str().unwrap();
@@ -638,7 +643,7 @@ fn dead_url_connect_failure_is_redacted() {
         assert!(!err.contains("topsecret") && !err.contains("k3y-value"), "{err}");
         assert!(err.chars().count() <= 500);
         // The URL is shown as configured; header values never are.
-        let listed = mgr.list().to_string();
+        let listed = wire(mgr.list()).to_string();
         assert!(!listed.contains("Bearer topsecret") && !listed.contains("k3y-value"), "{listed}");
     }
     std::fs::remove_dir_all(data).unwrap();
@@ -815,7 +820,7 @@ fn marketplace_routes_of_the_real_server() {
     let home = tmp_dir("routes");
     let mut config = cashcode::config::Config::for_home(&home);
     config.project_dir = Some(root());
-    config.vars.insert("CASHCODE_MCP_CONNECT_TIMEOUT".into(), "20".into());
+    config.mcp.connect_timeout = Duration::from_secs(20);
     let server = cashcode::app::start(config.clone()).unwrap();
     let api = server.api();
 
@@ -1283,9 +1288,9 @@ fn user_server_lifecycle_against_a_live_sse_server() {
     let body = json!({"name": "everything", "display_name": "Everything", "url": url,
                       "headers": {"X-Api-Key": "abc-secret-value"}});
     mgr.create(&body).unwrap();
-    let dto = mgr.connect("everything").unwrap();
+    let dto = wire(mgr.connect("everything").unwrap());
     assert_eq!((dto["status"].clone(), dto["tool_count"].clone()), (json!("connected"), json!(13)), "{dto}");
-    let cache = cashcode::mcp::catalog::cache_path(&data, "everything");
+    let cache = cashcode::mcp::cache::cache_path(&data, "everything");
     assert!(cache.is_file());
     let cached: Value = serde_json::from_str(&std::fs::read_to_string(&cache).unwrap()).unwrap();
     assert_eq!(cached["tools"].as_array().unwrap().len(), 13);
@@ -1295,12 +1300,12 @@ fn user_server_lifecycle_against_a_live_sse_server() {
 
     // Replacing the config closes the connection, purges activations, deletes the cache.
     let upd = json!({"display_name": "Everything 2", "url": url, "headers": {"X-Api-Key": "********"}});
-    let dto = mgr.update("everything", &upd).unwrap();
+    let dto = wire(mgr.update("everything", &upd).unwrap());
     assert_eq!((dto["status"].clone(), dto["tool_count"].clone()), (json!("disconnected"), json!(0)));
     assert_eq!(purged.lock().unwrap().len(), 13);
     assert!(!cache.exists());
     assert!(mgr.call("mcp_everything_echo", &Map::new(), None).is_err());
-    assert_eq!(mgr.connect("everything").unwrap()["status"], "connected");
+    assert_eq!(wire(mgr.connect("everything").unwrap())["status"], "connected");
     mgr.delete("everything").unwrap();
     assert!(!cache.exists());
     assert_eq!(mgr.dto("everything").unwrap_err().status, 404);

@@ -3,11 +3,12 @@
 //! JSON types) get pydantic-style 422 lists; rule violations get the contract's string
 //! details from the catalog. Header values never leave `McpManager` unmasked.
 
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::api::{only, Api};
 use super::{Req, Resp};
-use crate::mcp::catalog::ApiError;
+use crate::mcp::views::ApiError;
 
 pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     let mcp = &api.mcp;
@@ -38,13 +39,14 @@ pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     }
 }
 
-fn answer(r: Result<Value, ApiError>, status: u16) -> Resp {
+fn answer(r: Result<impl Serialize, ApiError>, status: u16) -> Resp {
     match r {
         Ok(v) => Resp::json(status, &v),
         Err(e) => error(e),
     }
 }
 
+/// The one mapping of a refused MCP operation to a response: its status, `{"detail": …}`.
 fn error(e: ApiError) -> Resp {
     Resp::detail(e.status, &e.detail)
 }

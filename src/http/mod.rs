@@ -86,7 +86,7 @@ pub struct Resp {
 }
 
 impl Resp {
-    pub fn json(status: u16, v: &Value) -> Resp {
+    pub fn json(status: u16, v: &impl serde::Serialize) -> Resp {
         Resp {
             status,
             content_type: "application/json",
@@ -95,7 +95,7 @@ impl Resp {
         }
     }
 
-    pub fn ok(v: &Value) -> Resp {
+    pub fn ok(v: &impl serde::Serialize) -> Resp {
         Resp::json(200, v)
     }
 

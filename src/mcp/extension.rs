@@ -11,8 +11,10 @@ use std::sync::{Arc, Weak};
 use serde_json::{json, Map, Value};
 
 use super::activation::{self, ActivatedToolSet};
-use super::manager::{redact_status, LiveTool, McpManager};
+use super::manager::McpManager;
 use super::search;
+use super::status::redact_status;
+use super::tool::LiveTool;
 use super::{fmt_secs, Error};
 use crate::agent::tools::{Preparation, Tool, ToolOutput, TurnCtx, TurnExtension, TurnState};
 use crate::bus::TurnRequest;

@@ -1,8 +1,8 @@
 //! Live MCP connections by server name: explicit and lazy connect (handshake + `tools/list`
 //! before "connected"), disconnect (closes the transport, unregisters its tools, asks the host
 //! to purge activations), status with redacted errors, `tools/list_changed` refresh, tool
-//! listings (live or cached per fingerprint), calls with timeout and cancel, the search index,
-//! and shutdown (kills stdio children). Catalog mutations are serialised by one lock; each
+//! listings (live or cached per fingerprint), calls with timeout and cancel, the search index
+//! cached per content generation (its documents come from [`super::search`]), and shutdown (kills stdio children). Catalog mutations are serialised by one lock; each
 //! server has its own connect lock, so concurrent connects of one server coalesce while
 //! different servers connect in parallel.
 //!
@@ -13,19 +13,21 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
-use super::catalog::{self, ApiError, Catalog, ServerConfig};
+use super::cache::{self, CachedTool};
+use super::catalog::{Catalog, ServerConfig};
 use super::client::{CallResult, Client, ClientConfig, ToolInfo};
 use super::names::NameTable;
-use super::search::{DocKind, SearchDoc, SearchIndex};
+use super::search::{self, SearchIndex};
+use super::status::{redact_line, redact_status, Status};
+use super::tool::LiveTool;
 use super::transport::lock;
+use super::views::{ApiError, ServerList, ServerView, ToolListing, ToolSource, ToolView};
 use super::{Error, Result};
 use crate::agent::cancel::CancelToken;
-use crate::util::{redact, text};
+use crate::util::text;
 
-/// Longest `status_error` shown.
-pub const MAX_STATUS_ERROR: usize = 500;
 const NOT_CONFIGURED: &str = "MCP server is not configured";
 const GONE: &str = "connection is no longer available";
 
@@ -37,73 +39,17 @@ pub struct ManagerConfig {
 }
 
 impl ManagerConfig {
-    /// Defaults plus the optional `CASHCODE_MCP_CONNECT_TIMEOUT`, `CASHCODE_MCP_CALL_TIMEOUT`,
-    /// `CASHCODE_MCP_REQUEST_TIMEOUT` and `CASHCODE_MCP_MAX_CALL_TIME` (seconds).
-    pub fn from_config(config: &crate::config::Config) -> Result<ManagerConfig, String> {
-        let secs = |var: &str, default: std::time::Duration| -> Result<std::time::Duration, String> {
-            match config.var(var) {
-                None => Ok(default),
-                Some(v) => v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|s| *s > 0.0 && *s <= 86_400.0)
-                    .map(std::time::Duration::from_secs_f64)
-                    .ok_or_else(|| format!("{var} must be seconds (0 < s <= 86400), got '{v}'")),
-            }
-        };
-        let d = ClientConfig::default();
+    /// The client defaults with the timeouts of `config.mcp` (parsed and checked at start-up).
+    pub fn from_config(config: &crate::config::Config) -> ManagerConfig {
+        let t = config.mcp;
         let client = ClientConfig {
-            connect_timeout: secs("CASHCODE_MCP_CONNECT_TIMEOUT", d.connect_timeout)?,
-            call_timeout: secs("CASHCODE_MCP_CALL_TIMEOUT", d.call_timeout)?,
-            request_timeout: secs("CASHCODE_MCP_REQUEST_TIMEOUT", d.request_timeout)?,
-            max_call_time: secs("CASHCODE_MCP_MAX_CALL_TIME", d.max_call_time)?,
-            ..d
+            connect_timeout: t.connect_timeout,
+            call_timeout: t.call_timeout,
+            request_timeout: t.request_timeout,
+            max_call_time: t.max_call_time,
+            ..ClientConfig::default()
         };
-        Ok(ManagerConfig { client, data_dir: config.data_dir.clone() })
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Status {
-    #[default]
-    Disconnected,
-    Connecting,
-    Connected,
-    Error,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Disconnected => "disconnected",
-            Status::Connecting => "connecting",
-            Status::Connected => "connected",
-            Status::Error => "error",
-        }
-    }
-}
-
-/// A registered MCP tool as the model sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LiveTool {
-    /// `mcp_{server}_{tool}`, provider-safe.
-    pub name: String,
-    pub server: String,
-    pub original_name: String,
-    /// The tool's description, or its name when it has none.
-    pub description: String,
-    /// Normalised for providers.
-    pub input_schema: Value,
-    /// As the server sent it.
-    pub raw_schema: Value,
-    pub raw_description: Option<String>,
-}
-
-impl LiveTool {
-    /// The OpenAI `tools[]` entry.
-    pub fn schema(&self) -> Value {
-        json!({"type": "function", "function": {
-            "name": self.name, "description": self.description, "parameters": self.input_schema}})
+        ManagerConfig { client, data_dir: config.data_dir.clone() }
     }
 }
 
@@ -143,57 +89,6 @@ pub struct McpManager {
     shutting_down: AtomicBool,
     /// Told every configured header value and secret env value whenever the catalog changes.
     secrets: crate::secrets::Secrets,
-}
-
-/// `"<Type>: <message>"` on one line, every known secret replaced, generic redaction, ≤500 chars.
-pub fn redact_status(e: &Error, secrets: &[String]) -> String {
-    redact_line(&format!("{}: {e}", e.kind()), secrets)
-}
-
-fn redact_line(line: &str, secrets: &[String]) -> String {
-    let mut s = line.replace(['\r', '\n'], " ");
-    for secret in secrets {
-        if !secret.is_empty() {
-            s = s.replace(secret.as_str(), "[redacted]");
-        }
-    }
-    let s = redact::redact(&s);
-    text::take_chars(&s, MAX_STATUS_ERROR).to_string()
-}
-
-/// Schema normalisation for providers (tools-and-mcp.md §5, minus the original's quirk of
-/// turning untyped leaf properties into objects): a non-object schema becomes an empty object
-/// schema, the top level gets `type`/`properties`/`required` defaults, `$schema` is dropped,
-/// and `type: [X, "null"]` becomes `type: X, nullable: true` at every property level.
-pub fn normalize_schema(raw: &Value) -> Value {
-    let Value::Object(m) = raw else {
-        return json!({"type": "object", "properties": {}, "required": []});
-    };
-    let mut m = m.clone();
-    m.remove("$schema");
-    fix_nullable(&mut m);
-    m.entry("type").or_insert_with(|| json!("object"));
-    m.entry("properties").or_insert_with(|| json!({}));
-    m.entry("required").or_insert_with(|| json!([]));
-    Value::Object(m)
-}
-
-fn fix_nullable(m: &mut Map<String, Value>) {
-    if let Some(Value::Array(types)) = m.get("type") {
-        let non_null: Vec<&Value> = types.iter().filter(|t| t.as_str() != Some("null")).collect();
-        if non_null.len() == 1 && types.len() == 2 {
-            let t = non_null[0].clone();
-            m.insert("type".into(), t);
-            m.insert("nullable".into(), json!(true));
-        }
-    }
-    if let Some(Value::Object(props)) = m.get_mut("properties") {
-        for p in props.values_mut() {
-            if let Value::Object(pm) = p {
-                fix_nullable(pm);
-            }
-        }
-    }
 }
 
 impl McpManager {
@@ -295,63 +190,50 @@ impl McpManager {
         (st.status, st.error.clone(), st.live.clone())
     }
 
-    /// The public DTO (http-api.md §6).
-    fn dto_for(&self, cfg: &ServerConfig) -> Value {
+    /// The server as the API shows it (http-api.md §6).
+    fn view(&self, cfg: &ServerConfig) -> ServerView {
         let (status, error, live) = self.observe(&cfg.name);
-        json!({
-            "name": cfg.name,
-            "display_name": cfg.display_name,
-            "description": cfg.description,
-            "type": cfg.kind.as_str(),
-            "url": cfg.url,
-            "headers": cfg.masked_headers(),
-            "builtin": cfg.builtin,
-            "mutable": !cfg.builtin,
-            "status": status.as_str(),
-            "connected": status == Status::Connected,
-            "status_error": error,
-            "tool_count": live.map(|l| l.tools.len()).unwrap_or(0),
-        })
+        ServerView::new(cfg, status, error, live.map(|l| l.tools.len()).unwrap_or(0))
     }
 
     /// `GET /api/mcp/servers`.
-    pub fn list(&self) -> Value {
+    pub fn list(&self) -> ServerList {
         let cfgs: Vec<ServerConfig> = lock(&self.catalog).all().into_iter().cloned().collect();
-        json!({"servers": cfgs.iter().map(|c| self.dto_for(c)).collect::<Vec<_>>()})
+        ServerList { servers: cfgs.iter().map(|c| self.view(c)).collect() }
     }
 
     /// One DTO, or 404.
-    pub fn dto(&self, name: &str) -> std::result::Result<Value, ApiError> {
+    pub fn dto(&self, name: &str) -> std::result::Result<ServerView, ApiError> {
         let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
-        Ok(self.dto_for(&cfg))
+        Ok(self.view(&cfg))
     }
 
     /// `POST /api/mcp/servers` -> 201 DTO (disconnected).
-    pub fn create(&self, body: &Value) -> std::result::Result<Value, ApiError> {
+    pub fn create(&self, body: &Value) -> std::result::Result<ServerView, ApiError> {
         let _m = lock(&self.mutation);
         let cfg = lock(&self.catalog).create(body)?;
-        catalog::delete_cache(&self.cfg.data_dir, &cfg.name);
+        cache::delete_cache(&self.cfg.data_dir, &cfg.name);
         let slot = self.slot(&cfg.name);
         *lock(&slot.state) = SlotState::default();
         self.bump();
         log::info!("event=mcp.server.created server={}", cfg.name);
         self.catalog_changed();
-        Ok(self.dto_for(&cfg))
+        Ok(self.view(&cfg))
     }
 
     /// `PUT /api/mcp/servers/{name}`: replaces the config, closes the connection, purges
     /// activations, deletes the cache.
-    pub fn update(&self, name: &str, body: &Value) -> std::result::Result<Value, ApiError> {
+    pub fn update(&self, name: &str, body: &Value) -> std::result::Result<ServerView, ApiError> {
         let _m = lock(&self.mutation);
         let cfg = lock(&self.catalog).update(name, body)?;
         self.disconnect_inner(name, true);
-        catalog::delete_cache(&self.cfg.data_dir, name);
+        cache::delete_cache(&self.cfg.data_dir, name);
         let slot = self.slot(name);
         *lock(&slot.state) = SlotState::default();
         self.bump();
         log::info!("event=mcp.server.updated server={name}");
         self.catalog_changed();
-        Ok(self.dto_for(&cfg))
+        Ok(self.view(&cfg))
     }
 
     /// `DELETE /api/mcp/servers/{name}`.
@@ -359,7 +241,7 @@ impl McpManager {
         let _m = lock(&self.mutation);
         lock(&self.catalog).check_mutable(name)?;
         self.disconnect_inner(name, true);
-        catalog::delete_cache(&self.cfg.data_dir, name);
+        cache::delete_cache(&self.cfg.data_dir, name);
         lock(&self.catalog).delete(name)?;
         lock(&self.slots).remove(name);
         self.bump();
@@ -369,17 +251,17 @@ impl McpManager {
     }
 
     /// `POST /api/mcp/servers/{name}/connect`: 404 if unknown, else the DTO (maybe `error`).
-    pub fn connect(&self, name: &str) -> std::result::Result<Value, ApiError> {
+    pub fn connect(&self, name: &str) -> std::result::Result<ServerView, ApiError> {
         let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
         let _ = self.connect_server(name);
-        Ok(self.dto_for(&cfg))
+        Ok(self.view(&cfg))
     }
 
     /// `POST /api/mcp/servers/{name}/disconnect`.
-    pub fn disconnect(&self, name: &str) -> std::result::Result<Value, ApiError> {
+    pub fn disconnect(&self, name: &str) -> std::result::Result<ServerView, ApiError> {
         let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
         self.disconnect_inner(name, true);
-        Ok(self.dto_for(&cfg))
+        Ok(self.view(&cfg))
     }
 
     /// Connects (or reuses the live connection) and returns the server's tools. The error is
@@ -408,7 +290,7 @@ impl McpManager {
             st.error = None;
         }
         let spec = lock(&self.catalog).runtime_spec(&cfg);
-        let fingerprint = catalog::fingerprint(&spec);
+        let fingerprint = cache::fingerprint(&spec);
         let secrets = cfg.secrets();
         let started = std::time::Instant::now();
         let outcome = match Client::connect(name, &spec, self.cfg.client.clone()) {
@@ -463,24 +345,8 @@ impl McpManager {
     /// that disappeared.
     fn register(&self, server: &str, tools: &[ToolInfo]) -> Vec<Arc<LiveTool>> {
         let mut names = lock(&self.names);
-        let mut out: Vec<Arc<LiveTool>> = tools
-            .iter()
-            .map(|t| {
-                Arc::new(LiveTool {
-                    name: names.assign(server, &t.name),
-                    server: server.to_string(),
-                    original_name: t.name.clone(),
-                    description: t
-                        .description
-                        .clone()
-                        .filter(|d| !d.trim().is_empty())
-                        .unwrap_or_else(|| t.name.clone()),
-                    input_schema: normalize_schema(&t.input_schema),
-                    raw_schema: t.input_schema.clone(),
-                    raw_description: t.description.clone(),
-                })
-            })
-            .collect();
+        let mut out: Vec<Arc<LiveTool>> =
+            tools.iter().map(|t| Arc::new(LiveTool::new(names.assign(server, &t.name), server, t))).collect();
         let keep: Vec<&str> = out.iter().map(|t| t.name.as_str()).collect();
         let stale: Vec<String> =
             names.remove_server(server).into_iter().filter(|n| !keep.contains(&n.as_str())).collect();
@@ -497,7 +363,7 @@ impl McpManager {
     }
 
     fn write_cache_for(&self, name: &str, fingerprint: &str, tools: &[ToolInfo]) {
-        if let Err(e) = catalog::write_cache(&self.cfg.data_dir, name, fingerprint, tools) {
+        if let Err(e) = cache::write_cache(&self.cfg.data_dir, name, fingerprint, tools) {
             log::warn!("event=mcp.cache.write_failed server={name} error_kind={:?}", e.kind());
         }
     }
@@ -508,7 +374,7 @@ impl McpManager {
         match live.client.list_tools() {
             Ok(tools) => {
                 if let Some(c) = self.server_config(name) {
-                    let fp = catalog::fingerprint(&lock(&self.catalog).runtime_spec(&c));
+                    let fp = cache::fingerprint(&lock(&self.catalog).runtime_spec(&c));
                     self.write_cache_for(name, &fp, &tools);
                 }
                 let fresh = Arc::new(Live { client: live.client.clone(), tools: self.register(name, &tools) });
@@ -624,43 +490,33 @@ impl McpManager {
         r
     }
 
-    /// `GET /api/mcp/servers/{name}/tools`.
-    pub fn tools_listing(&self, name: &str) -> std::result::Result<Value, ApiError> {
+    /// `GET /api/mcp/servers/{name}/tools`: the live tools when connected, else the cached ones.
+    pub fn tools_listing(&self, name: &str) -> std::result::Result<ToolListing, ApiError> {
         let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
         let live = self.live_tools_of(name);
         let (status, error, _) = self.observe(name);
-        let (source, tools): (&str, Vec<Value>) = if !live.is_empty() || status == Status::Connected {
-            let tools = live
-                .iter()
-                .map(|t| {
-                    json!({"name": t.name, "original_name": t.original_name, "description": t.description,
-                               "input_schema": t.input_schema, "source": "live", "callable": true})
-                })
-                .collect();
-            ("live", tools)
+        let (source, tools) = if !live.is_empty() || status == Status::Connected {
+            (ToolSource::Live, live.iter().map(|t| ToolView::live(t)).collect())
         } else {
             match self.cached_tools(&cfg) {
-                Some(cached) => (
-                    "cache",
-                    cached
-                        .iter()
-                        .map(|t| {
-                            json!({"name": super::names::wrapped_name(name, &t.name), "original_name": t.name,
-                                       "description": t.description.clone().unwrap_or_default(),
-                                       "input_schema": t.input_schema, "source": "cache", "callable": false})
-                        })
-                        .collect(),
-                ),
-                None => ("none", Vec::new()),
+                Some(cached) => (ToolSource::Cache, cached.into_iter().map(|t| ToolView::cached(name, t)).collect()),
+                None => (ToolSource::None, Vec::new()),
             }
         };
-        Ok(json!({"server": name, "display_name": cfg.display_name, "tools": tools, "source": source,
-                  "status": status.as_str(), "status_error": error, "tool_count": live.len()}))
+        Ok(ToolListing {
+            display_name: cfg.display_name,
+            server: name.to_string(),
+            source,
+            status,
+            status_error: error,
+            tool_count: live.len(),
+            tools,
+        })
     }
 
-    fn cached_tools(&self, cfg: &ServerConfig) -> Option<Vec<catalog::CachedTool>> {
+    fn cached_tools(&self, cfg: &ServerConfig) -> Option<Vec<CachedTool>> {
         let spec = lock(&self.catalog).runtime_spec(cfg);
-        catalog::read_cache(&self.cfg.data_dir, &cfg.name, &catalog::fingerprint(&spec))
+        cache::read_cache(&self.cfg.data_dir, &cfg.name, &cache::fingerprint(&spec))
     }
 
     /// The BM25 index over cached + live tools, rebuilt when anything changed.
@@ -674,42 +530,10 @@ impl McpManager {
             }
         }
         let cfgs: Vec<ServerConfig> = lock(&self.catalog).all().into_iter().cloned().collect();
-        let mut docs = Vec::new();
-        for cfg in &cfgs {
-            let mut server_docs: Vec<SearchDoc> = self
-                .cached_tools(cfg)
-                .unwrap_or_default()
-                .iter()
-                .map(|t| {
-                    SearchDoc::tool(
-                        &cfg.name,
-                        &cfg.display_name,
-                        &cfg.description,
-                        &t.name,
-                        t.description.as_deref().unwrap_or(""),
-                        DocKind::Cached,
-                    )
-                })
-                .collect();
-            for t in live.iter().filter(|t| t.server == cfg.name) {
-                let doc = SearchDoc::tool(
-                    &cfg.name,
-                    &cfg.display_name,
-                    &cfg.description,
-                    &t.original_name,
-                    t.raw_description.as_deref().unwrap_or(""),
-                    DocKind::Live { wrapped: t.name.clone() },
-                );
-                match server_docs.iter_mut().find(|d| d.tool == t.original_name) {
-                    Some(d) => *d = doc,
-                    None => server_docs.push(doc),
-                }
-            }
-            if server_docs.is_empty() {
-                server_docs.push(SearchDoc::server_entry(&cfg.name, &cfg.display_name, &cfg.description));
-            }
-            docs.extend(server_docs);
-        }
+        let docs = cfgs
+            .iter()
+            .flat_map(|cfg| search::server_docs(cfg, &self.cached_tools(cfg).unwrap_or_default(), &live))
+            .collect();
         let idx = Arc::new(SearchIndex::build(docs));
         *lock(&self.index) = Some((generation, idx.clone()));
         idx
@@ -746,29 +570,80 @@ enum Failure {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
-    #[test]
-    fn schemas_are_normalised_for_providers() {
-        assert_eq!(normalize_schema(&json!("nope")), json!({"type": "object", "properties": {}, "required": []}));
-        let raw = json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
-                         "properties": {"a": {"type": ["integer", "null"]}, "b": {"anyOf": [{"type": "string"}]},
-                                        "c": {"type": "object", "properties": {"d": {"type": ["null", "string"]}}}}});
-        assert_eq!(
-            normalize_schema(&raw),
-            json!({"type": "object", "required": [],
-                   "properties": {"a": {"type": "integer", "nullable": true}, "b": {"anyOf": [{"type": "string"}]},
-                                  "c": {"type": "object", "properties": {"d": {"type": "string", "nullable": true}}}}})
-        );
+    fn wire(v: &impl serde::Serialize) -> String {
+        serde_json::to_string(v).unwrap()
     }
 
+    /// The bodies of `/api/mcp/servers…` byte for byte (keys in today's order), from a
+    /// catalog with a built-in stdio entry, a user SSE entry with a header and a tool cache,
+    /// and a user entry whose connect fails.
     #[test]
-    fn status_lines_are_one_line_redacted_and_capped() {
-        let e = Error::Connect("POST failed: header Bearer sk-abcdefghijkl\nX-Key: hunter2-value".into());
-        let line = redact_status(&e, &["hunter2-value".to_string()]);
-        assert!(line.starts_with("ConnectError: cannot reach MCP server: POST failed"), "{line}");
-        assert!(!line.contains('\n') && !line.contains("hunter2-value") && !line.contains("sk-abcdefghijkl"), "{line}");
-        let long = Error::Protocol("x".repeat(2000));
-        assert_eq!(redact_status(&long, &[]).chars().count(), MAX_STATUS_ERROR);
+    fn http_bodies_are_pinned_byte_for_byte() {
+        let root = std::env::temp_dir().join(format!("cc-mcp-wire-{}", crate::util::rand::hex(6)));
+        let data = root.join("data");
+        std::fs::create_dir_all(root.join("mcp_servers")).unwrap();
+        std::fs::write(
+            root.join("mcp_servers/mcp_config.json"),
+            r#"{"local": {"command": "node", "args": ["x.js"], "description": "Local tools"}}"#,
+        )
+        .unwrap();
+        let catalog = Catalog::load(Some(&root), &data).unwrap();
+        let mgr = McpManager::new(ManagerConfig { client: ClientConfig::default(), data_dir: data.clone() }, catalog);
+
+        let created = mgr
+            .create(&json!({"name": "weather", "display_name": "Weather", "url": "https://mcp.example/sse",
+                            "headers": {"X-Key": "secret-value", "Authorization": "Bearer t"}}))
+            .unwrap();
+        assert_eq!(
+            wire(&created),
+            r#"{"builtin":false,"connected":false,"description":"","display_name":"Weather","headers":{"Authorization":"********","X-Key":"********"},"mutable":true,"name":"weather","status":"disconnected","status_error":null,"tool_count":0,"type":"sse","url":"https://mcp.example/sse"}"#
+        );
+        assert_eq!(
+            wire(&mgr.tools_listing("weather").unwrap()),
+            r#"{"display_name":"Weather","server":"weather","source":"none","status":"disconnected","status_error":null,"tool_count":0,"tools":[]}"#
+        );
+        let weather = mgr.server_config("weather").unwrap();
+        let spec = lock(&mgr.catalog).runtime_spec(&weather);
+        let tools = vec![
+            ToolInfo {
+                name: "forecast".into(),
+                description: Some("Forecast".into()),
+                input_schema: json!({"type": "object"}),
+            },
+            ToolInfo { name: "alerts".into(), description: None, input_schema: json!({}) },
+        ];
+        cache::write_cache(&data, "weather", &cache::fingerprint(&spec), &tools).unwrap();
+        assert_eq!(
+            wire(&mgr.tools_listing("weather").unwrap()),
+            r#"{"display_name":"Weather","server":"weather","source":"cache","status":"disconnected","status_error":null,"tool_count":0,"tools":[{"callable":false,"description":"Forecast","input_schema":{"type":"object"},"name":"mcp_weather_forecast","original_name":"forecast","source":"cache"},{"callable":false,"description":"","input_schema":{},"name":"mcp_weather_alerts","original_name":"alerts","source":"cache"}]}"#
+        );
+
+        // A closed port on loopback: the connect fails at once with a status line.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        mgr.create(&json!({"name": "dead", "display_name": "Dead", "url": format!("http://127.0.0.1:{port}/sse")}))
+            .unwrap();
+        let failed = wire(&mgr.connect("dead").unwrap());
+        let prefix = r#"{"builtin":false,"connected":false,"description":"","display_name":"Dead","headers":{},"mutable":true,"name":"dead","status":"error","status_error":"ConnectError: "#;
+        let suffix = format!(r#"","tool_count":0,"type":"sse","url":"http://127.0.0.1:{port}/sse"}}"#);
+        assert!(failed.starts_with(prefix) && failed.ends_with(&suffix), "{failed}");
+        let dead = format!(
+            r#"{{"builtin":false,"connected":false,"description":"","display_name":"Dead","headers":{{}},"mutable":true,"name":"dead","status":"disconnected","status_error":null,"tool_count":0,"type":"sse","url":"http://127.0.0.1:{port}/sse"}}"#
+        );
+        assert_eq!(wire(&mgr.disconnect("dead").unwrap()), dead);
+
+        assert_eq!(
+            wire(&mgr.list()),
+            format!(
+                r#"{{"servers":[{dead},{{"builtin":true,"connected":false,"description":"Local tools","display_name":"local","headers":{{}},"mutable":false,"name":"local","status":"disconnected","status_error":null,"tool_count":0,"type":"stdio","url":""}},{}]}}"#,
+                wire(&created)
+            )
+        );
+        assert_eq!(mgr.dto("nope").unwrap_err(), ApiError::not_found("nope"));
+        assert_eq!(mgr.tools_listing("nope").unwrap_err(), ApiError::not_found("nope"));
+        std::fs::remove_dir_all(root).unwrap();
     }
 }

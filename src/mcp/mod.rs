@@ -3,13 +3,16 @@
 //!
 //! Reading order: [`jsonrpc`] (wire types) · [`transport`] (stdio, legacy HTTP+SSE, Streamable
 //! HTTP; one reader thread each, event streams parsed by `crate::util::sse`) ·
-//! [`client`] (pending ids, timeouts, lifecycle) · [`catalog`] (configs, validation, cache) ·
-//! [`names`] (model-facing tool names) · [`manager`] (live connections) · [`search`] (BM25).
+//! [`client`] (pending ids, timeouts, lifecycle) · [`catalog`] (configs) · [`validate`] (entry
+//! rules) · [`cache`] (tool-schema cache) · [`names`] (model-facing tool names) · [`tool`] (the
+//! wrappers, schema normalisation) · [`status`] (status lines, redacted) · [`manager`] (live
+//! connections) · [`views`] (the HTTP surface's bodies and errors) · [`search`] (BM25).
 //!
 //! Nothing here runs a thread of its own except the per-connection reader/writer/stderr threads
 //! a transport spawns; callers (HTTP handlers, turn workers) block with deadlines.
 
 pub mod activation;
+pub mod cache;
 pub mod catalog;
 pub mod client;
 pub mod extension;
@@ -19,15 +22,18 @@ pub mod jsonrpc;
 pub mod manager;
 pub mod names;
 pub mod search;
+pub mod status;
+pub mod tool;
 
 pub mod transport;
-pub mod url;
+pub mod validate;
+pub mod views;
 
 use std::fmt;
 use std::time::Duration;
 
 /// Why an MCP operation failed. Messages never contain header values or secret env values;
-/// callers still pass them through [`manager::redact_status`] before they leave the process.
+/// callers still pass them through [`status::redact_status`] before they leave the process.
 #[derive(Debug)]
 pub enum Error {
     /// The server configuration cannot be turned into a transport.

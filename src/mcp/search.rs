@@ -3,10 +3,15 @@
 //! tokenised with ASCII camelCase/snake_case splitting and CJK bigrams, ranked with BM25
 //! (k1 = 1.5, b = 0.75). Only MCP servers are indexed; built-in tools are always visible.
 //!
-//! Pure: the manager builds the documents and caches the index per content generation; a turn
-//! worker runs the query.
+//! Pure: the manager gathers each server's cached and live tools and caches the index per
+//! content generation; a turn worker runs the query.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::cache::CachedTool;
+use super::catalog::ServerConfig;
+use super::tool::LiveTool;
 
 pub const K1: f64 = 1.5;
 pub const B: f64 = 0.75;
@@ -34,6 +39,42 @@ pub struct SearchDoc {
     pub tool: String,
     pub description: String,
     pub text: String,
+}
+
+/// The documents of one configured server: its cached tools, each replaced by (or joined by)
+/// the live tool of the same original name, or the server's own entry when it has neither.
+pub fn server_docs(cfg: &ServerConfig, cached: &[CachedTool], live: &[Arc<LiveTool>]) -> Vec<SearchDoc> {
+    let mut docs: Vec<SearchDoc> = cached
+        .iter()
+        .map(|t| {
+            SearchDoc::tool(
+                &cfg.name,
+                &cfg.display_name,
+                &cfg.description,
+                &t.name,
+                t.description.as_deref().unwrap_or(""),
+                DocKind::Cached,
+            )
+        })
+        .collect();
+    for t in live.iter().filter(|t| t.server == cfg.name) {
+        let doc = SearchDoc::tool(
+            &cfg.name,
+            &cfg.display_name,
+            &cfg.description,
+            &t.original_name,
+            t.raw_description.as_deref().unwrap_or(""),
+            DocKind::Live { wrapped: t.name.clone() },
+        );
+        match docs.iter_mut().find(|d| d.tool == t.original_name) {
+            Some(d) => *d = doc,
+            None => docs.push(doc),
+        }
+    }
+    if docs.is_empty() {
+        docs.push(SearchDoc::server_entry(&cfg.name, &cfg.display_name, &cfg.description));
+    }
+    docs
 }
 
 impl SearchDoc {

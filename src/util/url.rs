@@ -1,6 +1,8 @@
-//! The one parser for URLs and authorities we are handed (LLM base URLs, `Host` headers):
-//! `http::Uri` as ureq re-exports it, the same parser that later sends the request, so what we
-//! compare is what ureq will connect to. Pure functions; any thread.
+//! The one parser for URLs and authorities we are handed (LLM base URLs, `Host` headers, MCP
+//! server URLs, the endpoints and redirects MCP servers announce): `http::Uri` as ureq
+//! re-exports it, the same parser that later sends the request, so what we compare is what
+//! ureq will connect to. Also the resolution of relative references against such a URL
+//! (RFC 3986 §5.2). Pure functions; any thread.
 
 use std::fmt;
 use std::net::Ipv6Addr;
@@ -22,19 +24,117 @@ impl Origin {
     /// The origin of an absolute `http(s)://host[:port]…` URL; `None` for anything else,
     /// including URLs with user info and ports that are not a `u16`.
     pub fn of(url: &str) -> Option<Origin> {
-        let uri: Uri = url.trim().parse().ok()?;
-        let scheme = match uri.scheme_str()? {
-            s if s.eq_ignore_ascii_case("http") => "http",
-            s if s.eq_ignore_ascii_case("https") => "https",
-            _ => return None,
-        };
-        let (host, port) = split(uri.authority()?)?;
+        Origin::check(url).ok()
+    }
+
+    /// Like [`Origin::of`], saying why a URL has none: user info is [`UrlError::Credentials`]
+    /// (a URL that is otherwise fine but names a user is refused for that reason), anything
+    /// else [`UrlError::NotHttp`].
+    pub fn check(url: &str) -> Result<Origin, UrlError> {
+        let (uri, scheme) = parse_http(url)?;
+        let authority = uri.authority().ok_or(UrlError::NotHttp)?;
+        if authority.as_str().contains('@') {
+            return Err(UrlError::Credentials);
+        }
+        let (host, port) = split(authority).ok_or(UrlError::NotHttp)?;
         let port = match port {
             None => default_port(scheme),
-            Some(p) => p.parse::<u16>().ok()?,
+            Some(p) => p.parse::<u16>().map_err(|_| UrlError::NotHttp)?,
         };
-        Some(Origin { scheme, host: normalise_host(host)?, port })
+        Ok(Origin { scheme, host: normalise_host(host).ok_or(UrlError::NotHttp)?, port })
     }
+}
+
+/// Why a URL is not a usable absolute http(s) URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UrlError {
+    /// Not absolute, not http or https, no host, a bad port, or not a URL at all.
+    NotHttp,
+    /// `user[:password]@` in the authority.
+    Credentials,
+}
+
+/// `url` trimmed and parsed, with its scheme when that is http or https.
+fn parse_http(url: &str) -> Result<(Uri, &'static str), UrlError> {
+    let uri: Uri = url.trim().parse().map_err(|_| UrlError::NotHttp)?;
+    let scheme = match uri.scheme_str().ok_or(UrlError::NotHttp)? {
+        s if s.eq_ignore_ascii_case("http") => "http",
+        s if s.eq_ignore_ascii_case("https") => "https",
+        _ => return Err(UrlError::NotHttp),
+    };
+    Ok((uri, scheme))
+}
+
+/// `reference` (an absolute URL, `//authority…`, an absolute or relative path, or `?query`)
+/// resolved against the absolute http(s) URL `base` (RFC 3986 §5.2; fragments dropped), as an
+/// MCP server's SSE `endpoint` event or a redirect's `Location` may name it. `None` when `base`
+/// has no http(s) origin. The result is not checked: callers compare its [`Origin`].
+pub fn join(base: &str, reference: &str) -> Option<String> {
+    let reference = reference.trim();
+    if has_scheme(reference) {
+        return Some(reference.to_string());
+    }
+    Origin::check(base).ok()?;
+    let (uri, scheme) = parse_http(base).ok()?;
+    let prefix = format!("{scheme}://{}", uri.authority()?.as_str());
+    let reference = reference.split('#').next().unwrap_or("");
+    if let Some(rest) = reference.strip_prefix("//") {
+        return Some(format!("{scheme}://{rest}"));
+    }
+    let (path, query) = match reference.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (reference, None),
+    };
+    let base_path = uri.path();
+    let (merged, query) = if path.is_empty() {
+        (base_path.to_string(), query.or(uri.query()))
+    } else if path.starts_with('/') {
+        (remove_dots(path), query)
+    } else {
+        // An http(s) URI's path always starts with `/`.
+        let dir = base_path.rfind('/').map_or("/", |i| &base_path[..=i]);
+        (remove_dots(&format!("{dir}{path}")), query)
+    };
+    Some(match query {
+        Some(q) => format!("{prefix}{merged}?{q}"),
+        None => format!("{prefix}{merged}"),
+    })
+}
+
+/// `scheme:` at the start (RFC 3986 §3.1).
+fn has_scheme(s: &str) -> bool {
+    match s.find(':') {
+        Some(i) if i > 0 => {
+            let scheme = &s[..i];
+            scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+        }
+        _ => false,
+    }
+}
+
+/// RFC 3986 §5.2.4 on a path starting with `/`.
+fn remove_dots(path: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    let segs: Vec<&str> = path.split('/').skip(1).collect();
+    for (i, seg) in segs.iter().enumerate() {
+        let last = i + 1 == segs.len();
+        match *seg {
+            "." => {
+                if last {
+                    out.push("");
+                }
+            }
+            ".." => {
+                out.pop();
+                if last {
+                    out.push("");
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    format!("/{}", out.join("/"))
 }
 
 /// `scheme://host[:port]`, the port left out when it is the scheme's default.
@@ -131,6 +231,48 @@ mod tests {
         ] {
             assert_eq!(Origin::of(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn why_a_url_is_refused() {
+        assert_eq!(Origin::check("http://user:pw@example.com/sse"), Err(UrlError::Credentials));
+        assert_eq!(Origin::check("http://@x"), Err(UrlError::Credentials));
+        for bad in ["file:///etc/passwd", "http://", "example.com/sse", "http://host:99999/", "ftp://x/y", ""] {
+            assert_eq!(Origin::check(bad), Err(UrlError::NotHttp), "{bad:?}");
+        }
+        let o = Origin::check("HTTPS://Example.COM").unwrap();
+        assert_eq!((o.scheme, o.host.as_str(), o.port), ("https", "example.com", 443));
+        assert_eq!(Origin::check("http://[::1]:3001/mcp").unwrap().host, "[::1]");
+        assert!(Origin::check("http://h?x=1").is_ok());
+    }
+
+    #[test]
+    fn joins_endpoint_references() {
+        let base = "http://127.0.0.1:3001/sse";
+        let j = |b: &str, r: &str| join(b, r).unwrap();
+        assert_eq!(j(base, "/message?sessionId=ab"), "http://127.0.0.1:3001/message?sessionId=ab");
+        assert_eq!(j(base, "message?s=1"), "http://127.0.0.1:3001/message?s=1");
+        assert_eq!(j(base, " /m#frag "), "http://127.0.0.1:3001/m");
+        assert_eq!(j("http://h/a/b/sse", "../m"), "http://h/a/m");
+        assert_eq!(j("http://h/a/sse", "./m/"), "http://h/a/m/");
+        assert_eq!(j("http://h/a/sse", "../../../m"), "http://h/m");
+        assert_eq!(j(base, "?sessionId=1"), "http://127.0.0.1:3001/sse?sessionId=1");
+        assert_eq!(j("http://h/sse?a=1", ""), "http://h/sse?a=1");
+        assert_eq!(j("http://h", "m"), "http://h/m");
+        assert_eq!(j("http://h", "?q"), "http://h/?q");
+        assert_eq!(j(base, "//other:1/x"), "http://other:1/x");
+        assert_eq!(j(base, "https://x.test/m"), "https://x.test/m");
+        assert_eq!(join("file:///x", "/m"), None);
+        assert_eq!(join("http://u:p@h/sse", "/m"), None);
+    }
+
+    #[test]
+    fn joined_references_keep_or_leave_the_origin() {
+        let base = "http://h/sse";
+        let same = |r: &str| Origin::of(&join(base, r).unwrap()) == Origin::of(base);
+        assert!(same("/message") && same("http://H:80/message") && same("m?x=1"));
+        assert!(!same("https://h/message") && !same("http://h:81/message") && !same("//evil/x"));
+        assert!(!same("http://h@evil/x"), "user info is no origin at all");
     }
 
     #[test]

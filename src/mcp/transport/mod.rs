@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 use super::jsonrpc::{self, Id, Message};
 use super::{Error, Result};
 use crate::secrets::is_secret_name;
+use crate::util::url::{self, Origin};
 use crate::util::{redact, text};
 
 /// What a caller's reply channel carries: the `result`, or why there is none.
@@ -450,8 +451,7 @@ pub(crate) fn send_following(
     what: &str,
     mut send: impl FnMut(&str) -> std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error>,
 ) -> Result<(ureq::http::Response<ureq::Body>, String)> {
-    let origin =
-        super::url::parse(origin_url).map_err(|_| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
+    let origin = Origin::of(origin_url).ok_or_else(|| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
     let mut current = url.to_string();
     for _ in 0..=MAX_REDIRECTS {
         let resp = send(&current).map_err(|e| map_ureq(inbox, e, what))?;
@@ -460,15 +460,15 @@ pub(crate) fn send_following(
         if !matches!(status, 301 | 302 | 303 | 307 | 308) || location.is_empty() {
             return Ok((resp, current));
         }
-        let next = super::url::resolve(&current, location).ok().and_then(|n| Some((super::url::parse(&n).ok()?, n)));
-        let Some((next_url, next)) = next else {
+        let next = url::join(&current, location).and_then(|n| Some((Origin::of(&n)?, n)));
+        let Some((next_origin, next)) = next else {
             return Err(Error::Protocol(format!("{what}: redirected (HTTP {status}) to an invalid URL")));
         };
-        if !next_url.same_origin(&origin) {
+        if next_origin != origin {
             return Err(Error::Connect(format!(
                 "{what}: the server redirected (HTTP {status}) to another origin ({}); the configured headers are \
                  never sent there, so set the server's url to the address it redirects to",
-                inbox.redact(text::take_chars(&next_url.origin(), 200))
+                inbox.redact(text::take_chars(&next_origin.to_string(), 200))
             )));
         }
         if method != "GET" && !matches!(status, 307 | 308) {

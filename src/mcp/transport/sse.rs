@@ -17,9 +17,9 @@ use super::{
     body_snippet, content_type, http_agent, join_until, lock, read_body_text, send_following, spawn_named, HttpSpec,
     HttpTimeouts, Inbox, Outgoing, Transport,
 };
-use crate::mcp::url;
 use crate::mcp::{Error, Result};
 use crate::util::sse::SseReader;
+use crate::util::url::{self, Origin};
 
 /// Idle limit on the event stream (the original's 300 s SSE read timeout).
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -45,7 +45,7 @@ pub struct SseTransport {
 impl SseTransport {
     /// Opens the stream and waits (at most `connect_timeout`) for the `endpoint` event.
     pub fn connect(server: &str, spec: &HttpSpec, inbox: Arc<Inbox>, connect_timeout: Duration) -> Result<Self> {
-        let base = url::parse(&spec.url).map_err(|_| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
+        let base = Origin::of(&spec.url).ok_or_else(|| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
         let closed = Arc::new(AtomicBool::new(false));
         let (ep_tx, ep_rx) = crossbeam_channel::bounded::<Result<String>>(1);
         let stream_agent =
@@ -177,7 +177,7 @@ fn post(
 fn stream_loop(
     agent: &ureq::Agent,
     spec: &HttpSpec,
-    base: &url::HttpUrl,
+    base: &Origin,
     inbox: &Inbox,
     closed: &AtomicBool,
     ep_tx: &crossbeam_channel::Sender<Result<String>>,
@@ -248,11 +248,11 @@ fn stream_loop(
 /// Resolves the announced endpoint against the URL that answered the stream (after same-origin
 /// redirects) and insists on the configured origin (a server must not redirect our messages,
 /// with their headers, elsewhere).
-fn endpoint_url(base: &url::HttpUrl, base_text: &str, data: &str, inbox: &Inbox) -> Result<String> {
-    let resolved = url::resolve(base_text, data.trim())
-        .map_err(|_| Error::Protocol("endpoint event is not a valid URI".into()))?;
-    match url::parse(&resolved) {
-        Ok(u) if u.same_origin(base) => Ok(resolved),
+fn endpoint_url(base: &Origin, base_text: &str, data: &str, inbox: &Inbox) -> Result<String> {
+    let resolved =
+        url::join(base_text, data).ok_or_else(|| Error::Protocol("endpoint event is not a valid URI".into()))?;
+    match Origin::of(&resolved) {
+        Some(o) if o == *base => Ok(resolved),
         _ => Err(Error::Protocol(format!(
             "endpoint '{}' is not on the server's origin",
             inbox.redact(crate::util::text::take_chars(&resolved, 200))

@@ -21,8 +21,9 @@ use super::{
     HttpTimeouts, Inbox, Outgoing, Transport,
 };
 use crate::mcp::jsonrpc::Id;
-use crate::mcp::{url, Error, Result};
+use crate::mcp::{Error, Result};
 use crate::util::sse::SseReader;
+use crate::util::url::Origin;
 
 /// Largest JSON reply body read.
 const MAX_JSON_BODY: u64 = 16 * 1024 * 1024;
@@ -73,7 +74,7 @@ impl StreamableHttpTransport {
         connect_timeout: Duration,
         max_exchange: Duration,
     ) -> Result<Self> {
-        url::parse(&spec.url).map_err(|_| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
+        Origin::of(&spec.url).ok_or_else(|| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
         let (stop, stopped) = crossbeam_channel::bounded(0);
         let shared = Arc::new(Shared {
             server: server.to_string(),

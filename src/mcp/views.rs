@@ -1,0 +1,219 @@
+//! The bodies of the MCP HTTP surface (`/api/mcp/servers…`, http-api.md §6, mcp-wire.md) as
+//! types, and its error: a refused operation as HTTP status plus the contract's `detail`. Every
+//! status code the surface answers with is chosen here; `http::mcp_routes` only writes them.
+//!
+//! Field order is part of the wire: these bodies were once `serde_json` maps (sorted keys), so
+//! every struct declares its fields in key order and clients keep seeing the same bytes. Pure
+//! data; built on whichever thread calls the manager (an HTTP handler).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::cache::CachedTool;
+use super::catalog::{Kind, ServerConfig};
+use super::names::wrapped_name;
+use super::status::Status;
+use super::tool::LiveTool;
+use super::validate::{MASK, MSG_READ_ONLY};
+
+/// One server: `GET /api/mcp/servers` lists these; create, update, connect and disconnect
+/// answer with one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerView {
+    pub builtin: bool,
+    pub connected: bool,
+    pub description: String,
+    pub display_name: String,
+    /// Header names, each value the literal mask.
+    pub headers: BTreeMap<String, &'static str>,
+    pub mutable: bool,
+    pub name: String,
+    pub status: Status,
+    /// The redacted status line of the last failure.
+    pub status_error: Option<String>,
+    pub tool_count: usize,
+    #[serde(rename = "type")]
+    pub kind: Kind,
+    pub url: String,
+}
+
+impl ServerView {
+    pub fn new(cfg: &ServerConfig, status: Status, status_error: Option<String>, tool_count: usize) -> ServerView {
+        ServerView {
+            builtin: cfg.builtin,
+            connected: status == Status::Connected,
+            description: cfg.description.clone(),
+            display_name: cfg.display_name.clone(),
+            headers: cfg.headers.keys().map(|k| (k.clone(), MASK)).collect(),
+            mutable: !cfg.builtin,
+            name: cfg.name.clone(),
+            status,
+            status_error,
+            tool_count,
+            kind: cfg.kind,
+            url: cfg.url.clone(),
+        }
+    }
+}
+
+/// `GET /api/mcp/servers`: every server in catalog order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerList {
+    pub servers: Vec<ServerView>,
+}
+
+/// Where a tool listing comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolSource {
+    /// The live connection: the tools are registered and callable.
+    Live,
+    /// The tool-schema cache of an earlier connect: shown, not callable.
+    Cache,
+    /// Neither.
+    None,
+}
+
+/// One tool of a listing.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolView {
+    pub callable: bool,
+    pub description: String,
+    pub input_schema: Value,
+    /// The model-facing `mcp_{server}_{tool}` name.
+    pub name: String,
+    pub original_name: String,
+    pub source: ToolSource,
+}
+
+impl ToolView {
+    /// A registered tool of the live connection.
+    pub fn live(t: &LiveTool) -> ToolView {
+        ToolView {
+            callable: true,
+            description: t.description.clone(),
+            input_schema: t.input_schema.clone(),
+            name: t.name.clone(),
+            original_name: t.original_name.clone(),
+            source: ToolSource::Live,
+        }
+    }
+
+    /// A tool of `server` remembered in the cache, under the name it would be registered as.
+    pub fn cached(server: &str, t: CachedTool) -> ToolView {
+        ToolView {
+            callable: false,
+            description: t.description.unwrap_or_default(),
+            input_schema: t.input_schema,
+            name: wrapped_name(server, &t.name),
+            original_name: t.name,
+            source: ToolSource::Cache,
+        }
+    }
+}
+
+/// `GET /api/mcp/servers/{name}/tools`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolListing {
+    pub display_name: String,
+    pub server: String,
+    pub source: ToolSource,
+    pub status: Status,
+    pub status_error: Option<String>,
+    /// Live tools only (0 when the listing comes from the cache).
+    pub tool_count: usize,
+    pub tools: Vec<ToolView>,
+}
+
+/// A refused API operation: HTTP status plus the contract's detail string. The constructors
+/// below are the only places a status is chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub detail: String,
+}
+
+impl ApiError {
+    /// 422: the body breaks a rule (the contract's message).
+    pub(super) fn unprocessable(detail: impl Into<String>) -> Self {
+        ApiError { status: 422, detail: detail.into() }
+    }
+
+    /// 404: no server of that name.
+    pub fn not_found(name: &str) -> Self {
+        ApiError { status: 404, detail: format!("MCP server not found: {name}") }
+    }
+
+    /// 403: built-in entries cannot be changed.
+    pub(super) fn read_only() -> Self {
+        ApiError { status: 403, detail: MSG_READ_ONLY.into() }
+    }
+
+    /// 409: the name is taken (by a built-in or user server).
+    pub(super) fn exists(name: &str) -> Self {
+        ApiError { status: 409, detail: format!("MCP server already exists: {name}") }
+    }
+
+    /// 500: the user catalog file could not be written (the change was rolled back).
+    pub(super) fn not_saved(e: &std::io::Error) -> Self {
+        ApiError { status: 500, detail: format!("cannot save MCP servers: {e}") }
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.status, self.detail)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Each body serialises exactly as the `json!` map it replaced (keys sorted).
+    #[test]
+    fn bodies_serialise_like_the_sorted_maps_they_replaced() {
+        let tool = ToolView {
+            callable: true,
+            description: "Say hello".into(),
+            input_schema: json!({"type": "object", "properties": {"b": {}, "a": {}}, "required": []}),
+            name: "mcp_s_say_hello".into(),
+            original_name: "say_hello".into(),
+            source: ToolSource::Live,
+        };
+        let was = json!({"name": "mcp_s_say_hello", "original_name": "say_hello", "description": "Say hello",
+                         "input_schema": tool.input_schema, "source": "live", "callable": true});
+        assert_eq!(serde_json::to_string(&tool).unwrap(), was.to_string());
+        let listing = ToolListing {
+            display_name: "S".into(),
+            server: "s".into(),
+            source: ToolSource::Live,
+            status: Status::Connected,
+            status_error: None,
+            tool_count: 1,
+            tools: vec![tool.clone()],
+        };
+        let was = json!({"server": "s", "display_name": "S", "tools": [was], "source": "live",
+                         "status": "connected", "status_error": null, "tool_count": 1});
+        assert_eq!(serde_json::to_string(&listing).unwrap(), was.to_string());
+    }
+
+    #[test]
+    fn enums_serialise_as_their_wire_names() {
+        for s in [Status::Disconnected, Status::Connecting, Status::Connected, Status::Error] {
+            assert_eq!(serde_json::to_value(s).unwrap(), json!(s.as_str()));
+        }
+        for k in [Kind::Stdio, Kind::Sse, Kind::StreamableHttp] {
+            assert_eq!(serde_json::to_value(k).unwrap(), json!(k.as_str()));
+        }
+        let sources = [ToolSource::Live, ToolSource::Cache, ToolSource::None].map(|s| serde_json::to_value(s).unwrap());
+        assert_eq!(sources, [json!("live"), json!("cache"), json!("none")]);
+    }
+}
