@@ -16,10 +16,11 @@ use std::thread::{self, JoinHandle};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 
-use crate::bus::{Event, EventSink, TurnRequest};
+use crate::bus::{EventSink, TurnRequest};
 use crate::llm::runtime::LlmRuntime;
 use crate::store::chats::ChatStore;
 use crate::store::memory::MemoryFiles;
+use crate::ws::wire::{Event, CANCELLED};
 use cancel::CancelToken;
 use history::ChatCache;
 use tools::Tool;
@@ -119,8 +120,7 @@ impl Agent {
         }
         if run.queue.pop_front().is_some() {
             drop(runs);
-            let ev = Event::new("error").with("detail", "cancelled").with("chat_id", chat_id);
-            self.deps.sink.emit(chat_id, ev);
+            self.deps.sink.emit(chat_id, &Event::error(CANCELLED, Some(chat_id)));
             return true;
         }
         false
@@ -143,7 +143,7 @@ impl Agent {
             }
         };
         for _ in 0..dropped {
-            self.deps.sink.emit(chat_id, Event::new("error").with("detail", "cancelled").with("chat_id", chat_id));
+            self.deps.sink.emit(chat_id, &Event::error(CANCELLED, Some(chat_id)));
         }
         while self.runs().get(chat_id).is_some_and(|r| r.running.is_some()) && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
@@ -195,12 +195,8 @@ impl Agent {
                 let result = std::panic::catch_unwind(AssertUnwindSafe(|| turn::run(&self.deps, &req, &token)));
                 if result.is_err() {
                     log::error!("event=turn.panicked chat_id={chat_id}");
-                    self.deps.sink.emit(
-                        &chat_id,
-                        Event::new("error")
-                            .with("detail", "internal error while running the turn")
-                            .with("chat_id", chat_id.as_str()),
-                    );
+                    let detail = "internal error while running the turn";
+                    self.deps.sink.emit(&chat_id, &Event::error(detail, Some(&chat_id)));
                 }
                 if let Some(run) = self.runs().get_mut(&chat_id) {
                     run.running = None;

@@ -17,8 +17,9 @@ use tungstenite::{Message, WebSocket};
 
 use super::hub::{Conn, Out};
 use super::protocol::{self, Frame, MAX_MESSAGE};
+use super::wire::Event;
 use super::WsShared;
-use crate::bus::{Event, TurnRequest};
+use crate::bus::TurnRequest;
 use crate::security::query_param;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -139,7 +140,7 @@ pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
 
     let chat_id = crate::util::rand::uuid4();
     shared.hub.subscribe(&chat_id, &conn);
-    conn.send_text(Event::new("ready").with("chat_id", chat_id).with("client_id", client_id).to_json(None));
+    conn.send_text(Event::Ready { chat_id: &chat_id, client_id: &client_id }.to_text(None));
     log::debug!("event=ws.client.connected conn={id}");
 
     loop {
@@ -178,11 +179,7 @@ pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
 }
 
 fn send_error(conn: &Conn, detail: &str, chat_id: Option<&str>) {
-    let mut e = Event::new("error").with("detail", detail);
-    if let Some(c) = chat_id {
-        e = e.with("chat_id", c);
-    }
-    conn.send_text(e.to_json(None));
+    conn.send_text(Event::error(detail, chat_id).to_text(None));
 }
 
 /// Handles one text message from the client.
@@ -197,7 +194,7 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
     };
     match frame {
         Frame::Ping => {
-            conn.send_text(Event::new("pong").to_json(None));
+            conn.send_text(Event::Pong.to_text(None));
         }
         Frame::NewChat => {
             let chat_id = crate::util::rand::uuid4();
@@ -205,7 +202,7 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
         }
         Frame::Attach { chat_id, after_seq } => shared.hub.attach(&chat_id, conn, after_seq),
         Frame::Cancel { chat_id } => {
-            conn.send_text(Event::new("stop_ack").with("chat_id", chat_id.as_str()).to_json(None));
+            conn.send_text(Event::StopAck { chat_id: &chat_id }.to_text(None));
             shared.agent.cancel(&chat_id);
         }
         Frame::Message { chat_id, content, selection } => {

@@ -1,10 +1,12 @@
 //! The WebSocket front door: the accept thread (`ws-accept`) hands each connection to its own
 //! `ws-client-N` thread (see `client.rs`) and keeps its handle, so server stop can join every
-//! client after the hub closed them. The hub fans events out; the protocol module parses frames.
+//! client after the hub closed them. The hub fans events out; `wire` holds the event and frame
+//! types, `protocol` validates frames.
 
 pub mod client;
 pub mod hub;
 pub mod protocol;
+pub mod wire;
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
