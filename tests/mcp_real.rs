@@ -15,12 +15,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cashcode::agent::cancel::CancelToken;
 use cashcode::mcp::catalog::Catalog;
 use cashcode::mcp::client::{Client, ClientConfig, Content};
 use cashcode::mcp::manager::{ManagerConfig, McpManager};
 use cashcode::mcp::transport::{HttpSpec, StdioSpec, TransportSpec};
 use cashcode::mcp::Error;
+use cashcode::util::cancel::CancelToken;
 use serde_json::{json, Map, Value};
 
 fn root() -> PathBuf {

@@ -2,7 +2,6 @@
 //! messages of a chat queue behind the running one; different chats run in parallel), with a
 //! cancel token per running turn. Owns the chat cache and the tool registry.
 
-pub mod cancel;
 pub mod history;
 pub mod prompt;
 pub mod tools;
@@ -20,8 +19,8 @@ use crate::bus::{EventSink, TurnRequest};
 use crate::llm::runtime::LlmRuntime;
 use crate::store::chats::ChatStore;
 use crate::store::memory::MemoryFiles;
+use crate::util::cancel::CancelToken;
 use crate::ws::wire::{Event, CANCELLED};
-use cancel::CancelToken;
 use history::ChatCache;
 use tools::Tool;
 

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::cancel::CancelToken;
 use super::history::{lock, ChatState};
 use super::prompt;
 use super::tools::{FinishedTurn, Preparation, SchemaCache, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
@@ -18,6 +17,7 @@ use crate::bus::TurnRequest;
 use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
 use crate::memory::consolidator::Job;
 use crate::store::chats::Record;
+use crate::util::cancel::CancelToken;
 use crate::util::{rand, text, time};
 use crate::ws::wire::{Event, CANCELLED};
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::settings::Settings;
 use super::Provider;
-use crate::agent::cancel::CancelToken;
+use crate::util::cancel::CancelToken;
 use crate::util::parked::ParkedThreads;
 use crate::util::redact;
 use crate::util::sse::{SseError, SseReader};

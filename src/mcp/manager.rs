@@ -21,7 +21,7 @@ use super::names::NameTable;
 use super::search::{DocKind, SearchDoc, SearchIndex};
 use super::transport::lock;
 use super::{Error, Result};
-use crate::agent::cancel::CancelToken;
+use crate::util::cancel::CancelToken;
 use crate::util::{redact, text};
 
 /// Longest `status_error` shown.

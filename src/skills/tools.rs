@@ -743,7 +743,7 @@ mod tests {
             workspace: dir.to_path_buf(),
             protected: vec![],
             memory: Arc::new(crate::store::memory::MemoryFiles::new(dir)),
-            cancel: crate::agent::cancel::CancelToken::new(),
+            cancel: crate::util::cancel::CancelToken::new(),
             state: Arc::new(Mutex::new(crate::agent::tools::TurnState::default())),
         }
     }

@@ -1,7 +1,8 @@
-//! Small shared helpers: time formatting, randomness, atomic file writes, text cutting, secret
+//! Small shared helpers: the turn cancel token, time formatting, randomness, atomic file writes, text cutting, secret
 //! redaction, the SSE parser, parked helper threads, joins with a deadline, the allocator policy
 //! and the URL/origin parser. Any thread may call them.
 
+pub mod cancel;
 pub mod fsx;
 pub mod join;
 pub mod malloc;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::agent::cancel::CancelToken;
 use crate::config::Config;
+use crate::util::cancel::CancelToken;
 
 pub mod edit_file;
 pub mod exec;
