@@ -131,7 +131,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         )
         .with_secrets(config.secrets.clone()),
     );
-    let hub = Arc::new(Hub::with_ring_ttl(config.replay_ttl));
+    let hub = Arc::new(Hub::new(config.replay_ttl));
     let (consolidator, consolidate_thread) = Consolidator::start(Arc::clone(&chats), config.consolidate_chars);
     let (timers_stop, timers_rx) = crossbeam_channel::bounded::<()>(0);
     let mut threads = vec![consolidate_thread];

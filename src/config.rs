@@ -23,6 +23,9 @@ pub const DEFAULT_ORIGINS: &[&str] = &["http://127.0.0.1:5173", "http://localhos
 pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(60);
 /// Time for a whole HTTP request body to arrive (`CASHCODE_HTTP_BODY_TIMEOUT`).
 pub const DEFAULT_HTTP_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the replay ring of a chat without subscribers and events is kept for `attach`
+/// replay (`CASHCODE_REPLAY_TTL`).
+pub const DEFAULT_REPLAY_TTL: Duration = Duration::from_secs(600);
 
 pub const HELP: &str = "\
 cashcode - a locally hosted personal AI agent server
@@ -276,7 +279,7 @@ pub fn parse(
         Some(v) => v.parse().map_err(|_| Error(format!("CASHCODE_CONSOLIDATE_CHARS must be a number, got '{v}'")))?,
     };
     let replay_ttl = match get("CASHCODE_REPLAY_TTL") {
-        None => crate::ws::hub::DEFAULT_RING_TTL,
+        None => DEFAULT_REPLAY_TTL,
         Some(v) => Duration::from_secs(
             v.parse::<u64>()
                 .ok()
@@ -596,7 +599,7 @@ mod tests {
             assert!(run(&[], &[("CASHCODE_REPLAY_TTL", bad)]).is_err(), "CASHCODE_REPLAY_TTL={bad}");
         }
         assert_eq!(run(&[], &[("CASHCODE_REPLAY_TTL", "5")]).unwrap().replay_ttl, Duration::from_secs(5));
-        assert_eq!(run(&[], &[]).unwrap().replay_ttl, crate::ws::hub::DEFAULT_RING_TTL);
+        assert_eq!(run(&[], &[]).unwrap().replay_ttl, DEFAULT_REPLAY_TTL);
         for bad in ["0", "-1", "x", "3601"] {
             assert!(run(&[], &[("CASHCODE_HTTP_BODY_TIMEOUT", bad)]).is_err(), "CASHCODE_HTTP_BODY_TIMEOUT={bad}");
         }

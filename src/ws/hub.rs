@@ -21,9 +21,6 @@ pub const RING_CAPACITY: usize = 4096;
 pub const MAX_RETIRED: usize = 100_000;
 /// Frames queued for one connection; a client this far behind is dropped.
 pub const OUT_QUEUE: usize = 4096;
-/// How long the ring of a chat without subscribers and events is kept for `attach` replay
-/// (`CASHCODE_REPLAY_TTL`).
-pub const DEFAULT_RING_TTL: Duration = Duration::from_secs(600);
 const PRUNE_EVERY: Duration = Duration::from_secs(30);
 
 /// A connection's outbound queue. The cap ([`OUT_QUEUE`]) is checked on every push
@@ -130,18 +127,10 @@ pub struct Hub {
     inner: Mutex<Inner>,
 }
 
-impl Default for Hub {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Hub {
-    pub fn new() -> Hub {
-        Self::with_ring_ttl(DEFAULT_RING_TTL)
-    }
-
-    pub fn with_ring_ttl(ring_ttl: Duration) -> Hub {
+    /// `ring_ttl`: how long a quiet chat without subscribers stays replayable (the config's
+    /// `replay_ttl`).
+    pub fn new(ring_ttl: Duration) -> Hub {
         Hub {
             inner: Mutex::new(Inner {
                 chats: HashMap::new(),
@@ -323,7 +312,7 @@ mod tests {
 
     #[test]
     fn fan_out_seq_and_replay() {
-        let hub = Hub::new();
+        let hub = Hub::new(Duration::from_secs(600));
         let (tx1, rx1) = bounded(16);
         let (tx2, rx2) = bounded(16);
         let a = Conn::new(1, "client-a".into(), tx1, None);
@@ -345,7 +334,7 @@ mod tests {
 
     #[test]
     fn idle_rings_expire_and_seq_continues() {
-        let hub = Hub::with_ring_ttl(Duration::from_millis(50));
+        let hub = Hub::new(Duration::from_millis(50));
         let (tx, rx) = bounded(16);
         let a = Conn::new(1, "client-a".into(), tx, None);
         hub.subscribe("c", &a);
@@ -367,7 +356,7 @@ mod tests {
 
     #[test]
     fn fresh_chats_leave_nothing_behind_and_retired_seqs_are_capped() {
-        let hub = Hub::with_ring_ttl(Duration::ZERO);
+        let hub = Hub::new(Duration::ZERO);
         let (tx, _rx) = bounded(16);
         let conn = Conn::new(1, "client-a".into(), tx, None);
         hub.subscribe("fresh", &conn);
@@ -391,7 +380,7 @@ mod tests {
 
     #[test]
     fn a_connection_queue_holds_out_queue_frames_then_drops_the_client() {
-        let hub = Hub::new();
+        let hub = Hub::new(Duration::from_secs(600));
         let (tx, rx) = out_queue();
         let conn = Conn::new(1, "client-q".into(), tx, None);
         hub.subscribe("c", &conn);
@@ -408,7 +397,7 @@ mod tests {
 
     #[test]
     fn slow_client_is_dropped_not_waited_on() {
-        let hub = Hub::new();
+        let hub = Hub::new(Duration::from_secs(600));
         let (tx, _rx) = bounded(2);
         let slow = Conn::new(1, "client-s".into(), tx, None);
         hub.subscribe("c", &slow);
