@@ -747,7 +747,7 @@ fn selected_connectors_are_turn_only_and_failures_fail_the_turn() {
     let req = |servers: Value| cashcode::bus::TurnRequest {
         chat_id: "chat-1".into(),
         content: "hi".into(),
-        selection: cashcode::ws::protocol::Selection {
+        selection: cashcode::bus::Selection {
             provider: cashcode::llm::Provider::OpenAiCompatible,
             model: "m".into(),
             mentioned_skills: vec![],
@@ -1065,7 +1065,7 @@ fn run_turn(server: &cashcode::app::Server, chat_id: &str, content: &str) -> Vec
         .submit(cashcode::bus::TurnRequest {
             chat_id: chat_id.into(),
             content: content.into(),
-            selection: cashcode::ws::protocol::Selection {
+            selection: cashcode::bus::Selection {
                 provider: cashcode::llm::Provider::OpenAiCompatible,
                 model: "fake-model".into(),
                 mentioned_skills: vec![],

@@ -6,6 +6,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::wire::ClientFrame;
+use crate::bus::Selection;
 use crate::llm::Provider;
 use crate::util::text::py_repr;
 
@@ -33,17 +34,6 @@ pub struct Reject {
 
 fn reject(detail: impl Into<String>, chat_id: Option<&str>) -> Reject {
     Reject { detail: detail.into(), chat_id: chat_id.map(str::to_string) }
-}
-
-/// The sanitised `metadata` of a message.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Selection {
-    pub provider: Provider,
-    pub model: String,
-    /// `[{"name", "label"?}]`
-    pub mentioned_skills: Vec<Value>,
-    /// `[{"server", "label"?}]`
-    pub selected_mcp_connectors: Vec<Value>,
 }
 
 pub fn valid_chat_id(id: &str) -> bool {
