@@ -23,7 +23,7 @@ use cashcode::llm::settings::Settings;
 use cashcode::llm::Provider;
 use cashcode::memory::dream::{Dream, Outcome};
 use cashcode::store::chats::ChatStore;
-use cashcode::store::memory::MemoryFiles;
+use cashcode::store::memory_files::MemoryFiles;
 use common::stats::{median, ms};
 use common::{fresh_home, FakeLlm, Reply, TestServer, WsClient};
 use serde_json::json;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use cashcode::agent::tools::grep::Grep;
 use cashcode::agent::tools::{Tool, TurnCtx};
-use cashcode::store::memory::MemoryFiles;
+use cashcode::store::memory_files::MemoryFiles;
 use cashcode::util::cancel::CancelToken;
 use serde_json::{json, Map};
 

@@ -22,7 +22,7 @@ use crate::memory::consolidator::Consolidator;
 use crate::memory::dream::Dream;
 use crate::security::AccessPolicy;
 use crate::store::chats::ChatStore;
-use crate::store::memory::MemoryFiles;
+use crate::store::memory_files::MemoryFiles;
 use crate::util::fsx;
 use crate::ws::{hub::Hub, WsShared};
 

@@ -655,7 +655,7 @@ fn turn_ctx(dir: &Path, metadata: Map<String, Value>) -> TurnCtx {
         chat_id: "chat-1".into(),
         workspace: dir.to_path_buf(),
         protected: Vec::new(),
-        memory: Arc::new(cashcode::store::memory::MemoryFiles::new(dir)),
+        memory: Arc::new(cashcode::store::memory_files::MemoryFiles::new(dir)),
         cancel: CancelToken::new(),
         state: Arc::new(Mutex::new(TurnState { metadata, turn_tools: Vec::new() })),
     }

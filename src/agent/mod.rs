@@ -16,7 +16,7 @@ use std::thread::{self, JoinHandle};
 use crate::bus::{Bus, Cancelled, EventSink, TurnRequest};
 use crate::llm::runtime::LlmRuntime;
 use crate::store::chats::ChatStore;
-use crate::store::memory::MemoryFiles;
+use crate::store::memory_files::MemoryFiles;
 use crate::ws::wire::{Event, CANCELLED};
 use history::ChatCache;
 use tools::Tool;

@@ -96,7 +96,7 @@ pub struct TurnCtx {
     pub workspace: PathBuf,
     /// Directories no file tool may write into (the Skill roots).
     pub protected: Vec<PathBuf>,
-    pub memory: Arc<crate::store::memory::MemoryFiles>,
+    pub memory: Arc<crate::store::memory_files::MemoryFiles>,
     pub cancel: CancelToken,
     pub state: Arc<Mutex<TurnState>>,
 }
