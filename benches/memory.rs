@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use cashcode::llm::runtime::LlmRuntime;
 use cashcode::llm::settings::Settings;
 use cashcode::llm::Provider;
-use cashcode::memory::dream::{Dream, Outcome};
+use cashcode::memory_jobs::dream::{Dream, Outcome};
 use cashcode::store::chats::ChatStore;
 use cashcode::store::memory_files::MemoryFiles;
 use common::stats::{median, ms};

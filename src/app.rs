@@ -18,8 +18,8 @@ use crate::llm::runtime::LlmRuntime;
 use crate::mcp::catalog::Catalog;
 use crate::mcp::extension::{purge_activations, McpExtension};
 use crate::mcp::manager::{ManagerConfig, McpManager};
-use crate::memory::consolidator::Consolidator;
-use crate::memory::dream::Dream;
+use crate::memory_jobs::consolidator::Consolidator;
+use crate::memory_jobs::dream::Dream;
 use crate::security::AccessPolicy;
 use crate::store::chats::ChatStore;
 use crate::store::memory_files::MemoryFiles;
@@ -141,7 +141,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         threads.push(
             thread::Builder::new()
                 .name("dream".into())
-                .spawn(move || crate::memory::dream::run_loop(&dream, every, &stop))
+                .spawn(move || crate::memory_jobs::dream::run_loop(&dream, every, &stop))
                 .map_err(|e| Error(format!("cannot start dream: {e}")))?,
         );
     }

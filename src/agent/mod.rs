@@ -38,7 +38,7 @@ pub struct Deps {
     pub workspace: PathBuf,
     pub protected: Vec<PathBuf>,
     /// Context compression after long turns (absent in unit setups).
-    pub consolidator: Option<Arc<crate::memory::consolidator::Consolidator>>,
+    pub consolidator: Option<Arc<crate::memory_jobs::consolidator::Consolidator>>,
     /// Known secret values, redacted from every tool result and turn error.
     pub secrets: crate::secrets::Secrets,
 }

@@ -15,7 +15,7 @@ use super::tools::{FinishedTurn, Preparation, SchemaCache, Tool, ToolOutput, Tur
 use super::Deps;
 use crate::bus::TurnRequest;
 use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
-use crate::memory::consolidator::Job;
+use crate::memory_jobs::consolidator::Job;
 use crate::store::chats::Record;
 use crate::util::cancel::CancelToken;
 use crate::util::{rand, text, time};
