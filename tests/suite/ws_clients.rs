@@ -12,12 +12,17 @@ use crate::common::*;
 
 type Socket = tungstenite::WebSocket<TcpStream>;
 
-/// Connects, completes the handshake (a refused handshake fails the test) and returns the
+/// Connects, completes the handshake (a failed handshake fails the test) and returns the
 /// socket once the first frame is `ready`, or the code and reason of a close that came first.
 fn attempt(port: u16) -> Result<Socket, (u16, String)> {
+    try_attempt(port).expect("handshake completes")
+}
+
+/// [`attempt`], with `None` when the server dropped the connection before the handshake.
+fn try_attempt(port: u16) -> Option<Result<Socket, (u16, String)>> {
     let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to the ws port");
     stream.set_read_timeout(Some(Duration::from_millis(100))).expect("read timeout");
-    let (mut ws, resp) = tungstenite::client(format!("ws://127.0.0.1:{port}/"), stream).expect("handshake completes");
+    let (mut ws, resp) = tungstenite::client(format!("ws://127.0.0.1:{port}/"), stream).ok()?;
     assert_eq!(resp.status().as_u16(), 101);
     let deadline = Deadline::after(WAIT);
     loop {
@@ -25,10 +30,10 @@ fn attempt(port: u16) -> Result<Socket, (u16, String)> {
             Ok(Message::Text(t)) => {
                 let v: serde_json::Value = serde_json::from_str(t.as_str()).expect("JSON text");
                 assert_eq!(v["event"], "ready", "first frame {v}");
-                return Ok(ws);
+                return Some(Ok(ws));
             }
-            Ok(Message::Close(Some(f))) => return Err((u16::from(f.code), f.reason.to_string())),
-            Ok(Message::Close(None)) => return Err((0, String::new())),
+            Ok(Message::Close(Some(f))) => return Some(Err((u16::from(f.code), f.reason.to_string()))),
+            Ok(Message::Close(None)) => return Some(Err((0, String::new()))),
             Ok(_) => {}
             Err(tungstenite::Error::Io(e))
                 if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
@@ -85,4 +90,32 @@ fn past_the_cap_the_handshake_completes_and_closes_with_1013_until_a_client_leav
     wait_for("the refusal logged", WAIT, || {
         server.log_text().contains("event=ws.client.refused reason=max_clients max=2").then_some(())
     });
+}
+
+/// Refusals are bounded too: while 64 connections over the cap sit in their handshake, one
+/// more is dropped without a handshake; once they go, refusals are the 1013 close again.
+#[test]
+fn refusals_in_flight_are_capped_so_a_flood_costs_no_more_threads() {
+    let server = TestServer::builder().env("CASHCODE_MAX_CLIENTS", "1").start();
+    let mut a = WsClient::connect(&server);
+    // Connected, silent: each holds a refusal slot until its handshake times out (10 s).
+    let idle: Vec<TcpStream> =
+        (0..64).map(|_| TcpStream::connect(("127.0.0.1", server.ws_port)).expect("connect")).collect();
+    let stream = TcpStream::connect(("127.0.0.1", server.ws_port)).expect("connect");
+    stream.set_read_timeout(Some(WAIT)).expect("read timeout");
+    let dropped = tungstenite::client(format!("ws://127.0.0.1:{}/", server.ws_port), stream);
+    assert!(dropped.is_err(), "the 65th refusal in flight must be dropped before the handshake");
+    wait_for("the drop logged", WAIT, || {
+        server.log_text().contains("event=ws.client.dropped reason=max_clients").then_some(())
+    });
+    drop(idle);
+    let refused = (1013, "too many clients, try again later".to_string());
+    // Until the server has seen the idle sockets go, a newcomer may still be dropped.
+    wait_for("refusal slots freed", WAIT, || match try_attempt(server.ws_port) {
+        None => None,
+        Some(Ok(_)) => panic!("served past a cap of 1"),
+        Some(Err(closed)) if closed == refused => Some(()),
+        Some(Err(other)) => panic!("unexpected close {other:?}"),
+    });
+    a.ping_sync();
 }
