@@ -150,6 +150,7 @@ fn sequential_only() {
     let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(SEQ_RUNS);
     sequential_run(&server, &fake);
     let (mut p50s, mut early50, mut late50) = (Vec::new(), Vec::new(), Vec::new());
+    let cpu_before = cpu_ms(server.pid);
     for _ in 0..runs {
         let (mut o, _) = sequential_run(&server, &fake);
         let mut early = o[..50].to_vec();
@@ -161,7 +162,9 @@ fn sequential_only() {
         late50.push(pct(&late, 0.5));
         p50s.push(pct(&o, 0.5));
     }
+    let cpu = (cpu_ms(server.pid) - cpu_before) / (runs * SEQ_TURNS) as f64;
     println!("overhead p50 {:.3} ms (turns 1-50 {:.3}, 151-200 {:.3})", median(p50s), median(early50), median(late50));
+    println!("server CPU per turn {cpu:.3} ms");
 }
 
 fn main() {

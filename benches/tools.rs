@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cashcode::agent::cancel::CancelToken;
 use cashcode::agent::tools::grep::Grep;
 use cashcode::agent::tools::{Tool, TurnCtx};
-use cashcode::store::memory::MemoryFiles;
+use cashcode::store::memory_files::MemoryFiles;
+use cashcode::util::cancel::CancelToken;
 use serde_json::{json, Map};
 
 const DIRS: usize = 100;

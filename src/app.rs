@@ -18,11 +18,11 @@ use crate::llm::runtime::LlmRuntime;
 use crate::mcp::catalog::Catalog;
 use crate::mcp::extension::{purge_activations, McpExtension};
 use crate::mcp::manager::{ManagerConfig, McpManager};
-use crate::memory::consolidator::Consolidator;
-use crate::memory::dream::Dream;
+use crate::memory_jobs::consolidator::Consolidator;
+use crate::memory_jobs::dream::Dream;
 use crate::security::AccessPolicy;
 use crate::store::chats::ChatStore;
-use crate::store::memory::MemoryFiles;
+use crate::store::memory_files::MemoryFiles;
 use crate::util::fsx;
 use crate::ws::{hub::Hub, WsShared};
 
@@ -131,7 +131,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         )
         .with_secrets(config.secrets.clone()),
     );
-    let hub = Arc::new(Hub::with_ring_ttl(config.replay_ttl));
+    let hub = Arc::new(Hub::new(config.replay_ttl));
     let (consolidator, consolidate_thread) = Consolidator::start(Arc::clone(&chats), config.consolidate_chars);
     let (timers_stop, timers_rx) = crossbeam_channel::bounded::<()>(0);
     let mut threads = vec![consolidate_thread];
@@ -141,7 +141,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         threads.push(
             thread::Builder::new()
                 .name("dream".into())
-                .spawn(move || crate::memory::dream::run_loop(&dream, every, &stop))
+                .spawn(move || crate::memory_jobs::dream::run_loop(&dream, every, &stop))
                 .map_err(|e| Error(format!("cannot start dream: {e}")))?,
         );
     }
@@ -244,7 +244,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
     let shutdown = Arc::new(AtomicBool::new(false));
     let workers = agent.spawn_workers(config.workers);
 
-    let ws = Arc::new(WsShared::new(Arc::clone(&hub), Arc::clone(&agent), policy.clone()));
+    let ws = Arc::new(WsShared::new(Arc::clone(&hub), Arc::clone(&agent), policy.clone(), config.max_clients));
     let ws2 = Arc::clone(&ws);
     threads.push(
         thread::Builder::new()

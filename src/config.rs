@@ -23,6 +23,14 @@ pub const DEFAULT_ORIGINS: &[&str] = &["http://127.0.0.1:5173", "http://localhos
 pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(60);
 /// Time for a whole HTTP request body to arrive (`CASHCODE_HTTP_BODY_TIMEOUT`).
 pub const DEFAULT_HTTP_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the replay ring of a chat without subscribers and events is kept for `attach`
+/// replay (`CASHCODE_REPLAY_TTL`).
+pub const DEFAULT_REPLAY_TTL: Duration = Duration::from_secs(600);
+/// Concurrent WebSocket connections (`CASHCODE_MAX_CLIENTS`); past it a new one is closed
+/// with 1013 right after its handshake. Each costs two small-stack threads and about 35 KiB.
+pub const DEFAULT_MAX_CLIENTS: usize = 2048;
+/// Largest accepted `CASHCODE_MAX_CLIENTS`.
+pub const MAX_MAX_CLIENTS: usize = 65_536;
 
 pub const HELP: &str = "\
 cashcode - a locally hosted personal AI agent server
@@ -60,6 +68,8 @@ Environment only (the README lists every setting):
   CASHCODE_MCP_REQUEST_TIMEOUT=S   other MCP requests (default 30)
   CASHCODE_MCP_MAX_CALL_TIME=S     hard maximum of one MCP tool call (default 600)
                          (MCP values are seconds, 0 < S <= 86400)
+  CASHCODE_MAX_CLIENTS=N concurrent WebSocket clients, 1..65536 (default 2048); one more is
+                         closed with code 1013 (try again later) after its handshake
 ";
 
 /// Tokens shorter than this draw a start-up warning.
@@ -120,6 +130,8 @@ pub struct Config {
     pub consolidate_chars: usize,
     /// How long a chat's recent events stay replayable after its last event with nobody attached.
     pub replay_ttl: Duration,
+    /// Concurrent WebSocket connections served; the next one is closed with 1013.
+    pub max_clients: usize,
     pub workers: usize,
     pub llm_timeout: Duration,
     /// A request body still arriving after this is cut with 408.
@@ -168,6 +180,7 @@ impl fmt::Debug for Config {
             .field("dream_interval", &self.dream_interval)
             .field("consolidate_chars", &self.consolidate_chars)
             .field("replay_ttl", &self.replay_ttl)
+            .field("max_clients", &self.max_clients)
             .field("workers", &self.workers)
             .field("llm_timeout", &self.llm_timeout)
             .field("log_retention_days", &self.log_retention_days)
@@ -311,13 +324,21 @@ pub fn parse(
         Some(v) => v.parse().map_err(|_| Error(format!("CASHCODE_CONSOLIDATE_CHARS must be a number, got '{v}'")))?,
     };
     let replay_ttl = match get("CASHCODE_REPLAY_TTL") {
-        None => crate::ws::hub::DEFAULT_RING_TTL,
+        None => DEFAULT_REPLAY_TTL,
         Some(v) => Duration::from_secs(
             v.parse::<u64>()
                 .ok()
                 .filter(|s| (1..=86_400).contains(s))
                 .ok_or_else(|| Error(format!("CASHCODE_REPLAY_TTL must be 1..86400 seconds, got '{v}'")))?,
         ),
+    };
+    let max_clients = match get("CASHCODE_MAX_CLIENTS") {
+        None => DEFAULT_MAX_CLIENTS,
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_MAX_CLIENTS).contains(n))
+            .ok_or_else(|| Error(format!("CASHCODE_MAX_CLIENTS must be 1..{MAX_MAX_CLIENTS}, got '{v}'")))?,
     };
     let llm_timeout = match get("CASHCODE_LLM_TIMEOUT") {
         None => DEFAULT_LLM_TIMEOUT,
@@ -423,6 +444,7 @@ pub fn parse(
         dream_interval: (dream > 0).then(|| Duration::from_secs(dream)),
         consolidate_chars,
         replay_ttl,
+        max_clients,
         workers,
         llm_timeout,
         http_body_timeout,
@@ -652,7 +674,12 @@ mod tests {
             assert!(run(&[], &[("CASHCODE_REPLAY_TTL", bad)]).is_err(), "CASHCODE_REPLAY_TTL={bad}");
         }
         assert_eq!(run(&[], &[("CASHCODE_REPLAY_TTL", "5")]).unwrap().replay_ttl, Duration::from_secs(5));
-        assert_eq!(run(&[], &[]).unwrap().replay_ttl, crate::ws::hub::DEFAULT_RING_TTL);
+        assert_eq!(run(&[], &[]).unwrap().replay_ttl, DEFAULT_REPLAY_TTL);
+        for bad in ["0", "-1", "x", "65537"] {
+            assert!(run(&[], &[("CASHCODE_MAX_CLIENTS", bad)]).is_err(), "CASHCODE_MAX_CLIENTS={bad}");
+        }
+        assert_eq!(run(&[], &[("CASHCODE_MAX_CLIENTS", "2")]).unwrap().max_clients, 2);
+        assert_eq!(run(&[], &[]).unwrap().max_clients, DEFAULT_MAX_CLIENTS);
         for bad in ["0", "-1", "x", "3601"] {
             assert!(run(&[], &[("CASHCODE_HTTP_BODY_TIMEOUT", bad)]).is_err(), "CASHCODE_HTTP_BODY_TIMEOUT={bad}");
         }

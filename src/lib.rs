@@ -13,7 +13,7 @@ pub mod http;
 pub mod llm;
 pub mod logging;
 pub mod mcp;
-pub mod memory;
+pub mod memory_jobs;
 pub mod net;
 pub mod secrets;
 pub mod security;

@@ -15,12 +15,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cashcode::agent::cancel::CancelToken;
 use cashcode::mcp::catalog::Catalog;
 use cashcode::mcp::client::{Client, ClientConfig, Content};
 use cashcode::mcp::manager::{ManagerConfig, McpManager};
 use cashcode::mcp::transport::{HttpSpec, StdioSpec, TransportSpec};
 use cashcode::mcp::Error;
+use cashcode::util::cancel::CancelToken;
 use serde_json::{json, Map, Value};
 
 fn root() -> PathBuf {
@@ -660,7 +660,7 @@ fn turn_ctx(dir: &Path, metadata: Map<String, Value>) -> TurnCtx {
         chat_id: "chat-1".into(),
         workspace: dir.to_path_buf(),
         protected: Vec::new(),
-        memory: Arc::new(cashcode::store::memory::MemoryFiles::new(dir)),
+        memory: Arc::new(cashcode::store::memory_files::MemoryFiles::new(dir)),
         cancel: CancelToken::new(),
         state: Arc::new(Mutex::new(TurnState { metadata, turn_tools: Vec::new() })),
     }
@@ -752,7 +752,7 @@ fn selected_connectors_are_turn_only_and_failures_fail_the_turn() {
     let req = |servers: Value| cashcode::bus::TurnRequest {
         chat_id: "chat-1".into(),
         content: "hi".into(),
-        selection: cashcode::ws::protocol::Selection {
+        selection: cashcode::bus::Selection {
             provider: cashcode::llm::Provider::OpenAiCompatible,
             model: "m".into(),
             mentioned_skills: vec![],
@@ -1070,7 +1070,7 @@ fn run_turn(server: &cashcode::app::Server, chat_id: &str, content: &str) -> Vec
         .submit(cashcode::bus::TurnRequest {
             chat_id: chat_id.into(),
             content: content.into(),
-            selection: cashcode::ws::protocol::Selection {
+            selection: cashcode::bus::Selection {
                 provider: cashcode::llm::Provider::OpenAiCompatible,
                 model: "fake-model".into(),
                 mentioned_skills: vec![],

@@ -9,16 +9,17 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::cancel::CancelToken;
 use super::history::{lock, ChatState};
 use super::prompt;
 use super::tools::{FinishedTurn, Preparation, SchemaCache, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use super::Deps;
-use crate::bus::{Event, TurnRequest};
+use crate::bus::TurnRequest;
 use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
-use crate::memory::consolidator::Job;
+use crate::memory_jobs::consolidator::Job;
 use crate::store::chats::Record;
+use crate::util::cancel::CancelToken;
 use crate::util::{rand, text, time};
+use crate::ws::wire::{Event, CANCELLED};
 
 /// Model calls that may request tools; one more call without tools follows if all do.
 pub const MAX_ITERATIONS: usize = 5;
@@ -48,18 +49,15 @@ struct Turn<'a> {
 }
 
 impl Turn<'_> {
-    fn emit(&self, e: Event) -> u64 {
+    fn emit(&self, e: &Event<'_>) -> u64 {
         self.deps.sink.emit(&self.req.chat_id, e)
     }
 
-    fn chat_event(&self, name: &'static str) -> Event {
-        Event::new(name).with("chat_id", self.req.chat_id.as_str())
-    }
-
+    /// The turn's closing error, cleaned of known secret values.
     fn error(&self, detail: &str) {
         self.deps.chats.end_turn(&self.req.chat_id);
         let detail = self.deps.secrets.redact(detail);
-        self.emit(Event::new("error").with("detail", detail.as_ref()).with("chat_id", self.req.chat_id.as_str()));
+        self.emit(&Event::error(&detail, Some(&self.req.chat_id)));
     }
 }
 
@@ -82,7 +80,7 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         Err(e) => return t.error(&e.to_string()),
     };
     if cancel.is_cancelled() {
-        return t.error("cancelled");
+        return t.error(CANCELLED);
     }
     let chat_id = req.chat_id.as_str();
     let state = deps.cache.get(chat_id);
@@ -106,7 +104,8 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         let _ = crate::util::fsx::create_private_dirs(&dir);
     }
     if let Some(title) = title {
-        t.emit(t.chat_event("session_updated").with("title", title).with("updated_at", time::local_iso_offset_now()));
+        let updated_at = time::local_iso_offset_now();
+        t.emit(&Event::SessionUpdated { chat_id, title: &title, updated_at: &updated_at });
     }
 
     let ctx = TurnCtx {
@@ -123,7 +122,7 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
             return t.error(&detail);
         }
         if cancel.is_cancelled() {
-            return t.error("cancelled");
+            return t.error(CANCELLED);
         }
     }
     t.receipts = std::mem::take(&mut prep.receipts);
@@ -179,10 +178,7 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
             let streamed = &mut t.streamed;
             client.stream_chat(body, cancel, &mut |delta| {
                 streamed.push_str(delta);
-                sink.emit(
-                    chat_id,
-                    Event::new("delta").with("chat_id", chat_id).with("text", delta).with("stream_id", stream_id),
-                );
+                sink.emit(chat_id, &Event::Delta { chat_id, text: delta, stream_id });
             })
         };
         let completion: Completion = match result {
@@ -278,12 +274,8 @@ fn run_tools(
         if t.cancel.is_cancelled() {
             return false;
         }
-        t.emit(
-            t.chat_event("tool_call")
-                .with("tool_name", call.name.as_str())
-                .with("stream_id", t.stream_id)
-                .with("call_id", call.id.as_str()),
-        );
+        let chat_id = t.req.chat_id.as_str();
+        t.emit(&Event::ToolCall { chat_id, tool_name: &call.name, stream_id: t.stream_id, call_id: &call.id });
         let args: Map<String, Value> = match serde_json::from_str::<Value>(&call.arguments) {
             Ok(Value::Object(m)) => m,
             _ => Map::new(),
@@ -323,13 +315,13 @@ fn run_tools(
         if t.cancel.is_cancelled() {
             return false;
         }
-        t.emit(
-            t.chat_event("tool_result")
-                .with("tool_name", call.name.as_str())
-                .with("result", text::take_chars(out.preview_text(), RESULT_PREVIEW))
-                .with("stream_id", t.stream_id)
-                .with("call_id", call.id.as_str()),
-        );
+        t.emit(&Event::ToolResult {
+            chat_id,
+            tool_name: &call.name,
+            result: text::take_chars(out.preview_text(), RESULT_PREVIEW),
+            stream_id: t.stream_id,
+            call_id: &call.id,
+        });
         let result = json!({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": out.for_model});
         push_message(messages, &result);
         let mut r = Record::new("tool", out.history_text());
@@ -380,7 +372,7 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) ->
 }
 
 fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, iterations: usize) {
-    t.emit(t.chat_event("stream_end").with("stream_id", t.stream_id));
+    t.emit(&Event::StreamEnd { chat_id: &t.req.chat_id, stream_id: t.stream_id });
     let turn_records = 2 + t.receipts.len() + t.durable.len();
     if let Err(e) = persist(t, state) {
         log::error!("event=history.append_failed chat_id={} error_kind={:?}", t.req.chat_id, e.kind());
@@ -393,7 +385,7 @@ fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, 
         t.req.selection.provider,
         secs * 1000.0
     );
-    t.emit(t.chat_event("done").with("duration_sec", (secs * 10_000.0).round() / 10_000.0));
+    t.emit(&Event::Done { chat_id: &t.req.chat_id, duration_sec: (secs * 10_000.0).round() / 10_000.0 });
     if !t.deps.extensions.is_empty() {
         let records = {
             let st = lock(state);
@@ -424,11 +416,11 @@ fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, 
 /// end with a short `cancelled` error and persist nothing.
 fn finish_cancelled(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>) {
     if t.cancel.is_discarded() {
-        return t.error("cancelled");
+        return t.error(CANCELLED);
     }
     log::info!("event=turn.cancelled chat_id={} had_text={}", t.req.chat_id, !t.streamed.is_empty());
     if t.streamed.is_empty() {
-        return t.error("cancelled");
+        return t.error(CANCELLED);
     }
     finish(t, state, client, 0);
 }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::settings::Settings;
 use super::Provider;
-use crate::agent::cancel::CancelToken;
+use crate::util::cancel::CancelToken;
 use crate::util::json::{too_deep, MAX_DEPTH as MAX_JSON_DEPTH};
 use crate::util::parked::ParkedThreads;
 use crate::util::redact;

@@ -19,7 +19,7 @@ use super::transport::stdio::{self, StdioTransport};
 use super::transport::streamable_http::StreamableHttpTransport;
 use super::transport::{lock, Inbox, Outgoing, Transport, TransportSpec};
 use super::{Error, Result};
-use crate::agent::cancel::CancelToken;
+use crate::util::cancel::CancelToken;
 use crate::util::text;
 
 /// The version we offer.

@@ -25,7 +25,7 @@ use super::tool::LiveTool;
 use super::transport::lock;
 use super::views::{ApiError, ServerList, ServerView, ToolListing, ToolSource, ToolView};
 use super::{Error, Result};
-use crate::agent::cancel::CancelToken;
+use crate::util::cancel::CancelToken;
 use crate::util::text;
 
 const NOT_CONFIGURED: &str = "MCP server is not configured";

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::bus::Selection;
 use crate::bus::TurnRequest;
 use crate::llm::Provider;
-use crate::ws::protocol::Selection;
 
 /// One scripted streamed reply.
 enum Reply {

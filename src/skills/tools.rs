@@ -742,8 +742,8 @@ mod tests {
             chat_id: "c1".into(),
             workspace: dir.to_path_buf(),
             protected: vec![],
-            memory: Arc::new(crate::store::memory::MemoryFiles::new(dir)),
-            cancel: crate::agent::cancel::CancelToken::new(),
+            memory: Arc::new(crate::store::memory_files::MemoryFiles::new(dir)),
+            cancel: crate::util::cancel::CancelToken::new(),
             state: Arc::new(Mutex::new(crate::agent::tools::TurnState::default())),
         }
     }

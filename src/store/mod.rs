@@ -1,4 +1,4 @@
 //! On-disk stores. Each owns its files and is their only writer; callers never build paths.
 
 pub mod chats;
-pub mod memory;
+pub mod memory_files;

@@ -12,16 +12,21 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver, Sender};
 use tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tungstenite::protocol::{Role, WebSocketConfig};
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tungstenite::{Message, WebSocket};
 
 use super::hub::{Conn, Out};
 use super::protocol::{self, Frame, MAX_MESSAGE};
+use super::wire::Event;
 use super::WsShared;
-use crate::bus::{Event, TurnRequest};
+use crate::bus::TurnRequest;
 use crate::security::query_param;
+use crate::security::AccessPolicy;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a refused connection waits for the peer's close reply.
+const REFUSE_LINGER: Duration = Duration::from_secs(2);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const PING_INTERVAL: Duration = Duration::from_secs(20);
 /// Hard cap on one message; past [`MAX_MESSAGE`] we answer with an error but keep reading.
@@ -81,16 +86,9 @@ fn refuse(status: u16, msg: &str) -> ErrorResponse {
     r
 }
 
-/// Serves one connection until it closes.
-pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let (write_stream, close_stream) = match (stream.try_clone(), stream.try_clone()) {
-        (Ok(a), Ok(b)) => (a, b),
-        _ => return,
-    };
-    let policy = &shared.policy;
+/// The server side of the opening handshake (Host, Origin and token checks); `None` when it
+/// failed or was refused (logged).
+fn handshake(stream: TcpStream, id: u64, policy: &AccessPolicy) -> Option<WebSocket<ReaderIo>> {
     #[allow(clippy::result_large_err)] // the error type is tungstenite's
     let callback = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
         if !policy.host_allowed(header(req, "host")) {
@@ -105,17 +103,47 @@ pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
         }
         Ok(resp)
     };
-    let mut ws = match tungstenite::accept_hdr_with_config(ReaderIo { stream, out: None }, callback, Some(ws_config()))
-    {
-        Ok(ws) => ws,
+    match tungstenite::accept_hdr_with_config(ReaderIo { stream, out: None }, callback, Some(ws_config())) {
+        Ok(ws) => Some(ws),
         Err(e) => {
             log::info!(
                 "event=ws.handshake.refused conn={id} error=\"{}\"",
                 crate::util::redact::redact(&e.to_string())
             );
-            return;
+            None
         }
+    }
+}
+
+/// A connection over `CASHCODE_MAX_CLIENTS`: the handshake completes (so a browser sees a
+/// close code rather than a failed connection), then a close with 1013 (Try Again Later).
+/// The peer's close reply is awaited at most [`REFUSE_LINGER`].
+pub fn refuse_full(stream: TcpStream, id: u64, shared: &WsShared) {
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let Some(mut ws) = handshake(stream, id, &shared.policy) else { return };
+    log::warn!("event=ws.client.refused reason=max_clients max={} conn={id}", shared.max_clients);
+    let frame = CloseFrame { code: CloseCode::Again, reason: "too many clients, try again later".into() };
+    if ws.close(Some(frame)).is_err() {
+        return;
+    }
+    let _ = ws.get_mut().stream.set_read_timeout(Some(REFUSE_LINGER));
+    let deadline = Instant::now() + REFUSE_LINGER;
+    // Frames the peer sent meanwhile are dropped; a read error includes the close completing.
+    while Instant::now() < deadline && ws.read().is_ok() {}
+}
+
+/// Serves one connection until it closes.
+pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let (write_stream, close_stream) = match (stream.try_clone(), stream.try_clone()) {
+        (Ok(a), Ok(b)) => (a, b),
+        _ => return,
     };
+    let Some(mut ws) = handshake(stream, id, &shared.policy) else { return };
     let _ = ws.get_mut().stream.set_read_timeout(None);
     let (tx, rx) = super::hub::out_queue();
     ws.get_mut().out = Some(tx.clone());
@@ -139,7 +167,7 @@ pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
 
     let chat_id = crate::util::rand::uuid4();
     shared.hub.subscribe(&chat_id, &conn);
-    conn.send_text(Event::new("ready").with("chat_id", chat_id).with("client_id", client_id).to_json(None));
+    conn.send_text(Event::Ready { chat_id: &chat_id, client_id: &client_id }.to_text(None));
     log::debug!("event=ws.client.connected conn={id}");
 
     loop {
@@ -178,11 +206,7 @@ pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
 }
 
 fn send_error(conn: &Conn, detail: &str, chat_id: Option<&str>) {
-    let mut e = Event::new("error").with("detail", detail);
-    if let Some(c) = chat_id {
-        e = e.with("chat_id", c);
-    }
-    conn.send_text(e.to_json(None));
+    conn.send_text(Event::error(detail, chat_id).to_text(None));
 }
 
 /// Handles one text message from the client.
@@ -197,7 +221,7 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
     };
     match frame {
         Frame::Ping => {
-            conn.send_text(Event::new("pong").to_json(None));
+            conn.send_text(Event::Pong.to_text(None));
         }
         Frame::NewChat => {
             let chat_id = crate::util::rand::uuid4();
@@ -205,7 +229,7 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
         }
         Frame::Attach { chat_id, after_seq } => shared.hub.attach(&chat_id, conn, after_seq),
         Frame::Cancel { chat_id } => {
-            conn.send_text(Event::new("stop_ack").with("chat_id", chat_id.as_str()).to_json(None));
+            conn.send_text(Event::StopAck { chat_id: &chat_id }.to_text(None));
             shared.agent.cancel(&chat_id);
         }
         Frame::Message { chat_id, content, selection } => {

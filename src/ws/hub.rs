@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
-use crate::bus::{Event, EventSink};
+use super::wire::{self, Event};
+use crate::bus::EventSink;
 
 /// Events kept per chat for replay.
 pub const RING_CAPACITY: usize = 4096;
@@ -20,9 +21,6 @@ pub const RING_CAPACITY: usize = 4096;
 pub const MAX_RETIRED: usize = 100_000;
 /// Frames queued for one connection; a client this far behind is dropped.
 pub const OUT_QUEUE: usize = 4096;
-/// How long the ring of a chat without subscribers and events is kept for `attach` replay
-/// (`CASHCODE_REPLAY_TTL`).
-pub const DEFAULT_RING_TTL: Duration = Duration::from_secs(600);
 const PRUNE_EVERY: Duration = Duration::from_secs(30);
 
 /// A connection's outbound queue. The cap ([`OUT_QUEUE`]) is checked on every push
@@ -129,18 +127,10 @@ pub struct Hub {
     inner: Mutex<Inner>,
 }
 
-impl Default for Hub {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Hub {
-    pub fn new() -> Hub {
-        Self::with_ring_ttl(DEFAULT_RING_TTL)
-    }
-
-    pub fn with_ring_ttl(ring_ttl: Duration) -> Hub {
+    /// `ring_ttl`: how long a quiet chat without subscribers stays replayable (the config's
+    /// `replay_ttl`).
+    pub fn new(ring_ttl: Duration) -> Hub {
         Hub {
             inner: Mutex::new(Inner {
                 chats: HashMap::new(),
@@ -174,8 +164,7 @@ impl Hub {
         self.with(|inner| {
             let chan = chan(inner, chat_id);
             join(chan, chat_id, conn);
-            let attached = Event::new("attached").with("chat_id", chat_id).with("last_seq", chan.seq);
-            conn.send_text(attached.to_json(None));
+            conn.send_text(Event::Attached { chat_id, last_seq: chan.seq }.to_text(None));
             if let Some(after) = after_seq {
                 for (seq, text) in chan.ring.iter() {
                     if *seq > after && !conn.send(Out::Text(Arc::clone(text))) {
@@ -284,13 +273,15 @@ fn prune(inner: &mut Inner, now: bool) -> usize {
 }
 
 impl EventSink for Hub {
-    fn emit(&self, chat_id: &str, event: Event) -> u64 {
+    fn emit(&self, chat_id: &str, event: &Event<'_>) -> u64 {
+        // Serialised before the lock; only the seq is spliced in under it.
+        let body = event.to_text(None);
         self.with(|inner| {
             prune(inner, false);
             let chan = chan(inner, chat_id);
             chan.seq += 1;
             chan.last_event = Instant::now();
-            let text: Arc<str> = event.to_json(Some(chan.seq)).into();
+            let text: Arc<str> = wire::with_seq(body, chan.seq).into();
             if chan.ring.len() == RING_CAPACITY {
                 chan.ring.pop_front();
             }
@@ -306,6 +297,10 @@ mod tests {
     use super::*;
     use crossbeam_channel::bounded;
 
+    fn delta(text: &str) -> Event<'_> {
+        Event::Delta { chat_id: "c", text, stream_id: 1 }
+    }
+
     fn texts(rx: &crossbeam_channel::Receiver<Out>) -> Vec<String> {
         rx.try_iter()
             .filter_map(|o| match o {
@@ -317,20 +312,20 @@ mod tests {
 
     #[test]
     fn fan_out_seq_and_replay() {
-        let hub = Hub::new();
+        let hub = Hub::new(Duration::from_secs(600));
         let (tx1, rx1) = bounded(16);
         let (tx2, rx2) = bounded(16);
         let a = Conn::new(1, "client-a".into(), tx1, None);
         let b = Conn::new(2, "client-b".into(), tx2, None);
         hub.subscribe("c", &a);
-        assert_eq!(hub.emit("c", Event::new("delta").with("text", "x")), 1);
-        assert_eq!(hub.emit("c", Event::new("delta").with("text", "y")), 2);
+        assert_eq!(hub.emit("c", &delta("x")), 1);
+        assert_eq!(hub.emit("c", &delta("y")), 2);
         assert_eq!(texts(&rx1).len(), 2);
         hub.attach("c", &b, Some(1));
         let got = texts(&rx2);
         assert_eq!(got[0], r#"{"event":"attached","chat_id":"c","last_seq":2}"#);
-        assert_eq!(got[1], r#"{"event":"delta","text":"y","seq":2}"#);
-        hub.emit("c", Event::new("done"));
+        assert_eq!(got[1], r#"{"event":"delta","chat_id":"c","text":"y","stream_id":1,"seq":2}"#);
+        hub.emit("c", &Event::Done { chat_id: "c", duration_sec: 0.5 });
         assert_eq!(texts(&rx1).len(), 1);
         assert_eq!(texts(&rx2).len(), 1);
         hub.disconnect(&a);
@@ -339,12 +334,12 @@ mod tests {
 
     #[test]
     fn idle_rings_expire_and_seq_continues() {
-        let hub = Hub::with_ring_ttl(Duration::from_millis(50));
+        let hub = Hub::new(Duration::from_millis(50));
         let (tx, rx) = bounded(16);
         let a = Conn::new(1, "client-a".into(), tx, None);
         hub.subscribe("c", &a);
-        hub.emit("c", Event::new("delta"));
-        hub.emit("idle", Event::new("delta"));
+        hub.emit("c", &delta(""));
+        hub.emit("idle", &delta(""));
         std::thread::sleep(Duration::from_millis(80));
         // "c" has a subscriber, "idle" has none and is past the TTL.
         assert_eq!(hub.prune_idle(), 1);
@@ -352,7 +347,7 @@ mod tests {
         hub.disconnect(&a);
         assert_eq!(hub.prune_idle(), 1);
         assert_eq!(hub.chats(), 0);
-        assert_eq!(hub.emit("c", Event::new("delta")), 2, "seq restarted after the ring expired");
+        assert_eq!(hub.emit("c", &delta("")), 2, "seq restarted after the ring expired");
         let (tx2, rx2) = bounded(16);
         hub.attach("idle", &Conn::new(2, "client-b".into(), tx2, None), Some(0));
         assert_eq!(texts(&rx2), [r#"{"event":"attached","chat_id":"idle","last_seq":1}"#]);
@@ -361,7 +356,7 @@ mod tests {
 
     #[test]
     fn fresh_chats_leave_nothing_behind_and_retired_seqs_are_capped() {
-        let hub = Hub::with_ring_ttl(Duration::ZERO);
+        let hub = Hub::new(Duration::ZERO);
         let (tx, _rx) = bounded(16);
         let conn = Conn::new(1, "client-a".into(), tx, None);
         hub.subscribe("fresh", &conn);
@@ -371,30 +366,30 @@ mod tests {
 
         let batch = MAX_RETIRED * 3 / 5;
         for i in 0..batch {
-            hub.emit(&format!("old-{i}"), Event::new("delta"));
+            hub.emit(&format!("old-{i}"), &delta(""));
         }
         assert_eq!(hub.prune_idle(), batch);
         for i in 0..batch {
-            hub.emit(&format!("new-{i}"), Event::new("delta"));
+            hub.emit(&format!("new-{i}"), &delta(""));
         }
         assert_eq!(hub.prune_idle(), batch);
         assert_eq!(hub.with(|i| i.retired.len()), batch, "the older batch was forgotten");
-        assert_eq!(hub.emit("new-7", Event::new("delta")), 2, "a remembered seq goes on");
-        assert_eq!(hub.emit("old-7", Event::new("delta")), 1, "a forgotten one starts again");
+        assert_eq!(hub.emit("new-7", &delta("")), 2, "a remembered seq goes on");
+        assert_eq!(hub.emit("old-7", &delta("")), 1, "a forgotten one starts again");
     }
 
     #[test]
     fn a_connection_queue_holds_out_queue_frames_then_drops_the_client() {
-        let hub = Hub::new();
+        let hub = Hub::new(Duration::from_secs(600));
         let (tx, rx) = out_queue();
         let conn = Conn::new(1, "client-q".into(), tx, None);
         hub.subscribe("c", &conn);
         for _ in 0..OUT_QUEUE {
-            hub.emit("c", Event::new("delta"));
+            hub.emit("c", &delta(""));
         }
         assert!(!conn.is_closed());
         assert_eq!(rx.len(), OUT_QUEUE);
-        hub.emit("c", Event::new("delta"));
+        hub.emit("c", &delta(""));
         assert!(conn.is_closed(), "one frame past the cap drops the client");
         assert_eq!(rx.len(), OUT_QUEUE);
         assert!(push(&conn.tx, Out::Close).is_err(), "raw writes obey the cap too");
@@ -402,12 +397,12 @@ mod tests {
 
     #[test]
     fn slow_client_is_dropped_not_waited_on() {
-        let hub = Hub::new();
+        let hub = Hub::new(Duration::from_secs(600));
         let (tx, _rx) = bounded(2);
         let slow = Conn::new(1, "client-s".into(), tx, None);
         hub.subscribe("c", &slow);
         for _ in 0..5 {
-            hub.emit("c", Event::new("delta"));
+            hub.emit("c", &delta(""));
         }
         assert!(slow.is_closed());
         assert_eq!(hub.subscribers("c"), 0);

@@ -1,10 +1,13 @@
 //! The WebSocket front door: the accept thread (`ws-accept`) hands each connection to its own
 //! `ws-client-N` thread (see `client.rs`) and keeps its handle, so server stop can join every
-//! client after the hub closed them. The hub fans events out; the protocol module parses frames.
+//! client after the hub closed them. At most `max_clients` connections are served; one more
+//! completes its handshake and is closed with 1013 (Try Again Later). The hub fans events out;
+//! `wire` holds the event and frame types, `protocol` validates frames.
 
 pub mod client;
 pub mod hub;
 pub mod protocol;
+pub mod wire;
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -17,6 +20,10 @@ use crate::security::AccessPolicy;
 
 /// Stack for per-client threads: they parse frames and format events, nothing deep.
 pub const CLIENT_STACK: usize = 128 * 1024;
+/// Connections over the client cap being told so (handshake, 1013 close) at one time; past
+/// this a connection over the cap is dropped without a handshake, so a flood cannot turn the
+/// refusals themselves into unbounded threads.
+pub const MAX_REFUSING: usize = 64;
 
 /// Shared by every client thread.
 pub struct WsShared {
@@ -24,7 +31,13 @@ pub struct WsShared {
     pub agent: Arc<Agent>,
     pub policy: AccessPolicy,
     pub shutdown: AtomicBool,
+    /// Connections admitted and not yet ended (counted at accept, so handshakes in flight
+    /// count against [`WsShared::max_clients`]).
     pub live_clients: AtomicUsize,
+    /// `CASHCODE_MAX_CLIENTS`.
+    pub max_clients: usize,
+    /// Connections over the cap whose refusal is in progress (at most [`MAX_REFUSING`]).
+    refusing: AtomicUsize,
     next_id: AtomicU64,
     /// `ws-client-N` threads not yet seen finished (pruned at each accept and as each client
     /// ends, so finished threads are released at once rather than at stop).
@@ -32,13 +45,15 @@ pub struct WsShared {
 }
 
 impl WsShared {
-    pub fn new(hub: Arc<hub::Hub>, agent: Arc<Agent>, policy: AccessPolicy) -> Self {
+    pub fn new(hub: Arc<hub::Hub>, agent: Arc<Agent>, policy: AccessPolicy, max_clients: usize) -> Self {
         WsShared {
             hub,
             agent,
             policy,
             shutdown: AtomicBool::new(false),
             live_clients: AtomicUsize::new(0),
+            max_clients,
+            refusing: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             clients: Mutex::new(Vec::new()),
         }
@@ -74,10 +89,23 @@ pub fn accept_loop(listener: TcpListener, shared: Arc<WsShared>) {
             }
         };
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let admitted = shared.live_clients.fetch_add(1, Ordering::SeqCst) < shared.max_clients;
+        if !admitted {
+            shared.live_clients.fetch_sub(1, Ordering::SeqCst);
+            if shared.refusing.fetch_add(1, Ordering::SeqCst) >= MAX_REFUSING {
+                shared.refusing.fetch_sub(1, Ordering::SeqCst);
+                log::warn!("event=ws.client.dropped reason=max_clients conn={id}");
+                continue;
+            }
+        }
         let s2 = Arc::clone(&shared);
         let spawned =
             thread::Builder::new().name(format!("ws-client-{id}")).stack_size(CLIENT_STACK).spawn(move || {
-                s2.live_clients.fetch_add(1, Ordering::SeqCst);
+                if !admitted {
+                    client::refuse_full(stream, id, &s2);
+                    s2.refusing.fetch_sub(1, Ordering::SeqCst);
+                    return;
+                }
                 client::serve(stream, id, &s2);
                 drop(s2.prune_clients());
                 if s2.live_clients.fetch_sub(1, Ordering::SeqCst) == 1 {
@@ -86,7 +114,12 @@ pub fn accept_loop(listener: TcpListener, shared: Arc<WsShared>) {
             });
         match spawned {
             Ok(h) => shared.prune_clients().push(h),
-            Err(e) => log::error!("event=ws.client.spawn_failed error=\"{e}\""),
+            Err(e) => {
+                // The closure (and its count) never ran.
+                let count = if admitted { &shared.live_clients } else { &shared.refusing };
+                count.fetch_sub(1, Ordering::SeqCst);
+                log::error!("event=ws.client.spawn_failed error=\"{e}\"");
+            }
         }
     }
 }

@@ -1,9 +1,12 @@
-//! The WebSocket frame contract (ws-protocol.md §3): envelope parsing and the `message`
-//! metadata sanitiser with the original's exact error texts. Pure functions, called on each
+//! The WebSocket frame contract (ws-protocol.md §3): validation of the typed frames of
+//! `wire.rs` into [`Frame`]s and the `message` metadata sanitiser with the original's exact error texts. Pure functions, called on each
 //! client's reader thread and by the sessions API (receipt filtering).
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::wire::ClientFrame;
+use crate::bus::Selection;
 use crate::llm::Provider;
 use crate::util::text::py_repr;
 
@@ -17,7 +20,7 @@ pub const MAX_SELECTIONS: usize = 8;
 /// `ws-client` thread has; its own limit (128 levels) needs about 230 KiB and would overflow it.
 pub const MAX_FRAME_DEPTH: usize = 32;
 
-/// A parsed client frame.
+/// A validated client frame.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Frame {
     Ping,
@@ -38,17 +41,6 @@ fn reject(detail: impl Into<String>, chat_id: Option<&str>) -> Reject {
     Reject { detail: detail.into(), chat_id: chat_id.map(str::to_string) }
 }
 
-/// The sanitised `metadata` of a message.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Selection {
-    pub provider: Provider,
-    pub model: String,
-    /// `[{"name", "label"?}]`
-    pub mentioned_skills: Vec<Value>,
-    /// `[{"server", "label"?}]`
-    pub selected_mcp_connectors: Vec<Value>,
-}
-
 pub fn valid_chat_id(id: &str) -> bool {
     crate::store::chats::valid_chat_id(id)
 }
@@ -63,34 +55,32 @@ pub fn parse_frame(text: &str) -> Result<Frame, Reject> {
     if crate::util::json::too_deep(text.as_bytes(), MAX_FRAME_DEPTH).is_some() {
         return Err(envelope());
     }
+    // Through a `Value` first: a repeated key keeps its last value, as the original did,
+    // where a derived struct would reject the frame.
     let v: Value = serde_json::from_str(text).map_err(|_| envelope())?;
-    let obj = v.as_object().ok_or_else(envelope)?;
-    let kind = obj.get("type").and_then(Value::as_str).ok_or_else(envelope)?;
-    let chat_id = || -> Result<String, Reject> {
-        match obj.get("chat_id").and_then(Value::as_str) {
-            Some(id) if valid_chat_id(id) => Ok(id.to_string()),
+    let kind = v.as_object().and_then(|o| o.get("type")).and_then(Value::as_str).ok_or_else(envelope)?;
+    let frame = ClientFrame::deserialize(&v).map_err(|_| envelope())?;
+    let chat_id = |id: Option<String>| -> Result<String, Reject> {
+        match id {
+            Some(id) if valid_chat_id(&id) => Ok(id),
             _ => Err(reject("invalid chat_id", None)),
         }
     };
-    match kind {
-        "ping" => Ok(Frame::Ping),
-        "new_chat" => Ok(Frame::NewChat),
-        "attach" => {
-            let chat_id = chat_id()?;
-            let after_seq = obj.get("after_seq").and_then(Value::as_u64);
-            Ok(Frame::Attach { chat_id, after_seq })
-        }
-        "cancel" | "stop" => Ok(Frame::Cancel { chat_id: chat_id()? }),
-        "message" => {
-            let chat_id = chat_id()?;
-            let content = match obj.get("content") {
-                Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+    match frame {
+        ClientFrame::Ping => Ok(Frame::Ping),
+        ClientFrame::NewChat => Ok(Frame::NewChat),
+        ClientFrame::Attach { chat_id: id, after_seq } => Ok(Frame::Attach { chat_id: chat_id(id)?, after_seq }),
+        ClientFrame::Cancel { chat_id: id } => Ok(Frame::Cancel { chat_id: chat_id(id)? }),
+        ClientFrame::Message { chat_id: id, content, metadata } => {
+            let chat_id = chat_id(id)?;
+            let content = match content {
+                Some(s) if !s.trim().is_empty() => s,
                 _ => return Err(reject("missing content", Some(&chat_id))),
             };
-            let selection = sanitize_metadata(obj.get("metadata")).map_err(|d| reject(d, Some(&chat_id)))?;
+            let selection = sanitize_metadata(metadata.as_ref()).map_err(|d| reject(d, Some(&chat_id)))?;
             Ok(Frame::Message { chat_id, content, selection })
         }
-        other => Err(reject(format!("unknown type: {}", py_repr(other)), None)),
+        ClientFrame::Unknown => Err(reject(format!("unknown type: {}", py_repr(kind)), None)),
     }
 }
 

@@ -26,6 +26,7 @@ mod tools_turns;
 mod web_assets;
 mod web_fetch;
 mod ws_cancel;
+mod ws_clients;
 mod ws_frames;
 mod ws_replay;
 mod ws_turns;

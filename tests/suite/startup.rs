@@ -12,8 +12,15 @@ use crate::common::*;
 fn help_prints_usage_and_exits_zero() {
     let (code, out, _) = run_to_exit(&["--help"], &[]);
     assert_eq!(code, Some(0));
-    for flag in ["--port", "WS_PORT", "CASHCODE_ALLOWED_ORIGINS", "MEMORY_DIR", "CASHCODE_CONFIG_DIR", "DREAM_INTERVAL"]
-    {
+    for flag in [
+        "--port",
+        "WS_PORT",
+        "CASHCODE_ALLOWED_ORIGINS",
+        "MEMORY_DIR",
+        "CASHCODE_CONFIG_DIR",
+        "DREAM_INTERVAL",
+        "CASHCODE_MAX_CLIENTS",
+    ] {
         assert!(out.contains(flag), "--help does not mention {flag}:\n{out}");
     }
 }

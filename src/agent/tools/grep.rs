@@ -14,7 +14,7 @@ use super::pattern::Glob;
 use super::regex::{Regex, STACK_SIZE};
 use super::workspace::{looks_binary, split_lines, Flow, Kind, Workspace, MAX_WALK_ENTRIES};
 use super::{arg_opt_str, arg_str, Tool, ToolOutput, TurnCtx};
-use crate::agent::cancel::CancelToken;
+use crate::util::cancel::CancelToken;
 use crate::util::text::take_chars;
 
 /// Matching lines reported.

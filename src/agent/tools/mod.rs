@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::agent::cancel::CancelToken;
 use crate::config::Config;
+use crate::util::cancel::CancelToken;
 
 pub mod edit_file;
 pub mod exec;
@@ -96,7 +96,7 @@ pub struct TurnCtx {
     pub workspace: PathBuf,
     /// Directories no file tool may write into (the Skill roots).
     pub protected: Vec<PathBuf>,
-    pub memory: Arc<crate::store::memory::MemoryFiles>,
+    pub memory: Arc<crate::store::memory_files::MemoryFiles>,
     pub cancel: CancelToken,
     pub state: Arc<Mutex<TurnState>>,
 }

@@ -3,7 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{Tool, ToolOutput, TurnCtx};
-use crate::store::memory::Append;
+use crate::store::memory_files::Append;
 
 pub struct SaveMemory;
 

@@ -22,7 +22,7 @@ use ureq::unversioned::transport::DefaultConnector;
 
 use super::netguard::{AddrPolicy, GuardedResolver, Refused};
 use super::{arg_str, cancellable, fmt_secs, Interrupted, Tool, ToolOutput, TurnCtx};
-use crate::agent::cancel::CancelToken;
+use crate::util::cancel::CancelToken;
 
 /// The contract's overall fetch timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);

@@ -454,8 +454,8 @@ pub(crate) mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
-    use crate::agent::cancel::CancelToken;
-    use crate::store::memory::MemoryFiles;
+    use crate::store::memory_files::MemoryFiles;
+    use crate::util::cancel::CancelToken;
 
     /// A fresh temp tree: `<tmp>/ws` (workspace), `<tmp>/outside/secret.txt`, and
     /// `<tmp>/ws/skills/user` as a protected root. Removed on drop.

@@ -1,5 +1,7 @@
 //! Cancellation token for one turn: a flag for cheap polling plus a channel whose sender is
 //! dropped on cancel, so any thread blocked in `select!` on [`CancelToken::wait_chan`] wakes at once.
+//! Here rather than in `agent` because the LLM client, the tools and MCP calls wait on it too;
+//! any thread may hold a clone.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

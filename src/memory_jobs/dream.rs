@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::agent::prompt::SUMMARY_MARKER;
 use crate::llm::runtime::LlmRuntime;
 use crate::store::chats::{ChatStore, Record};
-use crate::store::memory::MemoryFiles;
+use crate::store::memory_files::MemoryFiles;
 
 /// Records per run.
 pub const BATCH: usize = 50;

@@ -1,5 +1,6 @@
 //! Long-term memory jobs: context compression after long chats (`consolidator`, its own
-//! thread) and the periodic MEMORY.md distillation (`dream`, a timer thread).
+//! thread) and the periodic MEMORY.md distillation (`dream`, a timer thread). The files they
+//! work on belong to the stores: `store::chats` (histories) and `store::memory_files` (MEMORY.md).
 
 pub mod consolidator;
 pub mod dream;

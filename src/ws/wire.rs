@@ -1,0 +1,279 @@
+//! The WebSocket wire (ws-protocol.md §3, §4): every server event and every client frame as a
+//! type. Events are serialised once, on the emitting thread (a worker for chat events, a
+//! client's reader thread for replies), and the text is what the hub rings and fans out.
+//! Frame validation (the contract's check order and error texts) stays in `protocol.rs`.
+//! A leaf: it depends on nothing else in the crate, so the agent can build events without
+//! depending on the WebSocket front door.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+/// Turn error detail of a cancelled turn (and of queued turns dropped by a cancel).
+pub const CANCELLED: &str = "cancelled";
+
+/// One server event. `event` (the tag) is written first, then the fields in declaration order,
+/// which is the contract's order; [`Event::to_text`] appends the hub's `seq` last. Fields
+/// borrow: an event lives only until it is serialised.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event<'a> {
+    /// First frame of a connection.
+    Ready {
+        chat_id: &'a str,
+        client_id: &'a str,
+    },
+    /// Reply to `attach`/`new_chat`; `last_seq` is the chat's latest `seq` (0: none yet).
+    Attached {
+        chat_id: &'a str,
+        last_seq: u64,
+    },
+    Pong,
+    StopAck {
+        chat_id: &'a str,
+    },
+    /// The auto title; `updated_at` is local ISO-8601 with offset.
+    SessionUpdated {
+        chat_id: &'a str,
+        title: &'a str,
+        updated_at: &'a str,
+    },
+    ToolCall {
+        chat_id: &'a str,
+        tool_name: &'a str,
+        stream_id: u64,
+        call_id: &'a str,
+    },
+    /// `result`: the first [`crate::agent::turn::RESULT_PREVIEW`] code points of the public text.
+    ToolResult {
+        chat_id: &'a str,
+        tool_name: &'a str,
+        result: &'a str,
+        stream_id: u64,
+        call_id: &'a str,
+    },
+    Delta {
+        chat_id: &'a str,
+        text: &'a str,
+        stream_id: u64,
+    },
+    StreamEnd {
+        chat_id: &'a str,
+        stream_id: u64,
+    },
+    /// `duration_sec`: seconds since the turn started, rounded to 0.1 ms.
+    Done {
+        chat_id: &'a str,
+        duration_sec: f64,
+    },
+    /// Build with [`Event::error`].
+    Error {
+        detail: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        chat_id: Option<&'a str>,
+    },
+}
+
+impl<'a> Event<'a> {
+    /// The one way a failure reaches the wire: a frame rejection (to its connection; with
+    /// `chat_id` when the frame named a valid one) or a turn's closing error (to the chat).
+    pub fn error(detail: &'a str, chat_id: Option<&'a str>) -> Self {
+        Event::Error { detail, chat_id }
+    }
+
+    /// The JSON text: `{"event":…, fields…}`, and `,"seq":n` before the closing brace when
+    /// `seq` is given (chat-scoped events).
+    pub fn to_text(&self, seq: Option<u64>) -> String {
+        // Strings, integers and floats only: serialising into a String cannot fail (a
+        // non-finite float is written as null).
+        let text = serde_json::to_string(self).expect("events hold only strings and numbers");
+        match seq {
+            Some(n) => with_seq(text, n),
+            None => text,
+        }
+    }
+}
+
+/// `{"event":…}` -> `{"event":…,"seq":n}`, in place.
+pub fn with_seq(mut text: String, seq: u64) -> String {
+    debug_assert!(text.ends_with('}'));
+    text.pop();
+    text.push_str(",\"seq\":");
+    text.push_str(itoa(seq, &mut [0u8; 20]));
+    text.push('}');
+    text
+}
+
+fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[i..]).expect("ASCII digits")
+}
+
+/// A client frame as sent (ws-protocol.md §3), before validation. Extra keys are ignored; a
+/// field of the wrong JSON type reads as absent, so `protocol::parse_frame` can answer with
+/// the contract's texts in the contract's order. An unknown `type` is [`ClientFrame::Unknown`].
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientFrame {
+    Ping,
+    NewChat,
+    Attach {
+        #[serde(default, deserialize_with = "lenient")]
+        chat_id: Option<String>,
+        /// Replay events with a greater `seq` (our extension for reconnects).
+        #[serde(default, deserialize_with = "lenient")]
+        after_seq: Option<u64>,
+    },
+    #[serde(alias = "stop")]
+    Cancel {
+        #[serde(default, deserialize_with = "lenient")]
+        chat_id: Option<String>,
+    },
+    Message {
+        #[serde(default, deserialize_with = "lenient")]
+        chat_id: Option<String>,
+        #[serde(default, deserialize_with = "lenient")]
+        content: Option<String>,
+        /// Sanitised by `protocol::sanitize_metadata` (shared with receipt filtering).
+        #[serde(default)]
+        metadata: Option<Value>,
+    },
+    #[serde(other)]
+    Unknown,
+}
+
+/// A value of the wrong type reads as absent instead of failing the whole frame.
+fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
+    Ok(T::deserialize(Value::deserialize(d)?).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exact bytes of every server event kind, pinned from the hand-built events this
+    /// module replaced (ws-protocol.md §4 plus `last_seq`, `call_id` and `seq`): `event`
+    /// first, fields in the contract's order, `seq` last.
+    #[test]
+    fn every_event_kind_pinned_bytes() {
+        let c = "c-1";
+        let cases: Vec<(Event, Option<u64>, &str)> = vec![
+            (
+                Event::Ready { chat_id: c, client_id: "client-0a1b2c3d4e5f" },
+                None,
+                r#"{"event":"ready","chat_id":"c-1","client_id":"client-0a1b2c3d4e5f"}"#,
+            ),
+            (Event::Attached { chat_id: c, last_seq: 0 }, None, r#"{"event":"attached","chat_id":"c-1","last_seq":0}"#),
+            (Event::Pong, None, r#"{"event":"pong"}"#),
+            (Event::StopAck { chat_id: c }, None, r#"{"event":"stop_ack","chat_id":"c-1"}"#),
+            (
+                Event::SessionUpdated {
+                    chat_id: c,
+                    title: "Héllo \"wörld\"\n\u{1}",
+                    updated_at: "2026-11-30T09:40:42+08:00",
+                },
+                Some(1),
+                r#"{"event":"session_updated","chat_id":"c-1","title":"Héllo \"wörld\"\n\u0001","updated_at":"2026-11-30T09:40:42+08:00","seq":1}"#,
+            ),
+            (
+                Event::ToolCall {
+                    chat_id: c,
+                    tool_name: "list_dir",
+                    stream_id: 9_007_199_254_740_991,
+                    call_id: "call_1",
+                },
+                Some(2),
+                r#"{"event":"tool_call","chat_id":"c-1","tool_name":"list_dir","stream_id":9007199254740991,"call_id":"call_1","seq":2}"#,
+            ),
+            (
+                Event::ToolResult {
+                    chat_id: c,
+                    tool_name: "list_dir",
+                    result: "a\tb </script> 字",
+                    stream_id: 7,
+                    call_id: "call_1",
+                },
+                Some(3),
+                r#"{"event":"tool_result","chat_id":"c-1","tool_name":"list_dir","result":"a\tb </script> 字","stream_id":7,"call_id":"call_1","seq":3}"#,
+            ),
+            (
+                Event::Delta { chat_id: c, text: "😀 \\ /", stream_id: 7 },
+                Some(4),
+                r#"{"event":"delta","chat_id":"c-1","text":"😀 \\ /","stream_id":7,"seq":4}"#,
+            ),
+            (
+                Event::StreamEnd { chat_id: c, stream_id: 7 },
+                Some(5),
+                r#"{"event":"stream_end","chat_id":"c-1","stream_id":7,"seq":5}"#,
+            ),
+            (
+                Event::Done { chat_id: c, duration_sec: 0.1026 },
+                Some(6),
+                r#"{"event":"done","chat_id":"c-1","duration_sec":0.1026,"seq":6}"#,
+            ),
+            (
+                Event::Done { chat_id: c, duration_sec: 3.0 },
+                Some(7),
+                r#"{"event":"done","chat_id":"c-1","duration_sec":3.0,"seq":7}"#,
+            ),
+            (
+                Event::Done { chat_id: c, duration_sec: 0.0 },
+                Some(8),
+                r#"{"event":"done","chat_id":"c-1","duration_sec":0.0,"seq":8}"#,
+            ),
+            (
+                Event::error(CANCELLED, Some(c)),
+                Some(9),
+                r#"{"event":"error","detail":"cancelled","chat_id":"c-1","seq":9}"#,
+            ),
+            (
+                Event::error("unknown type: 'bogus'", None),
+                None,
+                r#"{"event":"error","detail":"unknown type: 'bogus'"}"#,
+            ),
+            (
+                Event::error("missing content", Some(c)),
+                None,
+                r#"{"event":"error","detail":"missing content","chat_id":"c-1"}"#,
+            ),
+        ];
+        for (event, seq, want) in cases {
+            assert_eq!(event.to_text(seq), want);
+        }
+        assert_eq!(Event::Pong.to_text(Some(u64::MAX)), r#"{"event":"pong","seq":18446744073709551615}"#);
+        assert_eq!(Event::Pong.to_text(Some(0)), r#"{"event":"pong","seq":0}"#);
+    }
+
+    fn frame(text: &str) -> ClientFrame {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn client_frames_read_leniently() {
+        assert_eq!(frame(r#"{"type":"ping","x":1}"#), ClientFrame::Ping);
+        assert_eq!(frame(r#"{"type":"new_chat"}"#), ClientFrame::NewChat);
+        assert_eq!(frame(r#"{"type":"bogus","chat_id":1}"#), ClientFrame::Unknown);
+        assert_eq!(frame(r#"{"type":"stop","chat_id":"a"}"#), ClientFrame::Cancel { chat_id: Some("a".into()) });
+        assert_eq!(
+            frame(r#"{"type":"attach","chat_id":5,"after_seq":-1}"#),
+            ClientFrame::Attach { chat_id: None, after_seq: None }
+        );
+        assert_eq!(
+            frame(r#"{"type":"attach","chat_id":"a","after_seq":18446744073709551615}"#),
+            ClientFrame::Attach { chat_id: Some("a".into()), after_seq: Some(u64::MAX) }
+        );
+        assert_eq!(
+            frame(r#"{"type":"message","chat_id":"a","content":[1],"metadata":null}"#),
+            ClientFrame::Message { chat_id: Some("a".into()), content: None, metadata: None }
+        );
+        assert!(serde_json::from_str::<ClientFrame>(r#"{"type":1}"#).is_err());
+    }
+}
