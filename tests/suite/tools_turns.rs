@@ -3,7 +3,9 @@
 //! (call_id, 200-code-point preview), the `tool` message the model receives in the next request,
 //! and the `user`, `tool_calls`, `tool`, `assistant` records. Refusals cover traversal, absolute
 //! paths, symlink escapes (also through glob/grep), Skill-root writes, the exec timeout and
-//! cancellation, and oversize output. A tool turn is replayed to the model after a restart.
+//! cancellation, and oversize output. Hostile search patterns (100,000 nested groups, globs
+//! exponential for a backtracking matcher) are clean errors or quick answers and the server stays
+//! up. A tool turn is replayed to the model after a restart.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -325,6 +327,48 @@ fn oversize_outputs_are_cut_and_previews_are_200_code_points() {
     let r = tool_turn(&server, &fake, &mut ws, "grep", &json!({"pattern":"needle"}));
     assert!(r.model_text.starts_with("Matched `needle` (50):\n\n"), "{:?}", chars(&r.model_text, 80));
     assert_eq!(r.model_text.lines().filter(|l| l.ends_with(":1: needle")).count(), 50);
+}
+
+/// Patterns a model could send to crash or stall the server: a grep with 100,000 nested groups
+/// (and 400, under the length cap) is a clean error, a catastrophic backtracking pattern ends,
+/// and `**/*` repeated over a 33-level tree answers at once; the server keeps serving.
+#[test]
+fn hostile_search_patterns_leave_the_server_alive() {
+    let fake = FakeLlm::start();
+    let mut server = TestServer::with_llm(&fake);
+    let ws_dir = server.home.join("workspace");
+    let deep: Vec<String> = (0..33).map(|i| format!("d{i}")).collect();
+    let leaf = ws_dir.join(deep.join("/"));
+    std::fs::create_dir_all(&leaf).expect("deep tree");
+    std::fs::write(leaf.join("leaf.txt"), format!("{}!\n", "a".repeat(1_000))).expect("leaf");
+    let mut ws = WsClient::connect(&server);
+
+    let nested = format!("{}a{}", "(".repeat(100_000), ")".repeat(100_000));
+    let r = tool_turn(&server, &fake, &mut ws, "grep", &json!({"pattern":nested}));
+    assert_eq!(r.model_text, "Error: Invalid regex: the pattern is too long (200001 characters, at most 1000)");
+    let nested = format!("{}a{}", "(".repeat(400), ")".repeat(400));
+    let r = tool_turn(&server, &fake, &mut ws, "grep", &json!({"pattern":nested}));
+    assert_eq!(r.model_text, "Error: Invalid regex: too many nested groups (at most 16) at position 16");
+    let r = tool_turn(&server, &fake, &mut ws, "grep", &json!({"pattern":r"(a|a)*\1b"}));
+    let where_ = format!("{}/leaf.txt:1", deep.join("/"));
+    assert_eq!(
+        r.model_text,
+        format!(
+            "Error: the pattern is too expensive to evaluate (backtracking limit reached at {where_}); simplify it"
+        )
+    );
+
+    let started = Instant::now();
+    let r = tool_turn(&server, &fake, &mut ws, "glob", &json!({"pattern":(["**/*"; 10].join("/"))}));
+    assert!(r.model_text.contains(" (25):\n\n  d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/\n"), "{:?}", chars(&r.model_text, 200));
+    let r = tool_turn(&server, &fake, &mut ws, "glob", &json!({"pattern":(["**/*"; 50].join("/"))}));
+    assert!(r.model_text.starts_with("No files match `**/*/"), "{:?}", chars(&r.model_text, 80));
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+
+    assert!(server.alive(), "{}", server.stderr_text());
+    server.get("/api/health").expect(200, json!({"status":"ok","service":"cashcode"}));
+    assert!(fake.failures().is_empty(), "{:?}", fake.failures());
 }
 
 /// Waits for `marker` not to appear for `quiet` (a killed command never writes it).

@@ -1,12 +1,14 @@
 //! `glob` (tools-and-mcp.md §3): finds files and directories below a workspace directory whose
-//! path matches a pattern at any depth (rglob semantics), sorted by path, at most 100; runs on
-//! the turn's worker thread. Patterns with `..` or a leading `/` are refused, and the walk never
-//! enters symlinked directories nor lists symlinks leading out, so nothing outside leaks.
+//! path matches a pattern at any depth (rglob semantics, `globset` automaton in `pattern.rs`),
+//! sorted by path, at most 100; runs on the turn's worker thread. The walk has a deadline (then
+//! the paths found so far are listed with a note) and stops when the turn is cancelled.
+//! Patterns with `..` or a leading `/` are refused, and the walk never enters symlinked
+//! directories nor lists symlinks leading out, so nothing outside leaks.
 
 use serde_json::{json, Map, Value};
 
 use super::pattern::Glob as Pattern;
-use super::workspace::{Flow, Kind, Workspace, MAX_WALK_ENTRIES};
+use super::workspace::{Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT};
 use super::{arg_opt_str, arg_str, Tool, ToolOutput, TurnCtx};
 
 /// Matches listed.
@@ -53,8 +55,9 @@ impl Tool for Glob {
             Ok(g) => g,
             Err(e) => return ToolOutput::error(format!("Match failed: {e}")),
         };
+        let budget = Budget::new(&ctx.cancel, SEARCH_TIME_LIMIT);
         let mut hits = Vec::new();
-        let stats = ws.walk(&base, &mut |e| {
+        let stats = ws.walk(&base, &budget, &mut |e| {
             let wanted = match e.kind {
                 Kind::Dir => true,
                 Kind::File | Kind::Other => !glob.dir_only,
@@ -71,10 +74,16 @@ impl Tool for Glob {
             }
             Flow::Continue
         });
+        let note = match stats.halted {
+            Some(Halt::Cancelled) => return ToolOutput::error("glob cancelled"),
+            Some(Halt::TimedOut) => Some(budget.timeout_note()),
+            None if stats.truncated => Some(format!("search stopped after {MAX_WALK_ENTRIES} entries")),
+            None => None,
+        };
         if hits.is_empty() {
             let mut out = format!("No files match `{pattern}`");
-            if stats.truncated {
-                out.push_str(&format!(" (search stopped after {MAX_WALK_ENTRIES} entries)"));
+            if let Some(note) = note {
+                out.push_str(&format!(" ({note})"));
             }
             return ToolOutput::ok(out);
         }
@@ -82,8 +91,8 @@ impl Tool for Glob {
         for h in &hits {
             out.push_str(&format!("\n  {h}"));
         }
-        if stats.truncated {
-            out.push_str(&format!("\n\n(search stopped after {MAX_WALK_ENTRIES} entries)"));
+        if let Some(note) = note {
+            out.push_str(&format!("\n\n({note})"));
         }
         ToolOutput::ok(out)
     }
@@ -149,5 +158,33 @@ mod tests {
             "Error: Path '../outside' is outside the working directory; access denied"
         );
         assert_eq!(run(&sb, "*", "in.txt").for_model, "Error: Directory not found: in.txt");
+    }
+
+    /// `**/*` repeated 10 and 50 times over a 33-level tree: exponential for a backtracking
+    /// matcher (64 s for 10 repeats before), one automaton pass per path now.
+    #[test]
+    fn repeated_globstars_over_a_deep_tree_end_quickly() {
+        let sb = Sandbox::new();
+        let deep: Vec<String> = (0..33).map(|i| format!("d{i}")).collect();
+        sb.write(&format!("{}/leaf.txt", deep.join("/")), "");
+        let started = std::time::Instant::now();
+        let out = run(&sb, &["**/*"; 10].join("/"), "").for_model;
+        // Paths with at least 10 components: d0/…/d9 and deeper, 25 of them in all.
+        assert!(out.starts_with("Matched `**/*/**/*/**/*/**/*/**/*/**/*/**/*/**/*/**/*/**/*` (25):\n\n  d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/\n"), "{out}");
+        assert!(out.ends_with("/d32/leaf.txt"), "{out}");
+        let out = run(&sb, &["**/*"; 50].join("/"), "").for_model;
+        assert!(out.starts_with("No files match `**/*/**/*"), "{out}");
+        let elapsed = started.elapsed();
+        assert!(elapsed < std::time::Duration::from_secs(2), "{elapsed:?}");
+    }
+
+    #[test]
+    fn cancelled_glob_stops() {
+        let sb = Sandbox::new();
+        sb.write("a.txt", "");
+        sb.ctx.cancel.cancel();
+        let out = run(&sb, "*", "");
+        assert!(out.failed);
+        assert_eq!(out.for_model, "Error: glob cancelled");
     }
 }

@@ -1,9 +1,12 @@
 //! `grep` (tools-and-mcp.md §3): searches workspace files line by line with a Python-`re`
-//! pattern (our own engine in `regex.rs`), files chosen by a glob `file_pattern`, results in
-//! path order, at most 50. Runs on a short-lived thread with a large stack (the regex engine
-//! recurses) that the turn's worker thread joins. Binary files (NUL in the first 512 bytes)
-//! are skipped, bytes read are capped per file and per call, the walk never follows symlinks
-//! out of the workspace, and `..` or absolute file patterns are refused.
+//! pattern (fancy-regex behind the pre-pass in `regex.rs`), files chosen by a glob
+//! `file_pattern`, results in path order, at most 50. Runs on the turn's worker thread and is
+//! bounded: pattern length and compiled size are capped, a backtracking pattern has a step
+//! limit per line and skips lines longer than [`MAX_BACKTRACK_LINE_BYTES`], the whole call has
+//! a deadline (then the matches so far are returned with a note) and stops when the turn is
+//! cancelled. Binary files (NUL in the first 512 bytes) are skipped, bytes read are capped per
+//! file and per call, the walk never follows symlinks out of the workspace, and `..` or
+//! absolute file patterns are refused.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -11,10 +14,11 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value};
 
 use super::pattern::Glob;
-use super::regex::{Regex, STACK_SIZE};
-use super::workspace::{looks_binary, split_lines, Flow, Kind, Workspace, MAX_WALK_ENTRIES};
+use super::regex::{Exhausted, Regex, MAX_BACKTRACK_LINE_BYTES};
+use super::workspace::{
+    looks_binary, split_lines, Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT,
+};
 use super::{arg_opt_str, arg_str, Tool, ToolOutput, TurnCtx};
-use crate::util::cancel::CancelToken;
 use crate::util::text::take_chars;
 
 /// Matching lines reported.
@@ -25,6 +29,12 @@ pub const MAX_FILE_BYTES: u64 = 4 << 20;
 pub const MAX_TOTAL_BYTES: u64 = 256 << 20;
 /// Characters of a matching line shown (minified files have megabyte lines).
 pub const MAX_LINE_CHARS: usize = 400;
+/// Lines that may exhaust the backtracking limit before the search gives up: a pattern that
+/// does so this often is hopeless, and each such line costs milliseconds.
+const MAX_EXHAUSTED_LINES: usize = 10;
+/// Lines a linear-time pattern searches between two checks of the budget (a backtracking
+/// pattern checks before every line: one line may cost it milliseconds).
+const LINES_PER_CHECK: usize = 2_048;
 
 pub struct Grep;
 
@@ -74,16 +84,7 @@ impl Tool for Grep {
             let shown = if path.is_empty() { "(workspace)" } else { path };
             return ToolOutput::error(format!("Directory not found: {shown}"));
         }
-        let cancel = ctx.cancel.clone();
-        let job = std::thread::Builder::new()
-            .name("grep".into())
-            .stack_size(STACK_SIZE)
-            .spawn(move || search(&ws, &base, &regex, &glob, &pattern, &cancel));
-        match job.map(|h| h.join()) {
-            Ok(Ok(out)) => out,
-            Ok(Err(_)) => ToolOutput::error("grep failed unexpectedly"),
-            Err(e) => ToolOutput::error(format!("grep could not start: {e}")),
-        }
+        search(&ws, &base, &regex, &glob, &pattern, &Budget::new(&ctx.cancel, SEARCH_TIME_LIMIT))
     }
 }
 
@@ -93,16 +94,21 @@ struct Limits {
     walk_truncated: bool,
     bytes_capped: bool,
     partial_files: usize,
+    /// Lines a backtracking pattern skipped for their length.
+    long_lines: usize,
+    /// The first line that ran out of backtracking steps (path, line number) and how many did.
+    exhausted: Option<(String, usize, usize)>,
+    timed_out: bool,
 }
 
-fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str, cancel: &CancelToken) -> ToolOutput {
+fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str, budget: &Budget) -> ToolOutput {
     // Candidate files in path order: the walk is sorted and stops when the cap is reached.
     let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut limits = Limits::default();
     if base.is_file() {
         files.push((base.to_path_buf(), base.to_path_buf()));
     } else {
-        let stats = ws.walk(base, &mut |e| {
+        let stats = ws.walk(base, budget, &mut |e| {
             if e.kind == Kind::File && !glob.dir_only && glob.matches(&e.rel) {
                 files.push((e.path, e.real));
             }
@@ -113,10 +119,16 @@ fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str
 
     let mut results: Vec<String> = Vec::new();
     let mut total_read = 0u64;
-    let mut buf = Vec::new();
+    let every = if regex.backtracks() { 1 } else { LINES_PER_CHECK };
+    let mut lines = 0usize;
     'files: for (shown_path, real) in &files {
-        if cancel.is_cancelled() {
-            return ToolOutput::error("grep cancelled");
+        match budget.check() {
+            Ok(()) => {}
+            Err(Halt::Cancelled) => return ToolOutput::error("grep cancelled"),
+            Err(Halt::TimedOut) => {
+                limits.timed_out = true;
+                break;
+            }
         }
         if total_read >= MAX_TOTAL_BYTES {
             limits.bytes_capped = true;
@@ -143,7 +155,22 @@ fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str
             continue;
         }
         for (i, line) in split_lines(&text).into_iter().enumerate() {
-            match regex.is_match_with(line, &mut buf) {
+            lines += 1;
+            if lines.is_multiple_of(every) {
+                match budget.check() {
+                    Ok(()) => {}
+                    Err(Halt::Cancelled) => return ToolOutput::error("grep cancelled"),
+                    Err(Halt::TimedOut) => {
+                        limits.timed_out = true;
+                        break 'files;
+                    }
+                }
+            }
+            if regex.backtracks() && line.len() > MAX_BACKTRACK_LINE_BYTES {
+                limits.long_lines += 1;
+                continue;
+            }
+            match regex.is_match(line) {
                 Ok(false) => {}
                 Ok(true) => {
                     let line = line.trim_end();
@@ -154,18 +181,42 @@ fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str
                         break 'files;
                     }
                 }
-                Err(_) => {
-                    return ToolOutput::error(format!(
-                        "the pattern is too expensive to evaluate (backtracking limit reached at \
-                         {rel}:{}); simplify it",
-                        i + 1
-                    ))
+                Err(Exhausted) => {
+                    let (_, _, n) = limits.exhausted.get_or_insert_with(|| (rel.clone(), i + 1, 0));
+                    *n += 1;
+                    if *n >= MAX_EXHAUSTED_LINES {
+                        break 'files;
+                    }
                 }
             }
         }
     }
+    if let (true, Some((rel, line, _))) = (results.is_empty(), &limits.exhausted) {
+        return ToolOutput::error(format!(
+            "the pattern is too expensive to evaluate (backtracking limit reached at {rel}:{line}); simplify it"
+        ));
+    }
 
     let mut notes = Vec::new();
+    if limits.timed_out {
+        notes.push(budget.timeout_note());
+    }
+    match &limits.exhausted {
+        Some((rel, line, n)) if *n >= MAX_EXHAUSTED_LINES => notes.push(format!(
+            "search stopped after {n} lines too expensive for this pattern, the first at {rel}:{line}; simplify it"
+        )),
+        Some((rel, line, n)) => notes.push(format!(
+            "{n} line(s) were too expensive for this pattern and were skipped, the first at {rel}:{line}"
+        )),
+        None => {}
+    }
+    if limits.long_lines > 0 {
+        notes.push(format!(
+            "{} line(s) longer than {MAX_BACKTRACK_LINE_BYTES} bytes were not searched: look-around and \
+             backreferences are evaluated on shorter lines only",
+            limits.long_lines
+        ));
+    }
     if limits.walk_truncated {
         notes.push(format!("search stopped after {MAX_WALK_ENTRIES} directory entries"));
     }
@@ -223,7 +274,16 @@ mod tests {
         assert_eq!(run(&sb, "import", "a/x.py", "").for_model, "Matched `import` (1):\n\na/x.py:1: import os");
         assert_eq!(run(&sb, "zzz", "", "").for_model, "No content matches `zzz`");
         let bad = run(&sb, "(unclosed", "", "");
-        assert!(bad.failed && bad.for_model.starts_with("Error: Invalid regex: missing ),"));
+        assert!(bad.failed);
+        assert_eq!(
+            bad.for_model,
+            "Error: Invalid regex: opening parenthesis without closing parenthesis at position 9"
+        );
+        let p = r"\A(?P<kw>def|import) (?P<n>\w)\w*\Z";
+        assert_eq!(
+            run(&sb, p, "a", "").for_model,
+            format!("Matched `{p}` (2):\n\na/x.py:1: import os\na/y.txt:1: def not_python")
+        );
     }
 
     #[test]
@@ -262,8 +322,104 @@ mod tests {
     #[test]
     fn expensive_pattern_fails_cleanly() {
         let sb = Sandbox::new();
-        sb.write("a.txt", &format!("{}b\n", "a".repeat(40)));
-        let out = run(&sb, "^(a+)+$", "", "");
-        assert!(out.failed && out.for_model.contains("too expensive"), "{}", out.for_model);
+        sb.write("a.txt", &format!("{}!\n", "a".repeat(2_000)));
+        // Without a backreference the linear engine answers at once.
+        assert_eq!(run(&sb, "^(a+)+$", "", "").for_model, "No content matches `^(a+)+$`");
+        let out = run(&sb, r"(a|a)*\1b", "", "");
+        assert!(out.failed);
+        assert_eq!(
+            out.for_model,
+            "Error: the pattern is too expensive to evaluate (backtracking limit reached at a.txt:1); simplify it"
+        );
+        // Other lines still give their matches; the skipped ones are reported.
+        sb.write("b.txt", "aab\n");
+        sb.write("c.txt", &format!("{}!\n", "a".repeat(2_000)).repeat(MAX_EXHAUSTED_LINES * 100));
+        let started = std::time::Instant::now();
+        assert_eq!(
+            run(&sb, r"(a|a)*\1b", "", "").for_model,
+            format!(
+                "Matched `(a|a)*\\1b` (1):\n\nb.txt:1: aab\n\n(search stopped after {MAX_EXHAUSTED_LINES} lines too \
+                 expensive for this pattern, the first at a.txt:1; simplify it)"
+            )
+        );
+        // A thousand such lines would take seconds; the search gives up after ten.
+        assert!(started.elapsed() < std::time::Duration::from_secs(3), "{:?}", started.elapsed());
+        std::fs::remove_file(sb.ws.join("c.txt")).unwrap();
+        assert_eq!(
+            run(&sb, r"(a|a)*\1b", "", "").for_model,
+            "Matched `(a|a)*\\1b` (1):\n\nb.txt:1: aab\n\n(1 line(s) were too expensive for this pattern and were \
+             skipped, the first at a.txt:1)"
+        );
+    }
+
+    #[test]
+    fn backtracking_patterns_skip_long_lines() {
+        let sb = Sandbox::new();
+        let long = format!("foo{}", "x".repeat(MAX_BACKTRACK_LINE_BYTES));
+        sb.write("a.txt", &format!("{long}\nfoo short\n"));
+        assert_eq!(
+            run(&sb, "foo(?= )", "", "").for_model,
+            format!(
+                "Matched `foo(?= )` (1):\n\na.txt:2: foo short\n\n(1 line(s) longer than {MAX_BACKTRACK_LINE_BYTES} \
+                 bytes were not searched: look-around and backreferences are evaluated on shorter lines only)"
+            )
+        );
+        // A linear-time pattern searches every line, however long.
+        assert_eq!(run(&sb, "foox+$", "", "").for_model.lines().next(), Some("Matched `foox+$` (1):"));
+    }
+
+    /// A pattern that costs milliseconds per line over many lines stops at the call's deadline
+    /// with the matches found so far and a note.
+    #[test]
+    fn deadline_returns_partial_results() {
+        let sb = Sandbox::new();
+        let slow_line = format!("{}\n", "a".repeat(300));
+        sb.write("a.txt", "hit y\n");
+        sb.write("b.txt", &slow_line.repeat(10_000));
+        let regex = Regex::new(r"(?:.(?=.*a))*y").unwrap();
+        let glob = Glob::recursive("*").unwrap();
+        let ws = Workspace::new(&sb.ctx).unwrap();
+        let limit = std::time::Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        let out = search(&ws, &sb.ws, &regex, &glob, "p", &Budget::new(&sb.ctx.cancel, limit));
+        let elapsed = started.elapsed();
+        assert_eq!(
+            out.for_model,
+            "Matched `p` (1):\n\na.txt:1: hit y\n\n(search stopped after 0.3s; results are partial)"
+        );
+        assert!(elapsed < limit + std::time::Duration::from_secs(1), "{elapsed:?}");
+    }
+
+    /// A cancel flipped from another thread mid-grep over a big workspace ends the call promptly.
+    /// The pattern needs the backtracker, so the uncancelled search takes seconds even in a
+    /// release build and the cancel surely lands in the middle of it.
+    #[test]
+    fn cancel_stops_a_running_grep() {
+        let sb = Sandbox::new();
+        let text: String = (0..4_000).map(|i| format!("line {i} with some words words and filler text\n")).collect();
+        for f in 0..40 {
+            sb.write(&format!("d{}/f{f}.txt", f % 4), &text);
+        }
+        {
+            let pattern = r"(\w+) \1 z";
+            let ctx = TurnCtx { cancel: crate::util::cancel::CancelToken::new(), ..sb.ctx.clone() };
+            let canceller = {
+                let cancel = ctx.cancel.clone();
+                std::thread::spawn(move || {
+                    // Let the search get going, then cancel it: the moment is arbitrary.
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    cancel.cancel();
+                    std::time::Instant::now()
+                })
+            };
+            let mut a = Map::new();
+            a.insert("pattern".into(), json!(pattern));
+            let out = Grep.run(&a, &ctx);
+            let returned = std::time::Instant::now();
+            let cancelled = canceller.join().unwrap();
+            assert_eq!(out.for_model, "Error: grep cancelled", "{pattern}");
+            let latency = returned.duration_since(cancelled);
+            assert!(latency < std::time::Duration::from_millis(100), "{pattern}: {latency:?}");
+        }
     }
 }

@@ -1,24 +1,39 @@
-//! A small backtracking regex engine with Python `re` syntax for `grep` (pure, no I/O; runs on
-//! the grep thread). Supported: literals and escapes, `.`, classes (`[a-z]`, `[^…]`, `\d\w\s`
-//! and their negations), anchors `^ $ \A \Z \b \B`, greedy and lazy `* + ? {m} {m,} {m,n}`,
-//! alternation, capturing/named/non-capturing groups, look-ahead and look-behind, backreferences
-//! and the flags `i s m x a u` (global `(?i)` or scoped `(?i:…)`). Every search has a step
-//! budget and a recursion bound, so a pathological pattern fails cleanly instead of hanging or
-//! overflowing the stack.
+//! grep's regular expressions (pure, no I/O; runs on the turn's worker thread): Python `re`
+//! syntax compiled by `fancy-regex`, which evaluates look-around, backreferences, atomic groups
+//! and possessive quantifiers by backtracking (with a step limit) and hands everything else to
+//! the linear-time `regex` crate. A small pre-pass ([`translate`]) rewrites the few places where
+//! Python spells something the two crates read differently (`\Z`, octal and `\x` escapes, `[`
+//! and `&&` inside classes, the `a`/`L`/`u` flags, `\<`, `\b{`) and refuses escapes Python
+//! refuses, so no crate extension (subroutines, `\K`, `\p{..}`) slips in; look-behind must be
+//! fixed-width, as in Python (fancy-regex's variable-length look-behind is not compiled in).
+//! Nothing here recurses over the pattern without a bound: the pattern length is capped, groups
+//! nest at most [`MAX_NESTING`] deep, and the compiled program and lazy-DFA cache have size
+//! limits. Known differences from CPython: a quantifier on a look-around or an empty group is
+//! refused, `\B` matches an empty line, and some patterns CPython rejects are accepted.
 
-use std::cell::Cell;
 use std::fmt;
 
-/// Steps one line search may take before giving up (catastrophic backtracking guard).
-const MAX_STEPS: u64 = 2_000_000;
-/// Nesting of the matcher's recursion; each level is a few stack frames.
-const MAX_DEPTH: usize = 6_000;
-/// Stack a thread running [`Regex::is_match`] needs for [`MAX_DEPTH`] (debug builds included).
-pub const STACK_SIZE: usize = 64 << 20;
-/// Largest `{m,n}` bound accepted.
-const MAX_REPEAT: u32 = 10_000;
+/// Longest pattern accepted, in characters. Model-written patterns are short; the cap bounds
+/// the compile work for everything after it.
+pub const MAX_PATTERN_CHARS: usize = 1_000;
+/// Backtracking steps one line search may take (fancy-regex counts them per search); the
+/// default of one million lets a single hostile line run for seconds.
+const BACKTRACK_LIMIT: usize = 200_000;
+/// Bytes of a compiled sub-regex (regex crate `size_limit`, per delegated sub-regex).
+const SIZE_LIMIT: usize = 2 << 20;
+/// Bytes of lazy-DFA cache per delegated sub-regex (regex crate `dfa_size_limit`).
+const DFA_SIZE_LIMIT: usize = 2 << 20;
+/// Groups open at once. fancy-regex parses and compiles groups recursively (its own cap is
+/// 64, which needs about 1 MiB of stack in a debug build); Python patterns seldom nest five.
+pub const MAX_NESTING: usize = 16;
+/// Instructions of fancy-regex's backtracking program.
+const MAX_PROGRAM: usize = 100_000;
+/// Longest line (bytes) a backtracking pattern is evaluated on. Look-around inside a repeat
+/// rescans the rest of the line at every step without counting as backtracking, so the cost of
+/// one line grows with its length squared; the cap keeps one line to a fraction of a second.
+pub const MAX_BACKTRACK_LINE_BYTES: usize = 2_048;
 
-/// A compile error, worded like Python's `re.error`.
+/// A pattern that cannot be compiled, worded for the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Error(pub String);
 
@@ -28,1021 +43,395 @@ impl fmt::Display for Error {
     }
 }
 
-/// The search ran out of its step or depth budget.
+/// The search of one line ran out of its backtracking budget.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Exhausted;
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Regex {
-    root: Node,
-    groups: usize,
-    /// A literal every match must contain (case-sensitive), for a cheap pre-check.
-    required: Option<(String, bool)>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum Node {
-    Empty,
-    Lit(char, bool),
-    Any(bool),
-    Set(Box<Class>, bool),
-    LineStart(bool),
-    LineEnd(bool),
-    TextStart,
-    TextEnd,
-    WordB(bool),
-    Group(Box<Node>, Option<usize>),
-    /// `(?>…)` or a possessive quantifier: the first way the inner node matches is final.
-    Atomic(Box<Node>),
-    Concat(Vec<Node>),
-    Alt(Vec<Node>),
-    Repeat {
-        node: Box<Node>,
-        min: u32,
-        max: Option<u32>,
-        greedy: bool,
-    },
-    Look {
-        node: Box<Node>,
-        behind: bool,
-        neg: bool,
-    },
-    Backref(usize, bool),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-struct Class {
-    neg: bool,
-    items: Vec<Item>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Item {
-    Range(char, char),
-    Digit(bool),
-    Word(bool),
-    Space(bool),
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Flags {
-    icase: bool,
-    dotall: bool,
-    multiline: bool,
-    verbose: bool,
+    re: fancy_regex::Regex,
+    backtracks: bool,
+    /// A match inside a line is also a match inside the whole text (see [`Regex::could_match`]).
+    whole_text: bool,
 }
 
 impl Regex {
     pub fn new(pattern: &str) -> Result<Regex, Error> {
-        let mut p = Parser {
-            s: pattern.chars().collect(),
-            i: 0,
-            groups: 0,
-            names: Vec::new(),
-            open: Vec::new(),
-            flags: Flags::default(),
-        };
-        p.leading_flags()?;
-        let root = p.alternation()?;
-        if p.i < p.s.len() {
-            return Err(Error(format!("unbalanced parenthesis at position {}", p.i)));
+        let chars = pattern.chars().count();
+        if chars > MAX_PATTERN_CHARS {
+            return Err(Error(format!("the pattern is too long ({chars} characters, at most {MAX_PATTERN_CHARS})")));
         }
-        let required = required_literal(&root);
-        Ok(Regex { root, groups: p.groups, required })
+        let t = translate(pattern)?;
+        let re = fancy_regex::RegexBuilder::new(&t.pattern)
+            .backtrack_limit(BACKTRACK_LIMIT)
+            .delegate_size_limit(SIZE_LIMIT)
+            .delegate_dfa_size_limit(DFA_SIZE_LIMIT)
+            .max_prog_size(MAX_PROGRAM)
+            .build()
+            .map_err(|e| compile_error(&e, &t))?;
+        Ok(Regex { re, backtracks: t.backtracks, whole_text: !t.backtracks && !t.anchored })
+    }
+
+    /// True when the pattern needs the backtracking engine (look-around, backreferences,
+    /// atomic groups, possessive quantifiers, conditionals): its lines are capped at
+    /// [`MAX_BACKTRACK_LINE_BYTES`] and each search costs more than a linear scan.
+    pub fn backtracks(&self) -> bool {
+        self.backtracks
+    }
+
+    /// False when no line of `text` (a whole file) can match; true means "maybe". One linear
+    /// scan of the file instead of one search per line, for patterns whose match does not
+    /// depend on where the line starts or ends: without `^ $ \A \Z` a match in a line is a
+    /// match in the text (`\b` sees the line break as the non-word context a line end is), and
+    /// without look-around or backreferences the scan is linear-time.
+    pub fn could_match(&self, text: &str) -> bool {
+        !self.whole_text || self.re.is_match(text).unwrap_or(true)
     }
 
     /// Whether the pattern matches anywhere in `line` (Python `re.search`).
     pub fn is_match(&self, line: &str) -> Result<bool, Exhausted> {
-        self.is_match_with(line, &mut Vec::new())
+        self.re.is_match(line).map_err(|_| Exhausted)
     }
+}
 
-    /// [`Regex::is_match`] reusing `buf` for the decoded line (saves an allocation per line).
-    pub fn is_match_with(&self, line: &str, buf: &mut Vec<char>) -> Result<bool, Exhausted> {
-        if let Some((req, false)) = &self.required {
-            if !line.contains(req.as_str()) {
-                return Ok(false);
-            }
-        }
-        buf.clear();
-        buf.extend(line.chars());
-        let text: &[char] = buf;
-        let m = Matcher { text, steps: Cell::new(0), depth: Cell::new(0) };
-        let mut caps: Caps = vec![None; self.groups + 1];
-        let first = first_node(&self.root);
-        for start in 0..=text.len() {
-            // A match must begin with the first single-char node: skip hopeless starts cheaply.
-            if let Some(&c) = text.get(start) {
-                if m.single(first, c) == Some(false) {
-                    continue;
+/// fancy-regex's error as one lower-case line, positions given in the caller's pattern.
+fn compile_error(e: &fancy_regex::Error, t: &Translated) -> Error {
+    use fancy_regex::{CompileError, Error as E};
+    let text = match e {
+        E::ParseError(pos, kind) => format!("{kind} at position {}", t.origin(*pos)),
+        E::CompileError(c) => match &**c {
+            CompileError::InnerError(b) => match (b.size_limit(), b.syntax_error()) {
+                (Some(limit), _) => format!("the pattern compiles to more than {} KiB; simplify it", limit >> 10),
+                // regex-syntax's message quotes the delegated (rewritten) pattern with a caret;
+                // only its final `error: …` line means something to the caller.
+                (None, Some(s)) => {
+                    let full = s.to_string();
+                    full.lines().find_map(|l| l.strip_prefix("error: ")).map_or(full.clone(), str::to_string)
                 }
-            } else if m.single(first, ' ').is_some() {
-                break;
+                (None, None) => b.to_string(),
+            },
+            CompileError::LookBehindNotConst | CompileError::VariableLookBehindRequiresFeature => {
+                "look-behind requires a fixed-width pattern".to_string()
             }
-            if m.node(&self.root, start, &mut caps, &mut |_, _| Ok(true))? {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
+            CompileError::PatternTooComplex => "the pattern is too complex; simplify it".to_string(),
+            other => other.to_string(),
+        },
+        E::RuntimeError(r) => r.to_string(),
+        other => other.to_string(),
+    };
+    let mut chars = text.chars();
+    Error(match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => text,
+    })
+}
 
-    /// False when `text` (a whole file, say) cannot contain a match because a literal every
-    /// match needs is absent; true means "maybe".
-    pub fn could_match(&self, text: &str) -> bool {
-        match &self.required {
-            None => true,
-            Some((lit, false)) => text.contains(lit.as_str()),
-            Some((lit, true)) => text.chars().map(fold).collect::<String>().contains(lit.as_str()),
-        }
+/// A pattern rewritten for fancy-regex.
+struct Translated {
+    pattern: String,
+    /// Uses a construct only the backtracking engine evaluates.
+    backtracks: bool,
+    /// Uses `^`, `$`, `\A` or `\Z`, whose meaning depends on where the searched text ends.
+    anchored: bool,
+    /// For each byte of `pattern`, the character index in the original it came from.
+    from: Vec<usize>,
+    /// Characters in the original pattern.
+    len: usize,
+}
+
+impl Translated {
+    /// The original character index for a byte offset into the translated pattern.
+    fn origin(&self, pos: usize) -> usize {
+        self.from.get(pos).copied().unwrap_or(self.len)
     }
 }
 
-/// The node a match must begin with (looking through groups and repeats of at least one).
-fn first_node(n: &Node) -> &Node {
-    match n {
-        Node::Concat(v) if !v.is_empty() => first_node(&v[0]),
-        Node::Group(inner, _) | Node::Atomic(inner) => first_node(inner),
-        Node::Repeat { node, min, .. } if *min >= 1 => first_node(node),
-        other => other,
-    }
-}
+/// Characters that keep their backslash (the regex crate's meta characters); other escaped
+/// punctuation becomes a `\x{..}` literal, since the crates give some (`\<`, `\>`) a meaning.
+const META: &str = "\\.+*?()|[]{}^$#&-~";
 
-/// The longest run of literals (same case mode) that every match contains, from the top-level
-/// sequence (unwrapping groups); case-insensitive runs are stored folded.
-fn required_literal(n: &Node) -> Option<(String, bool)> {
-    let items: &[Node] = match n {
-        Node::Concat(v) => v,
-        Node::Group(inner, _) => return required_literal(inner),
-        Node::Lit(..) => std::slice::from_ref(n),
-        _ => return None,
+/// Rewrites Python `re` syntax into fancy-regex syntax (see the module header).
+fn translate(pattern: &str) -> Result<Translated, Error> {
+    let s: Vec<char> = pattern.chars().collect();
+    let mut t = Translated {
+        pattern: String::with_capacity(pattern.len() + 8),
+        backtracks: false,
+        anchored: false,
+        from: Vec::new(),
+        len: s.len(),
     };
-    let mut best: Option<(String, bool)> = None;
-    let mut cur: Option<(String, bool)> = None;
-    let keep = |best: &mut Option<(String, bool)>, cand: Option<(String, bool)>| {
-        if let Some(c) = cand {
-            if best.as_ref().is_none_or(|b| c.0.chars().count() > b.0.chars().count()) {
-                *best = Some(c);
-            }
-        }
+    let emit = |t: &mut Translated, text: &str, at: usize| {
+        t.pattern.push_str(text);
+        t.from.resize(t.pattern.len(), at);
     };
-    for it in items {
-        match it {
-            Node::Lit(c, ci) => {
-                let ch = if *ci { fold(*c) } else { *c };
-                match &mut cur {
-                    Some((s, mode)) if mode == ci => s.push(ch),
-                    _ => {
-                        keep(&mut best, cur.take());
-                        cur = Some((ch.to_string(), *ci));
-                    }
+    // Verbose mode of each open group (restored at its `)`), and of the current position.
+    let mut open: Vec<bool> = Vec::new();
+    let mut verbose = false;
+    let mut i = 0;
+    while i < s.len() {
+        let c = s[i];
+        match c {
+            '\\' => {
+                let (text, next) = escape(&s, i, false, &mut t.backtracks)?;
+                if text == "\\A" || text == "\\z" {
+                    t.anchored = true;
                 }
+                emit(&mut t, &text, i);
+                i = next;
             }
-            Node::Group(..) => {
-                keep(&mut best, cur.take());
-                keep(&mut best, required_literal(it));
+            '[' => {
+                let (text, next) = class(&s, i, verbose)?;
+                emit(&mut t, &text, i);
+                i = next;
             }
-            _ => keep(&mut best, cur.take()),
+            '(' if open.len() >= MAX_NESTING => {
+                return Err(Error(format!("too many nested groups (at most {MAX_NESTING}) at position {i}")));
+            }
+            '(' if s.get(i + 1) == Some(&'?') => {
+                let (text, next, scoped) = extension(&s, i, &mut verbose, &mut t.backtracks)?;
+                emit(&mut t, &text, i);
+                if let Some(saved) = scoped {
+                    open.push(saved);
+                }
+                i = next;
+            }
+            '(' => {
+                open.push(verbose);
+                emit(&mut t, "(", i);
+                i += 1;
+            }
+            ')' => {
+                if let Some(saved) = open.pop() {
+                    verbose = saved;
+                }
+                emit(&mut t, ")", i);
+                i += 1;
+            }
+            // A verbose-mode comment is copied untouched (the crate skips it too), so nothing
+            // in it is read as an escape or a class.
+            '#' if verbose => {
+                let end = s[i..].iter().position(|&c| c == '\n').map_or(s.len(), |n| i + n);
+                emit(&mut t, &s[i..end].iter().collect::<String>(), i);
+                i = end;
+            }
+            '*' | '+' | '?' | '}' => {
+                // `a*+`, `a++`, `a?+`, `a{2}+`: possessive, evaluated by backtracking.
+                if s.get(i + 1) == Some(&'+') {
+                    t.backtracks = true;
+                }
+                let mut buf = [0u8; 4];
+                emit(&mut t, c.encode_utf8(&mut buf), i);
+                i += 1;
+            }
+            _ => {
+                if c == '^' || c == '$' {
+                    t.anchored = true;
+                }
+                let mut buf = [0u8; 4];
+                emit(&mut t, c.encode_utf8(&mut buf), i);
+                i += 1;
+            }
         }
     }
-    keep(&mut best, cur);
-    best
+    Ok(t)
 }
 
-struct Parser {
-    s: Vec<char>,
+/// `(?…` at `i`: returns the translation, the index after what was consumed and, when a group
+/// was opened, the verbose flag to restore at its `)`.
+fn extension(
+    s: &[char],
     i: usize,
-    groups: usize,
-    names: Vec<(String, usize)>,
-    /// Capturing groups not yet closed (a backreference to one is an error, as in Python).
-    open: Vec<usize>,
-    flags: Flags,
-}
-
-impl Parser {
-    fn peek(&self) -> Option<char> {
-        self.s.get(self.i).copied()
-    }
-
-    fn bump<T>(&mut self, v: T) -> T {
-        self.i += 1;
-        v
-    }
-
-    fn err<T>(&self, msg: &str) -> Result<T, Error> {
-        Err(Error(format!("{msg} at position {}", self.i)))
-    }
-
-    /// Global inline flags such as `(?i)` at the very start (Python 3.11 rule).
-    fn leading_flags(&mut self) -> Result<(), Error> {
-        loop {
-            self.skip_ignorable()?;
-            if !(self.s.get(self.i) == Some(&'(') && self.s.get(self.i + 1) == Some(&'?')) {
-                return Ok(());
+    verbose: &mut bool,
+    backtracks: &mut bool,
+) -> Result<(String, usize, Option<bool>), Error> {
+    let at = |n: usize| s.get(i + n).copied();
+    let saved = Some(*verbose);
+    match at(2) {
+        // `(?#…)` comment: dropped, as Python does before parsing.
+        Some('#') => match s[i..].iter().position(|&c| c == ')') {
+            Some(end) => Ok((String::new(), i + end + 1, None)),
+            None => Err(Error(format!("missing ), unterminated comment at position {i}"))),
+        },
+        Some(':') => Ok(("(?:".into(), i + 3, saved)),
+        Some('=' | '!') | Some('>') => {
+            *backtracks = true;
+            Ok((s[i..i + 3].iter().collect(), i + 3, saved))
+        }
+        Some('<') if matches!(at(3), Some('=' | '!')) => {
+            *backtracks = true;
+            Ok((s[i..i + 4].iter().collect(), i + 4, saved))
+        }
+        // `(?(1)yes|no)`: the condition's own parentheses are read as a group.
+        Some('(') => {
+            *backtracks = true;
+            Ok(("(?".into(), i + 2, saved))
+        }
+        Some('P') if at(3) == Some('<') => Ok(("(?P<".into(), i + 4, saved)),
+        Some('<') => Ok(("(?<".into(), i + 3, saved)),
+        // `(?P=name)` → `\k<name>` (a named backreference).
+        Some('P') if at(3) == Some('=') => {
+            let Some(len) = s[i + 4..].iter().position(|&c| c == ')') else {
+                return Err(Error(format!("missing ), unterminated name at position {}", i + 4)));
+            };
+            let name: String = s[i + 4..i + 4 + len].iter().collect();
+            if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                return Err(Error(format!("bad character in group name '{name}' at position {}", i + 4)));
             }
-            let mut j = self.i + 2;
-            let mut f = self.flags;
-            while let Some(&c) = self.s.get(j) {
-                if !set_flag(&mut f, c, true) {
-                    break;
+            *backtracks = true;
+            Ok((format!("\\k<{name}>"), i + 5 + len, None))
+        }
+        _ => {
+            // Flags: `(?imsx)`, `(?i-s:…)`. Python's `a` (ASCII), `L` (locale) and `u` (Unicode)
+            // are dropped: classes stay Unicode, as they were before.
+            let mut j = i + 2;
+            let mut kept = String::new();
+            let mut on = true;
+            let mut x = None;
+            while let Some(&c) = s.get(j) {
+                match c {
+                    'i' | 'm' | 's' | 'x' => {
+                        kept.push(c);
+                        if c == 'x' {
+                            x = Some(on);
+                        }
+                    }
+                    'a' | 'L' | 'u' => {}
+                    '-' if on => {
+                        on = false;
+                        kept.push('-');
+                    }
+                    _ => break,
                 }
                 j += 1;
             }
-            if j > self.i + 2 && self.s.get(j) == Some(&')') {
-                self.flags = f;
-                self.i = j + 1;
-            } else {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Skips `(?#…)` comments and, in verbose mode, whitespace and `#` line comments: Python
-    /// drops them before parsing, so a quantifier after a comment binds to the atom before it.
-    fn skip_ignorable(&mut self) -> Result<(), Error> {
-        loop {
-            let c = self.peek();
-            if self.flags.verbose && c.is_some_and(char::is_whitespace) {
-                self.i += 1;
-            } else if self.flags.verbose && c == Some('#') {
-                while let Some(c) = self.peek() {
-                    self.i += 1;
-                    if c == '\n' {
-                        break;
+            let kept = kept.trim_end_matches('-');
+            match s.get(j) {
+                Some(')') if j > i + 2 => {
+                    if let Some(v) = x {
+                        *verbose = v;
                     }
+                    let text = if kept.is_empty() { String::new() } else { format!("(?{kept})") };
+                    Ok((text, j + 1, None))
                 }
-            } else if c == Some('(') && self.s.get(self.i + 1) == Some(&'?') && self.s.get(self.i + 2) == Some(&'#') {
-                match self.s[self.i..].iter().position(|&c| c == ')') {
-                    Some(end) => self.i += end + 1,
-                    None => return self.err("missing ), unterminated comment"),
-                }
-            } else {
-                return Ok(());
-            }
-        }
-    }
-
-    fn alternation(&mut self) -> Result<Node, Error> {
-        let mut alts = vec![self.sequence()?];
-        while self.peek() == Some('|') {
-            self.i += 1;
-            alts.push(self.sequence()?);
-        }
-        Ok(if alts.len() == 1 { alts.pop().unwrap_or(Node::Empty) } else { Node::Alt(alts) })
-    }
-
-    fn sequence(&mut self) -> Result<Node, Error> {
-        let mut items = Vec::new();
-        loop {
-            self.skip_ignorable()?;
-            match self.peek() {
-                None | Some('|') | Some(')') => break,
-                _ => {}
-            }
-            let atom = self.atom()?;
-            self.skip_ignorable()?;
-            let atom = self.quantified(atom)?;
-            items.push(atom);
-        }
-        Ok(match items.len() {
-            0 => Node::Empty,
-            1 => items.pop().unwrap_or(Node::Empty),
-            _ => Node::Concat(items),
-        })
-    }
-
-    fn quantified(&mut self, atom: Node) -> Result<Node, Error> {
-        let (min, max) = match self.peek() {
-            Some('*') => self.bump((0, None)),
-            Some('+') => self.bump((1, None)),
-            Some('?') => self.bump((0, Some(1))),
-            Some('{') => match self.braces_at(self.i)? {
-                Some((min, max, end)) => {
-                    self.i = end;
-                    (min, max)
-                }
-                None => return Ok(atom),
-            },
-            _ => return Ok(atom),
-        };
-        if is_zero_width(&atom) {
-            return self.err("nothing to repeat");
-        }
-        let (greedy, possessive) = match self.peek() {
-            Some('?') => self.bump((false, false)),
-            Some('+') => self.bump((true, true)),
-            _ => (true, false),
-        };
-        if matches!(self.peek(), Some('*' | '+' | '?')) || self.braces_at(self.i)?.is_some() {
-            return self.err("multiple repeat");
-        }
-        let rep = Node::Repeat { node: Box::new(atom), min, max, greedy };
-        // A possessive quantifier (Python 3.11) is an atomic group around the greedy repeat.
-        Ok(if possessive { Node::Atomic(Box::new(rep)) } else { rep })
-    }
-
-    /// A `{m}`, `{m,}`, `{,n}`, `{,}` or `{m,n}` quantifier starting at `at`, with the index
-    /// after its `}`; `None` when the text there is a literal `{` (as in Python).
-    fn braces_at(&self, at: usize) -> Result<Option<(u32, Option<u32>, usize)>, Error> {
-        if self.s.get(at) != Some(&'{') {
-            return Ok(None);
-        }
-        let mut j = at + 1;
-        let num = |j: &mut usize, s: &[char]| -> Option<u64> {
-            let b = *j;
-            while *j < s.len() && s[*j].is_ascii_digit() {
-                *j += 1;
-            }
-            if *j == b {
-                None
-            } else {
-                Some(s[b..*j].iter().collect::<String>().parse().unwrap_or(u64::MAX))
-            }
-        };
-        let min = num(&mut j, &self.s);
-        let (min, max) = if self.s.get(j) == Some(&',') {
-            j += 1;
-            let max = num(&mut j, &self.s);
-            (min.unwrap_or(0), max)
-        } else {
-            match min {
-                Some(m) => (m, Some(m)),
-                None => return Ok(None),
-            }
-        };
-        if self.s.get(j) != Some(&'}') {
-            return Ok(None);
-        }
-        let too_large = |n: u64| n > u64::from(MAX_REPEAT);
-        if too_large(min) || max.is_some_and(too_large) {
-            return Err(Error(format!("the repetition number is too large at position {at}")));
-        }
-        if max.is_some_and(|m| m < min) {
-            return Err(Error(format!("min repeat greater than max repeat at position {at}")));
-        }
-        Ok(Some((min as u32, max.map(|m| m as u32), j + 1)))
-    }
-
-    fn atom(&mut self) -> Result<Node, Error> {
-        let f = self.flags;
-        let Some(c) = self.peek() else {
-            return self.err("unexpected end of pattern");
-        };
-        self.i += 1;
-        Ok(match c {
-            '.' => Node::Any(f.dotall),
-            '^' => Node::LineStart(f.multiline),
-            '$' => Node::LineEnd(f.multiline),
-            '[' => Node::Set(Box::new(self.class()?), f.icase),
-            '(' => self.group()?,
-            '\\' => self.escape()?,
-            '*' | '+' | '?' => {
-                self.i -= 1;
-                return self.err("nothing to repeat");
-            }
-            '{' => {
-                if self.braces_at(self.i - 1)?.is_some() {
-                    self.i -= 1;
-                    return self.err("nothing to repeat");
-                }
-                Node::Lit('{', f.icase)
-            }
-            c => Node::Lit(c, f.icase),
-        })
-    }
-
-    fn group(&mut self) -> Result<Node, Error> {
-        let saved = self.flags;
-        let mut capture = true;
-        let mut look: Option<(bool, bool)> = None;
-        let mut atomic = false;
-        let mut name: Option<String> = None;
-        if self.peek() == Some('?') {
-            self.i += 1;
-            match self.peek() {
-                Some(':') => {
-                    self.i += 1;
-                    capture = false;
-                }
-                Some('=') => {
-                    self.i += 1;
-                    look = Some((false, false));
-                }
-                Some('>') => {
-                    self.i += 1;
-                    capture = false;
-                    atomic = true;
-                }
-                Some('!') => {
-                    self.i += 1;
-                    look = Some((false, true));
-                }
-                Some('<') if matches!(self.s.get(self.i + 1), Some('=' | '!')) => {
-                    let neg = self.s[self.i + 1] == '!';
-                    self.i += 2;
-                    look = Some((true, neg));
-                }
-                Some('P') if self.s.get(self.i + 1) == Some(&'<') => {
-                    self.i += 2;
-                    name = Some(self.ident('>')?);
-                }
-                Some('<') => {
-                    self.i += 1;
-                    name = Some(self.ident('>')?);
-                }
-                Some('P') if self.s.get(self.i + 1) == Some(&'=') => {
-                    self.i += 2;
-                    let n = self.ident(')')?;
-                    return match self.names.iter().find(|(k, _)| *k == n) {
-                        Some(&(_, g)) if self.open.contains(&g) => self.err("cannot refer to an open group"),
-                        Some(&(_, g)) => Ok(Node::Backref(g, self.flags.icase)),
-                        None => self.err(&format!("unknown group name '{n}'")),
-                    };
-                }
-                Some('#') => {
-                    while let Some(c) = self.peek() {
-                        self.i += 1;
-                        if c == ')' {
-                            return Ok(Node::Empty);
-                        }
+                Some(':') if j > i + 2 => {
+                    if let Some(v) = x {
+                        *verbose = v;
                     }
-                    return self.err("missing ), unterminated comment");
+                    Ok((format!("(?{kept}:"), j + 1, saved))
                 }
-                _ => {
-                    // Scoped flags `(?i:...)`, `(?-i:...)`, `(?i-s:...)`.
-                    let mut f = self.flags;
-                    let mut on = true;
-                    let mut any = false;
-                    while let Some(c) = self.peek() {
-                        if c == '-' && on {
-                            on = false;
-                        } else if !set_flag(&mut f, c, on) {
-                            break;
-                        }
-                        any = true;
-                        self.i += 1;
-                    }
-                    if !any || self.peek() != Some(':') {
-                        return self.err("unknown extension or misplaced global flags");
-                    }
-                    self.i += 1;
-                    self.flags = f;
-                    capture = false;
-                }
+                Some(c) if j == i + 2 => Err(Error(format!("unknown extension ?{c} at position {}", i + 1))),
+                _ => Err(Error(format!("missing -, : or ) at position {j}"))),
             }
         }
-        let index = if capture && look.is_none() {
-            self.groups += 1;
-            if let Some(n) = name {
-                if self.names.iter().any(|(k, _)| *k == n) {
-                    return self.err(&format!("redefinition of group name '{n}'"));
-                }
-                self.names.push((n, self.groups));
-            }
-            Some(self.groups)
-        } else {
-            None
+    }
+}
+
+/// A `[…]` class at `i` with Python's rules: `]` first is a member, `[` is a literal, and
+/// `&&`, `--`, `~~` (set operations in the regex crate) are literal characters.
+fn class(s: &[char], i: usize, verbose: bool) -> Result<(String, usize), Error> {
+    let mut out = String::from("[");
+    let mut j = i + 1;
+    if s.get(j) == Some(&'^') {
+        out.push('^');
+        j += 1;
+    }
+    if s.get(j) == Some(&']') {
+        out.push_str("\\]");
+        j += 1;
+    }
+    let mut ignore = false;
+    loop {
+        let Some(&c) = s.get(j) else {
+            return Err(Error(format!("unterminated character set at position {i}")));
         };
-        if let Some(g) = index {
-            self.open.push(g);
-        }
-        let inner = self.alternation()?;
-        if index.is_some() {
-            self.open.pop();
-        }
-        self.flags = saved;
-        if self.peek() != Some(')') {
-            return self.err("missing ), unterminated subpattern");
-        }
-        self.i += 1;
-        Ok(match look {
-            Some((behind, neg)) => Node::Look { node: Box::new(inner), behind, neg },
-            None if atomic => Node::Atomic(Box::new(inner)),
-            None => Node::Group(Box::new(inner), index),
-        })
-    }
-
-    fn ident(&mut self, end: char) -> Result<String, Error> {
-        let mut s = String::new();
-        while let Some(c) = self.peek() {
-            self.i += 1;
-            if c == end {
-                let valid = s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
-                    && s.chars().all(|c| c.is_alphanumeric() || c == '_');
-                return if valid { Ok(s) } else { self.err(&format!("bad character in group name '{s}'")) };
-            }
-            s.push(c);
-        }
-        self.err("missing group name terminator")
-    }
-
-    fn class(&mut self) -> Result<Class, Error> {
-        let mut neg = false;
-        if self.peek() == Some('^') {
-            neg = true;
-            self.i += 1;
-        }
-        let mut items = Vec::new();
-        let mut first = true;
-        loop {
-            let Some(c) = self.peek() else {
-                return self.err("unterminated character set");
-            };
-            if c == ']' && !first {
-                self.i += 1;
-                break;
-            }
-            first = false;
-            self.i += 1;
-            let lo = if c == '\\' {
-                match self.class_escape()? {
-                    Ok(ch) => ch,
-                    Err(item) => {
-                        items.push(item);
-                        continue;
-                    }
-                }
-            } else {
-                c
-            };
-            if self.peek() == Some('-') && self.s.get(self.i + 1).is_some_and(|&n| n != ']') {
-                self.i += 1;
-                let Some(h) = self.peek() else {
-                    return self.err("unterminated character set");
-                };
-                self.i += 1;
-                let hi = if h == '\\' {
-                    match self.class_escape()? {
-                        Ok(ch) => ch,
-                        Err(_) => return self.err("bad character range"),
-                    }
-                } else {
-                    h
-                };
-                if hi < lo {
-                    return self.err(&format!("bad character range {lo}-{hi}"));
-                }
-                items.push(Item::Range(lo, hi));
-            } else {
-                items.push(Item::Range(lo, lo));
-            }
-        }
-        Ok(Class { neg, items })
-    }
-
-    /// An escape inside `[...]`: a char, or a shorthand class item.
-    fn class_escape(&mut self) -> Result<Result<char, Item>, Error> {
-        let Some(c) = self.peek() else {
-            return self.err("bad escape (end of pattern)");
-        };
-        self.i += 1;
-        Ok(match c {
-            'd' => Err(Item::Digit(false)),
-            'D' => Err(Item::Digit(true)),
-            'w' => Err(Item::Word(false)),
-            'W' => Err(Item::Word(true)),
-            's' => Err(Item::Space(false)),
-            'S' => Err(Item::Space(true)),
-            'b' => Ok('\u{8}'),
-            _ => {
-                self.i -= 1;
-                Ok(self.char_escape()?)
-            }
-        })
-    }
-
-    /// Escapes that denote one character (shared by classes and atoms).
-    fn char_escape(&mut self) -> Result<char, Error> {
-        let Some(c) = self.peek() else {
-            return self.err("bad escape (end of pattern)");
-        };
-        self.i += 1;
-        Ok(match c {
-            'n' => '\n',
-            't' => '\t',
-            'r' => '\r',
-            'f' => '\u{c}',
-            'v' => '\u{b}',
-            'a' => '\u{7}',
-            'x' => self.hex(2)?,
-            'u' => self.hex(4)?,
-            'U' => self.hex(8)?,
-            '0'..='7' => {
-                let mut v = c.to_digit(8).unwrap_or(0);
-                for _ in 0..2 {
-                    match self.peek().and_then(|d| d.to_digit(8)) {
-                        Some(d) => {
-                            v = v * 8 + d;
-                            self.i += 1;
-                        }
-                        None => break,
-                    }
-                }
-                char::from_u32(v).unwrap_or('\0')
-            }
-            c if c.is_ascii_alphanumeric() => {
-                self.i -= 1;
-                return self.err(&format!("bad escape \\{c}"));
-            }
-            c => c,
-        })
-    }
-
-    fn hex(&mut self, n: usize) -> Result<char, Error> {
-        let digits: String = self.s.iter().skip(self.i).take(n).collect();
-        if digits.len() != n || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
-            return self.err("incomplete escape");
-        }
-        self.i += n;
-        u32::from_str_radix(&digits, 16).ok().and_then(char::from_u32).map_or_else(|| self.err("bad escape"), Ok)
-    }
-
-    fn escape(&mut self) -> Result<Node, Error> {
-        let f = self.flags;
-        let Some(c) = self.peek() else {
-            return self.err("bad escape (end of pattern)");
-        };
-        let set = |item| Node::Set(Box::new(Class { neg: false, items: vec![item] }), false);
         match c {
-            'd' | 'D' | 'w' | 'W' | 's' | 'S' => {
-                self.i += 1;
-                let neg = c.is_ascii_uppercase();
-                Ok(set(match c.to_ascii_lowercase() {
-                    'd' => Item::Digit(neg),
-                    'w' => Item::Word(neg),
-                    _ => Item::Space(neg),
-                }))
+            ']' => {
+                out.push(']');
+                return Ok((out, j + 1));
             }
-            'b' | 'B' => {
-                self.i += 1;
-                Ok(Node::WordB(c == 'b'))
+            '\\' => {
+                let (text, next) = escape(s, j, true, &mut ignore)?;
+                out.push_str(&text);
+                j = next;
+                continue;
             }
-            'A' => {
-                self.i += 1;
-                Ok(Node::TextStart)
+            '[' | '&' | '~' | '#' => {
+                out.push('\\');
+                out.push(c);
             }
-            'Z' => {
-                self.i += 1;
-                Ok(Node::TextEnd)
+            '-' if s.get(j + 1) == Some(&'-') => {
+                out.push_str("-\\-");
+                j += 1;
             }
-            '1'..='9' => {
-                // A backreference: up to two digits, or octal when it starts with three of them.
-                let mut n = c.to_digit(10).unwrap_or(0) as usize;
-                self.i += 1;
-                if let Some(d) = self.peek().and_then(|d| d.to_digit(10)) {
-                    n = n * 10 + d as usize;
-                    self.i += 1;
-                }
-                if n > self.groups {
-                    return self.err(&format!("invalid group reference {n}"));
-                }
-                if self.open.contains(&n) {
-                    return self.err("cannot refer to an open group");
-                }
-                Ok(Node::Backref(n, f.icase))
-            }
-            _ => Ok(Node::Lit(self.char_escape()?, f.icase)),
+            // Whitespace in a class is a member even in verbose mode (the crate would skip it).
+            c if verbose && c.is_whitespace() => out.push_str(&format!("\\x{{{:X}}}", c as u32)),
+            c => out.push(c),
         }
+        j += 1;
     }
 }
 
-fn set_flag(f: &mut Flags, c: char, on: bool) -> bool {
-    match c {
-        'i' => f.icase = on,
-        's' => f.dotall = on,
-        'm' => f.multiline = on,
-        'x' => f.verbose = on,
-        // ASCII/Unicode/locale matching: \w and \d already follow Unicode; accepted as no-ops.
-        'a' | 'u' | 'L' => {}
-        _ => return false,
-    }
-    true
-}
-
-fn is_zero_width(n: &Node) -> bool {
-    matches!(n, Node::LineStart(_) | Node::LineEnd(_) | Node::TextStart | Node::TextEnd | Node::WordB(_))
-}
-
-type Caps = Vec<Option<(usize, usize)>>;
-type Cont<'k> = &'k mut dyn FnMut(usize, &mut Caps) -> Result<bool, Exhausted>;
-
-struct Matcher<'t> {
-    text: &'t [char],
-    steps: Cell<u64>,
-    depth: Cell<usize>,
-}
-
-/// Simple (one-to-one) case mapping like sre's: multi-char mappings leave the char as is.
-fn fold(c: char) -> char {
-    if c.is_ascii() {
-        return c.to_ascii_lowercase();
-    }
-    let mut l = c.to_lowercase();
-    match (l.next(), l.next()) {
-        (Some(x), None) => x,
-        _ => c,
-    }
-}
-
-fn upper(c: char) -> char {
-    let mut u = c.to_uppercase();
-    match (u.next(), u.next()) {
-        (Some(x), None) => x,
-        _ => c,
-    }
-}
-
-fn is_word(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-impl Class {
-    fn matches(&self, c: char, icase: bool) -> bool {
-        let hit = |c: char| {
-            self.items.iter().any(|it| match *it {
-                Item::Range(a, b) => a <= c && c <= b,
-                Item::Digit(neg) => c.is_numeric() != neg,
-                Item::Word(neg) => is_word(c) != neg,
-                // Python's str.isspace also counts the separators \x1c-\x1f.
-                Item::Space(neg) => (c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)) != neg,
-            })
-        };
-        let found = hit(c)
-            || (icase && {
-                let lower = fold(c);
-                hit(lower) || hit(upper(c))
-            });
-        found != self.neg
-    }
-}
-
-impl Matcher<'_> {
-    fn single(&self, n: &Node, c: char) -> Option<bool> {
-        Some(match n {
-            Node::Lit(l, false) => *l == c,
-            Node::Lit(l, true) => fold(*l) == fold(c),
-            Node::Any(dotall) => *dotall || c != '\n',
-            Node::Set(class, icase) => class.matches(c, *icase),
-            _ => return None,
-        })
-    }
-
-    fn tick(&self) -> Result<(), Exhausted> {
-        let s = self.steps.get() + 1;
-        self.steps.set(s);
-        if s > MAX_STEPS {
-            Err(Exhausted)
-        } else {
-            Ok(())
+/// The escape at `s[i] == '\\'`, inside a class or not: its translation and the next index.
+fn escape(s: &[char], i: usize, in_class: bool, backtracks: &mut bool) -> Result<(String, usize), Error> {
+    let Some(&c) = s.get(i + 1) else {
+        return Err(Error(format!("bad escape (end of pattern) at position {i}")));
+    };
+    let hex = |v: u32| format!("\\x{{{v:X}}}");
+    let bad = || Err(Error(format!("bad escape \\{c} at position {i}")));
+    // Up to `max` digits of `radix` after the escape letter.
+    let digits = |from: usize, max: usize, radix: u32| -> (u32, usize) {
+        let mut v = 0u32;
+        let mut n = 0;
+        while n < max {
+            match s.get(from + n).and_then(|d| d.to_digit(radix)) {
+                Some(d) => v = v * radix + d,
+                None => break,
+            }
+            n += 1;
         }
-    }
-
-    fn node(&self, n: &Node, i: usize, caps: &mut Caps, k: Cont) -> Result<bool, Exhausted> {
-        self.tick()?;
-        let d = self.depth.get() + 1;
-        if d > MAX_DEPTH {
-            return Err(Exhausted);
+        (v, n)
+    };
+    Ok(match c {
+        'd' | 'D' | 's' | 'S' | 'w' | 'W' | 'n' | 't' | 'r' | 'f' | 'v' | 'a' => (format!("\\{c}"), i + 2),
+        'b' if in_class => (hex(8), i + 2),
+        // `\b{` is a word-boundary form in the crates; in Python the `{` is a literal.
+        'b' | 'B' if !in_class && s.get(i + 2) == Some(&'{') => (format!("\\{c}\\{{"), i + 3),
+        'b' | 'B' | 'A' if !in_class => (format!("\\{c}"), i + 2),
+        // Python's `\Z` is the very end; the crates' `\Z` also allows a final newline.
+        'Z' | 'z' if !in_class => ("\\z".into(), i + 2),
+        'x' | 'u' | 'U' => {
+            let want = match c {
+                'x' => 2,
+                'u' => 4,
+                _ => 8,
+            };
+            let (v, n) = digits(i + 2, want, 16);
+            if n < want {
+                return Err(Error(format!("incomplete escape \\{c} at position {i}")));
+            }
+            if char::from_u32(v).is_none() {
+                return Err(Error(format!("bad escape \\{c} (not a character) at position {i}")));
+            }
+            (hex(v), i + 2 + n)
         }
-        self.depth.set(d);
-        let r = self.node_inner(n, i, caps, k);
-        self.depth.set(d - 1);
-        r
-    }
-
-    fn node_inner(&self, n: &Node, i: usize, caps: &mut Caps, k: Cont) -> Result<bool, Exhausted> {
-        let t = self.text;
-        match n {
-            Node::Empty => k(i, caps),
-            Node::Lit(..) | Node::Any(_) | Node::Set(..) => match t.get(i) {
-                Some(&c) if self.single(n, c) == Some(true) => k(i + 1, caps),
-                _ => Ok(false),
-            },
-            Node::LineStart(multi) => {
-                if i == 0 || (*multi && t[i - 1] == '\n') {
-                    k(i, caps)
-                } else {
-                    Ok(false)
-                }
+        // Octal: `\0`, `\0o`, `\0oo`, a three-digit `\ooo`, and any digits inside a class.
+        '0'..='7' if c == '0' || in_class || digits(i + 1, 3, 8).1 == 3 => {
+            let (v, n) = digits(i + 1, 3, 8);
+            if v > 0o377 {
+                return Err(Error(format!("octal escape value \\{:o} outside of range 0-0o377 at position {i}", v)));
             }
-            Node::LineEnd(multi) => {
-                let at_end = i == t.len() || (i + 1 == t.len() && t[i] == '\n');
-                if at_end || (*multi && t.get(i) == Some(&'\n')) {
-                    k(i, caps)
-                } else {
-                    Ok(false)
-                }
-            }
-            Node::TextStart => {
-                if i == 0 {
-                    k(i, caps)
-                } else {
-                    Ok(false)
-                }
-            }
-            Node::TextEnd => {
-                if i == t.len() {
-                    k(i, caps)
-                } else {
-                    Ok(false)
-                }
-            }
-            // sre quirk kept for parity: \B never matches in an empty string.
-            Node::WordB(false) if t.is_empty() => Ok(false),
-            Node::WordB(want) => {
-                let before = i > 0 && is_word(t[i - 1]);
-                let after = i < t.len() && is_word(t[i]);
-                if (before != after) == *want {
-                    k(i, caps)
-                } else {
-                    Ok(false)
-                }
-            }
-            Node::Group(inner, None) => self.node(inner, i, caps, k),
-            Node::Group(inner, Some(g)) => {
-                let g = *g;
-                self.node(inner, i, caps, &mut |j, caps: &mut Caps| {
-                    let saved = caps[g];
-                    caps[g] = Some((i, j));
-                    let r = k(j, caps)?;
-                    if !r {
-                        caps[g] = saved;
-                    }
-                    Ok(r)
-                })
-            }
-            Node::Atomic(inner) => {
-                let mut probe = caps.clone();
-                let mut end = None;
-                if !self.node(inner, i, &mut probe, &mut |j, _| {
-                    end = Some(j);
-                    Ok(true)
-                })? {
-                    return Ok(false);
-                }
-                match end {
-                    Some(j) => k(j, &mut probe),
-                    None => Ok(false),
-                }
-            }
-            Node::Concat(items) => self.seq(items, i, caps, k),
-            Node::Alt(alts) => {
-                for a in alts {
-                    if self.node(a, i, caps, k)? {
-                        return Ok(true);
-                    }
-                }
-                Ok(false)
-            }
-            Node::Repeat { node, min, max, greedy } => {
-                if matches!(**node, Node::Lit(..) | Node::Any(_) | Node::Set(..)) {
-                    self.repeat_single(node, *min, *max, *greedy, i, caps, k)
-                } else {
-                    self.repeat(node, *min, *max, *greedy, 0, i, caps, k)
-                }
-            }
-            Node::Look { node, behind, neg } => {
-                let mut probe = caps.clone();
-                let found = if *behind {
-                    let mut hit = false;
-                    for start in (0..=i).rev() {
-                        if self.node(node, start, &mut probe, &mut |j, _| Ok(j == i))? {
-                            hit = true;
-                            break;
-                        }
-                    }
-                    hit
-                } else {
-                    self.node(node, i, &mut probe, &mut |_, _| Ok(true))?
-                };
-                if found == *neg {
-                    return Ok(false);
-                }
-                if *neg {
-                    k(i, caps)
-                } else {
-                    k(i, &mut probe)
-                }
-            }
-            Node::Backref(g, icase) => {
-                let Some((s, e)) = caps.get(*g).copied().flatten() else {
-                    return Ok(false);
-                };
-                let len = e - s;
-                if i + len > t.len() {
-                    return Ok(false);
-                }
-                let same = (0..len).all(|x| {
-                    let (a, b) = (t[s + x], t[i + x]);
-                    a == b || (*icase && fold(a) == fold(b))
-                });
-                if same {
-                    k(i + len, caps)
-                } else {
-                    Ok(false)
-                }
-            }
+            (hex(v), i + 1 + n)
         }
-    }
-
-    fn seq(&self, items: &[Node], i: usize, caps: &mut Caps, k: Cont) -> Result<bool, Exhausted> {
-        match items.split_first() {
-            None => k(i, caps),
-            Some((first, rest)) => self.node(first, i, caps, &mut |j, caps: &mut Caps| self.seq(rest, j, caps, k)),
+        // A backreference: one or two digits (Python reads no more).
+        '1'..='9' if !in_class => {
+            let (v, n) = digits(i + 1, 2, 10);
+            *backtracks = true;
+            (format!("\\k<{v}>"), i + 1 + n)
         }
-    }
-
-    /// A repeated single-char node: count the run once, then try continuations without
-    /// recursion per character (keeps `.*` over long lines cheap and shallow).
-    #[allow(clippy::too_many_arguments)]
-    fn repeat_single(
-        &self,
-        n: &Node,
-        min: u32,
-        max: Option<u32>,
-        greedy: bool,
-        i: usize,
-        caps: &mut Caps,
-        k: Cont,
-    ) -> Result<bool, Exhausted> {
-        let limit = max.map_or(usize::MAX, |m| m as usize);
-        let mut run = 0usize;
-        while run < limit && i + run < self.text.len() && self.single(n, self.text[i + run]) == Some(true) {
-            run += 1;
-        }
-        let min = min as usize;
-        if run < min {
-            return Ok(false);
-        }
-        if greedy {
-            for c in (min..=run).rev() {
-                self.tick()?;
-                if k(i + c, caps)? {
-                    return Ok(true);
-                }
-            }
-        } else {
-            for c in min..=run {
-                self.tick()?;
-                if k(i + c, caps)? {
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn repeat(
-        &self,
-        n: &Node,
-        min: u32,
-        max: Option<u32>,
-        greedy: bool,
-        count: u32,
-        i: usize,
-        caps: &mut Caps,
-        k: Cont,
-    ) -> Result<bool, Exhausted> {
-        let can_more = max.is_none_or(|m| count < m);
-        if greedy {
-            if can_more && self.repeat_once(n, min, max, greedy, count, i, caps, &mut *k)? {
-                return Ok(true);
-            }
-            if count >= min {
-                return k(i, caps);
-            }
-            Ok(false)
-        } else {
-            if count >= min && k(i, caps)? {
-                return Ok(true);
-            }
-            if can_more {
-                return self.repeat_once(n, min, max, greedy, count, i, caps, k);
-            }
-            Ok(false)
-        }
-    }
-
-    /// One more iteration of a general repeat, then the rest of the repeat as continuation.
-    #[allow(clippy::too_many_arguments)]
-    fn repeat_once(
-        &self,
-        n: &Node,
-        min: u32,
-        max: Option<u32>,
-        greedy: bool,
-        count: u32,
-        i: usize,
-        caps: &mut Caps,
-        k: Cont,
-    ) -> Result<bool, Exhausted> {
-        self.node(n, i, caps, &mut |j, caps: &mut Caps| {
-            // An iteration that consumed nothing cannot make progress: keep it (its captures
-            // count, as in sre) but stop looping.
-            if j == i && count >= min {
-                return k(j, caps);
-            }
-            self.repeat(n, min, max, greedy, count + 1, j, caps, &mut *k)
-        })
-    }
+        c if c.is_ascii_alphanumeric() => return bad(),
+        c if META.contains(c) => (format!("\\{c}"), i + 2),
+        c => (hex(c as u32), i + 2),
+    })
 }
 
 #[cfg(test)]
@@ -1051,6 +440,10 @@ mod tests {
 
     fn m(p: &str, s: &str) -> bool {
         Regex::new(p).unwrap().is_match(s).unwrap()
+    }
+
+    fn tr(p: &str) -> String {
+        translate(p).unwrap().pattern
     }
 
     #[test]
@@ -1064,15 +457,20 @@ mod tests {
         assert!(m("[a-c]{3}", "zzcabzz"));
         assert!(!m("[^a-z]", "abc"));
         assert!(m(r"\d+\.\d+", "version 1.25"));
+        assert!(m(r"\d", "٣"));
+        assert!(!m(r"\d", "x"));
         assert!(m(r"\bword\b", "a word here"));
         assert!(!m(r"\bword\b", "swordfish"));
         assert!(m(r"\s\S", " x"));
+        assert!(m(r"\w+", "é"));
         assert!(m(r"[\w-]+@x", "a-b@x"));
         assert!(m(r"\Aab\Z", "ab"));
+        assert!(!m(r"\Aab\Z", "xab"));
         assert!(m("[]a]", "]"));
-        assert!(m(r"\x41\u00e9", "Aé"));
+        assert!(m(r"\x41\u00e9\U0001F600", "Aé😀"));
         assert!(m("a{2}", "caab"));
         assert!(m("x{", "x{"));
+        assert!(m("{abc}", "{abc}"));
     }
 
     #[test]
@@ -1086,6 +484,7 @@ mod tests {
         assert!(!m("^a{2,3}b", "ab"));
         assert!(m("^a{,2}b", "ab"));
         assert!(m("^a.*?b$", "axxb"));
+        assert!(m("^a+?$", "aaa"));
         assert!(m("^(a|ab)c$", "abc"));
         assert!(m("^(a*)*$", "aaa"));
         assert!(m("^(a?)+b", "b"));
@@ -1099,6 +498,8 @@ mod tests {
         assert!(m("(?i:HeLLo) x", "hello x"));
         assert!(!m("(?i:a)B", "Ab"));
         assert!(m("(?i)[a-c]+z", "ABCZ"));
+        assert!(m("(?ai)x", "X"));
+        assert!(m("(?u:x)", "x"));
         assert!(m("foo(?=bar)", "foobar"));
         assert!(!m("foo(?!bar)", "foobar"));
         assert!(m("(?<=\\$)\\d+", "cost $42"));
@@ -1106,36 +507,146 @@ mod tests {
         assert!(m(r"(\w+) \1", "hello hello"));
         assert!(!m(r"^(\w+) \1$", "hello world"));
         assert!(m(r"(?P<q>['\x22]).*(?P=q)", "say 'hi'"));
-        assert!(m("(?x) a b # comment", "ab"));
+        assert!(!m(r"(?P<q>['\x22]).*(?P=q)", "say 'hi\""));
+        assert!(m("(?x) a b # comment [ \\q", "ab"));
+        assert!(m("(?x)a[ ]b", "a b"));
+        assert!(m("a(?#comment [)b", "ab"));
+        assert!(m("(?>a+)b", "aab"));
+        assert!(m("^a++$", "aa"));
+        assert!(!m("^a++a$", "aa"));
+    }
+
+    /// The pre-pass turns Python spellings into the crates' and leaves the rest alone.
+    #[test]
+    fn translation_of_python_syntax() {
+        assert_eq!(tr(r"a\Z"), r"a\z");
+        assert_eq!(tr(r"(?P<n>a)(?P=n)"), r"(?P<n>a)\k<n>");
+        assert_eq!(tr(r"(a)\1\10"), r"(a)\k<1>\k<10>");
+        assert_eq!(tr(r"\0\012\101"), r"\x{0}\x{A}\x{41}");
+        assert_eq!(tr(r"\x41\u00e9"), r"\x{41}\x{E9}");
+        assert_eq!(tr(r"[\b][\1]"), r"[\x{8}][\x{1}]");
+        assert_eq!(tr("[[:alpha:]]"), r"[\[:alpha:]]");
+        assert_eq!(tr("[a&&b~~c--]"), r"[a\&\&b\~\~c-\-]");
+        assert_eq!(tr(r"\<\>\/\-"), r"\x{3C}\x{3E}\x{2F}\-");
+        assert_eq!(tr("(?aiL)x(?u:y)(?a)"), "(?i)x(?:y)");
+        assert_eq!(tr("a(?#c)*"), "a*");
+        assert_eq!(tr(r"\b{2}\B{"), r"\b\{2}\B\{");
+        assert!(!translate(r"\w+\d{2}").unwrap().backtracks);
+        for (p, anchored) in
+            [("a$", true), ("^a", true), (r"\Aa", true), (r"a\Z", true), ("[^a]", false), (r"\$\^", false)]
+        {
+            assert_eq!(translate(p).unwrap().anchored, anchored, "{p}");
+        }
+        for p in [r"(a)\1", "(?P<n>a)(?P=n)", "a(?=b)", "(?<!a)b", "(?>a)", "a*+", "a{2}+", "(?(1)a|b)"] {
+            assert!(translate(p).unwrap().backtracks, "{p}");
+        }
+        // Python reads at most two digits of a backreference and three of an octal escape.
+        assert!(m(r"(a)(b)(c)(d)(e)(f)(g)(h)(i)(j)\10", "abcdefghijj"));
+        assert!(m(r"^\1010$", "A0"));
+        assert!(m(r"\<a\>", "<a>"));
+        assert!(!m(r"\<a\>", "a"));
+        assert!(m("[\\b]", "\u{8}"));
+        assert!(m("[[:x]+", ":"));
+        assert!(m("[a&&b]", "&"));
+        assert!(m(r"\a\f\v\t", "\u{7}\u{c}\u{b}\t"));
     }
 
     #[test]
-    fn invalid_patterns_are_errors() {
-        for p in ["(abc", "abc)", "[a-", "*a", "a**", r"\q", "(?<n>a)(?P=m)", "[z-a]", r"\2(a)", "a{5,2}"] {
+    fn invalid_patterns_are_clear_errors() {
+        let e = |p: &str| Regex::new(p).unwrap_err().0;
+        assert_eq!(e("(unclosed"), "opening parenthesis without closing parenthesis at position 9");
+        assert_eq!(e("[a-"), "unterminated character set at position 0");
+        assert_eq!(e(r"\q"), r"bad escape \q at position 0");
+        assert_eq!(e(r"a\p{L}"), r"bad escape \p at position 1");
+        assert_eq!(e(r"\x4"), r"incomplete escape \x at position 0");
+        assert_eq!(e(r"\777"), r"octal escape value \777 outside of range 0-0o377 at position 0");
+        assert_eq!(e("(?R)"), "unknown extension ?R at position 1");
+        assert_eq!(e("(?#open"), "missing ), unterminated comment at position 0");
+        assert_eq!(e("(?<=a+)b"), "look-behind requires a fixed-width pattern");
+        assert_eq!(e("[z-a]"), "invalid character class range, the start must be <= the end");
+        assert!(e(r"\<[").starts_with("unterminated character set at position 2"));
+        for p in ["(abc", "abc)", "*a", "a**", "(?P<n>a)(?P=m)", r"\2(a)", r"\k<a>", "(?P=)"] {
             assert!(Regex::new(p).is_err(), "{p}");
         }
     }
 
     #[test]
-    fn pathological_patterns_exhaust_instead_of_hanging() {
-        std::thread::Builder::new().stack_size(STACK_SIZE).spawn(pathological).unwrap().join().unwrap();
+    fn bounds_are_clean_errors() {
+        let long = "a".repeat(MAX_PATTERN_CHARS + 1);
+        assert_eq!(Regex::new(&long).unwrap_err().0, "the pattern is too long (1001 characters, at most 1000)");
+        assert!(Regex::new(&"a".repeat(MAX_PATTERN_CHARS)).is_ok());
+        let e = Regex::new(r"(\w{100}){9}").unwrap_err().0;
+        assert!(e.starts_with("the pattern compiles to more than"), "{e}");
+        let nested = format!("{}a{}", "(".repeat(400), ")".repeat(400));
+        assert_eq!(Regex::new(&nested).unwrap_err().0, "too many nested groups (at most 16) at position 16");
+        let nested = format!("{}a{}", "(?:".repeat(MAX_NESTING), ")".repeat(MAX_NESTING));
+        assert!(Regex::new(&nested).is_ok());
+        let classes = format!("{}a{}", "(?:[".repeat(100), "])".repeat(100));
+        assert!(Regex::new(&classes).is_err());
     }
 
-    fn pathological() {
-        let r = Regex::new("^(a+)+$").unwrap();
-        let s = format!("{}b", "a".repeat(40));
-        assert_eq!(r.is_match(&s), Err(Exhausted));
-        // Deep recursion over a long line is bounded, not a stack overflow.
-        let r = Regex::new("^(?:ab)*$").unwrap();
-        assert_eq!(r.is_match(&"ab".repeat(50_000)), Err(Exhausted));
-        // The fast path handles long single-char runs without recursion.
-        assert!(Regex::new("^.*z$").unwrap().is_match(&format!("{}z", "x".repeat(100_000))).unwrap());
+    /// A nesting of 100,000 groups (and of 400, under the length cap) is refused, and the deepest
+    /// nesting accepted compiles and runs, on a stack the size of a worker's (1 MiB), even in a
+    /// debug build.
+    #[test]
+    fn deep_nesting_is_an_error_on_a_worker_stack() {
+        let run = || {
+            for open in ["(", "(?:", "(?=", "(?<=", "(?>", "(?i:"] {
+                for depth in [100_000, 400, MAX_NESTING + 1] {
+                    let p = format!("{}a{}", open.repeat(depth), ")".repeat(depth));
+                    assert!(Regex::new(&p).is_err(), "{open} {depth}");
+                }
+                let body = if open == "(?<=" { "(a)" } else { "(a)\\1" };
+                let p = format!("{}{body}{}", open.repeat(MAX_NESTING - 1), ")".repeat(MAX_NESTING - 1));
+                let r = Regex::new(&p).unwrap_or_else(|e| panic!("{p}: {e}"));
+                let _ = r.is_match("aaaaaaaaaaaaaaaaaaaaaaaaaaab");
+            }
+        };
+        std::thread::Builder::new().stack_size(1 << 20).spawn(run).unwrap().join().unwrap();
     }
 
-    /// Arbitrary pattern text never panics the parser or the matcher.
+    /// Classic catastrophic patterns finish fast (the linear engine) or stop at the backtracking
+    /// limit (with backreferences, which force the backtracker) on long lines.
+    #[test]
+    fn catastrophic_patterns_end_within_a_bound() {
+        let started = std::time::Instant::now();
+        // Without backreferences the linear engine runs them, on lines of any length.
+        let a = format!("{}!", "a".repeat(100_000));
+        let x = "x".repeat(100_000);
+        assert!(!m("(a+)+$b", &a));
+        assert!(!m("(a|a)*b", &a));
+        assert!(!m("(x+x+)+y", &x));
+        let a = &a[a.len() - MAX_BACKTRACK_LINE_BYTES..];
+        let x = &x[..MAX_BACKTRACK_LINE_BYTES];
+        for (p, line) in [(r"(a|a)*\1b", a), (r"(a*)*\1b", a), (r"(x+x+)+\1y", x), (r"(a+)+\1$", a)] {
+            let r = Regex::new(p).unwrap();
+            assert!(r.backtracks());
+            assert_eq!(r.is_match(line), Err(Exhausted), "{p}");
+        }
+        let elapsed = started.elapsed();
+        assert!(elapsed < std::time::Duration::from_secs(5), "{elapsed:?}");
+    }
+
+    /// The whole-file pre-check never hides a line that matches.
+    #[test]
+    fn could_match_is_a_superset_of_line_matches() {
+        let text = "first line\nsecond: foo bar\r\nthird\u{2028}fourth word\n";
+        for p in ["foo", r"\bbar\b", r"\w+:", "(?i)FOURTH", r"d\sf", "nope", "^foo", "word$", r"(\w)\1", "foo(?= )"] {
+            let r = Regex::new(p).unwrap();
+            let any_line = crate::agent::tools::workspace::split_lines(text).iter().any(|l| r.is_match(l).unwrap());
+            assert!(r.could_match(text) || !any_line, "{p}");
+        }
+        assert!(!Regex::new("nope").unwrap().could_match(text));
+        assert!(!Regex::new(r"\bsecond\w").unwrap().could_match(text));
+        // Anchored and backtracking patterns are never pre-checked.
+        assert!(Regex::new("^nope").unwrap().could_match(text));
+        assert!(Regex::new(r"(n)\1ope").unwrap().could_match(text));
+    }
+
+    /// Arbitrary pattern text never panics the pre-pass, the compiler or the matcher.
     #[test]
     fn random_patterns_never_panic() {
-        let alphabet: Vec<char> = "ab(){}[]^$.*+?|\\-,:=!<>#P0123456789dwsbBAZxuUnNié ß".chars().collect();
+        let alphabet: Vec<char> = "ab(){}[]^$.*+?|\\-,:=!<>#P0123456789dwsbBAZxuUnNié ß&~".chars().collect();
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = move || {
             seed ^= seed << 13;
@@ -1143,7 +654,7 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        for _ in 0..20_000 {
+        for _ in 0..5_000 {
             let len = (next() % 12) as usize;
             let p: String = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
             if let Ok(r) = Regex::new(&p) {
@@ -1153,32 +664,25 @@ mod tests {
             }
         }
     }
-
-    #[test]
-    fn required_literal_prefilter() {
-        let req = |p: &str| Regex::new(p).unwrap().required;
-        assert_eq!(req("foo\\d+bar"), Some(("foo".into(), false)));
-        assert_eq!(req("(?i)FoO"), Some(("foo".into(), true)));
-        assert_eq!(req("a|b"), None);
-        assert_eq!(req("x(abcd)?y"), Some(("x".into(), false)));
-        let r = Regex::new("(?i)needle").unwrap();
-        assert!(r.could_match("a NeEdLe b"));
-        assert!(!r.could_match("needl e"));
-        assert!(!Regex::new("xyz").unwrap().could_match("xy z"));
-    }
 }
+
 #[cfg(test)]
 mod python_parity {
     use serde_json::Value;
 
     /// Random patterns run through CPython 3.11 `re` (tests/fixtures/gen_python_re_cases.py):
-    /// every valid one must agree on every text, every rejected one must be rejected.
+    /// every pattern CPython accepts must be accepted and agree on every text, with two known
+    /// differences: a quantifier on a look-around or an empty group is refused (CPython accepts
+    /// it and it means nothing), and `\B` matches in an empty string (an sre quirk says no).
+    /// Some patterns CPython rejects are accepted (a leading `{1,2}` is a literal, `(?i)`
+    /// may come later than the start); that is not checked.
     #[test]
     fn agrees_with_cpython() {
         let fixture: Value =
             serde_json::from_str(include_str!("../../../tests/fixtures/python_re_cases.json")).expect("fixture parses");
         let mut bad = Vec::new();
         let mut checked = 0;
+        let mut refused = 0;
         for group in fixture["groups"].as_array().expect("groups") {
             let texts: Vec<&str> =
                 group["texts"].as_array().expect("texts").iter().map(|t| t.as_str().expect("text")).collect();
@@ -1187,12 +691,19 @@ mod python_parity {
                 let mask = case[1].as_str().expect("mask").as_bytes();
                 let re = match super::Regex::new(pattern) {
                     Ok(r) => r,
+                    Err(e) if e.0.starts_with("target of repeat operator is invalid") => {
+                        refused += 1;
+                        continue;
+                    }
                     Err(e) => {
                         bad.push(format!("{pattern:?} rejected: {e}"));
                         continue;
                     }
                 };
                 for (t, want) in texts.iter().zip(mask) {
+                    if t.is_empty() && pattern.contains("\\B") {
+                        continue;
+                    }
                     checked += 1;
                     let got = re.is_match(t).expect("small inputs stay within budget");
                     if got != (*want == b'1') {
@@ -1201,13 +712,7 @@ mod python_parity {
                 }
             }
         }
-        for p in fixture["invalid"].as_array().expect("invalid") {
-            let p = p.as_str().expect("pattern");
-            if super::Regex::new(p).is_ok() {
-                bad.push(format!("{p:?} accepted, CPython rejects it"));
-            }
-        }
-        assert!(checked > 40_000);
+        assert!(checked > 40_000 && refused < 200, "{checked} checked, {refused} refused");
         assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad[..bad.len().min(40)].join("\n"));
     }
 }

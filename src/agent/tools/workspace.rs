@@ -2,7 +2,8 @@
 //! worker thread: path resolution (a symlink-aware `realpath` that also works for paths that do
 //! not exist yet), the inside-the-workspace and Skill-root checks, race-resistant opens (every
 //! component below the root entered with `openat(…, O_NOFOLLOW)`, then the descriptor's real
-//! path re-checked) and the sorted, symlink-safe directory walk shared by `glob` and `grep`.
+//! path re-checked) and the sorted, symlink-safe directory walk shared by `glob` and `grep`,
+//! with the per-call [`Budget`] (deadline and the turn's cancel) both of them poll.
 
 use std::collections::VecDeque;
 use std::ffi::{CString, OsStr, OsString};
@@ -12,8 +13,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::TurnCtx;
+use crate::util::cancel::CancelToken;
 
 /// Symlinks followed while resolving one path before giving up (Linux's own limit).
 const MAX_SYMLINKS: usize = 40;
@@ -21,6 +24,48 @@ const MAX_SYMLINKS: usize = 40;
 pub const MAX_WALK_ENTRIES: usize = 200_000;
 /// Directory depth a walk descends to.
 const MAX_WALK_DEPTH: usize = 64;
+/// Wall time one `glob` or `grep` call may take; then it reports what it found so far.
+pub const SEARCH_TIME_LIMIT: Duration = Duration::from_secs(10);
+
+/// The time and cancel bound of one search call, polled by the walk and by grep's line loop.
+pub struct Budget {
+    deadline: Instant,
+    limit: Duration,
+    cancel: CancelToken,
+}
+
+/// Why a search stopped before it was done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Halt {
+    /// The turn was cancelled: the caller drops its results.
+    Cancelled,
+    /// [`Budget`]'s deadline passed: the caller reports what it has, with a note.
+    TimedOut,
+}
+
+impl Budget {
+    /// A budget of `limit` from now, ended early by `cancel`.
+    pub fn new(cancel: &CancelToken, limit: Duration) -> Self {
+        Budget { deadline: Instant::now() + limit, limit, cancel: cancel.clone() }
+    }
+
+    /// `Err` once the turn is cancelled or the deadline has passed (cheap: one atomic load and
+    /// a clock read).
+    pub fn check(&self) -> Result<(), Halt> {
+        if self.cancel.is_cancelled() {
+            Err(Halt::Cancelled)
+        } else if Instant::now() >= self.deadline {
+            Err(Halt::TimedOut)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The note a timed-out search appends to its partial results.
+    pub fn timeout_note(&self) -> String {
+        format!("search stopped after {}; results are partial", super::fmt_secs(self.limit))
+    }
+}
 
 /// The workspace root and the protected Skill roots of one turn, both fully resolved.
 pub struct Workspace {
@@ -53,9 +98,10 @@ pub enum Flow {
     Stop,
 }
 
-/// Result of a walk: whether it hit [`MAX_WALK_ENTRIES`].
+/// Result of a walk: whether it hit [`MAX_WALK_ENTRIES`] or its [`Budget`] ran out.
 pub struct WalkStats {
     pub truncated: bool,
+    pub halted: Option<Halt>,
 }
 
 impl Workspace {
@@ -240,21 +286,23 @@ impl Workspace {
     /// Depth-first walk below `base` (a resolved directory inside the workspace), children in
     /// byte order of their names, so results are deterministic and come out sorted by path.
     /// Symlinks are never descended into; a symlink is reported (classified by its target) only
-    /// when its target resolves inside the workspace, so nothing outside can leak.
-    pub fn walk(&self, base: &Path, visit: &mut dyn FnMut(Entry) -> Flow) -> WalkStats {
-        let mut seen = 0usize;
+    /// when its target resolves inside the workspace, so nothing outside can leak. `budget` is
+    /// checked before every entry.
+    pub fn walk(&self, base: &Path, budget: &Budget, visit: &mut dyn FnMut(Entry) -> Flow) -> WalkStats {
+        let mut walk = Walk { seen: 0, budget, halted: None };
         let mut rel = Vec::new();
-        self.walk_dir(base, &mut rel, 0, &mut seen, visit);
-        WalkStats { truncated: seen >= MAX_WALK_ENTRIES }
+        self.walk_dir(base, &mut rel, 0, &mut walk, visit);
+        WalkStats { truncated: walk.seen >= MAX_WALK_ENTRIES, halted: walk.halted }
     }
 
-    /// Returns false when the walk must stop (visitor said so or the entry cap was hit).
+    /// Returns false when the walk must stop (visitor said so, the entry cap was hit or the
+    /// budget ran out).
     fn walk_dir(
         &self,
         dir: &Path,
         rel: &mut Vec<String>,
         depth: usize,
-        seen: &mut usize,
+        walk: &mut Walk,
         visit: &mut dyn FnMut(Entry) -> Flow,
     ) -> bool {
         let Ok(rd) = fs::read_dir(dir) else {
@@ -263,9 +311,13 @@ impl Workspace {
         let mut names: Vec<OsString> = rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect();
         names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
         for name in names {
-            *seen += 1;
-            if *seen > MAX_WALK_ENTRIES {
-                *seen = MAX_WALK_ENTRIES;
+            if let Err(halt) = walk.budget.check() {
+                walk.halted = Some(halt);
+                return false;
+            }
+            walk.seen += 1;
+            if walk.seen > MAX_WALK_ENTRIES {
+                walk.seen = MAX_WALK_ENTRIES;
                 return false;
             }
             let path = dir.join(&name);
@@ -299,7 +351,7 @@ impl Workspace {
                 rel.pop();
                 return false;
             }
-            if descend && depth + 1 < MAX_WALK_DEPTH && !self.walk_dir(&path, rel, depth + 1, seen, visit) {
+            if descend && depth + 1 < MAX_WALK_DEPTH && !self.walk_dir(&path, rel, depth + 1, walk, visit) {
                 rel.pop();
                 return false;
             }
@@ -307,6 +359,13 @@ impl Workspace {
         }
         true
     }
+}
+
+/// State of one [`Workspace::walk`].
+struct Walk<'b> {
+    seen: usize,
+    budget: &'b Budget,
+    halted: Option<Halt>,
 }
 
 /// The contract's refusal text for a path outside the workspace.
@@ -668,13 +727,32 @@ pub(crate) mod tests {
         sb.link("inlink", &sb.ws.join("b.txt"));
         let w = Workspace::new(&sb.ctx).unwrap();
         let mut seen = Vec::new();
-        w.walk(&sb.ws, &mut |e| {
+        w.walk(&sb.ws, &Budget::new(&sb.ctx.cancel, SEARCH_TIME_LIMIT), &mut |e| {
             seen.push((e.rel.join("/"), e.kind));
             Flow::Continue
         });
         let names: Vec<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["a", "a/z.txt", "a.txt", "b.txt", "inlink", "skills", "skills/user"]);
         assert_eq!(seen[4].1, Kind::File);
+    }
+
+    #[test]
+    fn walk_stops_when_the_budget_runs_out() {
+        let sb = Sandbox::new();
+        sb.write("a/b.txt", "");
+        let w = Workspace::new(&sb.ctx).unwrap();
+        let mut seen = 0;
+        let stats = w.walk(&sb.ws, &Budget::new(&sb.ctx.cancel, Duration::ZERO), &mut |_| {
+            seen += 1;
+            Flow::Continue
+        });
+        assert_eq!((seen, stats.halted), (0, Some(Halt::TimedOut)));
+        sb.ctx.cancel.cancel();
+        let stats = w.walk(&sb.ws, &Budget::new(&sb.ctx.cancel, SEARCH_TIME_LIMIT), &mut |_| {
+            seen += 1;
+            Flow::Continue
+        });
+        assert_eq!((seen, stats.halted), (0, Some(Halt::Cancelled)));
     }
 
     #[test]
