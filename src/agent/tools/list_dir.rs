@@ -7,7 +7,7 @@ use std::fs;
 
 use serde_json::{json, Map, Value};
 
-use super::workspace::{resolve_from, Workspace};
+use super::workspace::{read_names, resolve_from, Workspace};
 use super::{arg_opt_str, Tool, ToolOutput, TurnCtx};
 
 /// Entries shown before the "(showing first …)" note.
@@ -48,17 +48,20 @@ impl Tool for ListDir {
             Ok(m) if !m.is_dir() => return ToolOutput::error(format!("{shown} is not a directory")),
             Ok(_) => {}
         }
-        let rd = match fs::read_dir(&dir) {
-            Ok(rd) => rd,
-            Err(e) => return ToolOutput::error(format!("Listing {shown} failed: {e}")),
+        // Listed through a descriptor opened without following symlinks: `dir` swapped for a
+        // link after the checks above still lists the workspace directory or nothing.
+        let listed =
+            ws.open_dir(&dir, shown).and_then(|fd| read_names(&fd).map_err(|e| format!("Listing {shown} failed: {e}")));
+        let names = match listed {
+            Ok(names) => names,
+            Err(e) => return ToolOutput::error(e),
         };
         // (is_file, name, label): sorting the tuple gives non-files first, then by name.
         let mut entries: Vec<(bool, String, &str)> = Vec::new();
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Ok(ft) = e.file_type() else { continue };
+        for (os_name, ft) in names {
+            let name = os_name.to_string_lossy().into_owned();
             let (is_file, label) = if ft.is_symlink() {
-                match resolve_from(&dir, e.file_name().as_ref()) {
+                match resolve_from(&dir, os_name.as_ref()) {
                     Ok(real) if ws.contains(&real) => match fs::metadata(&real) {
                         Ok(m) if m.is_file() => (true, "[file]"),
                         Ok(m) if m.is_dir() => (false, "[dir]"),

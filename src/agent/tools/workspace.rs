@@ -226,6 +226,31 @@ impl Workspace {
         self.verify_fd(&made, raw).map(|_| ())
     }
 
+    /// Opens a resolved directory for listing. Like [`Workspace::open_read`], every component
+    /// below the root is entered with `O_NOFOLLOW`, so a symlink swapped in after resolution
+    /// cannot turn the listing to a directory outside; list it with [`read_names`].
+    pub fn open_dir(&self, resolved: &Path, raw: &str) -> Result<File, String> {
+        let dir = if resolved == self.root {
+            self.open_root()?
+        } else {
+            let (parent, name) = self.open_parent(resolved, raw, false)?;
+            open_at(&parent, &name, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOTDIR) => format!("{raw} is not a directory"),
+                _ => open_error(raw, &e),
+            })?
+        };
+        self.verify_fd(&dir, raw)?;
+        Ok(dir)
+    }
+
+    fn open_root(&self) -> Result<File, String> {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(&self.root)
+            .map_err(|e| format!("the working directory is not available ({e})"))
+    }
+
     /// Opens the directory holding `resolved` by walking down from the workspace root without
     /// following symlinks; returns it with the final name.
     fn open_parent(&self, resolved: &Path, raw: &str, create: bool) -> Result<(File, OsString), String> {
@@ -241,11 +266,7 @@ impl Workspace {
         let Some(name) = comps.pop() else {
             return Err(format!("{raw} is a directory"));
         };
-        let mut dir = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-            .open(&self.root)
-            .map_err(|e| format!("the working directory is not available ({e})"))?;
+        let mut dir = self.open_root()?;
         for c in comps {
             if create {
                 mkdir_at(&dir, &c, raw)?;
@@ -291,7 +312,9 @@ impl Workspace {
     pub fn walk(&self, base: &Path, budget: &Budget, visit: &mut dyn FnMut(Entry) -> Flow) -> WalkStats {
         let mut walk = Walk { seen: 0, budget, halted: None };
         let mut rel = Vec::new();
-        self.walk_dir(base, &mut rel, 0, &mut walk, visit);
+        if let Ok(dir) = self.open_dir(base, "") {
+            self.walk_dir(&dir, base, &mut rel, 0, &mut walk, visit);
+        }
         WalkStats { truncated: walk.seen >= MAX_WALK_ENTRIES, halted: walk.halted }
     }
 
@@ -299,18 +322,18 @@ impl Workspace {
     /// budget ran out).
     fn walk_dir(
         &self,
+        fd: &File,
         dir: &Path,
         rel: &mut Vec<String>,
         depth: usize,
         walk: &mut Walk,
         visit: &mut dyn FnMut(Entry) -> Flow,
     ) -> bool {
-        let Ok(rd) = fs::read_dir(dir) else {
+        let Ok(mut names) = read_names(fd) else {
             return true;
         };
-        let mut names: Vec<OsString> = rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect();
-        names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-        for name in names {
+        names.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        for (name, ft) in names {
             if let Err(halt) = walk.budget.check() {
                 walk.halted = Some(halt);
                 return false;
@@ -321,10 +344,6 @@ impl Workspace {
                 return false;
             }
             let path = dir.join(&name);
-            let Ok(meta) = fs::symlink_metadata(&path) else {
-                continue;
-            };
-            let ft = meta.file_type();
             let (real, kind, descend) = if ft.is_symlink() {
                 match resolve_from(dir, Path::new(&name)) {
                     Ok(real) if self.contains(&real) => {
@@ -351,9 +370,15 @@ impl Workspace {
                 rel.pop();
                 return false;
             }
-            if descend && depth + 1 < MAX_WALK_DEPTH && !self.walk_dir(&path, rel, depth + 1, walk, visit) {
-                rel.pop();
-                return false;
+            // Entered through the parent's descriptor with O_NOFOLLOW: a directory swapped for a
+            // symlink since it was listed is skipped, never followed.
+            if descend && depth + 1 < MAX_WALK_DEPTH {
+                if let Ok(sub) = open_at(fd, &name, libc::O_RDONLY | libc::O_DIRECTORY) {
+                    if !self.walk_dir(&sub, &path, rel, depth + 1, walk, visit) {
+                        rel.pop();
+                        return false;
+                    }
+                }
             }
             rel.pop();
         }
@@ -389,6 +414,22 @@ fn mkdir_at(dir: &File, name: &OsStr, raw: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The entries of an open directory with their types as listed (symlinks not followed). Read
+/// through the descriptor's `/proc/self/fd` (or `/dev/fd`) link, which names the opened
+/// directory itself however its path has changed since.
+pub fn read_names(dir: &File) -> io::Result<Vec<(OsString, fs::FileType)>> {
+    let fd = dir.as_raw_fd();
+    let link = if cfg!(target_os = "linux") { format!("/proc/self/fd/{fd}") } else { format!("/dev/fd/{fd}") };
+    let mut out = Vec::new();
+    for e in fs::read_dir(link)? {
+        let e = e?;
+        if let Ok(ft) = e.file_type() {
+            out.push((e.file_name(), ft));
+        }
+    }
+    Ok(out)
 }
 
 /// `openat(dir, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644)` as an owned File.
