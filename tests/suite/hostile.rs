@@ -451,7 +451,8 @@ fn backtracking_row(name: &'static str, pattern: &str, line: &str) {
     let text: String = (0..1000).map(|_| format!("{line}\n")).collect();
     std::fs::write(row.workspace().join("long.txt"), text).expect("file");
     let out = row.run(|row, deadline| tool_call(row, "grep", &json!({"pattern": pattern}), deadline));
-    if out != format!("No content matches `{pattern}`") {
+    // No match, possibly with a note that lines too long for a backtracking search were skipped.
+    if !out.starts_with(&format!("No content matches `{pattern}`")) {
         assert_clean_error(&out);
     }
 }
@@ -481,7 +482,8 @@ fn grep_has_a_budget_per_call_not_only_per_line() {
     std::fs::write(row.workspace().join("many.txt"), text).expect("file");
     let pattern = r"(a|aa)+\1b";
     let out = row.run(|row, deadline| tool_call(row, "grep", &json!({"pattern": pattern}), deadline));
-    if out != format!("No content matches `{pattern}`") {
+    // No match, possibly with a note that lines too long for a backtracking search were skipped.
+    if !out.starts_with(&format!("No content matches `{pattern}`")) {
         assert_clean_error(&out);
     }
 }
