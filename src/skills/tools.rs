@@ -771,6 +771,26 @@ mod tests {
     }
 
     #[test]
+    fn search_and_manage_outputs_are_byte_identical() {
+        let (data, svc) = service("tools-pin");
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        let manage = turn.tools()[3]
+            .run(&args(json!({"action": "create", "name": "zzpin", "content": skill_md("zzpin", "tags: [zq]\n")})), &c);
+        let hash = svc.get("zzpin").unwrap().hash.clone();
+        assert_eq!(
+            manage.for_model.replace(&hash, "<HASH>"),
+            r#"{"action":"create","display_name":"zzpin","enabled":true,"hash":"<HASH>","name":"zzpin","source":"agent","success":true}"#
+        );
+        let found = turn.tools()[0].run(&args(json!({"query": "zzpin zq", "limit": 3})), &c);
+        assert_eq!(
+            found.for_model.replace(&hash, "<HASH>"),
+            r#"{"query":"zzpin zq","skills":[{"always":false,"availability":"available","description":"Does zzpin things","display_name":"zzpin","enabled":true,"hash":"<HASH>","missing":[],"mutable":true,"name":"zzpin","score":4.7696,"shadowed_sources":[],"source":"agent","tags":["zq"],"triggers":[],"validation_errors":[],"version":1}]}"#
+        );
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
     fn load_projects_body_to_model_and_receipt_to_history() {
         let (data, svc) = service("tools-load");
         let turn = SkillTools::new(Arc::clone(&svc), env());
