@@ -4,6 +4,7 @@
 pub mod fsx;
 pub mod malloc;
 pub mod parked;
+#[cfg(test)]
 pub mod prng;
 pub mod rand;
 pub mod redact;
