@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::frontmatter::Manifest;
 use super::package::{self, bounded};
-use super::search::{self, Doc};
+use super::search::{doc_tokens, SkillIndex};
 use super::{sha256_hex, Source};
 
 /// Diagnostics kept per refresh; more invalid packages are silently not listed.
@@ -116,7 +116,6 @@ pub struct SkillRecord {
     pub missing: Vec<String>,
     pub hash: String,
     pub shadowed_sources: Vec<Source>,
-    pub doc: Doc,
 }
 
 impl SkillRecord {
@@ -185,6 +184,7 @@ pub struct Catalog {
     /// Keyed `<source>:<label>` (the invalid-delete selector).
     pub invalid: BTreeMap<String, InvalidEntry>,
     pub revision: u64,
+    index: SkillIndex,
 }
 
 /// Scans `roots` (in precedence order, lowest first) into a catalog.
@@ -210,16 +210,6 @@ pub fn scan(roots: &[(Source, PathBuf)], probe: &DepProbe, revision: u64) -> std
                     let mut manifest = pkg.parsed.manifest;
                     manifest.body = String::new();
                     let missing = if pkg.enabled { probe.missing(&manifest, &mut bin_cache) } else { Vec::new() };
-                    let doc = Doc::new(
-                        &manifest.name,
-                        &[
-                            &manifest.name,
-                            manifest.label(),
-                            &manifest.description,
-                            &manifest.tags.join(" "),
-                            &manifest.triggers.join(" "),
-                        ],
-                    );
                     candidates.entry(manifest.name.clone()).or_default().push(SkillRecord {
                         manifest,
                         source: *source,
@@ -228,7 +218,6 @@ pub fn scan(roots: &[(Source, PathBuf)], probe: &DepProbe, revision: u64) -> std
                         missing,
                         hash: pkg.parsed.hash,
                         shadowed_sources: Vec::new(),
-                        doc,
                     });
                 }
                 Err(e) => {
@@ -247,7 +236,7 @@ pub fn scan(roots: &[(Source, PathBuf)], probe: &DepProbe, revision: u64) -> std
             }
         }
     }
-    let records = candidates
+    let records: BTreeMap<String, Arc<SkillRecord>> = candidates
         .into_iter()
         .map(|(name, mut recs)| {
             recs.sort_by_key(|r| r.source);
@@ -256,7 +245,18 @@ pub fn scan(roots: &[(Source, PathBuf)], probe: &DepProbe, revision: u64) -> std
             (name, Arc::new(top))
         })
         .collect();
-    Ok(Catalog { records, invalid, revision })
+    let index = SkillIndex::build(
+        records
+            .values()
+            .map(|r| {
+                let m = &r.manifest;
+                let (tags, triggers) = (m.tags.join(" "), m.triggers.join(" "));
+                let tokens = doc_tokens(&[&m.name, m.label(), &m.description, &tags, &triggers]);
+                (m.name.clone(), tokens, r.enabled)
+            })
+            .collect(),
+    );
+    Ok(Catalog { records, invalid, revision, index })
 }
 
 /// `<source>:<label>`; the label is the bounded directory name, disambiguated by a hash suffix.
@@ -280,10 +280,11 @@ impl Catalog {
 
     /// Search over records; disabled ones only with `include_disabled`.
     pub fn search(&self, query: &str, limit: usize, include_disabled: bool) -> Vec<(Arc<SkillRecord>, f64)> {
-        let eligible: Vec<&Arc<SkillRecord>> =
-            self.records.values().filter(|r| include_disabled || r.enabled).collect();
-        let docs: Vec<&Doc> = eligible.iter().map(|r| &r.doc).collect();
-        search::rank(&docs, query, limit).into_iter().map(|(i, s)| (Arc::clone(eligible[i]), s)).collect()
+        self.index
+            .rank(query, limit, include_disabled)
+            .into_iter()
+            .filter_map(|(name, s)| self.records.get(name).map(|r| (Arc::clone(r), s)))
+            .collect()
     }
 
     /// The `invalid` object of the list response.

@@ -1,6 +1,7 @@
-//! Small shared helpers: time formatting, randomness, atomic file writes, text cutting, secret
+//! Small shared helpers: the BM25 scorer, time formatting, randomness, atomic file writes, text cutting, secret
 //! redaction, the SSE parser, parked helper threads, the allocator policy and the URL/origin parser. Any thread may call them.
 
+pub mod bm25;
 pub mod fsx;
 pub mod malloc;
 pub mod parked;
