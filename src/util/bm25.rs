@@ -91,7 +91,8 @@ pub struct Scores {
 }
 
 impl Scores {
-    /// Adds `amount` to document `doc` (a caller's bonus, e.g. an exact-name match).
+    /// Adds `amount` (> 0) to document `doc`: a term's share, or a caller's bonus such as an
+    /// exact-name match. Scores only grow, so a document is listed in `touched` once.
     pub fn add(&mut self, doc: usize, amount: f64) {
         let Some(v) = self.values.get_mut(doc) else { return };
         if *v == 0.0 {
@@ -102,9 +103,7 @@ impl Scores {
 
     /// Documents with a positive score, best first, ties in document order, at most `limit`.
     pub fn ranked(self, limit: usize) -> Vec<(usize, f64)> {
-        let Scores { values, mut touched } = self;
-        touched.sort_unstable();
-        touched.dedup();
+        let Scores { values, touched } = self;
         let mut hits: Vec<(usize, f64)> =
             touched.into_iter().map(|d| (d as usize, values[d as usize])).filter(|(_, s)| *s > 0.0).collect();
         hits.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0.cmp(&b.0)));
