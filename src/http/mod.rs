@@ -9,7 +9,9 @@ pub mod assets;
 pub mod gate;
 pub mod llm_routes;
 pub mod mcp_routes;
+pub mod multipart;
 pub mod sessions;
+pub mod shape;
 pub mod skills_routes;
 
 use std::io::Read;
@@ -17,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use self::gate::Target;
@@ -58,9 +61,7 @@ impl Req {
 
     /// The body as JSON; a 422 in pydantic's list form when it is not.
     pub fn json(&self) -> Result<Value, Resp> {
-        serde_json::from_slice(&self.body).map_err(|e| {
-            Resp::shape(vec![json!({"type": "json_invalid", "loc": ["body", e.column()], "msg": "JSON decode error", "input": {}, "ctx": {"error": e.to_string()}})])
-        })
+        serde_json::from_slice(&self.body).map_err(|e| Resp::shape(vec![shape::Issue::json_invalid(&e)]))
     }
 }
 
@@ -74,7 +75,8 @@ pub struct Resp {
 }
 
 impl Resp {
-    pub fn json(status: u16, v: &Value) -> Resp {
+    /// `v` as the JSON body (typed views and `Value`s alike).
+    pub fn json<T: Serialize + ?Sized>(status: u16, v: &T) -> Resp {
         Resp {
             status,
             content_type: "application/json",
@@ -83,7 +85,7 @@ impl Resp {
         }
     }
 
-    pub fn ok(v: &Value) -> Resp {
+    pub fn ok<T: Serialize + ?Sized>(v: &T) -> Resp {
         Resp::json(200, v)
     }
 
@@ -91,9 +93,13 @@ impl Resp {
         Resp::json(status, &json!({"detail": msg}))
     }
 
-    /// 422 with pydantic-style items `{type, loc, msg, input}`.
-    pub fn shape(items: Vec<Value>) -> Resp {
-        Resp::json(422, &json!({"detail": items}))
+    /// 422 with pydantic-style items `{type, loc, msg, input}` ([`shape::Issue`]).
+    pub fn shape<T: Serialize>(items: Vec<T>) -> Resp {
+        #[derive(Serialize)]
+        struct Shape<T> {
+            detail: Vec<T>,
+        }
+        Resp::json(422, &Shape { detail: items })
     }
 
     pub fn no_content() -> Resp {

@@ -1,14 +1,12 @@
 //! The effective catalog: one scan of the three roots (skills.md §4) into immutable records,
-//! shadowing, availability from a dependency probe, invalid-package diagnostics, the record
-//! JSON shapes, listing and search. A `Catalog` is built whole and shared behind an `Arc`,
-//! so readers on any thread never wait for a refresh.
+//! shadowing, availability from a dependency probe, invalid-package diagnostics and the search
+//! index. A `Catalog` is built whole and shared behind an `Arc`, so readers on any thread never
+//! wait for a refresh; its JSON shapes live in [`super::views`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-use serde_json::{json, Value};
 
 use super::frontmatter::Manifest;
 use super::package::{self, bounded};
@@ -132,40 +130,6 @@ impl SkillRecord {
             "available"
         }
     }
-
-    /// The record dict (`to_dict`), with `path` only when asked.
-    pub fn to_json(&self, with_path: bool) -> Value {
-        let mut v = self.brief_json();
-        let o = v.as_object_mut().expect("brief_json builds an object");
-        o.insert("requires".into(), self.manifest.requires.to_json());
-        o.insert("optional".into(), self.manifest.optional.to_json());
-        if with_path {
-            o.insert("path".into(), json!(self.path.display().to_string()));
-        }
-        v
-    }
-
-    /// The record dict without `requires`/`optional` (skill_search results).
-    pub fn brief_json(&self) -> Value {
-        let m = &self.manifest;
-        json!({
-            "name": m.name,
-            "display_name": m.label(),
-            "description": m.description,
-            "version": m.version,
-            "tags": m.tags,
-            "triggers": m.triggers,
-            "always": m.always,
-            "source": self.source.as_str(),
-            "enabled": self.enabled,
-            "availability": self.availability(),
-            "missing": self.missing,
-            "hash": self.hash,
-            "shadowed_sources": self.shadowed_sources.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
-            "validation_errors": Vec::<String>::new(),
-            "mutable": self.source.mutable(),
-        })
-    }
 }
 
 /// A package directory that failed the loader.
@@ -286,19 +250,13 @@ impl Catalog {
             .filter_map(|(name, s)| self.records.get(name).map(|r| (Arc::clone(r), s)))
             .collect()
     }
-
-    /// The `invalid` object of the list response.
-    pub fn invalid_json(&self) -> Value {
-        let map: serde_json::Map<String, Value> =
-            self.invalid.iter().map(|(k, v)| (k.clone(), json!([v.message]))).collect();
-        Value::Object(map)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::skills::package::tests::{make_pkg, tmp};
+    use crate::skills::views::{SkillList, SkillView};
 
     fn roots(base: &Path) -> Vec<(Source, PathBuf)> {
         Source::ALL
@@ -327,9 +285,9 @@ mod tests {
         assert_eq!(s.shadowed_sources, vec![Source::Builtin, Source::User]);
         let u = c.get("user-over-builtin").unwrap();
         assert_eq!(u.source, Source::User);
-        assert_eq!(u.to_json(false)["shadowed_sources"], json!(["builtin"]));
+        assert_eq!(SkillView::record(u, false).shadowed_sources, ["builtin"]);
         assert_eq!(c.get("builtin-only").unwrap().shadowed_sources, vec![]);
-        assert_eq!(c.get("builtin-only").unwrap().to_json(false)["mutable"], json!(false));
+        assert!(!SkillView::record(c.get("builtin-only").unwrap(), false).mutable);
         // An invalid higher-precedence package does not shadow the valid lower one.
         let bad = r[2].1.join("builtin-only");
         fs::create_dir(&bad).unwrap();
@@ -354,7 +312,7 @@ mod tests {
         assert_eq!(c.invalid.len(), 1);
         let msg = &c.invalid["user:broken"].message;
         assert_eq!(msg, "unsupported package entry: private-file.txt");
-        let all = serde_json::to_string(&c.invalid_json()).unwrap();
+        let all = serde_json::to_string(&SkillList::invalid_of(&c)).unwrap();
         assert!(!all.contains(&base.display().to_string()));
         fs::remove_dir_all(base).unwrap();
     }

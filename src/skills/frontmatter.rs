@@ -2,7 +2,6 @@
 //! validation with the contract's exact messages (skills.md §2, storage.md §7) and the content
 //! hash. Pure functions; any thread.
 
-use serde_json::{json, Value as Json};
 use serde_yaml::Value;
 
 use super::{sha256_hex, validate_name, Result, SkillError, MAX_SKILL_MD_BYTES};
@@ -14,12 +13,6 @@ pub struct Deps {
     pub mcp_servers: Vec<String>,
     pub bins: Vec<String>,
     pub env: Vec<String>,
-}
-
-impl Deps {
-    pub fn to_json(&self) -> Json {
-        json!({"tools": self.tools, "mcp_servers": self.mcp_servers, "bins": self.bins, "env": self.env})
-    }
 }
 
 /// A validated SKILL.md.

@@ -1,5 +1,5 @@
 //! Small shared helpers: the BM25 scorer, time formatting, randomness, atomic file writes, text cutting, secret
-//! redaction, the SSE parser, parked helper threads, the allocator policy and the URL/origin parser. Any thread may call them.
+//! redaction, the SSE parser, parked helper threads, the allocator policy, the URL/origin parser and Python-spaced JSON. Any thread may call them.
 
 pub mod bm25;
 pub mod fsx;
@@ -7,6 +7,7 @@ pub mod malloc;
 pub mod parked;
 #[cfg(test)]
 pub mod prng;
+pub mod pyjson;
 pub mod rand;
 pub mod redact;
 pub mod sse;

@@ -16,6 +16,7 @@ mod provider_errors;
 mod restart;
 mod secrets;
 mod security;
+mod skills_turns;
 mod skills_wire;
 mod startup;
 mod tools_turns;
