@@ -106,8 +106,19 @@ impl Scores {
         let Scores { values, touched } = self;
         let mut hits: Vec<(usize, f64)> =
             touched.into_iter().map(|d| (d as usize, values[d as usize])).filter(|(_, s)| *s > 0.0).collect();
-        hits.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0.cmp(&b.0)));
-        hits.truncate(limit);
+        // Scores are finite and document ids unique, so this is a total order: selecting the
+        // best `limit` first and sorting only those gives the same list as a full sort.
+        let order = |a: &(usize, f64), b: &(usize, f64)| {
+            b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0.cmp(&b.0))
+        };
+        if limit == 0 {
+            return Vec::new();
+        }
+        if hits.len() > limit {
+            hits.select_nth_unstable_by(limit - 1, order);
+            hits.truncate(limit);
+        }
+        hits.sort_by(order);
         hits
     }
 }
@@ -152,6 +163,14 @@ mod tests {
         assert_eq!(s.ranked(8).iter().map(|h| h.0).collect::<Vec<_>>(), [2, 1, 0]);
         assert!(idx.score(&toks("zzz")).ranked(8).is_empty());
         assert!(idx.score(&[]).ranked(8).is_empty());
+        // Top-k selection returns the head of the full ranking, ties by document order.
+        let many: Vec<String> = (0..200).map(|i| format!("w{} common", i % 7)).collect();
+        let idx = Index::build(Params { k1: 1.2, b: 0.75 }, many.iter().map(|d| toks(d)));
+        let full = idx.score(&toks("common w3 w5")).ranked(1000);
+        for k in [1, 5, 29, 30, 199] {
+            assert_eq!(idx.score(&toks("common w3 w5")).ranked(k), full[..k.min(full.len())], "k = {k}");
+        }
+        assert!(idx.score(&toks("common")).ranked(0).is_empty());
         let empty = Index::build(Params { k1: 1.2, b: 0.75 }, Vec::<Vec<String>>::new());
         assert!(empty.is_empty() && empty.score(&toks("a")).ranked(8).is_empty());
     }
