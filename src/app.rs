@@ -163,10 +163,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
     }
     let skills = crate::skills::service::SkillService::from_config(&config, registry.clone())
         .map_err(|e| Error(format!("cannot load the skills: {e}")))?;
-    let evolution = crate::skills::evolution::Evolution::new(
-        crate::skills::evolution::EvolutionConfig::from_config(&config).map_err(Error)?,
-        Arc::clone(&skills),
-    );
+    let evolution = crate::skills::evolution::Evolution::new(config.skill_evolution.clone(), Arc::clone(&skills));
     // Skills see the configured MCP servers (dependency probe, refreshed after MCP catalog
     // changes) and prepare required servers like `mcp_prepare` does.
     {

@@ -70,6 +70,14 @@ Environment only (the README lists every setting):
                          (MCP values are seconds, 0 < S <= 86400)
   CASHCODE_MAX_CLIENTS=N concurrent WebSocket clients, 1..65536 (default 2048); one more is
                          closed with code 1013 (try again later) after its handshake
+
+  Skill self-evolution (off by default; integers below their minimum are raised to it):
+  SKILL_EVOLUTION_ENABLED=1            propose Skills from repeated successful turns (1/true/yes)
+  SKILL_EVOLUTION_MIN_TOOL_CALLS=N     tool calls a turn needs to count (default 2, min 1)
+  SKILL_EVOLUTION_RECURRENCE=N         matching turns before a proposal (default 2, min 2)
+  SKILL_EVOLUTION_MAX_CONTEXT_CHARS=N  proposal prompt size (default 12000, min 1000)
+  SKILL_EVOLUTION_MAX_CONCURRENT=N     proposals generated at once (default 1, min 1)
+  SKILL_EVOLUTION_MAX_EVIDENCE=N       evidence files kept (default 500, min 10)
 ";
 
 /// Tokens shorter than this draw a start-up warning.
@@ -142,10 +150,13 @@ pub struct Config {
     pub mcp: McpConfig,
     pub file_log_level: log::LevelFilter,
     pub console_log_level: log::LevelFilter,
+    /// `SKILL_EVOLUTION_*`.
+    pub skill_evolution: SkillEvolutionConfig,
     /// Legacy one-time migration inputs (read only when llm.json does not exist).
     pub deepseek_api_key: Option<String>,
     pub deepseek_api_base: Option<String>,
-    /// Every variable seen (env + .env), for modules with their own switches (skill evolution).
+    /// Every variable seen (env + .env): the skills dependency probe checks `requires.env`
+    /// against them, and a few modules read their own tunables through [`Config::var`].
     pub vars: BTreeMap<String, String>,
     /// Known secret values, seeded with the token and the secret variables' values; shared
     /// (live) with the LLM runtime, the MCP manager, the turn loop and the logger.
@@ -193,6 +204,62 @@ impl fmt::Debug for Config {
             .field("secrets", &self.secrets)
             .field("warnings", &self.warnings)
             .finish()
+    }
+}
+
+/// Skill self-evolution (skills.md §12): the switch and its thresholds, validated at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillEvolutionConfig {
+    pub enabled: bool,
+    /// Tool calls a successful turn needs before it counts as evidence.
+    pub min_tool_calls: usize,
+    /// Evidence files with one fingerprint that trigger a proposal.
+    pub recurrence: usize,
+    /// Longest proposal prompt, in chars.
+    pub max_context_chars: usize,
+    /// Proposals generated at once.
+    pub max_concurrent: usize,
+    /// Evidence files kept (newest by mtime).
+    pub max_evidence: usize,
+}
+
+impl Default for SkillEvolutionConfig {
+    fn default() -> Self {
+        SkillEvolutionConfig {
+            enabled: false,
+            min_tool_calls: 2,
+            recurrence: 2,
+            max_context_chars: 12_000,
+            max_concurrent: 1,
+            max_evidence: 500,
+        }
+    }
+}
+
+impl SkillEvolutionConfig {
+    /// Reads `SKILL_EVOLUTION_*` from `get` (trimmed, non-empty values): the switch is on for
+    /// 1/true/yes (any case), integers are raised to their minimum, a non-integer is an error.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self, Error> {
+        let d = SkillEvolutionConfig::default();
+        let int = |key: &str, default: usize, min: usize| -> Result<usize, Error> {
+            match get(key) {
+                None => Ok(default),
+                Some(v) => v
+                    .trim()
+                    .parse::<i64>()
+                    .map(|n| n.max(min as i64) as usize)
+                    .map_err(|_| Error(format!("{key} must be an integer"))),
+            }
+        };
+        Ok(SkillEvolutionConfig {
+            enabled: get("SKILL_EVOLUTION_ENABLED")
+                .is_some_and(|v| matches!(v.trim().to_lowercase().as_str(), "1" | "true" | "yes")),
+            min_tool_calls: int("SKILL_EVOLUTION_MIN_TOOL_CALLS", d.min_tool_calls, 1)?,
+            recurrence: int("SKILL_EVOLUTION_RECURRENCE", d.recurrence, 2)?,
+            max_context_chars: int("SKILL_EVOLUTION_MAX_CONTEXT_CHARS", d.max_context_chars, 1000)?,
+            max_concurrent: int("SKILL_EVOLUTION_MAX_CONCURRENT", d.max_concurrent, 1)?,
+            max_evidence: int("SKILL_EVOLUTION_MAX_EVIDENCE", d.max_evidence, 10)?,
+        })
     }
 }
 
@@ -422,6 +489,7 @@ pub fn parse(
     let secrets = Secrets::new();
     let secret_vars = vars.iter().filter(|(k, _)| is_secret_name(k) && !names_place(k)).map(|(_, v)| v.clone());
     secrets.set("config", token.iter().cloned().chain(secret_vars));
+    let skill_evolution = SkillEvolutionConfig::from_vars(get)?;
 
     let client_dir = get("CASHCODE_CLIENT_DIR")
         .map(|p| resolve(cwd, &p))
@@ -453,6 +521,7 @@ pub fn parse(
         mcp,
         file_log_level: level("CASHCODE_FILE_LOG_LEVEL", log::LevelFilter::Debug)?,
         console_log_level: level("CASHCODE_CONSOLE_LOG_LEVEL", log::LevelFilter::Info)?,
+        skill_evolution,
         deepseek_api_key: get("DEEPSEEK_API_KEY"),
         deepseek_api_base: get("DEEPSEEK_API_BASE"),
         vars,
@@ -818,5 +887,47 @@ mod tests {
         assert!(dbg.contains("token: Some(\"[REDACTED]\")"), "{dbg}");
         // The secret variables are known values to redact; ordinary ones are not.
         assert_eq!(c.secrets.redact("a sk-deep-VALUE-42 b ghp-VALUE-777 c 1"), "a [REDACTED] b [REDACTED] c 1");
+    }
+
+    #[test]
+    fn skill_evolution_defaults_minimums_and_errors() {
+        let evo = |pairs: &[(&str, &str)]| run(&[], pairs).map(|c| c.skill_evolution);
+        assert_eq!(evo(&[]).unwrap(), SkillEvolutionConfig::default());
+        let c = evo(&[
+            ("SKILL_EVOLUTION_ENABLED", "Yes"),
+            ("SKILL_EVOLUTION_MIN_TOOL_CALLS", "0"),
+            ("SKILL_EVOLUTION_RECURRENCE", "1"),
+            ("SKILL_EVOLUTION_MAX_CONTEXT_CHARS", "5"),
+            ("SKILL_EVOLUTION_MAX_CONCURRENT", " 3 "),
+            ("SKILL_EVOLUTION_MAX_EVIDENCE", "-2"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c,
+            SkillEvolutionConfig {
+                enabled: true,
+                min_tool_calls: 1,
+                recurrence: 2,
+                max_context_chars: 1000,
+                max_concurrent: 3,
+                max_evidence: 10
+            }
+        );
+        for v in ["1", "true", "TRUE", "yes"] {
+            assert!(evo(&[("SKILL_EVOLUTION_ENABLED", v)]).unwrap().enabled, "{v}");
+        }
+        for v in ["0", "on", "no", "", "  "] {
+            assert!(!evo(&[("SKILL_EVOLUTION_ENABLED", v)]).unwrap().enabled, "{v}");
+        }
+        // An empty value is unset, like every other variable.
+        assert_eq!(evo(&[("SKILL_EVOLUTION_RECURRENCE", " ")]).unwrap().recurrence, 2);
+        assert_eq!(
+            evo(&[("SKILL_EVOLUTION_RECURRENCE", "two")]).unwrap_err().to_string(),
+            "SKILL_EVOLUTION_RECURRENCE must be an integer"
+        );
+        assert!(evo(&[("SKILL_EVOLUTION_MAX_EVIDENCE", "1.5")]).is_err());
+        for key in ["ENABLED", "MIN_TOOL_CALLS", "RECURRENCE", "MAX_CONTEXT_CHARS", "MAX_CONCURRENT", "MAX_EVIDENCE"] {
+            assert!(HELP.contains(&format!("SKILL_EVOLUTION_{key}=")), "{key} is listed in --help");
+        }
     }
 }

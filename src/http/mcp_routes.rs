@@ -1,12 +1,14 @@
 //! `/api/mcp/servers` (http-api.md §6): the merged catalog, user server CRUD, connect,
 //! disconnect and tool listings. Request shape problems (missing or unknown fields, wrong
-//! JSON types) get pydantic-style 422 lists; rule violations get the contract's string
-//! details from the catalog. Header values never leave `McpManager` unmasked.
+//! JSON types) get pydantic-style 422 lists from the shared validator ([`super::shape`]);
+//! rule violations get the contract's string details from the catalog. Header values never
+//! leave `McpManager` unmasked.
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::api::{only, Api};
+use super::shape::Body;
 use super::{Req, Resp};
 use crate::mcp::views::ApiError;
 
@@ -52,50 +54,36 @@ fn error(e: ApiError) -> Resp {
 }
 
 /// The body as an object with the model's fields: create requires `name`, `display_name`,
-/// `url`; update forbids `name`; other keys are extra; string fields must be strings.
+/// `url`; update forbids `name`; other keys are extra; string fields must be strings
+/// (`description` may be null), `headers` an object of strings or null.
 fn body(req: &Req, create: bool) -> Result<Value, Resp> {
-    let v = req.json()?;
-    let Value::Object(map) = &v else {
-        return Err(Resp::shape(vec![json!({"type": "model_attributes_type", "loc": ["body"],
-            "msg": "Input should be a valid dictionary or object to extract fields from", "input": v})]));
-    };
+    let mut b = Body::object(req)?;
     let allowed: &[&str] = if create {
         &["name", "type", "display_name", "description", "url", "headers"]
     } else {
         &["type", "display_name", "description", "url", "headers"]
     };
-    let mut items = Vec::new();
     let required: &[&str] = if create { &["name", "display_name", "url"] } else { &["display_name", "url"] };
     for field in required {
-        if !map.contains_key(*field) {
-            items.push(json!({"type": "missing", "loc": ["body", field], "msg": "Field required", "input": v}));
+        if !b.fields().contains_key(*field) {
+            b.missing(field);
         }
     }
-    for (k, val) in map {
-        if !allowed.contains(&k.as_str()) {
-            items.push(json!({"type": "extra_forbidden", "loc": ["body", k],
-                              "msg": "Extra inputs are not permitted", "input": val}));
-        } else if k == "headers" {
-            match val {
-                Value::Null => {}
-                Value::Object(h) => {
-                    for (hk, hv) in h {
-                        if !hv.is_string() {
-                            items.push(json!({"type": "string_type", "loc": ["body", "headers", hk],
-                                              "msg": "Input should be a valid string", "input": hv}));
-                        }
-                    }
-                }
-                other => items.push(json!({"type": "dict_type", "loc": ["body", "headers"],
-                                            "msg": "Input should be a valid dictionary", "input": other})),
+    let keys: Vec<String> = b.fields().keys().cloned().collect();
+    for k in &keys {
+        match k.as_str() {
+            k if !allowed.contains(&k) => b.extra(k),
+            "headers" => {
+                b.string_map(k);
             }
-        } else if !(val.is_string() || (k == "description" && val.is_null())) {
-            items.push(json!({"type": "string_type", "loc": ["body", k], "msg": "Input should be a valid string", "input": val}));
+            "description" => {
+                b.optional_str(k);
+            }
+            k => {
+                b.required_str(k);
+            }
         }
     }
-    if items.is_empty() {
-        Ok(v)
-    } else {
-        Err(Resp::shape(items))
-    }
+    let v = b.value().clone();
+    b.done(Some(v))
 }

@@ -12,7 +12,9 @@ pub mod body;
 pub mod gate;
 pub mod llm_routes;
 pub mod mcp_routes;
+pub mod multipart;
 pub mod sessions;
+pub mod shape;
 pub mod skills_routes;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,6 +22,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use self::gate::Target;
@@ -64,15 +67,11 @@ impl Req {
     /// than [`MAX_JSON_DEPTH`] are refused before parsing, so no handler thread's stack ever
     /// holds serde_json's full recursion.
     pub fn json(&self) -> Result<Value, Resp> {
-        let invalid = |pos: usize, error: String| {
-            Resp::shape(vec![
-                json!({"type": "json_invalid", "loc": ["body", pos], "msg": "JSON decode error", "input": {}, "ctx": {"error": error}}),
-            ])
-        };
         if let Some(at) = too_deep(&self.body, MAX_JSON_DEPTH) {
-            return Err(invalid(at, format!("nesting deeper than {MAX_JSON_DEPTH} levels at byte {at}")));
+            let error = format!("nesting deeper than {MAX_JSON_DEPTH} levels at byte {at}");
+            return Err(Resp::shape(vec![shape::Issue::json_invalid_at(at, error)]));
         }
-        serde_json::from_slice(&self.body).map_err(|e| invalid(e.column(), e.to_string()))
+        serde_json::from_slice(&self.body).map_err(|e| Resp::shape(vec![shape::Issue::json_invalid(&e)]))
     }
 }
 
@@ -86,7 +85,8 @@ pub struct Resp {
 }
 
 impl Resp {
-    pub fn json(status: u16, v: &impl serde::Serialize) -> Resp {
+    /// `v` as the JSON body (typed views and `Value`s alike).
+    pub fn json<T: Serialize + ?Sized>(status: u16, v: &T) -> Resp {
         Resp {
             status,
             content_type: "application/json",
@@ -95,7 +95,7 @@ impl Resp {
         }
     }
 
-    pub fn ok(v: &impl serde::Serialize) -> Resp {
+    pub fn ok<T: Serialize + ?Sized>(v: &T) -> Resp {
         Resp::json(200, v)
     }
 
@@ -103,9 +103,13 @@ impl Resp {
         Resp::json(status, &json!({"detail": msg}))
     }
 
-    /// 422 with pydantic-style items `{type, loc, msg, input}`.
-    pub fn shape(items: Vec<Value>) -> Resp {
-        Resp::json(422, &json!({"detail": items}))
+    /// 422 with pydantic-style items `{type, loc, msg, input}` ([`shape::Issue`]).
+    pub fn shape<T: Serialize>(items: Vec<T>) -> Resp {
+        #[derive(Serialize)]
+        struct Shape<T> {
+            detail: Vec<T>,
+        }
+        Resp::json(422, &Shape { detail: items })
     }
 
     pub fn no_content() -> Resp {

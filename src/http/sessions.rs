@@ -4,6 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use super::api::{only, Api};
+use super::shape::{Body, Issue};
 use super::{Req, Resp};
 use crate::agent::history::lock;
 use crate::store::chats::valid_chat_id;
@@ -79,28 +80,20 @@ fn messages(api: &Api, id: &str) -> Resp {
 }
 
 fn rename(api: &Api, id: &str, req: &Req) -> Resp {
-    let body = match req.json() {
-        Ok(v) => v,
+    // Shape first (a non-object body has no `title`), then the one value rule.
+    let mut b = match req.json() {
+        Ok(v) => Body::lenient(v),
         Err(r) => return r,
     };
-    let title = match body.get("title") {
-        Some(Value::String(s)) => s.trim().to_string(),
-        Some(other) => {
-            return Resp::shape(vec![
-                json!({"type": "string_type", "loc": ["body", "title"], "msg": "Input should be a valid string", "input": other}),
-            ])
-        }
-        None => {
-            return Resp::shape(vec![
-                json!({"type": "missing", "loc": ["body", "title"], "msg": "Field required", "input": body}),
-            ])
-        }
-    };
-    if title.is_empty() {
-        return Resp::shape(vec![
-            json!({"type": "value_error", "loc": ["body", "title"], "msg": "Value error, title must not be empty", "input": body["title"], "ctx": {"error": {}}}),
-        ]);
+    let raw = b.required_str("title");
+    if let Some(raw) = raw.as_ref().filter(|t| t.trim().is_empty()) {
+        let msg = "Value error, title must not be empty";
+        b.push(Issue::new("value_error", &["body", "title"], msg, json!(raw)).with_ctx(json!({"error": {}})));
     }
+    let title = match b.done(raw) {
+        Ok(t) => t.trim().to_string(),
+        Err(r) => return r,
+    };
     let deps = &api.agent.deps;
     if !valid_chat_id(id) || !deps.chats.exists(id) {
         return not_found();

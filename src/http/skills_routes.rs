@@ -1,16 +1,16 @@
-//! `/api/skills…` and `/api/skill-evolution…` (http-api.md §7–§8): request shapes checked
-//! into pydantic-style 422 lists, the multipart ZIP upload, and one mapping from
-//! [`SkillError`] to status + `{"detail"}`. Handlers run on the `http` thread (the import on
-//! an `http-slow` thread); all file work is in `crate::skills`.
-
-use std::collections::BTreeMap;
-
-use serde_json::{json, Map, Value};
+//! `/api/skills…` and `/api/skill-evolution…` (http-api.md §7–§8): request shapes checked by
+//! the shared validator ([`super::shape`]), the ZIP upload taken from the multipart body
+//! ([`super::multipart`]), the typed views of [`crate::skills::views`] as bodies, and one
+//! mapping from [`SkillError`] to status + `{"detail"}`. Handlers run on the `http` thread
+//! (the import on an `http-slow` thread); all file work is in
+//! `crate::skills`.
 
 use super::api::{only, Api};
-use super::{Req, Resp};
+use super::shape::{Body, Issue, Query};
+use super::{multipart, Req, Resp};
 use crate::skills::import::MAX_ARCHIVE_BYTES;
 use crate::skills::service::{CreateRequest, ListQuery, ReplaceRequest};
+use crate::skills::views::{SkillVersions, SkillView};
 use crate::skills::{SkillError, Source};
 
 pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
@@ -34,14 +34,16 @@ pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
             only(m, &["GET"]).unwrap_or_else(|| result(api.skills.content(name).map(|v| Resp::ok(&v))))
         }
         [name, "versions"] => only(m, &["GET"]).unwrap_or_else(|| {
-            result(api.skills.versions(name).map(|v| Resp::ok(&json!({"name": name, "versions": v}))))
+            let versions = api.skills.versions(name);
+            result(versions.map(|versions| Resp::ok(&SkillVersions { name: name.to_string(), versions })))
         }),
         [name, "validate"] => {
             only(m, &["POST"]).unwrap_or_else(|| result(api.skills.validate(name).map(|v| Resp::ok(&v))))
         }
         [name, "enabled"] => only(m, &["PATCH"]).unwrap_or_else(|| set_enabled(api, name, req)),
-        [name, "rollback", version] => only(m, &["POST"])
-            .unwrap_or_else(|| result(api.skills.rollback(name, version).map(|r| Resp::ok(&r.to_json(true))))),
+        [name, "rollback", version] => only(m, &["POST"]).unwrap_or_else(|| {
+            result(api.skills.rollback(name, version).map(|r| Resp::ok(&SkillView::record(&r, true))))
+        }),
         _ => Resp::detail(404, "Not Found"),
     }
 }
@@ -73,195 +75,41 @@ fn result(r: Result<Resp, SkillError>) -> Resp {
     }
 }
 
-// ----- request shapes (pydantic-style 422 items) -------------------------------------------
-
-fn item(kind: &str, loc: &[&str], msg: &str, input: Value) -> Value {
-    json!({"type": kind, "loc": loc, "msg": msg, "input": input})
-}
-
-fn missing(field: &str, body: &Value) -> Value {
-    item("missing", &["body", field], "Field required", body.clone())
-}
-
-fn body_object(req: &Req) -> Result<(Value, Map<String, Value>), Resp> {
-    let v = req.json()?;
-    match &v {
-        Value::Object(m) => Ok((v.clone(), m.clone())),
-        _ => Err(Resp::shape(vec![item(
-            "model_attributes_type",
-            &["body"],
-            "Input should be a valid dictionary or object to extract fields from",
-            v.clone(),
-        )])),
-    }
-}
-
-fn string_field(m: &Map<String, Value>, body: &Value, k: &str, errs: &mut Vec<Value>) -> Option<String> {
-    match m.get(k) {
-        None => {
-            errs.push(missing(k, body));
-            None
-        }
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => {
-            errs.push(item("string_type", &["body", k], "Input should be a valid string", other.clone()));
-            None
-        }
-    }
-}
-
-fn support_field(m: &Map<String, Value>, errs: &mut Vec<Value>) -> Option<Option<BTreeMap<String, String>>> {
-    match m.get("support_files") {
-        None | Some(Value::Null) => Some(None),
-        Some(Value::Object(files)) => {
-            let mut out = BTreeMap::new();
-            for (k, v) in files {
-                match v {
-                    Value::String(s) => {
-                        out.insert(k.clone(), s.clone());
-                    }
-                    other => {
-                        errs.push(item(
-                            "string_type",
-                            &["body", "support_files", k],
-                            "Input should be a valid string",
-                            other.clone(),
-                        ));
-                        return None;
-                    }
-                }
-            }
-            Some(Some(out))
-        }
-        Some(other) => {
-            errs.push(item(
-                "dict_type",
-                &["body", "support_files"],
-                "Input should be a valid dictionary",
-                other.clone(),
-            ));
-            None
-        }
-    }
-}
-
-fn bool_field(
-    m: &Map<String, Value>,
-    body: &Value,
-    k: &str,
-    default: Option<bool>,
-    errs: &mut Vec<Value>,
-) -> Option<bool> {
-    match m.get(k) {
-        None => {
-            if default.is_none() {
-                errs.push(missing(k, body));
-            }
-            default
-        }
-        Some(Value::Bool(b)) => Some(*b),
-        Some(other) => match other.as_str().and_then(parse_bool).or(other.as_i64().and_then(|n| match n {
-            0 => Some(false),
-            1 => Some(true),
-            _ => None,
-        })) {
-            Some(b) => Some(b),
-            None => {
-                errs.push(item("bool_type", &["body", k], "Input should be a valid boolean", other.clone()));
-                None
-            }
-        },
-    }
-}
-
-/// Pydantic's lax boolean strings.
-fn parse_bool(s: &str) -> Option<bool> {
-    match s.trim().to_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" | "t" | "y" => Some(true),
-        "false" | "0" | "no" | "off" | "f" | "n" => Some(false),
-        _ => None,
-    }
-}
-
-// ----- handlers -------------------------------------------------------------------------
-
 fn list(api: &Api, req: &Req) -> Resp {
-    let mut errs = Vec::new();
-    let mut q = ListQuery {
+    let mut shape = Query::of(req);
+    let enabled = shape.bool("enabled");
+    let page = shape.int("page", 1, i64::MAX);
+    let page_size = shape.int("page_size", 1, 200);
+    if let Err(r) = shape.finish() {
+        return r;
+    }
+    let d = ListQuery::default();
+    let q = ListQuery {
         source: req.query_param("source"),
+        enabled,
         availability: req.query_param("availability"),
         query: req.query_param("query"),
-        ..Default::default()
+        page: page.map_or(d.page, |n| n as usize),
+        page_size: page_size.map_or(d.page_size, |n| n as usize),
     };
-    if let Some(e) = req.query_param("enabled") {
-        match parse_bool(&e) {
-            Some(b) => q.enabled = Some(b),
-            None => errs.push(item(
-                "bool_parsing",
-                &["query", "enabled"],
-                "Input should be a valid boolean, unable to interpret input",
-                json!(e),
-            )),
-        }
-    }
-    for (key, min, max) in [("page", 1i64, i64::MAX), ("page_size", 1, 200)] {
-        let Some(raw) = req.query_param(key) else { continue };
-        match raw.trim().parse::<i64>() {
-            Err(_) => errs.push(item(
-                "int_parsing",
-                &["query", key],
-                "Input should be a valid integer, unable to parse string as an integer",
-                json!(raw),
-            )),
-            Ok(n) if n < min => errs.push(json!({"type": "greater_than_equal", "loc": ["query", key],
-                "msg": format!("Input should be greater than or equal to {min}"), "input": raw, "ctx": {"ge": min}})),
-            Ok(n) if n > max => errs.push(json!({"type": "less_than_equal", "loc": ["query", key],
-                "msg": format!("Input should be less than or equal to {max}"), "input": raw, "ctx": {"le": max}})),
-            Ok(n) => {
-                if key == "page" {
-                    q.page = n as usize;
-                } else {
-                    q.page_size = n as usize;
-                }
-            }
-        }
-    }
-    if !errs.is_empty() {
-        return Resp::shape(errs);
-    }
     Resp::ok(&api.skills.list(&q))
 }
 
 fn create(api: &Api, req: &Req) -> Resp {
-    let (body, m) = match body_object(req) {
-        Ok(x) => x,
+    let mut b = match Body::object(req) {
+        Ok(b) => b,
         Err(r) => return r,
     };
-    let mut errs = Vec::new();
-    let name = string_field(&m, &body, "name", &mut errs);
-    let content = string_field(&m, &body, "content", &mut errs);
-    let source = match m.get("source") {
-        None => Some(Source::User),
-        Some(v) => match v.as_str().and_then(Source::parse) {
-            Some(s) => Some(s),
-            None => {
-                errs.push(item(
-                    "literal_error",
-                    &["body", "source"],
-                    "Input should be 'user', 'agent' or 'builtin'",
-                    v.clone(),
-                ));
-                None
-            }
-        },
-    };
-    let support = support_field(&m, &mut errs);
-    let enabled = bool_field(&m, &body, "enabled", Some(true), &mut errs);
-    let (Some(name), Some(content), Some(source), Some(support), Some(enabled), true) =
-        (name, content, source, support, enabled, errs.is_empty())
-    else {
-        return Resp::shape(errs);
-    };
+    let name = b.required_str("name");
+    let content = b.required_str("content");
+    let source = b.literal("source", Source::User, Source::parse, "Input should be 'user', 'agent' or 'builtin'");
+    let support = b.string_map("support_files");
+    let enabled = b.lax_bool("enabled", Some(true));
+    let (name, content, source, support, enabled) =
+        match b.done((|| Some((name?, content?, source?, support?, enabled?)))()) {
+            Ok(fields) => fields,
+            Err(r) => return r,
+        };
     let created = api.skills.create(CreateRequest {
         name,
         content,
@@ -270,55 +118,44 @@ fn create(api: &Api, req: &Req) -> Resp {
         enabled,
         reason: None,
     });
-    result(created.map(|r| Resp::json(201, &r.to_json(true))))
+    result(created.map(|r| Resp::json(201, &SkillView::record(&r, true))))
 }
 
 fn replace(api: &Api, name: &str, req: &Req) -> Resp {
-    let (body, m) = match body_object(req) {
-        Ok(x) => x,
+    let mut b = match Body::object(req) {
+        Ok(b) => b,
         Err(r) => return r,
     };
-    let mut errs = Vec::new();
-    let content = string_field(&m, &body, "content", &mut errs);
-    let support = support_field(&m, &mut errs);
-    let expected = match m.get("expected_hash") {
-        None | Some(Value::Null) => Some(None),
-        Some(Value::String(s)) => Some(Some(s.clone())),
-        Some(other) => {
-            errs.push(item("string_type", &["body", "expected_hash"], "Input should be a valid string", other.clone()));
-            None
-        }
-    };
-    let (Some(content), Some(support_files), Some(expected_hash), true) = (content, support, expected, errs.is_empty())
-    else {
-        return Resp::shape(errs);
+    let content = b.required_str("content");
+    let support_files = b.string_map("support_files");
+    let expected_hash = b.optional_str("expected_hash");
+    let (content, support_files, expected_hash) = match b.done((|| Some((content?, support_files?, expected_hash?)))())
+    {
+        Ok(fields) => fields,
+        Err(r) => return r,
     };
     let replaced =
         api.skills.replace(name, ReplaceRequest { content, support_files, expected_hash, agent_only: false });
-    result(replaced.map(|(r, snapshot)| {
-        let mut v = r.to_json(true);
-        v["snapshot"] = json!(snapshot);
-        Resp::ok(&v)
-    }))
+    result(replaced.map(|(r, snapshot)| Resp::ok(&SkillView::replaced(&r, snapshot))))
 }
 
 fn set_enabled(api: &Api, name: &str, req: &Req) -> Resp {
-    let (body, m) = match body_object(req) {
-        Ok(x) => x,
+    let mut b = match Body::object(req) {
+        Ok(b) => b,
         Err(r) => return r,
     };
-    let mut errs = Vec::new();
-    let Some(enabled) = bool_field(&m, &body, "enabled", None, &mut errs) else {
-        return Resp::shape(errs);
+    let enabled = b.lax_bool("enabled", None);
+    let enabled = match b.done(enabled) {
+        Ok(e) => e,
+        Err(r) => return r,
     };
-    result(api.skills.set_enabled(name, enabled).map(|r| Resp::ok(&r.to_json(true))))
+    result(api.skills.set_enabled(name, enabled).map(|r| Resp::ok(&SkillView::record(&r, true))))
 }
 
 fn import(api: &Api, req: &Req) -> Resp {
     let ct = req.header("content-type").unwrap_or("");
-    let file = multipart_file(ct, &req.body, "file");
-    let Some((filename, data)) = file else {
-        return Resp::shape(vec![item("missing", &["body", "file"], "Field required", Value::Null)]);
+    let Some((filename, data)) = multipart::file(ct, &req.body, "file") else {
+        return Resp::shape(vec![Issue::new("missing", &["body", "file"], "Field required", serde_json::Value::Null)]);
     };
     if !filename.trim().to_lowercase().ends_with(".zip") {
         return Resp::detail(422, "Skill package must be a .zip file");
@@ -326,70 +163,13 @@ fn import(api: &Api, req: &Req) -> Resp {
     if data.len() > MAX_ARCHIVE_BYTES {
         return Resp::detail(422, "Skill ZIP is too large");
     }
-    result(api.skills.import_zip(data).map(|r| Resp::json(201, &r.to_json(false))))
-}
-
-/// The first part named `field` of a `multipart/form-data` body: `(filename, bytes)`.
-/// A part without a filename is not a file upload.
-pub fn multipart_file<'a>(content_type: &str, body: &'a [u8], field: &str) -> Option<(String, &'a [u8])> {
-    let (mime, params) = content_type.split_once(';')?;
-    if !mime.trim().eq_ignore_ascii_case("multipart/form-data") {
-        return None;
-    }
-    let boundary = params.split(';').find_map(|p| {
-        let (k, v) = p.split_once('=')?;
-        k.trim().eq_ignore_ascii_case("boundary").then(|| v.trim().trim_matches('"').to_string())
-    })?;
-    if boundary.is_empty() || boundary.len() > 200 {
-        return None;
-    }
-    let delim = format!("--{boundary}");
-    let delim = delim.as_bytes();
-    let mut pos = find(body, delim, 0)?;
-    loop {
-        let start = pos + delim.len();
-        if body[start..].starts_with(b"--") {
-            return None;
-        }
-        let headers_start = start + if body[start..].starts_with(b"\r\n") { 2 } else { 0 };
-        let headers_end = find(body, b"\r\n\r\n", headers_start)?;
-        let content_start = headers_end + 4;
-        let next = find(body, delim, content_start)?;
-        // The part's content ends before the CRLF that precedes the next delimiter.
-        let content_end = if next >= 2 && &body[next - 2..next] == b"\r\n" { next - 2 } else { next };
-        let headers = String::from_utf8_lossy(&body[headers_start..headers_end]);
-        let disposition =
-            headers.split("\r\n").find(|l| l.to_ascii_lowercase().starts_with("content-disposition:")).unwrap_or("");
-        if disposition_param(disposition, "name").as_deref() == Some(field) {
-            if let Some(filename) = disposition_param(disposition, "filename") {
-                return Some((filename, &body[content_start..content_end.max(content_start)]));
-            }
-        }
-        pos = next;
-    }
-}
-
-fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
-    if from > hay.len() || needle.is_empty() {
-        return None;
-    }
-    hay[from..].windows(needle.len()).position(|w| w == needle).map(|i| i + from)
-}
-
-/// `name="value"` (or unquoted) from a Content-Disposition header line.
-fn disposition_param(line: &str, key: &str) -> Option<String> {
-    line.split(';').skip(1).find_map(|p| {
-        let (k, v) = p.split_once('=')?;
-        if !k.trim().eq_ignore_ascii_case(key) {
-            return None;
-        }
-        let v = v.trim();
-        Some(v.strip_prefix('"').and_then(|x| x.strip_suffix('"')).unwrap_or(v).to_string())
-    })
+    result(api.skills.import_zip(data).map(|r| Resp::json(201, &SkillView::record(&r, false))))
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{json, Value};
+
     use super::*;
     use crate::skills::import::tests::build;
     use crate::skills::package::tests::skill_md;
@@ -450,19 +230,6 @@ mod tests {
             }
             let _ = std::fs::remove_dir_all(&self.home);
         }
-    }
-
-    #[test]
-    fn multipart_parser_finds_the_file_part() {
-        let body =
-            b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.zip\"\r\n\r\nPK\x03\x04\r\n--b--\r\n";
-        let (name, data) = multipart_file("multipart/form-data; boundary=b", body, "file").unwrap();
-        assert_eq!((name.as_str(), data), ("a.zip", &b"PK\x03\x04"[..]));
-        assert!(multipart_file("application/json", body, "file").is_none());
-        assert!(multipart_file("multipart/form-data; boundary=b", body, "other").is_none());
-        assert!(multipart_file("multipart/form-data; boundary=b", b"--b\r\ngarbage", "file").is_none());
-        let no_filename = b"--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nx\r\n--b--";
-        assert!(multipart_file("multipart/form-data; boundary=\"b\"", no_filename, "file").is_none());
     }
 
     #[test]

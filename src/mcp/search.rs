@@ -1,20 +1,22 @@
 //! `tool_search` ranking (tools-and-mcp.md §8): one document per MCP tool (cached schemas
 //! overlaid by live tools, live wins) plus one entry per configured server that has neither,
-//! tokenised with ASCII camelCase/snake_case splitting and CJK bigrams, ranked with BM25
-//! (k1 = 1.5, b = 0.75). Only MCP servers are indexed; built-in tools are always visible.
+//! tokenised with ASCII camelCase/snake_case splitting and CJK bigrams, ranked with the shared
+//! BM25 scorer ([`crate::util::bm25`], k1 = 1.5, b = 0.75). Only MCP servers are indexed;
+//! built-in tools are always visible.
 //!
 //! Pure: the manager gathers each server's cached and live tools and caches the index per
 //! content generation; a turn worker runs the query.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::cache::CachedTool;
 use super::catalog::ServerConfig;
 use super::tool::LiveTool;
 
-pub const K1: f64 = 1.5;
-pub const B: f64 = 0.75;
+use crate::util::bm25::{Index, Params};
+
+/// BM25 parameters of the `tool_search` contract.
+pub const PARAMS: Params = Params { k1: 1.5, b: 0.75 };
 pub const DEFAULT_LIMIT: usize = 8;
 pub const MAX_LIMIT: usize = 50;
 
@@ -174,32 +176,16 @@ pub fn tokenize(text: &str) -> Vec<String> {
     tokens
 }
 
-/// An inverted BM25 index over a fixed document list.
+/// The BM25 index of `tool_search` over a fixed document list.
 pub struct SearchIndex {
     docs: Vec<SearchDoc>,
-    postings: HashMap<String, Vec<(u32, u32)>>,
-    doc_len: Vec<u32>,
-    avgdl: f64,
+    index: Index,
 }
 
 impl SearchIndex {
     pub fn build(docs: Vec<SearchDoc>) -> SearchIndex {
-        let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
-        let mut doc_len = Vec::with_capacity(docs.len());
-        for (i, d) in docs.iter().enumerate() {
-            let toks = tokenize(&d.text);
-            doc_len.push(toks.len() as u32);
-            let mut tf: HashMap<String, u32> = HashMap::new();
-            for t in toks {
-                *tf.entry(t).or_default() += 1;
-            }
-            for (t, n) in tf {
-                postings.entry(t).or_default().push((i as u32, n));
-            }
-        }
-        let total: u64 = doc_len.iter().map(|n| u64::from(*n)).sum();
-        let avgdl = if docs.is_empty() { 0.0 } else { total as f64 / docs.len() as f64 };
-        SearchIndex { docs, postings, doc_len, avgdl }
+        let index = Index::build(PARAMS, docs.iter().map(|d| tokenize(&d.text)));
+        SearchIndex { docs, index }
     }
 
     pub fn docs(&self) -> &[SearchDoc] {
@@ -217,34 +203,8 @@ impl SearchIndex {
     /// Documents with a positive score, best first, ties in document order, at most `limit`
     /// (clamped to 1..=50).
     pub fn search(&self, query: &str, limit: usize) -> Vec<(&SearchDoc, f64)> {
-        let limit = limit.clamp(1, MAX_LIMIT);
-        let n = self.docs.len() as f64;
-        let mut scores = vec![0.0f64; self.docs.len()];
-        let mut touched: Vec<u32> = Vec::new();
-        // Every occurrence of a query token counts again (duplicates weigh more).
-        for tok in tokenize(query) {
-            let Some(list) = self.postings.get(&tok) else {
-                continue;
-            };
-            let df = list.len() as f64;
-            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-            for &(doc, tf) in list {
-                let tf = f64::from(tf);
-                let dl = f64::from(self.doc_len[doc as usize]);
-                let part =
-                    if self.avgdl == 0.0 { tf } else { tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / self.avgdl)) };
-                if scores[doc as usize] == 0.0 {
-                    touched.push(doc);
-                }
-                scores[doc as usize] += idf * part;
-            }
-        }
-        let mut hits: Vec<u32> = touched.into_iter().filter(|d| scores[*d as usize] > 0.0).collect();
-        hits.sort_by(|a, b| {
-            scores[*b as usize].partial_cmp(&scores[*a as usize]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(b))
-        });
-        hits.truncate(limit);
-        hits.into_iter().map(|d| (&self.docs[d as usize], scores[d as usize])).collect()
+        let hits = self.index.score(&tokenize(query)).ranked(limit.clamp(1, MAX_LIMIT));
+        hits.into_iter().map(|(d, s)| (&self.docs[d], s)).collect()
     }
 }
 
@@ -369,5 +329,48 @@ mod tests {
              ✅ **1 tools activated; directly callable in this session:**\n  - mcp_weather_getForecast"
         );
         assert_eq!(render("zz", &[], &[]), "No tools found for 'zz'. Try different keywords.");
+    }
+
+    /// Rankings and scores of a fixed corpus as `tool_search`'s own BM25 gave them before the
+    /// scorer was shared with the skills catalog (printed to 12 decimals then).
+    #[test]
+    fn a_fixed_corpus_ranks_as_before() {
+        let idx = SearchIndex::build(vec![
+            SearchDoc::tool(
+                "weather",
+                "Weather",
+                "Forecasts",
+                "getForecast",
+                "Get the weather forecast for a city",
+                DocKind::Cached,
+            ),
+            SearchDoc::tool("weather", "Weather", "Forecasts", "getAlerts", "Severe weather alerts", DocKind::Cached),
+            SearchDoc::tool("files", "Files", "", "read_file", "Read a file from disk", DocKind::Cached),
+            SearchDoc::tool("files", "Files", "", "write_file", "Write a file to disk", DocKind::Cached),
+            SearchDoc::server_entry("github", "GitHub", "Issues and pull requests"),
+            SearchDoc::tool("maps", "地图", "查询地点", "geocode", "地址转坐标", DocKind::Cached),
+        ]);
+        let cases: &[(&str, &[(&str, f64)])] = &[
+            ("weather", &[("weather/getAlerts", 1.487966125475), ("weather/getForecast", 1.347165592573)]),
+            ("weather forecast", &[("weather/getForecast", 3.743413434047), ("weather/getAlerts", 1.487966125475)]),
+            ("file", &[("files/read_file", 1.731492112977), ("files/write_file", 1.731492112977)]),
+            ("read file disk", &[("files/read_file", 5.368467477183), ("files/write_file", 2.777929270185)]),
+            ("pull requests", &[("github/", 3.471425444388)]),
+            ("查询地址", &[("maps/geocode", 4.477418112096)]),
+            ("HTTPServer", &[]),
+            ("nothing", &[]),
+        ];
+        for (q, want) in cases {
+            let got: Vec<(String, f64)> =
+                idx.search(q, 8).into_iter().map(|(d, s)| (format!("{}/{}", d.server, d.tool), s)).collect();
+            assert_eq!(
+                got.iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
+                want.iter().map(|w| w.0).collect::<Vec<_>>(),
+                "{q}"
+            );
+            for (g, w) in got.iter().zip(want.iter()) {
+                assert!((g.1 - w.1).abs() < 1e-11, "{q}: {} scored {} (was {})", g.0, g.1, w.1);
+            }
+        }
     }
 }

@@ -1,18 +1,16 @@
 //! The effective catalog: one scan of the three roots (skills.md §4) into immutable records,
-//! shadowing, availability from a dependency probe, invalid-package diagnostics, the record
-//! JSON shapes, listing and search. A `Catalog` is built whole and shared behind an `Arc`,
-//! so readers on any thread never wait for a refresh.
+//! shadowing, availability from a dependency probe, invalid-package diagnostics and the search
+//! index. A `Catalog` is built whole and shared behind an `Arc`, so readers on any thread never
+//! wait for a refresh; its JSON shapes live in [`super::views`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::{json, Value};
-
 use super::frontmatter::Manifest;
 use super::package::{self, bounded};
-use super::search::{self, Doc};
+use super::search::{doc_tokens, SkillIndex};
 use super::{sha256_hex, Source};
 
 /// Diagnostics kept per refresh; more invalid packages are silently not listed.
@@ -116,7 +114,6 @@ pub struct SkillRecord {
     pub missing: Vec<String>,
     pub hash: String,
     pub shadowed_sources: Vec<Source>,
-    pub doc: Doc,
 }
 
 impl SkillRecord {
@@ -132,40 +129,6 @@ impl SkillRecord {
         } else {
             "available"
         }
-    }
-
-    /// The record dict (`to_dict`), with `path` only when asked.
-    pub fn to_json(&self, with_path: bool) -> Value {
-        let mut v = self.brief_json();
-        let o = v.as_object_mut().expect("brief_json builds an object");
-        o.insert("requires".into(), self.manifest.requires.to_json());
-        o.insert("optional".into(), self.manifest.optional.to_json());
-        if with_path {
-            o.insert("path".into(), json!(self.path.display().to_string()));
-        }
-        v
-    }
-
-    /// The record dict without `requires`/`optional` (skill_search results).
-    pub fn brief_json(&self) -> Value {
-        let m = &self.manifest;
-        json!({
-            "name": m.name,
-            "display_name": m.label(),
-            "description": m.description,
-            "version": m.version,
-            "tags": m.tags,
-            "triggers": m.triggers,
-            "always": m.always,
-            "source": self.source.as_str(),
-            "enabled": self.enabled,
-            "availability": self.availability(),
-            "missing": self.missing,
-            "hash": self.hash,
-            "shadowed_sources": self.shadowed_sources.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
-            "validation_errors": Vec::<String>::new(),
-            "mutable": self.source.mutable(),
-        })
     }
 }
 
@@ -185,6 +148,7 @@ pub struct Catalog {
     /// Keyed `<source>:<label>` (the invalid-delete selector).
     pub invalid: BTreeMap<String, InvalidEntry>,
     pub revision: u64,
+    index: SkillIndex,
 }
 
 /// Scans `roots` (in precedence order, lowest first) into a catalog.
@@ -210,16 +174,6 @@ pub fn scan(roots: &[(Source, PathBuf)], probe: &DepProbe, revision: u64) -> std
                     let mut manifest = pkg.parsed.manifest;
                     manifest.body = String::new();
                     let missing = if pkg.enabled { probe.missing(&manifest, &mut bin_cache) } else { Vec::new() };
-                    let doc = Doc::new(
-                        &manifest.name,
-                        &[
-                            &manifest.name,
-                            manifest.label(),
-                            &manifest.description,
-                            &manifest.tags.join(" "),
-                            &manifest.triggers.join(" "),
-                        ],
-                    );
                     candidates.entry(manifest.name.clone()).or_default().push(SkillRecord {
                         manifest,
                         source: *source,
@@ -228,7 +182,6 @@ pub fn scan(roots: &[(Source, PathBuf)], probe: &DepProbe, revision: u64) -> std
                         missing,
                         hash: pkg.parsed.hash,
                         shadowed_sources: Vec::new(),
-                        doc,
                     });
                 }
                 Err(e) => {
@@ -247,7 +200,7 @@ pub fn scan(roots: &[(Source, PathBuf)], probe: &DepProbe, revision: u64) -> std
             }
         }
     }
-    let records = candidates
+    let records: BTreeMap<String, Arc<SkillRecord>> = candidates
         .into_iter()
         .map(|(name, mut recs)| {
             recs.sort_by_key(|r| r.source);
@@ -256,7 +209,18 @@ pub fn scan(roots: &[(Source, PathBuf)], probe: &DepProbe, revision: u64) -> std
             (name, Arc::new(top))
         })
         .collect();
-    Ok(Catalog { records, invalid, revision })
+    let index = SkillIndex::build(
+        records
+            .values()
+            .map(|r| {
+                let m = &r.manifest;
+                let (tags, triggers) = (m.tags.join(" "), m.triggers.join(" "));
+                let tokens = doc_tokens(&[&m.name, m.label(), &m.description, &tags, &triggers]);
+                (m.name.clone(), tokens, r.enabled)
+            })
+            .collect(),
+    );
+    Ok(Catalog { records, invalid, revision, index })
 }
 
 /// `<source>:<label>`; the label is the bounded directory name, disambiguated by a hash suffix.
@@ -280,17 +244,11 @@ impl Catalog {
 
     /// Search over records; disabled ones only with `include_disabled`.
     pub fn search(&self, query: &str, limit: usize, include_disabled: bool) -> Vec<(Arc<SkillRecord>, f64)> {
-        let eligible: Vec<&Arc<SkillRecord>> =
-            self.records.values().filter(|r| include_disabled || r.enabled).collect();
-        let docs: Vec<&Doc> = eligible.iter().map(|r| &r.doc).collect();
-        search::rank(&docs, query, limit).into_iter().map(|(i, s)| (Arc::clone(eligible[i]), s)).collect()
-    }
-
-    /// The `invalid` object of the list response.
-    pub fn invalid_json(&self) -> Value {
-        let map: serde_json::Map<String, Value> =
-            self.invalid.iter().map(|(k, v)| (k.clone(), json!([v.message]))).collect();
-        Value::Object(map)
+        self.index
+            .rank(query, limit, include_disabled)
+            .into_iter()
+            .filter_map(|(name, s)| self.records.get(name).map(|r| (Arc::clone(r), s)))
+            .collect()
     }
 }
 
@@ -298,6 +256,7 @@ impl Catalog {
 mod tests {
     use super::*;
     use crate::skills::package::tests::{make_pkg, tmp};
+    use crate::skills::views::{SkillList, SkillView};
 
     fn roots(base: &Path) -> Vec<(Source, PathBuf)> {
         Source::ALL
@@ -326,9 +285,9 @@ mod tests {
         assert_eq!(s.shadowed_sources, vec![Source::Builtin, Source::User]);
         let u = c.get("user-over-builtin").unwrap();
         assert_eq!(u.source, Source::User);
-        assert_eq!(u.to_json(false)["shadowed_sources"], json!(["builtin"]));
+        assert_eq!(SkillView::record(u, false).shadowed_sources, ["builtin"]);
         assert_eq!(c.get("builtin-only").unwrap().shadowed_sources, vec![]);
-        assert_eq!(c.get("builtin-only").unwrap().to_json(false)["mutable"], json!(false));
+        assert!(!SkillView::record(c.get("builtin-only").unwrap(), false).mutable);
         // An invalid higher-precedence package does not shadow the valid lower one.
         let bad = r[2].1.join("builtin-only");
         fs::create_dir(&bad).unwrap();
@@ -353,7 +312,7 @@ mod tests {
         assert_eq!(c.invalid.len(), 1);
         let msg = &c.invalid["user:broken"].message;
         assert_eq!(msg, "unsupported package entry: private-file.txt");
-        let all = serde_json::to_string(&c.invalid_json()).unwrap();
+        let all = serde_json::to_string(&SkillList::invalid_of(&c)).unwrap();
         assert!(!all.contains(&base.display().to_string()));
         fs::remove_dir_all(base).unwrap();
     }

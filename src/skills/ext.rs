@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::evolution::{Evolution, Generator, TurnTrace};
-use super::tools::{leading_mention, selected_skills, SkillTools};
+use super::mention::{leading_mention, selected_skills};
+use super::tools::SkillTools;
 use crate::agent::tools::{FinishedTurn, Preparation, Tool, TurnCtx, TurnExtension, TurnState};
 use crate::bus::TurnRequest;
 

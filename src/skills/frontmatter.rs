@@ -4,7 +4,6 @@
 
 use std::mem::MaybeUninit;
 
-use serde_json::{json, Value as Json};
 use serde_yaml::Value;
 
 use super::{sha256_hex, validate_name, Result, SkillError, MAX_SKILL_MD_BYTES};
@@ -24,12 +23,6 @@ pub struct Deps {
     pub mcp_servers: Vec<String>,
     pub bins: Vec<String>,
     pub env: Vec<String>,
-}
-
-impl Deps {
-    pub fn to_json(&self) -> Json {
-        json!({"tools": self.tools, "mcp_servers": self.mcp_servers, "bins": self.bins, "env": self.env})
-    }
 }
 
 /// A validated SKILL.md.

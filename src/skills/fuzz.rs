@@ -1,7 +1,8 @@
-//! Property tests over generated and mutated inputs (a deterministic PRNG, no extra crates):
+//! Property tests over generated and mutated inputs (the shared test PRNG, no extra crates):
 //! ZIP archives for the importer and SKILL.md strings for the frontmatter parser. Every case
 //! must finish without a panic; a refused import must leave the user root empty, an accepted
-//! one must hold exactly its temp dir until dropped. `CASHCODE_FUZZ_CASES` scales the run.
+//! one must hold exactly its temp dir until dropped. `CASHCODE_FUZZ_CASES` scales the runs and
+//! `CASHCODE_FUZZ_SEED` varies the inputs (`crate::util::prng`).
 
 use std::fs;
 use std::io::{Cursor, Write};
@@ -14,35 +15,7 @@ use super::frontmatter;
 use super::import;
 use super::package::tests::tmp;
 use super::sha256_hex;
-
-/// SplitMix64: tiny, deterministic, good enough to drive generators.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
-
-fn cases(default: usize) -> usize {
-    std::env::var("CASHCODE_FUZZ_CASES").ok().and_then(|v| v.parse::<usize>().ok()).map(|n| n.max(1)).unwrap_or(default)
-}
+use crate::util::prng::{cases, seed, Prng};
 
 const NAME_POOL: &[&str] = &[
     "SKILL.md",
@@ -75,7 +48,7 @@ const NAME_POOL: &[&str] = &[
     "",
 ];
 
-fn random_skill_md(r: &mut Rng) -> Vec<u8> {
+fn random_skill_md(r: &mut Prng) -> Vec<u8> {
     let long = "a".repeat(70);
     let name = *r.pick(&["fuzzed", "pkg", "Bad Name", "yes", long.as_str()]);
     let mut s = format!("---\nname: {name}\ndescription: generated\n");
@@ -92,7 +65,7 @@ fn random_skill_md(r: &mut Rng) -> Vec<u8> {
 }
 
 /// A structurally valid archive from random members (many violate the package rules).
-fn random_archive(r: &mut Rng) -> Vec<u8> {
+fn random_archive(r: &mut Prng) -> Vec<u8> {
     let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
     // Mostly well-formed members, so accepted archives are common enough to matter.
     let members = if r.chance(40) { 0 } else { r.below(6) };
@@ -136,7 +109,7 @@ fn random_archive(r: &mut Rng) -> Vec<u8> {
 }
 
 /// Byte-level mutations, including the header fields the importer trusts least.
-fn mutate(r: &mut Rng, mut z: Vec<u8>) -> Vec<u8> {
+fn mutate(r: &mut Prng, mut z: Vec<u8>) -> Vec<u8> {
     let rounds = r.below(4);
     for _ in 0..rounds {
         if z.is_empty() {
@@ -153,7 +126,7 @@ fn mutate(r: &mut Rng, mut z: Vec<u8>) -> Vec<u8> {
             }
             2 => {
                 let i = r.below(z.len());
-                let junk: Vec<u8> = (0..r.below(64)).map(|_| r.next() as u8).collect();
+                let junk: Vec<u8> = (0..r.below(64)).map(|_| r.next_u64() as u8).collect();
                 z.splice(i..i, junk);
             }
             3 | 4 => {
@@ -190,7 +163,7 @@ fn assert_empty(root: &Path, case: usize) {
 #[test]
 fn zip_importer_never_panics_and_never_leaves_files() {
     let n = cases(3000);
-    let mut r = Rng(crate::util::prng::seed(0x5EED_CAFE));
+    let mut r = Prng::new(seed(0x5EED_CAFE));
     let root = tmp("fuzz-zip");
     let (mut accepted, mut refused) = (0usize, 0usize);
     for case in 0..n {
@@ -279,7 +252,7 @@ const FM_FRAGMENTS: &[&str] = &[
 #[test]
 fn frontmatter_parser_never_panics_and_keeps_its_invariants() {
     let n = cases(20_000);
-    let mut r = Rng(crate::util::prng::seed(0xF00D_F00D));
+    let mut r = Prng::new(seed(0xF00D_F00D));
     let mut ok = 0usize;
     for case in 0..n {
         let mut s = String::new();

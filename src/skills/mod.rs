@@ -3,23 +3,31 @@
 //! the off-by-default self-evolution proposals. Everything here is synchronous and is called
 //! from the HTTP thread and from turn workers; [`service::SkillService`] serialises mutations
 //! with one process-wide lock and publishes catalog snapshots readers can hold without locking.
+//!
+//! Reading order: `frontmatter` and `package` (one package on disk), `catalog` and `search`
+//! (all of them), `service` (mutations) and `read` (queries), `views` (the typed wire),
+//! `import` (ZIP), then the model side: `tools` (search/load/resources), `manage` (authoring),
+//! `activated` and `mention` (per-chat state, `@name`), `ext` (the turn hook), `evolution`.
 
 use std::fmt;
 
+pub mod activated;
 pub mod builtin;
 pub mod catalog;
-#[cfg(test)]
-mod e2e;
 pub mod evolution;
 pub mod ext;
 pub mod frontmatter;
 #[cfg(test)]
 mod fuzz;
 pub mod import;
+pub mod manage;
+pub mod mention;
 pub mod package;
+pub mod read;
 pub mod search;
 pub mod service;
 pub mod tools;
+pub mod views;
 
 /// Largest SKILL.md accepted, in UTF-8 bytes.
 pub const MAX_SKILL_MD_BYTES: usize = 80_000;

@@ -1,28 +1,26 @@
-//! The model-facing skill tools (skills.md §5–§8): `skill_search`, `skill_load` (two-phase
-//! lazy loading: the body lives only in this turn's model context, history keeps a receipt),
-//! `skill_read_resource`, `agent_skill_manage`; the state they keep within a turn ([`SkillTools`]:
-//! loaded (name, hash) pairs per chat; `activated_skills` / `activated_tools` in the turn's
-//! metadata working copy), explicit `@name` / `mentioned_skills` selection and the prompt
-//! summary of recent skills.
+//! The model-facing skill tools that read skills (skills.md §5–§7): `skill_search`,
+//! `skill_load` (two-phase lazy loading: the body lives only in this turn's model context,
+//! history keeps a receipt) and `skill_read_resource`, plus the state they keep within a turn
+//! ([`SkillTools`]: loaded (name, hash) pairs per chat) and the explicit selection that loads
+//! before the first model call. `agent_skill_manage` is in [`super::manage`], the chat's
+//! `activated_*` memory in [`super::activated`], `@name` parsing in [`super::mention`].
 //! Runs on the worker thread of the turn.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Read;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use serde_json::{json, Map, Value};
 
+use super::activated::{activate_tools, ActivatedSkills};
+use super::manage::AgentSkillManage;
 use super::package;
-use super::service::{CreateRequest, SkillService};
-use super::{is_valid_name, SkillError, Source, MAX_SUPPORT_FILE_BYTES, SUPPORT_DIRS};
+use super::service::SkillService;
+use super::views::{LoadError, OptionalDeps, SearchReply, SkillView};
+use super::{SkillError, MAX_SUPPORT_FILE_BYTES, SUPPORT_DIRS};
 use crate::agent::tools::{Tool, ToolOutput, TurnCtx};
-use crate::util::{text, time};
-
-/// Most skills kept in a chat's `activated_skills`.
-pub const ACTIVATED_CAPACITY: usize = 12;
-/// Longest recent-skills prompt section, in chars.
-pub const SUMMARY_MAX_CHARS: usize = 1800;
+use crate::util::pyjson;
 
 /// What the skill tools need from the rest of the agent.
 pub trait SkillEnv: Send + Sync {
@@ -46,158 +44,6 @@ impl SkillEnv for StaticEnv {
     }
 }
 
-/// Python `json.dumps` spacing (`", "` and `": "`), non-ASCII kept raw. Object keys come out
-/// sorted (serde_json maps); use [`py_object`] where the original's key order is on the wire.
-pub fn py_json(v: &Value) -> String {
-    match v {
-        Value::Array(a) => format!("[{}]", a.iter().map(py_json).collect::<Vec<_>>().join(", ")),
-        Value::Object(o) => py_pairs(o.iter().map(|(k, v)| (k.as_str(), v))),
-        other => other.to_string(),
-    }
-}
-
-/// A Python-spaced JSON object with keys in the given order.
-pub fn py_object(pairs: &[(&str, Value)]) -> String {
-    py_pairs(pairs.iter().map(|(k, v)| (*k, v)))
-}
-
-fn py_pairs<'a>(pairs: impl Iterator<Item = (&'a str, &'a Value)>) -> String {
-    let items: Vec<String> = pairs.map(|(k, v)| format!("{}: {}", Value::String(k.to_string()), py_json(v))).collect();
-    format!("{{{}}}", items.join(", "))
-}
-
-/// One entry of the chat's `activated_skills`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Activated {
-    pub description: String,
-    pub version: u64,
-    pub hash: String,
-    pub last_used: f64,
-}
-
-/// The chat's `activated_skills` LRU (metadata.json).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ActivatedSkills(pub BTreeMap<String, Activated>);
-
-impl ActivatedSkills {
-    /// Reads the metadata value; malformed entries are dropped.
-    pub fn from_json(v: Option<&Value>) -> ActivatedSkills {
-        let mut out = BTreeMap::new();
-        if let Some(Value::Object(o)) = v {
-            for (name, e) in o {
-                let (Some(desc), Some(version), Some(hash)) = (
-                    e.get("description").and_then(Value::as_str),
-                    e.get("version").and_then(Value::as_u64),
-                    e.get("hash").and_then(Value::as_str),
-                ) else {
-                    continue;
-                };
-                out.insert(
-                    name.clone(),
-                    Activated {
-                        description: desc.to_string(),
-                        version,
-                        hash: hash.to_string(),
-                        last_used: e.get("last_used").and_then(Value::as_f64).unwrap_or(0.0),
-                    },
-                );
-            }
-        }
-        let mut s = ActivatedSkills(out);
-        s.evict();
-        s
-    }
-
-    pub fn to_json(&self) -> Value {
-        let m: Map<String, Value> = self
-            .0
-            .iter()
-            .map(|(k, a)| {
-                (
-                    k.clone(),
-                    json!({"description": a.description, "version": a.version, "hash": a.hash, "last_used": a.last_used}),
-                )
-            })
-            .collect();
-        Value::Object(m)
-    }
-
-    /// Records a successful load now.
-    pub fn touch(&mut self, name: &str, description: &str, version: u64, hash: &str) {
-        // Strictly increasing stamps keep the LRU order exact for loads within one clock tick.
-        let newest = self.0.values().map(|a| a.last_used).fold(0.0, f64::max);
-        let now = time::now_epoch().max(newest + 1e-6);
-        self.0.insert(
-            name.to_string(),
-            Activated {
-                description: text::take_chars(description, 160).to_string(),
-                version,
-                hash: hash.to_string(),
-                last_used: now,
-            },
-        );
-        self.evict();
-    }
-
-    fn evict(&mut self) {
-        while self.0.len() > ACTIVATED_CAPACITY {
-            let oldest = self
-                .0
-                .iter()
-                .min_by(|a, b| a.1.last_used.partial_cmp(&b.1.last_used).unwrap_or(std::cmp::Ordering::Equal))
-                .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => {
-                    self.0.remove(&k);
-                }
-                None => break,
-            }
-        }
-    }
-
-    /// Names, most recently used first.
-    pub fn recent_first(&self) -> Vec<(&String, &Activated)> {
-        let mut v: Vec<_> = self.0.iter().collect();
-        v.sort_by(|a, b| {
-            b.1.last_used.partial_cmp(&a.1.last_used).unwrap_or(std::cmp::Ordering::Equal).then_with(|| a.0.cmp(b.0))
-        });
-        v
-    }
-
-    /// The `## Recently activated Skills` prompt section, or `""` when no line qualifies.
-    /// Deleted and disabled skills are skipped; a changed hash is marked stale.
-    pub fn summary(&self, svc: &SkillService) -> String {
-        let cat = svc.catalog();
-        let mut out = String::from(
-            "## Recently activated Skills\nThese are hints only: call skill_load before relying on any of them.",
-        );
-        let mut lines = 0;
-        for (name, a) in self.recent_first() {
-            let Some(rec) = cat.get(name) else { continue };
-            if !rec.enabled {
-                continue;
-            }
-            let mut line = format!("\n- {name}: {}", text::take_chars(&a.description, 160));
-            if rec.hash != a.hash {
-                line.push_str(" (stale; reload required)");
-            }
-            if text::char_len(&out) + text::char_len(&line) > SUMMARY_MAX_CHARS {
-                break;
-            }
-            out.push_str(&line);
-            lines += 1;
-        }
-        if lines == 0 {
-            String::new()
-        } else {
-            out
-        }
-    }
-}
-
-/// Most tools kept in a chat's `activated_tools` (shared with MCP activations).
-pub const ACTIVATED_TOOLS_CAPACITY: usize = 50;
-
 /// The skill tools and the state they keep between calls of one turn. The per-turn set of
 /// loaded (name, hash) pairs is keyed by chat (one turn per chat runs at a time) and reset by
 /// [`SkillTools::begin_turn`]; `activated_skills` / `activated_tools` live in the turn's
@@ -217,8 +63,8 @@ fn projection(model: String, public: String, persisted: String) -> ToolOutput {
     ToolOutput { for_model: model, preview: Some(public), for_history: Some(persisted), failed: false }
 }
 
-fn json_error(pairs: &[(&str, Value)]) -> ToolOutput {
-    ToolOutput { for_model: py_object(pairs), preview: None, for_history: None, failed: true }
+fn load_error(e: LoadError) -> ToolOutput {
+    ToolOutput { for_model: pyjson::to_string(&e), preview: None, for_history: None, failed: true }
 }
 
 impl SkillTools {
@@ -265,21 +111,14 @@ impl SkillTools {
         (!s.is_empty()).then_some(s)
     }
 
-    /// `skill_search` result text.
-    pub fn search(&self, query: &str, limit: usize) -> Value {
+    /// `skill_search` result.
+    pub fn search(&self, query: &str, limit: usize) -> SearchReply {
         if query.trim().is_empty() {
-            return json!({"skills": [], "error": "query is required"});
+            return SearchReply { error: Some("query is required"), query: None, skills: Vec::new() };
         }
         let hits = self.svc.catalog().search(query, limit.clamp(1, 20), false);
-        let skills: Vec<Value> = hits
-            .into_iter()
-            .map(|(r, score)| {
-                let mut v = r.brief_json();
-                v["score"] = json!((score * 10_000.0).round() / 10_000.0);
-                v
-            })
-            .collect();
-        json!({"query": query, "skills": skills})
+        let skills = hits.iter().map(|(r, score)| SkillView::hit(r, *score)).collect();
+        SearchReply { error: None, query: Some(query.to_string()), skills }
     }
 
     /// `skill_load` (skills.md §6).
@@ -289,30 +128,19 @@ impl SkillTools {
         let Some(rec) = cat.get(name).cloned() else {
             let suggestions: Vec<String> =
                 cat.search(name, 3, false).into_iter().map(|(r, _)| r.name().to_string()).collect();
-            return json_error(&[
-                ("error", json!("skill_not_found")),
-                ("name", json!(name)),
-                ("suggestions", json!(suggestions)),
-            ]);
+            return load_error(LoadError::SkillNotFound { name: name.to_string(), suggestions });
         };
         if !rec.enabled {
-            return json_error(&[("error", json!("skill_disabled")), ("name", json!(name))]);
+            return load_error(LoadError::SkillDisabled { name: name.to_string() });
         }
-        let missing: Vec<&String> = rec.missing.iter().filter(|m| !m.starts_with("mcp:")).collect();
+        let missing: Vec<String> = rec.missing.iter().filter(|m| !m.starts_with("mcp:")).cloned().collect();
         if !missing.is_empty() {
-            return json_error(&[
-                ("error", json!("missing_dependency")),
-                ("name", json!(name)),
-                ("missing", json!(missing)),
-            ]);
+            return load_error(LoadError::MissingDependency { name: name.to_string(), missing });
         }
         for t in &rec.manifest.requires.tools {
             if !t.starts_with("mcp_") && !env.has_tool(t) {
-                return json_error(&[
-                    ("error", json!("missing_dependency")),
-                    ("name", json!(name)),
-                    ("missing", json!([format!("tool:{t}")])),
-                ]);
+                let missing = vec![format!("tool:{t}")];
+                return load_error(LoadError::MissingDependency { name: name.to_string(), missing });
             }
         }
         let mut activate = Vec::new();
@@ -320,11 +148,7 @@ impl SkillTools {
             match env.prepare_mcp(server) {
                 Ok(tools) => activate.extend(tools),
                 Err(_) => {
-                    return json_error(&[
-                        ("error", json!("mcp_prepare_failed")),
-                        ("name", json!(name)),
-                        ("server", json!(server)),
-                    ])
+                    return load_error(LoadError::McpPrepareFailed { name: name.to_string(), server: server.clone() })
                 }
             }
         }
@@ -347,7 +171,7 @@ impl SkillTools {
                     Ok(x) => x,
                     Err(e) => {
                         let detail = package::sanitize(e.message(), &[&rec.path]);
-                        return json_error(&[("error", json!("invalid_skill")), ("detail", json!(detail))]);
+                        return load_error(LoadError::InvalidSkill { detail });
                     }
                 }
             }
@@ -370,7 +194,8 @@ impl SkillTools {
             st.metadata.insert("activated_skills".into(), act.to_json());
         }
         let optional =
-            format!("{{\"tools\":{},\"mcp_servers\":{}}}", json!(m.optional.tools), json!(m.optional.mcp_servers));
+            serde_json::to_string(&OptionalDeps { tools: &m.optional.tools, mcp_servers: &m.optional.mcp_servers })
+                .expect("string lists serialise");
         let model = format!(
             "{receipt}\nSkill package root: {}\nOptional dependencies (not started): {optional}\n\n{}",
             rec.path.display(),
@@ -436,69 +261,6 @@ impl SkillTools {
     }
 }
 
-/// Adds MCP tool names to the turn's `activated_tools` LRU (`{name: epoch seconds}`, max 50).
-fn activate_tools(ctx: &TurnCtx, names: &[String]) {
-    if names.is_empty() {
-        return;
-    }
-    let mut st = ctx.state();
-    let mut map = match st.metadata.get("activated_tools") {
-        Some(Value::Object(m)) => m.clone(),
-        _ => Map::new(),
-    };
-    let now = time::now_epoch();
-    for n in names {
-        map.insert(n.clone(), json!(now));
-    }
-    while map.len() > ACTIVATED_TOOLS_CAPACITY {
-        let oldest = map
-            .iter()
-            .min_by(|a, b| {
-                let (x, y) = (a.1.as_f64().unwrap_or(0.0), b.1.as_f64().unwrap_or(0.0));
-                x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal)
-            })
-            .map(|(k, _)| k.clone());
-        match oldest {
-            Some(k) => {
-                map.remove(&k);
-            }
-            None => break,
-        }
-    }
-    st.metadata.insert("activated_tools".into(), Value::Object(map));
-}
-
-/// The turn-only system message carrying explicitly selected skill bodies.
-pub fn explicit_system_message(bodies: &[String]) -> String {
-    format!("The user explicitly selected these Skills:\n\n{}", bodies.join("\n\n---\n\n"))
-}
-
-/// A leading `@name` (`^@([a-z0-9][a-z0-9._-]{0,63})(\s+|$)`): the name and the text after it.
-pub fn leading_mention(content: &str) -> Option<(String, String)> {
-    let rest = content.strip_prefix('@')?;
-    let end = rest
-        .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')))
-        .unwrap_or(rest.len());
-    let name = &rest[..end];
-    let after = &rest[end..];
-    if !is_valid_name(name) || !(after.is_empty() || after.starts_with(char::is_whitespace)) {
-        return None;
-    }
-    Some((name.to_string(), after.trim_start().to_string()))
-}
-
-/// Names to load for a turn: structured selections first, then the legacy `@name`, deduplicated.
-pub fn selected_skills(mentioned: &[String], content: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let legacy = leading_mention(content).map(|(n, _)| n);
-    for n in mentioned.iter().cloned().chain(legacy) {
-        if !out.contains(&n) {
-            out.push(n);
-        }
-    }
-    out
-}
-
 /// Normalises and checks a resource path: relative, no `..`, at least two components, first a
 /// support directory.
 fn resource_path(raw: &str) -> Result<String, String> {
@@ -547,8 +309,8 @@ impl Tool for SkillSearch {
     fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
         let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(8).clamp(1, 20) as usize;
         let v = self.0.search(str_arg(args, "query"), limit);
-        let failed = v.get("error").is_some();
-        ToolOutput { for_model: v.to_string(), preview: None, for_history: None, failed }
+        let for_model = serde_json::to_string(&v).expect("the search reply serialises");
+        ToolOutput { for_model, preview: None, for_history: None, failed: v.error.is_some() }
     }
 }
 
@@ -606,119 +368,15 @@ impl Tool for SkillReadResource {
     }
 }
 
-/// `agent_skill_manage`: create-only authoring in the agent root (skills.md §8).
-pub struct AgentSkillManage(pub Arc<SkillService>);
-
-impl AgentSkillManage {
-    /// The result object of one call.
-    pub fn manage(&self, args: &Map<String, Value>) -> Value {
-        let fail = |code: &str, detail: &str| json!({"success": false, "action": "create", "code": code, "detail": package::sanitize(detail, &[&self.0.paths().agent])});
-        if args.get("action").and_then(Value::as_str) != Some("create") {
-            return fail("unsupported_action", "only action \"create\" is supported");
-        }
-        let reason = match args.get("reason") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(r)) if text::char_len(r.trim()) <= 500 => Some(r.trim().to_string()),
-            Some(_) => return fail("validation_error", "reason must be a string of at most 500 characters"),
-        };
-        let support = match args.get("support_files") {
-            None | Some(Value::Null) => BTreeMap::new(),
-            Some(Value::Object(m)) if m.len() <= 64 => {
-                let mut out = BTreeMap::new();
-                for (k, v) in m {
-                    let Some(s) = v.as_str() else {
-                        return fail("validation_error", "support_files values must be strings");
-                    };
-                    out.insert(k.clone(), s.to_string());
-                }
-                out
-            }
-            Some(Value::Object(_)) => return fail("validation_error", "support_files may hold at most 64 files"),
-            Some(_) => return fail("validation_error", "support_files must be an object"),
-        };
-        let (Some(name), Some(content)) =
-            (args.get("name").and_then(Value::as_str), args.get("content").and_then(Value::as_str))
-        else {
-            return fail("validation_error", "name and content must be strings");
-        };
-        let name = match super::validate_name(name) {
-            Ok(n) => n,
-            Err(e) => return fail("validation_error", e.message()),
-        };
-        let expected_hash = match super::frontmatter::parse(content, Some(&name)) {
-            Ok(p) => p.hash,
-            Err(e) => return fail("validation_error", e.message()),
-        };
-        let created = self.0.create(CreateRequest {
-            name: name.clone(),
-            content: content.to_string(),
-            source: Source::Agent,
-            support_files: support,
-            enabled: true,
-            reason,
-        });
-        match created {
-            Ok(rec) if rec.source == Source::Agent && rec.hash == expected_hash => json!({
-                "success": true,
-                "action": "create",
-                "name": rec.name(),
-                "display_name": rec.manifest.label(),
-                "hash": rec.hash,
-                "source": "agent",
-                "enabled": true,
-            }),
-            Ok(_) | Err(SkillError::Internal(_)) => fail("publication_failed", "Skill publication failed unexpectedly"),
-            Err(SkillError::Conflict(m)) => fail("conflict", &m),
-            Err(SkillError::Permission(m)) => fail("permission_denied", &m),
-            Err(SkillError::Invalid(m)) => fail("validation_error", &m),
-        }
-    }
-}
-
-impl Tool for AgentSkillManage {
-    fn name(&self) -> &str {
-        "agent_skill_manage"
-    }
-
-    fn description(&self) -> &str {
-        "Create a new managed Skill in the agent Skill root. Use ONLY when the user explicitly asks to create or \
-         save a Skill (load the skill-creator Skill first for the contract). `name` must match \
-         ^[a-z0-9][a-z0-9._-]{0,63}$ (ASCII slug); put a localized or human-readable title in the frontmatter \
-         `display_name`. `content` is the complete SKILL.md. On a validation_error, fix the content and call this \
-         tool again - never write Skill files with file tools, shell or HTTP. Only a result with success=true \
-         confirms the Skill was created."
-    }
-
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "action": {"type": "string", "enum": ["create"]},
-                "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,63}$"},
-                "content": {"type": "string"},
-                "support_files": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
-                "reason": {"type": "string", "maxLength": 500}
-            },
-            "required": ["action", "name", "content"],
-            "additionalProperties": false
-        })
-    }
-
-    fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
-        let v = self.manage(args);
-        let failed = v.get("success") != Some(&json!(true));
-        ToolOutput { for_model: v.to_string(), preview: None, for_history: None, failed }
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::skills::catalog::BASE_TOOLS;
     use crate::skills::package::tests::skill_md;
     use crate::skills::service::tests::{create, service};
+    use crate::skills::Source;
 
-    fn env() -> Arc<dyn SkillEnv> {
+    pub fn env() -> Arc<dyn SkillEnv> {
         Arc::new(StaticEnv(BASE_TOOLS.iter().map(|s| s.to_string()).collect()))
     }
 
@@ -737,7 +395,7 @@ mod tests {
         }
     }
 
-    fn ctx(dir: &std::path::Path) -> TurnCtx {
+    pub fn ctx(dir: &std::path::Path) -> TurnCtx {
         TurnCtx {
             chat_id: "c1".into(),
             workspace: dir.to_path_buf(),
@@ -767,6 +425,26 @@ mod tests {
         let out = tools[0].run(&args(json!({"query": "  "})), &ctx(&data));
         assert_eq!(out.for_model, r#"{"error":"query is required","skills":[]}"#);
         assert!(out.failed);
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn search_and_manage_outputs_are_byte_identical() {
+        let (data, svc) = service("tools-pin");
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        let manage = turn.tools()[3]
+            .run(&args(json!({"action": "create", "name": "zzpin", "content": skill_md("zzpin", "tags: [zq]\n")})), &c);
+        let hash = svc.get("zzpin").unwrap().hash.clone();
+        assert_eq!(
+            manage.for_model.replace(&hash, "<HASH>"),
+            r#"{"action":"create","display_name":"zzpin","enabled":true,"hash":"<HASH>","name":"zzpin","source":"agent","success":true}"#
+        );
+        let found = turn.tools()[0].run(&args(json!({"query": "zzpin zq", "limit": 3})), &c);
+        assert_eq!(
+            found.for_model.replace(&hash, "<HASH>"),
+            r#"{"query":"zzpin zq","skills":[{"always":false,"availability":"available","description":"Does zzpin things","display_name":"zzpin","enabled":true,"hash":"<HASH>","missing":[],"mutable":true,"name":"zzpin","score":4.7696,"shadowed_sources":[],"source":"agent","tags":["zq"],"triggers":[],"validation_errors":[],"version":1}]}"#
+        );
         fs::remove_dir_all(data).unwrap();
     }
 
@@ -906,15 +584,7 @@ mod tests {
     }
 
     #[test]
-    fn explicit_selection_and_leading_mentions() {
-        assert_eq!(leading_mention("@weather what now"), Some(("weather".into(), "what now".into())));
-        assert_eq!(leading_mention("@weather"), Some(("weather".into(), String::new())));
-        assert_eq!(leading_mention("@weather\n\tx"), Some(("weather".into(), "x".into())));
-        assert_eq!(leading_mention("@weather, hi"), None);
-        assert_eq!(leading_mention("@Weather hi"), None);
-        assert_eq!(leading_mention(" @weather hi"), None);
-        assert_eq!(leading_mention(&format!("@{} x", "a".repeat(65))), None);
-        assert_eq!(selected_skills(&["github".into(), "weather".into()], "@weather hi"), vec!["github", "weather"]);
+    fn explicit_selection_loads_each_or_fails_the_turn() {
         let (data, svc) = service("tools-explicit");
         let turn = SkillTools::new(svc, env());
         let c = ctx(&data);
@@ -922,107 +592,9 @@ mod tests {
         let (bodies, receipts) = turn.explicit(&c, &["weather".into()]).unwrap();
         assert!(bodies[0].contains("wttr.in"));
         assert!(receipts[0].starts_with("[Skill loaded: weather@v1 sha256:"));
-        assert!(
-            explicit_system_message(&bodies).starts_with("The user explicitly selected these Skills:\n\n[Skill loaded")
-        );
+        assert!(bodies[0].starts_with("[Skill loaded: weather@v1 sha256:"));
         let e = turn.explicit(&c, &["nope".into()]).unwrap_err();
         assert!(e.starts_with("Unable to load @nope: {\"error\": \"skill_not_found\""), "{e}");
-        fs::remove_dir_all(data).unwrap();
-    }
-
-    #[test]
-    fn activated_skills_lru_and_summary() {
-        let (data, svc) = service("tools-lru");
-        let mut a = ActivatedSkills::default();
-        for i in 0..15 {
-            a.touch(&format!("s{i}"), &"d".repeat(300), 1, "h");
-        }
-        assert_eq!(a.0.len(), ACTIVATED_CAPACITY);
-        assert!(!a.0.contains_key("s0") && !a.0.contains_key("s2") && a.0.contains_key("s3"));
-        assert_eq!(a.0["s3"].description.len(), 160);
-        let back = ActivatedSkills::from_json(Some(&a.to_json()));
-        assert_eq!(back, a);
-
-        let w = svc.get("weather").unwrap();
-        let g = svc.get("github").unwrap();
-        let mut a = ActivatedSkills::default();
-        a.touch("weather", "Weather things", 1, &w.hash);
-        a.touch("github", "GitHub things", 1, "old-hash");
-        a.touch("deleted", "Gone", 1, "x");
-        let s = a.summary(&svc);
-        assert_eq!(
-            s,
-            "## Recently activated Skills\nThese are hints only: call skill_load before relying on any of them.\n\
-             - github: GitHub things (stale; reload required)\n- weather: Weather things"
-        );
-        assert_ne!(g.hash, "old-hash");
-        assert_eq!(ActivatedSkills::default().summary(&svc), "");
-        let mut big = ActivatedSkills::default();
-        for n in ["weather", "github", "chart-visualization", "skill-creator"] {
-            big.touch(n, &"x".repeat(160), 1, "h");
-        }
-        let s = big.summary(&svc);
-        assert!(text::char_len(&s) <= SUMMARY_MAX_CHARS);
-        fs::remove_dir_all(data).unwrap();
-    }
-
-    #[test]
-    fn agent_skill_manage_creates_and_reports_codes() {
-        let (data, svc) = service("tools-manage");
-        let tool = AgentSkillManage(Arc::clone(&svc));
-        let ok = tool.manage(&args(json!({
-            "action": "create", "name": "renzhi-niuqu",
-            "content": skill_md("renzhi-niuqu", "display_name: 认知扭曲\n"),
-            "support_files": {"references/notes.md": "n"}, "reason": "user asked"
-        })));
-        assert_eq!(ok["success"], true);
-        assert_eq!(ok["display_name"], "认知扭曲");
-        assert_eq!(ok["source"], "agent");
-        assert!(ok.get("path").is_none());
-        let rec = svc.get("renzhi-niuqu").unwrap();
-        assert_eq!(rec.source, Source::Agent);
-        assert_eq!(ok["hash"], json!(rec.hash));
-        let turn = SkillTools::new(Arc::clone(&svc), env());
-        let c = ctx(&data);
-        turn.begin_turn(&c.chat_id);
-        let found: Value = turn.search("认知扭曲", 8);
-        assert_eq!(found["skills"][0]["name"], "renzhi-niuqu");
-
-        let code = |v: Value| tool.manage(&args(v))["code"].as_str().unwrap().to_string();
-        assert_eq!(code(json!({"action": "delete", "name": "x", "content": ""})), "unsupported_action");
-        assert_eq!(
-            code(json!({"action": "create", "name": "renzhi-niuqu", "content": skill_md("renzhi-niuqu", "")})),
-            "conflict"
-        );
-        assert_eq!(
-            code(json!({"action": "create", "name": "weather", "content": skill_md("weather", "")})),
-            "conflict"
-        );
-        assert_eq!(code(json!({"action": "create", "name": "Bad", "content": "x"})), "validation_error");
-        assert_eq!(code(json!({"action": "create", "name": "ok", "content": "no frontmatter"})), "validation_error");
-        assert_eq!(
-            code(json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "reason": "r".repeat(501)})),
-            "validation_error"
-        );
-        assert_eq!(
-            code(json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "support_files": {"a": 1}})),
-            "validation_error"
-        );
-        assert_eq!(
-            code(
-                json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "support_files": {"../x": "1"}})
-            ),
-            "validation_error"
-        );
-        svc.fail_refreshes.store(1, std::sync::atomic::Ordering::SeqCst);
-        let v = tool.manage(&args(json!({"action": "create", "name": "late", "content": skill_md("late", "")})));
-        assert_eq!(
-            v,
-            json!({"success": false, "action": "create", "code": "publication_failed", "detail": "Skill publication failed unexpectedly"})
-        );
-        assert!(!svc.paths().agent.join("late").exists());
-        let out = tool.run(&args(json!({"action": "x", "name": "a", "content": ""})), &ctx(&data));
-        assert!(out.failed);
         fs::remove_dir_all(data).unwrap();
     }
 }

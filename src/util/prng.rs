@@ -1,5 +1,7 @@
-//! A tiny deterministic PRNG (xorshift64*) for property tests and benchmarks: reproducible
-//! inputs from a seed, no dependency.
+//! A tiny deterministic PRNG (xorshift64*) for the property tests, with the `CASHCODE_FUZZ_CASES`
+//! / `CASHCODE_FUZZ_SEED` knobs of long runs: reproducible inputs from a seed, no dependency.
+//! Test-only (`#[cfg(test)]` in `util/mod.rs`), so the release binary never reads those
+//! variables; the benches keep their own generator in `benches/shared`.
 
 pub struct Prng(u64);
 
@@ -17,9 +19,9 @@ impl Prng {
         x.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    /// Uniform in `0..n` (`n > 0`).
+    /// Uniform in `0..n`; `0` for `n == 0`.
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
+        (self.next_u64() % n.max(1) as u64) as usize
     }
 
     pub fn chance(&mut self, percent: u64) -> bool {

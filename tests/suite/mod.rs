@@ -21,6 +21,8 @@ mod restart;
 mod secrets;
 mod security;
 mod shutdown;
+mod skills_turns;
+mod skills_wire;
 mod startup;
 mod tools_turns;
 mod web_assets;

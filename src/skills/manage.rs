@@ -1,0 +1,190 @@
+//! `agent_skill_manage` (skills.md §8): the model's create-only authoring tool. Validates the
+//! arguments like the original's schema, creates an agent skill through the one store and
+//! verifies the published record, answering with a typed result the model reads. Runs on the
+//! turn's worker thread (the store serialises it with every other mutation).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::package;
+use super::service::{CreateRequest, SkillService};
+use super::views::ManageReply;
+use super::{SkillError, Source};
+use crate::agent::tools::{Tool, ToolOutput, TurnCtx};
+use crate::util::text;
+
+/// `agent_skill_manage`: create-only authoring in the agent root (skills.md §8).
+pub struct AgentSkillManage(pub Arc<SkillService>);
+
+impl AgentSkillManage {
+    /// The result of one call.
+    pub fn manage(&self, args: &Map<String, Value>) -> ManageReply {
+        let fail = |code: &'static str, detail: &str| {
+            ManageReply::failed(code, package::sanitize(detail, &[&self.0.paths().agent]))
+        };
+        if args.get("action").and_then(Value::as_str) != Some("create") {
+            return fail("unsupported_action", "only action \"create\" is supported");
+        }
+        let reason = match args.get("reason") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(r)) if text::char_len(r.trim()) <= 500 => Some(r.trim().to_string()),
+            Some(_) => return fail("validation_error", "reason must be a string of at most 500 characters"),
+        };
+        let support = match args.get("support_files") {
+            None | Some(Value::Null) => BTreeMap::new(),
+            Some(Value::Object(m)) if m.len() <= 64 => {
+                let mut out = BTreeMap::new();
+                for (k, v) in m {
+                    let Some(s) = v.as_str() else {
+                        return fail("validation_error", "support_files values must be strings");
+                    };
+                    out.insert(k.clone(), s.to_string());
+                }
+                out
+            }
+            Some(Value::Object(_)) => return fail("validation_error", "support_files may hold at most 64 files"),
+            Some(_) => return fail("validation_error", "support_files must be an object"),
+        };
+        let (Some(name), Some(content)) =
+            (args.get("name").and_then(Value::as_str), args.get("content").and_then(Value::as_str))
+        else {
+            return fail("validation_error", "name and content must be strings");
+        };
+        let name = match super::validate_name(name) {
+            Ok(n) => n,
+            Err(e) => return fail("validation_error", e.message()),
+        };
+        let expected_hash = match super::frontmatter::parse(content, Some(&name)) {
+            Ok(p) => p.hash,
+            Err(e) => return fail("validation_error", e.message()),
+        };
+        let created = self.0.create(CreateRequest {
+            name: name.clone(),
+            content: content.to_string(),
+            source: Source::Agent,
+            support_files: support,
+            enabled: true,
+            reason,
+        });
+        match created {
+            Ok(rec) if rec.source == Source::Agent && rec.hash == expected_hash => ManageReply::created(&rec),
+            Ok(_) | Err(SkillError::Internal(_)) => fail("publication_failed", "Skill publication failed unexpectedly"),
+            Err(SkillError::Conflict(m)) => fail("conflict", &m),
+            Err(SkillError::Permission(m)) => fail("permission_denied", &m),
+            Err(SkillError::Invalid(m)) => fail("validation_error", &m),
+        }
+    }
+}
+
+impl Tool for AgentSkillManage {
+    fn name(&self) -> &str {
+        "agent_skill_manage"
+    }
+
+    fn description(&self) -> &str {
+        "Create a new managed Skill in the agent Skill root. Use ONLY when the user explicitly asks to create or \
+         save a Skill (load the skill-creator Skill first for the contract). `name` must match \
+         ^[a-z0-9][a-z0-9._-]{0,63}$ (ASCII slug); put a localized or human-readable title in the frontmatter \
+         `display_name`. `content` is the complete SKILL.md. On a validation_error, fix the content and call this \
+         tool again - never write Skill files with file tools, shell or HTTP. Only a result with success=true \
+         confirms the Skill was created."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["create"]},
+                "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,63}$"},
+                "content": {"type": "string"},
+                "support_files": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
+                "reason": {"type": "string", "maxLength": 500}
+            },
+            "required": ["action", "name", "content"],
+            "additionalProperties": false
+        })
+    }
+
+    fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
+        let v = self.manage(args);
+        let for_model = serde_json::to_string(&v).expect("the manage reply serialises");
+        ToolOutput { for_model, preview: None, for_history: None, failed: !v.succeeded() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+    use crate::skills::package::tests::skill_md;
+    use crate::skills::service::tests::service;
+    use crate::skills::tools::tests::{ctx, env};
+    use crate::skills::tools::SkillTools;
+
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn agent_skill_manage_creates_and_reports_codes() {
+        let (data, svc) = service("tools-manage");
+        let tool = AgentSkillManage(Arc::clone(&svc));
+        let ok = serde_json::to_value(tool.manage(&args(json!({
+            "action": "create", "name": "renzhi-niuqu",
+            "content": skill_md("renzhi-niuqu", "display_name: 认知扭曲\n"),
+            "support_files": {"references/notes.md": "n"}, "reason": "user asked"
+        }))))
+        .unwrap();
+        assert_eq!(ok["success"], true);
+        assert_eq!(ok["display_name"], "认知扭曲");
+        assert_eq!(ok["source"], "agent");
+        assert!(ok.get("path").is_none());
+        let rec = svc.get("renzhi-niuqu").unwrap();
+        assert_eq!(rec.source, Source::Agent);
+        assert_eq!(ok["hash"], json!(rec.hash));
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        assert_eq!(turn.search("认知扭曲", 8).skills[0].name, "renzhi-niuqu");
+
+        let code = |v: Value| match tool.manage(&args(v)) {
+            ManageReply::Failed { code, .. } => code,
+            created => panic!("expected a failure, got {created:?}"),
+        };
+        assert_eq!(code(json!({"action": "delete", "name": "x", "content": ""})), "unsupported_action");
+        assert_eq!(
+            code(json!({"action": "create", "name": "renzhi-niuqu", "content": skill_md("renzhi-niuqu", "")})),
+            "conflict"
+        );
+        assert_eq!(
+            code(json!({"action": "create", "name": "weather", "content": skill_md("weather", "")})),
+            "conflict"
+        );
+        assert_eq!(code(json!({"action": "create", "name": "Bad", "content": "x"})), "validation_error");
+        assert_eq!(code(json!({"action": "create", "name": "ok", "content": "no frontmatter"})), "validation_error");
+        assert_eq!(
+            code(json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "reason": "r".repeat(501)})),
+            "validation_error"
+        );
+        assert_eq!(
+            code(json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "support_files": {"a": 1}})),
+            "validation_error"
+        );
+        assert_eq!(
+            code(
+                json!({"action": "create", "name": "ok", "content": skill_md("ok", ""), "support_files": {"../x": "1"}})
+            ),
+            "validation_error"
+        );
+        svc.fail_refreshes.store(1, std::sync::atomic::Ordering::SeqCst);
+        let v = tool.manage(&args(json!({"action": "create", "name": "late", "content": skill_md("late", "")})));
+        assert_eq!(v, ManageReply::failed("publication_failed", "Skill publication failed unexpectedly".into()));
+        assert!(!svc.paths().agent.join("late").exists());
+        let out = tool.run(&args(json!({"action": "x", "name": "a", "content": ""})), &ctx(&data));
+        assert!(out.failed);
+        fs::remove_dir_all(data).unwrap();
+    }
+}
