@@ -39,7 +39,7 @@ pub fn streamed(rq: &tiny_http::Request) -> bool {
 /// Whether reading this request's body can wait on the peer: it is streamed and [`read`]
 /// will not refuse it before reading.
 pub fn may_stall(rq: &tiny_http::Request) -> bool {
-    streamed(rq) && !has_header(rq, "Transfer-Encoding") && rq.body_length().is_some_and(|n| n <= MAX_BODY)
+    streamed(rq) && (has_header(rq, "Transfer-Encoding") || rq.body_length().is_some_and(|n| n <= MAX_BODY))
 }
 
 /// A refusal that also ends the connection: the rest of the body is not read.
@@ -49,13 +49,14 @@ fn closing(status: u16, msg: &str) -> Resp {
     r
 }
 
-/// The whole body, or the response refusing it: 411 for a chunked body (its chunk-size lines
-/// are buffered unbounded by the `chunked_transfer` crate; every client of this API sends a
-/// length), 413 past [`MAX_BODY`], 408 when it is not all there within `timeout`, 400 when the
-/// peer breaks off. Every refusal closes the connection.
+/// The whole body, or the response refusing it: 413 past [`MAX_BODY`] (a `Content-Length`
+/// before reading, a chunked body once it gets there; the patched tiny_http also caps a chunked
+/// body's framing), 408 when it is not all there within `timeout`, 400 when the peer breaks off
+/// or the chunking is malformed. Every refusal closes the connection.
 pub fn read(rq: &mut tiny_http::Request, timeout: Duration) -> Result<Vec<u8>, Resp> {
     if has_header(rq, "Transfer-Encoding") {
-        return Err(closing(411, "a request body needs a Content-Length"));
+        let deadline = Instant::now() + timeout;
+        return read_within(rq.as_reader(), 0, deadline, Instant::now);
     }
     let declared = rq.body_length().unwrap_or(0);
     if declared > MAX_BODY {

@@ -314,19 +314,43 @@ fn a_huge_content_length_is_refused_without_reading_and_the_server_lives() {
 }
 
 #[test]
-fn a_chunked_body_is_refused_with_411_and_what_follows_is_not_a_request() {
-    // The rest of a refused body, here a whole request, must not be read as the next request.
+fn a_chunked_body_is_data_and_one_over_the_cap_is_refused_unread() {
     let server = TestServer::start();
     let port = server.http_port;
+    // What a chunked body carries, here a whole request, is the body, never the next request.
     let smuggled = format!("GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
     let mut s = connect(&server);
     let request = format!(
-        "POST /api/skills HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{smuggled}\r\n",
+        "POST /api/skills HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+         {:x}\r\n{smuggled}\r\n0\r\n\r\n",
         smuggled.len()
     );
     s.write_all(request.as_bytes()).expect("request");
     let answer = until_closed(s, PROMPT);
-    assert_eq!(status_line(&answer), "HTTP/1.1 411 Length Required", "{answer}");
+    assert_eq!(status_line(&answer), "HTTP/1.1 422 Unprocessable Entity", "the body was read as JSON: {answer}");
+    assert_eq!(answer.matches("HTTP/1.1 ").count(), 1, "a second answer came on the connection: {answer}");
+
+    // Past 12 MiB of payload: 413, the connection closes, and the rest is not parsed.
+    let mut s = connect(&server);
+    let head = format!("POST /api/skills HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nTransfer-Encoding: chunked\r\n\r\n");
+    s.write_all(head.as_bytes()).expect("head");
+    let piece = vec![b' '; 1 << 20];
+    let writer = {
+        let mut s = s.try_clone().expect("clone");
+        std::thread::spawn(move || {
+            for _ in 0..13 {
+                let chunk = [format!("{:x}\r\n", piece.len()).into_bytes(), piece.clone(), b"\r\n".to_vec()].concat();
+                if s.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+            let _ = s.write_all(format!("0\r\n\r\n{smuggled}").as_bytes());
+        })
+    };
+    let answer = until_closed(s, PROMPT);
+    let _ = writer.join();
+    assert_eq!(status_line(&answer), "HTTP/1.1 413 Payload Too Large", "{answer}");
     assert!(has_header(&answer, "Connection: close"), "{answer}");
     assert_eq!(answer.matches("HTTP/1.1 ").count(), 1, "a second answer came on the connection: {answer}");
+    assert_eq!(health_within(&server, PROMPT), Some(200));
 }

@@ -80,6 +80,10 @@ pub struct Request {
     close: Arc<AtomicBool>,
 }
 
+/// (cashcode patch) Most bytes a chunked body may take from the connection, chunk framing
+/// included; past it the body reads as an error. (CashCode accepts 12 MiB of payload.)
+pub const MAX_CHUNKED_WIRE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// (cashcode patch) The body of a request: at most `remaining` bytes (a `Content-Length`) or,
 /// when that is `None`, until `inner` ends (chunked). An early end is an error, not a short
 /// body. At the end `inner` is dropped, which hands the stream on to the next request; dropped
@@ -277,7 +281,9 @@ where
         // if a transfer-encoding was specified, then "chunked" is ALWAYS applied
         // over the message (RFC2616 #3.6)
         let reader = BodyReader {
-            inner: Some(Decoder::new(source_data)),
+            // (cashcode patch) `chunked_transfer` buffers a chunk-size line until its CR without
+            // a limit; bounding the bytes the decoder may take bounds that line too.
+            inner: Some(Decoder::new(source_data.take(MAX_CHUNKED_WIRE_BYTES))),
             remaining: None,
             close: Arc::clone(&close),
         };
