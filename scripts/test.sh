@@ -39,6 +39,11 @@ cargo test --all-targets --no-fail-fast 2>&1 | tee "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 count_cargo
 
+section "cargo test: the vendored tiny_http patch (vendor/tiny_http/PATCHES.md)"
+CARGO_TARGET_DIR=target/vendor-tiny-http cargo test --locked --manifest-path vendor/tiny_http/Cargo.toml 2>&1 | tee "$log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+count_cargo
+
 if [ -f client/package.json ]; then
   section "web client: build and unit tests"
   (cd client && npm run build --silent) || status=1
