@@ -386,6 +386,9 @@ fn wait_for_signal(pipe: Option<libc::c_int>) -> &'static str {
 
 /// Runs until SIGINT/SIGTERM.
 pub fn run(config: Config) -> Result<(), Error> {
+    // Every id is drawn from the OS entropy source, with no made-up fallback: fail here, not
+    // on the first request.
+    crate::util::rand::check().map_err(Error)?;
     crate::logging::init(
         &config.log_dir,
         config.file_log_level,

@@ -61,6 +61,8 @@ Flags override environment variables, which override a .env file, which override
 
 Environment only (the README lists every setting):
 
+  CASHCODE_WEB_SEARCH_URL=URL  web_search endpoint, http or https (default
+                         https://api.duckduckgo.com/, the DuckDuckGo Instant Answer API)
   CASHCODE_WEB_FETCH_ALLOW_PRIVATE=1   let web_fetch reach loopback, private and link-local
                          addresses (default 0: public internet addresses only)
   CASHCODE_MCP_CONNECT_TIMEOUT=S   MCP connect + handshake + tool listing (default 30)
@@ -145,6 +147,9 @@ pub struct Config {
     /// A request body still arriving after this is cut with 408.
     pub http_body_timeout: Duration,
     pub log_retention_days: u32,
+    /// `web_search` endpoint (`CASHCODE_WEB_SEARCH_URL`, an http(s) URL); `None` is the
+    /// tool's default.
+    pub web_search_url: Option<String>,
     /// `web_fetch` may connect to loopback, private and link-local addresses.
     pub web_fetch_allow_private: bool,
     pub mcp: McpConfig,
@@ -156,7 +161,7 @@ pub struct Config {
     pub deepseek_api_key: Option<String>,
     pub deepseek_api_base: Option<String>,
     /// Every variable seen (env + .env): the skills dependency probe checks `requires.env`
-    /// against them, and a few modules read their own tunables through [`Config::var`].
+    /// against them. Settings are parsed into the typed fields above, never read from here.
     pub vars: BTreeMap<String, String>,
     /// Known secret values, seeded with the token and the secret variables' values; shared
     /// (live) with the LLM runtime, the MCP manager, the turn loop and the logger.
@@ -439,6 +444,19 @@ pub fn parse(
             _ => return Err(Error(format!("CASHCODE_WEB_FETCH_ALLOW_PRIVATE must be 1 or 0, got '{v}'"))),
         },
     };
+    let web_search_url = match get("CASHCODE_WEB_SEARCH_URL") {
+        None => None,
+        Some(v) => match crate::util::url::Origin::check(&v) {
+            Ok(_) => Some(v),
+            // User info may be a password: the message does not repeat the value.
+            Err(crate::util::url::UrlError::Credentials) => {
+                return Err(Error("CASHCODE_WEB_SEARCH_URL must not carry user info (user:password@)".into()))
+            }
+            Err(crate::util::url::UrlError::NotHttp) => {
+                return Err(Error(format!("CASHCODE_WEB_SEARCH_URL must be an http or https URL, got '{v}'")))
+            }
+        },
+    };
     let mcp = {
         let secs = |var: &str, default: Duration| -> Result<Duration, Error> {
             match get(var) {
@@ -517,6 +535,7 @@ pub fn parse(
         llm_timeout,
         http_body_timeout,
         log_retention_days: retention,
+        web_search_url,
         web_fetch_allow_private,
         mcp,
         file_log_level: level("CASHCODE_FILE_LOG_LEVEL", log::LevelFilter::Debug)?,
@@ -550,11 +569,6 @@ impl Config {
             Ok(Command::Run(c)) => *c,
             _ => unreachable!("the fixed test environment always parses"),
         }
-    }
-
-    /// A tunable from the variables (env or .env), trimmed, non-empty.
-    pub fn var(&self, name: &str) -> Option<&str> {
-        self.vars.get(name).map(|s| s.trim()).filter(|s| !s.is_empty())
     }
 
     /// LLM settings file path: `<config root>/settings/llm.json`.
@@ -770,6 +784,19 @@ mod tests {
         let e = run(&[], &[("CASHCODE_WEB_FETCH_ALLOW_PRIVATE", "maybe")]).unwrap_err();
         assert_eq!(e.to_string(), "CASHCODE_WEB_FETCH_ALLOW_PRIVATE must be 1 or 0, got 'maybe'");
         assert!(HELP.contains("CASHCODE_WEB_FETCH_ALLOW_PRIVATE"));
+    }
+
+    #[test]
+    fn web_search_url_is_an_http_url() {
+        assert_eq!(run(&[], &[]).unwrap().web_search_url, None);
+        let c = run(&[], &[("CASHCODE_WEB_SEARCH_URL", " http://127.0.0.1:9/search ")]).unwrap();
+        assert_eq!(c.web_search_url.as_deref(), Some("http://127.0.0.1:9/search"));
+        assert_eq!(run(&[], &[("CASHCODE_WEB_SEARCH_URL", "")]).unwrap().web_search_url, None);
+        let e = run(&[], &[("CASHCODE_WEB_SEARCH_URL", "ftp://x/")]).unwrap_err();
+        assert_eq!(e.to_string(), "CASHCODE_WEB_SEARCH_URL must be an http or https URL, got 'ftp://x/'");
+        let e = run(&[], &[("CASHCODE_WEB_SEARCH_URL", "https://me:hunter2@x/")]).unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        assert!(HELP.contains("CASHCODE_WEB_SEARCH_URL"));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::gate::Target;
 use super::{assets, llm_routes, mcp_routes, sessions, skills_routes, Req, Resp};
@@ -42,9 +42,7 @@ impl Api {
         }
         let m = req.method.as_str();
         match path.segs().as_slice() {
-            ["health"] => {
-                only(m, &["GET"]).unwrap_or_else(|| Resp::ok(&json!({"status": "ok", "service": "cashcode"})))
-            }
+            ["health"] => only(m, &["GET"]).unwrap_or_else(|| Resp::ok(&Health { service: "cashcode", status: "ok" })),
             ["client-config"] => only(m, &["GET"]).unwrap_or_else(|| self.client_config(req)),
             ["sessions", rest @ ..] => sessions::route(self, m, rest, req),
             ["settings", "llm", rest @ ..] => llm_routes::route(self, m, rest, req),
@@ -58,8 +56,24 @@ impl Api {
     fn client_config(&self, req: &Req) -> Resp {
         // Same host name the page was loaded from, so cookies and origins line up.
         let host = req.header("host").and_then(crate::util::url::host).unwrap_or_else(|| self.config.ws_host.clone());
-        Resp::ok(&json!({"ws_url": format!("ws://{host}:{}/", self.ws_port)}))
+        Resp::ok(&ClientConfig { ws_url: format!("ws://{host}:{}/", self.ws_port) })
     }
+}
+
+// The two bodies this file answers itself. Fields in key order: they were once `serde_json`
+// maps (sorted keys) and clients keep seeing the same bytes.
+
+/// `GET /api/health`.
+#[derive(Serialize)]
+struct Health {
+    service: &'static str,
+    status: &'static str,
+}
+
+/// `GET /api/client-config`: where the page's WebSocket connects.
+#[derive(Serialize)]
+struct ClientConfig {
+    ws_url: String,
 }
 
 /// 405 unless `method` is one of `allowed`.

@@ -4,12 +4,11 @@
 
 use std::thread;
 
-use serde_json::{json, Value};
-
 use super::api::{only, Api};
 use super::{Req, Resp};
 use crate::llm::client::{LlmClient, DISCOVERY_TIMEOUT};
 use crate::llm::settings::{self, InputError, Settings};
+use crate::llm::views::{ModelsView, PublicView, TestView};
 use crate::llm::Provider;
 
 const UNREADABLE: &str = "the LLM settings file is invalid or unreadable";
@@ -36,7 +35,7 @@ fn input_error(e: InputError) -> Resp {
 
 fn get(api: &Api) -> Resp {
     match api.llm.settings() {
-        Some(s) => Resp::ok(&settings::public_view(&s)),
+        Some(s) => Resp::ok(&PublicView::new(&s)),
         None => Resp::detail(503, UNREADABLE),
     }
 }
@@ -69,7 +68,7 @@ fn put(api: &Api, req: &Req) -> Resp {
                 s.ready(Provider::OpenAiCompatible),
                 s.ready(Provider::Ollama)
             );
-            Resp::ok(&settings::public_view(&s))
+            Resp::ok(&PublicView::new(&s))
         }
         Err(e) => {
             log::error!("event=llm.settings.save_failed error_kind={:?}", e.kind());
@@ -88,12 +87,7 @@ fn test(api: &Api, req: &Req) -> Resp {
         return Resp::detail(422, &format!("LLM not configured ({provider}); fill in the connection details first"));
     };
     match client.list_models() {
-        Ok(models) => Resp::ok(&json!({
-            "success": true,
-            "provider": provider.id(),
-            "model_count": models.len(),
-            "message": format!("Connected, found {} models", models.len()),
-        })),
+        Ok(models) => Resp::ok(&TestView::new(provider, models.len())),
         Err(e) => {
             log::warn!("event=llm.test.failed provider={provider} error=\"{e}\"");
             Resp::detail(400, e.category())
@@ -128,17 +122,5 @@ fn models(api: &Api) -> Resp {
             .collect();
         handles.into_iter().filter_map(|h| h.join().ok()).collect()
     });
-    let mut list = Vec::new();
-    let mut providers = serde_json::Map::new();
-    for (p, ready, r) in results {
-        let error = match r {
-            Ok(ids) => {
-                list.extend(ids.into_iter().map(|id| json!({"provider": p.id(), "id": id})));
-                Value::Null
-            }
-            Err(msg) => Value::String(msg),
-        };
-        providers.insert(p.id().into(), json!({"ready": ready, "error": error}));
-    }
-    Resp::ok(&json!({"models": list, "providers": providers}))
+    Resp::ok(&ModelsView::new(results))
 }

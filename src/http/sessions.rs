@@ -1,13 +1,15 @@
 //! `/api/sessions` (http-api.md §4): list, messages, rename, delete. Chat ids are validated on
-//! every route, so `..` and friends are a 404, never a path.
+//! every route, so `..` and friends are a 404, never a path. The bodies are the typed views at
+//! the end of this file.
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::api::{only, Api};
 use super::shape::{Body, Issue};
 use super::{Req, Resp};
 use crate::agent::history::lock;
-use crate::store::chats::valid_chat_id;
+use crate::store::chats::{valid_chat_id, Record, SessionInfo};
 use crate::ws::protocol::sanitize_list;
 
 pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
@@ -29,7 +31,7 @@ fn not_found() -> Resp {
 
 fn list(api: &Api) -> Resp {
     match api.agent.deps.chats.list() {
-        Ok(s) => Resp::ok(&json!({"sessions": s})),
+        Ok(sessions) => Resp::ok(&SessionsView { sessions }),
         Err(e) => {
             log::error!("event=sessions.list_failed error_kind={:?}", e.kind());
             Resp::detail(500, "unable to list sessions")
@@ -49,34 +51,9 @@ fn messages(api: &Api, id: &str) -> Resp {
             return Resp::detail(500, "unable to read the session");
         }
     };
-    let items: Vec<Value> = history
-        .records
-        .iter()
-        .filter(|r| r.role == "user" || r.role == "assistant")
-        .map(|r| {
-            let mut item = json!({"role": r.role, "content": r.content});
-            if r.role == "user" {
-                let mut meta = Map::new();
-                if let Some(v) = &r.mentioned_skills {
-                    meta.insert("mentioned_skills".into(), v.clone());
-                }
-                if let Some(v) = &r.selected_mcp_connectors {
-                    meta.insert("selected_mcp_connectors".into(), v.clone());
-                }
-                for (field, key, dot) in
-                    [("mentioned_skills", "name", true), ("selected_mcp_connectors", "server", false)]
-                {
-                    if let Ok(list) = sanitize_list(&meta, field, key, dot) {
-                        if !list.is_empty() {
-                            item[field] = Value::Array(list);
-                        }
-                    }
-                }
-            }
-            item
-        })
-        .collect();
-    Resp::ok(&json!({"chat_id": id, "messages": items}))
+    let messages =
+        history.records.iter().filter(|r| r.role == "user" || r.role == "assistant").map(MessageView::new).collect();
+    Resp::ok(&MessagesView { chat_id: id, messages })
 }
 
 fn rename(api: &Api, id: &str, req: &Req) -> Resp {
@@ -108,7 +85,7 @@ fn rename(api: &Api, id: &str, req: &Req) -> Resp {
     if let Some(state) = deps.cache.peek(id) {
         lock(&state).metadata.insert("title".into(), Value::String(title.clone()));
     }
-    Resp::ok(&json!({"chat_id": id, "title": title}))
+    Resp::ok(&RenamedView { chat_id: id, title: &title })
 }
 
 fn delete(api: &Api, id: &str) -> Resp {
@@ -128,4 +105,59 @@ fn delete(api: &Api, id: &str) -> Resp {
             Resp::detail(500, "unable to delete the session")
         }
     }
+}
+
+// The bodies. Field order is part of the wire: these were once `serde_json` maps (sorted keys),
+// so every struct declares its fields in key order and clients keep seeing the same bytes.
+
+/// `GET /api/sessions`.
+#[derive(Serialize)]
+struct SessionsView {
+    sessions: Vec<SessionInfo>,
+}
+
+/// `GET /api/sessions/{id}/messages`: the user and assistant turns.
+#[derive(Serialize)]
+struct MessagesView<'a> {
+    chat_id: &'a str,
+    messages: Vec<MessageView<'a>>,
+}
+
+/// One stored turn; the selection lists are history data, passed on as stored once sanitized
+/// (a user turn only, and only when non-empty).
+#[derive(Serialize)]
+struct MessageView<'a> {
+    content: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mentioned_skills: Option<Vec<Value>>,
+    role: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    selected_mcp_connectors: Option<Vec<Value>>,
+}
+
+impl<'a> MessageView<'a> {
+    fn new(r: &'a Record) -> MessageView<'a> {
+        let mut view =
+            MessageView { content: &r.content, mentioned_skills: None, role: &r.role, selected_mcp_connectors: None };
+        if r.role == "user" {
+            let mut meta = Map::new();
+            if let Some(v) = &r.mentioned_skills {
+                meta.insert("mentioned_skills".into(), v.clone());
+            }
+            if let Some(v) = &r.selected_mcp_connectors {
+                meta.insert("selected_mcp_connectors".into(), v.clone());
+            }
+            let list = |field, key, dot| sanitize_list(&meta, field, key, dot).ok().filter(|l| !l.is_empty());
+            view.mentioned_skills = list("mentioned_skills", "name", true);
+            view.selected_mcp_connectors = list("selected_mcp_connectors", "server", false);
+        }
+        view
+    }
+}
+
+/// `PATCH /api/sessions/{id}`.
+#[derive(Serialize)]
+struct RenamedView<'a> {
+    chat_id: &'a str,
+    title: &'a str,
 }

@@ -5,6 +5,7 @@
 pub mod client;
 pub mod runtime;
 pub mod settings;
+pub mod views;
 
 use std::fmt;
 

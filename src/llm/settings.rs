@@ -74,19 +74,6 @@ impl Settings {
     }
 }
 
-/// Public view (GET/PUT response): never the key.
-pub fn public_view(s: &Settings) -> Value {
-    json!({
-        "configured": s.configured(),
-        "openai_compatible": {
-            "base_url": s.openai_base_url,
-            "ready": s.ready(Provider::OpenAiCompatible),
-            "api_key_configured": !s.openai_api_key.is_empty(),
-        },
-        "ollama": {"base_url": s.ollama_base_url, "ready": s.ready(Provider::Ollama)},
-    })
-}
-
 /// Why loading failed; never carries file content.
 #[derive(Debug)]
 pub struct LoadError;

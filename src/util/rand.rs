@@ -1,42 +1,23 @@
-//! Random identifiers (uuid4, hex) from the OS entropy source, with a hashed-clock fallback
-//! where `/dev/urandom` is missing.
+//! Random identifiers (uuid4, hex, JSON-safe ids) from the OS entropy source, through the
+//! `getrandom` crate (getrandom(2) on Linux, `/dev/urandom` where the syscall is missing). Any
+//! thread calls these.
+//!
+//! There is no fallback: chat ids, request ids and stream ids must not be guessable, and a
+//! hashed clock is guessable. `app::run` calls [`check`] before serving, so a host without
+//! entropy fails start-up with a message; after that first success the OS source does not fail,
+//! and a failure anyway is a panic (a bug in the host) rather than an id made up quietly.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::io::Read;
+/// Whether the OS entropy source answers; `app::run` refuses to start when it does not.
+pub fn check() -> Result<(), String> {
+    let mut probe = [0u8; 16];
+    getrandom::fill(&mut probe).map_err(|e| format!("the OS entropy source is unavailable: {e}"))
+}
 
-/// Fills `buf` with random bytes.
+/// Fills `buf` with random bytes. Panics if the OS entropy source fails (see the module note:
+/// [`check`] has already succeeded at start-up).
 pub fn fill(buf: &mut [u8]) {
-    // One syscall instead of open/read/close of /dev/urandom (ids are made on every turn).
-    #[cfg(target_os = "linux")]
-    {
-        let mut done = 0;
-        while done < buf.len() {
-            // SAFETY: the pointer and length describe the unfilled rest of `buf`.
-            let n = unsafe { libc::getrandom(buf[done..].as_mut_ptr().cast(), buf.len() - done, 0) };
-            if n <= 0 {
-                break;
-            }
-            done += n as usize;
-        }
-        if done == buf.len() {
-            return;
-        }
-    }
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        if f.read_exact(buf).is_ok() {
-            return;
-        }
-    }
-    // Fallback: SipHash keyed by the process-random RandomState over a counter and the clock.
-    for (i, chunk) in buf.chunks_mut(8).enumerate() {
-        let mut h = RandomState::new().build_hasher();
-        h.write_usize(i);
-        h.write_u128(
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0),
-        );
-        let v = h.finish().to_le_bytes();
-        chunk.copy_from_slice(&v[..chunk.len()]);
+    if let Err(e) = getrandom::fill(buf) {
+        panic!("the OS entropy source failed after start-up: {e}");
     }
 }
 
@@ -86,6 +67,16 @@ mod tests {
         assert_eq!(&u[14..15], "4");
         assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
         assert_ne!(u, uuid4());
+    }
+
+    #[test]
+    fn the_os_source_answers_and_fills_everything() {
+        assert_eq!(check(), Ok(()));
+        // 64 bytes all zero after a fill is a 2^-512 event: the buffer was not written.
+        let mut b = [0u8; 64];
+        fill(&mut b);
+        assert!(b.iter().any(|&x| x != 0));
+        assert_ne!(hex(16), hex(16));
     }
 
     #[test]

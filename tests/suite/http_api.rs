@@ -399,3 +399,74 @@ fn json_bodies_nest_at_most_64_levels() {
     );
     assert_eq!(server.get("/api/skills/deeper").status, 404);
 }
+
+/// The typed views of health, client-config, sessions and LLM settings answer the same bytes
+/// the earlier `json!` bodies did (keys sorted): a field order change is a wire change.
+#[test]
+fn typed_bodies_are_byte_identical() {
+    let fake = FakeLlm::start();
+    let server = TestServer::start();
+    let body = |r: HttpResp, status: u16| {
+        assert_eq!(r.status, status, "{}", r.body);
+        r.body
+    };
+    assert_eq!(body(server.get("/api/health"), 200), r#"{"service":"cashcode","status":"ok"}"#);
+    let port = server.ws_url().rsplit(':').next().unwrap_or_default().trim_end_matches('/').to_string();
+    let r = server.request("GET", "/api/client-config", &[("Host", "localhost:1")], None);
+    assert_eq!(body(r, 200), format!(r#"{{"ws_url":"ws://localhost:{port}/"}}"#));
+    assert_eq!(body(server.get("/api/sessions"), 200), r#"{"sessions":[]}"#);
+
+    let models = r#"{"models":[],"providers":{"ollama":{"error":null,"ready":false},"openai_compatible":{"error":null,"ready":false}}}"#;
+    assert_eq!(body(server.get("/api/settings/llm/models"), 200), models);
+    let b = fake.base();
+    let public = format!(
+        r#"{{"configured":true,"ollama":{{"base_url":"{b}","ready":true}},"openai_compatible":{{"api_key_configured":true,"base_url":"{b}","ready":true}}}}"#
+    );
+    assert_eq!(body(server.put("/api/settings/llm", &llm_body(&b, &b)), 200), public);
+    assert_eq!(body(server.get("/api/settings/llm"), 200), public);
+    fake.set_models("/v1/models", Reply::json(json!({"data":[{"id":"qwen3:8b"}]})));
+    fake.set_models("/models", Reply::status(429, r#"{"error":{"message":"slow down"}}"#));
+    let r = server.post(
+        "/api/settings/llm/test",
+        &json!({"provider":"ollama","openai_compatible":{"base_url":b},"ollama":{"base_url":b}}),
+    );
+    assert_eq!(
+        body(r, 200),
+        r#"{"message":"Connected, found 1 models","model_count":1,"provider":"ollama","success":true}"#
+    );
+    let r = server.get("/api/settings/llm/models");
+    let error = r.json()["providers"]["openai_compatible"]["error"].as_str().map(str::to_string).expect("error");
+    let want = format!(
+        r#"{{"models":[{{"id":"qwen3:8b","provider":"ollama"}}],"providers":{{"ollama":{{"error":null,"ready":true}},"openai_compatible":{{"error":"{error}","ready":true}}}}}}"#
+    );
+    assert_eq!(body(r, 200), want);
+
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    fake.push(Reply::text(&["answer"]));
+    ws.message(&chat, "question", "ollama");
+    ws.turn_events(&chat);
+    let records = [
+        json!({"role":"user","content":"q1","mentioned_skills":[{"name":"weather","label":"Weather"}],
+               "selected_mcp_connectors":[{"server":"weather-mcp","label":"Weather MCP"}]}),
+        json!({"role":"assistant","content":"a1"}),
+        json!({"role":"tool","content":"hidden","tool_call_id":"t1"}),
+    ];
+    let lines: String = records.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(server.chat_dir(&chat).join("history.jsonl"), lines).expect("write history");
+    let r = server.get(&format!("/api/sessions/{chat}/messages"));
+    assert_eq!(
+        body(r, 200),
+        format!(
+            r#"{{"chat_id":"{chat}","messages":[{{"content":"q1","mentioned_skills":[{{"label":"Weather","name":"weather"}}],"role":"user","selected_mcp_connectors":[{{"label":"Weather MCP","server":"weather-mcp"}}]}},{{"content":"a1","role":"assistant"}}]}}"#
+        )
+    );
+    let r = server.patch(&format!("/api/sessions/{chat}"), &json!({"title":"  New name "}));
+    assert_eq!(body(r, 200), format!(r#"{{"chat_id":"{chat}","title":"New name"}}"#));
+    let r = server.get("/api/sessions");
+    let updated = r.json()["sessions"][0]["updated_at"].as_str().map(str::to_string).expect("updated_at");
+    assert_eq!(
+        body(r, 200),
+        format!(r#"{{"sessions":[{{"chat_id":"{chat}","title":"New name","updated_at":"{updated}"}}]}}"#)
+    );
+}

@@ -281,8 +281,8 @@ impl Default for ToolSettings {
 impl ToolSettings {
     pub fn from_config(config: &Config) -> Self {
         let mut s = ToolSettings::default();
-        if let Some(url) = config.var("CASHCODE_WEB_SEARCH_URL") {
-            s.web_search_url = url.to_string();
+        if let Some(url) = &config.web_search_url {
+            s.web_search_url = url.clone();
         }
         s.web_fetch_allow_private = config.web_fetch_allow_private;
         s
@@ -355,7 +355,7 @@ mod tests {
         let home = std::env::temp_dir().join(format!("cc-tools-cfg-{}", crate::util::rand::hex(4)));
         let mut config = Config::for_home(&home);
         assert_eq!(ToolSettings::from_config(&config), ToolSettings::default());
-        config.vars.insert("CASHCODE_WEB_SEARCH_URL".into(), "http://127.0.0.1:9/".into());
+        config.web_search_url = Some("http://127.0.0.1:9/".into());
         assert_eq!(ToolSettings::from_config(&config).web_search_url, "http://127.0.0.1:9/");
         assert!(!ToolSettings::from_config(&config).web_fetch_allow_private);
         config.web_fetch_allow_private = true;
