@@ -52,7 +52,10 @@ PY
     # earlier creation failed half-way (Debian leaves .venv/bin/python without pip).
     if ! "$py" -c 'import sys, pip; sys.exit(sys.prefix == sys.base_prefix)' >/dev/null 2>&1; then
       rm -rf .venv
-      if ! out=$(python3 -m venv .venv 2>&1); then
+      # The venv links to the interpreter by the path it was started as: resolve it, so a
+      # python3 reached through a temporary link (as scripts/test.sh makes) does not dangle.
+      real_python=$(readlink -f "$(command -v python3)")
+      if ! out=$("$real_python" -m venv .venv 2>&1); then
         rm -rf .venv
         # Debian/Ubuntu ship ensurepip (and venv's pip) in a separate package; its message names
         # the versioned one, e.g. "apt install python3.11-venv".
