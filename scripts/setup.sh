@@ -67,7 +67,7 @@ PY
         fail "python3 -m venv .venv failed: $(grep -v '^\s*$' <<<"$out" | tail -n1)"
       fi
     fi
-    "$py" -m pip install --quiet --disable-pip-version-check -r mcp_servers/requirements.txt ||
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r mcp_servers/requirements.txt ||
       fail "installing mcp_servers/requirements.txt into .venv failed (pip's message is above)"
     pins_ok || fail "the pins of mcp_servers/requirements.txt are still not met in .venv after pip install"
   fi
