@@ -312,3 +312,40 @@ pub fn convo(body: &Value) -> Vec<(String, String)> {
 pub fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
     items.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
 }
+
+/// `GET /api/health` on its own thread; its status if it came within `within` (a server that
+/// stalls shows as `None`, never as a hung test).
+pub fn health_within(server: &TestServer, within: Duration) -> Option<u16> {
+    let port = server.http_port;
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        let r = agent.get(format!("http://127.0.0.1:{port}/api/health")).call();
+        let _ = tx.send(r.map(|r| r.status().as_u16()).ok());
+    });
+    rx.recv_timeout(within).ok().flatten()
+}
+
+/// A loopback HTTP server answering every request with `body` as `content_type`; its URL ends in
+/// `/page`. It stops when the returned sender is dropped (it polls with a timeout).
+pub fn static_http(body: impl Into<String>, content_type: &'static str) -> (String, crossbeam_channel::Sender<()>) {
+    let body = body.into();
+    let server = tiny_http::Server::http("127.0.0.1:0").expect("bind local http");
+    let port = server.server_addr().to_ip().expect("ip addr").port();
+    let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+    std::thread::spawn(move || loop {
+        if matches!(rx.try_recv(), Err(crossbeam_channel::TryRecvError::Disconnected)) {
+            return;
+        }
+        if let Ok(Some(req)) = server.recv_timeout(Duration::from_millis(50)) {
+            let header = tiny_http::Header::from_bytes("Content-Type", content_type).expect("header");
+            let _ = req.respond(tiny_http::Response::from_string(body.clone()).with_header(header));
+        }
+    });
+    (format!("http://127.0.0.1:{port}/page"), tx)
+}

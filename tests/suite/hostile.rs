@@ -547,26 +547,8 @@ fn grep_with_repeated_double_stars_as_file_pattern_ends() {
 // ---------------------------------------------------------------------------------------------
 // web_fetch of a hostile page
 
-/// A loopback page server answering every request with `body` as text/html; it stops when the
-/// returned sender is dropped.
-fn page_server(body: String) -> (String, crossbeam_channel::Sender<()>) {
-    let server = tiny_http::Server::http("127.0.0.1:0").expect("bind page server");
-    let port = server.server_addr().to_ip().expect("ip addr").port();
-    let (tx, rx) = crossbeam_channel::bounded::<()>(0);
-    std::thread::spawn(move || loop {
-        if matches!(rx.try_recv(), Err(crossbeam_channel::TryRecvError::Disconnected)) {
-            return;
-        }
-        if let Ok(Some(req)) = server.recv_timeout(Duration::from_millis(50)) {
-            let header = tiny_http::Header::from_bytes("Content-Type", "text/html; charset=utf-8").expect("header");
-            let _ = req.respond(tiny_http::Response::from_string(body.clone()).with_header(header));
-        }
-    });
-    (format!("http://127.0.0.1:{port}/page"), tx)
-}
-
 fn web_markup_row(name: &'static str, body: String) {
-    let (url, _stop) = page_server(body);
+    let (url, _stop) = static_http(body, "text/html; charset=utf-8");
     // web_fetch refuses private addresses by default; the local page needs the opt-in.
     let mut row = Row::with_env(name, WEB_MARKUP, &[("CASHCODE_WEB_FETCH_ALLOW_PRIVATE", "1")]);
     let out = row.run(|row, deadline| tool_call(row, "web_fetch", &json!({"url": url}), deadline));

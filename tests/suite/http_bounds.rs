@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::common::server::HttpResp;
 use crate::common::stats::rss;
-use crate::common::{Deadline, TestServer};
+use crate::common::{health_within, Deadline, TestServer};
 
 /// The limits the server promises (README, vendor/tiny_http/PATCHES.md).
 const MAX_HEAD: usize = 64 * 1024;
@@ -105,23 +105,6 @@ fn has_header(answer: &str, line: &str) -> bool {
 fn body_json(answer: &str) -> serde_json::Value {
     let body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {answer:?}"))
-}
-
-/// `GET /api/health` on its own thread; its status if it came within `within`.
-fn health_within(server: &TestServer, within: Duration) -> Option<u16> {
-    let port = server.http_port;
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
-        let r = agent.get(format!("http://127.0.0.1:{port}/api/health")).call();
-        let _ = tx.send(r.map(|r| r.status().as_u16()).ok());
-    });
-    rx.recv_timeout(within).ok().flatten()
 }
 
 /// A GET of /api/health (the connection's last) whose head is exactly `len` bytes, CRLFs

@@ -131,32 +131,14 @@ fn file_tools_and_save_memory_happy_paths() {
     assert!(fake.failures().is_empty(), "{:?}", fake.failures());
 }
 
-/// A loopback HTTP server answering every request with `body` and `content_type`; stops when
-/// the returned sender is dropped (it polls with a timeout).
-fn local_http(body: &'static str, content_type: &'static str) -> (String, crossbeam_channel::Sender<()>) {
-    let server = tiny_http::Server::http("127.0.0.1:0").expect("bind local http");
-    let port = server.server_addr().to_ip().expect("ip addr").port();
-    let (tx, rx) = crossbeam_channel::bounded::<()>(0);
-    std::thread::spawn(move || loop {
-        if matches!(rx.try_recv(), Err(crossbeam_channel::TryRecvError::Disconnected)) {
-            return;
-        }
-        if let Ok(Some(req)) = server.recv_timeout(Duration::from_millis(50)) {
-            let header = tiny_http::Header::from_bytes("Content-Type", content_type).expect("header");
-            let _ = req.respond(tiny_http::Response::from_string(body).with_header(header));
-        }
-    });
-    (format!("http://127.0.0.1:{port}"), tx)
-}
-
 #[test]
 fn web_tools_through_a_turn() {
-    let (page, _stop_page) = local_http(
+    let (page, _stop_page) = static_http(
         "<html><head><style>p{color:red}</style><script>var leak = 1;</script></head>\
          <body><p>Hello &amp; welcome</p></body></html>",
         "text/html",
     );
-    let (search, _stop_search) = local_http(
+    let (search, _stop_search) = static_http(
         r#"{"Abstract":"Rust is a language.","AbstractSource":"Wikipedia","AbstractURL":"https://en.wikipedia.org/wiki/Rust",
             "RelatedTopics":[{"Text":"Cargo - the package manager","FirstURL":"https://duckduckgo.com/Cargo"},
                              {"Name":"group","Topics":[{"Text":"Clippy - lints","FirstURL":"https://duckduckgo.com/Clippy"}]}]}"#,
