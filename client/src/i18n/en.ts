@@ -1,0 +1,9 @@
+// English strings: the source of truth for keys. Keys are grouped by screen ("settings.", "mcp.", ...).
+// Every key must also be in zh-CN.ts (the type there makes a missing one a build error).
+export const en = {
+  'settings.language': 'Language',
+  'lang.en': 'English',
+  'lang.zh-CN': '简体中文',
+} as const
+
+export type MessageKey = keyof typeof en
