@@ -1,8 +1,9 @@
 // The composer: auto-growing textarea, chips, the two-level @ picker, the model picker and
 // Send/Stop. Selection rules live in lib/selections; this file wires them to the DOM.
 
-import { useCallback, useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from 'react'
-import { ArrowLeft, ArrowUp, ChevronRight, Network, RefreshCw, Sparkles, Square } from 'lucide-react'
+import { useCallback, useEffect, useId, useLayoutEffect, useRef, useState, type KeyboardEvent } from 'react'
+import { ArrowLeft, ArrowUp, ChevronRight, Clock, Network, RefreshCw, Sparkles, Square, X } from 'lucide-react'
+import { useT } from '../i18n'
 import { api, describeError } from '../lib/api'
 import {
   choiceValue,
@@ -95,8 +96,15 @@ export function Composer(props: {
   llmVersion: number
   onSend: (frame: MessageFrame, selections: Selection[]) => boolean
   onCancel: (chatId: string) => void
+  /** the model choice, reported up (Regenerate needs it) */
+  onChoice?: (choice: LlmChoice | null) => void
+  /** messages typed while the turn runs, waiting for it to end */
+  queued?: string[]
+  onUnqueue?: (index: number) => void
 }) {
-  const { chatId, generating } = props
+  const { chatId, generating, onChoice } = props
+  const t = useT()
+  const listboxId = useId()
   const [text, setText] = useState('')
   const [caret, setCaret] = useState(0)
   const [selections, setSelections] = useState<Selection[]>([])
@@ -116,6 +124,10 @@ export function Composer(props: {
   const loadSeq = useRef(0)
 
   const trigger: MentionTrigger | null = findMentionTrigger(text, caret)
+
+  useEffect(() => {
+    onChoice?.(choice)
+  }, [choice, onChoice])
 
   // ---- models ----
   const loadModels = useCallback(async () => {
@@ -163,9 +175,12 @@ export function Composer(props: {
   }, [text])
 
   // ---- picker sync on every input / caret move ----
+  const triggerStart = trigger?.start ?? null
   useEffect(() => {
     setPicker((p) => syncPicker(p, trigger))
-  }, [trigger?.start, trigger === null])
+    // Only the trigger's position matters to syncPicker; its query changes on every key.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [triggerStart])
 
   const level = picker.open ? picker.level : 'category'
   const query = trigger?.query ?? ''
@@ -233,7 +248,8 @@ export function Composer(props: {
   }
 
   const send = () => {
-    if (!chatId || generating) return
+    // While a turn runs the message is queued by the caller and sent when the turn ends.
+    if (!chatId) return
     const check = checkSend(text, choice)
     if (!check.ok) {
       setError(check.reason)
@@ -289,6 +305,7 @@ export function Composer(props: {
   const provErr = providerErrors(catalog)
   const blank = text.trim() === ''
   const sendDisabled = blank || !choice || modelsLoading || !chatId
+  const optionId = (i: number) => `${listboxId}-opt-${i}`
 
   return (
     <div ref={root} className="shrink-0 px-3 pb-3 sm:px-4 sm:pb-4">
@@ -296,6 +313,8 @@ export function Composer(props: {
         {picker.open && (
           <div
             role="listbox"
+            id={listboxId}
+            tabIndex={-1}
             aria-label="Add a Skill or MCP"
             data-testid="mention-picker"
             onMouseDown={(e) => e.preventDefault()}
@@ -305,6 +324,7 @@ export function Composer(props: {
               CATEGORIES.map((c, i) => (
                 <button
                   key={c.level}
+                  id={optionId(i)}
                   type="button"
                   role="option"
                   aria-selected={picker.highlight === i}
@@ -364,6 +384,7 @@ export function Composer(props: {
                     visible.map((it, i) => (
                       <button
                         key={it.id}
+                        id={optionId(i)}
                         type="button"
                         role="option"
                         aria-selected={picker.highlight === i}
@@ -411,13 +432,38 @@ export function Composer(props: {
               />
             </div>
           )}
+          {props.queued && props.queued.length > 0 && (
+            <ul className="space-y-1 px-3 pt-2.5" aria-label={t('chat.queued')} data-testid="queued">
+              {props.queued.map((q, i) => (
+                <li key={i} className="flex items-center gap-2 rounded-md bg-zinc-800/60 px-2 py-1 text-xs text-zinc-400">
+                  <Clock size={12} className="shrink-0" aria-hidden />
+                  <span className="min-w-0 flex-1 truncate" title={t('chat.queued')}>
+                    {q}
+                  </span>
+                  <button
+                    type="button"
+                    aria-label={t('chat.unqueue')}
+                    onClick={() => props.onUnqueue?.(i)}
+                    className="rounded p-0.5 hover:bg-zinc-700 hover:text-zinc-100"
+                  >
+                    <X size={12} />
+                  </button>
+                </li>
+              ))}
+            </ul>
+          )}
           <textarea
             ref={ta}
             rows={1}
             value={text}
-            disabled={generating}
             placeholder="Type a message"
             aria-label="Message"
+            role="combobox"
+            aria-autocomplete="list"
+            aria-haspopup="listbox"
+            aria-expanded={picker.open}
+            aria-controls={picker.open ? listboxId : undefined}
+            aria-activedescendant={picker.open && rowCount > 0 ? optionId(picker.highlight) : undefined}
             data-testid="composer-input"
             onChange={(e) => {
               setText(e.target.value)
@@ -469,9 +515,22 @@ export function Composer(props: {
               </button>
             </div>
             <div className="ml-auto">
+              {generating && !blank ? (
+                <button
+                  type="button"
+                  data-testid="queue-button"
+                  disabled={sendDisabled}
+                  onClick={send}
+                  title={t('chat.queued')}
+                  className="mr-1.5 inline-flex items-center gap-1.5 rounded-lg bg-zinc-700 px-3 py-1.5 text-sm font-medium text-white hover:bg-zinc-600 disabled:opacity-50"
+                >
+                  <Clock size={13} aria-hidden /> {t('chat.queueSend')}
+                </button>
+              ) : null}
               {generating ? (
                 <button
                   type="button"
+                  title={t('chat.stopHint')}
                   data-testid="stop-button"
                   onClick={() => chatId && props.onCancel(chatId)}
                   className="flex items-center gap-1.5 rounded-lg bg-red-600 px-3 py-1.5 text-sm font-medium text-white hover:bg-red-500"

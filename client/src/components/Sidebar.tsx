@@ -104,6 +104,7 @@ function SessionRow({
     return (
       <div className="px-1 py-0.5">
         <input
+          // eslint-disable-next-line jsx-a11y/no-autofocus -- the field appears on the person's own Rename
           autoFocus
           aria-label="Conversation title"
           value={draft}

@@ -14,6 +14,7 @@ export const en = {
   'chat.duration': '{seconds} s',
   'chat.queued': 'Queued — sends when the current reply ends',
   'chat.unqueue': 'Remove queued message',
+  'chat.queueSend': 'Send',
   'chat.stopHint': 'Esc to stop',
   'chat.renderFailed': 'This message could not be formatted; showing plain text.',
 } as const

@@ -15,6 +15,7 @@ export const zhCN: Record<MessageKey, string> = {
   'chat.duration': '{seconds} 秒',
   'chat.queued': '已排队——当前回复结束后发送',
   'chat.unqueue': '移除排队的消息',
+  'chat.queueSend': '发送',
   'chat.stopHint': '按 Esc 停止',
   'chat.renderFailed': '此消息无法排版，以纯文本显示。',
 }
