@@ -14,7 +14,7 @@ import {
   type McpFormErrors,
 } from '../lib/mcpForm'
 import type { McpServer } from '../lib/types'
-import { Button, ConfirmDialog, ErrorBox, Field, inputBase, inputClass, Modal, SkeletonRows, Spinner } from './ui'
+import { Button, ConfirmDialog, ErrorBox, Field, inputBase, inputClass, Modal, SkeletonRows, Spinner, useMenuKeyboard } from './ui'
 
 const STATUS: Record<string, { label: string; cls: string }> = {
   disconnected: { label: 'Disconnected', cls: 'text-zinc-400' },
@@ -201,6 +201,8 @@ function McpFormModal({
 function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => void }) {
   const [open, setOpen] = useState(false)
   const ref = useRef<HTMLDivElement>(null)
+  const menuRef = useRef<HTMLDivElement>(null)
+  useMenuKeyboard(open, menuRef, () => setOpen(false))
   useEffect(() => {
     if (!open) return
     const onDown = (e: MouseEvent) => {
@@ -214,13 +216,15 @@ function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => voi
       <button
         type="button"
         aria-label="More actions"
+        aria-haspopup="menu"
+        aria-expanded={open}
         onClick={() => setOpen((o) => !o)}
         className="rounded-md p-1.5 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200"
       >
         <MoreHorizontal size={16} />
       </button>
       {open && (
-        <div role="menu" className="absolute top-9 right-0 z-20 w-32 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
+        <div ref={menuRef} role="menu" className="absolute top-9 right-0 z-20 w-32 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
           <button
             role="menuitem"
             type="button"
