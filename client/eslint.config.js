@@ -20,6 +20,7 @@ export default tseslint.config(
   {
     files: ['e2e/**/*.mjs', '*.config.{js,ts}'],
     extends: [js.configs.recommended],
-    languageOptions: { ecmaVersion: 2022, globals: globals.node },
+    // e2e code also runs functions inside the page (page.evaluate), hence the browser globals.
+    languageOptions: { ecmaVersion: 2022, globals: { ...globals.node, ...globals.browser } },
   },
 )

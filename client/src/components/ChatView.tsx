@@ -133,6 +133,7 @@ function MessageView({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: () =>
     return (
       <div
         data-testid={error ? 'msg-error' : 'msg-notice'}
+        role={error ? 'alert' : undefined}
         className={`flex items-start gap-2 rounded-lg border px-3 py-2 text-sm ${
           error ? 'border-red-900/60 bg-red-950/30 text-red-300' : 'border-zinc-800 bg-zinc-900/40 text-zinc-400'
         }`}

@@ -554,11 +554,11 @@ export function Composer(props: {
         {(error || modelsError || provErr) && (
           <div className="mt-1.5 space-y-0.5 px-1 text-xs">
             {error && (
-              <p className="text-red-400" data-testid="composer-error">
+              <p role="alert" className="text-red-400" data-testid="composer-error">
                 {error}
               </p>
             )}
-            {modelsError && <p className="text-red-400">Models: {modelsError}</p>}
+            {modelsError && <p role="alert" className="text-red-400">Models: {modelsError}</p>}
             {provErr && <p className="text-amber-400">{provErr}</p>}
           </div>
         )}
