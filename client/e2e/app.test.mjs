@@ -327,7 +327,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
       await waitTurnDone(p, 20_000)
       const a = await lastAssistant(p)
       await until(async () => (await a.getAttribute('data-streaming')) === 'false', 'streaming to end')
-      assert.equal((await a.innerText()).trim(), SLOW_REPLY)
+      assert.equal((await a.getByTestId('markdown').innerText()).trim(), SLOW_REPLY)
       assert.equal(await p.getByTestId('msg-assistant').count(), 1)
       await screenshot(p, '05-reconnect')
     } finally {

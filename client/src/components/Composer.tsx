@@ -311,17 +311,16 @@ export function Composer(props: {
     <div ref={root} className="shrink-0 px-3 pb-3 sm:px-4 sm:pb-4">
       <div className="relative mx-auto w-full max-w-3xl">
         {picker.open && (
+          // The popover only keeps focus in the textarea; the listbox inside it is what AT reads.
+          // eslint-disable-next-line jsx-a11y/no-static-element-interactions
           <div
-            role="listbox"
-            id={listboxId}
-            tabIndex={-1}
-            aria-label="Add a Skill or MCP"
             data-testid="mention-picker"
             onMouseDown={(e) => e.preventDefault()}
             className="absolute right-0 bottom-full left-0 z-20 mb-2 overflow-hidden rounded-xl border border-zinc-700 bg-zinc-900 shadow-2xl"
           >
             {level === 'category' ? (
-              CATEGORIES.map((c, i) => (
+              <div role="listbox" id={listboxId} tabIndex={-1} aria-label="Add a Skill or MCP">
+              {CATEGORIES.map((c, i) => (
                 <button
                   key={c.level}
                   id={optionId(i)}
@@ -343,7 +342,8 @@ export function Composer(props: {
                   <span className="text-zinc-500">— {c.sub}</span>
                   <ChevronRight size={15} className="ml-auto text-zinc-600" />
                 </button>
-              ))
+              ))}
+              </div>
             ) : (
               <div>
                 <div className="flex items-center gap-2 border-b border-zinc-800 px-2 py-1.5 text-xs text-zinc-400">
@@ -358,7 +358,14 @@ export function Composer(props: {
                   <span className="font-medium text-zinc-200">{level === 'skill' ? 'Skill' : 'MCP'}</span>
                   {query && <span className="ml-auto font-mono text-zinc-500">Filter: {query}</span>}
                 </div>
-                <div className="max-h-64 overflow-y-auto py-1">
+                <div
+                  role="listbox"
+                  id={listboxId}
+                  tabIndex={-1}
+                  aria-label={level === 'skill' ? 'Skill' : 'MCP'}
+                  aria-busy={itemsLoading}
+                  className="max-h-64 overflow-y-auto py-1"
+                >
                   {itemsLoading ? (
                     <div className="space-y-2 p-3" aria-busy="true">
                       {[0, 1, 2].map((i) => (

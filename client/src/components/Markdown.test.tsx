@@ -3,7 +3,7 @@ import { act } from 'react'
 import { createRoot } from 'react-dom/client'
 import { renderToStaticMarkup } from 'react-dom/server'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { loadHighlight, loadMath, Markdown, renderStats } from './Markdown'
+import { loadHighlight, loadMath, Markdown, PlainText, RenderBoundary, renderStats } from './Markdown'
 
 const html = (text: string, streaming = false) => renderToStaticMarkup(<Markdown text={text} streaming={streaming} />)
 
@@ -116,6 +116,35 @@ describe('Markdown renderer', () => {
     }
     expect(renderStats.parses - start).toBe(10)
     expect(el.querySelectorAll('strong').length).toBe(20)
+    act(() => root.unmount())
+  })
+
+  it('an error boundary shows plain text when rendering throws, and retries on new text', async () => {
+    const el = document.createElement('div')
+    const root = createRoot(el)
+    const Boom = ({ text }: { text: string }) => {
+      if (text.includes('boom')) throw new Error('render failed')
+      return <b>{text}</b>
+    }
+    const tree = (text: string) => (
+      <div>
+        <span>app stays</span>
+        <RenderBoundary resetKey={text} fallback={<PlainText text={text} />}>
+          <Boom text={text} />
+        </RenderBoundary>
+      </div>
+    )
+    const quiet = console.error
+    console.error = () => {}
+    try {
+      await act(async () => root.render(tree('a boom answer')))
+    } finally {
+      console.error = quiet
+    }
+    expect(el.textContent).toBe('app staysa boom answer')
+    expect(el.querySelector('p.whitespace-pre-wrap')?.textContent).toBe('a boom answer')
+    await act(async () => root.render(tree('fine now')))
+    expect(el.querySelector('b')?.textContent).toBe('fine now')
     act(() => root.unmount())
   })
 

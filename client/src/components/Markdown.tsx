@@ -98,7 +98,7 @@ function CodeBlock({ node, children }: { node: Element | undefined; children: Re
           type="button"
           onClick={copy}
           aria-label={t('md.copyCode')}
-          className="flex items-center gap-1 rounded px-1.5 py-0.5 text-zinc-500 opacity-70 transition group-hover:opacity-100 hover:bg-zinc-800 hover:text-zinc-200"
+          className="flex items-center gap-1 rounded px-1.5 py-0.5 text-zinc-400 transition hover:bg-zinc-800 hover:text-zinc-200"
         >
           {copied ? <Check size={12} className="text-emerald-400" /> : <Copy size={12} />}
           {copied ? t('md.copied') : t('md.copy')}
