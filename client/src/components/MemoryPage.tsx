@@ -81,6 +81,7 @@ function FileEditor({
       const res = await api.get<MemoryFile>(`/memory/${file.name}`)
       setBase(res)
       setDraft(res.content)
+      onSaved({ ...res, snapshot: null })
     } catch (e) {
       setError({ message: describeError(e), conflict: false })
     }
