@@ -419,6 +419,32 @@ mod tests {
     }
 
     #[test]
+    fn run_now_is_refused_while_queued_or_running_and_the_outcome_persists() {
+        let dir = std::env::temp_dir().join(format!("cc-dream-{}", crate::util::rand::hex(6)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = DreamControl::new(&dir, None);
+        assert!(c.state().last.is_none());
+        assert!(c.request_run().unwrap().queued);
+        assert_eq!(c.request_run().err(), Some(Busy));
+        let started = c.begin();
+        assert!(c.kicked.try_recv().is_err(), "the kick was taken by this run");
+        let st = c.state();
+        assert!(st.running && !st.queued);
+        assert_eq!(c.request_run().err(), Some(Busy));
+        c.finish(LastRun::of(&Outcome::Failed("Authorization: Bearer sk-abcdefghijkl".into()), started, "manual"));
+        let last = c.state().last.unwrap();
+        assert_eq!(last.outcome, "failed");
+        assert!(!last.detail.as_deref().unwrap().contains("sk-abcdefghijkl"), "{last:?}");
+        assert!(c.request_run().is_ok());
+        // A new process reads the last outcome back.
+        // (Times to within a microsecond: serde_json's default float parsing is not exact.)
+        let back = DreamControl::new(&dir, None).state().last.unwrap();
+        assert_eq!((&back.outcome, &back.detail, &back.trigger), (&last.outcome, &last.detail, &last.trigger));
+        assert!((back.finished_at - last.finished_at).abs() < 1e-6);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn fences_are_stripped() {
         assert_eq!(strip_fence("```markdown\n# M\n- a\n```"), "# M\n- a");
         assert_eq!(strip_fence("# M"), "# M");
