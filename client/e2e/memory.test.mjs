@@ -1,7 +1,8 @@
 // Browser tests of the Memory page (MEMORY.md edit, 409 conflict and reload, snapshot diff and
 // restore, Dream "Run now") and of the Skill Market's versions (rollback) and evolution
-// proposals (diff, approve, reject), on their own server and fake LLM. At the end it captures the
-// README screenshots (client/screenshots/screen-*.png).
+// proposals (diff, approve, reject), on their own server and fake LLM. At the end it walks the
+// main screens; with UPDATE_SCREENS=1 it saves them as the README's pictures
+// (client/screenshots/screen-*.png, committed), so ordinary runs leave the tree clean.
 import assert from 'node:assert/strict'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
@@ -30,6 +31,11 @@ async function until(fn, what, timeout = 15_000) {
 async function openApp(p) {
   await p.goto(server.httpUrl + '/')
   await until(async () => (await p.getByTestId('conn-state').getAttribute('data-state')) === 'connected', 'the WebSocket')
+}
+
+/** A README picture, only when asked for (UPDATE_SCREENS=1). */
+async function readmeShot(p, name) {
+  if (process.env.UPDATE_SCREENS === '1') await screenshot(p, name)
 }
 
 const memoryFile = () => readFileSync(path.join(server.home, 'memory', 'MEMORY.md'), 'utf8')
@@ -201,7 +207,7 @@ describe('Memory page and skill history', { concurrency: 1 }, () => {
     await create.getByTestId('proposal-diff').click()
     await create.getByTestId('proposal-diff-view').waitFor()
     await page.getByTestId('proposals').scrollIntoViewIfNeeded()
-    await screenshot(page, 'screen-skill-proposals')
+    await readmeShot(page, 'screen-skill-proposals')
     await update.getByTestId('proposal-reject').click()
     await page.locator('[data-testid=proposal][data-id=p-update][data-status=rejected]').waitFor()
     await create.getByTestId('proposal-approve').click()
@@ -218,15 +224,15 @@ describe('Memory page and skill history', { concurrency: 1 }, () => {
     const top = (id) => page.evaluate((id) => document.querySelector(`[data-testid=${id}]`)?.scrollTo(0, 0), id)
     await page.getByTestId('session-row').first().locator('button').first().click()
     await page.getByTestId('msg-assistant').locator('table').waitFor()
-    await screenshot(page, 'screen-chat')
+    await readmeShot(page, 'screen-chat')
     await page.getByTestId('nav-mcp').click()
     await page.getByTestId('mcp-market').waitFor()
     await until(async () => (await page.getByTestId('mcp-market').innerText()).length > 40, 'the MCP list')
-    await screenshot(page, 'screen-mcp-market')
+    await readmeShot(page, 'screen-mcp-market')
     await page.getByTestId('nav-skills').click()
     await page.locator('[data-testid=skill-row][data-name=e2e-brew]').waitFor()
     await top('skill-market')
-    await screenshot(page, 'screen-skill-market')
+    await readmeShot(page, 'screen-skill-market')
     // a tidy MEMORY.md for the picture; the fake Dream answer becomes the newest snapshot
     const cur = await server.api('GET', '/memory/memory')
     const tidy = '# User\n- Name: Ana\n- Drinks green tea, no sugar\n\n# Projects\n- CashCode: a local AI agent server in Rust\n\n# Preferences\n- Short answers with code examples\n'
@@ -239,12 +245,12 @@ describe('Memory page and skill history', { concurrency: 1 }, () => {
     await snap.getByTestId('memory-snapshot-diff').click()
     await snap.getByTestId('memory-diff').waitFor()
     await top('memory-page')
-    await screenshot(page, 'screen-memory')
+    await readmeShot(page, 'screen-memory')
     await page.getByTestId('dream-card').scrollIntoViewIfNeeded()
-    await screenshot(page, 'screen-memory-dream')
+    await readmeShot(page, 'screen-memory-dream')
     await page.getByRole('button', { name: 'Settings', exact: true }).click()
     await page.getByTestId('nav-llm').click()
     await page.getByTestId('llm-settings').waitFor()
-    await screenshot(page, 'screen-settings')
+    await readmeShot(page, 'screen-settings')
   })
 })
