@@ -104,7 +104,7 @@ function CodeBlock({ node, children }: { node: Element | undefined; children: Re
           {copied ? t('md.copied') : t('md.copy')}
         </button>
       </div>
-      <pre className="overflow-x-auto px-3.5 py-3 font-mono text-[13px] leading-relaxed text-zinc-200">{children}</pre>
+      <pre tabIndex={0} className="overflow-x-auto px-3.5 py-3 font-mono text-[13px] leading-relaxed text-zinc-200">{children}</pre>
     </div>
   )
 }
