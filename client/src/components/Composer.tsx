@@ -358,11 +358,12 @@ export function Composer(props: {
                   <span className="font-medium text-zinc-200">{level === 'skill' ? 'Skill' : 'MCP'}</span>
                   {query && <span className="ml-auto font-mono text-zinc-500">Filter: {query}</span>}
                 </div>
+                {/* A listbox only while it holds options (loading, error and empty states are not options). */}
                 <div
-                  role="listbox"
+                  role={rowCount > 0 ? 'listbox' : undefined}
                   id={listboxId}
-                  tabIndex={-1}
-                  aria-label={level === 'skill' ? 'Skill' : 'MCP'}
+                  tabIndex={rowCount > 0 ? -1 : undefined}
+                  aria-label={rowCount > 0 ? (level === 'skill' ? 'Skill' : 'MCP') : undefined}
                   aria-busy={itemsLoading}
                   className="max-h-64 overflow-y-auto py-1"
                 >
