@@ -219,6 +219,8 @@ export function ChatView(props: {
     if (!generating || !chatId) return
     const onKey = (e: KeyboardEvent) => {
       if (e.key !== 'Escape' || e.defaultPrevented || document.querySelector('[role="dialog"]')) return
+      // Escape in a field of its own (e.g. cancelling a rename) or in a menu means that, not Stop.
+      if (e.target instanceof Element && e.target.closest('input, select, [role="menu"]')) return
       onCancel(chatId)
     }
     window.addEventListener('keydown', onKey)
