@@ -67,7 +67,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     mcp = await startFakeMcp()
     server = await startServer()
     browser = await launchBrowser()
-    context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' })
     page = await context.newPage()
     page.on('pageerror', (e) => console.error('page error:', e.message))
   })
@@ -269,7 +269,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
   })
 
   test('reconnect during a turn resumes the stream without loss or duplicates', async () => {
-    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' })
     const routes = []
     await ctx.routeWebSocket(/.*/, (ws) => {
       ws.connectToServer()
@@ -297,7 +297,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
   })
 
   test('narrow screens: the sidebar becomes a drawer that closes on a choice', async () => {
-    const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true })
+    const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, locale: 'en-US' })
     const p = await ctx.newPage()
     try {
       await openApp(p)
