@@ -13,7 +13,8 @@ import { serverKeyError } from '../lib/llmSettings'
 const SAME_IN_BOTH = new Set<MessageKey>(['lang.en', 'lang.zh-CN', 'composer.catMcp', 'models.ollama', 'skills.page'])
 
 /** Latin words allowed in Chinese text: product, protocol and format names, and placeholders. */
-const LATIN_OK = /CashCode|OpenAI|Ollama|English|MCP|SSE|API|URL|ID|KB|http\(s\)|\.zip|\{\w+\}/g
+const LATIN_OK =
+  /CashCode|OpenAI|OAuth|Ollama|English|Markdown|SKILL\.md|JSON|HTTPS?|MCP|SSE|API|URL|ID|KB|http\(s\)|\.zip|\{\w+\}/g
 
 describe('i18n', () => {
   afterEach(() => setCurrentLang('en'))
@@ -58,6 +59,10 @@ describe('i18n', () => {
     expect(translate('zh-CN', 'mcp.confirmDelete', { name: 'files' })).toContain('files')
     expect(translate('en', 'chat.removeChip', {})).toBe('Remove {name}')
     expect(formatNumber('zh-CN', 1.5, { minimumFractionDigits: 1 })).toBe('1.5')
+    // plural forms where the language has them
+    expect(translate('en', 'mcp.tools', { count: 1 })).toBe('1 tool')
+    expect(translate('en', 'mcp.tools', { count: 3 })).toBe('3 tools')
+    expect(translate('zh-CN', 'mcp.tools', { count: 1 })).toBe('1 个工具')
   })
 
   it('words lib messages in the language on screen', () => {

@@ -48,10 +48,16 @@ export function formatDate(lang: Lang, t: number | Date): string {
 
 /**
  * `{name}` placeholders are replaced by `vars.name` (numbers formatted for the language); unknown
- * placeholders stay as written.
+ * placeholders stay as written. A numeric `count` whose plural category is "one" uses the
+ * `<key>.one` entry when there is one ("1 tool", "2 tools"; Chinese has a single form).
  */
 export function translate(lang: Lang, key: MessageKey, vars?: Vars): string {
-  const text = DICTS[lang][key] ?? en[key] ?? key
+  const dict = DICTS[lang]
+  let text: string = dict[key] ?? en[key] ?? key
+  if (typeof vars?.count === 'number' && new Intl.PluralRules(lang).select(vars.count) === 'one') {
+    const one = dict[`${key}.one` as MessageKey]
+    if (one) text = one
+  }
   if (!vars) return text
   return text.replace(/\{(\w+)\}/g, (m, name: string) => {
     if (!(name in vars)) return m
