@@ -54,7 +54,7 @@ function CodeBlock({ lang, text }: { lang: string; text: string }) {
   return (
     <div className="group relative rounded-lg border border-zinc-800 bg-[#0d0d0f]">
       <div className="flex items-center justify-between border-b border-zinc-800/80 px-3 py-1 text-[11px] text-zinc-500">
-        <span className="font-mono">{lang || 'text'}</span>
+        <span className="font-mono">{lang || t('md.plainText')}</span>
         <button
           type="button"
           onClick={copy}

@@ -227,6 +227,7 @@ export const en = {
   'md.copyCode': 'Copy code',
   'md.copy': 'Copy',
   'md.copied': 'Copied',
+  'md.plainText': 'text',
 } as const
 
 export type MessageKey = keyof typeof en

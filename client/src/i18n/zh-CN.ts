@@ -228,4 +228,5 @@ export const zhCN: Record<MessageKey, string> = {
   'md.copyCode': '复制代码',
   'md.copy': '复制',
   'md.copied': '已复制',
+  'md.plainText': '文本',
 }
