@@ -341,7 +341,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     await row.waitFor()
     await row.getByTestId('mcp-toggle').click()
     await until(async () => (await row.getAttribute('data-status')) === 'connected', 'the MCP to connect', 40_000)
-    assert.match(await row.innerText(), /1 tools/)
+    assert.match(await row.innerText(), /\b1 tool\b/)
     assert.ok(mcp.state.headers.some((h) => h.authorization === MCP_SECRET), 'the secret header reaches the MCP server')
     const list = await server.api('GET', '/mcp/servers')
     assert.ok(!list.text.includes(MCP_SECRET))
@@ -464,7 +464,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
       await picker.waitFor()
       await input.press('Enter') // MCP (first row)
       await until(async () => (await picker.getByTestId('picker-item').count()) >= 1, 'the MCP row')
-      assert.match(await picker.innerText(), /1 tools/)
+      assert.match(await picker.innerText(), /\b1 tool\b/)
       // Backspace on an empty query returns to the categories, keeping the @
       await input.press('Backspace')
       await until(async () => /Skill\s+— available/.test(await picker.innerText()), 'level 1')
