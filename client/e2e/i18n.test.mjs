@@ -111,6 +111,13 @@ describe('CashCode web client in two languages', { concurrency: 1 }, () => {
       await until(async () => (await p.getByTestId('send-button').count()) === 1 && (await p.getByTestId('msg-assistant').count()) === 1, 'the reply')
       const row = p.getByTestId('session-row').first()
       await until(async () => /刚刚/.test(await row.innerText()), 'the relative time in Chinese')
+      // the client's own notice for a stopped turn
+      await p.getByTestId('composer-input').fill('[wait] 慢慢想')
+      await p.getByTestId('composer-input').press('Enter')
+      await p.getByTestId('stop-button').waitFor()
+      assert.equal(await p.getByTestId('stop-button').innerText(), '停止')
+      await p.getByTestId('stop-button').click()
+      await p.getByTestId('msg-notice').filter({ hasText: '已停止生成' }).waitFor({ timeout: 8000 })
 
       // MCP and Skill markets
       await p.getByTestId('nav-mcp').click()
