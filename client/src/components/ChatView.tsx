@@ -73,6 +73,7 @@ function ToolBlockView({ block }: { block: ToolBlock }) {
 }
 
 function MessageView({ m }: { m: ChatMessage }) {
+  const t = useT()
   if (m.role === 'user') {
     return (
       <div className="flex flex-col items-end gap-1.5" data-testid="msg-user">
@@ -93,7 +94,7 @@ function MessageView({ m }: { m: ChatMessage }) {
         }`}
       >
         {error ? <AlertTriangle size={15} className="mt-0.5 shrink-0" /> : <CircleStop size={15} className="mt-0.5 shrink-0" />}
-        <span className="min-w-0 break-words">{m.content}</span>
+        <span className="min-w-0 break-words">{m.textKey ? t(m.textKey) : m.content}</span>
       </div>
     )
   }
@@ -101,8 +102,8 @@ function MessageView({ m }: { m: ChatMessage }) {
     <div className="space-y-2" data-testid="msg-assistant" data-streaming={m.streaming ? 'true' : 'false'}>
       {m.tools && m.tools.length > 0 && (
         <div className="space-y-1.5">
-          {m.tools.map((t) => (
-            <ToolBlockView key={t.key} block={t} />
+          {m.tools.map((tool) => (
+            <ToolBlockView key={tool.key} block={tool} />
           ))}
         </div>
       )}

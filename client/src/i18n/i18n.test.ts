@@ -8,6 +8,7 @@ import { providerErrors } from '../lib/models'
 import { ApiError, errorMessage } from '../lib/api'
 import { addSelection, checkSend } from '../lib/selections'
 import { serverKeyError } from '../lib/llmSettings'
+import { initialState, reduce } from '../lib/chatStore'
 
 /** Keys whose Chinese text is rightly the same as the English (names, numbers only). */
 const SAME_IN_BOTH = new Set<MessageKey>(['lang.en', 'lang.zh-CN', 'composer.catMcp', 'models.ollama', 'skills.page'])
@@ -84,6 +85,18 @@ describe('i18n', () => {
     expect(
       providerErrors({ models: [], providers: { openai_compatible: { ready: false, error: 'connection refused' }, ollama: { ready: false, error: 'off' } } }),
     ).toBe('通用 API：connection refused；Ollama：off')
+  })
+
+  it('words chat notices and banners in Chinese, keeping the server detail', () => {
+    setCurrentLang('zh-CN')
+    let s = reduce(initialState, { type: 'ws', ev: { event: 'ready', chat_id: 'c1' } })
+    s = reduce(s, { type: 'sent', chatId: 'c1', content: 'hi', selections: [] })
+    s = reduce(s, { type: 'ws', ev: { event: 'error', chat_id: 'c1', detail: 'cancelled' } })
+    // the stop notice keeps its key, so a later language switch re-words it
+    expect(s.chats.c1.messages.at(-1)).toMatchObject({ content: '已停止生成', textKey: 'chat.stopped' })
+    s = reduce(s, { type: 'sent', chatId: 'c2', content: 'x', selections: [] })
+    s = reduce(s, { type: 'ws', ev: { event: 'error', chat_id: 'c2', detail: 'LLM down' } })
+    expect(s.banner).toBe('另一个对话：LLM down')
   })
 
   it('shows server details verbatim and translates only the words around them', () => {

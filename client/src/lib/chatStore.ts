@@ -1,7 +1,7 @@
 // The chat state machine: sessions, the active chat, transcripts, per-chat generating flags and
 // per-chat event sequence numbers. `reduce` is pure; App feeds it WebSocket events and HTTP results.
 
-import { tr } from '../i18n'
+import { tr, type MessageKey } from '../i18n'
 import { startGenerating, stopGenerating, type GeneratingMap } from './generation'
 import { normaliseReceipts, type Selection } from './selections'
 import type { HistoryMessage, SessionInfo } from './types'
@@ -26,6 +26,8 @@ export interface ChatMessage {
   selections?: Selection[]
   /** notices: an inline turn error or a "stopped" marker */
   tone?: 'error' | 'muted'
+  /** a notice in the client's own words: shown in the language on screen, even after a switch */
+  textKey?: MessageKey
 }
 
 export interface ChatData {
@@ -188,7 +190,7 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
       const detail = str(ev.detail) ?? tr('chat.unknownError')
       const cancelled = detail === 'cancelled'
       const notice: ChatMessage = cancelled
-        ? { id: nextId(), role: 'notice', content: tr('chat.stopped'), tone: 'muted' }
+        ? { id: nextId(), role: 'notice', content: tr('chat.stopped'), tone: 'muted', textKey: 'chat.stopped' }
         : { id: nextId(), role: 'notice', content: detail, tone: 'error' }
       const s = put(state, [...finaliseStreaming(chat.messages), notice])
       // A failure in a chat the person is not looking at would go unnoticed inline.
