@@ -3,6 +3,7 @@
 
 import { useEffect, useRef, useState } from 'react'
 import {
+  Brain,
   Check,
   ChevronDown,
   Blocks,
@@ -268,6 +269,13 @@ export function Sidebar(p: Props) {
             label={t('sidebar.skillMarket')}
             onClick={() => p.onView('skill-market')}
             testId="nav-skills"
+          />
+          <NavButton
+            active={p.view === 'memory'}
+            icon={<Brain size={17} />}
+            label={t('nav.memory')}
+            onClick={() => p.onView('memory')}
+            testId="nav-memory"
           />
         </div>
         <div className="flex min-h-0 flex-1 flex-col border-t border-zinc-800/80 px-2 pt-2">

@@ -13,9 +13,12 @@ import { initialState, reduce } from '../lib/chatStore'
 /** Keys whose Chinese text is rightly the same as the English (names, numbers only). */
 const SAME_IN_BOTH = new Set<MessageKey>(['lang.en', 'lang.zh-CN', 'composer.catMcp', 'models.ollama', 'skills.page'])
 
-/** Latin words allowed in Chinese text: product, protocol and format names, and placeholders. */
+/**
+ * Latin words allowed in Chinese text: product, feature, protocol and format names, file names
+ * (MEMORY.md), settings (SKILL_EVOLUTION_ENABLED), tool ids (save_memory) and placeholders.
+ */
 const LATIN_OK =
-  /CashCode|OpenAI|OAuth|Ollama|English|Markdown|SKILL\.md|JSON|HTTPS?|MCP|SSE|API|URL|ID|KB|http\(s\)|\.zip|\{\w+\}/g
+  /CashCode|OpenAI|OAuth|Ollama|English|Markdown|Dream|JSON|HTTPS?|MCP|SSE|API|URL|ID|KB|http\(s\)|\.zip|[\w-]+\.md\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\b[a-z]+(?:_[a-z]+)+\b|\{\w+\}/g
 
 describe('i18n', () => {
   afterEach(() => setCurrentLang('en'))
