@@ -69,6 +69,9 @@ struct SlotState {
     status: Status,
     error: Option<String>,
     live: Option<Arc<Live>>,
+    /// The user disconnected the server: its activated tools are not offered from the cache
+    /// and are not reconnected on demand until something connects it explicitly.
+    user_off: bool,
 }
 
 #[derive(Default)]
@@ -273,6 +276,7 @@ impl McpManager {
     pub fn disconnect(&self, name: &str) -> std::result::Result<ServerView, ApiError> {
         let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
         self.disconnect_inner(name, true);
+        lock(&self.slot(name).state).user_off = true;
         Ok(self.view(&cfg))
     }
 
@@ -307,6 +311,7 @@ impl McpManager {
             let mut st = lock(&slot.state);
             st.status = Status::Connecting;
             st.error = None;
+            st.user_off = false;
         }
         let spec = lock(&self.catalog).runtime_spec(&cfg);
         let fingerprint = cache::fingerprint(&spec);
@@ -598,6 +603,10 @@ impl McpManager {
         r
     }
 
+    fn user_off(&self, server: &str) -> bool {
+        lock(&self.slot(server).state).user_off
+    }
+
     /// Whether `server` has a live connection now (a dead one is noticed first).
     pub fn is_connected(&self, server: &str) -> bool {
         matches!(self.observe(server), (Status::Connected, _, Some(_)))
@@ -611,7 +620,7 @@ impl McpManager {
         let mut out = Vec::new();
         for cfg in cfgs {
             let prefix = format!("mcp_{}", cfg.name);
-            if !wanted.iter().any(|w| w.starts_with(&prefix)) || self.is_connected(&cfg.name) {
+            if !wanted.iter().any(|w| w.starts_with(&prefix)) || self.is_connected(&cfg.name) || self.user_off(&cfg.name) {
                 continue;
             }
             let Some(cached) = self.cached_tools(&cfg) else { continue };
@@ -631,6 +640,9 @@ impl McpManager {
     /// waits at most the connect budget (connect + `tools/list`) and wakes on `cancel`.
     /// Concurrent callers share one attempt (the connect lock and `attempts` coalesce them).
     pub fn reconnect_for_call(self: &Arc<Self>, server: &str, cancel: &CancelToken) -> std::result::Result<(), String> {
+        if self.user_off(server) {
+            return Err("the user disconnected it; connect it in the MCP market or with mcp_prepare".into());
+        }
         let (tx, rx) = crossbeam_channel::bounded(1);
         let (mgr, name) = (Arc::clone(self), server.to_string());
         let spawned = std::thread::Builder::new()
