@@ -1016,8 +1016,10 @@ impl FakeLlm {
                         let tool_calls: Vec<Value> = calls
                             .iter()
                             .enumerate()
-                            .map(|(i, (name, a))| json!({"index": i, "id": format!("call_{i}_{name}"), "type": "function",
-                                "function": {"name": name, "arguments": a.to_string()}}))
+                            .map(|(i, (name, a))| {
+                                json!({"index": i, "id": format!("call_{i}_{name}"), "type": "function",
+                                "function": {"name": name, "arguments": a.to_string()}})
+                            })
                             .collect();
                         vec![
                             json!({"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": tool_calls}}]}),
@@ -1480,11 +1482,21 @@ fn one_reply_searches_prepares_and_calls_over_every_transport() {
     let api = server.api();
     wait_port(sse_port, Duration::from_secs(20));
     wait_port(http_port, Duration::from_secs(20));
-    let (s, b) = call(&api, "POST", "/api/mcp/servers", json!({"name": "ev_sse", "display_name": "Everything SSE",
-        "url": format!("http://127.0.0.1:{sse_port}/sse")}));
+    let (s, b) = call(
+        &api,
+        "POST",
+        "/api/mcp/servers",
+        json!({"name": "ev_sse", "display_name": "Everything SSE",
+        "url": format!("http://127.0.0.1:{sse_port}/sse")}),
+    );
     assert_eq!(s, 201, "{b}");
-    let (s, b) = call(&api, "POST", "/api/mcp/servers", json!({"name": "ev_http", "type": "streamable_http",
-        "display_name": "Everything HTTP", "url": format!("http://127.0.0.1:{http_port}/mcp")}));
+    let (s, b) = call(
+        &api,
+        "POST",
+        "/api/mcp/servers",
+        json!({"name": "ev_http", "type": "streamable_http",
+        "display_name": "Everything HTTP", "url": format!("http://127.0.0.1:{http_port}/mcp")}),
+    );
     assert_eq!(s, 201, "{b}");
 
     let cases: [(&str, &str, Value, &str); 4] = [
@@ -1595,7 +1607,9 @@ fn concurrent_on_demand_reconnects_of_one_server_connect_once() {
     for o in &outs {
         assert!(o.failed);
         assert!(
-            o.for_model.starts_with("Error: MCP server 'pinned' of tool 'mcp_pinned_lookup' is not connected and reconnecting failed: "),
+            o.for_model.starts_with(
+                "Error: MCP server 'pinned' of tool 'mcp_pinned_lookup' is not connected and reconnecting failed: "
+            ),
             "{}",
             o.for_model
         );

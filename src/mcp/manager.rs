@@ -620,7 +620,10 @@ impl McpManager {
         let mut out = Vec::new();
         for cfg in cfgs {
             let prefix = format!("mcp_{}", cfg.name);
-            if !wanted.iter().any(|w| w.starts_with(&prefix)) || self.is_connected(&cfg.name) || self.user_off(&cfg.name) {
+            if !wanted.iter().any(|w| w.starts_with(&prefix))
+                || self.is_connected(&cfg.name)
+                || self.user_off(&cfg.name)
+            {
                 continue;
             }
             let Some(cached) = self.cached_tools(&cfg) else { continue };
@@ -654,7 +657,8 @@ impl McpManager {
         if let Err(e) = spawned {
             return Err(format!("cannot start the reconnect: {e}"));
         }
-        let budget = self.cfg.client.connect_timeout + self.cfg.client.request_timeout + std::time::Duration::from_secs(2);
+        let budget =
+            self.cfg.client.connect_timeout + self.cfg.client.request_timeout + std::time::Duration::from_secs(2);
         crossbeam_channel::select! {
             recv(rx) -> r => r.unwrap_or_else(|_| Err("the reconnect ended without an answer".into())),
             recv(cancel.wait_chan()) -> _ => Err("cancelled".into()),
@@ -679,7 +683,7 @@ impl McpManager {
         let mut tools: Vec<ToolView> = tools;
         for (tool, new) in self.pins_of(&cfg).pending {
             tools.retain(|t| t.original_name != tool);
-            tools.push(ToolView::held(name, &tool, &new));
+            tools.push(ToolView::held(name, &tool, &new, source));
         }
         Ok(ToolListing {
             display_name: cfg.display_name,

@@ -126,14 +126,14 @@ impl ToolView {
     }
 
     /// A tool held by pinning: its new version, not callable until approved.
-    pub fn held(server: &str, tool: &str, new: &Seen) -> ToolView {
+    pub fn held(server: &str, tool: &str, new: &Seen, source: ToolSource) -> ToolView {
         ToolView {
             callable: false,
             description: new.description.clone().unwrap_or_default(),
             input_schema: new.input_schema.clone(),
             name: wrapped_name(server, tool),
             original_name: tool.to_string(),
-            source: ToolSource::Live,
+            source,
             status: Some(PENDING_APPROVAL),
         }
     }
