@@ -313,6 +313,7 @@ impl Server {
         // Background model calls (consolidation, Dream, discovery) fail now instead of at
         // their timeout; parked stream readers exit.
         self.api.llm.shutdown();
+        self.api.evolution.shutdown();
         // Dropping the one sender wakes the dream and housekeep threads.
         self.timers_stop.take();
         // The workers store their cancelled turns and send the closing events before the
@@ -330,6 +331,7 @@ impl Server {
         for t in self.threads.drain(..).rev() {
             unfinished.extend(crate::util::join::join_until(t, deadline).err());
         }
+        unfinished.extend(self.api.evolution.join_until(deadline));
         unfinished.extend(self.ws.join_clients(deadline));
         let readers = self.api.llm.join_until(deadline);
         unfinished.extend((readers > 0).then(|| format!("llm-stream x{readers}")));
