@@ -15,6 +15,7 @@ mod load;
 mod mcp_pins;
 mod mcp_venv;
 mod memory;
+mod memory_api;
 mod origin;
 mod prompt_cache;
 mod provider_errors;
