@@ -1,7 +1,7 @@
 // MCP Market: list, connect/disconnect, create/edit (SSE only, masked header secrets), delete.
 
 import { useCallback, useEffect, useRef, useState } from 'react'
-import { CheckCircle2, Circle, MoreHorizontal, Pencil, Plus, RefreshCw, Trash2, XCircle } from 'lucide-react'
+import { CheckCircle2, Circle, MoreHorizontal, Pencil, Plus, RefreshCw, ShieldAlert, Trash2, XCircle } from 'lucide-react'
 import { useT, type MessageKey } from '../i18n'
 import { api, describeError } from '../lib/api'
 import {
@@ -15,6 +15,7 @@ import {
   type McpFormErrors,
 } from '../lib/mcpForm'
 import type { McpServer } from '../lib/types'
+import { McpChangesModal } from './McpChanges'
 import { Button, ConfirmDialog, ErrorBox, Field, inputBase, inputClass, Modal, SkeletonRows, Spinner } from './ui'
 
 const STATUS: Record<string, { label: MessageKey; cls: string }> = {
@@ -254,6 +255,7 @@ function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => voi
 
 export function McpMarket() {
   const t = useT()
+  const [review, setReview] = useState<McpServer | null>(null)
   const [servers, setServers] = useState<McpServer[] | null>(null)
   const [loading, setLoading] = useState(false)
   const [loadError, setLoadError] = useState<string | null>(null)
@@ -342,6 +344,17 @@ export function McpMarket() {
                         <span className={`flex items-center gap-1 text-xs ${st.cls}`} data-testid="mcp-status">
                           <StatusIcon status={s.status} /> {t(st.label)}
                         </span>
+                        {(s.pending_changes ?? 0) > 0 && (
+                          <button
+                            type="button"
+                            onClick={() => setReview(s)}
+                            title={t('mcp.pins.changedTitle', { count: s.pending_changes ?? 0 })}
+                            className="flex items-center gap-1 rounded-full border border-amber-500/40 bg-amber-500/10 px-2 py-0.5 text-[11px] text-amber-300 hover:bg-amber-500/20"
+                            data-testid="mcp-review"
+                          >
+                            <ShieldAlert size={12} /> {t('mcp.pins.changed')}
+                          </button>
+                        )}
                       </div>
                       <p className="mt-1 text-sm text-zinc-400">{s.description || t('common.noDescription')}</p>
                       <p className="mt-1 font-mono text-xs text-zinc-500">
@@ -381,6 +394,14 @@ export function McpMarket() {
           </div>
         )}
       </div>
+      {review && (
+        <McpChangesModal
+          server={review.name}
+          displayName={review.display_name || review.name}
+          onClose={() => setReview(null)}
+          onApproved={() => void load()}
+        />
+      )}
       {form && <McpFormModal initial={form.server} onClose={() => setForm(null)} onSaved={() => void load()} />}
       {confirm && (
         <ConfirmDialog

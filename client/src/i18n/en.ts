@@ -228,6 +228,20 @@ export const en = {
   'md.copy': 'Copy',
   'md.copied': 'Copied',
   'md.plainText': 'text',
+  // MCP tool pinning (McpMarket, McpChanges)
+  'mcp.pins.changed': 'changed — review',
+  'mcp.pins.changedTitle': '{count} tools changed their description or schema and are disabled until you approve them',
+  'mcp.pins.title': 'Review changed tools: {name}',
+  'mcp.pins.intro':
+    'These tools changed their description or input schema since you approved them. They stay disabled and hidden from the model until you approve the change.',
+  'mcp.pins.description': 'Description',
+  'mcp.pins.schema': 'Input schema',
+  'mcp.pins.approve': 'Approve',
+  'mcp.pins.approveAll': 'Approve all',
+  'mcp.pins.close': 'Close',
+  'mcp.pins.none': 'No changes wait for approval.',
+  'mcp.pins.noOld': 'No approved version of this tool is known.',
+  'mcp.pins.loading': 'Loading changes…',
   // Memory page, Dream, skill versions and evolution proposals (memory helper).
   'nav.memory': 'Memory',
   'diff.identical': 'no changes',
