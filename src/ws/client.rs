@@ -233,8 +233,9 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
             shared.agent.cancel(&chat_id);
         }
         Frame::ElicitationResponse { chat_id, id, action, content } => {
+            // No `chat_id` on the error: the turn goes on and the form stays open.
             if let Err(detail) = shared.agent.deps.elicitations.answer(&chat_id, &id, &action, content.as_ref()) {
-                send_error(conn, &detail, Some(&chat_id));
+                send_error(conn, &detail, None);
             }
         }
         Frame::Message { chat_id, content, selection } => {

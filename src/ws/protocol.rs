@@ -101,15 +101,17 @@ pub fn parse_frame(text: &str) -> Result<Frame, Reject> {
             let selection = sanitize_metadata(metadata.as_ref()).map_err(|d| reject(d, Some(&chat_id)))?;
             Ok(Frame::Message { chat_id, content, selection })
         }
+        // Errors about an answer carry no `chat_id`: a client reads a chat's error as the end
+        // of its turn, and the turn goes on (the form stays open).
         ClientFrame::ElicitationResponse { chat_id: id, id: elicitation, action, content } => {
             let chat_id = chat_id(id)?;
             let id = match elicitation {
                 Some(e) if valid_elicitation_id(&e) => e,
-                _ => return Err(reject("invalid elicitation id", Some(&chat_id))),
+                _ => return Err(reject("invalid elicitation id", None)),
             };
             let action = match action.as_deref() {
                 Some(a @ ("accept" | "decline" | "cancel")) => a.to_string(),
-                _ => return Err(reject("elicitation action must be accept, decline or cancel", Some(&chat_id))),
+                _ => return Err(reject("elicitation action must be accept, decline or cancel", None)),
             };
             Ok(Frame::ElicitationResponse { chat_id, id, action, content })
         }
