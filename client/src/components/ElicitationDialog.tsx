@@ -232,7 +232,11 @@ export function ElicitationDialog({
                 id={`${uid}-f${i}`}
                 value={values[f.name]}
                 error={err ? t(err.key, err.vars) : undefined}
-                onChange={(v) => setValues((old) => ({ ...old, [f.name]: v }))}
+                onChange={(v) => {
+                  setValues((old) => ({ ...old, [f.name]: v }))
+                  // An error goes once its field is edited; Send checks again.
+                  if (err) setErrors(({ [f.name]: _gone, ...rest }) => rest)
+                }}
               />
             )
           })}
