@@ -3,6 +3,7 @@
 //! appends the server URL as the last argument and names the scenario in
 //! `MCP_CONFORMANCE_SCENARIO`. It connects (Streamable HTTP, or legacy SSE for URLs ending in
 //! `/sse`), lists the tools, calls each one with arguments made from its schema, and closes.
+//! It declares elicitation and accepts a server's form with the schema's defaults (SEP-1034).
 //!
 //! Usage: `cashcode-mcp-client URL`. Exit code 0 when every step worked, 1 otherwise. Also handy
 //! for checking a server by hand: it prints the server info and every tool result.

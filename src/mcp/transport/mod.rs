@@ -609,6 +609,46 @@ mod tests {
     }
 
     #[test]
+    fn elicitation_goes_to_the_one_asking_call_else_is_declined_or_refused() {
+        let inbox = Inbox::new("t", vec![]);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        inbox.set_replier(Box::new(move |s| {
+            let _ = tx.send(s);
+        }));
+        let reply = || serde_json::from_str::<Value>(&rx.try_recv().expect("a reply")).unwrap();
+        let ask = |id: i64| {
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"elicitation/create","params":{{"message":"m"}}}}"#)
+        };
+        // Not declared: refused as before.
+        inbox.handle_text(&ask(1));
+        assert_eq!(reply()["error"]["code"], json!(-32601));
+        inbox.set_elicitation(true);
+        // Declared, but no pending call can ask a user.
+        let (_plain, _) = inbox.register(Id::Num(10), None).unwrap();
+        inbox.handle_text(&ask(2));
+        assert_eq!(reply(), json!({"jsonrpc":"2.0","id":2,"result":{"action":"decline"}}));
+        // One asking call: the request is handed over, nothing is answered here.
+        let (etx, erx) = crossbeam_channel::bounded(1);
+        let (_a, _) = inbox.register_eliciting(Id::Num(11), None, Some(etx)).unwrap();
+        inbox.handle_text(&ask(3));
+        let (id, params) = erx.try_recv().expect("handed to the caller");
+        assert_eq!((id, params), (Id::Num(3), Some(json!({"message": "m"}))));
+        assert!(rx.try_recv().is_err());
+        // Its queue is full: declined.
+        let (etx_full, _erx_full) = crossbeam_channel::bounded(0);
+        inbox.forget(&Id::Num(11));
+        let (_b, _) = inbox.register_eliciting(Id::Num(12), None, Some(etx_full)).unwrap();
+        inbox.handle_text(&ask(4));
+        assert_eq!(reply()["result"]["action"], "decline");
+        // Two asking calls: which chat it belongs to is unknown, so it is declined.
+        let (etx2, erx2) = crossbeam_channel::bounded(1);
+        let (_c, _) = inbox.register_eliciting(Id::Num(13), None, Some(etx2)).unwrap();
+        inbox.handle_text(&ask(5));
+        assert_eq!(reply()["result"]["action"], "decline");
+        assert!(erx2.try_recv().is_err());
+    }
+
+    #[test]
     fn progress_marks_the_matching_request_and_list_changed_sets_a_flag() {
         let inbox = Inbox::new("t", vec![]);
         let (_rx, mark) = inbox.register(Id::Num(4), Some("cc-4".into())).unwrap();
