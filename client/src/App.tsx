@@ -1,5 +1,5 @@
 // Application shell: resolves endpoints, owns the WebSocket and the chat state machine, and
-// switches between the in-memory views (chat, MCP Market, Skill Market, LLM Settings).
+// switches between the in-memory views (chat, MCP Market, Skill Market, Memory, LLM Settings).
 
 import { useCallback, useEffect, useReducer, useRef, useState } from 'react'
 import { api, describeError, setApiBase } from './lib/api'
@@ -17,6 +17,7 @@ import { LlmSettingsView } from './components/LlmSettings'
 import { ElicitationDialog, type ElicitAction } from './components/ElicitationDialog'
 import { responseFrame, type Elicitation } from './lib/elicitation'
 import { useT } from './i18n'
+import { MemoryPage } from './components/MemoryPage'
 import type { MessageFrame, Selection } from './lib/selections'
 
 export function App() {
@@ -271,6 +272,7 @@ export function App() {
             )}
             {view === 'mcp-market' && <McpMarket />}
             {view === 'skill-market' && <SkillMarket />}
+            {view === 'memory' && <MemoryPage />}
             {view === 'llm-settings' && <LlmSettingsView onSaved={() => setLlmVersion((v) => v + 1)} />}
           </div>
         </main>
