@@ -15,6 +15,7 @@ pub mod activation;
 pub mod cache;
 pub mod catalog;
 pub mod client;
+pub mod elicit;
 pub mod extension;
 #[cfg(test)]
 mod fuzz;
