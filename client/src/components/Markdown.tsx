@@ -93,7 +93,7 @@ function CodeBlock({ node, children }: { node: Element | undefined; children: Re
   return (
     <div className="group relative rounded-lg border border-zinc-800 bg-[#0d0d0f]">
       <div className="flex items-center justify-between border-b border-zinc-800/80 px-3 py-1 text-[11px] text-zinc-500">
-        <span className="font-mono">{lang || 'text'}</span>
+        <span className="font-mono">{lang || t('md.plainText')}</span>
         <button
           type="button"
           onClick={copy}
