@@ -4,13 +4,18 @@
 //! `MCP_CONFORMANCE_SCENARIO`. It connects (Streamable HTTP, or legacy SSE for URLs ending in
 //! `/sse`), lists the tools, calls each one with arguments made from its schema, and closes.
 //!
-//! Usage: `cashcode-mcp-client URL`. Exit code 0 when every step worked, 1 otherwise. Also handy
+//! OAuth (`cashcode::mcp::auth::headless`): a server that answers 401 is authorized on the
+//! spot, the authorization URL followed with GET; `--client-metadata-url URL` names our client
+//! ID metadata document; the suite's `MCP_CONFORMANCE_CONTEXT` may carry a pre-registered
+//! client.
+//!
+//! Usage: `cashcode-mcp-client [--client-metadata-url URL] URL`. Exit code 0 when every step worked, 1 otherwise. Also handy
 //! for checking a server by hand: it prints the server info and every tool result.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use cashcode::mcp::client::{Client, ClientConfig};
+use cashcode::mcp::client::{AuthHandle, Client, ClientConfig};
 use cashcode::mcp::transport::{HttpSpec, TransportSpec};
 use serde_json::{json, Map, Value};
 
@@ -62,7 +67,12 @@ fn main() -> ExitCode {
     } else {
         TransportSpec::StreamableHttp(http)
     };
-    let client = match Client::connect("conformance", &spec, ClientConfig::default()) {
+    let args: Vec<String> = std::env::args().collect();
+    let cimd = args.iter().position(|a| a == "--client-metadata-url").and_then(|i| args.get(i + 1)).cloned();
+    let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
+    let auth = cashcode::mcp::auth::headless(&url, context.as_deref(), cimd);
+    let cfg = ClientConfig { auth: Some(AuthHandle(std::sync::Arc::new(auth))), ..ClientConfig::default() };
+    let client = match Client::connect("conformance", &spec, cfg) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("connect failed: {e}");
