@@ -150,7 +150,9 @@ pub fn start(config: Config) -> Result<Server, Error> {
     let mcp_catalog =
         Catalog::load(config.project_dir.as_deref(), &config.data_dir).map_err(|e| Error(e.to_string()))?;
     let mcp = Arc::new(
-        McpManager::new(ManagerConfig::from_config(&config), mcp_catalog).with_secrets(config.secrets.clone()),
+        McpManager::new(ManagerConfig::from_config(&config), mcp_catalog)
+            .with_secrets(config.secrets.clone())
+            .with_oauth_redirect(crate::mcp::manager::oauth_redirect_uri(&config)),
     );
 
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.

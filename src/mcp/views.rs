@@ -23,6 +23,9 @@ use super::validate::{MASK, MSG_READ_ONLY};
 /// answer with one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServerView {
+    /// OAuth: `"required"` (the last connect asked for authorization), `"authorized"` (a
+    /// token is held; never the token itself) or `null`.
+    pub auth: Option<&'static str>,
     pub builtin: bool,
     pub connected: bool,
     pub description: String,
@@ -43,6 +46,7 @@ pub struct ServerView {
 impl ServerView {
     pub fn new(cfg: &ServerConfig, status: Status, status_error: Option<String>, tool_count: usize) -> ServerView {
         ServerView {
+            auth: None,
             builtin: cfg.builtin,
             connected: status == Status::Connected,
             description: cfg.description.clone(),
@@ -140,6 +144,11 @@ impl ApiError {
     /// 422: the body breaks a rule (the contract's message).
     pub(super) fn unprocessable(detail: impl Into<String>) -> Self {
         ApiError { status: 422, detail: detail.into() }
+    }
+
+    /// Any other refusal: `status` with `detail` (already redacted).
+    pub fn new(status: u16, detail: &str) -> Self {
+        ApiError { status, detail: detail.to_string() }
     }
 
     /// 404: no server of that name.
