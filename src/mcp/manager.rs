@@ -47,8 +47,8 @@ pub struct ManagerConfig {
 
 /// Where OAuth providers send the browser back: CashCode's own callback route on its HTTP
 /// listener (loopback and wildcard binds as `127.0.0.1`).
-pub fn oauth_redirect_uri(config: &crate::config::Config) -> String {
-    let h = config.http_host.as_str();
+pub fn oauth_redirect_uri(http_host: &str, port: u16) -> String {
+    let h = http_host;
     let host = if crate::config::is_loopback(h) || h == "0.0.0.0" || h == "::" || h == "[::]" {
         "127.0.0.1".to_string()
     } else if h.contains(':') && !h.starts_with('[') {
@@ -56,7 +56,7 @@ pub fn oauth_redirect_uri(config: &crate::config::Config) -> String {
     } else {
         h.to_string()
     };
-    format!("http://{host}:{}{OAUTH_CALLBACK_PATH}", config.http_port)
+    format!("http://{host}:{port}{OAUTH_CALLBACK_PATH}")
 }
 
 impl ManagerConfig {
@@ -118,7 +118,7 @@ pub struct McpManager {
     flows: Mutex<HashMap<String, (String, PendingFlow)>>,
     /// Every server's OAuth secrets (tokens, client secrets), published as `mcp-oauth`.
     oauth_secrets: Arc<Mutex<HashMap<String, Vec<String>>>>,
-    redirect_uri: String,
+    redirect_uri: Mutex<String>,
 }
 
 impl McpManager {
@@ -138,14 +138,14 @@ impl McpManager {
             oauth: Mutex::new(HashMap::new()),
             flows: Mutex::new(HashMap::new()),
             oauth_secrets: Arc::default(),
-            redirect_uri: format!("http://127.0.0.1:8000{OAUTH_CALLBACK_PATH}"),
+            redirect_uri: Mutex::new(format!("http://127.0.0.1:8000{OAUTH_CALLBACK_PATH}")),
         }
     }
 
-    /// Sets the OAuth redirect URI ([`oauth_redirect_uri`] of the server's config).
-    pub fn with_oauth_redirect(mut self, uri: String) -> McpManager {
-        self.redirect_uri = uri;
-        self
+    /// Sets the OAuth redirect URI ([`oauth_redirect_uri`] of the bound HTTP listener), before
+    /// any request is served.
+    pub fn set_oauth_redirect(&self, uri: String) {
+        *lock(&self.redirect_uri) = uri;
     }
 
     /// Shares `secrets` (the server's registry) and tells it the catalog's secrets; every
@@ -262,7 +262,7 @@ impl McpManager {
         }
         let settings = auth::Settings {
             client_name: "CashCode".into(),
-            redirect_uri: self.redirect_uri.clone(),
+            redirect_uri: lock(&self.redirect_uri).clone(),
             ..auth::Settings::default()
         };
         let (all, secrets, name) = (self.oauth_secrets.clone(), self.secrets.clone(), cfg.name.clone());

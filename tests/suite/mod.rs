@@ -13,6 +13,7 @@ mod legacy_data;
 mod llm_settings;
 mod load;
 mod mcp_venv;
+mod mcp_oauth;
 mod memory;
 mod origin;
 mod prompt_cache;
