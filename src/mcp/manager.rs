@@ -827,7 +827,33 @@ mod tests {
             )
         );
         assert_eq!(mgr.dto("nope").unwrap_err(), ApiError::not_found("nope"));
+        assert_eq!(created.auth, None, "no OAuth state on an SSE server");
         assert_eq!(mgr.tools_listing("nope").unwrap_err(), ApiError::not_found("nope"));
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// A callback whose flow expired is refused and consumes it; an unknown or reused state
+    /// is refused the same way; a flow's state is compared whole.
+    #[test]
+    fn oauth_callbacks_need_a_live_single_use_state() {
+        let root = std::env::temp_dir().join(format!("cc-mcp-oauth-{}", crate::util::rand::hex(6)));
+        let data = root.join("data");
+        let catalog = Catalog::load(None, &data).unwrap();
+        let mgr = McpManager::new(ManagerConfig { client: ClientConfig::default(), data_dir: data }, catalog);
+        mgr.create(&json!({"name": "oa", "type": "streamable_http", "display_name": "OA", "url": "http://127.0.0.1:9/mcp"}))
+            .unwrap();
+        let old = PendingFlow::for_test("s-old", auth::FLOW_TTL + std::time::Duration::from_secs(1));
+        lock(&mgr.flows).insert("s-old".into(), ("oa".into(), old));
+        let params = |s: &str| vec![("code".to_string(), "c".to_string()), ("state".to_string(), s.to_string())];
+        let e = mgr.oauth_callback(&params("s-old")).unwrap_err();
+        assert!(e.contains("took too long"), "{e}");
+        let e = mgr.oauth_callback(&params("s-old")).unwrap_err();
+        assert!(e.contains("unknown, was already used"), "an expired flow is gone after one try: {e}");
+        let fresh = PendingFlow::for_test("s-new", std::time::Duration::ZERO);
+        lock(&mgr.flows).insert("s-new".into(), ("oa".into(), fresh));
+        assert!(mgr.oauth_callback(&params("s-ne")).unwrap_err().contains("unknown"));
+        assert!(mgr.oauth_callback(&params("")).unwrap_err().contains("unknown"));
+        assert_eq!(lock(&mgr.flows).len(), 1, "refused callbacks leave the pending flow alone");
+        let _ = std::fs::remove_dir_all(root);
     }
 }

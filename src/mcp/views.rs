@@ -23,8 +23,10 @@ use super::validate::{MASK, MSG_READ_ONLY};
 /// answer with one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServerView {
-    /// OAuth: `"required"` (the last connect asked for authorization), `"authorized"` (a
-    /// token is held; never the token itself) or `null`.
+    /// OAuth: `"required"` (the last connect asked for authorization) or `"authorized"` (a
+    /// token is held; never the token itself). Absent otherwise, so the bodies of servers
+    /// without OAuth stay byte for byte what they were (the client reads absent as null).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<&'static str>,
     pub builtin: bool,
     pub connected: bool,

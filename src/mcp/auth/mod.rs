@@ -125,6 +125,26 @@ impl PendingFlow {
     pub fn expired(&self) -> bool {
         self.created.elapsed() > FLOW_TTL
     }
+
+    /// A flow started `age` ago, for the callback's tests.
+    #[cfg(test)]
+    pub(crate) fn for_test(state: &str, age: Duration) -> PendingFlow {
+        PendingFlow {
+            state: state.to_string(),
+            url: String::new(),
+            verifier: String::new(),
+            redirect_uri: String::new(),
+            found: Found {
+                prm: None,
+                meta: ServerMetadata::default(),
+                issuer: String::new(),
+                resource: String::new(),
+            },
+            client: ClientCreds::default(),
+            scopes: Vec::new(),
+            created: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
+        }
+    }
 }
 
 /// Where discovery led.
