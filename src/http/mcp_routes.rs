@@ -105,7 +105,7 @@ pub fn oauth_callback(api: &Api, m: &str, req: &Req) -> Resp {
         Err(why) => (400, "Authorization failed", why),
     };
     let page = format!(
-        "<!doctype html><meta charset=\"utf-8\"><title>{t}</title><body style=\"font-family:sans-serif;margin:3em\"><h1>{t}</h1><p>{b}</p><script>try{{window.opener&&window.opener.postMessage({{type:'cashcode-mcp-oauth'}},location.origin)}}catch(e){{}}</script></body>",
+        "<!doctype html><meta charset=\"utf-8\"><title>{t}</title><body style=\"font-family:sans-serif;margin:3em\"><h1>{t}</h1><p>{b}</p></body>",
         t = escape(title),
         b = escape(&text)
     );

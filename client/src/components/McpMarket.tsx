@@ -14,6 +14,8 @@ import {
   type McpFormErrors,
 } from '../lib/mcpForm'
 import type { McpServer } from '../lib/types'
+import { openAuthorization, signOut, waitForAuthorized } from '../lib/mcpAuth'
+import { useT } from '../i18n'
 import { Button, ConfirmDialog, ErrorBox, Field, inputBase, inputClass, Modal, SkeletonRows, Spinner } from './ui'
 
 const STATUS: Record<string, { label: string; cls: string }> = {
@@ -259,6 +261,8 @@ export function McpMarket() {
   const [confirm, setConfirm] = useState<McpServer | null>(null)
   const [deleting, setDeleting] = useState(false)
   const [deleteError, setDeleteError] = useState<string | null>(null)
+  const [authWaiting, setAuthWaiting] = useState<string | null>(null)
+  const t = useT()
 
   const load = useCallback(async () => {
     setLoading(true)
@@ -277,7 +281,43 @@ export function McpMarket() {
     void load()
   }, [load])
 
+  // Connect on a server that needs OAuth: the provider's page opens, the list is polled until
+  // the callback has landed, then the server connects with its new token.
+  const authorize = async (s: McpServer) => {
+    setBusy(s.name)
+    setAuthWaiting(s.name)
+    setRowErrors((r) => ({ ...r, [s.name]: '' }))
+    try {
+      await openAuthorization(s.name)
+      const list = async () => (await api.get<{ servers: McpServer[] }>('/mcp/servers'))?.servers ?? []
+      if (await waitForAuthorized(list, s.name)) {
+        await api.post(`/mcp/servers/${enc(s.name)}/connect`, undefined, { timeoutMs: 60_000 })
+      } else {
+        setRowErrors((r) => ({ ...r, [s.name]: t('mcp.auth.timedOut') }))
+      }
+    } catch (e) {
+      setRowErrors((r) => ({ ...r, [s.name]: describeError(e) }))
+    } finally {
+      setAuthWaiting(null)
+      setBusy(null)
+      await load()
+    }
+  }
+
+  const logout = async (s: McpServer) => {
+    setBusy(s.name)
+    try {
+      await signOut(s.name)
+    } catch (e) {
+      setRowErrors((r) => ({ ...r, [s.name]: describeError(e) }))
+    } finally {
+      setBusy(null)
+      await load()
+    }
+  }
+
   const toggle = async (s: McpServer) => {
+    if (s.auth === 'required' && s.status !== 'connected') return authorize(s)
     setBusy(s.name)
     setRowErrors((r) => ({ ...r, [s.name]: '' }))
     try {
@@ -319,7 +359,14 @@ export function McpMarket() {
               const st = STATUS[s.status] ?? STATUS.disconnected
               const err = rowErrors[s.name] || s.status_error
               const working = busy === s.name
-              const label = s.status === 'connected' ? 'Disconnect' : s.status === 'error' ? 'Retry connection' : 'Connect'
+              const needsAuth = s.auth === 'required' && s.status !== 'connected'
+              const label = needsAuth
+                ? t('mcp.auth.authorize')
+                : s.status === 'connected'
+                  ? 'Disconnect'
+                  : s.status === 'error'
+                    ? 'Retry connection'
+                    : 'Connect'
               return (
                 <div
                   key={s.name}
@@ -338,6 +385,15 @@ export function McpMarket() {
                         <span className={`flex items-center gap-1 text-xs ${st.cls}`} data-testid="mcp-status">
                           <StatusIcon status={s.status} /> {st.label}
                         </span>
+                        {s.auth && (
+                          <span
+                            className={`rounded-full border px-2 py-0.5 text-[10px] ${s.auth === 'authorized' ? 'border-emerald-800 text-emerald-400' : 'border-amber-800 text-amber-300'}`}
+                            data-testid="mcp-auth"
+                            data-auth={s.auth}
+                          >
+                            {s.auth === 'authorized' ? t('mcp.auth.authorized') : t('mcp.auth.required')}
+                          </span>
+                        )}
                       </div>
                       <p className="mt-1 text-sm text-zinc-400">{s.description || 'No description'}</p>
                       <p className="mt-1 font-mono text-xs text-zinc-500">
@@ -354,12 +410,22 @@ export function McpMarket() {
                       >
                         {working ? (
                           <>
-                            <Spinner /> Working
+                            <Spinner /> {authWaiting === s.name ? t('mcp.auth.waiting') : 'Working'}
                           </>
                         ) : (
                           label
                         )}
                       </Button>
+                      {s.auth === 'authorized' && (
+                        <Button
+                          variant="ghost"
+                          disabled={busy !== null}
+                          onClick={() => void logout(s)}
+                          data-testid="mcp-sign-out"
+                        >
+                          {t('mcp.auth.signOut')}
+                        </Button>
+                      )}
                       {s.mutable && (
                         <RowMenu
                           onEdit={() => setForm({ server: s })}
