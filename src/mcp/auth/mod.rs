@@ -263,8 +263,15 @@ impl OAuth {
         }
     }
 
+    /// [`discovery::endpoint_allowed`], and a loopback address only for a server that is on
+    /// loopback itself: a remote server's metadata cannot point us at local services.
+    fn allowed(&self, url: &str) -> bool {
+        let local = |u: &str| crate::util::url::Origin::of(u).is_some_and(|o| crate::config::is_loopback(&o.host));
+        discovery::endpoint_allowed(url) && (!local(url) || local(&self.server_url))
+    }
+
     fn fetch(&self, url: &str) -> Result<Option<serde_json::Value>> {
-        if !discovery::endpoint_allowed(url) {
+        if !self.allowed(url) {
             return Err(Error::Auth(format!(
                 "refusing metadata URL {} (https, or http on loopback only)",
                 flow::short(url)
@@ -358,7 +365,7 @@ impl OAuth {
                 .into_iter()
                 .flatten()
         {
-            if !discovery::endpoint_allowed(url) {
+            if !self.allowed(url) {
                 return Err(Error::Auth(format!(
                     "refusing endpoint {} (https, or http on loopback only)",
                     flow::short(url)
@@ -700,4 +707,69 @@ pub fn headless(server_url: &str, context: Option<&str>, client_metadata_url: Op
         grant,
     };
     OAuth::new(server_url, settings, Arc::new(Headless))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn browser(url: &str) -> OAuth {
+        OAuth::new(url, Settings::default(), Arc::new(Browser))
+    }
+
+    #[test]
+    fn a_remote_server_cannot_point_discovery_at_loopback() {
+        let remote = browser("https://mcp.example/mcp");
+        assert!(remote.allowed("https://as.example/.well-known/oauth-authorization-server"));
+        assert!(!remote.allowed("http://127.0.0.1:8000/api/sessions"));
+        assert!(!remote.allowed("https://localhost/x"));
+        assert!(!remote.allowed("http://as.example/token"));
+        let local = browser("http://127.0.0.1:9/mcp");
+        assert!(local.allowed("http://localhost:10/token"));
+        assert!(local.allowed("https://as.example/token"));
+    }
+
+    #[test]
+    fn challenges_without_a_person_end_in_authorization_required_and_403s_do_not_loop() {
+        let o = browser("http://127.0.0.1:9/mcp");
+        assert!(matches!(o.challenge(401, Some("Bearer")), Err(Error::AuthorizationRequired(_))));
+        assert!(matches!(o.challenge(401, None), Err(Error::AuthorizationRequired(_))));
+        // A 403 that is not about scopes is final.
+        assert!(matches!(o.challenge(403, Some("Bearer error=\"invalid_token\"")), Err(Error::Auth(_))));
+        // A token that already asked for the challenged scopes is not re-authorized.
+        lock(&o.inner).stored = Some(Stored {
+            tokens: Some(TokenSet {
+                access_token: "at-0123456789".into(),
+                requested_scopes: vec!["a".into(), "b".into()],
+                ..TokenSet::default()
+            }),
+            ..Stored::default()
+        });
+        let e = o.challenge(403, Some("Bearer error=\"insufficient_scope\", scope=\"a\""));
+        assert!(matches!(e, Err(Error::Auth(ref m)) if m.contains("already asked for")), "{e:?}");
+        // More scopes: step-up, which needs the person here.
+        let e = o.challenge(403, Some("Bearer error=\"insufficient_scope\", scope=\"a c\""));
+        assert!(matches!(e, Err(Error::AuthorizationRequired(_))), "{e:?}");
+        assert_eq!(o.bearer().as_deref(), Some("at-0123456789"));
+        assert!(o.authorized());
+        o.sign_out().unwrap();
+        assert!(!o.authorized() && o.bearer().is_none());
+    }
+
+    #[test]
+    fn headless_reads_a_preregistered_client_from_the_context() {
+        let o = headless(
+            "http://127.0.0.1:9/mcp",
+            Some(r#"{"name":"x","client_id":"id-1","client_secret":"sec-0123456789"}"#),
+            None,
+        );
+        let c = o.settings.preregistered.clone().expect("client");
+        assert_eq!((c.client_id.as_str(), c.client_secret.as_deref()), ("id-1", Some("sec-0123456789")));
+        assert_eq!(o.settings.grant, GrantChoice::Auto);
+        let k = headless("http://127.0.0.1:9/mcp", Some(r#"{"client_id":"id","private_key_pem":"pem"}"#), None);
+        assert_eq!(k.settings.grant, GrantChoice::ClientCredentials);
+        for bad in [None, Some("not json"), Some("[[[[[[[[[[[[1]]]]]]]]]]]]"), Some(r#"{"client_id": 5}"#)] {
+            assert!(headless("http://127.0.0.1:9/mcp", bad, None).settings.preregistered.is_none(), "{bad:?}");
+        }
+    }
 }
