@@ -101,7 +101,11 @@ pub fn oauth_callback(api: &Api, m: &str, req: &Req) -> Resp {
     }
     let params = crate::mcp::auth::flow::query_params(&format!("?{}", req.query));
     let (status, title, text) = match api.mcp.oauth_callback(&params) {
-        Ok(name) => (200, "Authorized", format!("CashCode is now authorized for the MCP server \u{201c}{name}\u{201d}. You can close this window.")),
+        Ok(name) => (
+            200,
+            "Authorized",
+            format!("CashCode is now authorized for the MCP server \u{201c}{name}\u{201d}. You can close this window."),
+        ),
         Err(why) => (400, "Authorization failed", why),
     };
     let page = format!(

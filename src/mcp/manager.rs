@@ -302,9 +302,9 @@ impl McpManager {
     /// to open. Network-bound (discovery, maybe registration).
     pub fn authorize(&self, name: &str) -> std::result::Result<Value, ApiError> {
         let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
-        let oauth = self
-            .oauth_for(&cfg)
-            .ok_or_else(|| ApiError::new(400, "OAuth applies to Streamable HTTP servers without an Authorization header"))?;
+        let oauth = self.oauth_for(&cfg).ok_or_else(|| {
+            ApiError::new(400, "OAuth applies to Streamable HTTP servers without an Authorization header")
+        })?;
         let flow = oauth.begin().map_err(|e| {
             let msg = redact_status(&e, &cfg.secrets());
             log::warn!("event=mcp.oauth.begin_failed server={name} error={msg:?}");
@@ -504,7 +504,8 @@ impl McpManager {
             Err(e) => {
                 let needs_auth = matches!(
                     &e,
-                    Failure::Handshake(Error::AuthorizationRequired(_)) | Failure::Discovery(Error::AuthorizationRequired(_))
+                    Failure::Handshake(Error::AuthorizationRequired(_))
+                        | Failure::Discovery(Error::AuthorizationRequired(_))
                 );
                 let msg = match &e {
                     Failure::Handshake(e) => redact_status(e, &secrets),
@@ -840,8 +841,10 @@ mod tests {
         let data = root.join("data");
         let catalog = Catalog::load(None, &data).unwrap();
         let mgr = McpManager::new(ManagerConfig { client: ClientConfig::default(), data_dir: data }, catalog);
-        mgr.create(&json!({"name": "oa", "type": "streamable_http", "display_name": "OA", "url": "http://127.0.0.1:9/mcp"}))
-            .unwrap();
+        mgr.create(
+            &json!({"name": "oa", "type": "streamable_http", "display_name": "OA", "url": "http://127.0.0.1:9/mcp"}),
+        )
+        .unwrap();
         let old = PendingFlow::for_test("s-old", auth::FLOW_TTL + std::time::Duration::from_secs(1));
         lock(&mgr.flows).insert("s-old".into(), ("oa".into(), old));
         let params = |s: &str| vec![("code".to_string(), "c".to_string()), ("state".to_string(), s.to_string())];

@@ -83,7 +83,8 @@ fn start_provider() -> FakeProvider {
                     let get = |k: &str| q.get(k).cloned().unwrap_or_default();
                     let mut seen = s.lock().unwrap();
                     seen.authorize_queries.push(url.clone());
-                    seen.codes.insert(code.clone(), (get("code_challenge"), get("code_challenge_method"), get("resource")));
+                    seen.codes
+                        .insert(code.clone(), (get("code_challenge"), get("code_challenge_method"), get("resource")));
                     let loc = format!("{}?code={code}&state={}", get("redirect_uri"), get("state"));
                     tiny_http::Response::from_string("")
                         .with_status_code(302)
@@ -121,8 +122,9 @@ fn start_provider() -> FakeProvider {
                         let challenge = format!(
                             "Bearer error=\"invalid_token\", resource_metadata=\"{b}/.well-known/oauth-protected-resource/mcp\""
                         );
-                        json_resp(401, json!({"error": "invalid_token"}))
-                            .with_header(tiny_http::Header::from_bytes("WWW-Authenticate", challenge.as_bytes()).unwrap())
+                        json_resp(401, json!({"error": "invalid_token"})).with_header(
+                            tiny_http::Header::from_bytes("WWW-Authenticate", challenge.as_bytes()).unwrap(),
+                        )
                     } else {
                         let msg: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
                         let id = msg.get("id").cloned();
@@ -269,7 +271,9 @@ fn the_callback_needs_no_api_token_but_a_pending_state() {
     let callback = visit(&url);
     let path = callback.split_once("/api/").map(|(_, p)| format!("/api/{p}")).unwrap();
     // No state, an empty one, a different one: refused, the flow stays pending.
-    for bad in ["/api/mcp/oauth/callback", "/api/mcp/oauth/callback?code=x&state=", "/api/mcp/oauth/callback?code=x&state=abc"] {
+    for bad in
+        ["/api/mcp/oauth/callback", "/api/mcp/oauth/callback?code=x&state=", "/api/mcp/oauth/callback?code=x&state=abc"]
+    {
         let r = server.request("GET", bad, &[], None);
         assert_eq!(r.status, 400, "{bad}: {}", r.body);
     }

@@ -134,12 +134,7 @@ impl PendingFlow {
             url: String::new(),
             verifier: String::new(),
             redirect_uri: String::new(),
-            found: Found {
-                prm: None,
-                meta: ServerMetadata::default(),
-                issuer: String::new(),
-                resource: String::new(),
-            },
+            found: Found { prm: None, meta: ServerMetadata::default(), issuer: String::new(), resource: String::new() },
             client: ClientCreds::default(),
             scopes: Vec::new(),
             created: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
