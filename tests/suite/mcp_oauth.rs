@@ -22,6 +22,9 @@ struct Seen {
     tokens: Vec<String>,
     authorize_queries: Vec<String>,
     token_forms: Vec<String>,
+    /// `expires_in` of tokens from a code (0: expired at once, so the next use refreshes);
+    /// refreshed ones last an hour.
+    expires_in: u64,
 }
 
 struct FakeProvider {
@@ -44,7 +47,7 @@ fn start_provider() -> FakeProvider {
     let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind"));
     let port = server.server_addr().to_ip().expect("ip").port();
     let base = format!("http://127.0.0.1:{port}");
-    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let seen: Arc<Mutex<Seen>> = Arc::new(Mutex::new(Seen { expires_in: 3600, ..Seen::default() }));
     let (srv, s, b) = (server.clone(), seen.clone(), base.clone());
     std::thread::spawn(move || {
         for mut rq in srv.incoming_requests() {
@@ -94,22 +97,26 @@ fn start_provider() -> FakeProvider {
                     let f = form(&body);
                     let mut seen = s.lock().unwrap();
                     seen.token_forms.push(body.clone());
-                    let ok = f.get("grant_type").map(String::as_str) == Some("authorization_code")
-                        && seen.codes.remove(f.get("code").map(String::as_str).unwrap_or("")).is_some_and(
-                            |(challenge, method, resource)| {
-                                method == "S256"
-                                    && Some(&resource) == f.get("resource")
-                                    && cashcode::mcp::auth::pkce::challenge_of(
-                                        f.get("code_verifier").map(String::as_str).unwrap_or(""),
-                                    ) == challenge
-                            },
-                        );
+                    let refresh = f.get("grant_type").map(String::as_str) == Some("refresh_token")
+                        && f.get("refresh_token").map(String::as_str) == Some("tok-REFRESH-very-secret")
+                        && f.get("resource").is_some_and(|r| r.ends_with("/mcp"));
+                    let ok = refresh
+                        || f.get("grant_type").map(String::as_str) == Some("authorization_code")
+                            && seen.codes.remove(f.get("code").map(String::as_str).unwrap_or("")).is_some_and(
+                                |(challenge, method, resource)| {
+                                    method == "S256"
+                                        && Some(&resource) == f.get("resource")
+                                        && cashcode::mcp::auth::pkce::challenge_of(
+                                            f.get("code_verifier").map(String::as_str).unwrap_or(""),
+                                        ) == challenge
+                                },
+                            );
                     if ok {
                         let token = format!("tok-ACCESS-{}", seen.tokens.len() + 1000);
                         seen.tokens.push(token.clone());
                         json_resp(
                             200,
-                            json!({"access_token": token, "token_type": "Bearer", "expires_in": 3600,
+                            json!({"access_token": token, "token_type": "Bearer", "expires_in": if refresh { 3600 } else { seen.expires_in },
                                 "refresh_token": "tok-REFRESH-very-secret"}),
                         )
                     } else {
@@ -284,4 +291,31 @@ fn the_callback_needs_no_api_token_but_a_pending_state() {
     assert_eq!(find(&list.json(), "oa")["auth"], "authorized");
     let within = Duration::from_secs(5);
     assert!(health_within(&server, within).is_some());
+}
+
+#[test]
+fn an_expired_token_is_refreshed_before_use() {
+    let fake = start_provider();
+    fake.seen.lock().unwrap().expires_in = 0;
+    let server = TestServer::start();
+    let body = json!({"name": "oa", "type": "streamable_http", "display_name": "OAuth test", "url": format!("{}/mcp", fake.base)});
+    assert_eq!(server.post("/api/mcp/servers", &body).status, 201);
+    let url = server.post("/api/mcp/servers/oa/authorize", &json!({})).json()["authorization_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let callback = visit(&url);
+    let path = callback.split_once("/api/").map(|(_, p)| format!("/api/{p}")).unwrap();
+    assert_eq!(server.request("GET", &path, &[], None).status, 200);
+    // The stored token is already expired: connect refreshes it first and uses the new one.
+    let c = server.post("/api/mcp/servers/oa/connect", &json!({}));
+    assert_eq!(c.json()["connected"], true, "{}", c.body);
+    let seen = fake.seen.lock().unwrap();
+    assert!(seen.token_forms.iter().any(|f| f.contains("grant_type=refresh_token")), "{:?}", seen.token_forms);
+    assert_eq!(seen.tokens.len(), 2, "one token from the code, one from the refresh");
+    let log = server.log_text();
+    assert!(log.contains("event=mcp.oauth.refreshed"), "the refresh is logged");
+    for t in seen.tokens.iter().map(String::as_str).chain(["tok-REFRESH-very-secret"]) {
+        assert!(!log.contains(t) && !c.body.contains(t), "{t} leaked");
+    }
 }
