@@ -1,5 +1,5 @@
 // Application shell: resolves endpoints, owns the WebSocket and the chat state machine, and
-// switches between the in-memory views (chat, MCP Market, Skill Market, LLM Settings).
+// switches between the in-memory views (chat, MCP Market, Skill Market, Memory, LLM Settings).
 
 import { useCallback, useEffect, useReducer, useRef, useState } from 'react'
 import { api, describeError, setApiBase } from './lib/api'
@@ -14,6 +14,7 @@ import { TitleBar } from './components/TitleBar'
 import { McpMarket } from './components/McpMarket'
 import { SkillMarket } from './components/SkillMarket'
 import { LlmSettingsView } from './components/LlmSettings'
+import { MemoryPage } from './components/MemoryPage'
 import type { MessageFrame, Selection } from './lib/selections'
 
 export function App() {
@@ -242,6 +243,7 @@ export function App() {
             )}
             {view === 'mcp-market' && <McpMarket />}
             {view === 'skill-market' && <SkillMarket />}
+            {view === 'memory' && <MemoryPage />}
             {view === 'llm-settings' && <LlmSettingsView onSaved={() => setLlmVersion((v) => v + 1)} />}
           </div>
         </main>

@@ -15,6 +15,7 @@ mod load;
 mod mcp_oauth;
 mod mcp_venv;
 mod memory;
+mod memory_api;
 mod origin;
 mod prompt_cache;
 mod provider_errors;

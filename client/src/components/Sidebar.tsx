@@ -2,6 +2,7 @@
 
 import { useEffect, useRef, useState } from 'react'
 import {
+  Brain,
   ChevronDown,
   Blocks,
   MessageSquarePlus,
@@ -17,6 +18,7 @@ import type { AppView } from '../lib/skills'
 import { relativeTime } from '../lib/time'
 import type { SessionInfo } from '../lib/types'
 import { ConfirmDialog, Spinner } from './ui'
+import { useT } from '../i18n'
 
 interface Props {
   view: AppView
@@ -184,6 +186,7 @@ function SessionRow({
 }
 
 export function Sidebar(p: Props) {
+  const t = useT()
   const [historyOpen, setHistoryOpen] = useState(true)
   const [settingsMenu, setSettingsMenu] = useState(false)
   const [confirm, setConfirm] = useState<string | null>(null)
@@ -235,6 +238,13 @@ export function Sidebar(p: Props) {
             label="Skill Market"
             onClick={() => p.onView('skill-market')}
             testId="nav-skills"
+          />
+          <NavButton
+            active={p.view === 'memory'}
+            icon={<Brain size={17} />}
+            label={t('nav.memory')}
+            onClick={() => p.onView('memory')}
+            testId="nav-memory"
           />
         </div>
         <div className="flex min-h-0 flex-1 flex-col border-t border-zinc-800/80 px-2 pt-2">

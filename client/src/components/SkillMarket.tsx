@@ -2,7 +2,7 @@
 // ZIP upload, and the invalid-package section.
 
 import { useCallback, useEffect, useRef, useState } from 'react'
-import { AlertTriangle, Eye, FileArchive, Pencil, RefreshCw, Search, Trash2, Upload } from 'lucide-react'
+import { AlertTriangle, Eye, FileArchive, History, Pencil, RefreshCw, Search, Trash2, Upload } from 'lucide-react'
 import { api, describeError } from '../lib/api'
 import {
   availabilityOf,
@@ -19,6 +19,9 @@ import {
 } from '../lib/skills'
 import type { Skill, SkillContent, SkillPage } from '../lib/types'
 import { Button, ConfirmDialog, ErrorBox, Modal, SkeletonRows, Spinner } from './ui'
+import { EvolutionProposals } from './EvolutionProposals'
+import { SkillVersions } from './SkillVersions'
+import { useT } from '../i18n'
 
 const PAGE_SIZE = 20
 
@@ -344,6 +347,8 @@ export function SkillMarket() {
   const [confirm, setConfirm] = useState<Skill | null>(null)
   const [deleteError, setDeleteError] = useState<string | null>(null)
   const [tick, setTick] = useState(0)
+  const [versionsOf, setVersionsOf] = useState<string | null>(null)
+  const t = useT()
   const reqId = useRef(0)
 
   useEffect(() => {
@@ -474,6 +479,14 @@ export function SkillMarket() {
                           >
                             <Pencil size={15} />
                           </Button>
+                          <Button
+                            variant="ghost"
+                            aria-label={t('skills.versions.open', { name: s.name })}
+                            data-testid="skill-versions-open"
+                            onClick={() => setVersionsOf(s.name)}
+                          >
+                            <History size={15} />
+                          </Button>
                           <Switch
                             checked={s.enabled}
                             disabled={busy !== null}
@@ -519,7 +532,10 @@ export function SkillMarket() {
         )}
 
         <InvalidSection items={invalid} onDeleted={refresh} />
+        <EvolutionProposals version={tick} onApplied={refresh} />
       </div>
+
+      {versionsOf && <SkillVersions name={versionsOf} onClose={() => setVersionsOf(null)} onRolledBack={refresh} />}
 
       {editor && (
         <SkillEditor name={editor.name} startEditing={editor.edit} onClose={() => setEditor(null)} onSaved={refresh} />

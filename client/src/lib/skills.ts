@@ -4,8 +4,8 @@
 import { ApiError } from './api'
 import type { Skill, SkillSource } from './types'
 
-export type AppView = 'chat' | 'mcp-market' | 'skill-market' | 'llm-settings'
-export const APP_VIEWS: readonly AppView[] = ['chat', 'mcp-market', 'skill-market', 'llm-settings']
+export type AppView = 'chat' | 'mcp-market' | 'skill-market' | 'memory' | 'llm-settings'
+export const APP_VIEWS: readonly AppView[] = ['chat', 'mcp-market', 'skill-market', 'memory', 'llm-settings']
 
 export const SOURCE_LABELS: Record<SkillSource, string> = {
   builtin: 'Built-in',
