@@ -666,8 +666,17 @@ impl Authorizer for OAuth {
             log::info!("event=mcp.oauth.step_up scopes={:?}", wanted);
             return self.authorize(&challenge, &held);
         }
-        if current.is_some() && self.refresh()? {
-            return Ok(());
+        if current.is_some() {
+            if self.refresh()? {
+                return Ok(());
+            }
+            // The server no longer takes this token and it cannot be refreshed: forget it (the
+            // registered client stays), so the status says "required" rather than "authorized".
+            let stored = lock(&self.inner).stored.clone();
+            if let Some(mut s) = stored.filter(|s| s.tokens.is_some()) {
+                s.tokens = None;
+                self.save(s);
+            }
         }
         self.authorize(&challenge, &[])
     }
@@ -747,8 +756,14 @@ mod tests {
         assert!(matches!(e, Err(Error::AuthorizationRequired(_))), "{e:?}");
         assert_eq!(o.bearer().as_deref(), Some("at-0123456789"));
         assert!(o.authorized());
-        o.sign_out().unwrap();
+        // A 401 for a token that cannot be refreshed drops it.
+        assert!(matches!(
+            o.challenge(401, Some("Bearer error=\"invalid_token\"")),
+            Err(Error::AuthorizationRequired(_))
+        ));
         assert!(!o.authorized() && o.bearer().is_none());
+        o.sign_out().unwrap();
+        assert!(!o.authorized());
     }
 
     #[test]
