@@ -51,7 +51,7 @@ describe('Memory page and skill history', { concurrency: 1 }, () => {
     })
     assert.equal(r.status, 200, r.text)
     browser = await launchBrowser()
-    context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' })
     page = await context.newPage()
     page.on('pageerror', (e) => console.error('page error:', e.message))
   })

@@ -100,8 +100,17 @@ impl TurnExtension for McpExtension {
         let set = activated(&state.metadata);
         let mut mcp: Vec<Arc<dyn Tool>> = vec![Arc::clone(&self.prepare)];
         if !set.is_empty() {
-            for t in self.manager.live_tools() {
+            let live = self.manager.live_tools();
+            let dormant: Vec<&str> = set.names().filter(|n| !live.iter().any(|t| t.name == *n)).collect();
+            for t in live {
                 if set.contains(&t.name) {
+                    mcp.push(Arc::new(McpTool { manager: self.manager.clone(), tool: t }));
+                }
+            }
+            // Activated tools of a server that is not connected (restart, crash) stay visible
+            // from its tool cache; a call reconnects the server on demand.
+            if !dormant.is_empty() {
+                for t in self.manager.dormant_tools(&dormant) {
                     mcp.push(Arc::new(McpTool { manager: self.manager.clone(), tool: t }));
                 }
             }
@@ -142,6 +151,30 @@ impl Tool for McpTool {
             }
         }
         let name = &self.tool.name;
+        let server = &self.tool.server;
+        let held = || {
+            ToolOutput::error(format!(
+                "Error: MCP tool '{name}' changed its description or input schema since it was approved; it stays \
+                 disabled until the user reviews and approves the change in the MCP market."
+            ))
+        };
+        if self.manager.is_held(server, &self.tool.original_name) {
+            return held();
+        }
+        if !self.manager.is_connected(server) {
+            if let Err(e) = self.manager.reconnect_for_call(server, &ctx.cancel) {
+                if ctx.cancel.is_cancelled() {
+                    return ToolOutput::error(format!("Error: MCP tool '{name}' was cancelled"));
+                }
+                return ToolOutput::error(format!(
+                    "Error: MCP server '{server}' of tool '{name}' is not connected and reconnecting failed: {e}"
+                ));
+            }
+            log::info!("event=mcp.reconnected_on_demand server={server}");
+        }
+        if self.manager.is_held(server, &self.tool.original_name) {
+            return held();
+        }
         match self.manager.call_on(&self.tool.server, &self.tool.original_name, args, Some(&ctx.cancel)) {
             Ok(r) if r.is_error => {
                 ToolOutput { for_model: cap_output(r.render()), preview: None, for_history: None, failed: true }

@@ -22,6 +22,7 @@ mod fuzz;
 pub mod jsonrpc;
 pub mod manager;
 pub mod names;
+pub mod pins;
 pub mod search;
 pub mod status;
 pub mod tool;

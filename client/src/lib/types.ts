@@ -57,6 +57,8 @@ export interface McpServer {
   tool_count: number
   /** OAuth: absent when the server does not use it. Never a token. */
   auth?: 'required' | 'authorized' | null
+  /** Tools held by pinning (changed since approved); absent when none. */
+  pending_changes?: number
 }
 
 export interface McpTool {
@@ -64,6 +66,8 @@ export interface McpTool {
   original_name?: string
   description?: string
   callable: boolean
+  /** `pending_approval` for a tool held by pinning. */
+  status?: string
 }
 
 export interface McpToolsResponse {
