@@ -151,9 +151,12 @@ pub fn start(config: Config) -> Result<Server, Error> {
     // MCP: both catalogs load now (an invalid entry stops start-up); nothing connects yet.
     let mcp_catalog =
         Catalog::load(config.project_dir.as_deref(), &config.data_dir).map_err(|e| Error(e.to_string()))?;
-    let mcp = Arc::new(
-        McpManager::new(ManagerConfig::from_config(&config), mcp_catalog).with_secrets(config.secrets.clone()),
-    );
+    // The manager's tool calls all come from turns, whose users the elicitations reach: its
+    // connections declare the capability.
+    let mut mcp_config = ManagerConfig::from_config(&config);
+    mcp_config.client.elicitation = true;
+    let mcp = Arc::new(McpManager::new(mcp_config, mcp_catalog).with_secrets(config.secrets.clone()));
+    let elicitations = Arc::new(crate::agent::elicit::Elicitations::new(hub.clone(), config.mcp.elicitation_timeout));
 
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
     let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config));
@@ -199,11 +202,12 @@ pub fn start(config: Config) -> Result<Server, Error> {
         sink: hub.clone(),
         tools: builtin_tools,
         schemas: Default::default(),
-        extensions: vec![skills_ext, Arc::new(McpExtension::new(Arc::clone(&mcp)))],
+        extensions: vec![skills_ext, Arc::new(McpExtension::new(Arc::clone(&mcp)).with_elicitor(elicitations.clone()))],
         workspace,
         protected,
         consolidator: Some(consolidator),
         secrets: config.secrets.clone(),
+        elicitations,
     });
 
     {

@@ -943,9 +943,7 @@ fn official_client_conformance_scenarios() {
     let suite = root().join("mcp_servers/node_modules/@modelcontextprotocol/conformance");
     assert!(suite.is_dir(), "the conformance suite is not installed: run `npm ci --prefix mcp_servers`");
     let client = env!("CARGO_BIN_EXE_cashcode-mcp-client");
-    // elicitation-sep1034-client-defaults and auth/metadata-default need elicitation and OAuth,
-    // which this client does not offer (it declares no client capabilities).
-    for scenario in ["initialize", "tools_call", "sse-retry"] {
+    for scenario in ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"] {
         let out = Command::new("npx")
             .args(["conformance", "client", "--command", client, "--scenario", scenario])
             .current_dir(root().join("mcp_servers"))

@@ -15,6 +15,8 @@ import { TitleBar } from './components/TitleBar'
 import { McpMarket } from './components/McpMarket'
 import { SkillMarket } from './components/SkillMarket'
 import { LlmSettingsView } from './components/LlmSettings'
+import { ElicitationDialog, type ElicitAction } from './components/ElicitationDialog'
+import { responseFrame, type Elicitation } from './lib/elicitation'
 import { MemoryPage } from './components/MemoryPage'
 import type { MessageFrame, Selection } from './lib/selections'
 
@@ -184,6 +186,16 @@ export function App() {
     return true
   }
 
+  // The open chat's first form is shown; a form in another chat gets a notice with a way there.
+  const form: Elicitation | undefined = active ? state.elicitations[active]?.[0] : undefined
+  const elsewhere = Object.entries(state.elicitations).find(([id, forms]) => id !== active && forms.length)?.[1][0]
+  const answerForm = (f: Elicitation, action: ElicitAction, content?: Record<string, unknown>) => {
+    // The form closes on the server's `elicitation_end`, so a refused answer leaves it open.
+    if (!socketRef.current?.send(responseFrame(f, action, content))) {
+      dispatch({ type: 'banner', text: t('elicit.notConnected') })
+    }
+  }
+
   const cancel = (chatId: string) => {
     if (!socketRef.current?.send({ type: 'cancel', chat_id: chatId })) {
       dispatch({ type: 'banner', text: tr('app.offlineCancel') })
@@ -228,6 +240,21 @@ export function App() {
                 ×
               </button>
             </div>
+          )}
+          {elsewhere && (
+            <div role="status" className="flex items-center gap-3 border-b border-amber-900/60 bg-amber-950/50 px-4 py-2 text-sm text-amber-200">
+              <span className="min-w-0 flex-1 break-words">{t('elicit.otherChat', { server: elsewhere.server })}</span>
+              <button
+                type="button"
+                onClick={() => onSelectChat(elsewhere.chatId)}
+                className="rounded px-2 py-0.5 text-amber-100 hover:bg-amber-900/50"
+              >
+                {t('elicit.open')}
+              </button>
+            </div>
+          )}
+          {form && view === 'chat' && (
+            <ElicitationDialog key={form.id} form={form} onAnswer={(action, content) => answerForm(form, action, content)} />
           )}
           <div className="min-h-0 flex-1">
             {view === 'chat' && ready && (

@@ -3,6 +3,7 @@
 //! appends the server URL as the last argument and names the scenario in
 //! `MCP_CONFORMANCE_SCENARIO`. It connects (Streamable HTTP, or legacy SSE for URLs ending in
 //! `/sse`), lists the tools, calls each one with arguments made from its schema, and closes.
+//! It declares elicitation and accepts a server's form with the schema's defaults (SEP-1034).
 //!
 //! OAuth (`cashcode::mcp::auth::headless`): a server that answers 401 is authorized on the
 //! spot, the authorization URL followed with GET; `--client-metadata-url URL` names our client
@@ -16,6 +17,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use cashcode::mcp::client::{AuthHandle, Client, ClientConfig};
+use cashcode::mcp::elicit::{Answer, Request};
 use cashcode::mcp::transport::{HttpSpec, TransportSpec};
 use serde_json::{json, Map, Value};
 
@@ -71,7 +73,13 @@ fn main() -> ExitCode {
     let cimd = args.iter().position(|a| a == "--client-metadata-url").and_then(|i| args.get(i + 1)).cloned();
     let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
     let auth = cashcode::mcp::auth::headless(&url, context.as_deref(), cimd);
-    let cfg = ClientConfig { auth: Some(AuthHandle(std::sync::Arc::new(auth))), ..ClientConfig::default() };
+    let cfg = ClientConfig {
+        elicitation: true,
+        auth: Some(AuthHandle(std::sync::Arc::new(auth))),
+        ..ClientConfig::default()
+    };
+    // Nobody is at the keyboard: a server's form is accepted with its defaults (SEP-1034).
+    let accept_defaults = |req: &Request| Answer::Accept(req.form.defaults());
     let client = match Client::connect("conformance", &spec, cfg) {
         Ok(c) => c,
         Err(e) => {
@@ -90,7 +98,8 @@ fn main() -> ExitCode {
     };
     let mut ok = true;
     for t in &tools {
-        match client.call_tool(&t.name, &arguments(&t.input_schema), None) {
+        let timeout = client.config().call_timeout;
+        match client.call_tool_asking(&t.name, &arguments(&t.input_schema), None, timeout, Some(&accept_defaults)) {
             Ok(r) => println!("{}: {}", t.name, r.render()),
             Err(e) => {
                 eprintln!("{}: call failed: {e}", t.name);

@@ -19,7 +19,7 @@ use super::auth::{self, OAuth, PendingFlow};
 use super::cache::{self, CachedTool};
 use super::catalog::Kind;
 use super::catalog::{Catalog, ServerConfig};
-use super::client::{AuthHandle, CallResult, Client, ClientConfig, ToolInfo};
+use super::client::{Ask, AuthHandle, CallResult, Client, ClientConfig, ToolInfo};
 use super::names::{wrapped_name, NameTable};
 use super::pins::{self, Pins};
 use super::search::{self, SearchIndex};
@@ -758,6 +758,18 @@ impl McpManager {
         args: &Map<String, Value>,
         cancel: Option<&CancelToken>,
     ) -> Result<CallResult> {
+        self.call_on_asking(server, tool, args, cancel, None)
+    }
+
+    /// [`McpManager::call_on`] whose server may ask the user through `ask` (elicitation).
+    pub fn call_on_asking(
+        &self,
+        server: &str,
+        tool: &str,
+        args: &Map<String, Value>,
+        cancel: Option<&CancelToken>,
+        ask: Option<Ask<'_>>,
+    ) -> Result<CallResult> {
         let live = match self.observe(server) {
             (Status::Connected, _, Some(live)) => live,
             _ => {
@@ -773,7 +785,7 @@ impl McpManager {
         }
         let client = live.client.clone();
         let started = std::time::Instant::now();
-        let r = client.call_tool(tool, args, cancel);
+        let r = client.call_tool_asking(tool, args, cancel, client.config().call_timeout, ask);
         log::info!(
             "event=mcp.tool.call server={server} tool={:?} outcome={} duration_ms={}",
             text::take_chars(tool, 80),

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod cache;
 pub mod catalog;
 pub mod client;
+pub mod elicit;
 pub mod extension;
 #[cfg(test)]
 mod fuzz;

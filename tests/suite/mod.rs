@@ -2,6 +2,7 @@
 
 mod consolidation;
 mod crash;
+mod elicitation;
 mod faults;
 mod file_modes;
 mod gate;

@@ -22,7 +22,7 @@ const TEXT_PROPS = new Set([
 ])
 
 /** Calls whose string arguments are keys or developer messages, never shown as UI text. */
-const CODE_CALLS = new Set(['t', 'tr', 'translate', 'useT', 'Error', 'TypeError', 'getItem', 'setItem', 'removeItem'])
+const CODE_CALLS = new Set(['querySelector', 'querySelectorAll', 't', 'tr', 'translate', 'useT', 'Error', 'TypeError', 'getItem', 'setItem', 'removeItem'])
 
 /** Whole strings that are names or sample values, the same in every language. */
 const ALLOWED = new Set(['CashCode', 'SKILL.md', 'Authorization', 'Ollama', 'MCP', 'OpenAI', 'English', '简体中文'])

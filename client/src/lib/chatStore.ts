@@ -3,6 +3,7 @@
 
 import { tr, type MessageKey } from '../i18n'
 import { startGenerating, stopGenerating, type GeneratingMap } from './generation'
+import { fromEvent, type Elicitation } from './elicitation'
 import { normaliseReceipts, type Selection } from './selections'
 import type { HistoryMessage, SessionInfo } from './types'
 
@@ -52,6 +53,8 @@ export interface State {
   banner: string | null
   /** a `new_chat` is in flight: the next `attached` becomes the active chat */
   awaitingNewChat: boolean
+  /** MCP forms waiting for an answer, by chat (opened by `elicitation`, closed by `elicitation_end`) */
+  elicitations: Record<string, Elicitation[]>
 }
 
 export const initialState: State = {
@@ -62,6 +65,7 @@ export const initialState: State = {
   generating: {},
   banner: null,
   awaitingNewChat: false,
+  elicitations: {},
 }
 
 export type ServerEvent = { event: string; [k: string]: unknown }
@@ -112,6 +116,18 @@ function streamingTail(messages: ChatMessage[]): { list: ChatMessage[]; tail: Ch
     return { list: messages.slice(0, -1), tail: last }
   }
   return { list: messages, tail: { id: nextId(), role: 'assistant', content: '', streaming: true, tools: [] } }
+}
+
+function withForms(state: State, chatId: string, forms: Elicitation[]): State {
+  const next = { ...state.elicitations }
+  if (forms.length) next[chatId] = forms
+  else delete next[chatId]
+  return { ...state, elicitations: next }
+}
+
+/** A turn that ended has no open form left (its calls are over). */
+function closeForms(state: State, chatId: string): State {
+  return state.elicitations[chatId] ? withForms(state, chatId, []) : state
 }
 
 function isKnownSession(state: State, chatId: string): boolean {
@@ -183,8 +199,20 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
     case 'stream_end':
       return put(state, finaliseStreaming(chat.messages))
     case 'done': {
-      const s = reloadIfGap(put(state, finaliseStreaming(chat.messages)))
+      const s = closeForms(reloadIfGap(put(state, finaliseStreaming(chat.messages))), chatId)
       return { ...s, generating: stopGenerating(s.generating, chatId) }
+    }
+    case 'elicitation': {
+      const form = fromEvent(ev, Date.now())
+      const s = put(state, chat.messages)
+      // The server sends only forms it checked; anything else is not shown (it times out).
+      if (!form) return s
+      const open = (s.elicitations[chatId] ?? []).filter((f) => f.id !== form.id)
+      return withForms(s, chatId, [...open, form])
+    }
+    case 'elicitation_end': {
+      const s = put(state, chat.messages)
+      return withForms(s, chatId, (s.elicitations[chatId] ?? []).filter((f) => f.id !== ev.id))
     }
     case 'error': {
       const detail = str(ev.detail) ?? tr('chat.unknownError')
@@ -201,7 +229,7 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
           ? tr('chat.errorIn', { title, detail })
           : tr('chat.errorElsewhere', { detail })
         : s.banner
-      return { ...reloadIfGap(s), banner, generating: stopGenerating(s.generating, chatId) }
+      return { ...closeForms(reloadIfGap(s), chatId), banner, generating: stopGenerating(s.generating, chatId) }
     }
     case 'session_updated': {
       const title = str(ev.title) ?? ''
@@ -334,6 +362,8 @@ function reduceEvent(state: State, ev: ServerEvent): State {
     case 'stream_end':
     case 'done':
     case 'session_updated':
+    case 'elicitation':
+    case 'elicitation_end':
       if (!chatId) return state
       return applyChatEvent(state, chatId, ev) ?? state
     default:
