@@ -5,6 +5,13 @@ export const en = {
   'settings.language': 'Language',
   'lang.en': 'English',
   'lang.zh-CN': '简体中文',
+  // MCP OAuth (McpMarket)
+  'mcp.auth.required': 'Authorization needed',
+  'mcp.auth.authorized': 'Authorized',
+  'mcp.auth.authorize': 'Authorize',
+  'mcp.auth.waiting': 'Waiting for authorization…',
+  'mcp.auth.signOut': 'Sign out',
+  'mcp.auth.timedOut': 'Authorization was not completed. Try again.',
 
   // ---- shared pieces (ui.tsx and several screens) ----
   'common.cancel': 'Cancel',
