@@ -7,7 +7,24 @@ import tailwindcss from '@tailwindcss/vite'
 export default defineConfig({
   plugins: [react(), tailwindcss()],
   server: { host: '127.0.0.1', port: 5173 },
-  build: { target: 'es2022', sourcemap: false },
+  build: {
+    target: 'es2022',
+    sourcemap: false,
+    rolldownOptions: {
+      output: {
+        // React and the Markdown stack change less often than the app: separate, cacheable chunks.
+        codeSplitting: {
+          groups: [
+            { name: 'react', test: /node_modules[\\/](react|react-dom|scheduler)[\\/]/ },
+            {
+              name: 'markdown',
+              test: /node_modules[\\/](react-markdown|remark-[^\\/]+|mdast-[^\\/]+|micromark[^\\/]*|unified|hast-[^\\/]+|unist-[^\\/]+|vfile[^\\/]*|property-information|decode-named-character-reference|character-entities[^\\/]*|markdown-table|ccount|devlop|bail|trough|is-plain-obj|zwitch|longest-streak|space-separated-tokens|comma-separated-tokens|html-url-attributes|trim-lines|estree-util-[^\\/]+|style-to-[^\\/]+|inline-style-parser)[\\/]/,
+            },
+          ],
+        },
+      },
+    },
+  },
   test: {
     include: ['src/**/*.test.{ts,tsx}'],
     environment: 'node',

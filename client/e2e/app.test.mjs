@@ -371,7 +371,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     await page.getByTestId('mcp-new').click()
     await page.getByLabel('Internal name').fill('e2e-tools')
     await page.getByLabel('Display title').fill('E2E Tools')
-    await page.getByLabel('SSE URL').fill(mcp.url)
+    await page.getByLabel('Server URL').fill(mcp.url)
     await page.getByLabel('Description').fill('Echo tool for browser tests')
     await page.getByRole('button', { name: 'Add header' }).click()
     await page.getByLabel('Header name').fill('Authorization')

@@ -126,7 +126,7 @@ describe('CashCode web client in two languages', { concurrency: 1 }, () => {
       assert.ok(await p.getByText('管理本地配置并连接工具服务').isVisible())
       assert.ok(await p.getByRole('button', { name: '新建 MCP' }).isVisible())
       await p.getByTestId('mcp-new').click()
-      assert.ok(await p.getByText('传输方式固定为 SSE').isVisible())
+      assert.ok(await p.getByLabel('传输方式').isVisible())
       assert.deepEqual(await englishWords(p, '[role="dialog"]'), [])
       await p.getByRole('button', { name: '取消' }).click()
       await p.getByTestId('nav-skills').click()

@@ -1,7 +1,7 @@
 // Application shell: resolves endpoints, owns the WebSocket and the chat state machine, and
 // switches between the in-memory views (chat, MCP Market, Skill Market, Memory, LLM Settings).
 
-import { useCallback, useEffect, useReducer, useRef, useState } from 'react'
+import { lazy, Suspense, useCallback, useEffect, useReducer, useRef, useState } from 'react'
 import { tr, useT } from './i18n'
 import { api, describeError, setApiBase } from './lib/api'
 import { attachFrame, initialState, reattachPlan, reduce, type ConnState, type State } from './lib/chatStore'
@@ -12,18 +12,21 @@ import type { HistoryMessage, LlmSettings, SessionInfo } from './lib/types'
 import { ChatView } from './components/ChatView'
 import { Sidebar } from './components/Sidebar'
 import { TitleBar } from './components/TitleBar'
-import { McpMarket } from './components/McpMarket'
-import { SkillMarket } from './components/SkillMarket'
-import { LlmSettingsView } from './components/LlmSettings'
+import { Spinner } from './components/ui'
 import { ElicitationDialog, type ElicitAction } from './components/ElicitationDialog'
 import { responseFrame, type Elicitation } from './lib/elicitation'
-import { MemoryPage } from './components/MemoryPage'
 import type { MessageFrame, Selection } from './lib/selections'
 
 interface QueuedMessage {
   frame: MessageFrame
   selections: Selection[]
 }
+
+// The markets, settings and the Memory page load on first visit, so the chat's bundle stays small.
+const McpMarket = lazy(() => import('./components/McpMarket').then((m) => ({ default: m.McpMarket })))
+const SkillMarket = lazy(() => import('./components/SkillMarket').then((m) => ({ default: m.SkillMarket })))
+const LlmSettingsView = lazy(() => import('./components/LlmSettings').then((m) => ({ default: m.LlmSettingsView })))
+const MemoryPage = lazy(() => import('./components/MemoryPage').then((m) => ({ default: m.MemoryPage })))
 
 export function App() {
   const t = useT()
@@ -302,10 +305,18 @@ export function App() {
                 onUnqueue={(i) => active && unqueue(active, i)}
               />
             )}
-            {view === 'mcp-market' && <McpMarket />}
-            {view === 'skill-market' && <SkillMarket />}
-            {view === 'memory' && <MemoryPage />}
-            {view === 'llm-settings' && <LlmSettingsView onSaved={() => setLlmVersion((v) => v + 1)} />}
+            <Suspense
+              fallback={
+                <div className="flex flex-1 items-center justify-center text-zinc-400" role="status">
+                  <Spinner size={18} />
+                </div>
+              }
+            >
+              {view === 'mcp-market' && <McpMarket />}
+              {view === 'skill-market' && <SkillMarket />}
+              {view === 'memory' && <MemoryPage />}
+              {view === 'llm-settings' && <LlmSettingsView onSaved={() => setLlmVersion((v) => v + 1)} />}
+            </Suspense>
           </div>
         </main>
       </div>

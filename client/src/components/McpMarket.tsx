@@ -48,7 +48,7 @@ function McpFormModal({
   const t = useT()
   const editing = initial !== null
   const [form, setForm] = useState<McpForm>(() =>
-    initial ? formFromServer(initial) : { name: '', display_name: '', url: '', description: '', headers: [] },
+    initial ? formFromServer(initial) : { type: 'sse', name: '', display_name: '', url: '', description: '', headers: [] },
   )
   const [errors, setErrors] = useState<McpFormErrors>({})
   const [saving, setSaving] = useState(false)
@@ -99,7 +99,18 @@ function McpFormModal({
         }}
         autoComplete="off"
       >
-        <p className="rounded-md border border-zinc-800 bg-zinc-900/60 px-3 py-2 text-xs text-zinc-400">{t('mcp.form.transport')}</p>
+        <Field label={t('mcp.form.transport')}>
+          <select
+            className={inputClass}
+            value={form.type}
+            aria-label={t('mcp.form.transport')}
+            data-testid="mcp-transport"
+            onChange={(e) => set({ type: e.target.value === 'streamable_http' ? 'streamable_http' : 'sse' })}
+          >
+            <option value="sse">{t('mcp.form.transport.sse')}</option>
+            <option value="streamable_http">{t('mcp.form.transport.http')}</option>
+          </select>
+        </Field>
         <Field label={t('mcp.form.name')} error={errors.name}>
           <input
             className={`${inputClass} font-mono`}
@@ -123,7 +134,7 @@ function McpFormModal({
           <input
             className={`${inputClass} font-mono`}
             value={form.url}
-            placeholder="http://127.0.0.1:9000/sse"
+            placeholder={form.type === 'sse' ? 'http://127.0.0.1:9000/sse' : 'https://mcp.example.com/mcp'}
             aria-label={t('mcp.form.url')}
             onChange={(e) => set({ url: e.target.value })}
           />

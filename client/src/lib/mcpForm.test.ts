@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { buildMcpBody, formFromServer, MASK, renameHeader, validateMcpForm, type McpForm } from './mcpForm'
 
-const base: McpForm = { name: 'weather', display_name: 'Weather', url: 'http://127.0.0.1:9/sse', description: '', headers: [] }
+const base: McpForm = { type: 'sse', name: 'weather', display_name: 'Weather', url: 'http://127.0.0.1:9/sse', description: '', headers: [] }
 
 describe('MCP form', () => {
   it('validates name, title, url, description', () => {
@@ -41,5 +41,12 @@ describe('MCP form', () => {
     // a new row typed as the mask has no stored secret
     expect(validateMcpForm({ ...base, headers: [{ key: 'n', name: 'A', value: MASK, storedName: null }] }, false).headers).toBeDefined()
     expect(buildMcpBody(base, false).name).toBe('weather')
+  })
+
+  it('keeps the transport: SSE by default, Streamable HTTP when chosen or stored', () => {
+    expect(formFromServer({ ...base, type: 'streamable_http', headers: {} }).type).toBe('streamable_http')
+    expect(formFromServer({ ...base, type: 'sse', headers: {} }).type).toBe('sse')
+    expect(formFromServer({ ...base, headers: {} }).type).toBe('sse')
+    expect(buildMcpBody({ ...base, type: 'streamable_http' }, false).type).toBe('streamable_http')
   })
 })

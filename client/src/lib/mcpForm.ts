@@ -1,4 +1,5 @@
-// MCP Market form rules (web-client spec §7): validation and masked header values.
+// MCP Market form rules (web-client spec §7): validation, masked header values, and the
+// transport (the original's form was SSE only; Streamable HTTP servers, OAuth ones included, too).
 
 import { tr, type Translate } from '../i18n'
 import { MCP_ID_RE } from './selections'
@@ -15,7 +16,11 @@ export interface HeaderRow {
   storedName: string | null
 }
 
+/** The transports a user server can use (stdio entries live in the built-in catalog only). */
+export type McpTransport = 'sse' | 'streamable_http'
+
 export interface McpForm {
+  type: McpTransport
   name: string
   display_name: string
   url: string
@@ -89,6 +94,7 @@ export function renameHeader(row: HeaderRow, name: string): HeaderRow {
 }
 
 export function formFromServer(s: {
+  type?: string
   name: string
   display_name: string
   url: string
@@ -96,6 +102,7 @@ export function formFromServer(s: {
   headers: Record<string, string>
 }): McpForm {
   return {
+    type: s.type === 'streamable_http' ? 'streamable_http' : 'sse',
     name: s.name,
     display_name: s.display_name,
     url: s.url,
@@ -108,7 +115,7 @@ export function buildMcpBody(form: McpForm, editing: boolean): Record<string, un
   const headers: Record<string, string> = {}
   for (const h of form.headers) headers[h.name.trim()] = h.value
   const body: Record<string, unknown> = {
-    type: 'sse',
+    type: form.type,
     display_name: form.display_name.trim(),
     description: form.description.trim(),
     url: form.url.trim(),
