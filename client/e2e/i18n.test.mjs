@@ -34,7 +34,7 @@ const htmlLang = (p) => p.evaluate(() => document.documentElement.lang)
 /** English words left in the visible text, apart from names that are the same in both languages. */
 async function englishWords(p, selector = 'body') {
   const text = await p.locator(selector).innerText()
-  const names = /CashCode|OpenAI|Ollama|MCP|SSE|API|URL|ID|English|fake-model|http\(s\)/g
+  const names = /CashCode|OpenAI|Ollama|MCP|SSE|Streamable|HTTP|API|URL|ID|English|fake-model|http\(s\)/g
   return text.replace(names, '').match(/[A-Za-z]{2,}/g) ?? []
 }
 

@@ -305,7 +305,9 @@ export function App() {
                 onUnqueue={(i) => active && unqueue(active, i)}
               />
             )}
+            {/* Keyed by view: a view that suspends must not keep the previous one mounted (stale). */}
             <Suspense
+              key={view}
               fallback={
                 <div className="flex flex-1 items-center justify-center text-zinc-400" role="status">
                   <Spinner size={18} />
