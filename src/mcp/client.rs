@@ -4,13 +4,13 @@
 //! re-initialisation when a Streamable HTTP session expires.
 //!
 //! Runs on the caller's thread (an HTTP handler or a turn worker); it blocks only on its own
-//! reply channel, always with a deadline, and also wakes on the turn's cancel token.
+//! reply channel, always with a deadline, and also wakes on the turn's cancel token
+//! ([`crate::util::blocking::wait`], the wait every blocking call of a turn uses).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::select;
 use serde_json::{json, Map, Value};
 
 use super::jsonrpc::{self, Id};
@@ -19,6 +19,7 @@ use super::transport::stdio::{self, StdioTransport};
 use super::transport::streamable_http::StreamableHttpTransport;
 use super::transport::{lock, Inbox, Outgoing, Transport, TransportSpec};
 use super::{Error, Result};
+use crate::util::blocking::{self, Stop};
 use crate::util::cancel::CancelToken;
 use crate::util::text;
 
@@ -465,8 +466,6 @@ impl Client {
         let start = Instant::now();
         let hard = start + call.timeout.max(self.cfg.max_call_time);
         let mut deadline = start + call.timeout;
-        let never = crossbeam_channel::never();
-        let cancel_rx = call.cancel.map(|c| c.wait_chan()).unwrap_or(&never);
         loop {
             let now = Instant::now();
             if now >= deadline {
@@ -482,20 +481,19 @@ impl Client {
                 self.cancel_remote(&id, method, "timed out");
                 return Err(Error::Timeout { method: method.to_string(), after: now - start });
             }
-            select! {
-                recv(rx) -> reply => {
-                    return match reply {
-                        Ok(Ok(v)) => Ok((v, mark.count())),
-                        Ok(Err(e)) => Err(e),
-                        Err(_) => Err(Error::Closed(self.inbox.closed_reason().unwrap_or_else(|| "connection closed".into()))),
-                    };
+            // The wait every blocking call of a turn uses (`util::blocking`).
+            match blocking::wait(&rx, call.cancel, deadline) {
+                Ok(Ok(v)) => return Ok((v, mark.count())),
+                Ok(Err(e)) => return Err(e),
+                Err(Stop::Gone) => {
+                    return Err(Error::Closed(self.inbox.closed_reason().unwrap_or_else(|| "connection closed".into())))
                 }
-                recv(cancel_rx) -> _ => {
+                Err(Stop::Cancelled) => {
                     self.inbox.forget(&id);
                     self.cancel_remote(&id, method, "cancelled by the user");
                     return Err(Error::Cancelled);
                 }
-                default(deadline - now) => {}
+                Err(Stop::Overdue) => {}
             }
         }
     }
