@@ -227,11 +227,12 @@ pub(crate) fn net_pool() -> Arc<Pool> {
     Arc::new(Pool::new("tool-net", NET_STACK, NET_IDLE, NET_IDLE_FOR))
 }
 
-/// The web tools' helper threads: the std default stack (HTML extraction runs there), a few
-/// kept parked for the next call.
+/// The web tools' helper threads: the std default stack (HTML extraction runs there). None
+/// stays parked: web calls are rare and slow, a parked thread would save nothing measurable,
+/// and so every helper is gone once its call returned or was shut.
 const NET_STACK: usize = 2 * 1024 * 1024;
-const NET_IDLE: usize = 4;
-const NET_IDLE_FOR: Duration = Duration::from_secs(30);
+const NET_IDLE: usize = 0;
+const NET_IDLE_FOR: Duration = Duration::ZERO;
 
 /// Formats a duration the way tool messages quote it (`30s`, `0.3s`).
 pub(crate) fn fmt_secs(d: Duration) -> String {

@@ -909,7 +909,7 @@ pub(crate) mod tests {
 
     /// Waits (bounded) until `what` holds.
     #[track_caller]
-    pub(crate) fn wait_until(within: Duration, what: impl Fn() -> bool) {
+    fn wait_until(within: Duration, what: impl Fn() -> bool) {
         let deadline = Instant::now() + within;
         while !what() {
             assert!(Instant::now() < deadline, "condition not reached within {within:?}");
