@@ -12,9 +12,9 @@ use serde_json::{json, Value};
 
 use super::settings::Settings;
 use super::Provider;
+use crate::util::blocking::{self, Pool, Stop};
 use crate::util::cancel::CancelToken;
 use crate::util::json::{too_deep, MAX_DEPTH as MAX_JSON_DEPTH};
-use crate::util::blocking::{self, Pool, Stop};
 use crate::util::redact;
 use crate::util::sse::{SseError, SseReader};
 
@@ -218,7 +218,9 @@ impl LlmClient {
                 Ok(r) => break r,
                 Err(Stop::Cancelled) => break Err(LlmError::Cancelled),
                 Err(Stop::Gone) => break Err(LlmError::Truncated),
-                Err(Stop::Overdue) if live_lock(&live).last_read == since => break Err(LlmError::Timeout(self.timeout)),
+                Err(Stop::Overdue) if live_lock(&live).last_read == since => {
+                    break Err(LlmError::Timeout(self.timeout))
+                }
                 Err(Stop::Overdue) => {}
             }
         };

@@ -346,7 +346,10 @@ mod tests {
             pool.call(&CancelToken::new(), Duration::from_millis(20), || thread::sleep(Duration::from_millis(300))),
             Err(Stop::Overdue)
         );
-        assert_eq!(pool.call(&CancelToken::new(), Duration::from_secs(5), || -> u8 { panic!("job panics") }), Err(Stop::Gone));
+        assert_eq!(
+            pool.call(&CancelToken::new(), Duration::from_secs(5), || -> u8 { panic!("job panics") }),
+            Err(Stop::Gone)
+        );
         assert_eq!(ran.load(Ordering::SeqCst), 0);
     }
 }
