@@ -19,7 +19,7 @@ use crate::mcp::catalog::Catalog;
 use crate::mcp::extension::{purge_activations, McpExtension};
 use crate::mcp::manager::{ManagerConfig, McpManager};
 use crate::memory_jobs::consolidator::Consolidator;
-use crate::memory_jobs::dream::Dream;
+use crate::memory_jobs::dream::{Dream, DreamControl};
 use crate::security::AccessPolicy;
 use crate::store::chats::ChatStore;
 use crate::store::memory_files::MemoryFiles;
@@ -135,13 +135,15 @@ pub fn start(config: Config) -> Result<Server, Error> {
     let (consolidator, consolidate_thread) = Consolidator::start(Arc::clone(&chats), config.consolidate_chars);
     let (timers_stop, timers_rx) = crossbeam_channel::bounded::<()>(0);
     let mut threads = vec![consolidate_thread];
-    if let Some(every) = config.dream_interval {
+    // The dream thread runs with the timer off too: `POST /api/dream/run` asks it for a run.
+    let dream_control = Arc::new(DreamControl::new(&config.memory_dir, config.dream_interval));
+    {
         let dream = Dream { chats: Arc::clone(&chats), memory: Arc::clone(&memory), llm: Arc::clone(&llm) };
-        let stop = timers_rx.clone();
+        let (stop, control) = (timers_rx.clone(), Arc::clone(&dream_control));
         threads.push(
             thread::Builder::new()
                 .name("dream".into())
-                .spawn(move || crate::memory_jobs::dream::run_loop(&dream, every, &stop))
+                .spawn(move || crate::memory_jobs::dream::run_loop(&dream, &control, &stop))
                 .map_err(|e| Error(format!("cannot start dream: {e}")))?,
         );
     }
@@ -149,9 +151,12 @@ pub fn start(config: Config) -> Result<Server, Error> {
     // MCP: both catalogs load now (an invalid entry stops start-up); nothing connects yet.
     let mcp_catalog =
         Catalog::load(config.project_dir.as_deref(), &config.data_dir).map_err(|e| Error(e.to_string()))?;
-    let mcp = Arc::new(
-        McpManager::new(ManagerConfig::from_config(&config), mcp_catalog).with_secrets(config.secrets.clone()),
-    );
+    // The manager's tool calls all come from turns, whose users the elicitations reach: its
+    // connections declare the capability.
+    let mut mcp_config = ManagerConfig::from_config(&config);
+    mcp_config.client.elicitation = true;
+    let mcp = Arc::new(McpManager::new(mcp_config, mcp_catalog).with_secrets(config.secrets.clone()));
+    let elicitations = Arc::new(crate::agent::elicit::Elicitations::new(hub.clone(), config.mcp.elicitation_timeout));
 
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
     let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config));
@@ -197,11 +202,12 @@ pub fn start(config: Config) -> Result<Server, Error> {
         sink: hub.clone(),
         tools: builtin_tools,
         schemas: Default::default(),
-        extensions: vec![skills_ext, Arc::new(McpExtension::new(Arc::clone(&mcp)))],
+        extensions: vec![skills_ext, Arc::new(McpExtension::new(Arc::clone(&mcp)).with_elicitor(elicitations.clone()))],
         workspace,
         protected,
         consolidator: Some(consolidator),
         secrets: config.secrets.clone(),
+        elicitations,
     });
 
     {
@@ -263,6 +269,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         ws_port: ws_addr.port(),
         skills,
         evolution,
+        dream: dream_control,
     });
     let sd = Arc::clone(&shutdown);
     let (api2, http2) = (Arc::clone(&api), Arc::clone(&http_server));
@@ -313,6 +320,7 @@ impl Server {
         // Background model calls (consolidation, Dream, discovery) fail now instead of at
         // their timeout; parked stream readers exit.
         self.api.llm.shutdown();
+        self.api.evolution.shutdown();
         // Dropping the one sender wakes the dream and housekeep threads.
         self.timers_stop.take();
         // The workers store their cancelled turns and send the closing events before the
@@ -330,6 +338,7 @@ impl Server {
         for t in self.threads.drain(..).rev() {
             unfinished.extend(crate::util::join::join_until(t, deadline).err());
         }
+        unfinished.extend(self.api.evolution.join_until(deadline));
         unfinished.extend(self.ws.join_clients(deadline));
         let readers = self.api.llm.join_until(deadline);
         unfinished.extend((readers > 0).then(|| format!("llm-stream x{readers}")));

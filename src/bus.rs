@@ -42,6 +42,9 @@ pub struct TurnRequest {
 pub trait EventSink: Send + Sync {
     /// Emits a chat-scoped event; returns its `seq`.
     fn emit(&self, chat_id: &str, event: &Event<'_>) -> u64;
+    /// How many clients would receive the chat's events now (an elicitation with nobody
+    /// to ask is declined at once).
+    fn subscribers(&self, chat_id: &str) -> usize;
 }
 
 /// What [`Bus::cancel`] found.

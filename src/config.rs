@@ -69,6 +69,8 @@ Environment only (the README lists every setting):
   CASHCODE_MCP_CALL_TIMEOUT=S      MCP tool call without progress (default 30)
   CASHCODE_MCP_REQUEST_TIMEOUT=S   other MCP requests (default 30)
   CASHCODE_MCP_MAX_CALL_TIME=S     hard maximum of one MCP tool call (default 600)
+  CASHCODE_MCP_ELICITATION_TIMEOUT=S  how long the user has to answer a server's form
+                         during a tool call before it is declined (default 120)
                          (MCP values are seconds, 0 < S <= 86400)
   CASHCODE_MAX_CLIENTS=N concurrent WebSocket clients, 1..65536 (default 2048); one more is
                          closed with code 1013 (try again later) after its handshake
@@ -97,9 +99,14 @@ pub struct McpConfig {
     pub call_timeout: Duration,
     /// Every other request.
     pub request_timeout: Duration,
-    /// Hard maximum of one tool call, progress or not.
+    /// Hard maximum of one tool call, progress or not (the user's time on a form excluded).
     pub max_call_time: Duration,
+    /// How long a server's elicitation form waits for the user before it is declined.
+    pub elicitation_timeout: Duration,
 }
+
+/// `CASHCODE_MCP_ELICITATION_TIMEOUT` default.
+pub const DEFAULT_ELICITATION_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Default for McpConfig {
     fn default() -> Self {
@@ -111,6 +118,7 @@ impl Default for McpConfig {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_call_time: DEFAULT_MAX_CALL_TIME,
+            elicitation_timeout: DEFAULT_ELICITATION_TIMEOUT,
         }
     }
 }
@@ -475,6 +483,7 @@ pub fn parse(
             call_timeout: secs("CASHCODE_MCP_CALL_TIMEOUT", d.call_timeout)?,
             request_timeout: secs("CASHCODE_MCP_REQUEST_TIMEOUT", d.request_timeout)?,
             max_call_time: secs("CASHCODE_MCP_MAX_CALL_TIME", d.max_call_time)?,
+            elicitation_timeout: secs("CASHCODE_MCP_ELICITATION_TIMEOUT", d.elicitation_timeout)?,
         }
     };
     let level = |var: &str, default: log::LevelFilter| -> Result<log::LevelFilter, Error> {
@@ -810,6 +819,7 @@ mod tests {
                 ("CASHCODE_MCP_CALL_TIMEOUT", "0.25"),
                 ("CASHCODE_MCP_REQUEST_TIMEOUT", " 3 "),
                 ("CASHCODE_MCP_MAX_CALL_TIME", "86400"),
+                ("CASHCODE_MCP_ELICITATION_TIMEOUT", "7"),
             ],
         )
         .unwrap();
@@ -818,6 +828,7 @@ mod tests {
             call_timeout: Duration::from_millis(250),
             request_timeout: Duration::from_secs(3),
             max_call_time: Duration::from_secs(86_400),
+            elicitation_timeout: Duration::from_secs(7),
         };
         assert_eq!(c.mcp, want);
         for bad in ["0", "-1", "x", "86401", "inf", "NaN"] {
@@ -833,6 +844,7 @@ mod tests {
             "CASHCODE_MCP_CALL_TIMEOUT",
             "CASHCODE_MCP_REQUEST_TIMEOUT",
             "CASHCODE_MCP_MAX_CALL_TIME",
+            "CASHCODE_MCP_ELICITATION_TIMEOUT",
         ] {
             assert!(HELP.contains(var) && readme.contains(var), "{var}");
         }

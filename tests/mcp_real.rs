@@ -943,9 +943,7 @@ fn official_client_conformance_scenarios() {
     let suite = root().join("mcp_servers/node_modules/@modelcontextprotocol/conformance");
     assert!(suite.is_dir(), "the conformance suite is not installed: run `npm ci --prefix mcp_servers`");
     let client = env!("CARGO_BIN_EXE_cashcode-mcp-client");
-    // elicitation-sep1034-client-defaults and auth/metadata-default need elicitation and OAuth,
-    // which this client does not offer (it declares no client capabilities).
-    for scenario in ["initialize", "tools_call", "sse-retry"] {
+    for scenario in ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"] {
         let out = Command::new("npx")
             .args(["conformance", "client", "--command", client, "--scenario", scenario])
             .current_dir(root().join("mcp_servers"))
@@ -966,6 +964,8 @@ fn official_client_conformance_scenarios() {
 enum Step {
     Text(&'static str),
     Call(&'static str, Value),
+    /// One reply that makes several tool calls at once.
+    Calls(Vec<(&'static str, Value)>),
 }
 
 /// tiny_http on 127.0.0.1:0 answering each `/chat/completions` with the next step as an SSE
@@ -1010,6 +1010,20 @@ impl FakeLlm {
                             "function": {"name": name, "arguments": a.to_string()}}]}}]}),
                         json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
                     ],
+                    Some(Step::Calls(calls)) => {
+                        let tool_calls: Vec<Value> = calls
+                            .iter()
+                            .enumerate()
+                            .map(|(i, (name, a))| {
+                                json!({"index": i, "id": format!("call_{i}_{name}"), "type": "function",
+                                "function": {"name": name, "arguments": a.to_string()}})
+                            })
+                            .collect();
+                        vec![
+                            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": tool_calls}}]}),
+                            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+                        ]
+                    }
                 };
                 let mut sse: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
                 sse.push_str("data: [DONE]\n\n");
@@ -1433,4 +1447,182 @@ fn http_servers_that_hang_or_answer_garbage_fail_cleanly() {
         assert!(!msg.contains("hdr-secret-777"), "{kind}: {msg}");
     }
     echo.unblock();
+}
+
+// ------------------------------------------------------------------------------------------
+// One reply with tool_search + mcp_prepare + the call; on-demand reconnects
+
+/// In one model reply the model searches, prepares the server and calls the tool prepare just
+/// activated: the calls run in order and the third succeeds, for Python SDK and
+/// server-everything servers over stdio (`node` and a venv interpreter in the project
+/// catalog), legacy SSE and Streamable HTTP.
+#[test]
+fn one_reply_searches_prepares_and_calls_over_every_transport() {
+    require_python_sdk();
+    let js = everything_js();
+    let (sse_port, http_port) = (free_port(), free_port());
+    let mut sse = Command::new("node");
+    sse.arg(&js).arg("sse").env("PORT", sse_port.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
+    let _sse = spawn_group(sse);
+    let mut http = Command::new("node");
+    http.arg(&js).arg("streamableHttp").env("PORT", http_port.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
+    let _http = spawn_group(http);
+    let project = tmp_dir("one-reply-proj");
+    std::fs::create_dir_all(project.join("mcp_servers")).unwrap();
+    let hello = root().join("mcp_servers/test_stdio_mcp/server.py");
+    let cfg = json!({
+        "hello": {"command": python(), "args": [hello.display().to_string()]},
+        "ev_stdio": {"command": "node", "args": [js.display().to_string()]},
+    });
+    std::fs::write(project.join("mcp_servers/mcp_config.json"), cfg.to_string()).unwrap();
+    let llm = FakeLlm::start();
+    let (server, _config, home) = start_server("one-reply", &project, &llm);
+    let api = server.api();
+    wait_port(sse_port, Duration::from_secs(20));
+    wait_port(http_port, Duration::from_secs(20));
+    let (s, b) = call(
+        &api,
+        "POST",
+        "/api/mcp/servers",
+        json!({"name": "ev_sse", "display_name": "Everything SSE",
+        "url": format!("http://127.0.0.1:{sse_port}/sse")}),
+    );
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = call(
+        &api,
+        "POST",
+        "/api/mcp/servers",
+        json!({"name": "ev_http", "type": "streamable_http",
+        "display_name": "Everything HTTP", "url": format!("http://127.0.0.1:{http_port}/mcp")}),
+    );
+    assert_eq!(s, 201, "{b}");
+
+    let cases: [(&str, &str, Value, &str); 4] = [
+        ("hello", "mcp_hello_say_hello", json!({}), "Hello, Cash"),
+        ("ev_stdio", "mcp_ev_stdio_echo", json!({"message": "over stdio"}), "Echo: over stdio"),
+        ("ev_sse", "mcp_ev_sse_echo", json!({"message": "over sse"}), "Echo: over sse"),
+        ("ev_http", "mcp_ev_http_echo", json!({"message": "over http"}), "Echo: over http"),
+    ];
+    for (server_name, tool, a, want) in cases {
+        let chat = format!("one-reply-{server_name}");
+        llm.push(vec![
+            Step::Calls(vec![
+                ("tool_search", json!({"query": "echo hello"})),
+                ("mcp_prepare", json!({"server_name": server_name})),
+                (tool, a),
+            ]),
+            Step::Text("done"),
+        ]);
+        let before = llm.requests().len();
+        let events = run_turn(&server, &chat, "use the tool");
+        assert_eq!(events.last().unwrap()["event"], "done", "{events:?}");
+        let results = results_of(&events);
+        let names: Vec<&str> = results.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, vec!["tool_search", "mcp_prepare", tool], "{results:?}");
+        assert!(results[1].1.starts_with(&format!("MCP server '{server_name}' connected. Activated ")), "{results:?}");
+        assert_eq!(results[2].1, want, "{server_name}: {results:?}");
+        let reqs = llm.requests();
+        assert!(!tool_names(&reqs[before]).iter().any(|n| n == tool), "{tool} was hidden before the reply");
+        assert!(tool_names(&reqs[before + 1]).iter().any(|n| n == tool), "{tool} is visible after it");
+    }
+    server.stop();
+    std::fs::remove_dir_all(home).unwrap();
+    std::fs::remove_dir_all(project).unwrap();
+}
+
+/// A pinned.py stdio catalog in a fresh project: (manager, start log, pid file, desc file).
+fn pinned_manager(tag: &str) -> (Arc<McpManager>, PathBuf, PathBuf, PathBuf, PathBuf) {
+    let proj = tmp_dir(tag);
+    std::fs::create_dir_all(proj.join("mcp_servers")).unwrap();
+    let (log, pid, desc) = (proj.join("starts.txt"), proj.join("pid.txt"), proj.join("desc.txt"));
+    std::fs::write(&desc, "Looks up the weather for a city.").unwrap();
+    let script = root().join("tests/fixtures/mcp/pinned.py");
+    let cfg = json!({"pinned": {"command": python(), "args": [script.display().to_string()],
+        "env": {"PIN_LOG": log.display().to_string(), "PIN_PID_FILE": pid.display().to_string(),
+                "PIN_DESC_FILE": desc.display().to_string()}}});
+    std::fs::write(proj.join("mcp_servers/mcp_config.json"), cfg.to_string()).unwrap();
+    let mgr = Arc::new(McpManager::new(
+        ManagerConfig { client: fast_cfg(), data_dir: proj.join("data") },
+        Catalog::load(Some(&proj), &proj.join("data")).unwrap(),
+    ));
+    (mgr, proj, log, pid, desc)
+}
+
+fn starts(log: &Path) -> usize {
+    std::fs::read_to_string(log).map(|t| t.lines().count()).unwrap_or(0)
+}
+
+fn kill_pid_file(mgr: &McpManager, pid: &Path) {
+    let pid: i32 = std::fs::read_to_string(pid).unwrap().trim().parse().unwrap();
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mgr.is_connected("pinned") {
+        assert!(Instant::now() < deadline, "the manager did not notice the killed child");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Four chats call an activated tool of a crashed server at once: the server is started
+/// once, every call runs. When it cannot start, the four share one failed attempt, each
+/// gets the status line, and a cancelled caller stops waiting at once.
+#[test]
+fn concurrent_on_demand_reconnects_of_one_server_connect_once() {
+    require_python_sdk();
+    let (mgr, proj, log, pid, desc) = pinned_manager("ondemand");
+    let ext = McpExtension::new(mgr.clone());
+    let mut meta = Map::new();
+    meta.insert("activated_tools".into(), json!({"mcp_pinned_lookup": 1.0}));
+    // Never connected, no cache: nothing to offer yet.
+    assert_eq!(names_of(&visible(&ext, &turn_ctx(&proj, meta.clone()))), vec!["tool_search", "mcp_prepare"]);
+    assert_eq!(mgr.connect_server("pinned").unwrap().len(), 2);
+    kill_pid_file(&mgr, &pid);
+    assert_eq!(starts(&log), 1);
+
+    let run_all = |n: usize| -> Vec<cashcode::agent::tools::ToolOutput> {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let (ext, proj, meta) = (McpExtension::new(mgr.clone()), proj.clone(), meta.clone());
+                std::thread::spawn(move || {
+                    let ctx = turn_ctx(&proj, meta);
+                    let tools = visible(&ext, &ctx);
+                    run_tool(&tools, "mcp_pinned_lookup", json!({"city": format!("c{i}")}), &ctx)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    };
+    let outs = run_all(4);
+    for (i, o) in outs.iter().enumerate() {
+        assert_eq!((o.for_model.as_str(), o.failed), (format!("Weather in c{i}: sunny").as_str(), false));
+    }
+    assert_eq!(starts(&log), 2, "one reconnect for four concurrent calls");
+
+    kill_pid_file(&mgr, &pid);
+    std::fs::remove_file(&desc).unwrap();
+    let outs = run_all(4);
+    for o in &outs {
+        assert!(o.failed);
+        assert!(
+            o.for_model.starts_with(
+                "Error: MCP server 'pinned' of tool 'mcp_pinned_lookup' is not connected and reconnecting failed: "
+            ),
+            "{}",
+            o.for_model
+        );
+    }
+    assert_eq!(starts(&log), 3, "one failed attempt shared by four calls");
+
+    // A cancelled turn does not wait for the connect.
+    std::fs::write(&desc, "Looks up the weather for a city.").unwrap();
+    let ctx = turn_ctx(&proj, meta.clone());
+    let tools = visible(&ext, &ctx);
+    ctx.cancel.cancel();
+    let started = Instant::now();
+    let out = run_tool(&tools, "mcp_pinned_lookup", json!({"city": "x"}), &ctx);
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert_eq!(out.for_model, "Error: MCP tool 'mcp_pinned_lookup' was cancelled");
+    mgr.shutdown();
+    std::fs::remove_dir_all(proj).unwrap();
 }

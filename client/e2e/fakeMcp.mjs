@@ -5,7 +5,8 @@ import { randomUUID } from 'node:crypto'
 
 export async function startFakeMcp() {
   const sessions = new Map()
-  const state = { headers: [], calls: [] }
+  // `echoDescription` may be changed by a test: the next connect lists the changed tool.
+  const state = { headers: [], calls: [], echoDescription: 'Echoes the given text back' }
   const send = (sid, msg) => {
     const res = sessions.get(sid)
     if (res) res.write(`event: message\ndata: ${JSON.stringify(msg)}\n\n`)
@@ -63,7 +64,7 @@ export async function startFakeMcp() {
               tools: [
                 {
                   name: 'echo',
-                  description: 'Echoes the given text back',
+                  description: state.echoDescription,
                   inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
                 },
               ],

@@ -1,7 +1,8 @@
 // Application shell: resolves endpoints, owns the WebSocket and the chat state machine, and
-// switches between the in-memory views (chat, MCP Market, Skill Market, LLM Settings).
+// switches between the in-memory views (chat, MCP Market, Skill Market, Memory, LLM Settings).
 
 import { useCallback, useEffect, useReducer, useRef, useState } from 'react'
+import { tr, useT } from './i18n'
 import { api, describeError, setApiBase } from './lib/api'
 import { attachFrame, initialState, reattachPlan, reduce, type ConnState, type State } from './lib/chatStore'
 import { resolveEndpoints } from './lib/config'
@@ -14,9 +15,13 @@ import { TitleBar } from './components/TitleBar'
 import { McpMarket } from './components/McpMarket'
 import { SkillMarket } from './components/SkillMarket'
 import { LlmSettingsView } from './components/LlmSettings'
+import { ElicitationDialog, type ElicitAction } from './components/ElicitationDialog'
+import { responseFrame, type Elicitation } from './lib/elicitation'
+import { MemoryPage } from './components/MemoryPage'
 import type { MessageFrame, Selection } from './lib/selections'
 
 export function App() {
+  const t = useT()
   const [ready, setReady] = useState(false)
   const [state, dispatch] = useReducer(reduce, initialState)
   const stateRef = useRef<State>(state)
@@ -36,7 +41,7 @@ export function App() {
       const res = await api.get<{ sessions: SessionInfo[] }>('/sessions')
       dispatch({ type: 'sessions', sessions: Array.isArray(res?.sessions) ? res.sessions : [] })
     } catch (e) {
-      dispatch({ type: 'banner', text: `Cannot load conversations: ${describeError(e)}` })
+      dispatch({ type: 'banner', text: tr('app.loadSessionsFailed', { error: describeError(e) }) })
     }
   }, [])
 
@@ -131,7 +136,7 @@ export function App() {
         // A draft that was never persisted 404s: it simply has no history.
         dispatch({ type: 'history', chatId, messages: [] })
         if (!(e instanceof Error && 'status' in e && (e as { status: number }).status === 404)) {
-          dispatch({ type: 'banner', text: `Cannot load messages: ${describeError(e)}` })
+          dispatch({ type: 'banner', text: tr('app.loadMessagesFailed', { error: describeError(e) }) })
         }
       })
       .finally(() => loading.current.delete(chatId))
@@ -150,7 +155,7 @@ export function App() {
   const onNewChat = () => {
     chooseView('chat')
     if (socketRef.current?.send({ type: 'new_chat' })) dispatch({ type: 'newChatRequested' })
-    else dispatch({ type: 'banner', text: 'Not connected; cannot start a new chat' })
+    else dispatch({ type: 'banner', text: tr('app.offlineNewChat') })
   }
 
   const onRename = async (chatId: string, title: string) => {
@@ -159,7 +164,7 @@ export function App() {
       dispatch({ type: 'renamed', chatId, title: res?.title ?? title })
     } catch (e) {
       console.error('rename failed', e)
-      dispatch({ type: 'banner', text: `Rename failed: ${describeError(e)}` })
+      dispatch({ type: 'banner', text: tr('app.renameFailed', { error: describeError(e) }) })
     }
   }
 
@@ -170,7 +175,7 @@ export function App() {
       subscribed.current.delete(chatId)
       await loadSessions()
     } catch (e) {
-      dispatch({ type: 'banner', text: `Delete failed: ${describeError(e)}` })
+      dispatch({ type: 'banner', text: tr('app.deleteFailed', { error: describeError(e) }) })
     }
   }
 
@@ -181,9 +186,19 @@ export function App() {
     return true
   }
 
+  // The open chat's first form is shown; a form in another chat gets a notice with a way there.
+  const form: Elicitation | undefined = active ? state.elicitations[active]?.[0] : undefined
+  const elsewhere = Object.entries(state.elicitations).find(([id, forms]) => id !== active && forms.length)?.[1][0]
+  const answerForm = (f: Elicitation, action: ElicitAction, content?: Record<string, unknown>) => {
+    // The form closes on the server's `elicitation_end`, so a refused answer leaves it open.
+    if (!socketRef.current?.send(responseFrame(f, action, content))) {
+      dispatch({ type: 'banner', text: t('elicit.notConnected') })
+    }
+  }
+
   const cancel = (chatId: string) => {
     if (!socketRef.current?.send({ type: 'cancel', chat_id: chatId })) {
-      dispatch({ type: 'banner', text: 'Not connected; cannot stop the reply' })
+      dispatch({ type: 'banner', text: tr('app.offlineCancel') })
     }
   }
 
@@ -218,13 +233,28 @@ export function App() {
               <span className="min-w-0 flex-1 break-words">{state.banner}</span>
               <button
                 type="button"
-                aria-label="Dismiss"
+                aria-label={t('common.dismiss')}
                 onClick={() => dispatch({ type: 'banner', text: null })}
                 className="rounded px-1 text-red-300 hover:bg-red-900/50"
               >
                 ×
               </button>
             </div>
+          )}
+          {elsewhere && (
+            <div role="status" className="flex items-center gap-3 border-b border-amber-900/60 bg-amber-950/50 px-4 py-2 text-sm text-amber-200">
+              <span className="min-w-0 flex-1 break-words">{t('elicit.otherChat', { server: elsewhere.server })}</span>
+              <button
+                type="button"
+                onClick={() => onSelectChat(elsewhere.chatId)}
+                className="rounded px-2 py-0.5 text-amber-100 hover:bg-amber-900/50"
+              >
+                {t('elicit.open')}
+              </button>
+            </div>
+          )}
+          {form && view === 'chat' && (
+            <ElicitationDialog key={form.id} form={form} onAnswer={(action, content) => answerForm(form, action, content)} />
           )}
           <div className="min-h-0 flex-1">
             {view === 'chat' && ready && (
@@ -242,6 +272,7 @@ export function App() {
             )}
             {view === 'mcp-market' && <McpMarket />}
             {view === 'skill-market' && <SkillMarket />}
+            {view === 'memory' && <MemoryPage />}
             {view === 'llm-settings' && <LlmSettingsView onSaved={() => setLlmVersion((v) => v + 1)} />}
           </div>
         </main>

@@ -3,6 +3,7 @@
 //! the closing `error` events of turns cancelled or discarded before they started. Owns the
 //! chat cache and the tool registry.
 
+pub mod elicit;
 pub mod history;
 pub mod prompt;
 pub mod tools;
@@ -41,6 +42,8 @@ pub struct Deps {
     pub consolidator: Option<Arc<crate::memory_jobs::consolidator::Consolidator>>,
     /// Known secret values, redacted from every tool result and turn error.
     pub secrets: crate::secrets::Secrets,
+    /// MCP elicitations waiting for this server's users (answered by WS frames).
+    pub elicitations: Arc<elicit::Elicitations>,
 }
 
 pub struct Agent {

@@ -281,6 +281,15 @@ fn run_tools(
             _ => Map::new(),
         };
         let started = Instant::now();
+        // Visibility can change inside one reply: `tool_search` or `mcp_prepare` activates
+        // tools a later call of the same reply names. A name the batch's list lacks is looked
+        // up again in the tools visible now, so those calls run in order and succeed.
+        let fresh;
+        let mut tools = tools;
+        if !tools.iter().any(|tool| tool.name() == call.name) {
+            fresh = visible_tools(t.deps, ctx);
+            tools = &fresh;
+        }
         let out = match tools.iter().find(|tool| tool.name() == call.name) {
             Some(tool) => std::panic::catch_unwind(AssertUnwindSafe(|| tool.run(&args, ctx))).unwrap_or_else(|_| {
                 ToolOutput::error(format!("Error executing {}: the tool crashed{RETRY_HINT}", call.name))

@@ -3,6 +3,7 @@
 //! appends the server URL as the last argument and names the scenario in
 //! `MCP_CONFORMANCE_SCENARIO`. It connects (Streamable HTTP, or legacy SSE for URLs ending in
 //! `/sse`), lists the tools, calls each one with arguments made from its schema, and closes.
+//! It declares elicitation and accepts a server's form with the schema's defaults (SEP-1034).
 //!
 //! Usage: `cashcode-mcp-client URL`. Exit code 0 when every step worked, 1 otherwise. Also handy
 //! for checking a server by hand: it prints the server info and every tool result.
@@ -11,6 +12,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use cashcode::mcp::client::{Client, ClientConfig};
+use cashcode::mcp::elicit::{Answer, Request};
 use cashcode::mcp::transport::{HttpSpec, TransportSpec};
 use serde_json::{json, Map, Value};
 
@@ -62,7 +64,10 @@ fn main() -> ExitCode {
     } else {
         TransportSpec::StreamableHttp(http)
     };
-    let client = match Client::connect("conformance", &spec, ClientConfig::default()) {
+    // Nobody is at the keyboard: a server's form is accepted with its defaults (SEP-1034).
+    let cfg = ClientConfig { elicitation: true, ..ClientConfig::default() };
+    let accept_defaults = |req: &Request| Answer::Accept(req.form.defaults());
+    let client = match Client::connect("conformance", &spec, cfg) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("connect failed: {e}");
@@ -80,7 +85,8 @@ fn main() -> ExitCode {
     };
     let mut ok = true;
     for t in &tools {
-        match client.call_tool(&t.name, &arguments(&t.input_schema), None) {
+        let timeout = client.config().call_timeout;
+        match client.call_tool_asking(&t.name, &arguments(&t.input_schema), None, timeout, Some(&accept_defaults)) {
             Ok(r) => println!("{}: {}", t.name, r.render()),
             Err(e) => {
                 eprintln!("{}: call failed: {e}", t.name);

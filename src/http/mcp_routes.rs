@@ -1,5 +1,6 @@
 //! `/api/mcp/servers` (http-api.md §6): the merged catalog, user server CRUD, connect,
-//! disconnect and tool listings. Request shape problems (missing or unknown fields, wrong
+//! disconnect, tool listings, and the review of tools held by pinning (`changes`,
+//! `changes/approve`). Request shape problems (missing or unknown fields, wrong
 //! JSON types) get pydantic-style 422 lists from the shared validator ([`super::shape`]);
 //! rule violations get the contract's string details from the catalog. Header values never
 //! leave `McpManager` unmasked.
@@ -37,6 +38,11 @@ pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
         [name, "connect"] => only(m, &["POST"]).unwrap_or_else(|| answer(mcp.connect(name), 200)),
         [name, "disconnect"] => only(m, &["POST"]).unwrap_or_else(|| answer(mcp.disconnect(name), 200)),
         [name, "tools"] => only(m, &["GET"]).unwrap_or_else(|| answer(mcp.tools_listing(name), 200)),
+        [name, "changes"] => only(m, &["GET"]).unwrap_or_else(|| answer(mcp.changes(name), 200)),
+        [name, "changes", "approve"] => only(m, &["POST"]).unwrap_or_else(|| match approve_body(req) {
+            Ok(tools) => answer(mcp.approve_changes(name, tools.as_deref()), 200),
+            Err(r) => r,
+        }),
         _ => Resp::detail(404, "Not Found"),
     }
 }
@@ -86,4 +92,29 @@ fn body(req: &Req, create: bool) -> Result<Value, Resp> {
     }
     let v = b.value().clone();
     b.done(Some(v))
+}
+
+/// The approve body: empty, or `{"tools": [original names]}` (absent or null: every held tool).
+fn approve_body(req: &Req) -> Result<Option<Vec<String>>, Resp> {
+    if req.body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let mut b = Body::object(req)?;
+    let keys: Vec<String> = b.fields().keys().cloned().collect();
+    for k in &keys {
+        if k != "tools" {
+            b.extra(k);
+        }
+    }
+    let tools = match b.fields().get("tools") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) && items.len() <= 4096 => {
+            Some(items.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        }
+        Some(_) => {
+            return Err(Resp::detail(422, "tools must be a list of tool names"));
+        }
+    };
+    b.done(Some(()))?;
+    Ok(tools)
 }

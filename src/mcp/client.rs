@@ -1,25 +1,29 @@
 //! The MCP client over any [`Transport`]: request ids, per-request reply channels with
 //! deadlines, the lifecycle (initialize with version negotiation, `notifications/initialized`),
-//! paginated `tools/list`, `tools/call` with progress-extended deadlines and cancellation, and
-//! re-initialisation when a Streamable HTTP session expires.
+//! paginated `tools/list`, `tools/call` with progress-extended deadlines and cancellation,
+//! server `elicitation/create` requests during a call handed to the caller's `ask` (the
+//! call's deadlines are pushed out by the time the user took), and re-initialisation when a
+//! Streamable HTTP session expires.
 //!
 //! Runs on the caller's thread (an HTTP handler or a turn worker); it blocks only on its own
-//! reply channel, always with a deadline, and also wakes on the turn's cancel token
-//! ([`crate::util::blocking::wait`], the wait every blocking call of a turn uses).
+//! reply channel, always with a deadline, and also wakes on the turn's cancel token (the rules
+//! of [`crate::util::blocking::wait`]; a `select!` of its own here, as a call also takes
+//! elicitation requests while it waits).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::select;
 use serde_json::{json, Map, Value};
 
+use super::elicit::{self, Answer};
 use super::jsonrpc::{self, Id};
 use super::transport::sse::SseTransport;
 use super::transport::stdio::{self, StdioTransport};
 use super::transport::streamable_http::StreamableHttpTransport;
 use super::transport::{lock, Inbox, Outgoing, Transport, TransportSpec};
 use super::{Error, Result};
-use crate::util::blocking::{self, Stop};
 use crate::util::cancel::CancelToken;
 use crate::util::text;
 
@@ -51,7 +55,16 @@ pub struct ClientConfig {
     pub stdio_grace: Duration,
     pub client_name: String,
     pub client_version: String,
+    /// Declare `elicitation: {form: {}}` in `initialize`: only for connections whose tool
+    /// calls pass an `ask` that reaches a user.
+    pub elicitation: bool,
 }
+
+/// Answers one `elicitation/create` of a call (blocks until the user, a timeout or cancel).
+pub type Ask<'a> = &'a dyn Fn(&elicit::Request) -> Answer;
+
+/// At most this many elicitation requests of one call wait for its caller; more are declined.
+const ELICIT_QUEUE: usize = 4;
 
 impl Default for ClientConfig {
     fn default() -> Self {
@@ -63,6 +76,7 @@ impl Default for ClientConfig {
             stdio_grace: stdio::DEFAULT_GRACE,
             client_name: "cashcode".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
+            elicitation: false,
         }
     }
 }
@@ -219,6 +233,7 @@ struct Call<'a> {
     timeout: Duration,
     cancel: Option<&'a CancelToken>,
     progress: bool,
+    ask: Option<Ask<'a>>,
 }
 
 impl Client {
@@ -248,6 +263,7 @@ impl Client {
         cfg: ClientConfig,
         start: Instant,
     ) -> Result<Client> {
+        inbox.set_elicitation(cfg.elicitation);
         let client = Client {
             server: server.to_string(),
             transport,
@@ -304,12 +320,13 @@ impl Client {
     }
 
     fn handshake(&self, timeout: Duration) -> Result<()> {
+        let capabilities = if self.cfg.elicitation { json!({"elicitation": {"form": {}}}) } else { json!({}) };
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
+            "capabilities": capabilities,
             "clientInfo": {"name": self.cfg.client_name, "version": self.cfg.client_version},
         });
-        let call = Call { timeout, cancel: None, progress: false };
+        let call = Call { timeout, cancel: None, progress: false, ask: None };
         let result = self.request_once("initialize", Some(params), &call)?;
         let version = result
             .get("protocolVersion")
@@ -348,13 +365,13 @@ impl Client {
 
     /// `ping` round trip.
     pub fn ping(&self) -> Result<()> {
-        let call = Call { timeout: self.cfg.request_timeout, cancel: None, progress: false };
+        let call = Call { timeout: self.cfg.request_timeout, cancel: None, progress: false, ask: None };
         self.request("ping", None, &call).map(|_| ())
     }
 
     /// Every tool, following `nextCursor` until it is absent.
     pub fn list_tools(&self) -> Result<Vec<ToolInfo>> {
-        let call = Call { timeout: self.cfg.request_timeout, cancel: None, progress: false };
+        let call = Call { timeout: self.cfg.request_timeout, cancel: None, progress: false, ask: None };
         let mut tools: Vec<ToolInfo> = Vec::new();
         let mut cursor: Option<String> = None;
         let mut seen_cursors = std::collections::HashSet::new();
@@ -404,7 +421,20 @@ impl Client {
         cancel: Option<&CancelToken>,
         timeout: Duration,
     ) -> Result<CallResult> {
-        let call = Call { timeout, cancel, progress: true };
+        self.call_tool_asking(name, arguments, cancel, timeout, None)
+    }
+
+    /// [`Client::call_tool_with_timeout`] whose server may ask the user through `ask` (on a
+    /// connection made with `cfg.elicitation`); without `ask` such requests are declined.
+    pub fn call_tool_asking(
+        &self,
+        name: &str,
+        arguments: &Map<String, Value>,
+        cancel: Option<&CancelToken>,
+        timeout: Duration,
+        ask: Option<Ask<'_>>,
+    ) -> Result<CallResult> {
+        let call = Call { timeout, cancel, progress: true, ask };
         let params = json!({ "name": name, "arguments": arguments });
         let (result, progress) = self.request_counting("tools/call", Some(params), &call)?;
         let mut r = CallResult::from_value(&result);
@@ -453,7 +483,14 @@ impl Client {
             (p, _) => p,
         };
         // Register before writing: a fast server may answer before `send` returns.
-        let (rx, mark) = self.inbox.register(id.clone(), token)?;
+        let (elicit_tx, elicit_rx) = match call.ask {
+            Some(_) if self.cfg.elicitation => {
+                let (tx, rx) = crossbeam_channel::bounded(ELICIT_QUEUE);
+                (Some(tx), rx)
+            }
+            _ => (None, crossbeam_channel::never()),
+        };
+        let (rx, mark) = self.inbox.register_eliciting(id.clone(), token, elicit_tx)?;
         let line = jsonrpc::request(&id, method, params.as_ref());
         if let Err(e) = self.transport.send(
             line,
@@ -464,8 +501,10 @@ impl Client {
             return Err(e);
         }
         let start = Instant::now();
-        let hard = start + call.timeout.max(self.cfg.max_call_time);
+        let mut hard = start + call.timeout.max(self.cfg.max_call_time);
         let mut deadline = start + call.timeout;
+        let never = crossbeam_channel::never();
+        let cancel_rx = call.cancel.map(|c| c.wait_chan()).unwrap_or(&never);
         loop {
             let now = Instant::now();
             if now >= deadline {
@@ -481,20 +520,60 @@ impl Client {
                 self.cancel_remote(&id, method, "timed out");
                 return Err(Error::Timeout { method: method.to_string(), after: now - start });
             }
-            // The wait every blocking call of a turn uses (`util::blocking`).
-            match blocking::wait(&rx, call.cancel, deadline) {
-                Ok(Ok(v)) => return Ok((v, mark.count())),
-                Ok(Err(e)) => return Err(e),
-                Err(Stop::Gone) => {
-                    return Err(Error::Closed(self.inbox.closed_reason().unwrap_or_else(|| "connection closed".into())))
+            select! {
+                recv(rx) -> reply => {
+                    return match reply {
+                        Ok(Ok(v)) => Ok((v, mark.count())),
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => Err(Error::Closed(self.inbox.closed_reason().unwrap_or_else(|| "connection closed".into()))),
+                    };
                 }
-                Err(Stop::Cancelled) => {
+                recv(cancel_rx) -> _ => {
                     self.inbox.forget(&id);
                     self.cancel_remote(&id, method, "cancelled by the user");
                     return Err(Error::Cancelled);
                 }
-                Err(Stop::Overdue) => {}
+                recv(elicit_rx) -> req => {
+                    let (Ok((req_id, params)), Some(ask)) = (req, call.ask) else { continue };
+                    let asked = Instant::now();
+                    self.answer_elicitation(&req_id, params.as_ref(), ask);
+                    // The user's time is not the server's: both deadlines move by it.
+                    let took = asked.elapsed();
+                    deadline += took;
+                    hard += took;
+                }
+                default(deadline - now) => {}
             }
+        }
+    }
+
+    /// Checks one `elicitation/create`, asks, and sends the answer (an invalid request gets
+    /// -32602 with the reason). Logs sizes and the action, never the content.
+    fn answer_elicitation(&self, req_id: &Id, params: Option<&Value>, ask: Ask<'_>) {
+        let line = match elicit::parse_request(&self.server, params) {
+            Err(why) => {
+                log::info!("event=mcp.elicitation.invalid server={} reason={why:?}", self.server);
+                jsonrpc::response_err(req_id, jsonrpc::INVALID_PARAMS, &why)
+            }
+            Ok(req) => {
+                let started = Instant::now();
+                let answer = ask(&req);
+                let bytes = match &answer {
+                    Answer::Accept(c) => Value::Object(c.clone()).to_string().len(),
+                    _ => 0,
+                };
+                log::info!(
+                    "event=mcp.elicitation.answered server={} fields={} action={} content_bytes={bytes} duration_ms={}",
+                    self.server,
+                    req.form.fields.len(),
+                    answer.action(),
+                    started.elapsed().as_millis()
+                );
+                jsonrpc::response_ok(req_id, answer.to_result())
+            }
+        };
+        if let Err(e) = self.transport.send(line, Outgoing::Response, SEND_TIMEOUT) {
+            log::warn!("event=mcp.elicitation.reply_failed server={} error={:?}", self.server, e.kind());
         }
     }
 

@@ -11,6 +11,8 @@ use std::sync::{Arc, Weak};
 use serde_json::{json, Map, Value};
 
 use super::activation::{self, ActivatedToolSet};
+use super::client::Ask;
+use super::elicit::{self, Elicitor};
 use super::manager::McpManager;
 use super::search;
 use super::status::redact_status;
@@ -47,6 +49,8 @@ fn store_activated(meta: &mut Map<String, Value>, set: &ActivatedToolSet) {
 /// The turn extension: always-visible MCP meta tools, activated tools, per-turn selections.
 pub struct McpExtension {
     manager: Arc<McpManager>,
+    /// Asks the chat's user when a server elicits during a call (absent: declined).
+    elicitor: Option<Arc<dyn Elicitor>>,
     /// The two always-visible tools, built once (their serialised schemas are then cached).
     search: Arc<dyn Tool>,
     prepare: Arc<dyn Tool>,
@@ -58,7 +62,15 @@ impl McpExtension {
             search: Arc::new(ToolSearch { manager: manager.clone() }),
             prepare: Arc::new(McpPrepare { manager: manager.clone() }),
             manager,
+            elicitor: None,
         }
+    }
+
+    /// Server `elicitation/create` requests during this extension's tool calls go to
+    /// `elicitor` (the connections must declare the capability: `ClientConfig::elicitation`).
+    pub fn with_elicitor(mut self, elicitor: Arc<dyn Elicitor>) -> McpExtension {
+        self.elicitor = Some(elicitor);
+        self
     }
 }
 
@@ -85,7 +97,8 @@ impl TurnExtension for McpExtension {
             }
             let mut st = ctx.state();
             for t in tools {
-                let wrapper: Arc<dyn Tool> = Arc::new(McpTool { manager: self.manager.clone(), tool: t });
+                let wrapper: Arc<dyn Tool> =
+                    Arc::new(McpTool { manager: self.manager.clone(), tool: t, elicitor: self.elicitor.clone() });
                 if !st.turn_tools.iter().any(|x| x.name() == wrapper.name()) {
                     st.turn_tools.push(wrapper);
                 }
@@ -100,9 +113,26 @@ impl TurnExtension for McpExtension {
         let set = activated(&state.metadata);
         let mut mcp: Vec<Arc<dyn Tool>> = vec![Arc::clone(&self.prepare)];
         if !set.is_empty() {
-            for t in self.manager.live_tools() {
+            let live = self.manager.live_tools();
+            let dormant: Vec<&str> = set.names().filter(|n| !live.iter().any(|t| t.name == *n)).collect();
+            for t in live {
                 if set.contains(&t.name) {
-                    mcp.push(Arc::new(McpTool { manager: self.manager.clone(), tool: t }));
+                    mcp.push(Arc::new(McpTool {
+                        manager: self.manager.clone(),
+                        tool: t,
+                        elicitor: self.elicitor.clone(),
+                    }));
+                }
+            }
+            // Activated tools of a server that is not connected (restart, crash) stay visible
+            // from its tool cache; a call reconnects the server on demand.
+            if !dormant.is_empty() {
+                for t in self.manager.dormant_tools(&dormant) {
+                    mcp.push(Arc::new(McpTool {
+                        manager: self.manager.clone(),
+                        tool: t,
+                        elicitor: self.elicitor.clone(),
+                    }));
                 }
             }
         }
@@ -117,6 +147,7 @@ impl TurnExtension for McpExtension {
 pub struct McpTool {
     manager: Arc<McpManager>,
     tool: Arc<LiveTool>,
+    elicitor: Option<Arc<dyn Elicitor>>,
 }
 
 impl Tool for McpTool {
@@ -142,7 +173,36 @@ impl Tool for McpTool {
             }
         }
         let name = &self.tool.name;
-        match self.manager.call_on(&self.tool.server, &self.tool.original_name, args, Some(&ctx.cancel)) {
+        let server = &self.tool.server;
+        let held = || {
+            ToolOutput::error(format!(
+                "Error: MCP tool '{name}' changed its description or input schema since it was approved; it stays \
+                 disabled until the user reviews and approves the change in the MCP market."
+            ))
+        };
+        if self.manager.is_held(server, &self.tool.original_name) {
+            return held();
+        }
+        if !self.manager.is_connected(server) {
+            if let Err(e) = self.manager.reconnect_for_call(server, &ctx.cancel) {
+                if ctx.cancel.is_cancelled() {
+                    return ToolOutput::error(format!("Error: MCP tool '{name}' was cancelled"));
+                }
+                return ToolOutput::error(format!(
+                    "Error: MCP server '{server}' of tool '{name}' is not connected and reconnecting failed: {e}"
+                ));
+            }
+            log::info!("event=mcp.reconnected_on_demand server={server}");
+        }
+        if self.manager.is_held(server, &self.tool.original_name) {
+            return held();
+        }
+        let ask = |req: &elicit::Request| match &self.elicitor {
+            Some(e) => e.elicit(&ctx.chat_id, req, Some(&ctx.cancel)),
+            None => elicit::Answer::Decline,
+        };
+        let ask: Option<Ask<'_>> = self.elicitor.as_ref().map(|_| &ask as Ask<'_>);
+        match self.manager.call_on_asking(&self.tool.server, &self.tool.original_name, args, Some(&ctx.cancel), ask) {
             Ok(r) if r.is_error => {
                 ToolOutput { for_model: cap_output(r.render()), preview: None, for_history: None, failed: true }
             }

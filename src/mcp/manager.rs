@@ -17,13 +17,14 @@ use serde_json::{Map, Value};
 
 use super::cache::{self, CachedTool};
 use super::catalog::{Catalog, ServerConfig};
-use super::client::{CallResult, Client, ClientConfig, ToolInfo};
-use super::names::NameTable;
+use super::client::{Ask, CallResult, Client, ClientConfig, ToolInfo};
+use super::names::{wrapped_name, NameTable};
+use super::pins::{self, Pins};
 use super::search::{self, SearchIndex};
 use super::status::{redact_line, redact_status, Status};
 use super::tool::LiveTool;
 use super::transport::lock;
-use super::views::{ApiError, ServerList, ServerView, ToolListing, ToolSource, ToolView};
+use super::views::{ApiError, Change, ChangeList, ServerList, ServerView, ToolListing, ToolSource, ToolView, Version};
 use super::{Error, Result};
 use crate::util::cancel::CancelToken;
 use crate::util::text;
@@ -55,7 +56,12 @@ impl ManagerConfig {
 
 struct Live {
     client: Arc<Client>,
+    /// The registered (approved) tools.
     tools: Vec<Arc<LiveTool>>,
+    /// The server's whole `tools/list`, held tools included (re-registered after an approval).
+    listed: Vec<ToolInfo>,
+    /// Original names of tools whose change waits for the user's approval ([`super::pins`]).
+    held: Vec<String>,
 }
 
 #[derive(Default)]
@@ -63,6 +69,9 @@ struct SlotState {
     status: Status,
     error: Option<String>,
     live: Option<Arc<Live>>,
+    /// The user disconnected the server: its activated tools are not offered from the cache
+    /// and are not reconnected on demand until something connects it explicitly.
+    user_off: bool,
 }
 
 #[derive(Default)]
@@ -70,6 +79,9 @@ struct Slot {
     /// Held for a whole connect/disconnect/refresh of this server.
     connect: Mutex<()>,
     state: Mutex<SlotState>,
+    /// Connect attempts finished; a caller that waited for the connect lock while another
+    /// attempt ran takes that attempt's outcome instead of connecting again.
+    attempts: AtomicU64,
 }
 
 type PurgeHook = Arc<dyn Fn(&[String]) + Send + Sync>;
@@ -193,7 +205,9 @@ impl McpManager {
     /// The server as the API shows it (http-api.md §6).
     fn view(&self, cfg: &ServerConfig) -> ServerView {
         let (status, error, live) = self.observe(&cfg.name);
-        ServerView::new(cfg, status, error, live.map(|l| l.tools.len()).unwrap_or(0))
+        let mut v = ServerView::new(cfg, status, error, live.map(|l| l.tools.len()).unwrap_or(0));
+        v.pending_changes = self.pins_of(cfg).pending.len();
+        v
     }
 
     /// `GET /api/mcp/servers`.
@@ -242,6 +256,7 @@ impl McpManager {
         lock(&self.catalog).check_mutable(name)?;
         self.disconnect_inner(name, true);
         cache::delete_cache(&self.cfg.data_dir, name);
+        let _ = std::fs::remove_file(pins::pins_path(&self.cfg.data_dir, name));
         lock(&self.catalog).delete(name)?;
         lock(&self.slots).remove(name);
         self.bump();
@@ -261,6 +276,7 @@ impl McpManager {
     pub fn disconnect(&self, name: &str) -> std::result::Result<ServerView, ApiError> {
         let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
         self.disconnect_inner(name, true);
+        lock(&self.slot(name).state).user_off = true;
         Ok(self.view(&cfg))
     }
 
@@ -271,6 +287,7 @@ impl McpManager {
             return Err("server is shutting down".into());
         }
         let slot = self.slot(name);
+        let seen = slot.attempts.load(Ordering::SeqCst);
         let _c = lock(&slot.connect);
         let Some(cfg) = self.server_config(name) else {
             let mut st = lock(&slot.state);
@@ -284,10 +301,17 @@ impl McpManager {
             }
             return Ok(live.tools.clone());
         }
+        if slot.attempts.load(Ordering::SeqCst) != seen {
+            // Another caller's attempt failed while this one waited: one attempt for all.
+            if let (Status::Error, Some(e), _) = self.observe(name) {
+                return Err(e);
+            }
+        }
         {
             let mut st = lock(&slot.state);
             st.status = Status::Connecting;
             st.error = None;
+            st.user_off = false;
         }
         let spec = lock(&self.catalog).runtime_spec(&cfg);
         let fingerprint = cache::fingerprint(&spec);
@@ -303,10 +327,17 @@ impl McpManager {
                 }
             },
         };
+        slot.attempts.fetch_add(1, Ordering::SeqCst);
         match outcome {
             Ok((client, tools)) => {
-                self.write_cache_for(name, &fingerprint, &tools);
-                let live = Arc::new(Live { client: Arc::new(client), tools: self.register(name, &tools) });
+                let (accepted, held) = self.accept(&cfg, &tools);
+                self.write_cache_for(name, &fingerprint, &accepted);
+                let live = Arc::new(Live {
+                    client: Arc::new(client),
+                    tools: self.register(name, &accepted),
+                    listed: tools,
+                    held,
+                });
                 let out = live.tools.clone();
                 {
                     let mut st = lock(&slot.state);
@@ -362,6 +393,79 @@ impl McpManager {
         out
     }
 
+    /// Checks a fresh listing against the server's pins (recording new tools and changes) and
+    /// splits it into the tools to register and the original names held for approval.
+    fn accept(&self, cfg: &ServerConfig, tools: &[ToolInfo]) -> (Vec<ToolInfo>, Vec<String>) {
+        let mut p = self.pins_of(cfg);
+        let (held, changed) = p.check(tools);
+        if changed {
+            if let Err(e) = p.save(&self.cfg.data_dir, &cfg.name) {
+                log::warn!("event=mcp.pins.write_failed server={} error_kind={:?}", cfg.name, e.kind());
+            }
+        }
+        if !held.is_empty() {
+            log::warn!("event=mcp.tools.changed server={} held={}", cfg.name, held.len());
+        }
+        (tools.iter().filter(|t| !held.contains(&t.name)).cloned().collect(), held)
+    }
+
+    fn pins_of(&self, cfg: &ServerConfig) -> Pins {
+        Pins::load(&self.cfg.data_dir, &cfg.name, &pins::identity(cfg))
+    }
+
+    /// Whether `tool` (original name) of `server` has a change waiting for approval.
+    pub fn is_held(&self, server: &str, tool: &str) -> bool {
+        self.server_config(server).is_some_and(|c| self.pins_of(&c).pending.contains_key(tool))
+    }
+
+    /// `GET /api/mcp/servers/{name}/changes`: each held tool's approved and new version.
+    pub fn changes(&self, name: &str) -> std::result::Result<ChangeList, ApiError> {
+        let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
+        let p = self.pins_of(&cfg);
+        let changes = p
+            .pending
+            .iter()
+            .map(|(tool, new)| Change {
+                name: wrapped_name(name, tool),
+                new: Version::of(new),
+                old: p.tools.get(tool).map(Version::of),
+                original_name: tool.clone(),
+            })
+            .collect();
+        Ok(ChangeList { changes, server: name.to_string() })
+    }
+
+    /// `POST /api/mcp/servers/{name}/changes/approve`: pins the pending versions of `only`
+    /// (original names; all when `None`) and, when connected, registers them at once.
+    pub fn approve_changes(&self, name: &str, only: Option<&[String]>) -> std::result::Result<ChangeList, ApiError> {
+        let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
+        let slot = self.slot(name);
+        let _c = lock(&slot.connect);
+        let mut p = self.pins_of(&cfg);
+        let approved = p.approve(only);
+        if !approved.is_empty() {
+            p.save(&self.cfg.data_dir, name).map_err(|e| ApiError::not_saved(&e))?;
+            log::info!("event=mcp.tools.approved server={name} tools={}", approved.len());
+            let current = lock(&slot.state).live.clone();
+            if let Some(live) = current {
+                let held = p.held_among(&live.listed);
+                let accepted: Vec<ToolInfo> = live.listed.iter().filter(|t| !held.contains(&t.name)).cloned().collect();
+                let fp = cache::fingerprint(&lock(&self.catalog).runtime_spec(&cfg));
+                self.write_cache_for(name, &fp, &accepted);
+                let fresh = Arc::new(Live {
+                    client: live.client.clone(),
+                    tools: self.register(name, &accepted),
+                    listed: live.listed.clone(),
+                    held,
+                });
+                lock(&slot.state).live = Some(fresh);
+            }
+            self.bump();
+        }
+        drop(_c);
+        self.changes(name)
+    }
+
     fn write_cache_for(&self, name: &str, fingerprint: &str, tools: &[ToolInfo]) {
         if let Err(e) = cache::write_cache(&self.cfg.data_dir, name, fingerprint, tools) {
             log::warn!("event=mcp.cache.write_failed server={name} error_kind={:?}", e.kind());
@@ -373,11 +477,16 @@ impl McpManager {
     fn relist(&self, name: &str, slot: &Slot, live: Arc<Live>) -> Vec<Arc<LiveTool>> {
         match live.client.list_tools() {
             Ok(tools) => {
-                if let Some(c) = self.server_config(name) {
-                    let fp = cache::fingerprint(&lock(&self.catalog).runtime_spec(&c));
-                    self.write_cache_for(name, &fp, &tools);
-                }
-                let fresh = Arc::new(Live { client: live.client.clone(), tools: self.register(name, &tools) });
+                let Some(c) = self.server_config(name) else { return live.tools.clone() };
+                let (accepted, held) = self.accept(&c, &tools);
+                let fp = cache::fingerprint(&lock(&self.catalog).runtime_spec(&c));
+                self.write_cache_for(name, &fp, &accepted);
+                let fresh = Arc::new(Live {
+                    client: live.client.clone(),
+                    tools: self.register(name, &accepted),
+                    listed: tools,
+                    held,
+                });
                 let out = fresh.tools.clone();
                 lock(&slot.state).live = Some(fresh);
                 self.bump();
@@ -465,18 +574,34 @@ impl McpManager {
         args: &Map<String, Value>,
         cancel: Option<&CancelToken>,
     ) -> Result<CallResult> {
-        let client = match self.observe(server) {
-            (Status::Connected, _, Some(live)) => live.client.clone(),
+        self.call_on_asking(server, tool, args, cancel, None)
+    }
+
+    /// [`McpManager::call_on`] whose server may ask the user through `ask` (elicitation).
+    pub fn call_on_asking(
+        &self,
+        server: &str,
+        tool: &str,
+        args: &Map<String, Value>,
+        cancel: Option<&CancelToken>,
+        ask: Option<Ask<'_>>,
+    ) -> Result<CallResult> {
+        let live = match self.observe(server) {
+            (Status::Connected, _, Some(live)) => live,
             _ => {
                 self.connect_server(server).map_err(Error::Closed)?;
                 match self.observe(server) {
-                    (_, _, Some(live)) => live.client.clone(),
+                    (_, _, Some(live)) => live,
                     _ => return Err(Error::Closed(GONE.into())),
                 }
             }
         };
+        if live.held.iter().any(|h| h == tool) {
+            return Err(Error::Closed(format!("tool '{tool}' changed and waits for the user's approval")));
+        }
+        let client = live.client.clone();
         let started = std::time::Instant::now();
-        let r = client.call_tool(tool, args, cancel);
+        let r = client.call_tool_asking(tool, args, cancel, client.config().call_timeout, ask);
         log::info!(
             "event=mcp.tool.call server={server} tool={:?} outcome={} duration_ms={}",
             text::take_chars(tool, 80),
@@ -488,6 +613,73 @@ impl McpManager {
             started.elapsed().as_millis()
         );
         r
+    }
+
+    fn user_off(&self, server: &str) -> bool {
+        lock(&self.slot(server).state).user_off
+    }
+
+    /// Whether `server` has a live connection now (a dead one is noticed first).
+    pub fn is_connected(&self, server: &str) -> bool {
+        matches!(self.observe(server), (Status::Connected, _, Some(_)))
+    }
+
+    /// Activated tools of servers that are not connected (after a restart or a crash), built
+    /// from the tool-schema cache of their last connect (approved tools only), restricted to
+    /// the model-facing names in `wanted`. Calling one reconnects its server on demand.
+    pub fn dormant_tools(&self, wanted: &[&str]) -> Vec<Arc<LiveTool>> {
+        let cfgs: Vec<ServerConfig> = lock(&self.catalog).all().into_iter().cloned().collect();
+        let mut out = Vec::new();
+        for cfg in cfgs {
+            let prefix = format!("mcp_{}", cfg.name);
+            if !wanted.iter().any(|w| w.starts_with(&prefix))
+                || self.is_connected(&cfg.name)
+                || self.user_off(&cfg.name)
+            {
+                continue;
+            }
+            let Some(cached) = self.cached_tools(&cfg) else { continue };
+            let pending = self.pins_of(&cfg).pending;
+            for t in cached {
+                let name = wrapped_name(&cfg.name, &t.name);
+                if wanted.contains(&name.as_str()) && !pending.contains_key(&t.name) {
+                    let info = ToolInfo { name: t.name, description: t.description, input_schema: t.input_schema };
+                    out.push(Arc::new(LiveTool::new(name, &cfg.name, &info)));
+                }
+            }
+        }
+        out
+    }
+
+    /// Connects `server` for a call of one of its tools, on a helper thread, so the caller
+    /// waits at most the connect budget (connect + `tools/list`) and wakes on `cancel`.
+    /// Concurrent callers share one attempt (the connect lock and `attempts` coalesce them).
+    pub fn reconnect_for_call(self: &Arc<Self>, server: &str, cancel: &CancelToken) -> std::result::Result<(), String> {
+        use crate::util::blocking::Stop;
+        if self.user_off(server) {
+            return Err("the user disconnected it; connect it in the MCP market or with mcp_prepare".into());
+        }
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (mgr, name) = (Arc::clone(self), server.to_string());
+        let spawned = std::thread::Builder::new()
+            .name(format!("mcp-{}-reconnect", text::take_chars(server, 20)))
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let _ = tx.send(mgr.connect_server(&name).map(|_| ()));
+            });
+        if let Err(e) = spawned {
+            return Err(format!("cannot start the reconnect: {e}"));
+        }
+        let budget =
+            self.cfg.client.connect_timeout + self.cfg.client.request_timeout + std::time::Duration::from_secs(2);
+        // The wait of every blocking call of a turn (`util::blocking`); the connect itself ends
+        // at its own timeouts, so the thread cannot outlive the budget by much.
+        match crate::util::blocking::wait(&rx, Some(cancel), std::time::Instant::now() + budget) {
+            Ok(r) => r,
+            Err(Stop::Gone) => Err("the reconnect ended without an answer".into()),
+            Err(Stop::Cancelled) => Err("cancelled".into()),
+            Err(Stop::Overdue) => Err(format!("no connection within {}s", super::fmt_secs(budget))),
+        }
     }
 
     /// `GET /api/mcp/servers/{name}/tools`: the live tools when connected, else the cached ones.
@@ -503,6 +695,12 @@ impl McpManager {
                 None => (ToolSource::None, Vec::new()),
             }
         };
+        // Held tools are listed (not callable) with their new version, for the review.
+        let mut tools: Vec<ToolView> = tools;
+        for (tool, new) in self.pins_of(&cfg).pending {
+            tools.retain(|t| t.original_name != tool);
+            tools.push(ToolView::held(name, &tool, &new, source));
+        }
         Ok(ToolListing {
             display_name: cfg.display_name,
             server: name.to_string(),

@@ -15,12 +15,14 @@ pub mod activation;
 pub mod cache;
 pub mod catalog;
 pub mod client;
+pub mod elicit;
 pub mod extension;
 #[cfg(test)]
 mod fuzz;
 pub mod jsonrpc;
 pub mod manager;
 pub mod names;
+pub mod pins;
 pub mod search;
 pub mod status;
 pub mod tool;

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::cache::CachedTool;
 use super::catalog::{Kind, ServerConfig};
 use super::names::wrapped_name;
+use super::pins::Seen;
 use super::status::Status;
 use super::tool::LiveTool;
 use super::validate::{MASK, MSG_READ_ONLY};
@@ -31,6 +32,10 @@ pub struct ServerView {
     pub headers: BTreeMap<String, &'static str>,
     pub mutable: bool,
     pub name: String,
+    /// Tools whose changed description or schema waits for the user's approval
+    /// ([`super::pins`]); absent when none, so older clients see the same bytes.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pending_changes: usize,
     pub status: Status,
     /// The redacted status line of the last failure.
     pub status_error: Option<String>,
@@ -50,6 +55,7 @@ impl ServerView {
             headers: cfg.headers.keys().map(|k| (k.clone(), MASK)).collect(),
             mutable: !cfg.builtin,
             name: cfg.name.clone(),
+            pending_changes: 0,
             status,
             status_error,
             tool_count,
@@ -87,6 +93,9 @@ pub struct ToolView {
     pub name: String,
     pub original_name: String,
     pub source: ToolSource,
+    /// `"pending_approval"` for a tool held by pinning; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<&'static str>,
 }
 
 impl ToolView {
@@ -99,6 +108,7 @@ impl ToolView {
             name: t.name.clone(),
             original_name: t.original_name.clone(),
             source: ToolSource::Live,
+            status: None,
         }
     }
 
@@ -111,6 +121,20 @@ impl ToolView {
             name: wrapped_name(server, &t.name),
             original_name: t.name,
             source: ToolSource::Cache,
+            status: None,
+        }
+    }
+
+    /// A tool held by pinning: its new version, not callable until approved.
+    pub fn held(server: &str, tool: &str, new: &Seen, source: ToolSource) -> ToolView {
+        ToolView {
+            callable: false,
+            description: new.description.clone().unwrap_or_default(),
+            input_schema: new.input_schema.clone(),
+            name: wrapped_name(server, tool),
+            original_name: tool.to_string(),
+            source,
+            status: Some(PENDING_APPROVAL),
         }
     }
 }
@@ -126,6 +150,47 @@ pub struct ToolListing {
     /// Live tools only (0 when the listing comes from the cache).
     pub tool_count: usize,
     pub tools: Vec<ToolView>,
+}
+
+/// The status of a tool held by pinning.
+pub const PENDING_APPROVAL: &str = "pending_approval";
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// One version of a tool in a review.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Version {
+    pub description: String,
+    pub input_schema: Value,
+    pub seen_at: String,
+}
+
+impl Version {
+    pub fn of(s: &Seen) -> Version {
+        Version {
+            description: s.description.clone().unwrap_or_default(),
+            input_schema: s.input_schema.clone(),
+            seen_at: s.seen_at.clone(),
+        }
+    }
+}
+
+/// A held tool: the approved version (`null` if none is known) and the changed one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    pub name: String,
+    pub new: Version,
+    pub old: Option<Version>,
+    pub original_name: String,
+}
+
+/// `GET /api/mcp/servers/{name}/changes` and the answer of its `approve`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChangeList {
+    pub changes: Vec<Change>,
+    pub server: String,
 }
 
 /// A refused API operation: HTTP status plus the contract's detail string. The constructors
@@ -187,6 +252,7 @@ mod tests {
             name: "mcp_s_say_hello".into(),
             original_name: "say_hello".into(),
             source: ToolSource::Live,
+            status: None,
         };
         let was = json!({"name": "mcp_s_say_hello", "original_name": "say_hello", "description": "Say hello",
                          "input_schema": tool.input_schema, "source": "live", "callable": true});

@@ -233,6 +233,12 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
             conn.send_text(Event::StopAck { chat_id: &chat_id }.to_text(None));
             shared.agent.cancel(&chat_id);
         }
+        Frame::ElicitationResponse { chat_id, id, action, content } => {
+            // No `chat_id` on the error: the turn goes on and the form stays open.
+            if let Err(detail) = shared.agent.deps.elicitations.answer(&chat_id, &id, &action, content.as_ref()) {
+                send_error(conn, &detail, None);
+            }
+        }
         Frame::Message { chat_id, content, selection } => {
             shared.hub.subscribe(&chat_id, conn);
             let req = TurnRequest { chat_id: chat_id.clone(), content, selection };

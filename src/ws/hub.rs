@@ -318,6 +318,10 @@ fn prune(inner: &mut Inner, now: bool) -> usize {
 }
 
 impl EventSink for Hub {
+    fn subscribers(&self, chat_id: &str) -> usize {
+        Hub::subscribers(self, chat_id)
+    }
+
     fn emit(&self, chat_id: &str, event: &Event<'_>) -> u64 {
         // Serialised before the lock; only the seq is spliced in under it.
         let body = event.to_text(None);

@@ -25,9 +25,30 @@ pub const MAX_FRAME_DEPTH: usize = 32;
 pub enum Frame {
     Ping,
     NewChat,
-    Attach { chat_id: String, after_seq: Option<u64> },
-    Cancel { chat_id: String },
-    Message { chat_id: String, content: String, selection: Selection },
+    Attach {
+        chat_id: String,
+        after_seq: Option<u64>,
+    },
+    Cancel {
+        chat_id: String,
+    },
+    Message {
+        chat_id: String,
+        content: String,
+        selection: Selection,
+    },
+    /// `action` is `accept`, `decline` or `cancel`; `content` is checked by the elicitation.
+    ElicitationResponse {
+        chat_id: String,
+        id: String,
+        action: String,
+        content: Option<Value>,
+    },
+}
+
+/// Elicitation ids are ours (`agent::elicit`): short, plain.
+fn valid_elicitation_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// A frame rejection: the detail and, when known, the chat it concerns.
@@ -79,6 +100,20 @@ pub fn parse_frame(text: &str) -> Result<Frame, Reject> {
             };
             let selection = sanitize_metadata(metadata.as_ref()).map_err(|d| reject(d, Some(&chat_id)))?;
             Ok(Frame::Message { chat_id, content, selection })
+        }
+        // Errors about an answer carry no `chat_id`: a client reads a chat's error as the end
+        // of its turn, and the turn goes on (the form stays open).
+        ClientFrame::ElicitationResponse { chat_id: id, id: elicitation, action, content } => {
+            let chat_id = chat_id(id)?;
+            let id = match elicitation {
+                Some(e) if valid_elicitation_id(&e) => e,
+                _ => return Err(reject("invalid elicitation id", None)),
+            };
+            let action = match action.as_deref() {
+                Some(a @ ("accept" | "decline" | "cancel")) => a.to_string(),
+                _ => return Err(reject("elicitation action must be accept, decline or cancel", None)),
+            };
+            Ok(Frame::ElicitationResponse { chat_id, id, action, content })
         }
         ClientFrame::Unknown => Err(reject(format!("unknown type: {}", py_repr(kind)), None)),
     }

@@ -66,6 +66,24 @@ pub enum Event<'a> {
         chat_id: &'a str,
         duration_sec: f64,
     },
+    /// An MCP server asks the chat's user to fill a form during a tool call (our extension;
+    /// `requested_schema` is the checked form of `mcp::elicit`). Answered by an
+    /// `elicitation_response` frame within `timeout_sec`, else declined.
+    Elicitation {
+        chat_id: &'a str,
+        id: &'a str,
+        server: &'a str,
+        message: &'a str,
+        requested_schema: &'a Value,
+        timeout_sec: u64,
+    },
+    /// The elicitation is over (answered here or in another tab, timed out, cancelled):
+    /// `action` is what the server was told (`accept`, `decline` or `cancel`).
+    ElicitationEnd {
+        chat_id: &'a str,
+        id: &'a str,
+        action: &'a str,
+    },
     /// Build with [`Event::error`].
     Error {
         detail: &'a str,
@@ -84,9 +102,9 @@ impl<'a> Event<'a> {
     /// The JSON text: `{"event":…, fields…}`, and `,"seq":n` before the closing brace when
     /// `seq` is given (chat-scoped events).
     pub fn to_text(&self, seq: Option<u64>) -> String {
-        // Strings, integers and floats only: serialising into a String cannot fail (a
+        // Strings, numbers and JSON values only: serialising into a String cannot fail (a
         // non-finite float is written as null).
-        let text = serde_json::to_string(self).expect("events hold only strings and numbers");
+        let text = serde_json::to_string(self).expect("events hold only strings, numbers and JSON values");
         match seq {
             Some(n) => with_seq(text, n),
             None => text,
@@ -137,6 +155,18 @@ pub enum ClientFrame {
         #[serde(default, deserialize_with = "lenient")]
         chat_id: Option<String>,
     },
+    /// The user's answer to an `elicitation` event (our extension).
+    ElicitationResponse {
+        #[serde(default, deserialize_with = "lenient")]
+        chat_id: Option<String>,
+        #[serde(default, deserialize_with = "lenient")]
+        id: Option<String>,
+        #[serde(default, deserialize_with = "lenient")]
+        action: Option<String>,
+        /// Checked against the form by `agent::elicit`.
+        #[serde(default)]
+        content: Option<Value>,
+    },
     Message {
         #[serde(default, deserialize_with = "lenient")]
         chat_id: Option<String>,
@@ -165,6 +195,7 @@ mod tests {
     #[test]
     fn every_event_kind_pinned_bytes() {
         let c = "c-1";
+        let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "string"}}});
         let cases: Vec<(Event, Option<u64>, &str)> = vec![
             (
                 Event::Ready { chat_id: c, client_id: "client-0a1b2c3d4e5f" },
@@ -230,6 +261,23 @@ mod tests {
                 r#"{"event":"done","chat_id":"c-1","duration_sec":0.0,"seq":8}"#,
             ),
             (
+                Event::Elicitation {
+                    chat_id: c,
+                    id: "el-1",
+                    server: "forms",
+                    message: "Your name?",
+                    requested_schema: &schema,
+                    timeout_sec: 120,
+                },
+                Some(10),
+                r#"{"event":"elicitation","chat_id":"c-1","id":"el-1","server":"forms","message":"Your name?","requested_schema":{"properties":{"n":{"type":"string"}},"type":"object"},"timeout_sec":120,"seq":10}"#,
+            ),
+            (
+                Event::ElicitationEnd { chat_id: c, id: "el-1", action: "decline" },
+                Some(11),
+                r#"{"event":"elicitation_end","chat_id":"c-1","id":"el-1","action":"decline","seq":11}"#,
+            ),
+            (
                 Event::error(CANCELLED, Some(c)),
                 Some(9),
                 r#"{"event":"error","detail":"cancelled","chat_id":"c-1","seq":9}"#,
@@ -275,5 +323,14 @@ mod tests {
             ClientFrame::Message { chat_id: Some("a".into()), content: None, metadata: None }
         );
         assert!(serde_json::from_str::<ClientFrame>(r#"{"type":1}"#).is_err());
+        assert_eq!(
+            frame(r#"{"type":"elicitation_response","chat_id":"a","id":7,"action":"accept","content":{"x":1}}"#),
+            ClientFrame::ElicitationResponse {
+                chat_id: Some("a".into()),
+                id: None,
+                action: Some("accept".into()),
+                content: Some(serde_json::json!({"x": 1}))
+            }
+        );
     }
 }

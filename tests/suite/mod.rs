@@ -2,6 +2,7 @@
 
 mod consolidation;
 mod crash;
+mod elicitation;
 mod faults;
 mod file_modes;
 mod gate;
@@ -12,8 +13,10 @@ mod http_bounds;
 mod legacy_data;
 mod llm_settings;
 mod load;
+mod mcp_pins;
 mod mcp_venv;
 mod memory;
+mod memory_api;
 mod origin;
 mod prompt_cache;
 mod provider_errors;

@@ -226,3 +226,36 @@ describe('WS event reducer', () => {
     expect(reattachPlan(idle)).toEqual([{ chat_id: 'z' }])
   })
 })
+
+describe('elicitation forms', () => {
+  const form = (id: string, seq: number): Action => ws({
+    event: 'elicitation',
+    chat_id: 'c1',
+    id,
+    server: 'forms',
+    message: 'Who?',
+    requested_schema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+    timeout_sec: 120,
+    seq,
+  })
+
+  it('opens on the event, ignores a replayed duplicate, closes on elicitation_end', () => {
+    let s = run(started(), form('el-1', 1), form('el-1', 1), form('el-2', 2))
+    expect(s.elicitations.c1.map((f) => f.id)).toEqual(['el-1', 'el-2'])
+    expect(s.elicitations.c1[0].fields[0]).toMatchObject({ name: 'name', required: true })
+    expect(s.generating.c1).toBe(true)
+    s = run(s, ws({ event: 'elicitation_end', chat_id: 'c1', id: 'el-1', action: 'accept', seq: 3 }))
+    expect(s.elicitations.c1.map((f) => f.id)).toEqual(['el-2'])
+    // The turn's end closes whatever is left; the transcript is untouched by forms.
+    s = run(s, ws({ event: 'done', chat_id: 'c1', duration_sec: 1, seq: 4 }))
+    expect(s.elicitations.c1).toBeUndefined()
+    expect(msgs(s).map((m) => m.role)).toEqual(['user'])
+  })
+
+  it('a turn error closes the forms; a malformed event opens nothing', () => {
+    let s = run(started(), form('el-1', 1), ws({ event: 'error', chat_id: 'c1', detail: 'cancelled', seq: 2 }))
+    expect(s.elicitations.c1).toBeUndefined()
+    s = run(started(), ws({ event: 'elicitation', chat_id: 'c1', id: 'el-3', requested_schema: { properties: { a: { type: 'object' } } } }))
+    expect(s.elicitations).toEqual({})
+  })
+})

@@ -1,7 +1,9 @@
 // The chat state machine: sessions, the active chat, transcripts, per-chat generating flags and
 // per-chat event sequence numbers. `reduce` is pure; App feeds it WebSocket events and HTTP results.
 
+import { tr, type MessageKey } from '../i18n'
 import { startGenerating, stopGenerating, type GeneratingMap } from './generation'
+import { fromEvent, type Elicitation } from './elicitation'
 import { normaliseReceipts, type Selection } from './selections'
 import type { HistoryMessage, SessionInfo } from './types'
 
@@ -25,6 +27,8 @@ export interface ChatMessage {
   selections?: Selection[]
   /** notices: an inline turn error or a "stopped" marker */
   tone?: 'error' | 'muted'
+  /** a notice in the client's own words: shown in the language on screen, even after a switch */
+  textKey?: MessageKey
 }
 
 export interface ChatData {
@@ -49,6 +53,8 @@ export interface State {
   banner: string | null
   /** a `new_chat` is in flight: the next `attached` becomes the active chat */
   awaitingNewChat: boolean
+  /** MCP forms waiting for an answer, by chat (opened by `elicitation`, closed by `elicitation_end`) */
+  elicitations: Record<string, Elicitation[]>
 }
 
 export const initialState: State = {
@@ -59,6 +65,7 @@ export const initialState: State = {
   generating: {},
   banner: null,
   awaitingNewChat: false,
+  elicitations: {},
 }
 
 export type ServerEvent = { event: string; [k: string]: unknown }
@@ -109,6 +116,18 @@ function streamingTail(messages: ChatMessage[]): { list: ChatMessage[]; tail: Ch
     return { list: messages.slice(0, -1), tail: last }
   }
   return { list: messages, tail: { id: nextId(), role: 'assistant', content: '', streaming: true, tools: [] } }
+}
+
+function withForms(state: State, chatId: string, forms: Elicitation[]): State {
+  const next = { ...state.elicitations }
+  if (forms.length) next[chatId] = forms
+  else delete next[chatId]
+  return { ...state, elicitations: next }
+}
+
+/** A turn that ended has no open form left (its calls are over). */
+function closeForms(state: State, chatId: string): State {
+  return state.elicitations[chatId] ? withForms(state, chatId, []) : state
 }
 
 function isKnownSession(state: State, chatId: string): boolean {
@@ -180,21 +199,37 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
     case 'stream_end':
       return put(state, finaliseStreaming(chat.messages))
     case 'done': {
-      const s = reloadIfGap(put(state, finaliseStreaming(chat.messages)))
+      const s = closeForms(reloadIfGap(put(state, finaliseStreaming(chat.messages))), chatId)
       return { ...s, generating: stopGenerating(s.generating, chatId) }
     }
+    case 'elicitation': {
+      const form = fromEvent(ev, Date.now())
+      const s = put(state, chat.messages)
+      // The server sends only forms it checked; anything else is not shown (it times out).
+      if (!form) return s
+      const open = (s.elicitations[chatId] ?? []).filter((f) => f.id !== form.id)
+      return withForms(s, chatId, [...open, form])
+    }
+    case 'elicitation_end': {
+      const s = put(state, chat.messages)
+      return withForms(s, chatId, (s.elicitations[chatId] ?? []).filter((f) => f.id !== ev.id))
+    }
     case 'error': {
-      const detail = str(ev.detail) ?? 'Unknown error'
+      const detail = str(ev.detail) ?? tr('chat.unknownError')
       const cancelled = detail === 'cancelled'
       const notice: ChatMessage = cancelled
-        ? { id: nextId(), role: 'notice', content: 'Generation stopped', tone: 'muted' }
+        ? { id: nextId(), role: 'notice', content: tr('chat.stopped'), tone: 'muted', textKey: 'chat.stopped' }
         : { id: nextId(), role: 'notice', content: detail, tone: 'error' }
       const s = put(state, [...finaliseStreaming(chat.messages), notice])
       // A failure in a chat the person is not looking at would go unnoticed inline.
       const elsewhere = !cancelled && state.activeChatId !== chatId
       const title = state.sessions.find((x) => x.chat_id === chatId)?.title
-      const banner = elsewhere ? `${title ? `"${title}"` : 'Another chat'}: ${detail}` : s.banner
-      return { ...reloadIfGap(s), banner, generating: stopGenerating(s.generating, chatId) }
+      const banner = elsewhere
+        ? title
+          ? tr('chat.errorIn', { title, detail })
+          : tr('chat.errorElsewhere', { detail })
+        : s.banner
+      return { ...closeForms(reloadIfGap(s), chatId), banner, generating: stopGenerating(s.generating, chatId) }
     }
     case 'session_updated': {
       const title = str(ev.title) ?? ''
@@ -315,7 +350,7 @@ function reduceEvent(state: State, ev: ServerEvent): State {
       return state
     case 'error': {
       if (!chatId) {
-        const detail = str(ev.detail) ?? 'Unknown error'
+        const detail = str(ev.detail) ?? tr('chat.unknownError')
         return { ...state, banner: detail }
       }
       return applyChatEvent(state, chatId, ev) ?? state
@@ -327,6 +362,8 @@ function reduceEvent(state: State, ev: ServerEvent): State {
     case 'stream_end':
     case 'done':
     case 'session_updated':
+    case 'elicitation':
+    case 'elicitation_end':
       if (!chatId) return state
       return applyChatEvent(state, chatId, ev) ?? state
     default:

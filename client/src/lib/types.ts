@@ -55,6 +55,8 @@ export interface McpServer {
   connected: boolean
   status_error: string | null
   tool_count: number
+  /** Tools held by pinning (changed since approved); absent when none. */
+  pending_changes?: number
 }
 
 export interface McpTool {
@@ -62,6 +64,8 @@ export interface McpTool {
   original_name?: string
   description?: string
   callable: boolean
+  /** `pending_approval` for a tool held by pinning. */
+  status?: string
 }
 
 export interface McpToolsResponse {

@@ -1,7 +1,9 @@
 //! Transports move JSON-RPC text between us and one MCP server; the [`Inbox`] is what their
 //! reader threads feed: it routes responses by id to the waiting caller's `bounded(1)` channel,
 //! records progress, flags `tools/list_changed`, and answers server requests (`ping` -> `{}`,
-//! anything else -> -32601) through the transport's non-blocking replier.
+//! anything else -> -32601) through the transport's non-blocking replier. On a connection that
+//! declared elicitation, `elicitation/create` goes to the one pending call that can ask a user
+//! (its caller answers it); with none, or more than one, it is declined here.
 //!
 //! Threads: each transport spawns its own reader thread(s) (named `mcp-<server>-…`); callers
 //! block only on their own reply channel with a deadline (see `client.rs`).
@@ -104,7 +106,12 @@ struct Pending {
     tx: Sender<Reply>,
     progress_token: Option<String>,
     progress: Arc<ProgressMark>,
+    /// Where this call's caller takes the server's `elicitation/create` requests.
+    elicit: Option<Sender<ServerRequest>>,
 }
+
+/// A server-to-client request handed to a waiting caller: its id and params.
+pub type ServerRequest = (Id, Option<Value>);
 
 /// When the last progress notification for a request arrived.
 #[derive(Default)]
@@ -132,6 +139,8 @@ pub struct Inbox {
     garbage_lines: AtomicU64,
     replier: OnceLock<Replier>,
     secrets: Vec<String>,
+    /// The connection declared the elicitation capability.
+    elicitation: AtomicBool,
 }
 
 /// How many unparsable messages are logged per connection before going quiet.
@@ -148,6 +157,7 @@ impl Inbox {
             garbage_lines: AtomicU64::new(0),
             replier: OnceLock::new(),
             secrets,
+            elicitation: AtomicBool::new(false),
         })
     }
 
@@ -160,15 +170,40 @@ impl Inbox {
         let _ = self.replier.set(f);
     }
 
+    /// Set before `initialize` when the client declares elicitation: `elicitation/create` is
+    /// then routed to calls registered with [`Inbox::register_eliciting`], else refused -32601.
+    pub fn set_elicitation(&self, on: bool) {
+        self.elicitation.store(on, Ordering::SeqCst);
+    }
+
     /// Registers `id` before its request is written, so a fast reply cannot be lost.
     pub fn register(&self, id: Id, progress_token: Option<String>) -> Result<(Receiver<Reply>, Arc<ProgressMark>)> {
+        self.register_eliciting(id, progress_token, None)
+    }
+
+    /// [`Inbox::register`] for a call whose caller can ask a user: `elicit` receives the
+    /// server's `elicitation/create` requests while the call is pending.
+    pub fn register_eliciting(
+        &self,
+        id: Id,
+        progress_token: Option<String>,
+        elicit: Option<Sender<ServerRequest>>,
+    ) -> Result<(Receiver<Reply>, Arc<ProgressMark>)> {
         if let Some(reason) = self.closed_reason() {
             return Err(Error::Closed(reason));
         }
         let (tx, rx) = crossbeam_channel::bounded(1);
         let progress = Arc::new(ProgressMark::default());
-        lock(&self.pending).insert(id, Pending { tx, progress_token, progress: progress.clone() });
+        lock(&self.pending).insert(id, Pending { tx, progress_token, progress: progress.clone(), elicit });
         Ok((rx, progress))
+    }
+
+    /// Answers a server request (from the reader thread or a caller; never blocks).
+    pub fn reply(&self, line: String) {
+        match self.replier.get() {
+            Some(r) => r(line),
+            None => log::warn!("mcp {}: no replier for server request", self.server),
+        }
     }
 
     /// Drops a pending entry (timeout, cancel, send failure); a late reply is then ignored.
@@ -278,18 +313,43 @@ impl Inbox {
                 }
             }
             Message::Notification { method, params } => self.handle_notification(&method, params),
-            Message::Request { id, method, .. } => {
+            Message::Request { id, method, params } => {
                 let reply = if method == "ping" {
                     jsonrpc::response_ok(&id, json!({}))
+                } else if method == "elicitation/create" && self.elicitation.load(Ordering::SeqCst) {
+                    match self.route_elicitation(id.clone(), params) {
+                        None => return,
+                        Some(why) => {
+                            log::info!("event=mcp.elicitation.declined server={} reason={why}", self.server);
+                            jsonrpc::response_ok(&id, json!({"action": "decline"}))
+                        }
+                    }
                 } else {
                     log::debug!("mcp {}: refusing server request '{method}'", self.server);
                     jsonrpc::response_err(&id, jsonrpc::METHOD_NOT_FOUND, "Method not found")
                 };
-                match self.replier.get() {
-                    Some(r) => r(reply),
-                    None => log::warn!("mcp {}: no replier for server request", self.server),
-                }
+                self.reply(reply);
             }
+        }
+    }
+
+    /// Hands an `elicitation/create` to the one pending call whose caller can ask a user.
+    /// The wire does not say which call a request belongs to (stdio, SSE), so with several
+    /// such calls in flight on one connection it is declined rather than shown in the wrong
+    /// chat. `Some(reason)` when it must be declined here.
+    fn route_elicitation(&self, id: Id, params: Option<Value>) -> Option<&'static str> {
+        let target = {
+            let pending = lock(&self.pending);
+            let mut askers = pending.values().filter_map(|p| p.elicit.as_ref());
+            match (askers.next(), askers.next()) {
+                (Some(tx), None) => tx.clone(),
+                (None, _) => return Some("no_call_can_ask"),
+                (Some(_), Some(_)) => return Some("ambiguous_call"),
+            }
+        };
+        match target.try_send((id, params)) {
+            Ok(()) => None,
+            Err(_) => Some("too_many_requests"),
         }
     }
 
@@ -546,6 +606,46 @@ mod tests {
         assert_eq!(a, json!({"jsonrpc":"2.0","id":9,"result":{}}));
         let b: Value = serde_json::from_str(&rx.try_recv().unwrap()).unwrap();
         assert_eq!(b, json!({"jsonrpc":"2.0","id":10,"error":{"code":-32601,"message":"Method not found"}}));
+    }
+
+    #[test]
+    fn elicitation_goes_to_the_one_asking_call_else_is_declined_or_refused() {
+        let inbox = Inbox::new("t", vec![]);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        inbox.set_replier(Box::new(move |s| {
+            let _ = tx.send(s);
+        }));
+        let reply = || serde_json::from_str::<Value>(&rx.try_recv().expect("a reply")).unwrap();
+        let ask = |id: i64| {
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"elicitation/create","params":{{"message":"m"}}}}"#)
+        };
+        // Not declared: refused as before.
+        inbox.handle_text(&ask(1));
+        assert_eq!(reply()["error"]["code"], json!(-32601));
+        inbox.set_elicitation(true);
+        // Declared, but no pending call can ask a user.
+        let (_plain, _) = inbox.register(Id::Num(10), None).unwrap();
+        inbox.handle_text(&ask(2));
+        assert_eq!(reply(), json!({"jsonrpc":"2.0","id":2,"result":{"action":"decline"}}));
+        // One asking call: the request is handed over, nothing is answered here.
+        let (etx, erx) = crossbeam_channel::bounded(1);
+        let (_a, _) = inbox.register_eliciting(Id::Num(11), None, Some(etx)).unwrap();
+        inbox.handle_text(&ask(3));
+        let (id, params) = erx.try_recv().expect("handed to the caller");
+        assert_eq!((id, params), (Id::Num(3), Some(json!({"message": "m"}))));
+        assert!(rx.try_recv().is_err());
+        // Its queue is full: declined.
+        let (etx_full, _erx_full) = crossbeam_channel::bounded(0);
+        inbox.forget(&Id::Num(11));
+        let (_b, _) = inbox.register_eliciting(Id::Num(12), None, Some(etx_full)).unwrap();
+        inbox.handle_text(&ask(4));
+        assert_eq!(reply()["result"]["action"], "decline");
+        // Two asking calls: which chat it belongs to is unknown, so it is declined.
+        let (etx2, erx2) = crossbeam_channel::bounded(1);
+        let (_c, _) = inbox.register_eliciting(Id::Num(13), None, Some(etx2)).unwrap();
+        inbox.handle_text(&ask(5));
+        assert_eq!(reply()["result"]["action"], "decline");
+        assert!(erx2.try_recv().is_err());
     }
 
     #[test]
