@@ -45,8 +45,9 @@ CARGO_TARGET_DIR=target/vendor-tiny-http cargo test --locked --manifest-path ven
 count_cargo
 
 if [ -f client/package.json ]; then
-  section "web client: build and unit tests"
+  section "web client: build, lint and unit tests"
   (cd client && npm run build --silent) || status=1
+  (cd client && npm run lint --silent) || status=1
   (cd client && NO_COLOR=1 FORCE_COLOR=0 npm test --silent) 2>&1 | sed 's/\x1b\[[0-9;]*m//g' | tee "$log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   p=$(grep -oE 'Tests +[0-9]+ passed' "$log" | grep -oE '[0-9]+' | tail -1); passed=$((passed + ${p:-0}))

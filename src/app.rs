@@ -235,6 +235,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
     }
     let http_addr = http_listener.local_addr().map_err(|e| Error(e.to_string()))?;
     let ws_addr = ws_listener.local_addr().map_err(|e| Error(e.to_string()))?;
+    mcp.set_oauth_redirect(crate::mcp::manager::oauth_redirect_uri(&config.http_host, http_addr.port()));
     let loopback_only = is_loopback(&config.http_host) && is_loopback(&config.ws_host);
     let policy = AccessPolicy::new(
         config.allowed_origins.clone(),

@@ -957,6 +957,58 @@ fn official_client_conformance_scenarios() {
     }
 }
 
+/// The conformance suite's 19 `auth/*` client scenarios (OAuth: metadata discovery, client ID
+/// metadata documents, dynamic and pre-registered clients, scope selection and step-up, the
+/// token-endpoint authentications, resource checks, the 2025-03-26 fallbacks and the
+/// client-credentials grants), each run with `cashcode-mcp-client` and its headless user agent.
+/// Every failing scenario is named with its output.
+#[test]
+fn official_client_conformance_auth_scenarios() {
+    everything_js();
+    let suite = root().join("mcp_servers/node_modules/@modelcontextprotocol/conformance");
+    assert!(suite.is_dir(), "the conformance suite is not installed: run `npm ci --prefix mcp_servers`");
+    // The suite's CIMD scenario expects this URL as the client id (a client's metadata
+    // document must live at an https URL; the suite's provider does not fetch it).
+    let client = format!(
+        "{} --client-metadata-url https://conformance-test.local/client-metadata.json",
+        env!("CARGO_BIN_EXE_cashcode-mcp-client")
+    );
+    let scenarios = [
+        "auth/metadata-default",
+        "auth/metadata-var1",
+        "auth/metadata-var2",
+        "auth/metadata-var3",
+        "auth/basic-cimd",
+        "auth/scope-from-www-authenticate",
+        "auth/scope-from-scopes-supported",
+        "auth/scope-omitted-when-undefined",
+        "auth/scope-step-up",
+        "auth/scope-retry-limit",
+        "auth/token-endpoint-auth-basic",
+        "auth/token-endpoint-auth-post",
+        "auth/token-endpoint-auth-none",
+        "auth/resource-mismatch",
+        "auth/pre-registration",
+        "auth/2025-03-26-oauth-metadata-backcompat",
+        "auth/2025-03-26-oauth-endpoint-fallback",
+        "auth/client-credentials-jwt",
+        "auth/client-credentials-basic",
+    ];
+    let mut failed = Vec::new();
+    for scenario in scenarios {
+        let out = Command::new("npx")
+            .args(["conformance", "client", "--command", &client, "--scenario", scenario])
+            .current_dir(root().join("mcp_servers"))
+            .output()
+            .expect("run npx conformance");
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        if !(out.status.success() && text.contains("OVERALL: PASSED")) {
+            failed.push(format!("--- {scenario} ---\n{text}"));
+        }
+    }
+    assert!(failed.is_empty(), "{} of {} auth scenarios failed:\n{}", failed.len(), scenarios.len(), failed.join("\n"));
+}
+
 // ------------------------------------------------------------------------------------------
 // The full chat flow through the real server with a scripted OpenAI-compatible fake LLM
 

@@ -8,7 +8,7 @@ import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { startFakeLlm, SLOW_REPLY, TOOL_REPLY } from './fakeLlm.mjs'
 import { startFakeMcp } from './fakeMcp.mjs'
-import { launchBrowser, screenshot, startServer } from './harness.mjs'
+import { assertAccessible, launchBrowser, screenshot, startServer } from './harness.mjs'
 import { makeZip } from './zip.mjs'
 
 const API_KEY = 'sk-e2e-secret-7731'
@@ -98,6 +98,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     assert.match(await page.getByTestId('first-run').innerText(), /Connect a language model/)
     assert.equal(await page.title(), 'CashCode')
     await screenshot(page, '01-first-run')
+    await assertAccessible(page, '01-first-run')
   })
 
   test('LLM settings: test and save the Generic API; the key is never shown', async () => {
@@ -126,6 +127,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     assert.equal(stored.json.openai_compatible.api_key_configured, true)
     assert.ok(!stored.text.includes(API_KEY))
     await screenshot(page, '02-llm-settings')
+    await assertAccessible(page, '02-llm-settings')
     // the Ollama tab keeps its own draft and validation
     await page.getByRole('tab', { name: 'Ollama' }).click()
     await page.getByLabel('Server URL').waitFor()
@@ -158,7 +160,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     assert.equal(await a.locator('h2').innerText(), 'Fake answer')
     assert.equal(await a.locator('table th').count(), 2)
     assert.equal(await a.locator('table tbody tr').count(), 2)
-    assert.ok((await a.locator('pre code .tk-kw').count()) >= 1, 'code is highlighted')
+    await until(async () => (await a.locator('pre code .hljs-keyword').count()) >= 1, 'highlighted code (loaded lazily)')
     assert.equal(await a.locator('ul li').count(), 2)
     // the server titles the chat from the first message
     await until(
@@ -171,6 +173,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     const req = llm.state.requests.at(-1).body
     assert.equal(req.model, 'fake-model')
     await screenshot(page, '03-chat')
+    await assertAccessible(page, '03-chat')
   })
 
   test('tool turn shows progress blocks matched by call_id', async () => {
@@ -197,7 +200,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     const abortedBefore = llm.state.aborted
     await sendMessage(page, '[wait] think for a long time')
     await page.getByTestId('stop-button').waitFor()
-    assert.ok(await page.getByTestId('composer-input').isDisabled(), 'the textarea is disabled while generating')
+    assert.ok(await page.getByTestId('composer-input').isEditable(), 'the next message can be typed while a turn runs')
     await page.getByTestId('stop-button').click()
     await page.getByTestId('msg-notice').filter({ hasText: 'Generation stopped' }).last().waitFor({ timeout: 8000 })
     await waitTurnDone(page, 8000)
@@ -207,7 +210,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
   test('stop after partial text keeps the partial answer', async () => {
     await sendMessage(page, '[slow] count for me')
     await until(async () => /w3\b/.test(await (await lastAssistant(page)).innerText()), 'the first words')
-    await page.getByTestId('stop-button').click()
+    await page.keyboard.press('Escape') // Esc stops the turn
     await waitTurnDone(page, 8000)
     const a = await lastAssistant(page)
     await until(async () => (await a.getAttribute('data-streaming')) === 'false', 'streaming to end')
@@ -223,8 +226,44 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     await err.waitFor({ timeout: 20_000 })
     assert.ok((await err.innerText()).trim().length > 0)
     await waitTurnDone(page)
-    assert.equal(await page.getByRole('alert').count(), 0, 'no global banner for the open chat')
+    assert.equal(await page.locator('main > [role=alert]').count(), 0, 'no global banner for the open chat')
+    assert.equal(await err.getAttribute('role'), 'alert')
     await screenshot(page, '04b-inline-error')
+  })
+
+  test('comforts: duration, copy, regenerate, queue while a turn runs', async () => {
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.httpUrl })
+    await sendMessage(page, 'Regenerate me please')
+    await waitTurnDone(page)
+    let a = await lastAssistant(page)
+    assert.match(await a.getByTestId('msg-duration').innerText(), /^\d+\.\d s$/)
+    assert.equal(await a.locator('time').count(), 1)
+    await a.getByTestId('copy-message').click()
+    await until(async () => (await page.evaluate(() => navigator.clipboard.readText())).includes('Fake answer'), 'the answer on the clipboard')
+    // Regenerate sends the last user message again as a new turn
+    const before = llm.state.requests.length
+    assert.equal(await page.getByTestId('regenerate').count(), 1, 'only the last answer offers Regenerate')
+    await page.getByTestId('regenerate').click()
+    await until(async () => (await page.getByTestId('msg-user').filter({ hasText: 'Regenerate me please' }).count()) === 2, 'the resent message')
+    await waitTurnDone(page)
+    assert.ok(llm.state.requests.length > before)
+    assert.equal(llm.state.requests.at(-1).body.messages.at(-1).content, 'Regenerate me please')
+    // typing while a turn runs: Enter queues, the message goes out when the turn ends
+    await sendMessage(page, '[slow] count once more')
+    await page.getByTestId('stop-button').waitFor()
+    const input = page.getByTestId('composer-input')
+    await input.fill('queued follow-up')
+    await input.press('Enter')
+    await page.getByTestId('queued').filter({ hasText: 'queued follow-up' }).waitFor()
+    assert.equal(await input.inputValue(), '')
+    await until(async () => (await page.getByTestId('queued').count()) === 0, 'the queued message to be sent', 30_000)
+    await waitTurnDone(page, 30_000)
+    const users = await page.getByTestId('msg-user').allInnerTexts()
+    assert.match(users.at(-1), /queued follow-up/)
+    a = await lastAssistant(page)
+    assert.match(await a.innerText(), /Fake answer/)
+    const slow = page.getByTestId('msg-assistant').filter({ hasText: 'w39' })
+    assert.equal(await slow.count(), 1, 'the slow answer is whole and separate')
   })
 
   test('sidebar: switching restores messages; rename and delete', async () => {
@@ -288,7 +327,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
       await waitTurnDone(p, 20_000)
       const a = await lastAssistant(p)
       await until(async () => (await a.getAttribute('data-streaming')) === 'false', 'streaming to end')
-      assert.equal((await a.innerText()).trim(), SLOW_REPLY)
+      assert.equal((await a.getByTestId('markdown').innerText()).trim(), SLOW_REPLY)
       assert.equal(await p.getByTestId('msg-assistant').count(), 1)
       await screenshot(p, '05-reconnect')
     } finally {
@@ -312,6 +351,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
       await p.getByLabel('Open menu').click()
       await until(inView, 'the drawer to open')
       await screenshot(p, '11-mobile-drawer')
+      await assertAccessible(p, '11-mobile-drawer')
       await p.getByTestId('session-row').filter({ hasText: 'Renamed chat' }).locator('button').first().click()
       await until(outOfView, 'the drawer to close')
       await p.getByTestId('msg-user').first().waitFor()
@@ -347,6 +387,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     assert.ok(!list.text.includes(MCP_SECRET))
     assert.ok(!(await page.content()).includes(MCP_SECRET))
     await screenshot(page, '06-mcp-market')
+    await assertAccessible(page, '06-mcp-market')
     // edit shows the stored secret masked
     await row.getByLabel('More actions').click()
     await page.getByRole('menuitem', { name: 'Edit' }).click()
@@ -375,6 +416,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     assert.match(await row.innerText(), /Uploaded/)
     assert.match(await row.innerText(), /Available/)
     await screenshot(page, '07-skill-market')
+    await assertAccessible(page, '07-skill-market')
     // edit
     await row.getByTestId('skill-edit').click()
     const editor = page.getByTestId('skill-content')
@@ -390,6 +432,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     await page.getByTestId('skill-save').click()
     await page.getByTestId('skill-save-error').filter({ hasText: 'changed elsewhere' }).waitFor()
     await screenshot(page, '08-skill-editor-conflict')
+    await assertAccessible(page, '08-skill-editor-conflict')
     await page.getByTestId('skill-reload').click()
     await until(async () => (await editor.inputValue()).includes('Changed elsewhere.'), 'the reloaded content')
     await editor.fill(skillMd.replace('Always answer with notes.', 'Always answer with short notes.'))
@@ -454,6 +497,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
       await until(async () => (await picker.getByTestId('picker-item').count()) >= 1, 'the skill row')
       assert.match(await picker.innerText(), /Filter: e2e/)
       await screenshot(page, '09-picker')
+      await assertAccessible(page, '09-picker')
       await input.press('Enter')
       await page.getByTestId('chip-skill').filter({ hasText: 'E2E Notes' }).waitFor()
       chips += 1

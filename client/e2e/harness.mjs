@@ -1,6 +1,8 @@
 // End-to-end harness: starts the real CashCode binary on free ports with a throwaway home, and a
 // headless Debian chromium through playwright-core (never a downloaded browser).
+import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
+import { createRequire } from 'node:module'
 import { existsSync, mkdtempSync, mkdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -116,4 +118,28 @@ export async function launchBrowser() {
 export async function screenshot(page, name) {
   mkdirSync(screenshotDir, { recursive: true })
   await page.screenshot({ path: path.join(screenshotDir, `${name}.png`) })
+}
+
+const require = createRequire(import.meta.url)
+
+/** Serious and critical axe-core violations on the page as it is now (axe injected once per page). */
+export async function axeViolations(page) {
+  if (!(await page.evaluate(() => 'axe' in window))) {
+    await page.addScriptTag({ path: require.resolve('axe-core/axe.min.js') })
+  }
+  const violations = await page.evaluate(async () => {
+    const r = await window.axe.run(document, { resultTypes: ['violations'] })
+    return r.violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      help: v.help,
+      nodes: v.nodes.slice(0, 3).map((n) => `${n.target.join(' ')} :: ${n.failureSummary?.split('\n')[1] ?? ''}`),
+    }))
+  })
+  return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+}
+
+export async function assertAccessible(page, screen) {
+  const v = await axeViolations(page)
+  assert.deepEqual(v, [], `${screen}: serious accessibility violations:\n${JSON.stringify(v, null, 2)}`)
 }

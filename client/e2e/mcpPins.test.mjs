@@ -63,7 +63,7 @@ describe('MCP tool pinning in the market', { concurrency: 1 }, () => {
     await change.getByTestId('mcp-approve').click()
     await until(async () => (await page.getByTestId('mcp-changes').count()) === 0, 'the review to close')
     await until(async () => (await row.getByTestId('mcp-review').count()) === 0, 'the badge to go')
-    await until(async () => /1 tools/.test(await row.innerText()), 'the tool to be registered')
+    await until(async () => /\b1 tool\b/.test(await row.innerText()), 'the tool to be registered')
     const tools = (await server.api('GET', '/mcp/servers/pin-tools/tools')).json
     assert.equal(tools.tools[0].callable, true, JSON.stringify(tools))
     assert.equal((await server.api('GET', '/mcp/servers/pin-tools/changes')).json.changes.length, 0)

@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { startFakeLlm } from './fakeLlm.mjs'
-import { launchBrowser, screenshot, startServer } from './harness.mjs'
+import { assertAccessible, launchBrowser, screenshot, startServer } from './harness.mjs'
 
 let llm, server, browser, context, page
 let failed = false
@@ -246,6 +246,7 @@ describe('Memory page and skill history', { concurrency: 1 }, () => {
     await snap.getByTestId('memory-diff').waitFor()
     await top('memory-page')
     await readmeShot(page, 'screen-memory')
+    await assertAccessible(page, 'memory page')
     await page.getByTestId('dream-card').scrollIntoViewIfNeeded()
     await readmeShot(page, 'screen-memory-dream')
     await page.getByRole('button', { name: 'Settings', exact: true }).click()

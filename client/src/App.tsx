@@ -20,6 +20,11 @@ import { responseFrame, type Elicitation } from './lib/elicitation'
 import { MemoryPage } from './components/MemoryPage'
 import type { MessageFrame, Selection } from './lib/selections'
 
+interface QueuedMessage {
+  frame: MessageFrame
+  selections: Selection[]
+}
+
 export function App() {
   const t = useT()
   const [ready, setReady] = useState(false)
@@ -33,6 +38,8 @@ export function App() {
   const [llm, setLlm] = useState<LlmSettings | null>(null)
   const [llmVersion, setLlmVersion] = useState(0)
   const socketRef = useRef<ChatSocket | null>(null)
+  /** messages typed while their chat's turn runs: each is sent when the chat is idle again */
+  const [queue, setQueue] = useState<Record<string, QueuedMessage[]>>({})
   /** chats this connection is subscribed to (reset on every reconnect) */
   const subscribed = useRef<Set<string>>(new Set())
 
@@ -180,11 +187,34 @@ export function App() {
   }
 
   const send = (frame: MessageFrame, selections: Selection[]): boolean => {
+    // The server would queue it too, but its events would then interleave with the running
+    // answer in the transcript; holding it here keeps each turn's messages together.
+    if (stateRef.current.generating[frame.chat_id]) {
+      if (!socketRef.current?.isOpen()) return false
+      setQueue((q) => ({ ...q, [frame.chat_id]: [...(q[frame.chat_id] ?? []), { frame, selections }] }))
+      return true
+    }
     if (!socketRef.current?.send(frame)) return false
     subscribed.current.add(frame.chat_id)
     dispatch({ type: 'sent', chatId: frame.chat_id, content: frame.content, selections })
     return true
   }
+
+  // Send the next queued message of every chat whose turn has ended.
+  useEffect(() => {
+    if (conn !== 'connected') return
+    for (const [chatId, list] of Object.entries(queue)) {
+      if (!list.length || state.generating[chatId] || !state.chats[chatId]) continue
+      const next = list[0]
+      if (!socketRef.current?.send(next.frame)) continue
+      subscribed.current.add(chatId)
+      dispatch({ type: 'sent', chatId, content: next.frame.content, selections: next.selections })
+      setQueue((q) => ({ ...q, [chatId]: (q[chatId] ?? []).filter((m) => m !== next) }))
+    }
+  }, [queue, state.generating, state.chats, conn])
+
+  const unqueue = (chatId: string, index: number) =>
+    setQueue((q) => ({ ...q, [chatId]: (q[chatId] ?? []).filter((_, i) => i !== index) }))
 
   // The open chat's first form is shown; a form in another chat gets a notice with a way there.
   const form: Elicitation | undefined = active ? state.elicitations[active]?.[0] : undefined
@@ -268,6 +298,8 @@ export function App() {
                 onOpenSettings={() => chooseView('llm-settings')}
                 onSend={send}
                 onCancel={cancel}
+                queued={active ? (queue[active] ?? []).map((m) => m.frame.content) : []}
+                onUnqueue={(i) => active && unqueue(active, i)}
               />
             )}
             {view === 'mcp-market' && <McpMarket />}

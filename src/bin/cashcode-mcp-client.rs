@@ -5,13 +5,18 @@
 //! `/sse`), lists the tools, calls each one with arguments made from its schema, and closes.
 //! It declares elicitation and accepts a server's form with the schema's defaults (SEP-1034).
 //!
-//! Usage: `cashcode-mcp-client URL`. Exit code 0 when every step worked, 1 otherwise. Also handy
+//! OAuth (`cashcode::mcp::auth::headless`): a server that answers 401 is authorized on the
+//! spot, the authorization URL followed with GET; `--client-metadata-url URL` names our client
+//! ID metadata document; the suite's `MCP_CONFORMANCE_CONTEXT` may carry a pre-registered
+//! client.
+//!
+//! Usage: `cashcode-mcp-client [--client-metadata-url URL] URL`. Exit code 0 when every step worked, 1 otherwise. Also handy
 //! for checking a server by hand: it prints the server info and every tool result.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use cashcode::mcp::client::{Client, ClientConfig};
+use cashcode::mcp::client::{AuthHandle, Client, ClientConfig};
 use cashcode::mcp::elicit::{Answer, Request};
 use cashcode::mcp::transport::{HttpSpec, TransportSpec};
 use serde_json::{json, Map, Value};
@@ -64,8 +69,16 @@ fn main() -> ExitCode {
     } else {
         TransportSpec::StreamableHttp(http)
     };
+    let args: Vec<String> = std::env::args().collect();
+    let cimd = args.iter().position(|a| a == "--client-metadata-url").and_then(|i| args.get(i + 1)).cloned();
+    let context = std::env::var("MCP_CONFORMANCE_CONTEXT").ok();
+    let auth = cashcode::mcp::auth::headless(&url, context.as_deref(), cimd);
+    let cfg = ClientConfig {
+        elicitation: true,
+        auth: Some(AuthHandle(std::sync::Arc::new(auth))),
+        ..ClientConfig::default()
+    };
     // Nobody is at the keyboard: a server's form is accepted with its defaults (SEP-1034).
-    let cfg = ClientConfig { elicitation: true, ..ClientConfig::default() };
     let accept_defaults = |req: &Request| Answer::Accept(req.form.defaults());
     let client = match Client::connect("conformance", &spec, cfg) {
         Ok(c) => c,

@@ -48,6 +48,7 @@ impl Api {
             ["sessions", rest @ ..] => sessions::route(self, m, rest, req),
             ["settings", "llm", rest @ ..] => llm_routes::route(self, m, rest, req),
             ["mcp", "servers", rest @ ..] => mcp_routes::route(self, m, rest, req),
+            ["mcp", "oauth", "callback"] => mcp_routes::oauth_callback(self, m, req),
             ["skills", rest @ ..] => skills_routes::route(self, m, rest, req),
             ["skill-evolution", rest @ ..] => skills_routes::route_evolution(self, m, rest),
             ["memory", rest @ ..] => memory_routes::route(self, m, rest, req),

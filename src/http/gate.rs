@@ -164,6 +164,13 @@ impl ApiPath {
             _ => true,
         }
     }
+
+    /// The OAuth callback: a top-level navigation from the provider, so it carries neither the
+    /// API token nor our Origin. It is bound instead to a pending flow by its unguessable,
+    /// single-use, expiring `state` (`McpManager::oauth_callback`); GET only.
+    pub fn is_oauth_callback(&self, method: &str) -> bool {
+        method == "GET" && self.segs() == ["mcp", "oauth", "callback"]
+    }
 }
 
 impl Target {
@@ -172,7 +179,9 @@ impl Target {
         let Target::Api(p) = self else { return false };
         match (method, p.segs().as_slice()) {
             (_, ["settings", "llm", _, ..]) => true,
-            ("POST", ["mcp", "servers", _, "connect" | "disconnect"]) => true,
+            ("POST", ["mcp", "servers", _, "connect" | "disconnect" | "authorize" | "sign-out"]) => true,
+            // Exchanges the code at the provider's token endpoint.
+            ("GET", ["mcp", "oauth", "callback"]) => true,
             // Editing or deleting a server closes its connection (a stdio child gets a grace period).
             ("PUT" | "DELETE", ["mcp", "servers", _, ..]) => true,
             ("POST", ["skills", "import"]) => true,

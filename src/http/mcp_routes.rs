@@ -1,6 +1,7 @@
 //! `/api/mcp/servers` (http-api.md §6): the merged catalog, user server CRUD, connect,
-//! disconnect, tool listings, and the review of tools held by pinning (`changes`,
-//! `changes/approve`). Request shape problems (missing or unknown fields, wrong
+//! disconnect, tool listings, the review of tools held by pinning (`changes`,
+//! `changes/approve`), and OAuth: authorize (the URL to open), sign-out, and the provider's
+//! callback (`/api/mcp/oauth/callback`, a small HTML page, never a token). Request shape problems (missing or unknown fields, wrong
 //! JSON types) get pydantic-style 422 lists from the shared validator ([`super::shape`]);
 //! rule violations get the contract's string details from the catalog. Header values never
 //! leave `McpManager` unmasked.
@@ -37,6 +38,8 @@ pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
         },
         [name, "connect"] => only(m, &["POST"]).unwrap_or_else(|| answer(mcp.connect(name), 200)),
         [name, "disconnect"] => only(m, &["POST"]).unwrap_or_else(|| answer(mcp.disconnect(name), 200)),
+        [name, "authorize"] => only(m, &["POST"]).unwrap_or_else(|| answer(mcp.authorize(name), 200)),
+        [name, "sign-out"] => only(m, &["POST"]).unwrap_or_else(|| answer(mcp.sign_out(name), 200)),
         [name, "tools"] => only(m, &["GET"]).unwrap_or_else(|| answer(mcp.tools_listing(name), 200)),
         [name, "changes"] => only(m, &["GET"]).unwrap_or_else(|| answer(mcp.changes(name), 200)),
         [name, "changes", "approve"] => only(m, &["POST"]).unwrap_or_else(|| match approve_body(req) {
@@ -92,6 +95,39 @@ fn body(req: &Req, create: bool) -> Result<Value, Resp> {
     }
     let v = b.value().clone();
     b.done(Some(v))
+}
+
+/// `GET /api/mcp/oauth/callback?code=…&state=…`: completes the flow `state` names and answers
+/// a page the user can close (the web client polls the server list). The page shows only the
+/// server name or a fixed, redacted reason; `no-store` keeps it out of caches and the query
+/// (the code) out of any later Referer.
+pub fn oauth_callback(api: &Api, m: &str, req: &Req) -> Resp {
+    if let Some(r) = only(m, &["GET"]) {
+        return r;
+    }
+    let params = crate::mcp::auth::flow::query_params(&format!("?{}", req.query));
+    let (status, title, text) = match api.mcp.oauth_callback(&params) {
+        Ok(name) => (
+            200,
+            "Authorized",
+            format!("CashCode is now authorized for the MCP server \u{201c}{name}\u{201d}. You can close this window."),
+        ),
+        Err(why) => (400, "Authorization failed", why),
+    };
+    let page = format!(
+        "<!doctype html><meta charset=\"utf-8\"><title>{t}</title><body style=\"font-family:sans-serif;margin:3em\"><h1>{t}</h1><p>{b}</p></body>",
+        t = escape(title),
+        b = escape(&text)
+    );
+    let mut r = Resp::text(status, &page);
+    r.content_type = "text/html; charset=utf-8";
+    r.headers.push(("Cache-Control".into(), "no-store".into()));
+    r.headers.push(("Referrer-Policy".into(), "no-referrer".into()));
+    r
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// The approve body: empty, or `{"tools": [original names]}` (absent or null: every held tool).

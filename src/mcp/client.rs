@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::select;
 use serde_json::{json, Map, Value};
 
+use super::auth::Authorizer;
 use super::elicit::{self, Answer};
 use super::jsonrpc::{self, Id};
 use super::transport::sse::SseTransport;
@@ -58,6 +59,18 @@ pub struct ClientConfig {
     /// Declare `elicitation: {form: {}}` in `initialize`: only for connections whose tool
     /// calls pass an `ask` that reaches a user.
     pub elicitation: bool,
+    /// OAuth for Streamable HTTP servers that ask for it (`None`: requests go without).
+    pub auth: Option<AuthHandle>,
+}
+
+/// The [`Authorizer`] a Streamable HTTP transport consults (its `Debug` shows nothing).
+#[derive(Clone)]
+pub struct AuthHandle(pub Arc<dyn Authorizer>);
+
+impl std::fmt::Debug for AuthHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuthHandle")
+    }
 }
 
 /// Answers one `elicitation/create` of a call (blocks until the user, a timeout or cancel).
@@ -76,6 +89,7 @@ impl Default for ClientConfig {
             stdio_grace: stdio::DEFAULT_GRACE,
             client_name: "cashcode".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
+            auth: None,
             elicitation: false,
         }
     }
@@ -244,13 +258,16 @@ impl Client {
         let transport: Box<dyn Transport> = match spec {
             TransportSpec::Stdio(s) => Box::new(StdioTransport::spawn(server, s, inbox.clone(), cfg.stdio_grace)?),
             TransportSpec::Sse(h) => Box::new(SseTransport::connect(server, h, inbox.clone(), cfg.connect_timeout)?),
-            TransportSpec::StreamableHttp(h) => Box::new(StreamableHttpTransport::new(
-                server,
-                h,
-                inbox.clone(),
-                cfg.connect_timeout,
-                cfg.max_call_time + Duration::from_secs(30),
-            )?),
+            TransportSpec::StreamableHttp(h) => Box::new(
+                StreamableHttpTransport::new(
+                    server,
+                    h,
+                    inbox.clone(),
+                    cfg.connect_timeout,
+                    cfg.max_call_time + Duration::from_secs(30),
+                )?
+                .with_auth(cfg.auth.clone().map(|a| a.0)),
+            ),
         };
         Self::with_transport(server, transport, inbox, cfg, start)
     }

@@ -15,9 +15,11 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
+use super::auth::{self, OAuth, PendingFlow};
 use super::cache::{self, CachedTool};
+use super::catalog::Kind;
 use super::catalog::{Catalog, ServerConfig};
-use super::client::{Ask, CallResult, Client, ClientConfig, ToolInfo};
+use super::client::{Ask, AuthHandle, CallResult, Client, ClientConfig, ToolInfo};
 use super::names::{wrapped_name, NameTable};
 use super::pins::{self, Pins};
 use super::search::{self, SearchIndex};
@@ -29,14 +31,33 @@ use super::{Error, Result};
 use crate::util::cancel::CancelToken;
 use crate::util::text;
 
+/// The callback route of browser OAuth flows (`http::mcp_routes`).
+pub const OAUTH_CALLBACK_PATH: &str = "/api/mcp/oauth/callback";
+/// Browser flows waiting for their callback at once (older ones are dropped first).
+const MAX_PENDING_FLOWS: usize = 16;
+
 const NOT_CONFIGURED: &str = "MCP server is not configured";
 const GONE: &str = "connection is no longer available";
 
 #[derive(Debug, Clone)]
 pub struct ManagerConfig {
     pub client: ClientConfig,
-    /// `<data>`: holds `mcp/servers.json` and `mcp_cache/`.
+    /// `<data>`: holds `mcp/servers.json`, `mcp/oauth/` and `mcp_cache/`.
     pub data_dir: PathBuf,
+}
+
+/// Where OAuth providers send the browser back: CashCode's own callback route on its HTTP
+/// listener (loopback and wildcard binds as `127.0.0.1`).
+pub fn oauth_redirect_uri(http_host: &str, port: u16) -> String {
+    let h = http_host;
+    let host = if crate::config::is_loopback(h) || h == "0.0.0.0" || h == "::" || h == "[::]" {
+        "127.0.0.1".to_string()
+    } else if h.contains(':') && !h.starts_with('[') {
+        format!("[{h}]")
+    } else {
+        h.to_string()
+    };
+    format!("http://{host}:{port}{OAUTH_CALLBACK_PATH}")
 }
 
 impl ManagerConfig {
@@ -69,6 +90,8 @@ struct SlotState {
     status: Status,
     error: Option<String>,
     live: Option<Arc<Live>>,
+    /// The last connect ended with `AuthorizationRequired`.
+    auth_required: bool,
     /// The user disconnected the server: its activated tools are not offered from the cache
     /// and are not reconnected on demand until something connects it explicitly.
     user_off: bool,
@@ -101,6 +124,13 @@ pub struct McpManager {
     shutting_down: AtomicBool,
     /// Told every configured header value and secret env value whenever the catalog changes.
     secrets: crate::secrets::Secrets,
+    /// OAuth state of Streamable HTTP servers, by name (created on first use).
+    oauth: Mutex<HashMap<String, Arc<OAuth>>>,
+    /// Browser flows by `state`: (server, flow); taken out once by the callback.
+    flows: Mutex<HashMap<String, (String, PendingFlow)>>,
+    /// Every server's OAuth secrets (tokens, client secrets), published as `mcp-oauth`.
+    oauth_secrets: Arc<Mutex<HashMap<String, Vec<String>>>>,
+    redirect_uri: Mutex<String>,
 }
 
 impl McpManager {
@@ -117,7 +147,17 @@ impl McpManager {
             catalog_hook: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             secrets: crate::secrets::Secrets::new(),
+            oauth: Mutex::new(HashMap::new()),
+            flows: Mutex::new(HashMap::new()),
+            oauth_secrets: Arc::default(),
+            redirect_uri: Mutex::new(format!("http://127.0.0.1:8000{OAUTH_CALLBACK_PATH}")),
         }
+    }
+
+    /// Sets the OAuth redirect URI ([`oauth_redirect_uri`] of the bound HTTP listener), before
+    /// any request is served.
+    pub fn set_oauth_redirect(&self, uri: String) {
+        *lock(&self.redirect_uri) = uri;
     }
 
     /// Shares `secrets` (the server's registry) and tells it the catalog's secrets; every
@@ -206,8 +246,141 @@ impl McpManager {
     fn view(&self, cfg: &ServerConfig) -> ServerView {
         let (status, error, live) = self.observe(&cfg.name);
         let mut v = ServerView::new(cfg, status, error, live.map(|l| l.tools.len()).unwrap_or(0));
+        v.auth = self.auth_state(cfg);
         v.pending_changes = self.pins_of(cfg).pending.len();
         v
+    }
+
+    /// `"authorized"` with a token held, `"required"` when the last connect asked for one.
+    fn auth_state(&self, cfg: &ServerConfig) -> Option<&'static str> {
+        let oauth = self.oauth_for(cfg)?;
+        if oauth.authorized() {
+            Some("authorized")
+        } else if lock(&self.slot(&cfg.name).state).auth_required {
+            Some("required")
+        } else {
+            None
+        }
+    }
+
+    /// The OAuth state of a Streamable HTTP server (none for other kinds, or when the owner
+    /// configured an `Authorization` header), loading stored tokens on first use.
+    fn oauth_for(&self, cfg: &ServerConfig) -> Option<Arc<OAuth>> {
+        if cfg.kind != Kind::StreamableHttp || cfg.headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
+            return None;
+        }
+        let mut map = lock(&self.oauth);
+        if let Some(o) = map.get(&cfg.name) {
+            return Some(o.clone());
+        }
+        let settings = auth::Settings {
+            client_name: "CashCode".into(),
+            redirect_uri: lock(&self.redirect_uri).clone(),
+            ..auth::Settings::default()
+        };
+        let (all, secrets, name) = (self.oauth_secrets.clone(), self.secrets.clone(), cfg.name.clone());
+        let sink = Arc::new(move |values: Vec<String>| {
+            let mut all = lock(&all);
+            all.insert(name.clone(), values);
+            secrets.set("mcp-oauth", all.values().flatten().cloned().collect::<Vec<_>>());
+        });
+        let o = Arc::new(
+            OAuth::new(&cfg.url, settings, Arc::new(auth::Browser))
+                .with_secret_sink(sink)
+                .with_store(auth::tokens::TokenStore::new(&self.cfg.data_dir, &cfg.name)),
+        );
+        map.insert(cfg.name.clone(), o.clone());
+        Some(o)
+    }
+
+    /// Forgets a server's OAuth state; with `delete`, its stored tokens too.
+    fn drop_oauth(&self, name: &str, delete: bool) {
+        let o = lock(&self.oauth).remove(name);
+        lock(&self.flows).retain(|_, (n, _)| n != name);
+        if delete {
+            let r = match o {
+                Some(o) => o.sign_out(),
+                None => auth::tokens::TokenStore::new(&self.cfg.data_dir, name).delete(),
+            };
+            if let Err(e) = r {
+                log::warn!("event=mcp.oauth.delete_failed server={name} error_kind={:?}", e.kind());
+            }
+        }
+        let mut all = lock(&self.oauth_secrets);
+        all.remove(name);
+        self.secrets.set("mcp-oauth", all.values().flatten().cloned().collect::<Vec<_>>());
+    }
+
+    /// `POST /api/mcp/servers/{name}/authorize`: starts a browser flow and returns the URL
+    /// to open. Network-bound (discovery, maybe registration).
+    pub fn authorize(&self, name: &str) -> std::result::Result<Value, ApiError> {
+        let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
+        let oauth = self.oauth_for(&cfg).ok_or_else(|| {
+            ApiError::new(400, "OAuth applies to Streamable HTTP servers without an Authorization header")
+        })?;
+        let flow = oauth.begin().map_err(|e| {
+            let msg = redact_status(&e, &cfg.secrets());
+            log::warn!("event=mcp.oauth.begin_failed server={name} error={msg:?}");
+            ApiError::new(502, &msg)
+        })?;
+        let url = flow.url.clone();
+        let mut flows = lock(&self.flows);
+        flows.retain(|_, (_, f)| !f.expired());
+        while flows.len() >= MAX_PENDING_FLOWS {
+            let oldest = flows.iter().min_by_key(|(_, (_, f))| f.created).map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => flows.remove(&k),
+                None => break,
+            };
+        }
+        flows.insert(flow.state.clone(), (name.to_string(), flow));
+        log::info!("event=mcp.oauth.flow_started server={name}");
+        let mut out = Map::new();
+        out.insert("authorization_url".into(), Value::String(url));
+        Ok(Value::Object(out))
+    }
+
+    /// `GET /api/mcp/oauth/callback`: the flow named by `state` is taken out (single use,
+    /// whatever the outcome) and completed. Returns the server's name, or why not (already
+    /// redacted, safe to show).
+    pub fn oauth_callback(&self, params: &[(String, String)]) -> std::result::Result<String, String> {
+        let state = params.iter().find(|(k, _)| k == "state").map(|(_, v)| v.as_str()).unwrap_or("");
+        let taken = lock(&self.flows).remove(state);
+        let Some((name, flow)) = taken else {
+            log::warn!("event=mcp.oauth.callback_refused reason=unknown_state");
+            return Err("This authorization link is unknown, was already used, or has expired.".into());
+        };
+        if flow.expired() {
+            log::warn!("event=mcp.oauth.callback_refused server={name} reason=expired");
+            return Err("This authorization took too long. Start it again from CashCode.".into());
+        }
+        let cfg = self.server_config(&name).ok_or_else(|| NOT_CONFIGURED.to_string())?;
+        let oauth = self.oauth_for(&cfg).ok_or_else(|| NOT_CONFIGURED.to_string())?;
+        match oauth.finish(flow, params) {
+            Ok(()) => {
+                lock(&self.slot(&name).state).auth_required = false;
+                Ok(name)
+            }
+            Err(e) => {
+                let msg = redact_status(&e, &cfg.secrets());
+                log::warn!("event=mcp.oauth.callback_failed server={name} error={msg:?}");
+                Err(msg)
+            }
+        }
+    }
+
+    /// `POST /api/mcp/servers/{name}/sign-out`: disconnects and forgets the tokens.
+    pub fn sign_out(&self, name: &str) -> std::result::Result<ServerView, ApiError> {
+        let cfg = self.server_config(name).ok_or_else(|| ApiError::not_found(name))?;
+        self.disconnect_inner(name, true);
+        if let Some(o) = self.oauth_for(&cfg) {
+            if let Err(e) = o.sign_out() {
+                log::warn!("event=mcp.oauth.delete_failed server={name} error_kind={:?}", e.kind());
+                return Err(ApiError::new(500, "could not delete the stored authorization"));
+            }
+        }
+        log::info!("event=mcp.oauth.signed_out server={name}");
+        Ok(self.view(&cfg))
     }
 
     /// `GET /api/mcp/servers`.
@@ -241,6 +414,7 @@ impl McpManager {
         let _m = lock(&self.mutation);
         let cfg = lock(&self.catalog).update(name, body)?;
         self.disconnect_inner(name, true);
+        self.drop_oauth(name, false);
         cache::delete_cache(&self.cfg.data_dir, name);
         let slot = self.slot(name);
         *lock(&slot.state) = SlotState::default();
@@ -255,6 +429,7 @@ impl McpManager {
         let _m = lock(&self.mutation);
         lock(&self.catalog).check_mutable(name)?;
         self.disconnect_inner(name, true);
+        self.drop_oauth(name, true);
         cache::delete_cache(&self.cfg.data_dir, name);
         let _ = std::fs::remove_file(pins::pins_path(&self.cfg.data_dir, name));
         lock(&self.catalog).delete(name)?;
@@ -317,7 +492,9 @@ impl McpManager {
         let fingerprint = cache::fingerprint(&spec);
         let secrets = cfg.secrets();
         let started = std::time::Instant::now();
-        let outcome = match Client::connect(name, &spec, self.cfg.client.clone()) {
+        let mut client_cfg = self.cfg.client.clone();
+        client_cfg.auth = self.oauth_for(&cfg).map(|o| AuthHandle(o as Arc<dyn auth::Authorizer>));
+        let outcome = match Client::connect(name, &spec, client_cfg) {
             Err(e) => Err(Failure::Handshake(e)),
             Ok(client) => match client.list_tools() {
                 Ok(tools) => Ok((client, tools)),
@@ -344,6 +521,7 @@ impl McpManager {
                     st.status = Status::Connected;
                     st.error = None;
                     st.live = Some(live);
+                    st.auth_required = false;
                 }
                 self.bump();
                 log::info!(
@@ -354,6 +532,11 @@ impl McpManager {
                 Ok(out)
             }
             Err(e) => {
+                let needs_auth = matches!(
+                    &e,
+                    Failure::Handshake(Error::AuthorizationRequired(_))
+                        | Failure::Discovery(Error::AuthorizationRequired(_))
+                );
                 let msg = match &e {
                     Failure::Handshake(e) => redact_status(e, &secrets),
                     Failure::Discovery(e) => {
@@ -367,6 +550,7 @@ impl McpManager {
                 st.status = Status::Error;
                 st.error = Some(msg.clone());
                 st.live = None;
+                st.auth_required = needs_auth;
                 Err(msg)
             }
         }
@@ -841,7 +1025,35 @@ mod tests {
             )
         );
         assert_eq!(mgr.dto("nope").unwrap_err(), ApiError::not_found("nope"));
+        assert_eq!(created.auth, None, "no OAuth state on an SSE server");
         assert_eq!(mgr.tools_listing("nope").unwrap_err(), ApiError::not_found("nope"));
         std::fs::remove_dir_all(root).unwrap();
+    }
+
+    /// A callback whose flow expired is refused and consumes it; an unknown or reused state
+    /// is refused the same way; a flow's state is compared whole.
+    #[test]
+    fn oauth_callbacks_need_a_live_single_use_state() {
+        let root = std::env::temp_dir().join(format!("cc-mcp-oauth-{}", crate::util::rand::hex(6)));
+        let data = root.join("data");
+        let catalog = Catalog::load(None, &data).unwrap();
+        let mgr = McpManager::new(ManagerConfig { client: ClientConfig::default(), data_dir: data }, catalog);
+        mgr.create(
+            &json!({"name": "oa", "type": "streamable_http", "display_name": "OA", "url": "http://127.0.0.1:9/mcp"}),
+        )
+        .unwrap();
+        let old = PendingFlow::for_test("s-old", auth::FLOW_TTL + std::time::Duration::from_secs(1));
+        lock(&mgr.flows).insert("s-old".into(), ("oa".into(), old));
+        let params = |s: &str| vec![("code".to_string(), "c".to_string()), ("state".to_string(), s.to_string())];
+        let e = mgr.oauth_callback(&params("s-old")).unwrap_err();
+        assert!(e.contains("took too long"), "{e}");
+        let e = mgr.oauth_callback(&params("s-old")).unwrap_err();
+        assert!(e.contains("unknown, was already used"), "an expired flow is gone after one try: {e}");
+        let fresh = PendingFlow::for_test("s-new", std::time::Duration::ZERO);
+        lock(&mgr.flows).insert("s-new".into(), ("oa".into(), fresh));
+        assert!(mgr.oauth_callback(&params("s-ne")).unwrap_err().contains("unknown"));
+        assert!(mgr.oauth_callback(&params("")).unwrap_err().contains("unknown"));
+        assert_eq!(lock(&mgr.flows).len(), 1, "refused callbacks leave the pending flow alone");
+        let _ = std::fs::remove_dir_all(root);
     }
 }

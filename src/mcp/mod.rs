@@ -12,6 +12,7 @@
 //! a transport spawns; callers (HTTP handlers, turn workers) block with deadlines.
 
 pub mod activation;
+pub mod auth;
 pub mod cache;
 pub mod catalog;
 pub mod client;
@@ -60,6 +61,10 @@ pub enum Error {
     SessionExpired,
     /// The caller's cancel token fired.
     Cancelled,
+    /// The server needs OAuth authorization the user has to give in a browser first.
+    AuthorizationRequired(String),
+    /// The OAuth flow failed (discovery, registration, token endpoint, refusals by policy).
+    Auth(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -79,6 +84,8 @@ impl Error {
             Error::UnsupportedVersion(_) => "UnsupportedProtocolVersion",
             Error::SessionExpired => "SessionExpired",
             Error::Cancelled => "Cancelled",
+            Error::AuthorizationRequired(_) => "AuthorizationRequired",
+            Error::Auth(_) => "AuthorizationError",
         }
     }
 
@@ -96,7 +103,9 @@ impl Error {
             | Error::Config(_)
             | Error::Rpc { .. }
             | Error::UnsupportedVersion(_)
-            | Error::Cancelled => false,
+            | Error::Cancelled
+            | Error::AuthorizationRequired(_)
+            | Error::Auth(_) => false,
         }
     }
 }
@@ -126,6 +135,8 @@ impl fmt::Display for Error {
             }
             Error::SessionExpired => f.write_str("MCP session expired (HTTP 404)"),
             Error::Cancelled => f.write_str("MCP request cancelled"),
+            Error::AuthorizationRequired(m) => write!(f, "MCP server needs authorization: {m}"),
+            Error::Auth(m) => write!(f, "MCP authorization failed: {m}"),
         }
     }
 }

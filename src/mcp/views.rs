@@ -24,6 +24,11 @@ use super::validate::{MASK, MSG_READ_ONLY};
 /// answer with one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServerView {
+    /// OAuth: `"required"` (the last connect asked for authorization) or `"authorized"` (a
+    /// token is held; never the token itself). Absent otherwise, so the bodies of servers
+    /// without OAuth stay byte for byte what they were (the client reads absent as null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<&'static str>,
     pub builtin: bool,
     pub connected: bool,
     pub description: String,
@@ -48,6 +53,7 @@ pub struct ServerView {
 impl ServerView {
     pub fn new(cfg: &ServerConfig, status: Status, status_error: Option<String>, tool_count: usize) -> ServerView {
         ServerView {
+            auth: None,
             builtin: cfg.builtin,
             connected: status == Status::Connected,
             description: cfg.description.clone(),
@@ -205,6 +211,11 @@ impl ApiError {
     /// 422: the body breaks a rule (the contract's message).
     pub(super) fn unprocessable(detail: impl Into<String>) -> Self {
         ApiError { status: 422, detail: detail.into() }
+    }
+
+    /// Any other refusal: `status` with `detail` (already redacted).
+    pub fn new(status: u16, detail: &str) -> Self {
+        ApiError { status, detail: detail.to_string() }
     }
 
     /// 404: no server of that name.

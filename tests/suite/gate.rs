@@ -58,6 +58,12 @@ fn state_changing(chat: &str, version: &str, llm_base: &str, dead: &str) -> Vec<
         route("PUT", "mcp/servers/keep", Some(json!({"display_name": "Changed", "url": dead})), 200),
         route("POST", "mcp/servers/keep/connect", None, 200),
         route("POST", "mcp/servers/keep/disconnect", None, 200),
+        // `keep` is an SSE server: OAuth is for Streamable HTTP ones.
+        with_detail(
+            route("POST", "mcp/servers/keep/authorize", None, 400),
+            json!("OAuth applies to Streamable HTTP servers without an Authorization header"),
+        ),
+        route("POST", "mcp/servers/keep/sign-out", None, 200),
         route("POST", "mcp/servers/keep/changes/approve", Some(json!({"tools": ["x"]})), 200),
         route("DELETE", "mcp/servers/keep", None, 204),
         route("POST", "skills", Some(json!({"name": "evil", "content": skill_md("evil", "evil")})), 201),
@@ -360,6 +366,26 @@ fn without_the_token_no_spelling_reaches_any_route() {
         assert!(status == 200 || (status == 404 && !d.is_empty() && d != "Not Found"), "GET {path}: {status} {body}");
     }
     canonical_calls_reach_the_handlers(&server, &routes, &auth);
+
+    // The OAuth callback is the one route without the token (a provider's redirect carries
+    // none): it reaches its handler, which wants a pending flow's `state`; its other
+    // spellings are refused like every route's.
+    for (target, expect) in spellings("mcp/oauth/callback", server.http_port) {
+        let (status, body) = raw(server.http_port, "GET", &target, &none, None);
+        match expect {
+            Expect::Refused => {
+                assert!(status == 400 && detail(&body).starts_with("invalid request path"), "{target:?}: {body}")
+            }
+            // The trailing-slash spelling is redirected to the canonical one, as for every GET.
+            Expect::Checked if target.ends_with('/') => assert_eq!(status, 307, "{target:?}: {body}"),
+            Expect::Checked => {
+                assert_eq!(status, 400, "{target:?}: {body}");
+                assert!(body.contains("unknown, was already used, or has expired"), "{target:?}: {body}");
+            }
+        }
+    }
+    let (status, _) = raw(server.http_port, "POST", "/api/mcp/oauth/callback", &none, None);
+    assert_eq!(status, 401, "only GET of the callback goes without the token");
 }
 
 #[test]

@@ -1,14 +1,14 @@
 // The chat transcript (streaming Markdown, tool progress blocks, inline errors) and its composer.
 
 import { useEffect, useLayoutEffect, useRef, useState } from 'react'
-import { AlertTriangle, ArrowDown, Check, CircleStop, Network, Sparkles, Wrench } from 'lucide-react'
+import { AlertTriangle, ArrowDown, Check, CircleStop, Copy, Network, RotateCcw, Sparkles, Wrench } from 'lucide-react'
 import { useT } from '../i18n'
 import type { ChatData, ChatMessage, ToolBlock } from '../lib/chatStore'
-import type { MessageFrame, Selection } from '../lib/selections'
+import { buildMessageFrame, type LlmChoice, type MessageFrame, type Selection } from '../lib/selections'
 import type { LlmSettings } from '../lib/types'
 import { Composer } from './Composer'
 import { Logo } from './Logo'
-import { Markdown } from './Markdown'
+import { Markdown, PlainText, RenderBoundary } from './Markdown'
 import { Button, Spinner } from './ui'
 
 export function Chips({ selections, onRemove }: { selections: Selection[]; onRemove?: (s: Selection) => void }) {
@@ -72,15 +72,61 @@ function ToolBlockView({ block }: { block: ToolBlock }) {
   )
 }
 
-function MessageView({ m }: { m: ChatMessage }) {
+/** Copy, the time the message arrived, the turn's duration and (last answer only) Regenerate. */
+function MessageActions({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: () => void }) {
+  const t = useT()
+  const [copied, setCopied] = useState(false)
+  useEffect(() => {
+    if (!copied) return
+    const id = setTimeout(() => setCopied(false), 2000)
+    return () => clearTimeout(id)
+  }, [copied])
+  const copy = () => {
+    navigator.clipboard?.writeText(m.content).then(
+      () => setCopied(true),
+      () => undefined,
+    )
+  }
+  const at = m.at ? new Date(m.at) : null
+  const btn = 'rounded p-1 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200 focus-visible:text-zinc-200'
+  return (
+    <div
+      className={`flex items-center gap-1 text-[11px] text-zinc-500 ${m.role === 'user' ? 'justify-end' : ''}`}
+      data-testid="msg-actions"
+    >
+      {m.content && (
+        <button type="button" className={btn} onClick={copy} aria-label={t('chat.copyMessage')} title={t('chat.copyMessage')} data-testid="copy-message">
+          {copied ? <Check size={13} className="text-emerald-400" /> : <Copy size={13} />}
+        </button>
+      )}
+      {copied && <span role="status">{t('chat.copied')}</span>}
+      {onRegenerate && (
+        <button type="button" className={btn} onClick={onRegenerate} aria-label={t('chat.regenerate')} title={t('chat.regenerate')} data-testid="regenerate">
+          <RotateCcw size={13} />
+        </button>
+      )}
+      {at && (
+        <time dateTime={at.toISOString()} title={at.toLocaleString()} className="px-1">
+          {at.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}
+        </time>
+      )}
+      {m.durationSec !== undefined && (
+        <span data-testid="msg-duration">{t('chat.duration', { seconds: m.durationSec.toFixed(1) })}</span>
+      )}
+    </div>
+  )
+}
+
+function MessageView({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: () => void }) {
   const t = useT()
   if (m.role === 'user') {
     return (
-      <div className="flex flex-col items-end gap-1.5" data-testid="msg-user">
+      <div className="group flex flex-col items-end gap-1.5" data-testid="msg-user">
         {m.selections && m.selections.length > 0 && <Chips selections={m.selections} />}
         <div className="max-w-[90%] rounded-2xl rounded-br-md bg-zinc-800 px-4 py-2.5 text-[15px] whitespace-pre-wrap text-zinc-100 sm:max-w-[75%]">
           {m.content}
         </div>
+        <MessageActions m={m} />
       </div>
     )
   }
@@ -89,12 +135,19 @@ function MessageView({ m }: { m: ChatMessage }) {
     return (
       <div
         data-testid={error ? 'msg-error' : 'msg-notice'}
+        role={error ? 'alert' : undefined}
         className={`flex items-start gap-2 rounded-lg border px-3 py-2 text-sm ${
           error ? 'border-red-900/60 bg-red-950/30 text-red-300' : 'border-zinc-800 bg-zinc-900/40 text-zinc-400'
         }`}
       >
         {error ? <AlertTriangle size={15} className="mt-0.5 shrink-0" /> : <CircleStop size={15} className="mt-0.5 shrink-0" />}
         <span className="min-w-0 break-words">{m.textKey ? t(m.textKey) : m.content}</span>
+        {error && onRegenerate && (
+          <button type="button" onClick={onRegenerate} className="ml-auto shrink-0 rounded px-1.5 text-xs hover:bg-red-900/40" data-testid="regenerate">
+            <RotateCcw size={12} className="mr-1 inline" aria-hidden />
+            {t('chat.regenerate')}
+          </button>
+        )}
       </div>
     )
   }
@@ -108,7 +161,26 @@ function MessageView({ m }: { m: ChatMessage }) {
         </div>
       )}
       {(m.content || m.streaming) && <Markdown text={m.content} streaming={m.streaming} />}
+      {!m.streaming && <MessageActions m={m} onRegenerate={onRegenerate} />}
     </div>
+  )
+}
+
+/** A message whose rendering throws shows its plain text instead of unmounting the app. */
+function SafeMessage({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: () => void }) {
+  const t = useT()
+  return (
+    <RenderBoundary
+      resetKey={`${m.content.length}:${m.streaming ? 1 : 0}:${m.tools?.length ?? 0}`}
+      fallback={
+        <div data-testid={`msg-${m.role}`} className="text-[15px] text-zinc-200">
+          <p className="mb-1 text-xs text-zinc-500">{t('chat.renderFailed')}</p>
+          <PlainText text={m.content} />
+        </div>
+      }
+    >
+      <MessageView m={m} onRegenerate={onRegenerate} />
+    </RenderBoundary>
   )
 }
 
@@ -135,10 +207,51 @@ export function ChatView(props: {
   onOpenSettings: () => void
   onSend: (frame: MessageFrame, selections: Selection[]) => boolean
   onCancel: (chatId: string) => void
+  queued?: string[]
+  onUnqueue?: (index: number) => void
 }) {
   const t = useT()
-  const { chatId, chat } = props
+  const { chatId, chat, generating, onCancel } = props
   const messages = chat?.messages ?? []
+  const [choice, setChoice] = useState<LlmChoice | null>(null)
+
+  // Esc stops the running turn wherever focus is, unless something else (a dialog, the picker)
+  // used the key first.
+  useEffect(() => {
+    if (!generating || !chatId) return
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== 'Escape' || e.defaultPrevented || document.querySelector('[role="dialog"]')) return
+      // Escape in a field of its own (e.g. cancelling a rename) or in a menu means that, not Stop.
+      if (e.target instanceof Element && e.target.closest('input, select, [role="menu"]')) return
+      onCancel(chatId)
+    }
+    window.addEventListener('keydown', onKey)
+    return () => window.removeEventListener('keydown', onKey)
+  }, [generating, chatId, onCancel])
+
+  // Regenerate = the last user message sent again as a new turn (the server has no regenerate
+  // frame; the history keeps both turns). Offered on the last answer or error of an idle chat.
+  let lastUser = -1
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i].role === 'user') {
+      lastUser = i
+      break
+    }
+  }
+  let regenerateAt = -1
+  for (let i = messages.length - 1; i > lastUser && lastUser >= 0; i--) {
+    const role = messages[i].role
+    if (role === 'assistant' || (role === 'notice' && messages[i].tone === 'error')) {
+      regenerateAt = i
+      break
+    }
+  }
+  const regenerate = () => {
+    const u = messages[lastUser]
+    if (!chatId || !u || !choice || generating) return
+    props.onSend(buildMessageFrame(chatId, u.content, choice, u.selections ?? []), u.selections ?? [])
+  }
+  const canRegenerate = !generating && props.connected && choice !== null
   const scroller = useRef<HTMLDivElement>(null)
   const [following, setFollowing] = useState(true)
   const followRef = useRef(true)
@@ -197,9 +310,12 @@ export function ChatView(props: {
         ) : (
           <div className="mx-auto w-full max-w-3xl space-y-5 px-4 py-6">
             {unconfigured && <FirstRun onOpenSettings={props.onOpenSettings} />}
-            {messages.map((m) => (
-              <MessageView key={m.id} m={m} />
-            ))}
+            {/* A log region: screen readers announce new messages, once the streamed text settles. */}
+            <div role="log" aria-live="polite" aria-busy={generating} className="space-y-5">
+              {messages.map((m, i) => (
+                <SafeMessage key={m.id} m={m} onRegenerate={i === regenerateAt && canRegenerate ? regenerate : undefined} />
+              ))}
+            </div>
           </div>
         )}
       </div>
@@ -219,6 +335,9 @@ export function ChatView(props: {
         llmVersion={props.llmVersion}
         onSend={props.onSend}
         onCancel={props.onCancel}
+        onChoice={setChoice}
+        queued={props.queued}
+        onUnqueue={props.onUnqueue}
       />
     </div>
   )

@@ -1,8 +1,8 @@
 // The composer: auto-growing textarea, chips, the two-level @ picker, the model picker and
 // Send/Stop. Selection rules live in lib/selections; this file wires them to the DOM.
 
-import { useCallback, useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from 'react'
-import { ArrowLeft, ArrowUp, ChevronRight, Network, RefreshCw, Sparkles, Square } from 'lucide-react'
+import { useCallback, useEffect, useId, useLayoutEffect, useRef, useState, type KeyboardEvent } from 'react'
+import { ArrowLeft, ArrowUp, ChevronRight, Clock, Network, RefreshCw, Sparkles, Square, X } from 'lucide-react'
 import { useT, type MessageKey } from '../i18n'
 import { api, describeError } from '../lib/api'
 import {
@@ -96,9 +96,15 @@ export function Composer(props: {
   llmVersion: number
   onSend: (frame: MessageFrame, selections: Selection[]) => boolean
   onCancel: (chatId: string) => void
+  /** the model choice, reported up (Regenerate needs it) */
+  onChoice?: (choice: LlmChoice | null) => void
+  /** messages typed while the turn runs, waiting for it to end */
+  queued?: string[]
+  onUnqueue?: (index: number) => void
 }) {
+  const { chatId, generating, onChoice } = props
   const t = useT()
-  const { chatId, generating } = props
+  const listboxId = useId()
   const [text, setText] = useState('')
   const [caret, setCaret] = useState(0)
   const [selections, setSelections] = useState<Selection[]>([])
@@ -118,6 +124,10 @@ export function Composer(props: {
   const loadSeq = useRef(0)
 
   const trigger: MentionTrigger | null = findMentionTrigger(text, caret)
+
+  useEffect(() => {
+    onChoice?.(choice)
+  }, [choice, onChoice])
 
   // ---- models ----
   const loadModels = useCallback(async () => {
@@ -165,9 +175,12 @@ export function Composer(props: {
   }, [text])
 
   // ---- picker sync on every input / caret move ----
+  const triggerStart = trigger?.start ?? null
   useEffect(() => {
     setPicker((p) => syncPicker(p, trigger))
-  }, [trigger?.start, trigger === null])
+    // Only the trigger's position matters to syncPicker; its query changes on every key.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [triggerStart])
 
   const level = picker.open ? picker.level : 'category'
   const query = trigger?.query ?? ''
@@ -235,7 +248,8 @@ export function Composer(props: {
   }
 
   const send = () => {
-    if (!chatId || generating) return
+    // While a turn runs the message is queued by the caller and sent when the turn ends.
+    if (!chatId) return
     const check = checkSend(text, choice)
     if (!check.ok) {
       setError(check.reason)
@@ -291,22 +305,25 @@ export function Composer(props: {
   const provErr = providerErrors(catalog, t)
   const blank = text.trim() === ''
   const sendDisabled = blank || !choice || modelsLoading || !chatId
+  const optionId = (i: number) => `${listboxId}-opt-${i}`
 
   return (
     <div ref={root} className="shrink-0 px-3 pb-3 sm:px-4 sm:pb-4">
       <div className="relative mx-auto w-full max-w-3xl">
         {picker.open && (
+          // The popover only keeps focus in the textarea; the listbox inside it is what AT reads.
+          // eslint-disable-next-line jsx-a11y/no-static-element-interactions
           <div
-            role="listbox"
-            aria-label={t('composer.pickerLabel')}
             data-testid="mention-picker"
             onMouseDown={(e) => e.preventDefault()}
             className="absolute right-0 bottom-full left-0 z-20 mb-2 overflow-hidden rounded-xl border border-zinc-700 bg-zinc-900 shadow-2xl"
           >
             {level === 'category' ? (
-              CATEGORIES.map((c, i) => (
+              <div role="listbox" id={listboxId} tabIndex={-1} aria-label={t('composer.pickerLabel')}>
+              {CATEGORIES.map((c, i) => (
                 <button
                   key={c.level}
+                  id={optionId(i)}
                   type="button"
                   role="option"
                   aria-selected={picker.highlight === i}
@@ -325,7 +342,8 @@ export function Composer(props: {
                   <span className="text-zinc-500">— {t(c.sub)}</span>
                   <ChevronRight size={15} className="ml-auto text-zinc-600" />
                 </button>
-              ))
+              ))}
+              </div>
             ) : (
               <div>
                 <div className="flex items-center gap-2 border-b border-zinc-800 px-2 py-1.5 text-xs text-zinc-400">
@@ -340,7 +358,15 @@ export function Composer(props: {
                   <span className="font-medium text-zinc-200">{t(level === 'skill' ? 'composer.catSkill' : 'composer.catMcp')}</span>
                   {query && <span className="ml-auto font-mono text-zinc-500">{t('composer.filter', { query })}</span>}
                 </div>
-                <div className="max-h-64 overflow-y-auto py-1">
+                {/* A listbox only while it holds options (loading, error and empty states are not options). */}
+                <div
+                  role={rowCount > 0 ? 'listbox' : undefined}
+                  id={listboxId}
+                  tabIndex={rowCount > 0 ? -1 : undefined}
+                  aria-label={rowCount > 0 ? t(level === 'skill' ? 'composer.catSkill' : 'composer.catMcp') : undefined}
+                  aria-busy={itemsLoading}
+                  className="max-h-64 overflow-y-auto py-1"
+                >
                   {itemsLoading ? (
                     <div className="space-y-2 p-3" aria-busy="true">
                       {[0, 1, 2].map((i) => (
@@ -366,6 +392,7 @@ export function Composer(props: {
                     visible.map((it, i) => (
                       <button
                         key={it.id}
+                        id={optionId(i)}
                         type="button"
                         role="option"
                         aria-selected={picker.highlight === i}
@@ -413,13 +440,38 @@ export function Composer(props: {
               />
             </div>
           )}
+          {props.queued && props.queued.length > 0 && (
+            <ul className="space-y-1 px-3 pt-2.5" aria-label={t('chat.queued')} data-testid="queued">
+              {props.queued.map((q, i) => (
+                <li key={i} className="flex items-center gap-2 rounded-md bg-zinc-800/60 px-2 py-1 text-xs text-zinc-400">
+                  <Clock size={12} className="shrink-0" aria-hidden />
+                  <span className="min-w-0 flex-1 truncate" title={t('chat.queued')}>
+                    {q}
+                  </span>
+                  <button
+                    type="button"
+                    aria-label={t('chat.unqueue')}
+                    onClick={() => props.onUnqueue?.(i)}
+                    className="rounded p-0.5 hover:bg-zinc-700 hover:text-zinc-100"
+                  >
+                    <X size={12} />
+                  </button>
+                </li>
+              ))}
+            </ul>
+          )}
           <textarea
             ref={ta}
             rows={1}
             value={text}
-            disabled={generating}
             placeholder={t('composer.placeholder')}
             aria-label={t('composer.inputLabel')}
+            role="combobox"
+            aria-autocomplete="list"
+            aria-haspopup="listbox"
+            aria-expanded={picker.open}
+            aria-controls={picker.open ? listboxId : undefined}
+            aria-activedescendant={picker.open && rowCount > 0 ? optionId(picker.highlight) : undefined}
             data-testid="composer-input"
             onChange={(e) => {
               setText(e.target.value)
@@ -471,9 +523,22 @@ export function Composer(props: {
               </button>
             </div>
             <div className="ml-auto">
+              {generating && !blank ? (
+                <button
+                  type="button"
+                  data-testid="queue-button"
+                  disabled={sendDisabled}
+                  onClick={send}
+                  title={t('chat.queued')}
+                  className="mr-1.5 inline-flex items-center gap-1.5 rounded-lg bg-zinc-700 px-3 py-1.5 text-sm font-medium text-white hover:bg-zinc-600 disabled:opacity-50"
+                >
+                  <Clock size={13} aria-hidden /> {t('chat.queueSend')}
+                </button>
+              ) : null}
               {generating ? (
                 <button
                   type="button"
+                  title={t('chat.stopHint')}
                   data-testid="stop-button"
                   onClick={() => chatId && props.onCancel(chatId)}
                   className="flex items-center gap-1.5 rounded-lg bg-red-600 px-3 py-1.5 text-sm font-medium text-white hover:bg-red-500"
@@ -497,11 +562,11 @@ export function Composer(props: {
         {(error || modelsError || provErr) && (
           <div className="mt-1.5 space-y-0.5 px-1 text-xs">
             {error && (
-              <p className="text-red-400" data-testid="composer-error">
+              <p role="alert" className="text-red-400" data-testid="composer-error">
                 {error}
               </p>
             )}
-            {modelsError && <p className="text-red-400">{t('composer.modelsError', { error: modelsError })}</p>}
+            {modelsError && <p role="alert" className="text-red-400">{t('composer.modelsError', { error: modelsError })}</p>}
             {provErr && <p className="text-amber-400">{provErr}</p>}
           </div>
         )}

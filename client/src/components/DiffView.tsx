@@ -14,7 +14,7 @@ export function DiffView({ oldText, newText, testId }: { oldText: string; newTex
         <span className="text-emerald-400">+{added}</span> <span className="text-red-400">−{removed}</span>{' '}
         {added + removed === 0 && t('diff.identical')}
       </p>
-      <pre className="max-h-[50vh] overflow-auto rounded-lg border border-zinc-800 bg-zinc-950 py-2 font-mono text-[12.5px] leading-relaxed">
+      <pre tabIndex={0} className="max-h-[50vh] overflow-auto rounded-lg border border-zinc-800 bg-zinc-950 py-2 font-mono text-[12.5px] leading-relaxed">
         {lines.map((l, i) => (
           <div
             key={i}

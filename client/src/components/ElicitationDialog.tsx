@@ -188,6 +188,7 @@ export function ElicitationDialog({
 
   return (
     <div className="fixed inset-0 z-50 flex items-center justify-center bg-black/60 p-4 backdrop-blur-[2px]">
+      {/* eslint-disable-next-line jsx-a11y/no-noninteractive-element-interactions -- Tab/Escape from any field bubble here */}
       <div
         ref={dialogRef}
         role="dialog"
@@ -204,6 +205,7 @@ export function ElicitationDialog({
           </h2>
           <p className="mt-1 text-xs text-zinc-500">{t('elicit.intro', { server: form.server })}</p>
         </div>
+        {/* eslint-disable-next-line jsx-a11y/no-noninteractive-element-interactions -- Enter from a field bubbles here */}
         <form
           className="min-h-0 flex-1 overflow-y-auto px-5 py-4"
           noValidate

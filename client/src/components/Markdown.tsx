@@ -1,55 +1,94 @@
-// Renders the Markdown tree from lib/markdown as React elements (never as HTML strings).
+// Renders an assistant answer as Markdown with react-markdown + GFM + math, never as an HTML string
+// (raw HTML shows as text). The answer is cut into top-level blocks (lib/mdBlocks) and each block
+// is a memoised component, so while streaming only the growing last block re-parses. KaTeX and the
+// highlighter load lazily on the first block that needs them. Every block sits in an error
+// boundary that falls back to its plain text.
 
-import { memo, useMemo, useState, type ReactNode } from 'react'
+import { Component, memo, useEffect, useState, useSyncExternalStore, type ReactNode } from 'react'
+import ReactMarkdown, { type Components } from 'react-markdown'
+import remarkGfm from 'remark-gfm'
+import remarkMath from 'remark-math'
+import type { PluggableList } from 'unified'
+import type { Element, ElementContent } from 'hast'
 import { Check, Copy } from 'lucide-react'
 import { useT } from '../i18n'
-import { parseBlocks, type Block, type Inline } from '../lib/markdown'
-import { languageOf, tokenize } from '../lib/highlight'
+import { isHostile, safeUrl, splitBlocks } from '../lib/mdBlocks'
 
-function inlines(nodes: Inline[], key = ''): ReactNode[] {
-  return nodes.map((n, i) => {
-    const k = `${key}${i}`
-    switch (n.t) {
-      case 'text':
-        return n.v
-      case 'code':
-        return <code key={k}>{n.v}</code>
-      case 'strong':
-        return <strong key={k}>{inlines(n.c, `${k}.`)}</strong>
-      case 'em':
-        return <em key={k}>{inlines(n.c, `${k}.`)}</em>
-      case 'del':
-        return (
-          <del key={k} className="text-zinc-500">
-            {inlines(n.c, `${k}.`)}
-          </del>
-        )
-      case 'link':
-        return n.href ? (
-          <a key={k} href={n.href} target="_blank" rel="noreferrer">
-            {inlines(n.c, `${k}.`)}
-          </a>
-        ) : (
-          <span key={k}>{inlines(n.c, `${k}.`)}</span>
-        )
-      case 'br':
-        return <br key={k} />
-    }
-  })
+/** Work counters, read by tests: block renders (= parses) and the characters they parsed. */
+export const renderStats = { parses: 0, bytes: 0 }
+
+/** Highlighting is skipped for a block still growing past this size; it runs once it completes. */
+const LIVE_HIGHLIGHT_LIMIT = 4096
+
+// ---- lazily loaded rehype plugins (KaTeX + its CSS, highlight.js languages) ----
+
+const lazy: { math: PluggableList | null; code: PluggableList | null } = { math: null, code: null }
+const pending: { math?: Promise<void>; code?: Promise<void> } = {}
+let lazyVersion = 0
+const listeners = new Set<() => void>()
+const subscribe = (fn: () => void) => {
+  listeners.add(fn)
+  return () => listeners.delete(fn)
+}
+const getVersion = () => lazyVersion
+
+function loaded() {
+  lazyVersion += 1
+  for (const fn of listeners) fn()
 }
 
-function CodeBlock({ lang, text }: { lang: string; text: string }) {
+export function loadMath(): Promise<void> {
+  pending.math ??= Promise.all([import('rehype-katex'), import('katex/dist/katex.min.css')]).then(([m]) => {
+    lazy.math = [[m.default, { throwOnError: false, strict: false, maxSize: 50, maxExpand: 200 }]]
+    loaded()
+  })
+  return pending.math
+}
+
+export function loadHighlight(): Promise<void> {
+  pending.code ??= import('rehype-highlight').then((m) => {
+    lazy.code = [[m.default, { detect: false }]]
+    loaded()
+  })
+  return pending.code
+}
+
+const FENCE = /^ {0,3}(```|~~~)/m
+
+// ---- element overrides ----
+
+function textOf(node: Element | undefined): string {
+  if (!node) return ''
+  let out = ''
+  const stack: ElementContent[] = [...node.children].reverse()
+  while (stack.length) {
+    const n = stack.pop()!
+    if (n.type === 'text') out += n.value
+    else if (n.type === 'element') for (let i = n.children.length - 1; i >= 0; i--) stack.push(n.children[i])
+  }
+  return out
+}
+
+function CodeBlock({ node, children }: { node: Element | undefined; children: ReactNode }) {
   const t = useT()
   const [copied, setCopied] = useState(false)
-  const tokens = useMemo(() => tokenize(text, lang), [text, lang])
-  const known = languageOf(lang) !== null
+  const code = node?.children.find((c): c is Element => c.type === 'element' && c.tagName === 'code')
+  const classes = code?.properties?.className
+  const lang = (Array.isArray(classes) ? classes : [])
+    .map(String)
+    .find((c) => c.startsWith('language-'))
+    ?.slice('language-'.length)
+  useEffect(() => {
+    if (!copied) return
+    const id = setTimeout(() => setCopied(false), 2000)
+    return () => clearTimeout(id)
+  }, [copied])
   const copy = () => {
-    const value = text.replace(/\n$/, '')
-    const done = () => {
-      setCopied(true)
-      setTimeout(() => setCopied(false), 2000)
-    }
-    navigator.clipboard?.writeText(value).then(done, () => undefined)
+    const value = textOf(code).replace(/\n$/, '')
+    navigator.clipboard?.writeText(value).then(
+      () => setCopied(true),
+      () => undefined,
+    )
   }
   return (
     <div className="group relative rounded-lg border border-zinc-800 bg-[#0d0d0f]">
@@ -59,117 +98,132 @@ function CodeBlock({ lang, text }: { lang: string; text: string }) {
           type="button"
           onClick={copy}
           aria-label={t('md.copyCode')}
-          className="flex items-center gap-1 rounded px-1.5 py-0.5 text-zinc-500 opacity-70 transition group-hover:opacity-100 hover:bg-zinc-800 hover:text-zinc-200"
+          className="flex items-center gap-1 rounded px-1.5 py-0.5 text-zinc-400 transition hover:bg-zinc-800 hover:text-zinc-200"
         >
           {copied ? <Check size={12} className="text-emerald-400" /> : <Copy size={12} />}
-          {t(copied ? 'md.copied' : 'md.copy')}
+          {copied ? t('md.copied') : t('md.copy')}
         </button>
       </div>
-      <pre className="overflow-x-auto px-3.5 py-3 font-mono text-[13px] leading-relaxed text-zinc-200">
-        <code data-lang={lang || undefined}>
-          {known ? tokens.map((t, i) => (t.k === 'plain' ? t.v : <span key={i} className={`tk-${t.k}`}>{t.v}</span>)) : text}
-        </code>
-      </pre>
+      <pre tabIndex={0} className="overflow-x-auto px-3.5 py-3 font-mono text-[13px] leading-relaxed text-zinc-200">{children}</pre>
     </div>
   )
 }
 
-function blockNodes(blocks: Block[], cursor: ReactNode, key = ''): ReactNode[] {
-  return blocks.map((b, i) => {
-    const k = `${key}${i}`
-    const last = i === blocks.length - 1
-    const tail = last ? cursor : null
-    switch (b.t) {
-      case 'p':
-        return (
-          <p key={k}>
-            {inlines(b.c)}
-            {tail}
-          </p>
-        )
-      case 'h': {
-        const H = `h${Math.min(6, Math.max(1, b.level))}` as 'h1'
-        return (
-          <H key={k}>
-            {inlines(b.c)}
-            {tail}
-          </H>
-        )
-      }
-      case 'code':
-        return (
-          <div key={k}>
-            <CodeBlock lang={b.lang} text={b.text} />
-            {tail}
-          </div>
-        )
-      case 'hr':
-        return <hr key={k} />
-      case 'quote':
-        return <blockquote key={k}>{blockNodes(b.children, tail, `${k}.`)}</blockquote>
-      case 'list': {
-        const items = b.items.map((it, j) => {
-          const itemTail = j === b.items.length - 1 ? tail : null
-          return (
-            <li key={j} className={it.task !== null ? 'task' : undefined}>
-              {it.task !== null && (
-                <input type="checkbox" checked={it.task} readOnly disabled className="mr-2 translate-y-[1px] accent-emerald-500" />
-              )}
-              {blockNodes(it.children, itemTail, `${k}.${j}.`)}
-            </li>
-          )
-        })
-        return b.ordered ? (
-          <ol key={k} start={b.start}>
-            {items}
-          </ol>
-        ) : (
-          <ul key={k}>{items}</ul>
-        )
-      }
-      case 'table':
-        return (
-          <div key={k} className="overflow-x-auto">
-            <table>
-              <thead>
-                <tr>
-                  {b.head.map((c, j) => (
-                    <th key={j} style={b.align[j] ? { textAlign: b.align[j] ?? undefined } : undefined}>
-                      {inlines(c)}
-                    </th>
-                  ))}
-                </tr>
-              </thead>
-              <tbody>
-                {b.rows.map((r, ri) => (
-                  <tr key={ri}>
-                    {r.map((c, j) => (
-                      <td key={j} style={b.align[j] ? { textAlign: b.align[j] ?? undefined } : undefined}>
-                        {inlines(c)}
-                      </td>
-                    ))}
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-            {tail}
-          </div>
-        )
-    }
-  })
+const components: Components = {
+  a: ({ href, children }) =>
+    href ? (
+      <a href={href} target="_blank" rel="noreferrer noopener">
+        {children}
+      </a>
+    ) : (
+      <span>{children}</span>
+    ),
+  img: ({ src, alt, title }) =>
+    typeof src === 'string' && src ? (
+      <img
+        src={src}
+        alt={alt ?? ''}
+        title={title}
+        loading="lazy"
+        referrerPolicy="no-referrer"
+        className="inline-block max-h-[28rem] max-w-full rounded"
+      />
+    ) : (
+      <span>{alt}</span>
+    ),
+  pre: ({ node, children }) => <CodeBlock node={node}>{children}</CodeBlock>,
+  table: ({ children }) => (
+    <div className="overflow-x-auto">
+      <table>{children}</table>
+    </div>
+  ),
+  input: ({ type, checked }) =>
+    type === 'checkbox' ? (
+      <input
+        type="checkbox"
+        checked={Boolean(checked)}
+        readOnly
+        disabled
+        aria-hidden
+        className="mr-2 translate-y-[1px] accent-emerald-500"
+      />
+    ) : null,
 }
 
+const remarkPlugins: PluggableList = [remarkGfm, remarkMath]
+
+// ---- error boundary: a block (or message) that throws while rendering shows its plain text ----
+
+export class RenderBoundary extends Component<
+  { fallback: ReactNode; resetKey: string; children: ReactNode },
+  { failed: boolean; key: string }
+> {
+  state = { failed: false, key: this.props.resetKey }
+
+  static getDerivedStateFromError() {
+    return { failed: true }
+  }
+
+  static getDerivedStateFromProps(
+    props: { resetKey: string },
+    state: { failed: boolean; key: string },
+  ): Partial<{ failed: boolean; key: string }> | null {
+    // New text (the next streamed chunk) gets a fresh attempt.
+    return props.resetKey !== state.key ? { failed: false, key: props.resetKey } : null
+  }
+
+  componentDidCatch(error: unknown) {
+    console.error('markdown render failed; showing plain text', error)
+  }
+
+  render() {
+    return this.state.failed ? this.props.fallback : this.props.children
+  }
+}
+
+export const PlainText = ({ text }: { text: string }) => <p className="break-words whitespace-pre-wrap">{text}</p>
+
+// ---- blocks ----
+
+const MdBlock = memo(function MdBlock({ source, live }: { source: string; live: boolean }) {
+  useSyncExternalStore(subscribe, getVersion, getVersion)
+  const needsMath = source.includes('$')
+  const needsCode = FENCE.test(source)
+  useEffect(() => {
+    if (needsMath) void loadMath()
+    if (needsCode) void loadHighlight()
+  }, [needsMath, needsCode])
+  renderStats.parses += 1
+  renderStats.bytes += source.length
+  if (isHostile(source)) return <PlainText text={source} />
+  const rehypePlugins: PluggableList = []
+  if (needsMath && lazy.math) rehypePlugins.push(...lazy.math)
+  if (needsCode && lazy.code && !(live && source.length > LIVE_HIGHLIGHT_LIMIT)) rehypePlugins.push(...lazy.code)
+  return (
+    <ReactMarkdown remarkPlugins={remarkPlugins} rehypePlugins={rehypePlugins} urlTransform={safeUrl} components={components}>
+      {source}
+    </ReactMarkdown>
+  )
+})
+
 export const Cursor = () => (
-  <span aria-hidden className="ml-0.5 inline-block h-[1.05em] w-[0.5em] translate-y-[0.2em] animate-blink rounded-[1px] bg-zinc-300" />
+  <span
+    aria-hidden
+    data-testid="cursor"
+    className="ml-0.5 inline-block h-[1.05em] w-[0.5em] translate-y-[0.2em] animate-blink rounded-[1px] bg-zinc-300"
+  />
 )
 
 export const Markdown = memo(function Markdown({ text, streaming }: { text: string; streaming?: boolean }) {
-  const blocks = useMemo(() => parseBlocks(text), [text])
-  const cursor = streaming ? <Cursor key="cursor" /> : null
+  const blocks = splitBlocks(text)
   return (
     <div className="md text-[15px] text-zinc-200" data-testid="markdown">
-      {blockNodes(blocks, cursor)}
-      {streaming && blocks.length === 0 && <Cursor />}
+      {blocks.map((b, i) => (
+        <RenderBoundary key={i} resetKey={b} fallback={<PlainText text={b} />}>
+          <MdBlock source={b} live={Boolean(streaming) && i === blocks.length - 1} />
+        </RenderBoundary>
+      ))}
+      {streaming && <Cursor />}
     </div>
   )
 })

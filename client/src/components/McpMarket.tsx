@@ -15,8 +15,9 @@ import {
   type McpFormErrors,
 } from '../lib/mcpForm'
 import type { McpServer } from '../lib/types'
+import { openAuthorization, signOut, waitForAuthorized } from '../lib/mcpAuth'
 import { McpChangesModal } from './McpChanges'
-import { Button, ConfirmDialog, ErrorBox, Field, inputBase, inputClass, Modal, SkeletonRows, Spinner } from './ui'
+import { Button, ConfirmDialog, ErrorBox, Field, inputBase, inputClass, Modal, SkeletonRows, Spinner, useMenuKeyboard } from './ui'
 
 const STATUS: Record<string, { label: MessageKey; cls: string }> = {
   disconnected: { label: 'mcp.status.disconnected', cls: 'text-zinc-400' },
@@ -205,6 +206,8 @@ function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => voi
   const t = useT()
   const [open, setOpen] = useState(false)
   const ref = useRef<HTMLDivElement>(null)
+  const menuRef = useRef<HTMLDivElement>(null)
+  useMenuKeyboard(open, menuRef, () => setOpen(false))
   useEffect(() => {
     if (!open) return
     const onDown = (e: MouseEvent) => {
@@ -218,13 +221,15 @@ function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => voi
       <button
         type="button"
         aria-label={t('mcp.moreActions')}
+        aria-haspopup="menu"
+        aria-expanded={open}
         onClick={() => setOpen((o) => !o)}
         className="rounded-md p-1.5 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200"
       >
         <MoreHorizontal size={16} />
       </button>
       {open && (
-        <div role="menu" className="absolute top-9 right-0 z-20 w-32 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
+        <div ref={menuRef} role="menu" className="absolute top-9 right-0 z-20 w-32 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
           <button
             role="menuitem"
             type="button"
@@ -265,6 +270,7 @@ export function McpMarket() {
   const [confirm, setConfirm] = useState<McpServer | null>(null)
   const [deleting, setDeleting] = useState(false)
   const [deleteError, setDeleteError] = useState<string | null>(null)
+  const [authWaiting, setAuthWaiting] = useState<string | null>(null)
 
   const load = useCallback(async () => {
     setLoading(true)
@@ -283,7 +289,43 @@ export function McpMarket() {
     void load()
   }, [load])
 
+  // Connect on a server that needs OAuth: the provider's page opens, the list is polled until
+  // the callback has landed, then the server connects with its new token.
+  const authorize = async (s: McpServer) => {
+    setBusy(s.name)
+    setAuthWaiting(s.name)
+    setRowErrors((r) => ({ ...r, [s.name]: '' }))
+    try {
+      await openAuthorization(s.name)
+      const list = async () => (await api.get<{ servers: McpServer[] }>('/mcp/servers'))?.servers ?? []
+      if (await waitForAuthorized(list, s.name)) {
+        await api.post(`/mcp/servers/${enc(s.name)}/connect`, undefined, { timeoutMs: 60_000 })
+      } else {
+        setRowErrors((r) => ({ ...r, [s.name]: t('mcp.auth.timedOut') }))
+      }
+    } catch (e) {
+      setRowErrors((r) => ({ ...r, [s.name]: describeError(e) }))
+    } finally {
+      setAuthWaiting(null)
+      setBusy(null)
+      await load()
+    }
+  }
+
+  const logout = async (s: McpServer) => {
+    setBusy(s.name)
+    try {
+      await signOut(s.name)
+    } catch (e) {
+      setRowErrors((r) => ({ ...r, [s.name]: describeError(e) }))
+    } finally {
+      setBusy(null)
+      await load()
+    }
+  }
+
   const toggle = async (s: McpServer) => {
+    if (s.auth === 'required' && s.status !== 'connected') return authorize(s)
     setBusy(s.name)
     setRowErrors((r) => ({ ...r, [s.name]: '' }))
     try {
@@ -325,7 +367,10 @@ export function McpMarket() {
               const st = STATUS[s.status] ?? STATUS.disconnected
               const err = rowErrors[s.name] || s.status_error
               const working = busy === s.name
-              const label = t(s.status === 'connected' ? 'mcp.disconnect' : s.status === 'error' ? 'mcp.retryConnect' : 'mcp.connect')
+              const needsAuth = s.auth === 'required' && s.status !== 'connected'
+              const label = needsAuth
+                ? t('mcp.auth.authorize')
+                : t(s.status === 'connected' ? 'mcp.disconnect' : s.status === 'error' ? 'mcp.retryConnect' : 'mcp.connect')
               return (
                 <div
                   key={s.name}
@@ -344,6 +389,15 @@ export function McpMarket() {
                         <span className={`flex items-center gap-1 text-xs ${st.cls}`} data-testid="mcp-status">
                           <StatusIcon status={s.status} /> {t(st.label)}
                         </span>
+                        {s.auth && (
+                          <span
+                            className={`rounded-full border px-2 py-0.5 text-[10px] ${s.auth === 'authorized' ? 'border-emerald-800 text-emerald-400' : 'border-amber-800 text-amber-300'}`}
+                            data-testid="mcp-auth"
+                            data-auth={s.auth}
+                          >
+                            {s.auth === 'authorized' ? t('mcp.auth.authorized') : t('mcp.auth.required')}
+                          </span>
+                        )}
                         {(s.pending_changes ?? 0) > 0 && (
                           <button
                             type="button"
@@ -371,12 +425,22 @@ export function McpMarket() {
                       >
                         {working ? (
                           <>
-                            <Spinner /> {t('mcp.working')}
+                            <Spinner /> {authWaiting === s.name ? t('mcp.auth.waiting') : t('mcp.working')}
                           </>
                         ) : (
                           label
                         )}
                       </Button>
+                      {s.auth === 'authorized' && (
+                        <Button
+                          variant="ghost"
+                          disabled={busy !== null}
+                          onClick={() => void logout(s)}
+                          data-testid="mcp-sign-out"
+                        >
+                          {t('mcp.auth.signOut')}
+                        </Button>
+                      )}
                       {s.mutable && (
                         <RowMenu
                           onEdit={() => setForm({ server: s })}

@@ -21,7 +21,7 @@ import type { GeneratingMap } from '../lib/generation'
 import type { AppView } from '../lib/skills'
 import { relativeTime } from '../lib/time'
 import type { SessionInfo } from '../lib/types'
-import { ConfirmDialog, Spinner } from './ui'
+import { ConfirmDialog, Spinner, useMenuKeyboard } from './ui'
 
 interface Props {
   view: AppView
@@ -43,7 +43,10 @@ function NavButton({
   label,
   onClick,
   testId,
+  expanded,
 }: {
+  /** set for a button that opens a menu */
+  expanded?: boolean
   active?: boolean
   icon: React.ReactNode
   label: string
@@ -55,6 +58,8 @@ function NavButton({
       type="button"
       onClick={onClick}
       aria-current={active ? 'page' : undefined}
+      aria-haspopup={expanded === undefined ? undefined : 'menu'}
+      aria-expanded={expanded}
       data-testid={testId}
       className={`flex w-full items-center gap-2.5 rounded-lg px-2.5 py-2 text-sm transition-colors ${
         active ? 'bg-zinc-800 text-zinc-50' : 'text-zinc-300 hover:bg-zinc-800/60 hover:text-zinc-100'
@@ -83,6 +88,8 @@ function SessionRow({
 }) {
   const { t, lang } = useI18n()
   const [menu, setMenu] = useState(false)
+  const menuRef = useRef<HTMLDivElement>(null)
+  useMenuKeyboard(menu, menuRef, () => setMenu(false))
   const [editing, setEditing] = useState(false)
   const [draft, setDraft] = useState(s.title)
   const done = useRef(false)
@@ -110,6 +117,7 @@ function SessionRow({
     return (
       <div className="px-1 py-0.5">
         <input
+          // eslint-disable-next-line jsx-a11y/no-autofocus -- the field appears on the person's own Rename
           autoFocus
           aria-label={t('sidebar.titleInput')}
           value={draft}
@@ -151,6 +159,8 @@ function SessionRow({
       <button
         type="button"
         aria-label={t('sidebar.actions')}
+        aria-haspopup="menu"
+        aria-expanded={menu}
         onClick={(e) => {
           e.stopPropagation()
           setMenu((m) => !m)
@@ -162,7 +172,7 @@ function SessionRow({
         <MoreHorizontal size={16} />
       </button>
       {menu && (
-        <div role="menu" className="absolute top-9 right-1 z-20 w-36 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
+        <div ref={menuRef} role="menu" className="absolute top-9 right-1 z-20 w-36 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
           <button
             role="menuitem"
             type="button"
@@ -223,6 +233,8 @@ export function Sidebar(p: Props) {
   const [confirm, setConfirm] = useState<string | null>(null)
   const [deleting, setDeleting] = useState(false)
   const settingsRef = useRef<HTMLDivElement>(null)
+  const settingsMenuRef = useRef<HTMLDivElement>(null)
+  useMenuKeyboard(settingsMenu, settingsMenuRef, () => setSettingsMenu(false))
 
   useEffect(() => {
     if (!settingsMenu) return
@@ -310,7 +322,7 @@ export function Sidebar(p: Props) {
         </div>
         <div ref={settingsRef} className="relative border-t border-zinc-800/80 p-2">
           {settingsMenu && (
-            <div role="menu" className="absolute right-2 bottom-full left-2 mb-1 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
+            <div ref={settingsMenuRef} role="menu" className="absolute right-2 bottom-full left-2 mb-1 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
               <button
                 role="menuitem"
                 type="button"
@@ -331,6 +343,7 @@ export function Sidebar(p: Props) {
             icon={<Settings size={17} />}
             label={t('sidebar.settings')}
             onClick={() => setSettingsMenu((m) => !m)}
+            expanded={settingsMenu}
             testId="settings-button"
           />
         </div>

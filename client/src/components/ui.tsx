@@ -1,6 +1,6 @@
 // Small shared UI pieces: buttons, modal, confirm dialog, skeleton rows, spinner.
 
-import { useEffect, useRef, type ButtonHTMLAttributes, type ReactNode } from 'react'
+import { useEffect, useId, useRef, type ButtonHTMLAttributes, type ReactNode, type RefObject } from 'react'
 import { Loader2, X } from 'lucide-react'
 import { useT } from '../i18n'
 
@@ -50,27 +50,74 @@ export function Modal({
 }) {
   const t = useT()
   const closeRef = useRef(onClose)
-  closeRef.current = onClose
+  useEffect(() => {
+    closeRef.current = onClose
+  })
+  const titleId = useId()
+  const box = useRef<HTMLDivElement>(null)
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
-      if (e.key === 'Escape' && !closeDisabled) closeRef.current()
+      if (e.key === 'Escape' && !closeDisabled) {
+        e.preventDefault()
+        closeRef.current()
+      }
     }
     window.addEventListener('keydown', onKey)
     return () => window.removeEventListener('keydown', onKey)
   }, [closeDisabled])
+  // Focus moves into the dialog, Tab cycles inside it, and focus returns where it was on close.
+  useEffect(() => {
+    const previous = document.activeElement instanceof HTMLElement ? document.activeElement : null
+    const el = box.current
+    if (el && !el.contains(document.activeElement)) {
+      const first = focusables(el).find((f) => !f.hasAttribute('data-modal-close'))
+      ;(first ?? el).focus()
+    }
+    return () => {
+      if (previous?.isConnected) previous.focus()
+    }
+  }, [])
+  useEffect(() => {
+    const el = box.current
+    if (!el) return
+    const trap = (e: KeyboardEvent) => {
+      if (e.key !== 'Tab') return
+      const list = focusables(el)
+      if (!list.length) {
+        e.preventDefault()
+        return
+      }
+      const first = list[0]
+      const last = list[list.length - 1]
+      if (e.shiftKey && (document.activeElement === first || document.activeElement === el)) {
+        e.preventDefault()
+        last.focus()
+      } else if (!e.shiftKey && document.activeElement === last) {
+        e.preventDefault()
+        first.focus()
+      }
+    }
+    el.addEventListener('keydown', trap)
+    return () => el.removeEventListener('keydown', trap)
+  }, [])
   return (
     <div className="fixed inset-0 z-50 flex items-center justify-center bg-black/60 p-4 backdrop-blur-[2px]">
       <div
+        ref={box}
         role="dialog"
         aria-modal="true"
-        aria-labelledby={labelledBy}
-        className={`flex max-h-[90vh] w-full flex-col rounded-xl border border-zinc-800 bg-panel shadow-2xl ${wide ? 'max-w-4xl' : 'max-w-lg'}`}
+        aria-labelledby={labelledBy ?? titleId}
+        tabIndex={-1}
+        className={`flex max-h-[90vh] w-full flex-col rounded-xl border border-zinc-800 bg-panel shadow-2xl outline-none ${wide ? 'max-w-4xl' : 'max-w-lg'}`}
       >
         <div className="flex items-center gap-3 border-b border-zinc-800 px-5 py-3.5">
-          <div className="min-w-0 flex-1 text-[15px] font-semibold text-zinc-100">{title}</div>
+          <div id={titleId} className="min-w-0 flex-1 text-[15px] font-semibold text-zinc-100">
+            {title}
+          </div>
           <button
             type="button"
             aria-label={t('common.close')}
+            data-modal-close
             disabled={closeDisabled}
             onClick={onClose}
             className="rounded-md p-1 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200 disabled:opacity-40"
@@ -83,6 +130,12 @@ export function Modal({
       </div>
     </div>
   )
+}
+
+const FOCUSABLE = 'a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), [tabindex]:not([tabindex="-1"])'
+
+function focusables(root: HTMLElement): HTMLElement[] {
+  return [...root.querySelectorAll<HTMLElement>(FOCUSABLE)].filter((el) => el.getClientRects().length > 0)
 }
 
 export function ConfirmDialog({
@@ -165,3 +218,41 @@ export const inputBase =
   'rounded-md border border-zinc-700 bg-zinc-950 px-3 py-2 text-sm text-zinc-100 placeholder:text-zinc-600 outline-none transition focus:border-emerald-600 focus:ring-2 focus:ring-emerald-600/20 disabled:opacity-60 read-only:text-zinc-400'
 
 export const inputClass = `${inputBase} w-full`
+
+/**
+ * Keyboard for an open `role=menu`: focus goes to its first item, ↑/↓/Home/End move between
+ * items, Escape closes and returns focus to where it was (the trigger), Tab closes.
+ */
+export function useMenuKeyboard(open: boolean, menuRef: RefObject<HTMLElement | null>, onClose: () => void) {
+  const closeRef = useRef(onClose)
+  useEffect(() => {
+    closeRef.current = onClose
+  })
+  useEffect(() => {
+    const menu = menuRef.current
+    if (!open || !menu) return
+    const trigger = document.activeElement instanceof HTMLElement ? document.activeElement : null
+    const items = () => [...menu.querySelectorAll<HTMLElement>('[role="menuitem"]:not([disabled])')]
+    items()[0]?.focus()
+    const onKey = (e: KeyboardEvent) => {
+      const list = items()
+      const i = list.indexOf(document.activeElement as HTMLElement)
+      const go = (j: number) => {
+        e.preventDefault()
+        list[(j + list.length) % list.length]?.focus()
+      }
+      if (e.key === 'ArrowDown') go(i + 1)
+      else if (e.key === 'ArrowUp') go(i - 1)
+      else if (e.key === 'Home') go(0)
+      else if (e.key === 'End') go(list.length - 1)
+      else if (e.key === 'Escape') {
+        e.preventDefault()
+        e.stopPropagation()
+        closeRef.current()
+        trigger?.focus()
+      } else if (e.key === 'Tab') closeRef.current()
+    }
+    menu.addEventListener('keydown', onKey)
+    return () => menu.removeEventListener('keydown', onKey)
+  }, [open, menuRef])
+}

@@ -5,6 +5,13 @@ export const en = {
   'settings.language': 'Language',
   'lang.en': 'English',
   'lang.zh-CN': '简体中文',
+  // MCP OAuth (McpMarket)
+  'mcp.auth.required': 'Authorization needed',
+  'mcp.auth.authorized': 'Authorized',
+  'mcp.auth.authorize': 'Authorize',
+  'mcp.auth.waiting': 'Waiting for authorization…',
+  'mcp.auth.signOut': 'Sign out',
+  'mcp.auth.timedOut': 'Authorization was not completed. Try again.',
 
   // ---- shared pieces (ui.tsx and several screens) ----
   'common.cancel': 'Cancel',
@@ -265,6 +272,16 @@ export const en = {
   'elicit.err.choice': 'Choose one of the options',
   'elicit.err.minItems': 'Choose at least {n}',
   'elicit.err.maxItems': 'Choose at most {n}',
+  // Markdown rendering and chat comforts (md branch)
+  'chat.copyMessage': 'Copy message',
+  'chat.copied': 'Copied',
+  'chat.regenerate': 'Regenerate',
+  'chat.duration': '{seconds} s',
+  'chat.queued': 'Queued — sends when the current reply ends',
+  'chat.unqueue': 'Remove queued message',
+  'chat.queueSend': 'Send',
+  'chat.stopHint': 'Esc to stop',
+  'chat.renderFailed': 'This message could not be formatted; showing plain text.',
   // Memory page, Dream, skill versions and evolution proposals (memory helper).
   'nav.memory': 'Memory',
   'diff.identical': 'no changes',

@@ -6,6 +6,13 @@ export const zhCN: Record<MessageKey, string> = {
   'settings.language': '语言',
   'lang.en': 'English',
   'lang.zh-CN': '简体中文',
+  // MCP OAuth (McpMarket)
+  'mcp.auth.required': '需要授权',
+  'mcp.auth.authorized': '已授权',
+  'mcp.auth.authorize': '授权',
+  'mcp.auth.waiting': '正在等待授权…',
+  'mcp.auth.signOut': '退出登录',
+  'mcp.auth.timedOut': '授权未完成，请重试。',
 
   // ---- shared pieces ----
   'common.cancel': '取消',
@@ -265,6 +272,16 @@ export const zhCN: Record<MessageKey, string> = {
   'elicit.err.choice': '请从选项中选择',
   'elicit.err.minItems': '至少选择 {n} 项',
   'elicit.err.maxItems': '最多选择 {n} 项',
+  // Markdown rendering and chat comforts (md branch)
+  'chat.copyMessage': '复制消息',
+  'chat.copied': '已复制',
+  'chat.regenerate': '重新生成',
+  'chat.duration': '{seconds} 秒',
+  'chat.queued': '已排队——当前回复结束后发送',
+  'chat.unqueue': '移除排队的消息',
+  'chat.queueSend': '发送',
+  'chat.stopHint': '按 Esc 停止',
+  'chat.renderFailed': '此消息无法排版，以纯文本显示。',
   // Memory page, Dream, skill versions and evolution proposals (memory helper).
   'nav.memory': '记忆',
   'diff.identical': '无变化',

@@ -25,6 +25,16 @@ describe('WS event reducer', () => {
     expect(s.awaitingNewChat).toBe(false)
   })
 
+  it('puts done.duration_sec on the turn\'s answer and stamps live messages', () => {
+    let s = started()
+    s = run(s, ws({ event: 'delta', chat_id: 'c1', text: 'A', seq: 1 }), ws({ event: 'done', chat_id: 'c1', duration_sec: 2.5, seq: 2 }))
+    expect(msgs(s).map((m) => m.durationSec)).toEqual([undefined, 2.5])
+    expect(msgs(s).every((m) => typeof m.at === 'number')).toBe(true)
+    // a turn that produced no answer leaves the previous answer's duration alone
+    s = run(s, { type: 'sent', chatId: 'c1', content: 'again', selections: [] }, ws({ event: 'done', chat_id: 'c1', duration_sec: 9, seq: 3 }))
+    expect(msgs(s).map((m) => m.durationSec)).toEqual([undefined, 2.5, undefined])
+  })
+
   it('streams deltas into one assistant message and finalises on stream_end/done', () => {
     let s = started()
     expect(s.generating.c1).toBe(true)

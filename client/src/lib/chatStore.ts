@@ -27,6 +27,10 @@ export interface ChatMessage {
   selections?: Selection[]
   /** notices: an inline turn error or a "stopped" marker */
   tone?: 'error' | 'muted'
+  /** when this page saw the message start (epoch ms); history carries no times */
+  at?: number
+  /** assistant: the turn's `done.duration_sec` */
+  durationSec?: number
   /** a notice in the client's own words: shown in the language on screen, even after a switch */
   textKey?: MessageKey
 }
@@ -109,13 +113,24 @@ function finaliseStreaming(messages: ChatMessage[]): ChatMessage[] {
   return messages.map((m) => (m.streaming ? { ...m, streaming: false } : m))
 }
 
+/** Puts the turn's duration on its answer: the last assistant message after the last user message. */
+function withDuration(messages: ChatMessage[], sec: number | null): ChatMessage[] {
+  if (sec === null) return messages
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]
+    if (m.role === 'user') break
+    if (m.role === 'assistant') return messages.map((x, j) => (j === i ? { ...x, durationSec: sec } : x))
+  }
+  return messages
+}
+
 /** The last message if it is a streaming assistant message, else a fresh one appended. */
 function streamingTail(messages: ChatMessage[]): { list: ChatMessage[]; tail: ChatMessage } {
   const last = messages[messages.length - 1]
   if (last && last.role === 'assistant' && last.streaming) {
     return { list: messages.slice(0, -1), tail: last }
   }
-  return { list: messages, tail: { id: nextId(), role: 'assistant', content: '', streaming: true, tools: [] } }
+  return { list: messages, tail: { id: nextId(), role: 'assistant', content: '', streaming: true, tools: [], at: Date.now() } }
 }
 
 function withForms(state: State, chatId: string, forms: Elicitation[]): State {
@@ -158,7 +173,7 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
     case 'message': {
       // Non-streamed fallback: a complete assistant text.
       const text = str(ev.text) ?? ''
-      return put(state, [...finaliseStreaming(chat.messages), { id: nextId(), role: 'assistant', content: text }])
+      return put(state, [...finaliseStreaming(chat.messages), { id: nextId(), role: 'assistant', content: text, at: Date.now() }])
     }
     case 'tool_call': {
       const { list, tail } = streamingTail(chat.messages)
@@ -199,7 +214,7 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
     case 'stream_end':
       return put(state, finaliseStreaming(chat.messages))
     case 'done': {
-      const s = closeForms(reloadIfGap(put(state, finaliseStreaming(chat.messages))), chatId)
+      const s = closeForms(reloadIfGap(put(state, withDuration(finaliseStreaming(chat.messages), num(ev.duration_sec)))), chatId)
       return { ...s, generating: stopGenerating(s.generating, chatId) }
     }
     case 'elicitation': {
@@ -280,7 +295,7 @@ export function reduce(state: State, action: Action): State {
       return { ...state, awaitingNewChat: true, banner: null }
     case 'sent': {
       const chat = chatOf(state, action.chatId)
-      const msg: ChatMessage = { id: nextId('u'), role: 'user', content: action.content }
+      const msg: ChatMessage = { id: nextId('u'), role: 'user', content: action.content, at: Date.now() }
       if (action.selections.length) msg.selections = action.selections
       const s = withChat(state, action.chatId, { ...chat, messages: [...finaliseStreaming(chat.messages), msg] })
       return { ...s, generating: startGenerating(s.generating, action.chatId), banner: null }

@@ -23,6 +23,7 @@ export class SelectionError extends Error {}
 export function normaliseLabel(label: unknown): string | undefined {
   if (label === undefined || label === null) return undefined
   if (typeof label !== 'string') throw new SelectionError(tr('composer.invalidLabel'))
+  // eslint-disable-next-line no-control-regex -- NUL is what is being removed
   const clean = label.replace(/\u0000/g, '').trim()
   if (!clean) return undefined
   if ([...clean].length > MAX_LABEL) throw new SelectionError(tr('composer.labelTooLong', { max: MAX_LABEL }))

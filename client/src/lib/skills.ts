@@ -84,6 +84,7 @@ export interface InvalidPackage {
 }
 
 function clean(s: string): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what is being replaced
   return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ')
 }
 

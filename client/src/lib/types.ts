@@ -55,6 +55,8 @@ export interface McpServer {
   connected: boolean
   status_error: string | null
   tool_count: number
+  /** OAuth: absent when the server does not use it. Never a token. */
+  auth?: 'required' | 'authorized' | null
   /** Tools held by pinning (changed since approved); absent when none. */
   pending_changes?: number
 }

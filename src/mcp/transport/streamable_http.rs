@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,7 @@ use super::{
     body_snippet, content_type, http_agent, join_until, lock, read_body_text, send_following, spawn_named, HttpSpec,
     HttpTimeouts, Inbox, Outgoing, Transport,
 };
+use crate::mcp::auth::{self, Authorizer};
 use crate::mcp::jsonrpc::Id;
 use crate::mcp::{Error, Result};
 use crate::util::sse::SseReader;
@@ -56,6 +57,8 @@ struct Shared {
     stop: Mutex<Option<crossbeam_channel::Sender<()>>>,
     stopped: crossbeam_channel::Receiver<()>,
     inbox: Weak<Inbox>,
+    /// OAuth (`mcp::auth`), unless the configured headers carry an `Authorization` already.
+    auth: OnceLock<Arc<dyn Authorizer>>,
 }
 
 pub struct StreamableHttpTransport {
@@ -101,6 +104,7 @@ impl StreamableHttpTransport {
             stop: Mutex::new(Some(stop)),
             stopped,
             inbox: Arc::downgrade(&inbox),
+            auth: OnceLock::new(),
         });
         let active = Arc::new(AtomicUsize::new(0));
         let weak = Arc::downgrade(&shared);
@@ -126,6 +130,18 @@ impl StreamableHttpTransport {
             }
         }));
         Ok(StreamableHttpTransport { shared, inbox, get_stream: Mutex::new(None) })
+    }
+}
+
+impl StreamableHttpTransport {
+    /// Lets `auth` supply bearer tokens and answer 401/403 challenges. Ignored when the
+    /// configured headers hold an `Authorization` of their own (the owner's choice wins).
+    pub fn with_auth(self, auth: Option<Arc<dyn Authorizer>>) -> Self {
+        let own = self.shared.headers.keys().any(|k| k.eq_ignore_ascii_case("authorization"));
+        if let (Some(a), false) = (auth, own) {
+            let _ = self.shared.auth.set(a);
+        }
+        self
     }
 }
 
@@ -230,13 +246,47 @@ fn with_headers<B>(shared: &Shared, mut req: ureq::RequestBuilder<B>) -> ureq::R
     for (k, v) in &shared.headers {
         req = req.header(k.as_str(), v.as_str());
     }
+    if let Some(token) = shared.auth.get().and_then(|a| a.bearer()) {
+        req = req.header("Authorization", format!("Bearer {token}").as_str());
+    }
     req
+}
+
+/// Sends with [`send_following`]; a 401, or a 403 with a challenge, goes to the authorizer
+/// (a new token, refresh or step-up) and the request is sent again, at most
+/// [`auth::MAX_ROUNDS`] times. Without an authorizer the response is returned as it is.
+fn send_authorized(
+    shared: &Shared,
+    inbox: &Inbox,
+    method: &str,
+    what: &str,
+    mut send: impl FnMut(&str) -> std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Result<ureq::http::Response<ureq::Body>> {
+    let mut rounds = 0;
+    loop {
+        let (resp, _) = send_following(inbox, &shared.url, &shared.url, method, what, &mut send)?;
+        let status = resp.status().as_u16();
+        let Some(auth) = shared.auth.get() else { return Ok(resp) };
+        let challenge = resp.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).map(str::to_string);
+        if !(status == 401 || (status == 403 && challenge.is_some())) {
+            return Ok(resp);
+        }
+        if rounds >= auth::MAX_ROUNDS {
+            return Err(Error::Auth(format!("still refused (HTTP {status}) after {rounds} authorizations")));
+        }
+        rounds += 1;
+        drop(resp);
+        auth.challenge(status, challenge.as_deref()).map_err(|e| match e {
+            Error::Auth(m) => Error::Auth(inbox.redact(&m)),
+            other => other,
+        })?;
+    }
 }
 
 /// POSTs a request and routes every message of its reply (JSON or event stream) to the inbox.
 fn post_request(shared: &Shared, inbox: &Inbox, id: &Id, msg: String) -> Result<()> {
     let had_session = lock(&shared.session).is_some();
-    let (resp, _) = send_following(inbox, &shared.url, &shared.url, "POST", "POST to the MCP endpoint", |url| {
+    let resp = send_authorized(shared, inbox, "POST", "POST to the MCP endpoint", |url| {
         let req = shared
             .long_agent
             .post(url)
@@ -334,7 +384,7 @@ fn retry_delay(retry_ms: Option<u64>) -> Duration {
 
 /// POSTs a notification or a response; the server answers 202 (or 200) without a message.
 fn post_control(shared: &Shared, inbox: &Inbox, msg: String, timeout: Duration) -> Result<()> {
-    let (resp, _) = send_following(inbox, &shared.url, &shared.url, "POST", "POST to the MCP endpoint", |url| {
+    let resp = send_authorized(shared, inbox, "POST", "POST to the MCP endpoint", |url| {
         let req = shared
             .agent
             .post(url)
