@@ -14,7 +14,7 @@ use super::prompt;
 use super::tools::{FinishedTurn, Preparation, SchemaCache, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use super::Deps;
 use crate::bus::TurnRequest;
-use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
+use crate::llm::client::{Completion, LlmClient, LlmError, OnText, ToolCall};
 use crate::memory_jobs::consolidator::Job;
 use crate::store::chats::Record;
 use crate::util::cancel::CancelToken;
@@ -174,12 +174,12 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         let body = request_body(&sel.model, &messages, &tools, &deps.schemas);
         iterations += 1;
         let result = {
-            let (sink, stream_id) = (&deps.sink, t.stream_id);
-            let streamed = &mut t.streamed;
-            client.stream_chat(body, cancel, &mut |delta| {
-                streamed.push_str(delta);
-                sink.emit(chat_id, &Event::Delta { chat_id, text: delta, stream_id });
-            })
+            // Runs on the stream's reader thread: deltas go to the hub without waking us.
+            let (sink, stream_id, chat) = (Arc::clone(&deps.sink), t.stream_id, req.chat_id.clone());
+            let on_text: OnText = Arc::new(move |delta: &str| {
+                sink.emit(&chat, &Event::Delta { chat_id: &chat, text: delta, stream_id });
+            });
+            client.stream_chat(body, cancel, on_text, &mut t.streamed)
         };
         let completion: Completion = match result {
             Ok(c) => c,

@@ -1,18 +1,20 @@
 //! The blocking LLM client: one ureq `Agent` per provider generation, `POST /chat/completions`
-//! with `stream: true` read on a reader thread of its own (parked between calls) so the calling
-//! worker can stop at once on cancel, plus non-streamed completions (consolidation, Dream) and model discovery.
+//! with `stream: true` read on a reader thread of its own (`llm-stream`, parked between calls,
+//! [`crate::util::blocking`]) so the calling worker can stop at once on cancel, plus
+//! non-streamed completions (consolidation, Dream) and model discovery. The reader hands text
+//! deltas straight to the turn's callback; the worker wakes once per model call.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, select, Receiver, Sender};
+use crossbeam_channel::bounded;
 use serde_json::{json, Value};
 
 use super::settings::Settings;
 use super::Provider;
+use crate::util::blocking::{self, Pool, Stop};
 use crate::util::cancel::CancelToken;
 use crate::util::json::{too_deep, MAX_DEPTH as MAX_JSON_DEPTH};
-use crate::util::parked::ParkedThreads;
 use crate::util::redact;
 use crate::util::sse::{SseError, SseReader};
 
@@ -120,7 +122,7 @@ pub struct LlmClient {
     /// streams return theirs, so kept-alive connections are reused.
     stream_agents: std::sync::Mutex<Vec<ureq::Agent>>,
     /// Stream reader threads, parked between model calls.
-    readers: ParkedThreads,
+    readers: Pool,
     timeout: Duration,
 }
 
@@ -171,7 +173,7 @@ impl LlmClient {
             agent: config.new_agent(),
             config,
             stream_agents: std::sync::Mutex::new(Vec::new()),
-            readers: ParkedThreads::new("llm-stream", 256 * 1024, MAX_IDLE_READERS, READER_IDLE),
+            readers: Pool::new("llm-stream", 256 * 1024, MAX_IDLE_READERS, READER_IDLE),
             timeout,
         })
     }
@@ -180,24 +182,54 @@ impl LlmClient {
         redact::redact_with(s, &[self.bearer.as_str()])
     }
 
-    /// Streams a chat completion. `body` is the request JSON (with `"stream":true`). Text deltas
-    /// go to `on_text` as they arrive; tool-call fragments are assembled by index. Returns at
-    /// once with `Cancelled` when `cancel` fires.
+    /// Streams a chat completion. `body` is the request JSON (with `"stream":true`). The
+    /// request runs on a parked `llm-stream` thread ([`crate::util::blocking`]), which also
+    /// hands each text delta to `on_text` as it arrives (the turn emits it from there, so a
+    /// chunk goes reader -> hub -> writer without waking the worker); tool-call fragments are
+    /// assembled by index. The worker waits for the whole completion with the turn's token:
+    /// `Cancelled` at once when `cancel` fires. Every delta handed to `on_text` is also
+    /// appended to `streamed`, and none is handed over after this returns.
     pub fn stream_chat(
         self: &Arc<Self>,
         body: Vec<u8>,
         cancel: &CancelToken,
-        on_text: &mut dyn FnMut(&str),
+        on_text: OnText,
+        streamed: &mut String,
     ) -> Result<Completion, LlmError> {
-        let (tx, rx) = bounded::<Chunk>(256);
+        let (tx, rx) = bounded::<Result<Completion, LlmError>>(1);
+        let live = Arc::new(Mutex::new(Live { open: true, text: String::new(), last_read: Instant::now() }));
         let me = Arc::clone(self);
         let reader_cancel = cancel.clone();
+        let reader_live = Arc::clone(&live);
         let agent = self.stream_agents.lock().ok().and_then(|mut a| a.pop()).unwrap_or_else(|| self.config.new_agent());
         let reader_agent = agent.clone();
         self.readers
-            .run(Box::new(move || me.read_stream(&reader_agent, &body, &reader_cancel, &tx)))
+            .run(Box::new(move || {
+                let stream = Stream { live: &reader_live, cancel: &reader_cancel, on_text: &*on_text };
+                let _ = tx.send(me.read_stream(&reader_agent, &body, &stream));
+            }))
             .map_err(|e| LlmError::Other(format!("cannot start the stream reader: {e}")))?;
-        let result = self.collect(&rx, cancel, on_text);
+        // The reader enforces the per-read timeout; this is a backstop against a wedged reader:
+        // that long without a stream event ends the wait.
+        let hard = self.timeout * 3 + CONNECT_TIMEOUT;
+        let result = loop {
+            let since = live_lock(&live).last_read;
+            match blocking::wait(&rx, Some(cancel), since + hard) {
+                Ok(r) => break r,
+                Err(Stop::Cancelled) => break Err(LlmError::Cancelled),
+                Err(Stop::Gone) => break Err(LlmError::Truncated),
+                Err(Stop::Overdue) if live_lock(&live).last_read == since => {
+                    break Err(LlmError::Timeout(self.timeout))
+                }
+                Err(Stop::Overdue) => {}
+            }
+        };
+        {
+            // From here on the reader hands nothing more to `on_text`.
+            let mut l = live_lock(&live);
+            l.open = false;
+            streamed.push_str(&l.text);
+        }
         match &result {
             // The reader may still be blocked on the socket: close it under the read.
             Err(LlmError::Cancelled | LlmError::Timeout(_)) => agent.shutdown(),
@@ -212,65 +244,11 @@ impl LlmClient {
         result
     }
 
-    fn collect(
-        &self,
-        rx: &Receiver<Chunk>,
-        cancel: &CancelToken,
-        on_text: &mut dyn FnMut(&str),
-    ) -> Result<Completion, LlmError> {
-        let mut out = Completion::default();
-        let mut calls: Vec<ToolCall> = Vec::new();
-        // The reader enforces the per-read timeout; this is a backstop against a wedged reader.
-        let hard = self.timeout * 3 + CONNECT_TIMEOUT;
-        loop {
-            let chunk = select! {
-                recv(rx) -> c => match c {
-                    Ok(c) => c,
-                    Err(_) => return Err(LlmError::Truncated),
-                },
-                recv(cancel.wait_chan()) -> _ => return Err(LlmError::Cancelled),
-                default(hard) => return Err(LlmError::Timeout(self.timeout)),
-            };
-            if cancel.is_cancelled() {
-                return Err(LlmError::Cancelled);
-            }
-            match chunk {
-                Chunk::Text(t) => {
-                    out.content.push_str(&t);
-                    on_text(&t);
-                }
-                Chunk::ToolFragment { index, id, name, arguments } => {
-                    if calls.len() <= index {
-                        if index > 128 {
-                            return Err(LlmError::Malformed("tool call index out of range"));
-                        }
-                        calls.resize_with(index + 1, ToolCall::default);
-                    }
-                    let c = &mut calls[index];
-                    if let Some(id) = id.filter(|s| !s.is_empty()) {
-                        c.id = id;
-                    }
-                    if let Some(n) = name {
-                        c.name.push_str(&n);
-                    }
-                    if let Some(a) = arguments {
-                        c.arguments.push_str(&a);
-                    }
-                }
-                Chunk::Finish(reason) => out.finish_reason = Some(reason),
-                Chunk::Usage(u) => out.usage = Some(u),
-                Chunk::Done => {
-                    out.tool_calls = calls.into_iter().filter(|c| !c.name.is_empty()).collect();
-                    return Ok(out);
-                }
-                Chunk::Failed(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Reader thread body: request (one retry before any byte arrived), then decode SSE.
-    fn read_stream(&self, agent: &ureq::Agent, body: &[u8], cancel: &CancelToken, tx: &Sender<Chunk>) {
+    /// Reader thread body: request (one retry before any byte arrived), then decode SSE and
+    /// assemble the completion.
+    fn read_stream(&self, agent: &ureq::Agent, body: &[u8], stream: &Stream<'_>) -> Result<Completion, LlmError> {
         let url = format!("{}/chat/completions", self.api_base);
+        let cancel = stream.cancel;
         let mut attempt = 0;
         let resp = loop {
             attempt += 1;
@@ -279,13 +257,10 @@ impl LlmClient {
                 Err((e, retry_after)) if attempt == 1 && e.retryable() => {
                     let wait = retry_after.unwrap_or(Duration::from_millis(500));
                     if cancel.wait_chan().recv_timeout(wait).is_err() && cancel.is_cancelled() {
-                        return;
+                        return Err(LlmError::Cancelled);
                     }
                 }
-                Err((e, _)) => {
-                    let _ = tx.send(Chunk::Failed(e));
-                    return;
-                }
+                Err((e, _)) => return Err(e),
             }
         };
         let is_sse = resp
@@ -296,41 +271,33 @@ impl LlmClient {
         let body = resp.into_body();
         if !is_sse {
             // Some servers ignore `stream: true`; accept a whole JSON completion.
-            let result = body
+            let c = body
                 .into_with_config()
                 .limit(MAX_BODY)
                 .read_to_vec()
                 .map_err(|e| self.map_err(&e))
-                .and_then(|b| parse_completion(&b));
-            let _ = match result {
-                Ok(c) => send_completion(tx, c),
-                Err(e) => tx.send(Chunk::Failed(e)).is_ok(),
-            };
-            return;
+                .and_then(|b| parse_completion(&b))?;
+            if !c.content.is_empty() {
+                stream.text(&c.content)?;
+            }
+            return Ok(c);
         }
+        let mut out = Completion::default();
+        let mut calls: Vec<ToolCall> = Vec::new();
         let mut reader = SseReader::new(body.into_reader());
         loop {
             if cancel.is_cancelled() {
-                return;
+                return Err(LlmError::Cancelled);
             }
             let ev = match reader.next_event() {
                 Ok(Some(ev)) => ev,
-                Ok(None) => {
-                    let _ = tx.send(Chunk::Failed(LlmError::Truncated));
-                    return;
-                }
-                Err(SseError::Io(e)) => {
-                    let _ = tx.send(Chunk::Failed(map_io(&e, self.timeout)));
-                    return;
-                }
-                Err(_) => {
-                    let _ = tx.send(Chunk::Failed(LlmError::Malformed("stream line too long")));
-                    return;
-                }
+                Ok(None) => return Err(LlmError::Truncated),
+                Err(SseError::Io(e)) => return Err(map_io(&e, self.timeout)),
+                Err(_) => return Err(LlmError::Malformed("stream line too long")),
             };
+            stream.touch();
             let data = ev.data.trim();
             if data == "[DONE]" {
-                let _ = tx.send(Chunk::Done);
                 // Read the body to its end (the chunked terminator) so the connection goes
                 // back to the pool and the next model call skips a new connect/TLS handshake.
                 for _ in 0..64 {
@@ -338,7 +305,8 @@ impl LlmClient {
                         break;
                     }
                 }
-                return;
+                out.tool_calls = calls.into_iter().filter(|c| !c.name.is_empty()).collect();
+                return Ok(out);
             }
             if data.is_empty() {
                 continue;
@@ -348,22 +316,40 @@ impl LlmClient {
                 None => serde_json::from_str::<Value>(data).ok(),
                 Some(_) => None,
             };
-            let v = match parsed {
-                Some(v) => v,
-                None => {
-                    let _ = tx.send(Chunk::Failed(LlmError::Malformed("stream data is not JSON")));
-                    return;
-                }
+            let Some(v) = parsed else {
+                return Err(LlmError::Malformed("stream data is not JSON"));
             };
             if let Some(err) = v.get("error") {
                 let msg = err.get("message").and_then(Value::as_str).unwrap_or("error in stream");
                 let status = err.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
-                let _ = tx.send(Chunk::Failed(LlmError::Http { status, message: self.short(msg) }));
-                return;
+                return Err(LlmError::Http { status, message: self.short(msg) });
             }
             for c in chunks_of(&v) {
-                if tx.send(c).is_err() {
-                    return; // the turn stopped listening (cancelled)
+                match c {
+                    Chunk::Text(t) => {
+                        stream.text(&t)?;
+                        out.content.push_str(&t);
+                    }
+                    Chunk::ToolFragment { index, id, name, arguments } => {
+                        if calls.len() <= index {
+                            if index > 128 {
+                                return Err(LlmError::Malformed("tool call index out of range"));
+                            }
+                            calls.resize_with(index + 1, ToolCall::default);
+                        }
+                        let c = &mut calls[index];
+                        if let Some(id) = id.filter(|s| !s.is_empty()) {
+                            c.id = id;
+                        }
+                        if let Some(n) = name {
+                            c.name.push_str(&n);
+                        }
+                        if let Some(a) = arguments {
+                            c.arguments.push_str(&a);
+                        }
+                    }
+                    Chunk::Finish(reason) => out.finish_reason = Some(reason),
+                    Chunk::Usage(u) => out.usage = Some(u),
                 }
             }
         }
@@ -527,13 +513,54 @@ pub fn model_ids(v: &Value) -> Vec<String> {
     ids
 }
 
+/// Where a stream's text deltas go (the turn emits them as `delta` events); called on the
+/// `llm-stream` thread.
+pub type OnText = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// One stream as its reader and its waiting worker share it.
+struct Live {
+    /// False once the worker stopped waiting: nothing more goes to `on_text`.
+    open: bool,
+    /// Every delta handed to `on_text` so far.
+    text: String,
+    /// When the reader last got a stream event (the worker's backstop deadline).
+    last_read: Instant,
+}
+
+fn live_lock(live: &Mutex<Live>) -> MutexGuard<'_, Live> {
+    live.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The reader's side of a stream.
+struct Stream<'a> {
+    live: &'a Mutex<Live>,
+    cancel: &'a CancelToken,
+    on_text: &'a (dyn Fn(&str) + Send + Sync),
+}
+
+impl Stream<'_> {
+    /// Hands a delta over, under the lock the worker closes the stream with, so no delta
+    /// follows the worker's own next event. `Cancelled` once the worker stopped waiting.
+    fn text(&self, t: &str) -> Result<(), LlmError> {
+        let mut l = live_lock(self.live);
+        if !l.open || self.cancel.is_cancelled() {
+            return Err(LlmError::Cancelled);
+        }
+        l.text.push_str(t);
+        (self.on_text)(t);
+        Ok(())
+    }
+
+    fn touch(&self) {
+        live_lock(self.live).last_read = Instant::now();
+    }
+}
+
 enum Chunk {
     Text(String),
     ToolFragment { index: usize, id: Option<String>, name: Option<String>, arguments: Option<String> },
     Finish(String),
     Usage(Value),
-    Done,
-    Failed(LlmError),
 }
 
 fn chunks_of(v: &Value) -> Vec<Chunk> {
@@ -569,20 +596,6 @@ fn chunks_of(v: &Value) -> Vec<Chunk> {
         out.push(Chunk::Usage(u.clone()));
     }
     out
-}
-
-fn send_completion(tx: &Sender<Chunk>, c: Completion) -> bool {
-    if !c.content.is_empty() && tx.send(Chunk::Text(c.content)).is_err() {
-        return false;
-    }
-    for (index, call) in c.tool_calls.into_iter().enumerate() {
-        let frag =
-            Chunk::ToolFragment { index, id: Some(call.id), name: Some(call.name), arguments: Some(call.arguments) };
-        if tx.send(frag).is_err() {
-            return false;
-        }
-    }
-    tx.send(Chunk::Done).is_ok()
 }
 
 /// Parses a non-streamed `chat.completion` body (nesting bounded first: the callers include

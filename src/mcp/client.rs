@@ -6,7 +6,9 @@
 //! Streamable HTTP session expires.
 //!
 //! Runs on the caller's thread (an HTTP handler or a turn worker); it blocks only on its own
-//! reply channel, always with a deadline, and also wakes on the turn's cancel token.
+//! reply channel, always with a deadline, and also wakes on the turn's cancel token (the rules
+//! of [`crate::util::blocking::wait`]; a `select!` of its own here, as a call also takes
+//! elicitation requests while it waits).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -839,6 +839,7 @@ impl McpManager {
     /// waits at most the connect budget (connect + `tools/list`) and wakes on `cancel`.
     /// Concurrent callers share one attempt (the connect lock and `attempts` coalesce them).
     pub fn reconnect_for_call(self: &Arc<Self>, server: &str, cancel: &CancelToken) -> std::result::Result<(), String> {
+        use crate::util::blocking::Stop;
         if self.user_off(server) {
             return Err("the user disconnected it; connect it in the MCP market or with mcp_prepare".into());
         }
@@ -855,10 +856,13 @@ impl McpManager {
         }
         let budget =
             self.cfg.client.connect_timeout + self.cfg.client.request_timeout + std::time::Duration::from_secs(2);
-        crossbeam_channel::select! {
-            recv(rx) -> r => r.unwrap_or_else(|_| Err("the reconnect ended without an answer".into())),
-            recv(cancel.wait_chan()) -> _ => Err("cancelled".into()),
-            default(budget) => Err(format!("no connection within {}s", super::fmt_secs(budget))),
+        // The wait of every blocking call of a turn (`util::blocking`); the connect itself ends
+        // at its own timeouts, so the thread cannot outlive the budget by much.
+        match crate::util::blocking::wait(&rx, Some(cancel), std::time::Instant::now() + budget) {
+            Ok(r) => r,
+            Err(Stop::Gone) => Err("the reconnect ended without an answer".into()),
+            Err(Stop::Cancelled) => Err("cancelled".into()),
+            Err(Stop::Overdue) => Err(format!("no connection within {}s", super::fmt_secs(budget))),
         }
     }
 

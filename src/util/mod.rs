@@ -1,15 +1,17 @@
 //! Small shared helpers: the turn cancel token, the BM25 scorer, time formatting, randomness,
-//! atomic file writes, text cutting, secret redaction, the SSE parser, parked helper threads,
+//! atomic file writes, text cutting, secret redaction, the SSE parser, blocking calls on helper
+//! threads (`blocking`),
 //! joins with a deadline, the allocator policy, the URL/origin parser, the JSON nesting check and
 //! Python-spaced JSON. Any thread may call them.
 
+pub mod blocking;
 pub mod bm25;
 pub mod cancel;
 pub mod fsx;
 pub mod join;
 pub mod json;
 pub mod malloc;
-pub mod parked;
+
 #[cfg(test)]
 pub mod prng;
 pub mod pyjson;

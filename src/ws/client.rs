@@ -1,7 +1,8 @@
 //! One WebSocket connection: the handshake (Origin, Host and token checks), then this thread
-//! reads and handles frames while a `ws-writer-N` thread owns every socket write (events from
-//! the hub, pong/close replies from the reader, keepalive pings). A slow reader on the other
-//! end fills its capped queue and is dropped; it never blocks a worker.
+//! reads and handles frames while a `ws-writer-N` thread owns every socket write that may wait
+//! (queued events, pong/close replies from the reader, keepalive pings); an event reaches the
+//! socket without it only when that cannot block (`Conn::send`, `ws::direct`). A slow reader
+//! on the other end fills its capped queue and is dropped; it never blocks a worker.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::{Receiver, Select, Sender};
 use tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
@@ -248,35 +249,42 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
     }
 }
 
-/// The writer thread: drains the queue in batches, flushes once per batch, pings when idle,
-/// and closes a peer that answered nothing for two ping intervals.
+/// The writer thread: waits for the queue, then drains it in batches under the connection's
+/// write lock (so a direct write, `Conn::send`, never overtakes a queued frame), flushes once
+/// per batch, pings when idle, and closes a peer that answered nothing for two ping intervals.
 fn write_loop(stream: TcpStream, rx: &Receiver<Out>, conn: &Conn, last_seen: &AtomicU64, started: Instant) {
     let mut ws = WebSocket::from_raw_socket(stream, Role::Server, Some(ws_config()));
     let mut last_ping = Instant::now();
+    let mut ready = Select::new();
+    ready.recv(rx);
     loop {
-        let first = select! {
-            recv(rx) -> m => match m {
-                Ok(m) => m,
-                Err(_) => break,
-            },
-            default(PING_INTERVAL) => {
-                let seen = Duration::from_millis(last_seen.load(Ordering::Relaxed));
-                if started.elapsed().saturating_sub(seen) > PING_INTERVAL * 2 && last_ping.elapsed() >= PING_INTERVAL {
-                    log::info!("event=ws.client.timeout conn={}", conn.id);
-                    break;
-                }
-                last_ping = Instant::now();
-                if ws.send(Message::Ping(Vec::new().into())).is_err() {
-                    break;
-                }
-                continue;
+        if ready.ready_timeout(PING_INTERVAL).is_err() {
+            let seen = Duration::from_millis(last_seen.load(Ordering::Relaxed));
+            if started.elapsed().saturating_sub(seen) > PING_INTERVAL * 2 && last_ping.elapsed() >= PING_INTERVAL {
+                log::info!("event=ws.client.timeout conn={}", conn.id);
+                break;
             }
-        };
-        let mut batch = vec![first];
-        batch.extend(rx.try_iter().take(255));
+            last_ping = Instant::now();
+            let _held = conn.write_lock();
+            if ws.send(Message::Ping(Vec::new().into())).is_err() {
+                break;
+            }
+            continue;
+        }
+        let held = conn.write_lock();
         let mut ok = true;
         let mut close = false;
-        for out in batch {
+        let mut taken = 0;
+        while taken < 256 {
+            let out = match rx.try_recv() {
+                Ok(out) => out,
+                // Empty (another batch took it), or every sender gone.
+                Err(e) => {
+                    close = e.is_disconnected();
+                    break;
+                }
+            };
+            taken += 1;
             let r = match out {
                 Out::Text(t) => ws.write(Message::Text(t.as_ref().into())),
                 Out::Raw(bytes) => {
@@ -293,6 +301,9 @@ fn write_loop(stream: TcpStream, rx: &Receiver<Out>, conn: &Conn, last_seen: &At
             }
         }
         if !ok || ws.flush().is_err() || close {
+            // Closed before the lock is let go: no direct write follows the last frame.
+            conn.close();
+            drop(held);
             break;
         }
     }

@@ -1,6 +1,7 @@
 //! The hub: chat id -> subscribed connections, a per-chat increasing `seq`, and a bounded ring
 //! of recent events per chat for `attach { after_seq }` replay. Fan-out never blocks: each
-//! connection has a capped outbound queue and one that is full is dropped. Called from
+//! connection has a capped outbound queue and one that is full is dropped (a frame goes
+//! straight to the socket instead when that cannot block, `Conn::send`). Called from
 //! workers (emit) and WebSocket reader threads (subscribe, attach).
 
 use std::collections::{HashMap, VecDeque};
@@ -58,18 +59,62 @@ pub struct Conn {
     closed: AtomicBool,
     stream: Option<TcpStream>,
     chats: Mutex<Vec<String>>,
+    /// Held by whoever writes to the socket: the writer thread while it drains a batch, or an
+    /// emitting thread writing a frame directly ([`super::direct`]) when the queue is empty.
+    /// The writer takes frames off the queue only under it, so a direct write never
+    /// overtakes a queued frame.
+    write_lock: Mutex<()>,
 }
 
 impl Conn {
     pub fn new(id: u64, client_id: String, tx: Sender<Out>, stream: Option<TcpStream>) -> Arc<Conn> {
-        Arc::new(Conn { id, client_id, tx, closed: AtomicBool::new(false), stream, chats: Mutex::new(Vec::new()) })
+        Arc::new(Conn {
+            id,
+            client_id,
+            tx,
+            closed: AtomicBool::new(false),
+            stream,
+            chats: Mutex::new(Vec::new()),
+            write_lock: Mutex::new(()),
+        })
     }
 
-    /// Queues a frame; a full queue marks the connection dead and shuts its socket.
+    /// The writer thread's hold on the socket (see `write_lock`).
+    pub(super) fn write_lock(&self) -> MutexGuard<'_, ()> {
+        self.write_lock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes a text frame straight to the socket if nothing is queued, the writer is idle
+    /// and the socket takes it without blocking; else queues it (the rest of a partial write
+    /// as raw bytes). Never waits.
+    fn send_direct(&self, text: Arc<str>) -> bool {
+        if let (Some(stream), Ok(_held)) = (&self.stream, self.write_lock.try_lock()) {
+            if self.tx.is_empty() && !self.closed.load(Ordering::Relaxed) {
+                match super::direct::send_text(stream, &text) {
+                    super::direct::Sent::All => return true,
+                    super::direct::Sent::Part(rest) => return self.queue(Out::Raw(rest)),
+                    super::direct::Sent::Nothing => {}
+                }
+            }
+            // Queued while still holding the lock, behind nothing the writer could have taken.
+            return self.queue(Out::Text(text));
+        }
+        self.queue(Out::Text(text))
+    }
+
+    /// Sends a frame: text directly when that cannot block ([`Conn::send_direct`]), else
+    /// queued; a full queue marks the connection dead and shuts its socket.
     pub fn send(&self, out: Out) -> bool {
         if self.closed.load(Ordering::Relaxed) {
             return false;
         }
+        match out {
+            Out::Text(text) => self.send_direct(text),
+            other => self.queue(other),
+        }
+    }
+
+    fn queue(&self, out: Out) -> bool {
         match push(&self.tx, out) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {

@@ -5,6 +5,7 @@
 //! `wire` holds the event and frame types, `protocol` validates frames.
 
 pub mod client;
+mod direct;
 pub mod hub;
 pub mod protocol;
 pub mod wire;

@@ -1,6 +1,6 @@
 //! `web_fetch` (tools-and-mcp.md §3): GETs an http(s) URL with ureq and returns readable text:
 //! scripts, styles, comments and tags removed, common entities decoded, whitespace collapsed,
-//! cut to 3000 characters. The request runs on a helper thread of [`cancellable`] so the
+//! cut to 3000 characters. The request runs on a `tool-net` helper thread ([`crate::util::blocking`]) so the
 //! turn's worker gets control back at once on cancel; that helper checks the call's deadline
 //! and the turn's cancel token between every read of the body, and the worker shuts the
 //! call's agent down when it stops waiting, so no helper outlives its call for long.
@@ -21,7 +21,8 @@ use serde_json::{json, Map, Value};
 use ureq::unversioned::transport::DefaultConnector;
 
 use super::netguard::{AddrPolicy, GuardedResolver, Refused};
-use super::{arg_str, cancellable, fmt_secs, Interrupted, Tool, ToolOutput, TurnCtx};
+use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
+use crate::util::blocking::{Pool, Stop as Waited};
 use crate::util::cancel::CancelToken;
 
 /// The contract's overall fetch timeout.
@@ -54,6 +55,8 @@ pub struct WebFetch {
     pub policy: AddrPolicy,
     /// Helper threads of this tool still running (tests check they end with their call).
     running: Arc<AtomicUsize>,
+    /// Where the request runs, so the turn can stop waiting at cancel ([`super::net_pool`]).
+    net: Arc<Pool>,
 }
 
 impl Default for WebFetch {
@@ -64,7 +67,19 @@ impl Default for WebFetch {
 
 impl WebFetch {
     pub fn new(policy: AddrPolicy) -> Self {
-        WebFetch { timeout: DEFAULT_TIMEOUT, max_bytes: DEFAULT_MAX_BYTES, policy, running: Arc::default() }
+        WebFetch {
+            timeout: DEFAULT_TIMEOUT,
+            max_bytes: DEFAULT_MAX_BYTES,
+            policy,
+            running: Arc::default(),
+            net: super::net_pool(),
+        }
+    }
+
+    /// The same tool on a shared pool of helper threads.
+    pub fn on(mut self, net: Arc<Pool>) -> Self {
+        self.net = net;
+        self
     }
 
     /// Helper threads of this tool that have not finished yet.
@@ -134,19 +149,19 @@ fn is_io_timeout(e: &std::io::Error) -> bool {
 
 /// Why a fetch stopped before its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
+pub(super) enum Stop {
     Cancelled,
     Overdue,
 }
 
 /// The deadline and cancel token the helper checks between steps.
-struct Budget {
-    deadline: Instant,
-    cancel: CancelToken,
+pub(super) struct Budget {
+    pub(super) deadline: Instant,
+    pub(super) cancel: CancelToken,
 }
 
 impl Budget {
-    fn check(&self) -> Result<(), Stop> {
+    pub(super) fn check(&self) -> Result<(), Stop> {
         if self.cancel.is_cancelled() {
             Err(Stop::Cancelled)
         } else if Instant::now() >= self.deadline {
@@ -156,7 +171,7 @@ impl Budget {
         }
     }
 
-    fn remaining(&self) -> Duration {
+    pub(super) fn remaining(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
     }
 }
@@ -199,14 +214,14 @@ impl Tool for WebFetch {
             let _running = running;
             fetch(&owned, &helper_agent, &budget, timeout, max_bytes)
         };
-        match cancellable(&ctx.cancel, timeout + GRACE, work) {
+        match self.net.call(&ctx.cancel, timeout + GRACE, work) {
             Ok(out) => out,
             Err(stopped) => {
                 // Wakes a helper blocked on the socket; it sees the token or deadline next.
                 agent.shutdown();
                 match stopped {
-                    Interrupted::Cancelled => ToolOutput::error(format!("Fetching {url} was cancelled")),
-                    Interrupted::Overdue => {
+                    Waited::Cancelled => ToolOutput::error(format!("Fetching {url} was cancelled")),
+                    Waited::Overdue | Waited::Gone => {
                         ToolOutput::error(format!("Fetching {url} timed out ({})", fmt_secs(self.timeout)))
                     }
                 }
@@ -215,8 +230,8 @@ impl Tool for WebFetch {
     }
 }
 
-/// The GET with its redirect hops and the streamed text extraction (runs on the helper thread
-/// of [`cancellable`]).
+/// The GET with its redirect hops and the streamed text extraction (runs on a `tool-net`
+/// helper thread).
 fn fetch(url: &str, agent: &ureq::Agent, budget: &Budget, timeout: Duration, max_bytes: u64) -> ToolOutput {
     let stopped = |s: Stop| match s {
         Stop::Cancelled => ToolOutput::error(format!("Fetching {url} was cancelled")),
@@ -1318,7 +1333,7 @@ pub(crate) mod tests {
 
     /// A page that never ends: after the headers, `<!--` and then `-` every few ms (`stall`:
     /// nothing at all). The receiver gets the moment the client hung up.
-    fn trickle(stall: bool) -> (String, crossbeam_channel::Receiver<&'static str>) {
+    pub(crate) fn trickle(stall: bool) -> (String, crossbeam_channel::Receiver<&'static str>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let (tx, rx) = crossbeam_channel::bounded(4);

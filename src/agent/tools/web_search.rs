@@ -1,14 +1,19 @@
 //! `web_search` (tools-and-mcp.md §3): asks the DuckDuckGo Instant Answer API and formats the
-//! abstract and up to 10 related topics; blocking ureq call on the turn's worker thread. The
-//! endpoint is a field so tests (and `CASHCODE_WEB_SEARCH_URL`) can point it at a local server.
+//! abstract and up to 10 related topics. The request runs on a `tool-net` helper thread
+//! ([`crate::util::blocking`]), as `web_fetch`'s does: the worker returns at once on cancel and
+//! shuts the call's agent, and the helper checks the token and the deadline before the request
+//! and between reads of the body. The endpoint is a field so tests (and
+//! `CASHCODE_WEB_SEARCH_URL`) can point it at a local server.
 
 use std::io::Read;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use super::web_fetch::{http_agent, is_timeout, GRACE};
-use super::{arg_str, cancellable, fmt_secs, Interrupted, Tool, ToolOutput, TurnCtx};
+use super::web_fetch::{http_agent, is_timeout, Budget, Stop, GRACE};
+use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
+use crate::util::blocking::{Pool, Stop as Waited};
 
 /// The public Instant Answer endpoint.
 pub const DEFAULT_URL: &str = "https://api.duckduckgo.com/";
@@ -19,14 +24,19 @@ pub const MAX_TOPICS: usize = 10;
 /// Largest API response read.
 const MAX_RESPONSE_BYTES: u64 = 2 << 20;
 
+/// Bytes read from the response between two checks of the token and deadline.
+const READ_STEP: usize = 16 * 1024;
+
 pub struct WebSearch {
     pub base_url: String,
     pub timeout: Duration,
+    /// Where the request runs ([`super::net_pool`]).
+    pub net: Arc<Pool>,
 }
 
 impl Default for WebSearch {
     fn default() -> Self {
-        WebSearch { base_url: DEFAULT_URL.to_string(), timeout: DEFAULT_TIMEOUT }
+        WebSearch { base_url: DEFAULT_URL.to_string(), timeout: DEFAULT_TIMEOUT, net: super::net_pool() }
     }
 }
 
@@ -57,43 +67,73 @@ impl Tool for WebSearch {
             return ToolOutput::error("Search failed: the query is empty");
         }
         let (base, q, timeout) = (self.base_url.clone(), query.to_string(), self.timeout);
-        match cancellable(&ctx.cancel, timeout + GRACE, move || fetch(&base, &q, timeout)) {
+        let agent = http_agent(timeout);
+        let helper_agent = agent.clone();
+        let budget = Budget { deadline: Instant::now() + timeout, cancel: ctx.cancel.clone() };
+        let cancelled = || ToolOutput::error("Search failed: cancelled");
+        let overdue = || ToolOutput::error(format!("Search failed: timed out ({})", fmt_secs(timeout)));
+        match self.net.call(&ctx.cancel, timeout + GRACE, move || fetch(&helper_agent, &base, &q, &budget)) {
             Ok(Ok(v)) => ToolOutput::ok(format_answer(query, &v)),
-            Ok(Err(e)) => ToolOutput::error(format!("Search failed: {e}")),
-            Err(Interrupted::Cancelled) => ToolOutput::error("Search failed: cancelled"),
-            Err(Interrupted::Overdue) => ToolOutput::error(format!("Search failed: timed out ({})", fmt_secs(timeout))),
+            Ok(Err(Failure::Stopped(Stop::Cancelled))) => cancelled(),
+            Ok(Err(Failure::Stopped(Stop::Overdue))) => overdue(),
+            Ok(Err(Failure::Other(e))) => ToolOutput::error(format!("Search failed: {e}")),
+            Err(stopped) => {
+                // Wakes a helper blocked on the socket; it sees the token or deadline next.
+                agent.shutdown();
+                match stopped {
+                    Waited::Cancelled => cancelled(),
+                    Waited::Overdue | Waited::Gone => overdue(),
+                }
+            }
         }
     }
 }
 
-/// The blocking API call (runs on the helper thread of [`cancellable`]).
-fn fetch(base_url: &str, query: &str, timeout: Duration) -> Result<Value, String> {
-    let resp = http_agent(timeout)
+/// Why [`fetch`] has no answer.
+enum Failure {
+    Stopped(Stop),
+    Other(String),
+}
+
+/// The blocking API call (runs on a `tool-net` helper thread), checking `budget` before the
+/// request and between reads of the body.
+fn fetch(agent: &ureq::Agent, base_url: &str, query: &str, budget: &Budget) -> Result<Value, Failure> {
+    budget.check().map_err(Failure::Stopped)?;
+    let resp = agent
         .get(base_url)
         .query("q", query)
         .query("format", "json")
         .query("no_redirect", "1")
         .query("no_html", "1")
+        .config()
+        .timeout_global(Some(budget.remaining()))
+        .build()
         .call();
-    let timeout_msg = || format!("timed out ({})", fmt_secs(timeout));
+    // A request that failed because the worker shut the agent reports the token instead.
+    let stopped_or = |other: Failure| budget.check().err().map(Failure::Stopped).unwrap_or(other);
     let mut resp = match resp {
         Ok(r) => r,
-        Err(e) if is_timeout(&e) => return Err(timeout_msg()),
-        Err(e) => return Err(e.to_string()),
+        Err(e) if is_timeout(&e) => return Err(Failure::Stopped(Stop::Overdue)),
+        Err(e) => return Err(stopped_or(Failure::Other(e.to_string()))),
     };
     let status = resp.status().as_u16();
     if !(200..300).contains(&status) {
-        return Err(format!("HTTP error {status}"));
+        return Err(Failure::Other(format!("HTTP error {status}")));
     }
     let mut bytes = Vec::new();
-    resp.body_mut().as_reader().take(MAX_RESPONSE_BYTES).read_to_end(&mut bytes).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::TimedOut {
-            timeout_msg()
-        } else {
-            e.to_string()
+    let mut reader = resp.body_mut().as_reader().take(MAX_RESPONSE_BYTES);
+    let mut buf = vec![0u8; READ_STEP];
+    loop {
+        budget.check().map_err(Failure::Stopped)?;
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return Err(Failure::Stopped(Stop::Overdue)),
+            Err(e) => return Err(stopped_or(Failure::Other(e.to_string()))),
         }
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("invalid JSON response: {e}"))
+    }
+    serde_json::from_slice(&bytes).map_err(|e| Failure::Other(format!("invalid JSON response: {e}")))
 }
 
 /// The contract's text rendering of an Instant Answer response.
@@ -146,7 +186,7 @@ pub fn format_answer(query: &str, v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tools::web_fetch::tests::serve;
+    use crate::agent::tools::web_fetch::tests::{serve, trickle};
     use crate::agent::tools::workspace::tests::Sandbox;
 
     fn run(tool: &WebSearch, q: &str) -> ToolOutput {
@@ -209,5 +249,30 @@ mod tests {
         assert!(run(&tool, "x").for_model.starts_with("Error: Search failed: invalid JSON response"));
         h.join().unwrap();
         assert!(run(&WebSearch::default(), "  ").failed);
+    }
+
+    /// Cancel returns at once, and the helper stops too: the connection is closed and the
+    /// `tool-net` thread ends, long before the request's own 10 s timeout.
+    #[test]
+    fn cancel_frees_the_helper_and_its_connection() {
+        for stall in [false, true] {
+            let (url, events) = trickle(stall);
+            let tool = WebSearch { base_url: url, ..WebSearch::default() };
+            let sb = Sandbox::new();
+            let cancel = sb.ctx.cancel.clone();
+            let canceller = std::thread::spawn(move || {
+                assert_eq!(events.recv_timeout(Duration::from_secs(10)), Ok("sent"));
+                std::thread::sleep(Duration::from_millis(100));
+                cancel.cancel();
+                events.recv_timeout(Duration::from_secs(3))
+            });
+            let mut a = Map::new();
+            a.insert("query".into(), json!("q"));
+            let started = Instant::now();
+            assert_eq!(tool.run(&a, &sb.ctx).for_model, "Error: Search failed: cancelled");
+            assert!(started.elapsed() < Duration::from_secs(5));
+            assert_eq!(canceller.join().unwrap(), Ok("closed"), "stall {stall}: the connection was closed");
+            assert_eq!(tool.net.join_until(Instant::now() + Duration::from_secs(2)), 0, "the helper ended");
+        }
     }
 }
