@@ -132,7 +132,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         .with_secrets(config.secrets.clone()),
     );
     let hub = Arc::new(Hub::new(config.replay_ttl));
-    let (consolidator, consolidate_thread) = Consolidator::start(Arc::clone(&chats), config.consolidate_chars);
+    let (consolidator, consolidate_thread) = Consolidator::start(Arc::clone(&chats), config.consolidate_chars.min(config.context_budget_chars / 2));
     let (timers_stop, timers_rx) = crossbeam_channel::bounded::<()>(0);
     let mut threads = vec![consolidate_thread];
     if let Some(every) = config.dream_interval {
@@ -190,7 +190,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         Arc::new(crate::skills::ext::SkillsExtension::new(skill_tools, Arc::clone(&evolution), config.llm_timeout));
 
     let agent = Agent::new(Deps {
-        cache: ChatCache::new(Arc::clone(&chats)),
+        cache: ChatCache::bounded(Arc::clone(&chats), config.context_budget_chars),
         chats,
         memory,
         llm: Arc::clone(&llm),

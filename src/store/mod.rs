@@ -2,3 +2,4 @@
 
 pub mod chats;
 pub mod memory_files;
+pub mod tail;
