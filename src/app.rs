@@ -131,8 +131,10 @@ pub fn start(config: Config) -> Result<Server, Error> {
         )
         .with_secrets(config.secrets.clone()),
     );
-    let hub = Arc::new(Hub::new(config.replay_ttl));
-    let (consolidator, consolidate_thread) = Consolidator::start(Arc::clone(&chats), config.consolidate_chars.min(config.context_budget_chars / 2));
+    let hub =
+        Arc::new(Hub::with_marks(config.replay_ttl, Arc::new(crate::store::seq::SeqFiles::new(Arc::clone(&chats)))));
+    let (consolidator, consolidate_thread) =
+        Consolidator::start(Arc::clone(&chats), config.consolidate_chars.min(config.context_budget_chars / 2));
     let (timers_stop, timers_rx) = crossbeam_channel::bounded::<()>(0);
     let mut threads = vec![consolidate_thread];
     if let Some(every) = config.dream_interval {
@@ -319,6 +321,7 @@ impl Server {
         // sockets close.
         let mut unfinished: Vec<String> =
             self.workers.drain(..).filter_map(|t| crate::util::join::join_until(t, deadline).err()).collect();
+        self.hub.persist_seqs();
         self.hub.close_all();
         let drained = Instant::now() + WS_DRAIN;
         while self.ws.live_clients.load(Ordering::SeqCst) > 0 && Instant::now() < drained {

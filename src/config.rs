@@ -408,9 +408,15 @@ pub fn parse(
     };
     let context_budget_chars = match get("CASHCODE_CONTEXT_BUDGET_CHARS") {
         None => DEFAULT_CONTEXT_BUDGET_CHARS,
-        Some(v) => v.trim().parse::<usize>().ok().filter(|n| (MIN_CONTEXT_BUDGET_CHARS..=1 << 30).contains(n)).ok_or_else(
-            || Error(format!("CASHCODE_CONTEXT_BUDGET_CHARS must be {MIN_CONTEXT_BUDGET_CHARS}..1073741824, got '{v}'")),
-        )?,
+        Some(v) => {
+            v.trim().parse::<usize>().ok().filter(|n| (MIN_CONTEXT_BUDGET_CHARS..=1 << 30).contains(n)).ok_or_else(
+                || {
+                    Error(format!(
+                        "CASHCODE_CONTEXT_BUDGET_CHARS must be {MIN_CONTEXT_BUDGET_CHARS}..1073741824, got '{v}'"
+                    ))
+                },
+            )?
+        }
     };
     let replay_ttl = match get("CASHCODE_REPLAY_TTL") {
         None => DEFAULT_REPLAY_TTL,
@@ -777,7 +783,10 @@ mod tests {
         assert_eq!(run(&[], &[("CASHCODE_REPLAY_TTL", "5")]).unwrap().replay_ttl, Duration::from_secs(5));
         assert_eq!(run(&[], &[]).unwrap().replay_ttl, DEFAULT_REPLAY_TTL);
         for bad in ["abc", "-1", "3999", "2000000000"] {
-            assert!(run(&[], &[("CASHCODE_CONTEXT_BUDGET_CHARS", bad)]).is_err(), "CASHCODE_CONTEXT_BUDGET_CHARS={bad}");
+            assert!(
+                run(&[], &[("CASHCODE_CONTEXT_BUDGET_CHARS", bad)]).is_err(),
+                "CASHCODE_CONTEXT_BUDGET_CHARS={bad}"
+            );
         }
         assert_eq!(run(&[], &[("CASHCODE_CONTEXT_BUDGET_CHARS", "5000")]).unwrap().context_budget_chars, 5000);
         assert_eq!(run(&[], &[]).unwrap().context_budget_chars, DEFAULT_CONTEXT_BUDGET_CHARS);

@@ -129,7 +129,11 @@ pub fn ollama_tokens(v: &Value) -> Option<u64> {
         })
     });
     from_params.filter(|n| (1..1 << 32).contains(n)).or_else(|| {
-        v.get("model_info")?.as_object()?.iter().find(|(k, _)| k.ends_with(".context_length")).and_then(|(_, n)| tokens(n))
+        v.get("model_info")?
+            .as_object()?
+            .iter()
+            .find(|(k, _)| k.ends_with(".context_length"))
+            .and_then(|(_, n)| tokens(n))
     })
 }
 
@@ -149,12 +153,14 @@ mod tests {
 
     #[test]
     fn reads_the_providers_shapes() {
-        let show = json!({"parameters": "stop \"<|eot|>\"\nnum_ctx 8192", "model_info": {"llama.context_length": 131072}});
+        let show =
+            json!({"parameters": "stop \"<|eot|>\"\nnum_ctx 8192", "model_info": {"llama.context_length": 131072}});
         assert_eq!(ollama_tokens(&show), Some(8192));
         assert_eq!(ollama_tokens(&json!({"model_info": {"qwen2.context_length": 32768}})), Some(32768));
         assert_eq!(ollama_tokens(&json!({"model_info": {"x.context_length": -1}})), None);
         assert_eq!(ollama_tokens(&json!({})), None);
-        let list = json!({"data": [{"id": "a", "context_length": 4096}, {"id": "b", "max_model_len": 16384}, {"id": "c"}]});
+        let list =
+            json!({"data": [{"id": "a", "context_length": 4096}, {"id": "b", "max_model_len": 16384}, {"id": "c"}]});
         assert_eq!(openai_tokens(&list, "a"), Some(4096));
         assert_eq!(openai_tokens(&list, "b"), Some(16384));
         assert_eq!(openai_tokens(&list, "c"), None);

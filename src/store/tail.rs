@@ -3,8 +3,8 @@
 //! (`GET /api/sessions/{id}/messages?limit=`). Pure file reads; run on workers (a chat's first
 //! use) and the HTTP thread (paging). Memory is one block plus what the caller keeps.
 
-use std::fs;
 use std::collections::VecDeque;
+use std::fs;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -244,7 +244,8 @@ mod tests {
     #[test]
     fn context_within_keeps_the_newest_from_a_user_record_and_the_summary() {
         let mut lines = vec![line(1, "user", "old"), line(2, "assistant", "old answer")];
-        let s = serde_json::json!({"cursor": 3, "timestamp": "", "role": "summary", "content": "S", "keep_from_cursor": 2});
+        let s =
+            serde_json::json!({"cursor": 3, "timestamp": "", "role": "summary", "content": "S", "keep_from_cursor": 2});
         lines.push(s.to_string());
         for i in 0..200 {
             lines.push(line(4 + 2 * i, "user", &"u".repeat(100)));
@@ -258,7 +259,9 @@ mod tests {
         assert!(recs[1..].iter().map(weight).sum::<usize>() <= 2_000);
         assert_eq!(recs.last().unwrap().cursor, 403);
         // Unlimited: exactly the smart-load rule.
-        let all = super::super::chats::context_after_summary(super::super::chats::parse_history(&fs::read(&p).unwrap()).records);
+        let all = super::super::chats::context_after_summary(
+            super::super::chats::parse_history(&fs::read(&p).unwrap()).records,
+        );
         assert_eq!(load_context_within(&p, usize::MAX).unwrap().0, all);
     }
 
