@@ -12,6 +12,7 @@ mod http_bounds;
 mod legacy_data;
 mod llm_settings;
 mod load;
+mod long_chats;
 mod mcp_venv;
 mod memory;
 mod origin;
