@@ -210,7 +210,7 @@ impl Hub {
         self.with(|inner| {
             let chan = chan(inner, chat_id);
             join(chan, chat_id, conn);
-            let reload = after_seq.is_some_and(|a| a < chan.replay_from || a > chan.seq);
+            let reload = after_seq.is_some_and(|a| a < chan.replay_from);
             conn.send_text(Event::Attached { chat_id, last_seq: chan.seq, reload }.to_text(None));
             if let Some(after) = after_seq.filter(|_| !reload) {
                 for (seq, text) in chan.ring.iter() {
@@ -527,7 +527,8 @@ mod seq_tests {
             attached(&hub3, Some(last + 1)),
             format!(r#"{{"event":"attached","chat_id":"c","last_seq":{}}}"#, last + 1)
         );
-        assert!(attached(&hub3, Some(last + 5)).ends_with(r#""reload":true}"#), "a client ahead reloads");
+        // A client ahead sees a lower `last_seq` and reloads on its own (no flag: the original wire).
+        assert!(!attached(&hub3, Some(last + 5)).contains("reload"));
         assert!(!attached(&hub3, None).contains("reload"));
         // Events pushed out of the ring can no longer be replayed.
         for _ in 0..RING_CAPACITY + 10 {

@@ -25,7 +25,8 @@ pub enum Event<'a> {
     },
     /// Reply to `attach`/`new_chat`; `last_seq` is the chat's latest `seq` (0: none yet).
     /// `reload: true` (only then present): the client's `after_seq` is older than what can
-    /// still be replayed (or ahead of `last_seq`), so it must reload the transcript over HTTP.
+    /// still be replayed, so it must reload the transcript over HTTP (a client ahead of
+    /// `last_seq` sees the lower number and reloads as before).
     Attached {
         chat_id: &'a str,
         last_seq: u64,
