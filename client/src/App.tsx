@@ -7,7 +7,7 @@ import { attachFrame, initialState, reattachPlan, reduce, type ConnState, type S
 import { resolveEndpoints } from './lib/config'
 import { ChatSocket } from './lib/socket'
 import type { AppView } from './lib/skills'
-import type { HistoryMessage, LlmSettings, SessionInfo } from './lib/types'
+import type { LlmSettings, MessagesPage, SessionInfo } from './lib/types'
 import { ChatView } from './components/ChatView'
 import { Sidebar } from './components/Sidebar'
 import { TitleBar } from './components/TitleBar'
@@ -15,6 +15,9 @@ import { McpMarket } from './components/McpMarket'
 import { SkillMarket } from './components/SkillMarket'
 import { LlmSettingsView } from './components/LlmSettings'
 import type { MessageFrame, Selection } from './lib/selections'
+
+/** Items per history request: the newest page first, older ones on scroll-back. */
+const HISTORY_PAGE = 50
 
 export function App() {
   const [ready, setReady] = useState(false)
@@ -125,8 +128,15 @@ export function App() {
     const chatId = active
     loading.current.add(chatId)
     api
-      .get<{ messages: HistoryMessage[] }>(`/sessions/${encodeURIComponent(chatId)}/messages`)
-      .then((res) => dispatch({ type: 'history', chatId, messages: Array.isArray(res?.messages) ? res.messages : [] }))
+      .get<MessagesPage>(`/sessions/${encodeURIComponent(chatId)}/messages?limit=${HISTORY_PAGE}&tools=1`)
+      .then((res) =>
+        dispatch({
+          type: 'history',
+          chatId,
+          messages: Array.isArray(res?.messages) ? res.messages : [],
+          start: typeof res?.start === 'number' ? res.start : 0,
+        }),
+      )
       .catch((e) => {
         // A draft that was never persisted 404s: it simply has no history.
         dispatch({ type: 'history', chatId, messages: [] })
@@ -136,6 +146,30 @@ export function App() {
       })
       .finally(() => loading.current.delete(chatId))
   }, [ready, active, needsHistory])
+
+  // Older pages on scroll-back: one request per chat at a time.
+  const loadingOlder = useRef<Set<string>>(new Set())
+  const [olderBusy, setOlderBusy] = useState(false)
+  const loadOlder = useCallback((chatId: string) => {
+    const chat = stateRef.current.chats[chatId]
+    const before = chat?.historyStart
+    if (!chat?.loaded || !before || loadingOlder.current.has(chatId)) return
+    loadingOlder.current.add(chatId)
+    setOlderBusy(true)
+    const limit = Math.min(HISTORY_PAGE, before)
+    api
+      .get<MessagesPage>(`/sessions/${encodeURIComponent(chatId)}/messages?limit=${limit}&before=${before}&tools=1`)
+      .then((res) => {
+        const messages = Array.isArray(res?.messages) ? res.messages : []
+        const start = typeof res?.start === 'number' ? res.start : before - messages.length
+        dispatch({ type: 'olderHistory', chatId, messages, start })
+      })
+      .catch((e) => dispatch({ type: 'banner', text: `Cannot load messages: ${describeError(e)}` }))
+      .finally(() => {
+        loadingOlder.current.delete(chatId)
+        setOlderBusy(loadingOlder.current.size > 0)
+      })
+  }, [])
 
   const chooseView = (v: AppView) => {
     setView(v)
@@ -238,6 +272,8 @@ export function App() {
                 onOpenSettings={() => chooseView('llm-settings')}
                 onSend={send}
                 onCancel={cancel}
+                onLoadOlder={loadOlder}
+                loadingOlder={olderBusy}
               />
             )}
             {view === 'mcp-market' && <McpMarket />}

@@ -9,6 +9,7 @@ import { Composer } from './Composer'
 import { Logo } from './Logo'
 import { Markdown } from './Markdown'
 import { Button, Spinner } from './ui'
+import { useT } from '../i18n'
 
 export function Chips({ selections, onRemove }: { selections: Selection[]; onRemove?: (s: Selection) => void }) {
   return (
@@ -132,7 +133,11 @@ export function ChatView(props: {
   onOpenSettings: () => void
   onSend: (frame: MessageFrame, selections: Selection[]) => boolean
   onCancel: (chatId: string) => void
+  /** asks for the page of history before the loaded one */
+  onLoadOlder?: (chatId: string) => void
+  loadingOlder?: boolean
 }) {
+  const t = useT()
   const { chatId, chat } = props
   const messages = chat?.messages ?? []
   const scroller = useRef<HTMLDivElement>(null)
@@ -158,9 +163,30 @@ export function ChatView(props: {
     el.scrollTo({ top: el.scrollHeight, behavior: distance < 400 ? 'smooth' : 'auto' })
   }, [contentKey, chatId, messages.length])
 
+  // Scroll-back: near the top with older pages on the server, ask for the previous one; when it
+  // lands above, keep the reader's place (the content grew by exactly the new height).
+  const hasOlder = Boolean(chat?.loaded && (chat?.historyStart ?? 0) > 0)
+  const firstId = messages[0]?.id
+  const anchor = useRef<{ firstId?: string; height: number; top: number } | null>(null)
+  const askOlder = () => {
+    const el = scroller.current
+    if (!el || !chatId || !hasOlder || props.loadingOlder) return
+    anchor.current = { firstId, height: el.scrollHeight, top: el.scrollTop }
+    props.onLoadOlder?.(chatId)
+  }
+  useLayoutEffect(() => {
+    const el = scroller.current
+    const a = anchor.current
+    if (!el || !a || a.firstId === firstId) return
+    anchor.current = null
+    el.scrollTop = a.top + (el.scrollHeight - a.height)
+    lastTop.current = el.scrollTop
+  }, [firstId])
+
   const onScroll = () => {
     const el = scroller.current
     if (!el) return
+    if (el.scrollTop < 120 && hasOlder) askOlder()
     const distance = el.scrollHeight - el.scrollTop - el.clientHeight
     const movedUp = el.scrollTop < lastTop.current - 1
     lastTop.current = el.scrollTop
@@ -193,6 +219,23 @@ export function ChatView(props: {
         ) : (
           <div className="mx-auto w-full max-w-3xl space-y-5 px-4 py-6">
             {unconfigured && <FirstRun onOpenSettings={props.onOpenSettings} />}
+            {hasOlder && (
+              <div className="flex justify-center" data-testid="older-history">
+                {props.loadingOlder ? (
+                  <span className="flex items-center gap-2 text-xs text-zinc-500">
+                    <Spinner size={12} /> {t('chat.history.loading')}
+                  </span>
+                ) : (
+                  <button
+                    type="button"
+                    onClick={askOlder}
+                    className="rounded-full border border-zinc-800 px-3 py-1 text-xs text-zinc-400 hover:bg-zinc-900"
+                  >
+                    {t('chat.history.older')}
+                  </button>
+                )}
+              </div>
+            )}
             {messages.map((m) => (
               <MessageView key={m.id} m={m} />
             ))}

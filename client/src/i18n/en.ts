@@ -4,6 +4,10 @@ export const en = {
   'settings.language': 'Language',
   'lang.en': 'English',
   'lang.zh-CN': '简体中文',
+
+  // Chat history paging (long chats)
+  'chat.history.older': 'Load earlier messages',
+  'chat.history.loading': 'Loading earlier messages…',
 } as const
 
 export type MessageKey = keyof typeof en
