@@ -176,7 +176,7 @@ fn long_chat() {
     ws.attach(short, None);
     let short_ms = turn_times(&mut ws, short);
     let long_ms = turn_times(&mut ws, long);
-    let last = fake.chat_requests().into_iter().filter(|r| r.body["stream"] == json!(true)).last().expect("a request");
+    let last = fake.chat_requests().into_iter().rfind(|r| r.body["stream"] == json!(true)).expect("a request");
     let (rss_kib, hwm_kib) = rss(server.pid);
     let (page_ms, page_bytes) = get_times(&server, &format!("/api/sessions/{long}/messages?limit=50"));
     let (all_ms, all_bytes) = get_times(&server, &format!("/api/sessions/{long}/messages"));
