@@ -19,7 +19,7 @@ use crate::mcp::catalog::Catalog;
 use crate::mcp::extension::{purge_activations, McpExtension};
 use crate::mcp::manager::{ManagerConfig, McpManager};
 use crate::memory_jobs::consolidator::Consolidator;
-use crate::memory_jobs::dream::Dream;
+use crate::memory_jobs::dream::{Dream, DreamControl};
 use crate::security::AccessPolicy;
 use crate::store::chats::ChatStore;
 use crate::store::memory_files::MemoryFiles;
@@ -137,13 +137,15 @@ pub fn start(config: Config) -> Result<Server, Error> {
         Consolidator::start(Arc::clone(&chats), config.consolidate_chars.min(config.context_budget_chars / 2));
     let (timers_stop, timers_rx) = crossbeam_channel::bounded::<()>(0);
     let mut threads = vec![consolidate_thread];
-    if let Some(every) = config.dream_interval {
+    // The dream thread runs with the timer off too: `POST /api/dream/run` asks it for a run.
+    let dream_control = Arc::new(DreamControl::new(&config.memory_dir, config.dream_interval));
+    {
         let dream = Dream { chats: Arc::clone(&chats), memory: Arc::clone(&memory), llm: Arc::clone(&llm) };
-        let stop = timers_rx.clone();
+        let (stop, control) = (timers_rx.clone(), Arc::clone(&dream_control));
         threads.push(
             thread::Builder::new()
                 .name("dream".into())
-                .spawn(move || crate::memory_jobs::dream::run_loop(&dream, every, &stop))
+                .spawn(move || crate::memory_jobs::dream::run_loop(&dream, &control, &stop))
                 .map_err(|e| Error(format!("cannot start dream: {e}")))?,
         );
     }
@@ -265,6 +267,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         ws_port: ws_addr.port(),
         skills,
         evolution,
+        dream: dream_control,
     });
     let sd = Arc::clone(&shutdown);
     let (api2, http2) = (Arc::clone(&api), Arc::clone(&http_server));
@@ -315,6 +318,7 @@ impl Server {
         // Background model calls (consolidation, Dream, discovery) fail now instead of at
         // their timeout; parked stream readers exit.
         self.api.llm.shutdown();
+        self.api.evolution.shutdown();
         // Dropping the one sender wakes the dream and housekeep threads.
         self.timers_stop.take();
         // The workers store their cancelled turns and send the closing events before the
@@ -333,6 +337,7 @@ impl Server {
         for t in self.threads.drain(..).rev() {
             unfinished.extend(crate::util::join::join_until(t, deadline).err());
         }
+        unfinished.extend(self.api.evolution.join_until(deadline));
         unfinished.extend(self.ws.join_clients(deadline));
         let readers = self.api.llm.join_until(deadline);
         unfinished.extend((readers > 0).then(|| format!("llm-stream x{readers}")));

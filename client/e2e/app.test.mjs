@@ -67,7 +67,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     mcp = await startFakeMcp()
     server = await startServer()
     browser = await launchBrowser()
-    context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' })
     page = await context.newPage()
     page.on('pageerror', (e) => console.error('page error:', e.message))
   })
@@ -269,7 +269,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
   })
 
   test('reconnect during a turn resumes the stream without loss or duplicates', async () => {
-    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } })
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' })
     const routes = []
     await ctx.routeWebSocket(/.*/, (ws) => {
       ws.connectToServer()
@@ -297,7 +297,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
   })
 
   test('narrow screens: the sidebar becomes a drawer that closes on a choice', async () => {
-    const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true })
+    const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, locale: 'en-US' })
     const p = await ctx.newPage()
     try {
       await openApp(p)
@@ -341,7 +341,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     await row.waitFor()
     await row.getByTestId('mcp-toggle').click()
     await until(async () => (await row.getAttribute('data-status')) === 'connected', 'the MCP to connect', 40_000)
-    assert.match(await row.innerText(), /1 tools/)
+    assert.match(await row.innerText(), /\b1 tool\b/)
     assert.ok(mcp.state.headers.some((h) => h.authorization === MCP_SECRET), 'the secret header reaches the MCP server')
     const list = await server.api('GET', '/mcp/servers')
     assert.ok(!list.text.includes(MCP_SECRET))
@@ -464,7 +464,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
       await picker.waitFor()
       await input.press('Enter') // MCP (first row)
       await until(async () => (await picker.getByTestId('picker-item').count()) >= 1, 'the MCP row')
-      assert.match(await picker.innerText(), /1 tools/)
+      assert.match(await picker.innerText(), /\b1 tool\b/)
       // Backspace on an empty query returns to the categories, keeping the @
       await input.press('Backspace')
       await until(async () => /Skill\s+— available/.test(await picker.innerText()), 'level 1')

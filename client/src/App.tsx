@@ -1,7 +1,8 @@
 // Application shell: resolves endpoints, owns the WebSocket and the chat state machine, and
-// switches between the in-memory views (chat, MCP Market, Skill Market, LLM Settings).
+// switches between the in-memory views (chat, MCP Market, Skill Market, Memory, LLM Settings).
 
 import { useCallback, useEffect, useReducer, useRef, useState } from 'react'
+import { tr, useT } from './i18n'
 import { api, describeError, setApiBase } from './lib/api'
 import { attachFrame, initialState, reattachPlan, reduce, type ConnState, type State } from './lib/chatStore'
 import { resolveEndpoints } from './lib/config'
@@ -14,12 +15,14 @@ import { TitleBar } from './components/TitleBar'
 import { McpMarket } from './components/McpMarket'
 import { SkillMarket } from './components/SkillMarket'
 import { LlmSettingsView } from './components/LlmSettings'
+import { MemoryPage } from './components/MemoryPage'
 import type { MessageFrame, Selection } from './lib/selections'
 
 /** Items per history request: the newest page first, older ones on scroll-back. */
 const HISTORY_PAGE = 50
 
 export function App() {
+  const t = useT()
   const [ready, setReady] = useState(false)
   const [state, dispatch] = useReducer(reduce, initialState)
   const stateRef = useRef<State>(state)
@@ -39,7 +42,7 @@ export function App() {
       const res = await api.get<{ sessions: SessionInfo[] }>('/sessions')
       dispatch({ type: 'sessions', sessions: Array.isArray(res?.sessions) ? res.sessions : [] })
     } catch (e) {
-      dispatch({ type: 'banner', text: `Cannot load conversations: ${describeError(e)}` })
+      dispatch({ type: 'banner', text: tr('app.loadSessionsFailed', { error: describeError(e) }) })
     }
   }, [])
 
@@ -141,7 +144,7 @@ export function App() {
         // A draft that was never persisted 404s: it simply has no history.
         dispatch({ type: 'history', chatId, messages: [] })
         if (!(e instanceof Error && 'status' in e && (e as { status: number }).status === 404)) {
-          dispatch({ type: 'banner', text: `Cannot load messages: ${describeError(e)}` })
+          dispatch({ type: 'banner', text: tr('app.loadMessagesFailed', { error: describeError(e) }) })
         }
       })
       .finally(() => loading.current.delete(chatId))
@@ -164,7 +167,7 @@ export function App() {
         const start = typeof res?.start === 'number' ? res.start : before - messages.length
         dispatch({ type: 'olderHistory', chatId, messages, start })
       })
-      .catch((e) => dispatch({ type: 'banner', text: `Cannot load messages: ${describeError(e)}` }))
+      .catch((e) => dispatch({ type: 'banner', text: tr('app.loadMessagesFailed', { error: describeError(e) }) }))
       .finally(() => {
         loadingOlder.current.delete(chatId)
         setOlderBusy(loadingOlder.current.size > 0)
@@ -184,7 +187,7 @@ export function App() {
   const onNewChat = () => {
     chooseView('chat')
     if (socketRef.current?.send({ type: 'new_chat' })) dispatch({ type: 'newChatRequested' })
-    else dispatch({ type: 'banner', text: 'Not connected; cannot start a new chat' })
+    else dispatch({ type: 'banner', text: tr('app.offlineNewChat') })
   }
 
   const onRename = async (chatId: string, title: string) => {
@@ -193,7 +196,7 @@ export function App() {
       dispatch({ type: 'renamed', chatId, title: res?.title ?? title })
     } catch (e) {
       console.error('rename failed', e)
-      dispatch({ type: 'banner', text: `Rename failed: ${describeError(e)}` })
+      dispatch({ type: 'banner', text: tr('app.renameFailed', { error: describeError(e) }) })
     }
   }
 
@@ -204,7 +207,7 @@ export function App() {
       subscribed.current.delete(chatId)
       await loadSessions()
     } catch (e) {
-      dispatch({ type: 'banner', text: `Delete failed: ${describeError(e)}` })
+      dispatch({ type: 'banner', text: tr('app.deleteFailed', { error: describeError(e) }) })
     }
   }
 
@@ -217,7 +220,7 @@ export function App() {
 
   const cancel = (chatId: string) => {
     if (!socketRef.current?.send({ type: 'cancel', chat_id: chatId })) {
-      dispatch({ type: 'banner', text: 'Not connected; cannot stop the reply' })
+      dispatch({ type: 'banner', text: tr('app.offlineCancel') })
     }
   }
 
@@ -252,7 +255,7 @@ export function App() {
               <span className="min-w-0 flex-1 break-words">{state.banner}</span>
               <button
                 type="button"
-                aria-label="Dismiss"
+                aria-label={t('common.dismiss')}
                 onClick={() => dispatch({ type: 'banner', text: null })}
                 className="rounded px-1 text-red-300 hover:bg-red-900/50"
               >
@@ -278,6 +281,7 @@ export function App() {
             )}
             {view === 'mcp-market' && <McpMarket />}
             {view === 'skill-market' && <SkillMarket />}
+            {view === 'memory' && <MemoryPage />}
             {view === 'llm-settings' && <LlmSettingsView onSaved={() => setLlmVersion((v) => v + 1)} />}
           </div>
         </main>

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::gate::Target;
-use super::{assets, llm_routes, mcp_routes, sessions, skills_routes, Req, Resp};
+use super::{assets, llm_routes, mcp_routes, memory_routes, sessions, skills_routes, Req, Resp};
 use crate::agent::Agent;
 use crate::config::Config;
 use crate::llm::runtime::LlmRuntime;
@@ -25,6 +25,7 @@ pub struct Api {
     pub ws_port: u16,
     pub skills: Arc<crate::skills::service::SkillService>,
     pub evolution: Arc<crate::skills::evolution::Evolution>,
+    pub dream: Arc<crate::memory_jobs::dream::DreamControl>,
 }
 
 impl Api {
@@ -49,6 +50,8 @@ impl Api {
             ["mcp", "servers", rest @ ..] => mcp_routes::route(self, m, rest, req),
             ["skills", rest @ ..] => skills_routes::route(self, m, rest, req),
             ["skill-evolution", rest @ ..] => skills_routes::route_evolution(self, m, rest),
+            ["memory", rest @ ..] => memory_routes::route(self, m, rest, req),
+            ["dream", rest @ ..] => memory_routes::route_dream(self, m, rest),
             _ => Resp::detail(404, "Not Found"),
         }
     }

@@ -12,6 +12,7 @@ pub mod body;
 pub mod gate;
 pub mod llm_routes;
 pub mod mcp_routes;
+pub mod memory_routes;
 pub mod multipart;
 pub mod sessions;
 pub mod shape;

@@ -6,10 +6,12 @@
 //! characters and model calls.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, tick, Receiver};
+use crossbeam_channel::{after, never, select, Receiver, Sender};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::agent::prompt::SUMMARY_MARKER;
@@ -49,24 +51,211 @@ pub struct Dream {
     pub llm: Arc<LlmRuntime>,
 }
 
-/// The timer loop: one run per `interval` until `shutdown` disconnects.
-pub fn run_loop(dream: &Dream, interval: Duration, shutdown: &Receiver<()>) {
-    let ticker = tick(interval);
-    loop {
-        select! {
-            recv(ticker) -> _ => {
-                let outcome = dream.run();
-                match &outcome {
-                    Outcome::Written { records, chats } => log::info!("event=dream.written records={records} chats={chats}"),
-                    Outcome::NoModel => log::info!("event=dream.skipped reason=\"no model has been used since start-up; a chat turn sets it\""),
-                    Outcome::NothingNew => log::debug!("event=dream.skipped reason=\"no new history\""),
-                    Outcome::Failed(e) => log::warn!("event=dream.failed error=\"{e}\""),
-                    Outcome::Rejected(why) => log::warn!("event=dream.rejected reason=\"{why}\""),
-                }
+/// The last finished run, as `GET /api/dream` shows it and `.dream_status.json` keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastRun {
+    /// Epoch seconds.
+    pub started_at: f64,
+    pub finished_at: f64,
+    /// `written`, `nothing_new`, `no_model`, `failed` or `rejected`.
+    pub outcome: String,
+    /// Why it failed or was rejected (redacted, at most 300 characters).
+    pub detail: Option<String>,
+    pub records: usize,
+    pub chats: usize,
+    /// `timer` or `manual`.
+    pub trigger: String,
+}
+
+impl LastRun {
+    fn of(outcome: &Outcome, started_at: f64, trigger: &str) -> LastRun {
+        let (name, detail, records, chats) = match outcome {
+            Outcome::Written { records, chats } => ("written", None, *records, *chats),
+            Outcome::NothingNew => ("nothing_new", None, 0, 0),
+            Outcome::NoModel => {
+                ("no_model", Some("no model has been used since start-up; a chat turn sets it".to_string()), 0, 0)
             }
-            recv(shutdown) -> _ => break,
+            Outcome::Failed(e) => ("failed", Some(e.clone()), 0, 0),
+            Outcome::Rejected(why) => ("rejected", Some(why.to_string()), 0, 0),
+        };
+        let detail = detail.map(|d| crate::util::text::take_chars(&crate::util::redact::redact(&d), 300).to_string());
+        LastRun {
+            started_at,
+            finished_at: crate::util::time::now_epoch(),
+            outcome: name.into(),
+            detail,
+            records,
+            chats,
+            trigger: trigger.into(),
         }
     }
+}
+
+/// What the routes read about Dream.
+#[derive(Debug, Clone, Default)]
+pub struct DreamState {
+    /// A run is under way on the `dream` thread.
+    pub running: bool,
+    /// A manual run was asked for and has not started yet.
+    pub queued: bool,
+    pub last: Option<LastRun>,
+    /// Epoch seconds of the next timer run (`None` with the timer off).
+    pub next_run_at: Option<f64>,
+}
+
+/// Why `request_run` refused.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Busy;
+
+/// Shared between the `dream` thread and the HTTP routes.
+pub struct DreamControl {
+    state: Mutex<DreamState>,
+    kick: Sender<()>,
+    kicked: Receiver<()>,
+    pub interval: Option<Duration>,
+    status_path: PathBuf,
+}
+
+impl DreamControl {
+    /// Loads the last run from `<memory>/.dream_status.json` (missing or corrupt: none).
+    pub fn new(memory_root: &std::path::Path, interval: Option<Duration>) -> DreamControl {
+        let status_path = memory_root.join(".dream_status.json");
+        let last = crate::util::fsx::read_opt(&status_path)
+            .ok()
+            .flatten()
+            .and_then(|t| serde_json::from_str::<LastRun>(&t).ok());
+        let (kick, kicked) = crossbeam_channel::bounded(1);
+        let state = DreamState { last, ..DreamState::default() };
+        DreamControl { state: Mutex::new(state), kick, kicked, interval, status_path }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, DreamState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn state(&self) -> DreamState {
+        self.lock().clone()
+    }
+
+    /// Asks the `dream` thread for a run now; `Busy` while one is queued or running.
+    pub fn request_run(&self) -> Result<DreamState, Busy> {
+        let mut st = self.lock();
+        if st.running || st.queued {
+            return Err(Busy);
+        }
+        self.kick.try_send(()).map_err(|_| Busy)?;
+        st.queued = true;
+        Ok(st.clone())
+    }
+
+    fn begin(&self) -> f64 {
+        // A kick that arrived while the timer fired is served by this run.
+        while self.kicked.try_recv().is_ok() {}
+        let mut st = self.lock();
+        st.running = true;
+        st.queued = false;
+        crate::util::time::now_epoch()
+    }
+
+    fn finish(&self, last: LastRun) {
+        match serde_json::to_vec(&last) {
+            Ok(bytes) => {
+                if let Err(e) = crate::util::fsx::write_atomic(&self.status_path, &bytes, false) {
+                    log::warn!("event=dream.status_write_failed error={:?}", e.kind());
+                }
+            }
+            Err(e) => log::warn!("event=dream.status_write_failed error=\"{e}\""),
+        }
+        let mut st = self.lock();
+        st.running = false;
+        st.last = Some(last);
+    }
+
+    fn set_next(&self, at: Option<f64>) {
+        self.lock().next_run_at = at;
+    }
+}
+
+/// The `dream` thread: one run per `control.interval` (if set) and one per "run now", until
+/// `shutdown` disconnects.
+pub fn run_loop(dream: &Dream, control: &DreamControl, shutdown: &Receiver<()>) {
+    let schedule = |control: &DreamControl| {
+        control.interval.map(|every| {
+            control.set_next(Some(crate::util::time::now_epoch() + every.as_secs_f64()));
+            after(every)
+        })
+    };
+    let mut timer = schedule(control);
+    loop {
+        let trigger = select! {
+            recv(timer.clone().unwrap_or_else(never)) -> _ => {
+                timer = schedule(control);
+                "timer"
+            }
+            recv(control.kicked) -> _ => "manual",
+            recv(shutdown) -> _ => break,
+        };
+        let started = control.begin();
+        let begun = Instant::now();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dream.run()))
+            .unwrap_or_else(|_| Outcome::Failed("the run panicked".into()));
+        match &outcome {
+            Outcome::Written { records, chats } => log::info!(
+                "event=dream.written records={records} chats={chats} trigger={trigger} duration_ms={}",
+                begun.elapsed().as_millis()
+            ),
+            Outcome::NoModel => {
+                log::info!("event=dream.skipped reason=\"no model has been used since start-up; a chat turn sets it\"")
+            }
+            Outcome::NothingNew => log::debug!("event=dream.skipped reason=\"no new history\""),
+            Outcome::Failed(e) => log::warn!("event=dream.failed error=\"{e}\""),
+            Outcome::Rejected(why) => log::warn!("event=dream.rejected reason=\"{why}\""),
+        }
+        control.finish(LastRun::of(&outcome, started, trigger));
+    }
+}
+
+/// History Dream has not distilled yet: records past each chat's `.dream_cursor` entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Undistilled {
+    pub records: u64,
+    pub chats: usize,
+    /// Characters of their content, counted over at most [`UNDISTILLED_READ_BYTES`] of
+    /// history; `chars_capped` says the count stopped there.
+    pub chars: u64,
+    pub chars_capped: bool,
+}
+
+/// History bytes `undistilled` reads to count characters (the record count needs only tails).
+pub const UNDISTILLED_READ_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Counts the undistilled history (on the calling thread; reads each pending chat's history
+/// until [`UNDISTILLED_READ_BYTES`] are spent).
+pub fn undistilled(chats: &ChatStore, memory: &MemoryFiles) -> Undistilled {
+    let cursors = memory.dream_cursors();
+    let mut out = Undistilled::default();
+    let mut budget = UNDISTILLED_READ_BYTES;
+    for s in chats.list().unwrap_or_default() {
+        let after = cursors.get(&s.chat_id).copied().unwrap_or(0);
+        let last = chats.last_cursor_of(&s.chat_id).unwrap_or(0);
+        if last <= after {
+            continue;
+        }
+        out.records += last - after;
+        out.chats += 1;
+        let size =
+            chats.dir(&s.chat_id).and_then(|d| std::fs::metadata(d.join("history.jsonl")).ok()).map_or(0, |m| m.len());
+        if out.chars_capped || size > budget {
+            out.chars_capped = true;
+            continue;
+        }
+        budget -= size;
+        if let Ok(h) = chats.read_history(&s.chat_id) {
+            out.chars +=
+                h.records.iter().filter(|r| r.cursor > after).map(|r| r.content.chars().count() as u64).sum::<u64>();
+        }
+    }
+    out
 }
 
 impl Dream {
@@ -227,6 +416,32 @@ mod tests {
         )
         .is_none());
         assert!(destructive("a\nb", "", "").is_none());
+    }
+
+    #[test]
+    fn run_now_is_refused_while_queued_or_running_and_the_outcome_persists() {
+        let dir = std::env::temp_dir().join(format!("cc-dream-{}", crate::util::rand::hex(6)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = DreamControl::new(&dir, None);
+        assert!(c.state().last.is_none());
+        assert!(c.request_run().unwrap().queued);
+        assert_eq!(c.request_run().err(), Some(Busy));
+        let started = c.begin();
+        assert!(c.kicked.try_recv().is_err(), "the kick was taken by this run");
+        let st = c.state();
+        assert!(st.running && !st.queued);
+        assert_eq!(c.request_run().err(), Some(Busy));
+        c.finish(LastRun::of(&Outcome::Failed("Authorization: Bearer sk-abcdefghijkl".into()), started, "manual"));
+        let last = c.state().last.unwrap();
+        assert_eq!(last.outcome, "failed");
+        assert!(!last.detail.as_deref().unwrap().contains("sk-abcdefghijkl"), "{last:?}");
+        assert!(c.request_run().is_ok());
+        // A new process reads the last outcome back.
+        // (Times to within a microsecond: serde_json's default float parsing is not exact.)
+        let back = DreamControl::new(&dir, None).state().last.unwrap();
+        assert_eq!((&back.outcome, &back.detail, &back.trigger), (&last.outcome, &last.detail, &last.trigger));
+        assert!((back.finished_at - last.finished_at).abs() < 1e-6);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

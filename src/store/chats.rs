@@ -268,6 +268,14 @@ impl ChatStore {
         self.tails.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
 
+    /// Chat `id`'s last written cursor (cheap: `.cursor` and the history's last 4 KiB).
+    pub fn last_cursor_of(&self, id: &str) -> io::Result<u64> {
+        match self.dir(id) {
+            Some(dir) => self.last_cursor(&dir),
+            None => Ok(0),
+        }
+    }
+
     /// Last written cursor: `.cursor`, else the last line's cursor (last 4 KiB), else 0.
     fn last_cursor(&self, dir: &Path) -> io::Result<u64> {
         // The larger of `.cursor` and the last record's cursor: a crash between the history

@@ -35,7 +35,7 @@ fn skill_md(name: &str, body: &str) -> String {
 }
 
 /// Every state-changing route of src/http/api.rs, against existing state (`chat`, the MCP
-/// server and skill `keep`, the `keep` snapshot `version`), in an order in which each
+/// server and skill `keep`, the `keep` snapshot `version`, MEMORY.md snapshot 1), in an order in which each
 /// canonical call succeeds.
 fn state_changing(chat: &str, version: &str, llm_base: &str, dead: &str) -> Vec<Route> {
     let with_detail = |mut r: Route, detail: Value| {
@@ -74,6 +74,10 @@ fn state_changing(chat: &str, version: &str, llm_base: &str, dead: &str) -> Vec<
         ),
         with_detail(route("POST", "skill-evolution/proposals/p-1/approve", None, 404), json!("proposal not found")),
         with_detail(route("POST", "skill-evolution/proposals/p-1/reject", None, 404), json!("proposal not found")),
+        route("PUT", "memory/memory", Some(json!({"content": "- changed\n"})), 200),
+        route("PUT", "memory/soul", Some(json!({"content": "persona", "expected_hash": null})), 200),
+        route("POST", "memory/snapshots/1/restore", None, 200),
+        route("POST", "dream/run", None, 202),
         route("DELETE", "skills/keep", None, 204),
         route("DELETE", &format!("sessions/{chat}"), None, 204),
     ]
@@ -96,6 +100,12 @@ fn reads(chat: &str) -> Vec<Route> {
         "skills/keep/versions",
         "skill-evolution/proposals",
         "skill-evolution/proposals/p-1",
+        "memory",
+        "memory/memory",
+        "memory/soul",
+        "memory/snapshots",
+        "memory/snapshots/1",
+        "dream",
     ]
     .iter()
     .map(|rest| route("GET", rest, None, 200))
@@ -158,7 +168,13 @@ fn spellings(rest: &str, port: u16) -> Vec<(String, Expect)> {
 }
 
 /// Sends the request exactly as written; returns (status, body).
-fn raw(port: u16, method: &str, target: &str, headers: &[(&str, &str)], body: Option<&str>) -> (u16, String) {
+pub(super) fn raw(
+    port: u16,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
     let mut req = format!("{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
@@ -208,6 +224,9 @@ fn state(server: &TestServer, fake: Option<&FakeLlm>, auth: &[(&str, &str)]) -> 
         "/api/skills/keep/content",
         "/api/skills/keep/versions",
         "/api/skill-evolution/proposals",
+        "/api/memory",
+        "/api/memory/snapshots",
+        "/api/dream",
     ]
     .iter()
     .map(|p| {
@@ -242,6 +261,11 @@ fn seed(server: &TestServer, auth: &[(&str, &str)], dead: &str) -> (String, Stri
     let (s, b) = put("/api/skills/keep", json!({"content": skill_md("keep", "v2")}));
     assert_eq!(s, 200, "{b}");
     let version = serde_json::from_str::<Value>(&b).expect("json")["snapshot"].as_str().expect("snapshot").to_string();
+    // MEMORY.md written twice: snapshot 1 exists.
+    for text in ["- one\n", "- two\n"] {
+        let (s, b) = put("/api/memory/memory", json!({"content": text}));
+        assert_eq!(s, 200, "{b}");
+    }
     (chat, version)
 }
 

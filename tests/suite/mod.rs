@@ -15,6 +15,7 @@ mod load;
 mod long_chats;
 mod mcp_venv;
 mod memory;
+mod memory_api;
 mod origin;
 mod prompt_cache;
 mod provider_errors;

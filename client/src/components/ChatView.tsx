@@ -2,6 +2,7 @@
 
 import { useEffect, useLayoutEffect, useRef, useState } from 'react'
 import { AlertTriangle, ArrowDown, Check, CircleStop, Network, Sparkles, Wrench } from 'lucide-react'
+import { useT } from '../i18n'
 import type { ChatData, ChatMessage, ToolBlock } from '../lib/chatStore'
 import type { MessageFrame, Selection } from '../lib/selections'
 import type { LlmSettings } from '../lib/types'
@@ -9,9 +10,9 @@ import { Composer } from './Composer'
 import { Logo } from './Logo'
 import { Markdown } from './Markdown'
 import { Button, Spinner } from './ui'
-import { useT } from '../i18n'
 
 export function Chips({ selections, onRemove }: { selections: Selection[]; onRemove?: (s: Selection) => void }) {
+  const t = useT()
   return (
     <div className="flex flex-wrap gap-1.5" data-testid="chips">
       {selections.map((s) => {
@@ -31,7 +32,7 @@ export function Chips({ selections, onRemove }: { selections: Selection[]; onRem
             {onRemove && (
               <button
                 type="button"
-                aria-label={`Remove ${s.label || s.id}`}
+                aria-label={t('chat.removeChip', { name: s.label || s.id })}
                 onClick={() => onRemove(s)}
                 className="-mr-0.5 rounded-full px-1 leading-none hover:bg-white/10"
               >
@@ -46,6 +47,7 @@ export function Chips({ selections, onRemove }: { selections: Selection[]; onRem
 }
 
 function ToolBlockView({ block }: { block: ToolBlock }) {
+  const t = useT()
   const preview = (block.result ?? '').replace(/\s+/g, ' ').trim().slice(0, 120)
   return (
     <div
@@ -57,7 +59,7 @@ function ToolBlockView({ block }: { block: ToolBlock }) {
       <Wrench size={14} className="shrink-0 text-zinc-500" />
       <span className="shrink-0 font-mono text-[13px] text-zinc-200">{block.toolName}</span>
       {block.done ? (
-        <Check size={15} className="shrink-0 text-emerald-400" aria-label="done" />
+        <Check size={15} className="shrink-0 text-emerald-400" aria-label={t('chat.toolDone')} />
       ) : (
         <Spinner size={14} className="shrink-0 text-sky-400" />
       )}
@@ -71,6 +73,7 @@ function ToolBlockView({ block }: { block: ToolBlock }) {
 }
 
 function MessageView({ m }: { m: ChatMessage }) {
+  const t = useT()
   if (m.role === 'user') {
     return (
       <div className="flex flex-col items-end gap-1.5" data-testid="msg-user">
@@ -91,7 +94,7 @@ function MessageView({ m }: { m: ChatMessage }) {
         }`}
       >
         {error ? <AlertTriangle size={15} className="mt-0.5 shrink-0" /> : <CircleStop size={15} className="mt-0.5 shrink-0" />}
-        <span className="min-w-0 break-words">{m.content}</span>
+        <span className="min-w-0 break-words">{m.textKey ? t(m.textKey) : m.content}</span>
       </div>
     )
   }
@@ -99,8 +102,8 @@ function MessageView({ m }: { m: ChatMessage }) {
     <div className="space-y-2" data-testid="msg-assistant" data-streaming={m.streaming ? 'true' : 'false'}>
       {m.tools && m.tools.length > 0 && (
         <div className="space-y-1.5">
-          {m.tools.map((t) => (
-            <ToolBlockView key={t.key} block={t} />
+          {m.tools.map((tool) => (
+            <ToolBlockView key={tool.key} block={tool} />
           ))}
         </div>
       )}
@@ -110,14 +113,13 @@ function MessageView({ m }: { m: ChatMessage }) {
 }
 
 function FirstRun({ onOpenSettings }: { onOpenSettings: () => void }) {
+  const t = useT()
   return (
     <div className="mx-auto mt-6 max-w-md rounded-xl border border-amber-800/50 bg-amber-950/20 p-4 text-sm" data-testid="first-run">
-      <p className="font-medium text-amber-200">Connect a language model to start chatting</p>
-      <p className="mt-1 text-amber-100/70">
-        CashCode needs an LLM connection: a Generic (OpenAI-compatible) API or a local Ollama server.
-      </p>
+      <p className="font-medium text-amber-200">{t('chat.firstRunTitle')}</p>
+      <p className="mt-1 text-amber-100/70">{t('chat.firstRunBody')}</p>
       <Button variant="primary" className="mt-3" onClick={onOpenSettings}>
-        Open LLM Settings
+        {t('chat.openSettings')}
       </Button>
     </div>
   )
@@ -213,7 +215,7 @@ export function ChatView(props: {
         {empty ? (
           <div className="flex h-full flex-col items-center justify-center px-4 pb-10">
             <Logo size={120} className="opacity-90" />
-            <p className="mt-4 text-sm text-zinc-500">Your local agent. Ask anything, or type @ to add a Skill or MCP.</p>
+            <p className="mt-4 text-sm text-zinc-500">{t('chat.emptyHint')}</p>
             {unconfigured && <FirstRun onOpenSettings={props.onOpenSettings} />}
           </div>
         ) : (
@@ -248,7 +250,7 @@ export function ChatView(props: {
           onClick={jump}
           className="absolute bottom-36 left-1/2 z-10 flex -translate-x-1/2 items-center gap-1 rounded-full border border-zinc-700 bg-zinc-900/95 px-3 py-1 text-xs text-zinc-300 shadow-lg hover:bg-zinc-800"
         >
-          <ArrowDown size={13} /> Jump to latest
+          <ArrowDown size={13} /> {t('chat.jumpLatest')}
         </button>
       )}
       <Composer

@@ -3,6 +3,7 @@
 
 import { useCallback, useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from 'react'
 import { ArrowLeft, ArrowUp, ChevronRight, Network, RefreshCw, Sparkles, Square } from 'lucide-react'
+import { useT, type MessageKey } from '../i18n'
 import { api, describeError } from '../lib/api'
 import {
   choiceValue,
@@ -42,9 +43,9 @@ import {
 import type { McpServer, McpToolsResponse, ModelCatalog, SkillPage } from '../lib/types'
 import { Chips } from './ChatView'
 
-const CATEGORIES = [
-  { level: 'mcp' as const, title: 'MCP', sub: 'connected tool services' },
-  { level: 'skill' as const, title: 'Skill', sub: 'available local skills' },
+const CATEGORIES: { level: 'mcp' | 'skill'; title: MessageKey; sub: MessageKey }[] = [
+  { level: 'mcp', title: 'composer.catMcp', sub: 'composer.catMcpSub' },
+  { level: 'skill', title: 'composer.catSkill', sub: 'composer.catSkillSub' },
 ]
 
 async function loadSkillItems(): Promise<PickerItem[]> {
@@ -96,6 +97,7 @@ export function Composer(props: {
   onSend: (frame: MessageFrame, selections: Selection[]) => boolean
   onCancel: (chatId: string) => void
 }) {
+  const t = useT()
   const { chatId, generating } = props
   const [text, setText] = useState('')
   const [caret, setCaret] = useState(0)
@@ -242,7 +244,7 @@ export function Composer(props: {
     const ordered = orderSelections(selections)
     const frame = buildMessageFrame(chatId, text, choice!, ordered)
     if (!props.onSend(frame, ordered)) {
-      setError('Not connected; message not sent')
+      setError(t('composer.notSent'))
       return
     }
     setText('')
@@ -285,8 +287,8 @@ export function Composer(props: {
 
   const updateCaret = () => setCaret(ta.current?.selectionStart ?? 0)
 
-  const groups = groupModels(catalog?.models ?? [])
-  const provErr = providerErrors(catalog)
+  const groups = groupModels(catalog?.models ?? [], t)
+  const provErr = providerErrors(catalog, t)
   const blank = text.trim() === ''
   const sendDisabled = blank || !choice || modelsLoading || !chatId
 
@@ -296,7 +298,7 @@ export function Composer(props: {
         {picker.open && (
           <div
             role="listbox"
-            aria-label="Add a Skill or MCP"
+            aria-label={t('composer.pickerLabel')}
             data-testid="mention-picker"
             onMouseDown={(e) => e.preventDefault()}
             className="absolute right-0 bottom-full left-0 z-20 mb-2 overflow-hidden rounded-xl border border-zinc-700 bg-zinc-900 shadow-2xl"
@@ -319,8 +321,8 @@ export function Composer(props: {
                   ) : (
                     <Sparkles size={16} className="text-amber-400" />
                   )}
-                  <span className="font-medium text-zinc-100">{c.title}</span>
-                  <span className="text-zinc-500">— {c.sub}</span>
+                  <span className="font-medium text-zinc-100">{t(c.title)}</span>
+                  <span className="text-zinc-500">— {t(c.sub)}</span>
                   <ChevronRight size={15} className="ml-auto text-zinc-600" />
                 </button>
               ))
@@ -329,14 +331,14 @@ export function Composer(props: {
                 <div className="flex items-center gap-2 border-b border-zinc-800 px-2 py-1.5 text-xs text-zinc-400">
                   <button
                     type="button"
-                    aria-label="Back"
+                    aria-label={t('common.back')}
                     onClick={() => setPicker((p) => pickerBack(p))}
                     className="rounded p-1 hover:bg-zinc-800 hover:text-zinc-100"
                   >
                     <ArrowLeft size={14} />
                   </button>
-                  <span className="font-medium text-zinc-200">{level === 'skill' ? 'Skill' : 'MCP'}</span>
-                  {query && <span className="ml-auto font-mono text-zinc-500">Filter: {query}</span>}
+                  <span className="font-medium text-zinc-200">{t(level === 'skill' ? 'composer.catSkill' : 'composer.catMcp')}</span>
+                  {query && <span className="ml-auto font-mono text-zinc-500">{t('composer.filter', { query })}</span>}
                 </div>
                 <div className="max-h-64 overflow-y-auto py-1">
                   {itemsLoading ? (
@@ -353,12 +355,12 @@ export function Composer(props: {
                         onClick={() => void enterLevel(level)}
                         className="rounded border border-zinc-700 px-2 py-0.5 text-xs text-zinc-200 hover:bg-zinc-800"
                       >
-                        Retry
+                        {t('common.retry')}
                       </button>
                     </div>
                   ) : visible.length === 0 ? (
                     <p className="px-3.5 py-3 text-sm text-zinc-500">
-                      {level === 'skill' ? 'No matching Skill' : 'No connected MCP available'}
+                      {t(level === 'skill' ? 'composer.noSkill' : 'composer.noMcp')}
                     </p>
                   ) : (
                     visible.map((it, i) => (
@@ -387,11 +389,11 @@ export function Composer(props: {
                             )}
                           </span>
                           <span className="block truncate text-xs text-zinc-500">
-                            {it.kind === 'skill' ? it.description || 'No description' : it.description || it.id}
+                            {it.kind === 'skill' ? it.description || t('common.noDescription') : it.description || it.id}
                           </span>
                         </span>
                         {it.kind === 'mcp' && (
-                          <span className="shrink-0 text-[11px] text-zinc-500">{it.toolCount} tools</span>
+                          <span className="shrink-0 text-[11px] text-zinc-500">{t('composer.tools', { count: it.toolCount ?? 0 })}</span>
                         )}
                       </button>
                     ))
@@ -416,8 +418,8 @@ export function Composer(props: {
             rows={1}
             value={text}
             disabled={generating}
-            placeholder="Type a message"
-            aria-label="Message"
+            placeholder={t('composer.placeholder')}
+            aria-label={t('composer.inputLabel')}
             data-testid="composer-input"
             onChange={(e) => {
               setText(e.target.value)
@@ -434,7 +436,7 @@ export function Composer(props: {
           <div className="flex items-center gap-2 px-2.5 pb-2.5">
             <div className="flex min-w-0 items-center gap-1">
               <select
-                aria-label="Model"
+                aria-label={t('composer.model')}
                 data-testid="model-select"
                 value={choiceValue(choice)}
                 disabled={generating || modelsLoading}
@@ -446,7 +448,7 @@ export function Composer(props: {
                 className="max-w-[14rem] min-w-0 truncate rounded-md border border-zinc-800 bg-zinc-950 px-2 py-1 text-xs text-zinc-300 outline-none hover:border-zinc-700 focus:border-zinc-600 disabled:opacity-60"
               >
                 <option value="" disabled>
-                  {modelsLoading ? 'Loading models…' : 'Choose model'}
+                  {t(modelsLoading ? 'composer.loadingModels' : 'composer.chooseModel')}
                 </option>
                 {groups.map((g) => (
                   <optgroup key={g.provider} label={g.label}>
@@ -460,7 +462,7 @@ export function Composer(props: {
               </select>
               <button
                 type="button"
-                aria-label="Refresh models"
+                aria-label={t('composer.refreshModels')}
                 disabled={generating || modelsLoading}
                 onClick={() => void loadModels()}
                 className="rounded-md p-1.5 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200 disabled:opacity-40"
@@ -476,7 +478,7 @@ export function Composer(props: {
                   onClick={() => chatId && props.onCancel(chatId)}
                   className="flex items-center gap-1.5 rounded-lg bg-red-600 px-3 py-1.5 text-sm font-medium text-white hover:bg-red-500"
                 >
-                  <Square size={12} fill="currentColor" /> Stop
+                  <Square size={12} fill="currentColor" /> {t('composer.stop')}
                 </button>
               ) : (
                 <button
@@ -486,7 +488,7 @@ export function Composer(props: {
                   onClick={send}
                   className="flex items-center gap-1.5 rounded-lg bg-emerald-600 px-3 py-1.5 text-sm font-medium text-white hover:bg-emerald-500 disabled:bg-zinc-800 disabled:text-zinc-500"
                 >
-                  <ArrowUp size={15} /> Send
+                  <ArrowUp size={15} /> {t('composer.send')}
                 </button>
               )}
             </div>
@@ -499,11 +501,11 @@ export function Composer(props: {
                 {error}
               </p>
             )}
-            {modelsError && <p className="text-red-400">Models: {modelsError}</p>}
+            {modelsError && <p className="text-red-400">{t('composer.modelsError', { error: modelsError })}</p>}
             {provErr && <p className="text-amber-400">{provErr}</p>}
           </div>
         )}
-        {!props.connected && <p className="mt-1.5 px-1 text-xs text-zinc-500">Offline — reconnecting…</p>}
+        {!props.connected && <p className="mt-1.5 px-1 text-xs text-zinc-500">{t('composer.offline')}</p>}
       </div>
     </div>
   )

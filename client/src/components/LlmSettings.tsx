@@ -4,6 +4,7 @@
 
 import { useCallback, useEffect, useState } from 'react'
 import { Eye, EyeOff, Trash2, Undo2 } from 'lucide-react'
+import { useT } from '../i18n'
 import { api, describeError } from '../lib/api'
 import {
   buildTest,
@@ -22,6 +23,7 @@ import type { LlmSettings, Provider } from '../lib/types'
 import { Button, ConfirmDialog, ErrorBox, Field, inputClass, SkeletonRows, Spinner } from './ui'
 
 export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
+  const t = useT()
   const [settings, setSettings] = useState<LlmSettings | null>(null)
   const [loadError, setLoadError] = useState<string | null>(null)
   const [draft, setDraft] = useState<LlmDraft>(draftFromSettings(null))
@@ -65,7 +67,7 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
     setResult(null)
     try {
       const r = await api.post<TestResult>('/settings/llm/test', buildTest(draft, tab), { timeoutMs: 40_000 })
-      setResult({ ok: Boolean(r?.success), text: r?.message || (r?.success ? 'Connected' : 'Connection failed') })
+      setResult({ ok: Boolean(r?.success), text: r?.message || t(r?.success ? 'llm.testOk' : 'llm.testFailed') })
     } catch (e) {
       showError(e)
     } finally {
@@ -82,7 +84,7 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
       setSettings(s)
       setDraft(draftFromSettings(s))
       setShowKey(false)
-      setResult({ ok: true, text: 'Connection settings saved' })
+      setResult({ ok: true, text: t('llm.saved') })
       onSaved()
     } catch (e) {
       showError(e)
@@ -102,10 +104,10 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
     <div className="h-full overflow-y-auto" data-testid="llm-settings">
       <div className="mx-auto max-w-2xl px-4 py-6 sm:px-6">
         <header className="mb-5">
-          <h1 className="text-xl font-semibold text-zinc-50">LLM Settings</h1>
+          <h1 className="text-xl font-semibold text-zinc-50">{t('llm.title')}</h1>
           {settings && (
             <p className={`mt-0.5 text-sm ${settings.configured ? 'text-emerald-400' : 'text-amber-400'}`} data-testid="llm-status">
-              {settings.configured ? 'A connection is available' : 'No connection configured'}
+              {t(settings.configured ? 'llm.statusOk' : 'llm.statusNone')}
             </p>
           )}
         </header>
@@ -131,7 +133,7 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
                     tab === p ? 'border-emerald-500 text-zinc-100' : 'border-transparent text-zinc-500 hover:text-zinc-300'
                   }`}
                 >
-                  {p === 'openai_compatible' ? 'Generic API' : 'Ollama'}
+                  {t(p === 'openai_compatible' ? 'models.openai_compatible' : 'models.ollama')}
                 </button>
               ))}
             </div>
@@ -144,30 +146,30 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
               }}
             >
               <p className={`text-xs ${tabReady ? 'text-emerald-400' : 'text-zinc-500'}`}>
-                {tabReady ? 'Configured' : 'Not configured'}
+                {t(tabReady ? 'llm.configured' : 'llm.notConfigured')}
               </p>
               {tab === 'openai_compatible' ? (
                 <>
-                  <Field label="API Base URL" error={errors.base_url}>
+                  <Field label={t('llm.baseUrl')} error={errors.base_url}>
                     <input
                       className={`${inputClass} font-mono`}
-                      aria-label="API Base URL"
+                      aria-label={t('llm.baseUrl')}
                       placeholder="https://api.example.com/v1"
                       value={oc.base_url}
                       onChange={(e) => setDraft({ ...draft, openai_compatible: { ...oc, base_url: e.target.value } })}
                     />
                   </Field>
                   <Field
-                    label="API Key"
+                    label={t('llm.apiKey')}
                     error={errors.api_key}
                     hint={
                       moved ? (
-                        <span className="rounded bg-amber-500/15 px-1.5 text-[10px] text-amber-300">Required</span>
+                        <span className="rounded bg-amber-500/15 px-1.5 text-[10px] text-amber-300">{t('llm.tagRequired')}</span>
                       ) : stored ? (
                         oc.clear_api_key ? (
-                          <span className="rounded bg-red-500/15 px-1.5 text-[10px] text-red-300">Will clear</span>
+                          <span className="rounded bg-red-500/15 px-1.5 text-[10px] text-red-300">{t('llm.tagWillClear')}</span>
                         ) : (
-                          <span className="rounded bg-emerald-500/15 px-1.5 text-[10px] text-emerald-300">Saved</span>
+                          <span className="rounded bg-emerald-500/15 px-1.5 text-[10px] text-emerald-300">{t('llm.tagSaved')}</span>
                         )
                       ) : undefined
                     }
@@ -176,17 +178,17 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
                       <div className="relative flex-1">
                         <input
                           className={`${inputClass} pr-9 font-mono`}
-                          aria-label="API Key"
+                          aria-label={t('llm.apiKey')}
                           type={showKey ? 'text' : 'password'}
                           autoComplete="new-password"
                           aria-required={keyRequired}
-                          placeholder={keyRequired ? 'Enter API Key' : 'Leave blank to keep current key'}
+                          placeholder={t(keyRequired ? 'llm.enterKey' : 'llm.keepKeyPlaceholder')}
                           value={oc.api_key}
                           onChange={(e) => setDraft({ ...draft, openai_compatible: { ...oc, api_key: e.target.value } })}
                         />
                         <button
                           type="button"
-                          aria-label={showKey ? 'Hide key' : 'Show key'}
+                          aria-label={t(showKey ? 'llm.hideKey' : 'llm.showKey')}
                           onClick={() => setShowKey((v) => !v)}
                           className="absolute top-1/2 right-2 -translate-y-1/2 text-zinc-500 hover:text-zinc-200"
                         >
@@ -196,31 +198,33 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
                       {stored &&
                         (oc.clear_api_key ? (
                           <Button
-                            aria-label="Keep the saved key"
+                            aria-label={t('llm.keepSaved')}
                             onClick={() => setDraft({ ...draft, openai_compatible: { ...oc, clear_api_key: false } })}
                           >
                             <Undo2 size={14} />
                           </Button>
                         ) : (
-                          <Button aria-label="Clear the saved key" onClick={() => setConfirmClear(true)}>
+                          <Button aria-label={t('llm.clearSaved')} onClick={() => setConfirmClear(true)}>
                             <Trash2 size={14} />
                           </Button>
                         ))}
                     </div>
-                    {keeping && <span className="mt-1 block text-xs text-zinc-500">The saved key will be kept.</span>}
+                    {keeping && <span className="mt-1 block text-xs text-zinc-500">{t('llm.keptNote')}</span>}
                     {moved && !oc.api_key.trim() && (
                       <span className="mt-1 block text-xs text-amber-300" data-testid="llm-key-moved">
-                        The saved key is only sent to {endpointOrigin(settings.openai_compatible.base_url) ?? 'its own address'}.
-                        Enter the API key for {moved}.
+                        {t('llm.movedNote', {
+                          origin: endpointOrigin(settings.openai_compatible.base_url) ?? t('llm.ownAddress'),
+                          moved,
+                        })}
                       </span>
                     )}
                   </Field>
                 </>
               ) : (
-                <Field label="Server URL" error={errors.base_url}>
+                <Field label={t('llm.serverUrl')} error={errors.base_url}>
                   <input
                     className={`${inputClass} font-mono`}
-                    aria-label="Server URL"
+                    aria-label={t('llm.serverUrl')}
                     placeholder="http://127.0.0.1:11434"
                     value={draft.ollama.base_url}
                     onChange={(e) => setDraft({ ...draft, ollama: { base_url: e.target.value } })}
@@ -242,10 +246,10 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
               )}
               <div className="flex justify-end gap-2 pt-1">
                 <Button onClick={test} disabled={busy !== null} data-testid="llm-test">
-                  {busy === 'test' && <Spinner />} Test connection
+                  {busy === 'test' && <Spinner />} {t('llm.test')}
                 </Button>
                 <Button variant="primary" type="submit" disabled={busy !== null} data-testid="llm-save">
-                  {busy === 'save' && <Spinner />} Save
+                  {busy === 'save' && <Spinner />} {t('common.save')}
                 </Button>
               </div>
             </form>
@@ -254,8 +258,8 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
       </div>
       {confirmClear && (
         <ConfirmDialog
-          message="Clear the saved API key?"
-          confirmLabel="Clear"
+          message={t('llm.confirmClear')}
+          confirmLabel={t('llm.clear')}
           onCancel={() => setConfirmClear(false)}
           onConfirm={() => {
             setDraft({ ...draft, openai_compatible: { ...oc, api_key: '', clear_api_key: true } })

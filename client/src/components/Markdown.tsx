@@ -2,6 +2,7 @@
 
 import { memo, useMemo, useState, type ReactNode } from 'react'
 import { Check, Copy } from 'lucide-react'
+import { useT } from '../i18n'
 import { parseBlocks, type Block, type Inline } from '../lib/markdown'
 import { languageOf, tokenize } from '../lib/highlight'
 
@@ -38,6 +39,7 @@ function inlines(nodes: Inline[], key = ''): ReactNode[] {
 }
 
 function CodeBlock({ lang, text }: { lang: string; text: string }) {
+  const t = useT()
   const [copied, setCopied] = useState(false)
   const tokens = useMemo(() => tokenize(text, lang), [text, lang])
   const known = languageOf(lang) !== null
@@ -52,15 +54,15 @@ function CodeBlock({ lang, text }: { lang: string; text: string }) {
   return (
     <div className="group relative rounded-lg border border-zinc-800 bg-[#0d0d0f]">
       <div className="flex items-center justify-between border-b border-zinc-800/80 px-3 py-1 text-[11px] text-zinc-500">
-        <span className="font-mono">{lang || 'text'}</span>
+        <span className="font-mono">{lang || t('md.plainText')}</span>
         <button
           type="button"
           onClick={copy}
-          aria-label="Copy code"
+          aria-label={t('md.copyCode')}
           className="flex items-center gap-1 rounded px-1.5 py-0.5 text-zinc-500 opacity-70 transition group-hover:opacity-100 hover:bg-zinc-800 hover:text-zinc-200"
         >
           {copied ? <Check size={12} className="text-emerald-400" /> : <Copy size={12} />}
-          {copied ? 'Copied' : 'Copy'}
+          {t(copied ? 'md.copied' : 'md.copy')}
         </button>
       </div>
       <pre className="overflow-x-auto px-3.5 py-3 font-mono text-[13px] leading-relaxed text-zinc-200">

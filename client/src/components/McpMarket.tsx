@@ -2,6 +2,7 @@
 
 import { useCallback, useEffect, useRef, useState } from 'react'
 import { CheckCircle2, Circle, MoreHorizontal, Pencil, Plus, RefreshCw, Trash2, XCircle } from 'lucide-react'
+import { useT, type MessageKey } from '../i18n'
 import { api, describeError } from '../lib/api'
 import {
   buildMcpBody,
@@ -16,11 +17,11 @@ import {
 import type { McpServer } from '../lib/types'
 import { Button, ConfirmDialog, ErrorBox, Field, inputBase, inputClass, Modal, SkeletonRows, Spinner } from './ui'
 
-const STATUS: Record<string, { label: string; cls: string }> = {
-  disconnected: { label: 'Disconnected', cls: 'text-zinc-400' },
-  connecting: { label: 'Connecting', cls: 'text-amber-300' },
-  connected: { label: 'Connected', cls: 'text-emerald-400' },
-  error: { label: 'Failed', cls: 'text-red-400' },
+const STATUS: Record<string, { label: MessageKey; cls: string }> = {
+  disconnected: { label: 'mcp.status.disconnected', cls: 'text-zinc-400' },
+  connecting: { label: 'mcp.status.connecting', cls: 'text-amber-300' },
+  connected: { label: 'mcp.status.connected', cls: 'text-emerald-400' },
+  error: { label: 'mcp.status.error', cls: 'text-red-400' },
 }
 
 function StatusIcon({ status }: { status: string }) {
@@ -42,6 +43,7 @@ function McpFormModal({
   onClose: () => void
   onSaved: () => void
 }) {
+  const t = useT()
   const editing = initial !== null
   const [form, setForm] = useState<McpForm>(() =>
     initial ? formFromServer(initial) : { name: '', display_name: '', url: '', description: '', headers: [] },
@@ -53,7 +55,7 @@ function McpFormModal({
   const set = (patch: Partial<McpForm>) => setForm((f) => ({ ...f, ...patch }))
 
   const save = async () => {
-    const errs = validateMcpForm(form, editing)
+    const errs = validateMcpForm(form, editing, t)
     setErrors(errs)
     if (Object.keys(errs).length) return
     setSaving(true)
@@ -73,16 +75,16 @@ function McpFormModal({
 
   return (
     <Modal
-      title={editing ? 'Edit MCP' : 'New MCP'}
+      title={t(editing ? 'mcp.editTitle' : 'mcp.new')}
       onClose={onClose}
       closeDisabled={saving}
       footer={
         <>
           <Button onClick={onClose} disabled={saving}>
-            Cancel
+            {t('common.cancel')}
           </Button>
           <Button variant="primary" onClick={save} disabled={saving} data-testid="mcp-save">
-            {saving && <Spinner />} Save
+            {saving && <Spinner />} {t('common.save')}
           </Button>
         </>
       }
@@ -95,46 +97,46 @@ function McpFormModal({
         }}
         autoComplete="off"
       >
-        <p className="rounded-md border border-zinc-800 bg-zinc-900/60 px-3 py-2 text-xs text-zinc-400">Transport is always SSE</p>
-        <Field label="Internal name" error={errors.name}>
+        <p className="rounded-md border border-zinc-800 bg-zinc-900/60 px-3 py-2 text-xs text-zinc-400">{t('mcp.form.transport')}</p>
+        <Field label={t('mcp.form.name')} error={errors.name}>
           <input
             className={`${inputClass} font-mono`}
             value={form.name}
             readOnly={editing}
             placeholder="weather"
-            aria-label="Internal name"
+            aria-label={t('mcp.form.name')}
             onChange={(e) => set({ name: e.target.value })}
           />
         </Field>
-        <Field label="Display title" error={errors.display_name}>
+        <Field label={t('mcp.form.displayTitle')} error={errors.display_name}>
           <input
             className={inputClass}
             value={form.display_name}
             maxLength={100}
-            aria-label="Display title"
+            aria-label={t('mcp.form.displayTitle')}
             onChange={(e) => set({ display_name: e.target.value })}
           />
         </Field>
-        <Field label="SSE URL" error={errors.url}>
+        <Field label={t('mcp.form.url')} error={errors.url}>
           <input
             className={`${inputClass} font-mono`}
             value={form.url}
             placeholder="http://127.0.0.1:9000/sse"
-            aria-label="SSE URL"
+            aria-label={t('mcp.form.url')}
             onChange={(e) => set({ url: e.target.value })}
           />
         </Field>
-        <Field label="Description" error={errors.description}>
+        <Field label={t('mcp.form.description')} error={errors.description}>
           <textarea
             className={`${inputClass} min-h-16`}
             value={form.description}
-            aria-label="Description"
+            aria-label={t('mcp.form.description')}
             onChange={(e) => set({ description: e.target.value })}
           />
         </Field>
         <div>
           <div className="mb-1.5 flex items-center justify-between">
-            <span className="text-[13px] font-medium text-zinc-300">Headers</span>
+            <span className="text-[13px] font-medium text-zinc-300">{t('mcp.form.headers')}</span>
             <Button
               variant="ghost"
               className="!px-2 !py-1 text-xs"
@@ -143,11 +145,11 @@ function McpFormModal({
                 set({ headers: [...form.headers, { key: `n${++rowKey}`, name: '', value: '', storedName: null }] })
               }
             >
-              <Plus size={13} /> Add header
+              <Plus size={13} /> {t('mcp.form.addHeader')}
             </Button>
           </div>
           {form.headers.length === 0 ? (
-            <p className="text-xs text-zinc-600">No request headers</p>
+            <p className="text-xs text-zinc-600">{t('mcp.form.noHeaders')}</p>
           ) : (
             <div className="space-y-2">
               {form.headers.map((h, i) => (
@@ -155,7 +157,7 @@ function McpFormModal({
                   <input
                     className={`${inputBase} w-2/5 min-w-0 font-mono`}
                     placeholder="Authorization"
-                    aria-label="Header name"
+                    aria-label={t('mcp.form.headerName')}
                     value={h.name}
                     onChange={(e) => {
                       const headers = [...form.headers]
@@ -167,8 +169,8 @@ function McpFormModal({
                     className={`${inputBase} min-w-0 flex-1 font-mono`}
                     type="password"
                     autoComplete="new-password"
-                    placeholder={h.storedName && h.name === h.storedName ? 'Stored secret' : 'Value'}
-                    aria-label="Header value"
+                    placeholder={t(h.storedName && h.name === h.storedName ? 'mcp.form.storedSecret' : 'mcp.form.value')}
+                    aria-label={t('mcp.form.headerValue')}
                     value={h.value}
                     onFocus={(e) => h.value === MASK && e.target.select()}
                     onChange={(e) => {
@@ -179,7 +181,7 @@ function McpFormModal({
                   />
                   <button
                     type="button"
-                    aria-label="Remove header"
+                    aria-label={t('mcp.form.removeHeader')}
                     onClick={() => set({ headers: form.headers.filter((_, j) => j !== i) })}
                     className="rounded-md px-2 text-zinc-500 hover:bg-zinc-800 hover:text-red-400"
                   >
@@ -199,6 +201,7 @@ function McpFormModal({
 }
 
 function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => void }) {
+  const t = useT()
   const [open, setOpen] = useState(false)
   const ref = useRef<HTMLDivElement>(null)
   useEffect(() => {
@@ -213,7 +216,7 @@ function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => voi
     <div ref={ref} className="relative">
       <button
         type="button"
-        aria-label="More actions"
+        aria-label={t('mcp.moreActions')}
         onClick={() => setOpen((o) => !o)}
         className="rounded-md p-1.5 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200"
       >
@@ -230,7 +233,7 @@ function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => voi
             }}
             className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-zinc-200 hover:bg-zinc-800"
           >
-            <Pencil size={14} /> Edit
+            <Pencil size={14} /> {t('common.edit')}
           </button>
           <button
             role="menuitem"
@@ -241,7 +244,7 @@ function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => voi
             }}
             className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-red-400 hover:bg-zinc-800"
           >
-            <Trash2 size={14} /> Delete
+            <Trash2 size={14} /> {t('common.delete')}
           </button>
         </div>
       )}
@@ -250,6 +253,7 @@ function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => voi
 }
 
 export function McpMarket() {
+  const t = useT()
   const [servers, setServers] = useState<McpServer[] | null>(null)
   const [loading, setLoading] = useState(false)
   const [loadError, setLoadError] = useState<string | null>(null)
@@ -296,14 +300,14 @@ export function McpMarket() {
       <div className="mx-auto max-w-4xl px-4 py-6 sm:px-6">
         <header className="mb-5 flex flex-wrap items-center gap-3">
           <div className="min-w-0 flex-1">
-            <h1 className="text-xl font-semibold text-zinc-50">MCP Market</h1>
-            <p className="text-sm text-zinc-500">Manage local configs and connect tool services</p>
+            <h1 className="text-xl font-semibold text-zinc-50">{t('mcp.title')}</h1>
+            <p className="text-sm text-zinc-500">{t('mcp.subtitle')}</p>
           </div>
-          <Button variant="ghost" aria-label="Refresh" onClick={() => void load()} disabled={loading}>
+          <Button variant="ghost" aria-label={t('common.refresh')} onClick={() => void load()} disabled={loading}>
             <RefreshCw size={15} className={loading ? 'animate-spin' : ''} />
           </Button>
           <Button variant="primary" onClick={() => setForm({ server: null })} data-testid="mcp-new">
-            <Plus size={15} /> New MCP
+            <Plus size={15} /> {t('mcp.new')}
           </Button>
         </header>
         {loadError && <ErrorBox message={loadError} onRetry={() => void load()} />}
@@ -311,7 +315,7 @@ export function McpMarket() {
           <SkeletonRows />
         ) : servers && servers.length === 0 ? (
           <p className="rounded-xl border border-dashed border-zinc-800 px-4 py-10 text-center text-sm text-zinc-500">
-            No MCP services yet
+            {t('mcp.empty')}
           </p>
         ) : (
           <div className="mt-3 space-y-3">
@@ -319,7 +323,7 @@ export function McpMarket() {
               const st = STATUS[s.status] ?? STATUS.disconnected
               const err = rowErrors[s.name] || s.status_error
               const working = busy === s.name
-              const label = s.status === 'connected' ? 'Disconnect' : s.status === 'error' ? 'Retry connection' : 'Connect'
+              const label = t(s.status === 'connected' ? 'mcp.disconnect' : s.status === 'error' ? 'mcp.retryConnect' : 'mcp.connect')
               return (
                 <div
                   key={s.name}
@@ -333,15 +337,15 @@ export function McpMarket() {
                       <div className="flex flex-wrap items-center gap-2">
                         <span className="font-medium text-zinc-100">{s.display_name || s.name}</span>
                         {s.builtin && (
-                          <span className="rounded-full border border-zinc-700 px-2 py-0.5 text-[10px] text-zinc-400">Built-in</span>
+                          <span className="rounded-full border border-zinc-700 px-2 py-0.5 text-[10px] text-zinc-400">{t('common.builtin')}</span>
                         )}
                         <span className={`flex items-center gap-1 text-xs ${st.cls}`} data-testid="mcp-status">
-                          <StatusIcon status={s.status} /> {st.label}
+                          <StatusIcon status={s.status} /> {t(st.label)}
                         </span>
                       </div>
-                      <p className="mt-1 text-sm text-zinc-400">{s.description || 'No description'}</p>
+                      <p className="mt-1 text-sm text-zinc-400">{s.description || t('common.noDescription')}</p>
                       <p className="mt-1 font-mono text-xs text-zinc-500">
-                        {s.name} · {s.type.toUpperCase()} · {s.tool_count} tools
+                        {s.name} · {s.type.toUpperCase()} · {t('mcp.tools', { count: s.tool_count })}
                       </p>
                       {err && <p className="mt-1.5 text-xs break-words text-red-400">{err}</p>}
                     </div>
@@ -354,7 +358,7 @@ export function McpMarket() {
                       >
                         {working ? (
                           <>
-                            <Spinner /> Working
+                            <Spinner /> {t('mcp.working')}
                           </>
                         ) : (
                           label
@@ -380,7 +384,7 @@ export function McpMarket() {
       {form && <McpFormModal initial={form.server} onClose={() => setForm(null)} onSaved={() => void load()} />}
       {confirm && (
         <ConfirmDialog
-          message={`Delete ${confirm.display_name || confirm.name}? Config is removed and its runtime tools cleaned up.`}
+          message={t('mcp.confirmDelete', { name: confirm.display_name || confirm.name })}
           busy={deleting}
           error={deleteError}
           onCancel={() => setConfirm(null)}

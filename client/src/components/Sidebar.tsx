@@ -1,9 +1,13 @@
-// Sidebar: new chat, markets, collapsible history (rename / delete), and the settings menu.
+// Sidebar: new chat, markets, collapsible history (rename / delete), and the settings menu
+// (LLM Settings and the interface language, remembered in localStorage by the i18n provider).
 
 import { useEffect, useRef, useState } from 'react'
 import {
+  Brain,
+  Check,
   ChevronDown,
   Blocks,
+  Languages,
   MessageSquarePlus,
   MoreHorizontal,
   Pencil,
@@ -12,6 +16,7 @@ import {
   Sparkles,
   Trash2,
 } from 'lucide-react'
+import { LANGS, useI18n, useT } from '../i18n'
 import type { GeneratingMap } from '../lib/generation'
 import type { AppView } from '../lib/skills'
 import { relativeTime } from '../lib/time'
@@ -76,6 +81,7 @@ function SessionRow({
   onRename: (title: string) => void
   onAskDelete: () => void
 }) {
+  const { t, lang } = useI18n()
   const [menu, setMenu] = useState(false)
   const [editing, setEditing] = useState(false)
   const [draft, setDraft] = useState(s.title)
@@ -85,9 +91,9 @@ function SessionRow({
     if (!menu) return
     const close = () => setMenu(false)
     // Any click anywhere closes the row menu (registered after the opening click).
-    const t = setTimeout(() => window.addEventListener('click', close), 0)
+    const timer = setTimeout(() => window.addEventListener('click', close), 0)
     return () => {
-      clearTimeout(t)
+      clearTimeout(timer)
       window.removeEventListener('click', close)
     }
   }, [menu])
@@ -105,7 +111,7 @@ function SessionRow({
       <div className="px-1 py-0.5">
         <input
           autoFocus
-          aria-label="Conversation title"
+          aria-label={t('sidebar.titleInput')}
           value={draft}
           onChange={(e) => setDraft(e.target.value)}
           onBlur={commit}
@@ -140,11 +146,11 @@ function SessionRow({
           {busy && <Spinner size={12} className="shrink-0 text-sky-400" />}
           <span className="truncate" data-testid="session-title">{s.title}</span>
         </span>
-        <span className="block text-[11px] text-zinc-500">{relativeTime(s.updated_at)}</span>
+        <span className="block text-[11px] text-zinc-500">{relativeTime(s.updated_at, Date.now(), lang)}</span>
       </button>
       <button
         type="button"
-        aria-label="Conversation actions"
+        aria-label={t('sidebar.actions')}
         onClick={(e) => {
           e.stopPropagation()
           setMenu((m) => !m)
@@ -167,7 +173,7 @@ function SessionRow({
             }}
             className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-zinc-200 hover:bg-zinc-800"
           >
-            <Pencil size={14} /> Rename
+            <Pencil size={14} /> {t('sidebar.rename')}
           </button>
           <button
             role="menuitem"
@@ -175,7 +181,7 @@ function SessionRow({
             onClick={onAskDelete}
             className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-red-400 hover:bg-zinc-800"
           >
-            <Trash2 size={14} /> Delete
+            <Trash2 size={14} /> {t('common.delete')}
           </button>
         </div>
       )}
@@ -183,7 +189,35 @@ function SessionRow({
   )
 }
 
+/** The language choice inside the settings menu: one radio item per language, each in its own words. */
+function LanguageItems() {
+  const { t, lang, setLang } = useI18n()
+  return (
+    <div role="group" aria-label={t('settings.language')} className="border-t border-zinc-800 pt-1" data-testid="lang-menu">
+      <p className="flex items-center gap-2 px-3 pt-1 pb-0.5 text-[11px] text-zinc-500">
+        <Languages size={13} /> {t('settings.language')}
+      </p>
+      {LANGS.map((l) => (
+        <button
+          key={l}
+          role="menuitemradio"
+          aria-checked={lang === l}
+          type="button"
+          lang={l}
+          data-testid={`lang-${l}`}
+          onClick={() => setLang(l)}
+          className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-zinc-200 hover:bg-zinc-800"
+        >
+          <span className="w-[15px]">{lang === l && <Check size={14} className="text-emerald-400" />}</span>
+          {t(`lang.${l}`)}
+        </button>
+      ))}
+    </div>
+  )
+}
+
 export function Sidebar(p: Props) {
+  const t = useT()
   const [historyOpen, setHistoryOpen] = useState(true)
   const [settingsMenu, setSettingsMenu] = useState(false)
   const [confirm, setConfirm] = useState<string | null>(null)
@@ -210,7 +244,7 @@ export function Sidebar(p: Props) {
     <>
       {p.open && <div className="fixed inset-0 top-11 z-30 bg-black/60 sm:hidden" onClick={p.onClose} aria-hidden />}
       <nav
-        aria-label="Sidebar"
+        aria-label={t('sidebar.label')}
         className={`fixed top-11 bottom-0 left-0 z-40 flex w-64 shrink-0 flex-col border-r border-zinc-800/80 bg-panel transition-transform sm:static sm:translate-x-0 ${
           p.open ? 'translate-x-0' : '-translate-x-full'
         }`}
@@ -218,23 +252,30 @@ export function Sidebar(p: Props) {
         <div className="space-y-0.5 p-2">
           <NavButton
             icon={<MessageSquarePlus size={17} />}
-            label="New chat"
+            label={t('sidebar.newChat')}
             onClick={p.onNewChat}
             testId="new-chat"
           />
           <NavButton
             active={p.view === 'mcp-market'}
             icon={<Blocks size={17} />}
-            label="MCP Market"
+            label={t('sidebar.mcpMarket')}
             onClick={() => p.onView('mcp-market')}
             testId="nav-mcp"
           />
           <NavButton
             active={p.view === 'skill-market'}
             icon={<Sparkles size={17} />}
-            label="Skill Market"
+            label={t('sidebar.skillMarket')}
             onClick={() => p.onView('skill-market')}
             testId="nav-skills"
+          />
+          <NavButton
+            active={p.view === 'memory'}
+            icon={<Brain size={17} />}
+            label={t('nav.memory')}
+            onClick={() => p.onView('memory')}
+            testId="nav-memory"
           />
         </div>
         <div className="flex min-h-0 flex-1 flex-col border-t border-zinc-800/80 px-2 pt-2">
@@ -245,12 +286,12 @@ export function Sidebar(p: Props) {
             className="flex items-center gap-1 rounded px-2.5 py-1.5 text-xs font-medium tracking-wide text-zinc-500 uppercase hover:text-zinc-300"
           >
             <ChevronDown size={14} className={`transition-transform ${historyOpen ? '' : '-rotate-90'}`} />
-            History
+            {t('sidebar.history')}
           </button>
           {historyOpen && (
             <div className="min-h-0 flex-1 space-y-0.5 overflow-y-auto pb-2" data-testid="history">
               {p.sessions.length === 0 ? (
-                <p className="px-2.5 py-2 text-sm text-zinc-600">No conversations yet</p>
+                <p className="px-2.5 py-2 text-sm text-zinc-600">{t('sidebar.empty')}</p>
               ) : (
                 p.sessions.map((s) => (
                   <SessionRow
@@ -280,14 +321,15 @@ export function Sidebar(p: Props) {
                 }}
                 className="flex w-full items-center gap-2 px-3 py-2 text-sm text-zinc-200 hover:bg-zinc-800"
               >
-                <SlidersHorizontal size={15} /> LLM Settings
+                <SlidersHorizontal size={15} /> {t('sidebar.llmSettings')}
               </button>
+              <LanguageItems />
             </div>
           )}
           <NavButton
             active={p.view === 'llm-settings'}
             icon={<Settings size={17} />}
-            label="Settings"
+            label={t('sidebar.settings')}
             onClick={() => setSettingsMenu((m) => !m)}
             testId="settings-button"
           />
@@ -295,7 +337,7 @@ export function Sidebar(p: Props) {
       </nav>
       {confirm && (
         <ConfirmDialog
-          message="Delete this conversation? This can't be undone."
+          message={t('sidebar.confirmDelete')}
           busy={deleting}
           onCancel={() => setConfirm(null)}
           onConfirm={async () => {

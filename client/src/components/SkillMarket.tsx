@@ -2,7 +2,8 @@
 // ZIP upload, and the invalid-package section.
 
 import { useCallback, useEffect, useRef, useState } from 'react'
-import { AlertTriangle, Eye, FileArchive, Pencil, RefreshCw, Search, Trash2, Upload } from 'lucide-react'
+import { AlertTriangle, Eye, FileArchive, History, Pencil, RefreshCw, Search, Trash2, Upload } from 'lucide-react'
+import { formatNumber, useI18n, useT } from '../i18n'
 import { api, describeError } from '../lib/api'
 import {
   availabilityOf,
@@ -19,6 +20,8 @@ import {
 } from '../lib/skills'
 import type { Skill, SkillContent, SkillPage } from '../lib/types'
 import { Button, ConfirmDialog, ErrorBox, Modal, SkeletonRows, Spinner } from './ui'
+import { EvolutionProposals } from './EvolutionProposals'
+import { SkillVersions } from './SkillVersions'
 
 const PAGE_SIZE = 20
 
@@ -34,7 +37,8 @@ function Badge({ children, cls }: { children: React.ReactNode; cls: string }) {
 }
 
 function SourceBadge({ source }: { source: string }) {
-  return <Badge cls="border-zinc-700 text-zinc-400">{sourceLabel(source)}</Badge>
+  const t = useT()
+  return <Badge cls="border-zinc-700 text-zinc-400">{sourceLabel(source, t)}</Badge>
 }
 
 function Switch({ checked, disabled, onChange, label }: { checked: boolean; disabled?: boolean; onChange: () => void; label: string }) {
@@ -66,6 +70,7 @@ function SkillEditor({
   onClose: () => void
   onSaved: () => void
 }) {
+  const t = useT()
   const [content, setContent] = useState<SkillContent | null>(null)
   const [loadError, setLoadError] = useState<string | null>(null)
   const [draft, setDraft] = useState('')
@@ -83,10 +88,10 @@ function SkillEditor({
         setDraft(c.content)
         setEditing(edit && c.mutable)
       } catch (e) {
-        setLoadError(`Can't read Skill: ${describeError(e)}`)
+        setLoadError(t('skills.editor.readFailed', { error: describeError(e) }))
       }
     },
-    [name],
+    [name, t],
   )
 
   useEffect(() => {
@@ -102,7 +107,7 @@ function SkillEditor({
       onSaved()
       onClose()
     } catch (e) {
-      setSaveError(saveErrorMessage(e))
+      setSaveError(saveErrorMessage(e, t))
     } finally {
       setSaving(false)
     }
@@ -134,20 +139,20 @@ function SkillEditor({
                 setEditing(false)
               }}
             >
-              Cancel
+              {t('common.cancel')}
             </Button>
             <Button variant="primary" disabled={!changed || saving} onClick={save} data-testid="skill-save">
-              {saving && <Spinner />} Save
+              {saving && <Spinner />} {t('common.save')}
             </Button>
           </>
         ) : (
           <>
             <Button onClick={onClose} disabled={saving}>
-              Close
+              {t('common.close')}
             </Button>
             {mutable && (
               <Button variant="primary" onClick={() => setEditing(true)} data-testid="skill-edit-mode">
-                <Pencil size={14} /> Edit
+                <Pencil size={14} /> {t('common.edit')}
               </Button>
             )}
           </>
@@ -180,7 +185,7 @@ function SkillEditor({
               <span className="min-w-0 flex-1">{saveError.message}</span>
               {saveError.conflict && (
                 <Button onClick={() => void load(true)} data-testid="skill-reload">
-                  <RefreshCw size={13} /> Reload
+                  <RefreshCw size={13} /> {t('skills.editor.reload')}
                 </Button>
               )}
             </div>
@@ -192,6 +197,7 @@ function SkillEditor({
 }
 
 function UploadModal({ onClose, onUploaded }: { onClose: () => void; onUploaded: () => void }) {
+  const { t, lang } = useI18n()
   const [file, setFile] = useState<File | null>(null)
   const [error, setError] = useState<string | null>(null)
   const [busy, setBusy] = useState(false)
@@ -200,7 +206,7 @@ function UploadModal({ onClose, onUploaded }: { onClose: () => void; onUploaded:
   const upload = async () => {
     if (!file) return
     if (!isZipName(file.name)) {
-      setError('Choose a .zip Skill package')
+      setError(t('skills.upload.notZip'))
       return
     }
     setBusy(true)
@@ -220,16 +226,16 @@ function UploadModal({ onClose, onUploaded }: { onClose: () => void; onUploaded:
 
   return (
     <Modal
-      title="Upload Skill"
+      title={t('skills.upload.title')}
       onClose={onClose}
       closeDisabled={busy}
       footer={
         <>
           <Button onClick={onClose} disabled={busy}>
-            Cancel
+            {t('common.cancel')}
           </Button>
           <Button variant="primary" onClick={upload} disabled={!file || busy} data-testid="upload-submit">
-            {busy && <Spinner />} Upload
+            {busy && <Spinner />} {t('skills.upload')}
           </Button>
         </>
       }
@@ -242,10 +248,15 @@ function UploadModal({ onClose, onUploaded }: { onClose: () => void; onUploaded:
         <FileArchive size={28} className="text-zinc-500" />
         {file ? (
           <span className="text-zinc-200">
-            {file.name} <span className="text-zinc-500">({(file.size / 1024).toFixed(1)} KB)</span>
+            {file.name}{' '}
+            <span className="text-zinc-500">
+              {t('skills.upload.size', {
+                size: formatNumber(lang, file.size / 1024, { minimumFractionDigits: 1, maximumFractionDigits: 1 }),
+              })}
+            </span>
           </span>
         ) : (
-          <span>Click to choose a Skill package (.zip)</span>
+          <span>{t('skills.upload.choose')}</span>
         )}
       </button>
       <input
@@ -257,7 +268,7 @@ function UploadModal({ onClose, onUploaded }: { onClose: () => void; onUploaded:
         onChange={(e) => {
           const f = e.target.files?.[0] ?? null
           setFile(f)
-          setError(f && !isZipName(f.name) ? 'Choose a .zip Skill package' : null)
+          setError(f && !isZipName(f.name) ? t('skills.upload.notZip') : null)
         }}
       />
       {error && <p className="mt-3 text-sm text-red-400">{error}</p>}
@@ -266,6 +277,7 @@ function UploadModal({ onClose, onUploaded }: { onClose: () => void; onUploaded:
 }
 
 function InvalidSection({ items, onDeleted }: { items: InvalidPackage[]; onDeleted: () => void }) {
+  const { t, lang } = useI18n()
   const [confirm, setConfirm] = useState<InvalidPackage | null>(null)
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState<string | null>(null)
@@ -273,8 +285,8 @@ function InvalidSection({ items, onDeleted }: { items: InvalidPackage[]; onDelet
   return (
     <section className="mt-8" data-testid="invalid-skills">
       <h2 className="mb-3 flex items-center gap-2 text-sm font-semibold text-zinc-300">
-        <AlertTriangle size={15} className="text-red-400" /> Invalid Skill packages
-        <span className="rounded-full bg-zinc-800 px-2 text-xs text-zinc-400">{items.length}</span>
+        <AlertTriangle size={15} className="text-red-400" /> {t('skills.invalid.title')}
+        <span className="rounded-full bg-zinc-800 px-2 text-xs text-zinc-400">{formatNumber(lang, items.length)}</span>
       </h2>
       <div className="space-y-2">
         {items.map((p) => (
@@ -282,7 +294,7 @@ function InvalidSection({ items, onDeleted }: { items: InvalidPackage[]; onDelet
             <div className="min-w-0 flex-1">
               <div className="flex flex-wrap items-center gap-2">
                 <span className="font-mono text-sm text-zinc-200">{p.displayDir}</span>
-                <Badge cls={TONE.red}>Invalid</Badge>
+                <Badge cls={TONE.red}>{t('skills.invalid.badge')}</Badge>
                 <SourceBadge source={p.source} />
               </div>
               {p.errors.map((e, i) => (
@@ -294,7 +306,7 @@ function InvalidSection({ items, onDeleted }: { items: InvalidPackage[]; onDelet
             {p.deletable && (
               <Button
                 variant="ghost"
-                aria-label={`Delete invalid package ${p.displayDir}`}
+                aria-label={t('skills.invalid.delete', { dir: p.displayDir })}
                 onClick={() => {
                   setError(null)
                   setConfirm(p)
@@ -308,7 +320,7 @@ function InvalidSection({ items, onDeleted }: { items: InvalidPackage[]; onDelet
       </div>
       {confirm && (
         <ConfirmDialog
-          message={`Delete ${confirm.displayDir}? The package is kept in a recovery snapshot.`}
+          message={t('skills.invalid.confirm', { dir: confirm.displayDir })}
           busy={busy}
           error={error}
           onCancel={() => setConfirm(null)}
@@ -331,6 +343,7 @@ function InvalidSection({ items, onDeleted }: { items: InvalidPackage[]; onDelet
 }
 
 export function SkillMarket() {
+  const t = useT()
   const [query, setQuery] = useState('')
   const [debounced, setDebounced] = useState('')
   const [page, setPage] = useState(1)
@@ -344,6 +357,7 @@ export function SkillMarket() {
   const [confirm, setConfirm] = useState<Skill | null>(null)
   const [deleteError, setDeleteError] = useState<string | null>(null)
   const [tick, setTick] = useState(0)
+  const [versionsOf, setVersionsOf] = useState<string | null>(null)
   const reqId = useRef(0)
 
   useEffect(() => {
@@ -393,31 +407,31 @@ export function SkillMarket() {
   }
 
   const pages = pageCount(data?.total ?? 0, PAGE_SIZE)
-  const invalid = normaliseInvalid(data?.invalid)
+  const invalid = normaliseInvalid(data?.invalid, t)
 
   return (
     <div className="h-full overflow-y-auto" data-testid="skill-market">
       <div className="mx-auto max-w-4xl px-4 py-6 sm:px-6">
         <header className="mb-5 flex flex-wrap items-center gap-3">
           <div className="min-w-0 flex-1">
-            <h1 className="text-xl font-semibold text-zinc-50">Skill Market</h1>
-            <p className="text-sm text-zinc-500">Local Skill packages the agent can load</p>
+            <h1 className="text-xl font-semibold text-zinc-50">{t('skills.title')}</h1>
+            <p className="text-sm text-zinc-500">{t('skills.subtitle')}</p>
           </div>
           <div className="relative">
             <Search size={14} className="pointer-events-none absolute top-1/2 left-2.5 -translate-y-1/2 text-zinc-500" />
             <input
               value={query}
               onChange={(e) => setQuery(e.target.value)}
-              placeholder="Search Skills"
-              aria-label="Search Skills"
+              placeholder={t('skills.search')}
+              aria-label={t('skills.search')}
               className="w-52 rounded-md border border-zinc-700 bg-zinc-950 py-1.5 pr-3 pl-8 text-sm text-zinc-100 outline-none placeholder:text-zinc-600 focus:border-emerald-600"
             />
           </div>
-          <Button variant="ghost" aria-label="Refresh" onClick={refresh} disabled={loading}>
+          <Button variant="ghost" aria-label={t('common.refresh')} onClick={refresh} disabled={loading}>
             <RefreshCw size={15} className={loading ? 'animate-spin' : ''} />
           </Button>
           <Button variant="primary" onClick={() => setUpload(true)} data-testid="skill-upload">
-            <Upload size={15} /> Upload
+            <Upload size={15} /> {t('skills.upload')}
           </Button>
         </header>
 
@@ -425,11 +439,11 @@ export function SkillMarket() {
         {data === null && !loadError ? (
           <SkeletonRows />
         ) : data && data.items.length === 0 ? (
-          <p className="rounded-xl border border-dashed border-zinc-800 px-4 py-10 text-center text-sm text-zinc-500">No Skills</p>
+          <p className="rounded-xl border border-dashed border-zinc-800 px-4 py-10 text-center text-sm text-zinc-500">{t('skills.empty')}</p>
         ) : (
           <div className="mt-3 space-y-3">
             {(data?.items ?? []).map((s) => {
-              const av = availabilityOf(s)
+              const av = availabilityOf(s, t)
               const manageable = isManageable(s)
               const err = rowErrors[s.name]
               return (
@@ -446,14 +460,14 @@ export function SkillMarket() {
                         <SourceBadge source={s.source} />
                         <Badge cls={TONE[av.tone]}>{av.label}</Badge>
                       </div>
-                      <p className="mt-1 text-sm text-zinc-400">{s.description || 'No description'}</p>
+                      <p className="mt-1 text-sm text-zinc-400">{s.description || t('common.noDescription')}</p>
                       <p className="mt-1 flex flex-wrap gap-x-2 font-mono text-xs text-zinc-500">
                         {s.display_name && s.display_name !== s.name && <span>{s.name}</span>}
                         <span>v{s.version}</span>
-                        {(s.tags ?? []).slice(0, 4).map((t) => (
-                          <span key={t}>#{t}</span>
+                        {(s.tags ?? []).slice(0, 4).map((tag) => (
+                          <span key={tag}>#{tag}</span>
                         ))}
-                        {s.always && <span className="text-sky-400">always</span>}
+                        {s.always && <span className="text-sky-400">{t('skills.always')}</span>}
                       </p>
                       {s.missing?.length > 0 && (
                         <p className="mt-1 text-xs text-amber-400">{s.missing.slice(0, 6).join(' · ')}</p>
@@ -461,28 +475,36 @@ export function SkillMarket() {
                       {err && <p className="mt-1 text-xs text-red-400">{err}</p>}
                     </div>
                     <div className="flex shrink-0 items-center gap-1">
-                      <Button variant="ghost" aria-label={`View ${s.name}`} onClick={() => setEditor({ name: s.name, edit: false })}>
+                      <Button variant="ghost" aria-label={t('skills.view', { name: s.name })} onClick={() => setEditor({ name: s.name, edit: false })}>
                         <Eye size={15} />
                       </Button>
                       {manageable && (
                         <>
                           <Button
                             variant="ghost"
-                            aria-label={`Edit ${s.name}`}
+                            aria-label={t('skills.edit', { name: s.name })}
                             data-testid="skill-edit"
                             onClick={() => setEditor({ name: s.name, edit: true })}
                           >
                             <Pencil size={15} />
                           </Button>
+                          <Button
+                            variant="ghost"
+                            aria-label={t('skills.versions.open', { name: s.name })}
+                            data-testid="skill-versions-open"
+                            onClick={() => setVersionsOf(s.name)}
+                          >
+                            <History size={15} />
+                          </Button>
                           <Switch
                             checked={s.enabled}
                             disabled={busy !== null}
-                            label={`Enable ${s.name}`}
+                            label={t('skills.enable', { name: s.name })}
                             onChange={() => void setEnabled(s)}
                           />
                           <Button
                             variant="ghost"
-                            aria-label={`Delete ${s.name}`}
+                            aria-label={t('skills.delete', { name: s.name })}
                             disabled={busy !== null}
                             onClick={() => {
                               setDeleteError(null)
@@ -503,23 +525,24 @@ export function SkillMarket() {
 
         {data && (
           <footer className="mt-4 flex items-center gap-3 text-sm text-zinc-500">
-            <span>{data.total} total</span>
+            <span>{t('skills.total', { count: data.total })}</span>
             <div className="ml-auto flex items-center gap-2">
               <Button disabled={page <= 1 || loading} onClick={() => setPage((p) => Math.max(1, p - 1))}>
-                Prev
+                {t('skills.prev')}
               </Button>
-              <span>
-                {page} / {pages}
-              </span>
+              <span>{t('skills.page', { page, pages })}</span>
               <Button disabled={page >= pages || loading} onClick={() => setPage((p) => p + 1)}>
-                Next
+                {t('skills.next')}
               </Button>
             </div>
           </footer>
         )}
 
         <InvalidSection items={invalid} onDeleted={refresh} />
+        <EvolutionProposals version={tick} onApplied={refresh} />
       </div>
+
+      {versionsOf && <SkillVersions name={versionsOf} onClose={() => setVersionsOf(null)} onRolledBack={refresh} />}
 
       {editor && (
         <SkillEditor name={editor.name} startEditing={editor.edit} onClose={() => setEditor(null)} onSaved={refresh} />
@@ -527,7 +550,7 @@ export function SkillMarket() {
       {upload && <UploadModal onClose={() => setUpload(false)} onUploaded={refresh} />}
       {confirm && (
         <ConfirmDialog
-          message={`Delete ${confirm.display_name || confirm.name}? Current version is kept in a local snapshot.`}
+          message={t('skills.confirmDelete', { name: confirm.display_name || confirm.name })}
           busy={busy === confirm.name}
           error={deleteError}
           onCancel={() => setConfirm(null)}

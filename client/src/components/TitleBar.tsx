@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'react'
 import { Menu, RotateCw } from 'lucide-react'
+import { useT, type MessageKey } from '../i18n'
 import type { ConnState } from '../lib/chatStore'
 import { Logo } from './Logo'
 
@@ -8,6 +9,13 @@ const DOT: Record<ConnState, string> = {
   connecting: 'bg-amber-400 animate-pulse',
   disconnected: 'bg-zinc-500',
   error: 'bg-red-500',
+}
+
+const WORD: Record<ConnState, MessageKey> = {
+  connected: 'title.conn.connected',
+  connecting: 'title.conn.connecting',
+  disconnected: 'title.conn.disconnected',
+  error: 'title.conn.error',
 }
 
 export function TitleBar({
@@ -21,6 +29,7 @@ export function TitleBar({
   onMenu: () => void
   onRetry: () => void
 }) {
+  const t = useT()
   // Counts down to the next reconnect attempt so the wait is visible.
   const [now, setNow] = useState(() => Date.now())
   const [retryAt, setRetryAt] = useState<number | null>(null)
@@ -30,8 +39,8 @@ export function TitleBar({
   }, [retryIn, conn])
   useEffect(() => {
     if (retryAt === null) return
-    const t = setInterval(() => setNow(Date.now()), 500)
-    return () => clearInterval(t)
+    const timer = setInterval(() => setNow(Date.now()), 500)
+    return () => clearInterval(timer)
   }, [retryAt])
   const secs = retryAt === null ? null : Math.max(0, Math.ceil((retryAt - now) / 1000))
   return (
@@ -39,7 +48,7 @@ export function TitleBar({
       <button
         type="button"
         onClick={onMenu}
-        aria-label="Open menu"
+        aria-label={t('title.openMenu')}
         className="rounded-md p-1.5 text-zinc-400 hover:bg-zinc-800 hover:text-zinc-100 sm:hidden"
       >
         <Menu size={18} />
@@ -52,13 +61,13 @@ export function TitleBar({
             type="button"
             onClick={onRetry}
             className="flex items-center gap-1 rounded px-1.5 py-0.5 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200"
-            title="Reconnect now"
+            title={t('title.reconnectNow')}
           >
-            <RotateCw size={12} /> retry in {secs}s
+            <RotateCw size={12} /> {t('title.retryIn', { secs })}
           </button>
         )}
         <span className={`h-2 w-2 rounded-full ${DOT[conn]}`} />
-        <span>{conn}</span>
+        <span>{t(WORD[conn])}</span>
       </div>
     </header>
   )

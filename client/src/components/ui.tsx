@@ -2,6 +2,7 @@
 
 import { useEffect, useRef, type ButtonHTMLAttributes, type ReactNode } from 'react'
 import { Loader2, X } from 'lucide-react'
+import { useT } from '../i18n'
 
 type Variant = 'primary' | 'secondary' | 'danger' | 'ghost'
 
@@ -47,6 +48,7 @@ export function Modal({
   closeDisabled?: boolean
   labelledBy?: string
 }) {
+  const t = useT()
   const closeRef = useRef(onClose)
   closeRef.current = onClose
   useEffect(() => {
@@ -68,7 +70,7 @@ export function Modal({
           <div className="min-w-0 flex-1 text-[15px] font-semibold text-zinc-100">{title}</div>
           <button
             type="button"
-            aria-label="Close"
+            aria-label={t('common.close')}
             disabled={closeDisabled}
             onClick={onClose}
             className="rounded-md p-1 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200 disabled:opacity-40"
@@ -85,7 +87,7 @@ export function Modal({
 
 export function ConfirmDialog({
   message,
-  confirmLabel = 'Delete',
+  confirmLabel,
   onConfirm,
   onCancel,
   busy,
@@ -98,19 +100,20 @@ export function ConfirmDialog({
   busy?: boolean
   error?: string | null
 }) {
+  const t = useT()
   return (
     <Modal
-      title="Please confirm"
+      title={t('common.confirmTitle')}
       onClose={onCancel}
       closeDisabled={busy}
       footer={
         <>
           <Button onClick={onCancel} disabled={busy}>
-            Cancel
+            {t('common.cancel')}
           </Button>
           <Button variant="danger" onClick={onConfirm} disabled={busy} data-testid="confirm-button">
             {busy && <Spinner />}
-            {confirmLabel}
+            {confirmLabel ?? t('common.delete')}
           </Button>
         </>
       }
@@ -135,12 +138,13 @@ export function SkeletonRows({ count = 3 }: { count?: number }) {
 }
 
 export function ErrorBox({ message, onRetry }: { message: string; onRetry?: () => void }) {
+  const t = useT()
   return (
     <div role="alert" className="flex items-center gap-3 rounded-lg border border-red-900/60 bg-red-950/40 px-4 py-3 text-sm text-red-300">
       <span className="min-w-0 flex-1 break-words">{message}</span>
       {onRetry && (
         <Button onClick={onRetry} className="shrink-0">
-          Retry
+          {t('common.retry')}
         </Button>
       )}
     </div>

@@ -1,7 +1,8 @@
 // The client's languages: English and Simplified Chinese (the original client's language).
-// `useT()` gives components a translator; `translate()` serves code outside React.
-// The language comes from localStorage (set in Settings), else from the browser's languages.
-import { createContext, useCallback, useContext, useMemo, useState, type ReactNode } from 'react'
+// `useT()` gives components a translator; `tr()` serves code outside React (thrown errors, the
+// chat reducer) in the language currently shown. The language comes from localStorage (set in
+// Settings), else from the browser's languages; `<html lang>` follows it.
+import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ReactNode } from 'react'
 import { en, type MessageKey } from './en'
 import { zhCN } from './zh-CN'
 
@@ -9,7 +10,7 @@ export type Lang = 'en' | 'zh-CN'
 export const LANGS: readonly Lang[] = ['en', 'zh-CN']
 export type { MessageKey }
 
-const STORAGE_KEY = 'cashcode.lang'
+export const STORAGE_KEY = 'cashcode.lang'
 const DICTS: Record<Lang, Record<MessageKey, string>> = { en, 'zh-CN': zhCN }
 
 /** The first supported language in `preferred` (browser order); Chinese of any region -> zh-CN. */
@@ -33,14 +34,54 @@ export function initialLang(): Lang {
   return pickLang(nav ? (nav.languages?.length ? nav.languages : [nav.language]) : [])
 }
 
-/** `{name}` placeholders are replaced by `vars.name`; unknown placeholders stay as written. */
-export function translate(lang: Lang, key: MessageKey, vars?: Record<string, string | number>): string {
-  const text = DICTS[lang][key] ?? en[key] ?? key
-  if (!vars) return text
-  return text.replace(/\{(\w+)\}/g, (m, name: string) => (name in vars ? String(vars[name]) : m))
+export type Vars = Record<string, string | number>
+
+/** Numbers in the current language's digits and grouping (1,234 / 1,234; never "1.234" for zh). */
+export function formatNumber(lang: Lang, n: number, opts?: Intl.NumberFormatOptions): string {
+  return new Intl.NumberFormat(lang, opts).format(n)
 }
 
-export type Translate = (key: MessageKey, vars?: Record<string, string | number>) => string
+/** A calendar date in the language's own order (2026/11/30 for zh-CN, 11/30/2026 for en). */
+export function formatDate(lang: Lang, t: number | Date): string {
+  return new Date(t).toLocaleDateString(lang)
+}
+
+/**
+ * `{name}` placeholders are replaced by `vars.name` (numbers formatted for the language); unknown
+ * placeholders stay as written. A numeric `count` whose plural category is "one" uses the
+ * `<key>.one` entry when there is one ("1 tool", "2 tools"; Chinese has a single form).
+ */
+export function translate(lang: Lang, key: MessageKey, vars?: Vars): string {
+  const dict = DICTS[lang]
+  let text: string = dict[key] ?? en[key] ?? key
+  if (typeof vars?.count === 'number' && new Intl.PluralRules(lang).select(vars.count) === 'one') {
+    const one = dict[`${key}.one` as MessageKey]
+    if (one) text = one
+  }
+  if (!vars) return text
+  return text.replace(/\{(\w+)\}/g, (m, name: string) => {
+    if (!(name in vars)) return m
+    const v = vars[name]
+    return typeof v === 'number' ? formatNumber(lang, v) : v
+  })
+}
+
+export type Translate = (key: MessageKey, vars?: Vars) => string
+
+// The language on screen, for code that runs outside React. Only the provider changes it; unit
+// tests of lib code therefore run in English unless they set it.
+let current: Lang = 'en'
+
+export function currentLang(): Lang {
+  return current
+}
+
+export function setCurrentLang(lang: Lang): void {
+  current = lang
+}
+
+/** Translate in the language on screen. */
+export const tr: Translate = (key, vars) => translate(current, key, vars)
 
 interface I18n {
   lang: Lang
@@ -55,16 +96,24 @@ const I18nContext = createContext<I18n>({
 })
 
 export function I18nProvider({ children, lang: fixed }: { children: ReactNode; lang?: Lang }) {
-  const [lang, setLangState] = useState<Lang>(() => fixed ?? initialLang())
+  const [lang, setLangState] = useState<Lang>(() => {
+    const l = fixed ?? initialLang()
+    current = l
+    return l
+  })
   const setLang = useCallback((next: Lang) => {
+    current = next
     setLangState(next)
     try {
       globalThis.localStorage?.setItem(STORAGE_KEY, next)
     } catch {
       // not remembered, still switched
     }
-    document.documentElement.lang = next
   }, [])
+  useEffect(() => {
+    current = lang
+    if (typeof document !== 'undefined') document.documentElement.lang = lang
+  }, [lang])
   const value = useMemo<I18n>(
     () => ({ lang, setLang, t: (key, vars) => translate(lang, key, vars) }),
     [lang, setLang],

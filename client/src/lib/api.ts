@@ -1,4 +1,7 @@
 // HTTP helper: JSON in/out, uniform error text (web-client spec §10), request timeouts.
+// The server's own error text is kept verbatim; only the client's fallbacks are translated.
+
+import { tr } from '../i18n'
 
 export class ApiError extends Error {
   readonly status: number
@@ -17,7 +20,7 @@ export class ApiError extends Error {
 
 /**
  * The message for a non-2xx response: a string `detail`, else a 422 list as `loc.path: msg; …`,
- * else the text body, else the status text, else "Request failed (N)".
+ * else the text body, else the status text, else "Request failed (N)" (translated).
  */
 export function errorMessage(status: number, statusText: string, bodyText: string): string {
   const text = bodyText.trim()
@@ -40,7 +43,7 @@ export function errorMessage(status: number, statusText: string, bodyText: strin
     }
     return text.length > 500 ? `${text.slice(0, 500)}…` : text
   }
-  return statusText.trim() || `Request failed (${status})`
+  return statusText.trim() || tr('api.failed', { status: String(status) })
 }
 
 let apiBase = 'http://127.0.0.1:8000/api'
@@ -85,7 +88,7 @@ export async function request<T>(
     const aborted = e instanceof DOMException && (e.name === 'TimeoutError' || e.name === 'AbortError')
     if (opts.signal?.aborted) throw e
     throw new ApiError(
-      aborted ? 'Request timed out' : 'Cannot reach the CashCode server',
+      aborted ? tr('api.timeout') : tr('api.unreachable'),
       0,
       method,
       path,
@@ -106,7 +109,7 @@ export async function request<T>(
   try {
     return JSON.parse(text) as T
   } catch {
-    throw new ApiError('The server sent a malformed response', res.status, method, path)
+    throw new ApiError(tr('api.malformed'), res.status, method, path)
   }
 }
 

@@ -1,6 +1,7 @@
 // The chat state machine: sessions, the active chat, transcripts, per-chat generating flags and
 // per-chat event sequence numbers. `reduce` is pure; App feeds it WebSocket events and HTTP results.
 
+import { tr, type MessageKey } from '../i18n'
 import { startGenerating, stopGenerating, type GeneratingMap } from './generation'
 import { normaliseReceipts, type Selection } from './selections'
 import type { HistoryMessage, SessionInfo } from './types'
@@ -25,6 +26,8 @@ export interface ChatMessage {
   selections?: Selection[]
   /** notices: an inline turn error or a "stopped" marker */
   tone?: 'error' | 'muted'
+  /** a notice in the client's own words: shown in the language on screen, even after a switch */
+  textKey?: MessageKey
 }
 
 export interface ChatData {
@@ -237,16 +240,20 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
       return { ...s, generating: stopGenerating(s.generating, chatId) }
     }
     case 'error': {
-      const detail = str(ev.detail) ?? 'Unknown error'
+      const detail = str(ev.detail) ?? tr('chat.unknownError')
       const cancelled = detail === 'cancelled'
       const notice: ChatMessage = cancelled
-        ? { id: nextId(), role: 'notice', content: 'Generation stopped', tone: 'muted' }
+        ? { id: nextId(), role: 'notice', content: tr('chat.stopped'), tone: 'muted', textKey: 'chat.stopped' }
         : { id: nextId(), role: 'notice', content: detail, tone: 'error' }
       const s = put(state, [...finaliseStreaming(chat.messages), notice])
       // A failure in a chat the person is not looking at would go unnoticed inline.
       const elsewhere = !cancelled && state.activeChatId !== chatId
       const title = state.sessions.find((x) => x.chat_id === chatId)?.title
-      const banner = elsewhere ? `${title ? `"${title}"` : 'Another chat'}: ${detail}` : s.banner
+      const banner = elsewhere
+        ? title
+          ? tr('chat.errorIn', { title, detail })
+          : tr('chat.errorElsewhere', { detail })
+        : s.banner
       return { ...reloadIfGap(s), banner, generating: stopGenerating(s.generating, chatId) }
     }
     case 'session_updated': {
@@ -385,7 +392,7 @@ function reduceEvent(state: State, ev: ServerEvent): State {
       return state
     case 'error': {
       if (!chatId) {
-        const detail = str(ev.detail) ?? 'Unknown error'
+        const detail = str(ev.detail) ?? tr('chat.unknownError')
         return { ...state, banner: detail }
       }
       return applyChatEvent(state, chatId, ev) ?? state

@@ -2,6 +2,7 @@
 // covers only the visible tab; a saved key is only reused while the endpoint's origin is the
 // same; requests follow PUT /settings/llm and POST /settings/llm/test.
 
+import { currentLang, tr } from '../i18n'
 import { ApiError } from './api'
 import type { LlmSettings, Provider } from './types'
 
@@ -64,9 +65,9 @@ export function keepsStoredKey(draft: LlmDraft, settings: LlmSettings | null): b
   )
 }
 
-/** The key-field message for a moved endpoint (the server's 422 uses the same words). */
+/** The key-field message for a moved endpoint (the server's 422 uses the same English words). */
 export function movedKeyMessage(origin: string): string {
-  return `The endpoint changed to ${origin}; enter its API key again`
+  return tr('llm.keyMoved', { origin })
 }
 
 /**
@@ -75,7 +76,11 @@ export function movedKeyMessage(origin: string): string {
  */
 export function serverKeyError(e: unknown): string | null {
   if (!(e instanceof ApiError) || e.status !== 422 || typeof e.detail !== 'string') return null
-  return /^the endpoint changed to .+; enter its API key again$/.test(e.detail) ? e.detail : null
+  // The server words it in English (shown verbatim there); the client recognises it, so another
+  // language gets its own words for it.
+  const m = /^the endpoint changed to (.+); enter its API key again$/.exec(e.detail)
+  if (!m) return null
+  return currentLang() === 'en' ? e.detail : movedKeyMessage(m[1])
 }
 
 export type LlmErrors = Partial<Record<'base_url' | 'api_key', string>>
@@ -83,13 +88,13 @@ export type LlmErrors = Partial<Record<'base_url' | 'api_key', string>>
 export function validateDraft(draft: LlmDraft, tab: Provider, settings: LlmSettings | null): LlmErrors {
   const errors: LlmErrors = {}
   const url = tab === 'openai_compatible' ? draft.openai_compatible.base_url : draft.ollama.base_url
-  if (!url.trim()) errors.base_url = 'URL is required'
-  else if (!isHttpUrl(url)) errors.base_url = 'Enter an http(s) URL with a host'
+  if (!url.trim()) errors.base_url = tr('llm.urlRequired')
+  else if (!isHttpUrl(url)) errors.base_url = tr('llm.urlInvalid')
   if (tab === 'openai_compatible') {
     const typed = draft.openai_compatible.api_key.trim()
     if (!typed && !keepsStoredKey(draft, settings)) {
       const moved = draft.openai_compatible.clear_api_key ? null : movedEndpoint(draft, settings)
-      errors.api_key = moved ? movedKeyMessage(moved) : 'API Key is required'
+      errors.api_key = moved ? movedKeyMessage(moved) : tr('llm.keyRequired')
     }
   }
   return errors

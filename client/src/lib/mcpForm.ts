@@ -1,5 +1,6 @@
 // MCP Market form rules (web-client spec §7): validation and masked header values.
 
+import { tr, type Translate } from '../i18n'
 import { MCP_ID_RE } from './selections'
 
 export const MASK = '********'
@@ -33,45 +34,45 @@ export function isHttpUrl(value: string): boolean {
   }
 }
 
-export function validateMcpForm(form: McpForm, editing: boolean): McpFormErrors {
+export function validateMcpForm(form: McpForm, editing: boolean, t: Translate = tr): McpFormErrors {
   const e: McpFormErrors = {}
   if (!editing && !MCP_ID_RE.test(form.name.trim())) {
-    e.name = 'Use lowercase letters, digits, _ or - (max 64), starting with a letter or digit'
+    e.name = t('mcp.err.name')
   }
   const title = form.display_name.trim()
-  if (!title) e.display_name = 'Display title is required'
-  else if ([...title].length > 100) e.display_name = 'At most 100 characters'
-  if (!isHttpUrl(form.url)) e.url = 'Enter an absolute http(s) URL'
-  if ([...form.description.trim()].length > 1000) e.description = 'At most 1000 characters'
-  if (form.headers.length > MAX_HEADERS) e.headers = `At most ${MAX_HEADERS} headers`
+  if (!title) e.display_name = t('mcp.err.titleRequired')
+  else if ([...title].length > 100) e.display_name = t('common.tooLong', { max: 100 })
+  if (!isHttpUrl(form.url)) e.url = t('mcp.err.url')
+  if ([...form.description.trim()].length > 1000) e.description = t('common.tooLong', { max: 1000 })
+  if (form.headers.length > MAX_HEADERS) e.headers = t('mcp.err.maxHeaders', { max: MAX_HEADERS })
   else {
     const seen = new Set<string>()
     for (const h of form.headers) {
       const name = h.name.trim()
       if (!name) {
-        e.headers = 'Header name is required'
+        e.headers = t('mcp.err.headerNameRequired')
         break
       }
       if (!HEADER_NAME_RE.test(name)) {
-        e.headers = `Invalid header name: "${name}"`
+        e.headers = t('mcp.err.headerNameInvalid', { name })
         break
       }
       const lower = name.toLowerCase()
       if (seen.has(lower)) {
-        e.headers = `Duplicate header: "${name}"`
+        e.headers = t('mcp.err.headerDuplicate', { name })
         break
       }
       seen.add(lower)
       if (!h.value || h.value.length > 4096) {
-        e.headers = `Header "${name}" needs a value of at most 4096 characters`
+        e.headers = t('mcp.err.headerValue', { name, max: 4096 })
         break
       }
       if (/[\r\n]/.test(h.value)) {
-        e.headers = `Header "${name}" must not contain newlines`
+        e.headers = t('mcp.err.headerNewline', { name })
         break
       }
       if (h.value === MASK && h.storedName !== name) {
-        e.headers = `Header "${name}" needs its value re-entered`
+        e.headers = t('mcp.err.headerReenter', { name })
         break
       }
     }

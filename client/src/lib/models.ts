@@ -1,21 +1,25 @@
 // Model picker logic (web-client spec §6): optgroups by provider, the remembered global choice.
 
+import { tr, type MessageKey, type Translate } from '../i18n'
 import type { LlmChoice } from './selections'
 import type { ModelCatalog, ModelEntry, Provider } from './types'
 
 export const SELECTION_KEY = 'cashcode.llm.selection'
 
-export const PROVIDER_LABELS: Record<Provider, string> = {
-  openai_compatible: 'Generic API',
-  ollama: 'Ollama',
+export const PROVIDER_LABELS: Record<Provider, MessageKey> = {
+  openai_compatible: 'models.openai_compatible',
+  ollama: 'models.ollama',
 }
 
-export function groupModels(models: readonly ModelEntry[]): { provider: Provider; label: string; ids: string[] }[] {
+export function groupModels(
+  models: readonly ModelEntry[],
+  t: Translate = tr,
+): { provider: Provider; label: string; ids: string[] }[] {
   const order: Provider[] = ['openai_compatible', 'ollama']
   return order
     .map((provider) => ({
       provider,
-      label: PROVIDER_LABELS[provider],
+      label: t(PROVIDER_LABELS[provider]),
       ids: models.filter((m) => m.provider === provider).map((m) => m.id),
     }))
     .filter((g) => g.ids.length > 0)
@@ -52,14 +56,14 @@ export function resolveChoice(
   return { choice: { provider: first.provider, model: first.ids[0] }, forget: false }
 }
 
-export function providerErrors(catalog: ModelCatalog | null): string | null {
+export function providerErrors(catalog: ModelCatalog | null, t: Translate = tr): string | null {
   if (!catalog) return null
   const parts: string[] = []
   for (const p of ['openai_compatible', 'ollama'] as Provider[]) {
     const err = catalog.providers?.[p]?.error
-    if (err) parts.push(`${PROVIDER_LABELS[p]}: ${err}`)
+    if (err) parts.push(t('models.providerError', { provider: t(PROVIDER_LABELS[p]), error: err }))
   }
-  return parts.length ? parts.join('; ') : null
+  return parts.length ? parts.join(t('models.errorSeparator')) : null
 }
 
 export function choiceValue(c: LlmChoice | null): string {

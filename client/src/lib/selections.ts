@@ -1,6 +1,7 @@
 // Composer selections (Skills / MCPs), the `@` trigger and the outgoing message frame
 // (web-client spec §6). Pure functions: the Composer only wires them to the DOM.
 
+import { tr } from '../i18n'
 import type { HistoryMessage, McpReceipt, Provider, SkillReceipt } from './types'
 
 export const SKILL_ID_RE = /^[a-z0-9][a-z0-9._-]{0,63}$/
@@ -21,10 +22,10 @@ export class SelectionError extends Error {}
 /** NUL removed, trimmed, empty → undefined, over 100 chars → error. */
 export function normaliseLabel(label: unknown): string | undefined {
   if (label === undefined || label === null) return undefined
-  if (typeof label !== 'string') throw new SelectionError('Invalid label')
+  if (typeof label !== 'string') throw new SelectionError(tr('composer.invalidLabel'))
   const clean = label.replace(/\u0000/g, '').trim()
   if (!clean) return undefined
-  if ([...clean].length > MAX_LABEL) throw new SelectionError(`Label must be at most ${MAX_LABEL} characters`)
+  if ([...clean].length > MAX_LABEL) throw new SelectionError(tr('composer.labelTooLong', { max: MAX_LABEL }))
   return clean
 }
 
@@ -36,11 +37,11 @@ export function validId(kind: SelectionKind, id: string): boolean {
 export function addSelection(list: readonly Selection[], sel: Selection): Selection[] {
   const id = sel.id.trim()
   if (!validId(sel.kind, id)) {
-    throw new SelectionError(sel.kind === 'skill' ? 'Invalid Skill id' : 'Invalid MCP id')
+    throw new SelectionError(tr(sel.kind === 'skill' ? 'composer.invalidSkillId' : 'composer.invalidMcpId'))
   }
   const label = normaliseLabel(sel.label)
   if (list.some((s) => s.kind === sel.kind && s.id === id)) return [...list]
-  if (list.length >= MAX_SELECTIONS) throw new SelectionError('At most 8 Skills or MCPs')
+  if (list.length >= MAX_SELECTIONS) throw new SelectionError(tr('composer.tooMany', { max: MAX_SELECTIONS }))
   const next: Selection = label === undefined ? { kind: sel.kind, id } : { kind: sel.kind, id, label }
   return [...list, next]
 }
@@ -191,9 +192,9 @@ export type SendCheck = { ok: true; content: string } | { ok: false; reason: str
 
 /** The spec's send rules: a model and non-blank text are needed; chips alone never send. */
 export function checkSend(text: string, llm: LlmChoice | null): SendCheck {
-  if (!llm) return { ok: false, reason: 'Choose an available model' }
+  if (!llm) return { ok: false, reason: tr('composer.needModel') }
   const content = text.trim()
-  if (!content) return { ok: false, reason: 'Enter a message' }
+  if (!content) return { ok: false, reason: tr('composer.needText') }
   return { ok: true, content }
 }
 

@@ -1,20 +1,21 @@
 // Skill Market logic (web-client spec §8): labels, query strings, invalid-package entries,
 // upload checks and save-error messages.
 
+import { tr, translate, type MessageKey, type Translate } from '../i18n'
 import { ApiError } from './api'
 import type { Skill, SkillSource } from './types'
 
-export type AppView = 'chat' | 'mcp-market' | 'skill-market' | 'llm-settings'
-export const APP_VIEWS: readonly AppView[] = ['chat', 'mcp-market', 'skill-market', 'llm-settings']
+export type AppView = 'chat' | 'mcp-market' | 'skill-market' | 'memory' | 'llm-settings'
+export const APP_VIEWS: readonly AppView[] = ['chat', 'mcp-market', 'skill-market', 'memory', 'llm-settings']
 
-export const SOURCE_LABELS: Record<SkillSource, string> = {
-  builtin: 'Built-in',
-  user: 'Uploaded',
-  agent: 'Created in chat',
+export const SOURCE_LABELS: Record<SkillSource, MessageKey> = {
+  builtin: 'skills.source.builtin',
+  user: 'skills.source.user',
+  agent: 'skills.source.agent',
 }
 
-export function sourceLabel(source: string): string {
-  return SOURCE_LABELS[source as SkillSource] ?? SOURCE_LABELS.user
+export function sourceLabel(source: string, t: Translate = tr): string {
+  return t(SOURCE_LABELS[source as SkillSource] ?? SOURCE_LABELS.user)
 }
 
 export function isManageable(skill: Pick<Skill, 'mutable' | 'source'>): boolean {
@@ -23,17 +24,20 @@ export function isManageable(skill: Pick<Skill, 'mutable' | 'source'>): boolean 
 
 export type AvailabilityTone = 'green' | 'amber' | 'grey' | 'red'
 
-export function availabilityOf(skill: Pick<Skill, 'enabled' | 'availability'>): { label: string; tone: AvailabilityTone } {
-  if (!skill.enabled) return { label: 'Disabled', tone: 'grey' }
+export function availabilityOf(
+  skill: Pick<Skill, 'enabled' | 'availability'>,
+  t: Translate = tr,
+): { label: string; tone: AvailabilityTone } {
+  if (!skill.enabled) return { label: t('skills.avail.disabled'), tone: 'grey' }
   switch (skill.availability) {
     case 'available':
-      return { label: 'Available', tone: 'green' }
+      return { label: t('skills.avail.available'), tone: 'green' }
     case 'missing_dependency':
-      return { label: 'Missing dependency', tone: 'amber' }
+      return { label: t('skills.avail.missing'), tone: 'amber' }
     case 'disabled':
-      return { label: 'Disabled', tone: 'grey' }
+      return { label: t('skills.avail.disabled'), tone: 'grey' }
     default:
-      return { label: 'Invalid', tone: 'red' }
+      return { label: t('skills.avail.invalid'), tone: 'red' }
   }
 }
 
@@ -88,7 +92,7 @@ function cut(s: string, n: number): string {
   return chars.length > n ? `${chars.slice(0, n).join('')}...` : s
 }
 
-export function normaliseInvalid(invalid: Record<string, unknown> | null | undefined): InvalidPackage[] {
+export function normaliseInvalid(invalid: Record<string, unknown> | null | undefined, t: Translate = tr): InvalidPackage[] {
   if (!invalid || typeof invalid !== 'object') return []
   const out: InvalidPackage[] = []
   for (const [key, value] of Object.entries(invalid)) {
@@ -108,7 +112,7 @@ export function normaliseInvalid(invalid: Record<string, unknown> | null | undef
       rawSource: rawSource || 'user',
       dir,
       displayDir: cut(clean(dir), 80),
-      errors: errors.length ? errors : ['Invalid Skill package'],
+      errors: errors.length ? errors : [t('skills.invalid.fallback')],
       deletable: source !== 'builtin',
     })
   }
@@ -123,10 +127,11 @@ export function isZipName(name: string): boolean {
   return name.trim().toLowerCase().endsWith('.zip')
 }
 
-export const CONFLICT_MESSAGE = 'Skill was changed elsewhere; reload before saving.'
+/** The 409 message in English (the test fixture); the screen shows it in its own language. */
+export const CONFLICT_MESSAGE = translate('en', 'skills.editor.conflict')
 
-export function saveErrorMessage(e: unknown): { message: string; conflict: boolean } {
-  if (e instanceof ApiError && e.status === 409) return { message: CONFLICT_MESSAGE, conflict: true }
+export function saveErrorMessage(e: unknown, t: Translate = tr): { message: string; conflict: boolean } {
+  if (e instanceof ApiError && e.status === 409) return { message: t('skills.editor.conflict'), conflict: true }
   if (e instanceof ApiError) return { message: typeof e.detail === 'string' ? e.detail : e.message, conflict: false }
   return { message: e instanceof Error ? e.message : String(e), conflict: false }
 }

@@ -13,9 +13,10 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -96,6 +97,11 @@ pub struct Evolution {
     waiting: AtomicUsize,
     /// Fingerprints whose proposal is being generated right now.
     in_flight: Mutex<BTreeSet<String>>,
+    /// The `skill-evolution` threads not yet joined (finished ones are pruned at each spawn);
+    /// `Server::stop` joins the rest.
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Set by [`Evolution::shutdown`]: no new turn is taken and waiting ones give up.
+    stopping: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -134,6 +140,8 @@ impl Evolution {
             slots: (Mutex::new(0), Condvar::new()),
             waiting: AtomicUsize::new(0),
             in_flight: Mutex::new(BTreeSet::new()),
+            threads: Mutex::new(Vec::new()),
+            stopping: AtomicBool::new(false),
         })
     }
 
@@ -145,7 +153,7 @@ impl Evolution {
     /// Called after every persisted turn: when the gate passes, processes the turn on a
     /// background thread (at most `max_concurrent` at once). Returns whether it was queued.
     pub fn schedule_turn(self: &Arc<Self>, trace: TurnTrace, generator: Arc<Generator>) -> bool {
-        if !self.gate(&trace) {
+        if !self.gate(&trace) || self.stopping.load(Ordering::SeqCst) {
             return false;
         }
         // Bounded backlog: beyond it, evidence of a burst of turns is dropped, not queued.
@@ -173,11 +181,33 @@ impl Evolution {
                 }
                 me.release_slot();
             });
-        if spawned.is_err() {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
-            return false;
+        match spawned {
+            Ok(handle) => {
+                let mut threads = lock(&self.threads);
+                threads.retain(|t| !t.is_finished());
+                threads.push(handle);
+                true
+            }
+            Err(_) => {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+                false
+            }
         }
-        true
+    }
+
+    /// Refuses new turns and wakes the ones waiting for a slot (they drop their evidence).
+    /// A generator call under way ends with the LLM runtime's shutdown.
+    pub fn shutdown(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let (m, cv) = &self.slots;
+        let _g = lock(m);
+        cv.notify_all();
+    }
+
+    /// Joins the `skill-evolution` threads by `deadline`; returns the names of those still running.
+    pub fn join_until(&self, deadline: Instant) -> Vec<String> {
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        threads.into_iter().filter_map(|t| crate::util::join::join_until(t, deadline).err()).collect()
     }
 
     fn acquire_slot(&self) -> bool {
@@ -185,6 +215,9 @@ impl Evolution {
         let mut n = lock(m);
         let deadline = std::time::Instant::now() + SLOT_WAIT;
         while *n >= self.cfg.max_concurrent {
+            if self.stopping.load(Ordering::SeqCst) {
+                return false;
+            }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
                 return false;
@@ -302,7 +335,7 @@ mod tests {
     use crate::skills::service::ReplaceRequest;
     use crate::skills::views::ProposalStatus;
     use crate::skills::{sha256_hex, Source};
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     fn on(tweak: impl FnOnce(&mut SkillEvolutionConfig)) -> SkillEvolutionConfig {
         let mut c = SkillEvolutionConfig { enabled: true, ..Default::default() };
@@ -499,6 +532,40 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "background evidence never appeared");
             std::thread::sleep(Duration::from_millis(10));
         }
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    #[test]
+    fn shutdown_refuses_new_turns_and_joins_the_waiting_and_running_threads() {
+        let (data, svc) = service("evo-stop");
+        // The one slot is held by a turn whose generator blocks until released.
+        let (release, hold) = crossbeam_channel::bounded::<()>(0);
+        let (entered_tx, entered) = crossbeam_channel::bounded::<()>(1);
+        let blocking = move |_: &[Value]| -> std::result::Result<String, String> {
+            let _ = entered_tx.try_send(());
+            let _ = hold.recv();
+            Err("released".into())
+        };
+        let evo = Evolution::new(
+            on(|c| {
+                c.max_concurrent = 1;
+                c.recurrence = 1;
+            }),
+            Arc::clone(&svc),
+        );
+        assert!(evo.schedule_turn(trace("first", &["a", "b"], true), Arc::new(blocking)));
+        entered.recv_timeout(Duration::from_secs(10)).expect("the generator never ran");
+        // A second turn waits for the slot (SLOT_WAIT is minutes).
+        let never = |_: &[Value]| -> std::result::Result<String, String> { Err("unused".into()) };
+        assert!(evo.schedule_turn(trace("second", &["c", "d"], true), Arc::new(never)));
+        evo.shutdown();
+        assert!(!evo.schedule_turn(trace("third", &["e", "f"], true), Arc::new(never)));
+        // The waiting thread leaves at once; the running one when its model call ends.
+        let t0 = Instant::now();
+        drop(release);
+        assert_eq!(evo.join_until(Instant::now() + Duration::from_secs(5)), Vec::<String>::new());
+        assert!(t0.elapsed() < Duration::from_secs(2), "joining took {:?}", t0.elapsed());
+        assert!(lock(&evo.threads).is_empty());
         fs::remove_dir_all(data).unwrap();
     }
 }
