@@ -8,6 +8,13 @@
 //!   (the function the timer thread calls), which lists and reads all 50 histories, sends one
 //!   batch through both phases, snapshots and rewrites MEMORY.md and advances the cursors.
 //!
+//! - long chat (the long-histories issue): 100,000 records, no summary, default settings.
+//!   The server starts on it, a first turn loads it, then [`TURNS`] more turns are timed from
+//!   `message` to `done` against the same on a two-record chat; the server's RSS after them,
+//!   the bytes of the last request the model received, and the time of
+//!   `GET /api/sessions/{id}/messages?limit=50` (the web client's first page) and of the whole
+//!   list.
+//!
 //! Threads: the main thread drives everything (including the in-process Dream runs); the fake
 //! LLM and the server process are separate.
 
@@ -24,7 +31,7 @@ use cashcode::llm::Provider;
 use cashcode::memory_jobs::dream::{Dream, Outcome};
 use cashcode::store::chats::ChatStore;
 use cashcode::store::memory_files::MemoryFiles;
-use common::stats::{median, ms};
+use common::stats::{median, ms, rss};
 use common::{fresh_home, FakeLlm, Reply, TestServer, WsClient};
 use serde_json::json;
 
@@ -122,8 +129,81 @@ fn dream_over_50_chats() -> (f64, usize) {
     (median(times), records)
 }
 
+const TURNS: usize = 20;
+
+/// Median `message` -> `done` of [`TURNS`] turns in `chat` (after one untimed turn).
+fn turn_times(ws: &mut WsClient, chat: &str) -> f64 {
+    let mut times = Vec::new();
+    for i in 0..=TURNS {
+        let sent = Instant::now();
+        ws.message(chat, &format!("bench turn {i}"), "openai_compatible");
+        let events = ws.turn_events(chat);
+        assert_eq!(events.last().map(|e| e["event"].clone()), Some(json!("done")), "{events:?}");
+        if i > 0 {
+            times.push(ms(sent.elapsed()));
+        }
+    }
+    median(times)
+}
+
+/// Median wall time of `GET path` over 10 requests, and the body size.
+fn get_times(server: &TestServer, path: &str) -> (f64, usize) {
+    let mut times = Vec::new();
+    let mut size = 0;
+    for _ in 0..10 {
+        let t = Instant::now();
+        let r = server.get(path);
+        times.push(ms(t.elapsed()));
+        assert_eq!(r.status, 200);
+        size = r.body.len();
+    }
+    (median(times), size)
+}
+
+fn long_chat() {
+    let fake = FakeLlm::start();
+    fake.set_fallback(Reply::text(&["an", " answer"]));
+    fake.set_completion_fallback(Reply::completion("Earlier the user and the assistant exchanged numbered notes."));
+    let home = fresh_home("bench-long");
+    let (long, short) = ("long-chat-1", "short-chat-1");
+    write_history(&home, long, RECORDS, None);
+    write_history(&home, short, 2, None);
+    let size = std::fs::metadata(home.join("memory").join(long).join("history.jsonl")).map_or(0, |m| m.len());
+    let server = TestServer::builder().home(&home).start();
+    server.configure_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    ws.attach(long, None);
+    ws.attach(short, None);
+    let short_ms = turn_times(&mut ws, short);
+    let long_ms = turn_times(&mut ws, long);
+    let last = fake.chat_requests().into_iter().rfind(|r| r.body["stream"] == json!(true)).expect("a request");
+    let (rss_kib, hwm_kib) = rss(server.pid);
+    let (page_ms, page_bytes) = get_times(&server, &format!("/api/sessions/{long}/messages?limit=50"));
+    let (all_ms, all_bytes) = get_times(&server, &format!("/api/sessions/{long}/messages"));
+    println!(
+        "long chat, {RECORDS} records ({:.1} MB), no summary: turn {long_ms:.2} ms vs short chat {short_ms:.2} ms \
+(median of {TURNS}); request to the model {} KB; RSS after {:.1} MiB (peak {:.1} MiB)",
+        size as f64 / 1e6,
+        last.raw.len() / 1000,
+        rss_kib as f64 / 1024.0,
+        hwm_kib as f64 / 1024.0
+    );
+    println!(
+        "messages, {RECORDS} records: first page (limit=50) {page_ms:.2} ms, {page_bytes} B; whole list {all_ms:.1} ms, \
+{} KB",
+        all_bytes / 1000
+    );
+    drop(ws);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 fn main() {
     println!("CashCode memory benchmarks (fake LLM, zero delay, median of {RUNS})");
+    long_chat();
+    if std::env::args().any(|a| a == "--long-only") {
+        return;
+    }
     let with_summary = history_load(Some(RECORDS - 1000));
     println!("history load, {RECORDS} records, summary near the end: first delta after restart {with_summary:.1} ms");
     let without = history_load(None);

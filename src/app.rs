@@ -131,8 +131,10 @@ pub fn start(config: Config) -> Result<Server, Error> {
         )
         .with_secrets(config.secrets.clone()),
     );
-    let hub = Arc::new(Hub::new(config.replay_ttl));
-    let (consolidator, consolidate_thread) = Consolidator::start(Arc::clone(&chats), config.consolidate_chars);
+    let hub =
+        Arc::new(Hub::with_marks(config.replay_ttl, Arc::new(crate::store::seq::SeqFiles::new(Arc::clone(&chats)))));
+    let (consolidator, consolidate_thread) =
+        Consolidator::start(Arc::clone(&chats), config.consolidate_chars.min(config.context_budget_chars / 2));
     let (timers_stop, timers_rx) = crossbeam_channel::bounded::<()>(0);
     let mut threads = vec![consolidate_thread];
     // The dream thread runs with the timer off too: `POST /api/dream/run` asks it for a run.
@@ -195,7 +197,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         Arc::new(crate::skills::ext::SkillsExtension::new(skill_tools, Arc::clone(&evolution), config.llm_timeout));
 
     let agent = Agent::new(Deps {
-        cache: ChatCache::new(Arc::clone(&chats)),
+        cache: ChatCache::bounded(Arc::clone(&chats), config.context_budget_chars),
         chats,
         memory,
         llm: Arc::clone(&llm),
@@ -328,6 +330,7 @@ impl Server {
         // sockets close.
         let mut unfinished: Vec<String> =
             self.workers.drain(..).filter_map(|t| crate::util::join::join_until(t, deadline).err()).collect();
+        self.hub.persist_seqs();
         self.hub.close_all();
         let drained = Instant::now() + WS_DRAIN;
         while self.ws.live_clients.load(Ordering::SeqCst) > 0 && Instant::now() < drained {

@@ -16,6 +16,12 @@ pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub const DEFAULT_DREAM_INTERVAL_SECS: u64 = 300;
 /// Characters of in-memory context that trigger consolidation.
 pub const DEFAULT_CONSOLIDATE_CHARS: usize = 40_000;
+/// Most characters one model request may hold (`CASHCODE_CONTEXT_BUDGET_CHARS`): system prompt,
+/// tool schemas, context and the turn so far. Sized for common 128k-token models: about 50k
+/// tokens of English and, at the usual 0.6 tokens per CJK character, about 120k of Chinese.
+pub const DEFAULT_CONTEXT_BUDGET_CHARS: usize = 200_000;
+/// The smallest budget accepted: the system prompt and tool schemas alone take several thousand.
+pub const MIN_CONTEXT_BUDGET_CHARS: usize = 4_000;
 pub const DEFAULT_WORKERS: usize = 32;
 /// Default browser origins allowed when `CASHCODE_ALLOWED_ORIGINS` is unset (the Vite dev server).
 pub const DEFAULT_ORIGINS: &[&str] = &["http://127.0.0.1:5173", "http://localhost:5173"];
@@ -72,6 +78,8 @@ Environment only (the README lists every setting):
   CASHCODE_MCP_ELICITATION_TIMEOUT=S  how long the user has to answer a server's form
                          during a tool call before it is declined (default 120)
                          (MCP values are seconds, 0 < S <= 86400)
+  CASHCODE_CONTEXT_BUDGET_CHARS=N  most characters in one model request (default 200000,
+                         min 4000); a smaller context length reported by the provider wins
   CASHCODE_MAX_CLIENTS=N concurrent WebSocket clients, 1..65536 (default 2048); one more is
                          closed with code 1013 (try again later) after its handshake
 
@@ -146,6 +154,8 @@ pub struct Config {
     /// `None` disables Dream.
     pub dream_interval: Option<Duration>,
     pub consolidate_chars: usize,
+    /// Most characters one model request may hold (before the provider's own limit).
+    pub context_budget_chars: usize,
     /// How long a chat's recent events stay replayable after its last event with nobody attached.
     pub replay_ttl: Duration,
     /// Concurrent WebSocket connections served; the next one is closed with 1013.
@@ -203,6 +213,7 @@ impl fmt::Debug for Config {
             .field("client_dir", &self.client_dir)
             .field("dream_interval", &self.dream_interval)
             .field("consolidate_chars", &self.consolidate_chars)
+            .field("context_budget_chars", &self.context_budget_chars)
             .field("replay_ttl", &self.replay_ttl)
             .field("max_clients", &self.max_clients)
             .field("workers", &self.workers)
@@ -403,6 +414,18 @@ pub fn parse(
         None => DEFAULT_CONSOLIDATE_CHARS,
         Some(v) => v.parse().map_err(|_| Error(format!("CASHCODE_CONSOLIDATE_CHARS must be a number, got '{v}'")))?,
     };
+    let context_budget_chars = match get("CASHCODE_CONTEXT_BUDGET_CHARS") {
+        None => DEFAULT_CONTEXT_BUDGET_CHARS,
+        Some(v) => {
+            v.trim().parse::<usize>().ok().filter(|n| (MIN_CONTEXT_BUDGET_CHARS..=1 << 30).contains(n)).ok_or_else(
+                || {
+                    Error(format!(
+                        "CASHCODE_CONTEXT_BUDGET_CHARS must be {MIN_CONTEXT_BUDGET_CHARS}..1073741824, got '{v}'"
+                    ))
+                },
+            )?
+        }
+    };
     let replay_ttl = match get("CASHCODE_REPLAY_TTL") {
         None => DEFAULT_REPLAY_TTL,
         Some(v) => Duration::from_secs(
@@ -538,6 +561,7 @@ pub fn parse(
         client_dir,
         dream_interval: (dream > 0).then(|| Duration::from_secs(dream)),
         consolidate_chars,
+        context_budget_chars,
         replay_ttl,
         max_clients,
         workers,
@@ -767,6 +791,14 @@ mod tests {
         }
         assert_eq!(run(&[], &[("CASHCODE_REPLAY_TTL", "5")]).unwrap().replay_ttl, Duration::from_secs(5));
         assert_eq!(run(&[], &[]).unwrap().replay_ttl, DEFAULT_REPLAY_TTL);
+        for bad in ["abc", "-1", "3999", "2000000000"] {
+            assert!(
+                run(&[], &[("CASHCODE_CONTEXT_BUDGET_CHARS", bad)]).is_err(),
+                "CASHCODE_CONTEXT_BUDGET_CHARS={bad}"
+            );
+        }
+        assert_eq!(run(&[], &[("CASHCODE_CONTEXT_BUDGET_CHARS", "5000")]).unwrap().context_budget_chars, 5000);
+        assert_eq!(run(&[], &[]).unwrap().context_budget_chars, DEFAULT_CONTEXT_BUDGET_CHARS);
         for bad in ["0", "-1", "x", "65537"] {
             assert!(run(&[], &[("CASHCODE_MAX_CLIENTS", bad)]).is_err(), "CASHCODE_MAX_CLIENTS={bad}");
         }

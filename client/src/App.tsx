@@ -8,7 +8,7 @@ import { attachFrame, initialState, reattachPlan, reduce, type ConnState, type S
 import { resolveEndpoints } from './lib/config'
 import { ChatSocket } from './lib/socket'
 import type { AppView } from './lib/skills'
-import type { HistoryMessage, LlmSettings, SessionInfo } from './lib/types'
+import type { LlmSettings, MessagesPage, SessionInfo } from './lib/types'
 import { ChatView } from './components/ChatView'
 import { Sidebar } from './components/Sidebar'
 import { TitleBar } from './components/TitleBar'
@@ -27,6 +27,9 @@ const McpMarket = lazy(() => import('./components/McpMarket').then((m) => ({ def
 const SkillMarket = lazy(() => import('./components/SkillMarket').then((m) => ({ default: m.SkillMarket })))
 const LlmSettingsView = lazy(() => import('./components/LlmSettings').then((m) => ({ default: m.LlmSettingsView })))
 const MemoryPage = lazy(() => import('./components/MemoryPage').then((m) => ({ default: m.MemoryPage })))
+
+/** Items per history request: the newest page first, older ones on scroll-back. */
+const HISTORY_PAGE = 50
 
 export function App() {
   const t = useT()
@@ -140,8 +143,15 @@ export function App() {
     const chatId = active
     loading.current.add(chatId)
     api
-      .get<{ messages: HistoryMessage[] }>(`/sessions/${encodeURIComponent(chatId)}/messages`)
-      .then((res) => dispatch({ type: 'history', chatId, messages: Array.isArray(res?.messages) ? res.messages : [] }))
+      .get<MessagesPage>(`/sessions/${encodeURIComponent(chatId)}/messages?limit=${HISTORY_PAGE}&tools=1`)
+      .then((res) =>
+        dispatch({
+          type: 'history',
+          chatId,
+          messages: Array.isArray(res?.messages) ? res.messages : [],
+          start: typeof res?.start === 'number' ? res.start : 0,
+        }),
+      )
       .catch((e) => {
         // A draft that was never persisted 404s: it simply has no history.
         dispatch({ type: 'history', chatId, messages: [] })
@@ -151,6 +161,30 @@ export function App() {
       })
       .finally(() => loading.current.delete(chatId))
   }, [ready, active, needsHistory])
+
+  // Older pages on scroll-back: one request per chat at a time.
+  const loadingOlder = useRef<Set<string>>(new Set())
+  const [olderBusy, setOlderBusy] = useState(false)
+  const loadOlder = useCallback((chatId: string) => {
+    const chat = stateRef.current.chats[chatId]
+    const before = chat?.historyStart
+    if (!chat?.loaded || !before || loadingOlder.current.has(chatId)) return
+    loadingOlder.current.add(chatId)
+    setOlderBusy(true)
+    const limit = Math.min(HISTORY_PAGE, before)
+    api
+      .get<MessagesPage>(`/sessions/${encodeURIComponent(chatId)}/messages?limit=${limit}&before=${before}&tools=1`)
+      .then((res) => {
+        const messages = Array.isArray(res?.messages) ? res.messages : []
+        const start = typeof res?.start === 'number' ? res.start : before - messages.length
+        dispatch({ type: 'olderHistory', chatId, messages, start })
+      })
+      .catch((e) => dispatch({ type: 'banner', text: tr('app.loadMessagesFailed', { error: describeError(e) }) }))
+      .finally(() => {
+        loadingOlder.current.delete(chatId)
+        setOlderBusy(loadingOlder.current.size > 0)
+      })
+  }, [])
 
   const chooseView = (v: AppView) => {
     setView(v)
@@ -303,6 +337,8 @@ export function App() {
                 onCancel={cancel}
                 queued={active ? (queue[active] ?? []).map((m) => m.frame.content) : []}
                 onUnqueue={(i) => active && unqueue(active, i)}
+                onLoadOlder={loadOlder}
+                loadingOlder={olderBusy}
               />
             )}
             {/* Keyed by view: a view that suspends must not keep the previous one mounted (stale). */}

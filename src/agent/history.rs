@@ -17,16 +17,60 @@ pub const CACHE_CHATS: usize = 256;
 
 #[derive(Debug, Default)]
 pub struct ChatState {
-    /// Records the model context is built from (last summary first, if any).
+    /// Records the model context is built from (last summary first, if any): the newest that
+    /// weigh at most `keep_chars` (plus a quarter of slack, so trimming is rare).
     records: Vec<Record>,
     pub metadata: Map<String, Value>,
-    /// `to_messages(records)` serialised and comma-joined, and how many records it covers.
-    wire: Option<(usize, String)>,
+    /// `to_messages(records)` serialised, and how many records it covers.
+    wire: Option<Wire>,
+    /// Characters of records kept in memory (0 = unbounded).
+    keep_chars: usize,
+    /// What the records weigh ([`crate::store::tail::weight`]).
+    weight: usize,
+}
+
+/// The comma-joined JSON of the context's model messages, with where each group starts. A
+/// group is one message, or an assistant tool-call message with its results: the unit the
+/// context budget keeps or drops, so a tool call never loses its result.
+#[derive(Debug, Default)]
+struct Wire {
+    covered: usize,
+    json: String,
+    /// (byte offset, characters before it) of each group in `json`.
+    groups: Vec<(usize, usize)>,
+    chars: usize,
+    /// The first group is the summary (always sent when the budget allows it).
+    summary_head: bool,
+}
+
+impl Wire {
+    fn push(&mut self, records: &[Record]) {
+        for m in to_messages(records) {
+            let text = m.to_string();
+            if !self.json.is_empty() {
+                self.json.push(',');
+                self.chars += 1;
+            }
+            if m["role"] != "tool" {
+                self.groups.push((self.json.len(), self.chars));
+            }
+            self.chars += text.chars().count();
+            self.json.push_str(&text);
+        }
+    }
 }
 
 impl ChatState {
     pub fn new(records: Vec<Record>, metadata: Map<String, Value>) -> Self {
-        ChatState { records, metadata, wire: None }
+        Self::bounded(records, metadata, 0)
+    }
+
+    /// A state that keeps at most about `keep_chars` of records in memory (0 = all).
+    pub fn bounded(records: Vec<Record>, metadata: Map<String, Value>, keep_chars: usize) -> Self {
+        let weight = records.iter().map(crate::store::tail::weight).sum();
+        let mut st = ChatState { records, metadata, wire: None, keep_chars, weight };
+        st.trim();
+        st
     }
 
     pub fn records(&self) -> &[Record] {
@@ -39,42 +83,116 @@ impl ChatState {
         let old = self.records.len();
         let clean =
             self.records.last().is_none_or(|r| r.role != "tool_calls") && new.first().is_none_or(|r| r.role != "tool");
+        self.weight += new.iter().map(crate::store::tail::weight).sum::<usize>();
         self.records.extend(new);
         match &mut self.wire {
-            Some((covered, json)) if *covered == old && clean => {
-                push_messages(json, &self.records[old..]);
-                *covered = self.records.len();
+            Some(w) if w.covered == old && clean => {
+                w.push(&self.records[old..]);
+                w.covered = self.records.len();
             }
             _ => self.wire = None,
+        }
+        self.trim();
+    }
+
+    /// Past `keep_chars` and a quarter, drops the oldest records (never the summary) down to
+    /// `keep_chars`, cutting at a user record so no tool step is split. Nothing leaves
+    /// history.jsonl; the serialised form is rebuilt on next use.
+    fn trim(&mut self) {
+        if self.keep_chars == 0 || self.weight <= self.keep_chars + self.keep_chars / 4 {
+            return;
+        }
+        let first = usize::from(self.records.first().is_some_and(|r| r.role == "summary"));
+        let mut cut = first;
+        let mut weight = self.weight;
+        while cut < self.records.len() && weight > self.keep_chars {
+            weight -= crate::store::tail::weight(&self.records[cut]);
+            cut += 1;
+        }
+        while cut < self.records.len() && self.records[cut].role != "user" {
+            weight -= crate::store::tail::weight(&self.records[cut]);
+            cut += 1;
+        }
+        if cut > first {
+            self.records.drain(first..cut);
+            self.records.shrink_to(self.records.len() * 2);
+            self.weight = weight;
+            self.wire = None;
         }
     }
 
     /// Swaps in a new context (consolidation).
     pub fn replace(&mut self, records: Vec<Record>) {
+        self.weight = records.iter().map(crate::store::tail::weight).sum();
         self.records = records;
         self.wire = None;
+        self.trim();
+    }
+
+    fn wire(&mut self) -> &Wire {
+        let len = self.records.len();
+        if self.wire.as_ref().is_none_or(|w| w.covered != len) {
+            let mut w = Wire {
+                covered: len,
+                summary_head: self.records.first().is_some_and(|r| r.role == "summary" && !r.content.is_empty()),
+                ..Wire::default()
+            };
+            w.push(&self.records);
+            self.wire = Some(w);
+        }
+        self.wire.as_ref().expect("just built")
     }
 
     /// The context as the comma-joined JSON of its model messages (empty when there are none):
     /// byte for byte what serialising [`to_messages`] gives, built once and then extended.
     pub fn messages_json(&mut self) -> &str {
-        let len = self.records.len();
-        if self.wire.as_ref().is_none_or(|(covered, _)| *covered != len) {
-            let mut json = String::new();
-            push_messages(&mut json, &self.records);
-            self.wire = Some((len, json));
-        }
-        self.wire.as_ref().map_or("", |(_, json)| json.as_str())
+        &self.wire().json
     }
-}
 
-/// Appends the messages of `records` to a comma-joined JSON list.
-fn push_messages(json: &mut String, records: &[Record]) {
-    for m in to_messages(records) {
-        if !json.is_empty() {
-            json.push(',');
+    /// Appends to `out` (a comma-joined list) the summary and the newest groups of the context
+    /// that fit in `max_chars` characters, commas included. Returns the characters added and
+    /// whether anything of the context was left out.
+    pub fn push_context(&mut self, out: &mut String, max_chars: usize) -> (usize, bool) {
+        let sep = usize::from(!out.is_empty());
+        let w = self.wire();
+        if w.json.is_empty() {
+            return (0, false);
         }
-        json.push_str(&m.to_string());
+        if w.chars + sep <= max_chars {
+            out.reserve(w.json.len() + 256);
+            if sep == 1 {
+                out.push(',');
+            }
+            out.push_str(&w.json);
+            return (w.chars + sep, false);
+        }
+        // The summary group, if it fits, then the newest groups that fit after it.
+        let mut added = 0;
+        let mut head_end = 0; // index of the first group not in the head
+        if w.summary_head {
+            let end = w.groups.get(1).map_or((w.json.len(), w.chars), |g| (g.0 - 1, g.1 - 1));
+            if end.1 + sep <= max_chars {
+                if sep == 1 {
+                    out.push(',');
+                }
+                out.push_str(&w.json[..end.0]);
+                added = end.1 + sep;
+                head_end = 1;
+            }
+        }
+        let room = max_chars - added;
+        let tail_sep = usize::from(!out.is_empty());
+        // The oldest group whose suffix (plus a comma) fits in the room.
+        let from = w.groups[head_end..].iter().position(|g| w.chars - g.1 + tail_sep <= room).map(|i| i + head_end);
+        if let Some(i) = from {
+            let (at, before) = w.groups[i];
+            if tail_sep == 1 {
+                out.push(',');
+            }
+            out.push_str(&w.json[at..]);
+            added += w.chars - before + tail_sep;
+        }
+        (added, true)
     }
 }
 
@@ -84,6 +202,8 @@ type CacheMap = HashMap<String, (Instant, Arc<Mutex<ChatState>>)>;
 pub struct ChatCache {
     store: Arc<ChatStore>,
     inner: Mutex<CacheMap>,
+    /// Characters of context loaded and kept per chat (0 = all of it).
+    keep_chars: usize,
 }
 
 pub fn lock(state: &Mutex<ChatState>) -> MutexGuard<'_, ChatState> {
@@ -92,7 +212,18 @@ pub fn lock(state: &Mutex<ChatState>) -> MutexGuard<'_, ChatState> {
 
 impl ChatCache {
     pub fn new(store: Arc<ChatStore>) -> Self {
-        ChatCache { store, inner: Mutex::new(HashMap::new()) }
+        ChatCache { store, inner: Mutex::new(HashMap::new()), keep_chars: 0 }
+    }
+
+    /// A cache that loads and keeps at most about `keep_chars` of each chat's newest context
+    /// (the context budget), so a chat's memory does not grow with its history.
+    pub fn bounded(store: Arc<ChatStore>, keep_chars: usize) -> Self {
+        ChatCache { store, inner: Mutex::new(HashMap::new()), keep_chars }
+    }
+
+    /// The per-chat bound given to [`ChatCache::bounded`] (0 = none).
+    pub fn keep_chars(&self) -> usize {
+        self.keep_chars
     }
 
     /// The chat's state, loading it from disk if it is not cached.
@@ -101,7 +232,7 @@ impl ChatCache {
             e.0 = Instant::now();
             return Arc::clone(&e.1);
         }
-        let loaded = match self.store.load_context(chat_id) {
+        let loaded = match self.store.load_context_within(chat_id, self.keep_chars) {
             Ok(h) => {
                 if h.skipped_lines > 0 {
                     log::warn!(
@@ -117,7 +248,8 @@ impl ChatCache {
                 Vec::new()
             }
         };
-        let state = Arc::new(Mutex::new(ChatState::new(loaded, self.store.read_metadata(chat_id))));
+        let state =
+            Arc::new(Mutex::new(ChatState::bounded(loaded, self.store.read_metadata(chat_id), self.keep_chars)));
         let mut g = self.map();
         // Another thread may have loaded it meanwhile: keep the first.
         let entry = g.entry(chat_id.to_string()).or_insert((Instant::now(), state));
@@ -343,5 +475,71 @@ mod tests {
         t.tool_call_id = Some("1".into());
         let msgs = to_messages(&[rec("user", "u"), tc, t, rec("assistant", "a")]);
         assert_eq!(msgs.len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    fn rec(role: &str, content: &str) -> Record {
+        Record::new(role, content)
+    }
+
+    /// Over the budget, the summary and the newest whole groups are sent; a tool call keeps its result.
+    #[test]
+    fn push_context_keeps_summary_and_whole_tool_steps() {
+        let mut tc = rec("tool_calls", "[TOOL_CALLS: a]");
+        tc.tool_calls = Some(json!([{"id": "1", "function": {"name": "a"}}]));
+        let mut tool = rec("tool", &"r".repeat(300));
+        tool.tool_call_id = Some("1".into());
+        let mut recs = vec![rec("summary", "S")];
+        for i in 0..20 {
+            recs.push(rec("user", &format!("question {i} {}", "q".repeat(200))));
+            recs.push(tc.clone());
+            recs.push(tool.clone());
+            recs.push(rec("assistant", &format!("answer {i}")));
+        }
+        let mut st = ChatState::new(recs, Map::new());
+        let full = st.messages_json().to_string();
+        for max in [0, 10, 100, 600, 1_000, 3_000, full.chars().count() - 1] {
+            let mut out = String::from("{\"role\":\"system\"}");
+            let before = out.chars().count();
+            let (added, left_out) = st.push_context(&mut out, max);
+            assert!(left_out);
+            assert_eq!(out.chars().count() - before, added);
+            assert!(added <= max, "{added} > {max}");
+            let v: Value = serde_json::from_str(&format!("[{out}]")).unwrap();
+            let msgs = v.as_array().unwrap();
+            if max >= 100 {
+                assert!(msgs[1]["content"].as_str().unwrap().ends_with(" S"), "summary first");
+            }
+            for (i, m) in msgs.iter().enumerate() {
+                if m["role"] == "tool" {
+                    assert!(msgs[i - 1].get("tool_calls").is_some(), "a result follows its call");
+                }
+                if m.get("tool_calls").is_some() {
+                    assert_eq!(msgs.get(i + 1).map(|n| &n["role"]), Some(&json!("tool")));
+                }
+            }
+        }
+        let mut out = String::new();
+        assert_eq!(st.push_context(&mut out, usize::MAX), (full.chars().count(), false));
+        assert_eq!(out, full);
+    }
+
+    #[test]
+    fn bounded_state_keeps_its_records_near_the_bound() {
+        let mut st = ChatState::bounded(vec![rec("summary", "S")], Map::new(), 2_000);
+        for i in 0..500 {
+            st.extend(vec![rec("user", &format!("u{i} {}", "x".repeat(100))), rec("assistant", "ok")]);
+            let w: usize = st.records().iter().map(crate::store::tail::weight).sum();
+            assert!(w <= 2_000 + 500 + 200, "weight {w}");
+            assert_eq!(st.records()[0].role, "summary");
+            assert!(st.records().len() < 2 || st.records()[1].role == "user");
+        }
+        assert!(st.records().last().unwrap().content == "ok");
+        let fresh = to_messages(st.records()).iter().map(Value::to_string).collect::<Vec<_>>().join(",");
+        assert_eq!(st.messages_json(), fresh);
     }
 }

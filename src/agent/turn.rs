@@ -128,9 +128,11 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
     t.receipts = std::mem::take(&mut prep.receipts);
     t.turn_state = Some(Arc::clone(&ctx.state));
 
-    // The request's `messages` array as JSON, built once per turn: the system prompt, the
-    // chat's cached serialised context, the user message; tool steps are appended to it.
-    let mut messages = {
+    // The request's `messages` array in three parts: the system messages, the chat's cached
+    // serialised context, then the user message and this turn's tool steps. Each model call
+    // sends the newest context that fits the budget; under it, consecutive requests extend
+    // each other byte for byte (provider prompt caches keep hitting).
+    let (head, mut tail) = {
         let hints: Vec<String> = {
             let ts = ctx.state();
             deps.extensions.iter().filter_map(|e| e.hints(&ts.metadata)).collect()
@@ -145,21 +147,14 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
             let skills = format!("The user explicitly selected these Skills:\n\n{bodies}");
             push_message(&mut m, &json!({"role": "system", "content": skills}));
         }
-        {
-            let mut st = lock(&state);
-            let context = st.messages_json();
-            if !context.is_empty() {
-                m.reserve(context.len() + 256);
-                m.push(',');
-                m.push_str(context);
-            }
-        }
+        let mut tail = String::new();
         push_message(
-            &mut m,
+            &mut tail,
             &json!({"role": "user", "content": prep.model_content.as_deref().unwrap_or(&req.content)}),
         );
-        m
+        (m, tail)
     };
+    let budget = context_budget(deps, &client, &sel.model);
 
     if let Err(e) = deps.chats.begin_turn(chat_id, &user_record(req)) {
         log::warn!("event=turn.pending_write_failed chat_id={chat_id} error_kind={:?}", e.kind());
@@ -168,10 +163,13 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
     loop {
         let final_call = iterations == MAX_ITERATIONS;
         if final_call {
-            push_message(&mut messages, &json!({"role": "user", "content": MAX_ITERATIONS_NOTE}));
+            push_message(&mut tail, &json!({"role": "user", "content": MAX_ITERATIONS_NOTE}));
         }
         let tools = if final_call { Vec::new() } else { visible_tools(deps, &ctx) };
-        let body = request_body(&sel.model, &messages, &tools, &deps.schemas);
+        let body = match budgeted_body(deps, &state, &sel.model, &head, &tail, &tools, budget) {
+            Ok(body) => body,
+            Err(detail) => return t.error(&detail),
+        };
         iterations += 1;
         let result = {
             // Runs on the stream's reader thread: deltas go to the hub without waking us.
@@ -199,11 +197,69 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         if completion.tool_calls.is_empty() || final_call {
             break;
         }
-        if !run_tools(&mut t, completion, &mut messages, &ctx, &tools) {
+        if !run_tools(&mut t, completion, &mut tail, &ctx, &tools) {
             return finish_cancelled(&mut t, &state, &client);
         }
     }
     finish(&mut t, &state, &client, iterations);
+}
+
+/// The turn's request budget in characters: the configured one, or the provider's reported
+/// context length when smaller (`llm::context`, cached per endpoint and model, looked up in
+/// the background so it never delays a turn). `None`: unbounded (unit setups).
+fn context_budget(deps: &Deps, client: &LlmClient, model: &str) -> Option<usize> {
+    let configured = deps.cache.keep_chars();
+    let reported = client.context_chars(model);
+    match (configured, reported) {
+        (0, r) => r,
+        (c, Some(r)) => Some(c.min(r)),
+        (c, None) => Some(c),
+    }
+}
+
+/// The request body with the newest context that fits `budget` characters in all. Over it,
+/// the older context is left out (the summary first in, whole tool steps only); the chat's
+/// consolidation is due then and is scheduled after the turn. `Err` when even the system
+/// prompt, tools and this turn alone exceed the budget: no request is sent over it.
+fn budgeted_body(
+    deps: &Deps,
+    state: &Mutex<ChatState>,
+    model: &str,
+    head: &str,
+    tail: &str,
+    tools: &[Arc<dyn Tool>],
+    budget: Option<usize>,
+) -> Result<Vec<u8>, String> {
+    let mut messages = String::with_capacity(head.len() + tail.len() + 1);
+    messages.push_str(head);
+    let Some(budget) = budget else {
+        lock(state).push_context(&mut messages, usize::MAX);
+        messages.push(',');
+        messages.push_str(tail);
+        return Ok(request_body(model, &messages, tools, &deps.schemas));
+    };
+    // What the request costs without any context (one more comma joins the context in).
+    let bare = {
+        let mut m = String::with_capacity(head.len() + tail.len() + 1);
+        m.push_str(head);
+        m.push(',');
+        m.push_str(tail);
+        let body = request_body(model, &m, tools, &deps.schemas);
+        String::from_utf8_lossy(&body).chars().count()
+    };
+    if bare > budget {
+        return Err(format!(
+            "the request is larger than the context budget ({bare} > {budget} characters) even without the \
+chat's earlier messages"
+        ));
+    }
+    let left_out = lock(state).push_context(&mut messages, budget - bare).1;
+    if left_out {
+        log::info!("event=turn.context_trimmed budget_chars={budget}");
+    }
+    messages.push(',');
+    messages.push_str(tail);
+    Ok(request_body(model, &messages, tools, &deps.schemas))
 }
 
 /// Appends one message to a comma-joined JSON list.

@@ -6,10 +6,13 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::api::{only, Api};
-use super::shape::{Body, Issue};
+use super::shape::{Body, Issue, Query};
 use super::{Req, Resp};
 use crate::agent::history::lock;
+use crate::agent::turn::RESULT_PREVIEW;
 use crate::store::chats::{valid_chat_id, Record, SessionInfo};
+use crate::store::tail;
+use crate::util::text;
 use crate::ws::protocol::sanitize_list;
 
 pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
@@ -20,7 +23,7 @@ pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
             "DELETE" => delete(api, id),
             _ => Resp::detail(405, "Method Not Allowed"),
         },
-        [id, "messages"] => only(m, &["GET"]).unwrap_or_else(|| messages(api, id)),
+        [id, "messages"] => only(m, &["GET"]).unwrap_or_else(|| messages(api, id, req)),
         _ => Resp::detail(404, "Not Found"),
     }
 }
@@ -39,21 +42,54 @@ fn list(api: &Api) -> Resp {
     }
 }
 
-fn messages(api: &Api, id: &str) -> Resp {
+/// Most items one page may ask for.
+pub const MAX_PAGE: i64 = 1000;
+
+/// `GET /api/sessions/{id}/messages[?limit=N[&before=K]][&tools=1]`. Without `limit` the
+/// whole list, byte for byte the original answer; with it, the at most N items just before
+/// index K (default: the end) plus `start` and `total`, read from the end of the file so a
+/// long chat's newest page is quick. `tools=1` adds the tool calls and (previewed) results.
+fn messages(api: &Api, id: &str, req: &Req) -> Resp {
+    let mut q = Query::of(req);
+    let limit = q.int("limit", 1, MAX_PAGE);
+    let before = q.int("before", 0, i64::MAX);
+    let tools = q.bool("tools").unwrap_or(false);
+    if let Err(r) = q.finish() {
+        return r;
+    }
+    if before.is_some() && req.query_param("limit").is_none() {
+        let msg = "Field required: before pages backwards and needs limit";
+        return Resp::shape(vec![Issue::new("missing", &["query", "limit"], msg, Value::Null)]);
+    }
     let chats = &api.agent.deps.chats;
     if !valid_chat_id(id) || !chats.exists(id) {
         return not_found();
     }
-    let history = match chats.read_history(id) {
-        Ok(h) => h,
-        Err(e) => {
-            log::error!("event=sessions.read_failed chat_id={id} error_kind={:?}", e.kind());
-            return Resp::detail(500, "unable to read the session");
-        }
+    let is_item =
+        |role: &str| role == "user" || role == "assistant" || tools && (role == "tool_calls" || role == "tool");
+    let Some(limit) = limit else {
+        let history = match chats.read_history(id) {
+            Ok(h) => h,
+            Err(e) => return read_failed(id, &e),
+        };
+        let messages = history.records.iter().filter(|r| is_item(&r.role)).map(ItemView::new).collect();
+        return Resp::ok(&MessagesView { chat_id: id, messages });
     };
-    let messages =
-        history.records.iter().filter(|r| r.role == "user" || r.role == "assistant").map(MessageView::new).collect();
-    Resp::ok(&MessagesView { chat_id: id, messages })
+    let Some(path) = chats.history_path(id) else { return not_found() };
+    let before = before.map(|b| usize::try_from(b).unwrap_or(usize::MAX));
+    let page = match tail::page(&path, limit as usize, before, |role| is_item(&String::from_utf8_lossy(role))) {
+        Ok(p) => p,
+        Err(e) => return read_failed(id, &e),
+    };
+    // A line that passed the cheap role scan but does not parse is left out of the page.
+    let records: Vec<Record> = page.lines.iter().filter_map(|l| serde_json::from_slice(l).ok()).collect();
+    let messages = records.iter().map(ItemView::new).collect();
+    Resp::ok(&PageView { chat_id: id, messages, start: page.start, total: page.total })
+}
+
+fn read_failed(id: &str, e: &std::io::Error) -> Resp {
+    log::error!("event=sessions.read_failed chat_id={id} error_kind={:?}", e.kind());
+    Resp::detail(500, "unable to read the session")
 }
 
 fn rename(api: &Api, id: &str, req: &Req) -> Resp {
@@ -120,7 +156,78 @@ struct SessionsView {
 #[derive(Serialize)]
 struct MessagesView<'a> {
     chat_id: &'a str,
-    messages: Vec<MessageView<'a>>,
+    messages: Vec<ItemView<'a>>,
+}
+
+/// `GET /api/sessions/{id}/messages?limit=`: one page and where it sits.
+#[derive(Serialize)]
+struct PageView<'a> {
+    chat_id: &'a str,
+    messages: Vec<ItemView<'a>>,
+    /// Index of the first returned item.
+    start: usize,
+    /// Items in the whole history.
+    total: usize,
+}
+
+/// One item: a turn, or (with `tools=1`) a tool step's calls or one result.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ItemView<'a> {
+    Message(MessageView<'a>),
+    Calls(ToolCallsView<'a>),
+    Result(ToolResultView<'a>),
+}
+
+impl<'a> ItemView<'a> {
+    fn new(r: &'a Record) -> ItemView<'a> {
+        match r.role.as_str() {
+            "tool_calls" => {
+                let calls = r.tool_calls.as_ref().and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+                let tool_calls = calls
+                    .iter()
+                    .map(|c| CallView {
+                        arguments: c["function"]["arguments"].as_str().unwrap_or_default(),
+                        call_id: c["id"].as_str().unwrap_or_default(),
+                        tool_name: c["function"]["name"].as_str().unwrap_or_default(),
+                    })
+                    .collect();
+                ItemView::Calls(ToolCallsView { content: &r.content, role: "tool_calls", tool_calls })
+            }
+            "tool" => ItemView::Result(ToolResultView {
+                call_id: r.tool_call_id.as_deref().unwrap_or_default(),
+                // The same preview the live `tool_result` event carries.
+                content: text::take_chars(&r.content, RESULT_PREVIEW),
+                role: "tool",
+                tool_name: r.name.as_deref().unwrap_or_default(),
+            }),
+            _ => ItemView::Message(MessageView::new(r)),
+        }
+    }
+}
+
+/// A stored tool step's calls (`tools=1`).
+#[derive(Serialize)]
+struct ToolCallsView<'a> {
+    content: &'a str,
+    role: &'static str,
+    tool_calls: Vec<CallView<'a>>,
+}
+
+#[derive(Serialize)]
+struct CallView<'a> {
+    arguments: &'a str,
+    call_id: &'a str,
+    tool_name: &'a str,
+}
+
+/// A stored tool result (`tools=1`), previewed like the live `tool_result`.
+#[derive(Serialize)]
+struct ToolResultView<'a> {
+    call_id: &'a str,
+    content: &'a str,
+    role: &'static str,
+    tool_name: &'a str,
 }
 
 /// One stored turn; the selection lists are history data, passed on as stored once sanitized

@@ -124,6 +124,8 @@ pub struct LlmClient {
     /// Stream reader threads, parked between model calls.
     readers: Pool,
     timeout: Duration,
+    /// Context lengths this endpoint reported, by model (`llm::context`).
+    context: Arc<super::context::ContextLengths>,
 }
 
 /// Idle stream agents kept per client.
@@ -175,6 +177,7 @@ impl LlmClient {
             stream_agents: std::sync::Mutex::new(Vec::new()),
             readers: Pool::new("llm-stream", 256 * 1024, MAX_IDLE_READERS, READER_IDLE),
             timeout,
+            context: Arc::default(),
         })
     }
 
@@ -472,6 +475,17 @@ impl LlmClient {
                 Err((e, _)) => return Err(e),
             }
         }
+    }
+
+    /// The request budget in characters this endpoint reports for `model`, once known; the
+    /// first call starts the lookup in the background (`llm::context`).
+    pub fn context_chars(&self, model: &str) -> Option<usize> {
+        self.context.chars(model, || super::context::Endpoint {
+            provider: self.provider,
+            api_base: self.api_base.clone(),
+            bearer: self.bearer.clone(),
+            agent: self.agent.clone(),
+        })
     }
 
     /// `GET <base>/models`: ids of the first 500 items, trimmed, unique, sorted case-insensitively.

@@ -3,6 +3,7 @@
 //! streaming client itself.
 
 pub mod client;
+pub mod context;
 pub mod runtime;
 pub mod settings;
 pub mod views;

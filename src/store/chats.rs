@@ -189,6 +189,24 @@ impl ChatStore {
         Ok(h)
     }
 
+    /// [`ChatStore::load_context`] limited to the newest records weighing at most `max_chars`
+    /// (0 = no limit), read from the end of the file (`store::tail`).
+    pub fn load_context_within(&self, id: &str, max_chars: usize) -> io::Result<History> {
+        if max_chars == 0 {
+            return self.load_context(id);
+        }
+        let Some(dir) = self.dir(id) else {
+            return Ok(History::default());
+        };
+        let (records, skipped_lines) = super::tail::load_context_within(&dir.join("history.jsonl"), max_chars)?;
+        Ok(History { records, skipped_lines, torn_tail: false })
+    }
+
+    /// Path of a chat's history.jsonl, for readers in `store::tail` (None for a bad id).
+    pub fn history_path(&self, id: &str) -> Option<PathBuf> {
+        self.dir(id).map(|d| d.join("history.jsonl"))
+    }
+
     /// Appends `records` as one write with consecutive cursors and one timestamp; fills in
     /// their `cursor` and `timestamp`. A torn tail gets a newline first so no record merges with it.
     pub fn append(&self, id: &str, records: &mut [Record]) -> io::Result<()> {

@@ -2,3 +2,5 @@
 
 pub mod chats;
 pub mod memory_files;
+pub mod seq;
+pub mod tail;

@@ -23,6 +23,19 @@ pub const MAX_RETIRED: usize = 100_000;
 /// Frames queued for one connection; a client this far behind is dropped.
 pub const OUT_QUEUE: usize = 4096;
 const PRUNE_EVERY: Duration = Duration::from_secs(30);
+/// Seqs reserved per write of a chat's high-water mark ([`SeqMarks`]): a chat's mark is
+/// written once per this many events, never per event.
+pub const SEQ_BLOCK: u64 = 1024;
+
+/// Where each chat's `seq` high-water mark survives a restart (the chat store's `.seq`). The
+/// hub writes a mark above every seq it hands out before handing them out, in blocks of
+/// [`SEQ_BLOCK`], and the exact last seq at a clean stop; a chat met for the first time since
+/// start goes on from its mark, so `seq` never goes backwards across restarts.
+pub trait SeqMarks: Send + Sync {
+    fn load(&self, chat_id: &str) -> u64;
+    /// False when the mark could not be written (then the hub tries again on the next event).
+    fn save(&self, chat_id: &str, mark: u64) -> bool;
+}
 
 /// A connection's outbound queue. The cap ([`OUT_QUEUE`]) is checked on every push
 /// ([`Conn::send`], [`push`]) rather than by a bounded channel: crossbeam allocates a bounded
@@ -149,6 +162,11 @@ impl Conn {
 
 struct ChatChan {
     seq: u64,
+    /// Every event after this seq is still in the ring (older ones were dropped or belong to
+    /// an earlier run of the server).
+    replay_from: u64,
+    /// The persisted high-water mark: seqs up to it may be handed out without a write.
+    reserved: u64,
     ring: VecDeque<(u64, Arc<str>)>,
     subs: Vec<Arc<Conn>>,
     last_event: Instant,
@@ -156,7 +174,14 @@ struct ChatChan {
 
 impl ChatChan {
     fn new(seq: u64) -> Self {
-        ChatChan { seq, ring: VecDeque::new(), subs: Vec::new(), last_event: Instant::now() }
+        ChatChan {
+            seq,
+            replay_from: seq,
+            reserved: seq,
+            ring: VecDeque::new(),
+            subs: Vec::new(),
+            last_event: Instant::now(),
+        }
     }
 }
 
@@ -166,6 +191,7 @@ struct Inner {
     retired: HashMap<String, u64>,
     last_prune: Instant,
     ring_ttl: Duration,
+    marks: Option<Arc<dyn SeqMarks>>,
 }
 
 pub struct Hub {
@@ -182,8 +208,28 @@ impl Hub {
                 retired: HashMap::new(),
                 last_prune: Instant::now(),
                 ring_ttl,
+                marks: None,
             }),
         }
+    }
+
+    /// A hub whose chats' seqs survive restarts through `marks`.
+    pub fn with_marks(ring_ttl: Duration, marks: Arc<dyn SeqMarks>) -> Hub {
+        let hub = Hub::new(ring_ttl);
+        hub.with(|inner| inner.marks = Some(marks));
+        hub
+    }
+
+    /// Server stop: writes every live chat's exact last seq as its mark, so after a clean
+    /// restart a client that saw everything needs no reload.
+    pub fn persist_seqs(&self) {
+        self.with(|inner| {
+            if let Some(marks) = &inner.marks {
+                for (id, chan) in inner.chats.iter().filter(|(_, c)| c.seq > 0) {
+                    let _ = marks.save(id, chan.seq);
+                }
+            }
+        });
     }
 
     /// Drops the rings of chats idle past the TTL without subscribers (also done lazily on
@@ -209,8 +255,9 @@ impl Hub {
         self.with(|inner| {
             let chan = chan(inner, chat_id);
             join(chan, chat_id, conn);
-            conn.send_text(Event::Attached { chat_id, last_seq: chan.seq }.to_text(None));
-            if let Some(after) = after_seq {
+            let reload = after_seq.is_some_and(|a| a < chan.replay_from);
+            conn.send_text(Event::Attached { chat_id, last_seq: chan.seq, reload }.to_text(None));
+            if let Some(after) = after_seq.filter(|_| !reload) {
                 for (seq, text) in chan.ring.iter() {
                     if *seq > after && !conn.send(Out::Text(Arc::clone(text))) {
                         break;
@@ -279,7 +326,10 @@ fn join(chan: &mut ChatChan, chat_id: &str, conn: &Arc<Conn>) {
 
 fn chan<'a>(inner: &'a mut Inner, chat_id: &str) -> &'a mut ChatChan {
     if !inner.chats.contains_key(chat_id) {
-        let seq = inner.retired.remove(chat_id).unwrap_or(0);
+        let seq = match inner.retired.remove(chat_id) {
+            Some(seq) => seq,
+            None => inner.marks.as_ref().map_or(0, |m| m.load(chat_id)),
+        };
         inner.chats.insert(chat_id.to_string(), ChatChan::new(seq));
     }
     inner.chats.get_mut(chat_id).expect("inserted above")
@@ -327,12 +377,22 @@ impl EventSink for Hub {
         let body = event.to_text(None);
         self.with(|inner| {
             prune(inner, false);
+            let marks = inner.marks.clone();
             let chan = chan(inner, chat_id);
             chan.seq += 1;
+            if chan.seq > chan.reserved {
+                if let Some(m) = marks {
+                    if m.save(chat_id, chan.seq + SEQ_BLOCK - 1) {
+                        chan.reserved = chan.seq + SEQ_BLOCK - 1;
+                    }
+                }
+            }
             chan.last_event = Instant::now();
             let text: Arc<str> = wire::with_seq(body, chan.seq).into();
             if chan.ring.len() == RING_CAPACITY {
-                chan.ring.pop_front();
+                if let Some((seq, _)) = chan.ring.pop_front() {
+                    chan.replay_from = seq;
+                }
             }
             chan.ring.push_back((chan.seq, Arc::clone(&text)));
             chan.subs.retain(|c| c.send(Out::Text(Arc::clone(&text))));
@@ -399,7 +459,8 @@ mod tests {
         assert_eq!(hub.emit("c", &delta("")), 2, "seq restarted after the ring expired");
         let (tx2, rx2) = bounded(16);
         hub.attach("idle", &Conn::new(2, "client-b".into(), tx2, None), Some(0));
-        assert_eq!(texts(&rx2), [r#"{"event":"attached","chat_id":"idle","last_seq":1}"#]);
+        // Its event 1 left with the ring: a client that has not seen it must reload.
+        assert_eq!(texts(&rx2), [r#"{"event":"attached","chat_id":"idle","last_seq":1,"reload":true}"#]);
         drop(rx);
     }
 
@@ -455,5 +516,74 @@ mod tests {
         }
         assert!(slow.is_closed());
         assert_eq!(hub.subscribers("c"), 0);
+    }
+}
+
+#[cfg(test)]
+mod seq_tests {
+    use super::*;
+    use crossbeam_channel::bounded;
+
+    /// Marks in memory, counting writes.
+    #[derive(Default)]
+    struct Mem(Mutex<(HashMap<String, u64>, usize)>);
+
+    impl SeqMarks for Mem {
+        fn load(&self, chat_id: &str) -> u64 {
+            self.0.lock().unwrap().0.get(chat_id).copied().unwrap_or(0)
+        }
+        fn save(&self, chat_id: &str, mark: u64) -> bool {
+            let mut g = self.0.lock().unwrap();
+            g.0.insert(chat_id.into(), mark);
+            g.1 += 1;
+            true
+        }
+    }
+
+    fn attached(hub: &Hub, after: Option<u64>) -> String {
+        let (tx, rx) = bounded(8192);
+        hub.attach("c", &Conn::new(9, "client-z".into(), tx, None), after);
+        match rx.try_recv() {
+            Ok(Out::Text(t)) => t.to_string(),
+            _ => panic!("no attached"),
+        }
+    }
+
+    #[test]
+    fn seq_goes_on_across_hubs_with_block_writes_and_reload_signals() {
+        let marks = Arc::new(Mem::default());
+        let hub = Hub::with_marks(Duration::from_secs(600), marks.clone());
+        let ev = Event::Delta { chat_id: "c", text: "x", stream_id: 1 };
+        for _ in 0..3000 {
+            hub.emit("c", &ev);
+        }
+        assert_eq!(marks.0.lock().unwrap().1, 3, "one write per {SEQ_BLOCK} events");
+        assert!(marks.load("c") >= 3000);
+        // The ring holds the newest 4096 of 3000: everything replays, nothing to reload.
+        assert_eq!(attached(&hub, Some(10)), r#"{"event":"attached","chat_id":"c","last_seq":3000}"#);
+        // A "crash": the next hub starts above every seq handed out; the client is behind it.
+        let hub2 = Hub::with_marks(Duration::from_secs(600), marks.clone());
+        let last = marks.load("c");
+        assert_eq!(
+            attached(&hub2, Some(3000)),
+            format!(r#"{{"event":"attached","chat_id":"c","last_seq":{last},"reload":true}}"#)
+        );
+        assert_eq!(hub2.emit("c", &ev), last + 1);
+        // A clean stop writes the exact last seq: a client that saw it all needs no reload.
+        hub2.persist_seqs();
+        let hub3 = Hub::with_marks(Duration::from_secs(600), marks.clone());
+        assert_eq!(
+            attached(&hub3, Some(last + 1)),
+            format!(r#"{{"event":"attached","chat_id":"c","last_seq":{}}}"#, last + 1)
+        );
+        // A client ahead sees a lower `last_seq` and reloads on its own (no flag: the original wire).
+        assert!(!attached(&hub3, Some(last + 5)).contains("reload"));
+        assert!(!attached(&hub3, None).contains("reload"));
+        // Events pushed out of the ring can no longer be replayed.
+        for _ in 0..RING_CAPACITY + 10 {
+            hub3.emit("c", &ev);
+        }
+        assert!(attached(&hub3, Some(last + 2)).ends_with(r#""reload":true}"#));
+        assert!(!attached(&hub3, Some(last + 1 + 20)).contains("reload"));
     }
 }

@@ -24,9 +24,14 @@ pub enum Event<'a> {
         client_id: &'a str,
     },
     /// Reply to `attach`/`new_chat`; `last_seq` is the chat's latest `seq` (0: none yet).
+    /// `reload: true` (only then present): the client's `after_seq` is older than what can
+    /// still be replayed, so it must reload the transcript over HTTP (a client ahead of
+    /// `last_seq` sees the lower number and reloads as before).
     Attached {
         chat_id: &'a str,
         last_seq: u64,
+        #[serde(skip_serializing_if = "is_false")]
+        reload: bool,
     },
     Pong,
     StopAck {
@@ -110,6 +115,10 @@ impl<'a> Event<'a> {
             None => text,
         }
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// `{"event":…}` -> `{"event":…,"seq":n}`, in place.
@@ -202,7 +211,16 @@ mod tests {
                 None,
                 r#"{"event":"ready","chat_id":"c-1","client_id":"client-0a1b2c3d4e5f"}"#,
             ),
-            (Event::Attached { chat_id: c, last_seq: 0 }, None, r#"{"event":"attached","chat_id":"c-1","last_seq":0}"#),
+            (
+                Event::Attached { chat_id: c, last_seq: 0, reload: false },
+                None,
+                r#"{"event":"attached","chat_id":"c-1","last_seq":0}"#,
+            ),
+            (
+                Event::Attached { chat_id: c, last_seq: 9, reload: true },
+                None,
+                r#"{"event":"attached","chat_id":"c-1","last_seq":9,"reload":true}"#,
+            ),
             (Event::Pong, None, r#"{"event":"pong"}"#),
             (Event::StopAck { chat_id: c }, None, r#"{"event":"stop_ack","chat_id":"c-1"}"#),
             (

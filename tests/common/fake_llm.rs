@@ -436,7 +436,7 @@ impl FakeLlm {
         self.shared.state.lock().expect("fake state").queue.push_back(reply);
     }
 
-    /// Replaces what `GET <path>` returns (`/models` or `/v1/models`).
+    /// Replaces what `GET <path>` returns (`/models` or `/v1/models`; `/api/show` for POST).
     pub fn set_models(&self, path: &str, reply: Reply) {
         self.shared.state.lock().expect("fake state").models.insert(path.to_string(), reply);
     }
@@ -695,6 +695,9 @@ fn choose_reply(shared: &Shared, req: &RawRequest, now: Instant, conn: u64) -> (
     shared.changed.notify_all();
     let reply = if req.method == "GET" && path.ends_with("/models") {
         st.models.get(&path).cloned().unwrap_or_else(|| Reply::status(404, r#"{"error":{"message":"no such route"}}"#))
+    } else if req.method == "POST" && path == "/api/show" {
+        // Ollama's model details (the server's context-length lookup); set with `set_models`.
+        st.models.get(&path).cloned().unwrap_or_else(|| Reply::status(404, r#"{"error":"model not found"}"#))
     } else if req.method == "POST" && path.ends_with("/chat/completions") {
         if let Some(problem) = check_chat_body(&body) {
             st.failures.push(format!("chat request {path}: {problem}"));

@@ -213,6 +213,12 @@ impl TestServer {
         self.spawn();
     }
 
+    /// Stops the server with SIGTERM (a clean stop) and starts it again on the same home.
+    pub fn restart_clean(&mut self) {
+        self.terminate(Duration::from_secs(10));
+        self.spawn();
+    }
+
     /// Changes (or with `None` removes) a variable for the next [`TestServer::restart`].
     pub fn set_env(&mut self, k: &str, v: Option<&str>) {
         self.env.retain(|(ek, _)| ek != k);

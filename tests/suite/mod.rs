@@ -13,6 +13,7 @@ mod http_bounds;
 mod legacy_data;
 mod llm_settings;
 mod load;
+mod long_chats;
 mod mcp_oauth;
 mod mcp_pins;
 mod mcp_venv;

@@ -317,7 +317,9 @@ fn oversize_outputs_are_cut_and_previews_are_200_code_points() {
 #[test]
 fn hostile_search_patterns_leave_the_server_alive() {
     let fake = FakeLlm::start();
-    let mut server = TestServer::with_llm(&fake);
+    let mut server = TestServer::builder().env("CASHCODE_CONTEXT_BUDGET_CHARS", "4000000").start();
+    // Content far over the default context budget, sent whole (the budget is what limits it).
+    server.configure_llm(&fake);
     let ws_dir = server.home.join("workspace");
     let deep: Vec<String> = (0..33).map(|i| format!("d{i}")).collect();
     let leaf = ws_dir.join(deep.join("/"));

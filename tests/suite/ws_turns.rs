@@ -538,7 +538,9 @@ fn slow_subscriber_never_blocks_the_turn_or_other_clients() {
 #[test]
 fn titles_count_code_points_and_large_content_is_kept_verbatim() {
     let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
+    let server = TestServer::builder().env("CASHCODE_CONTEXT_BUDGET_CHARS", "4000000").start();
+    // Content far over the default context budget, sent whole (the budget is what limits it).
+    server.configure_llm(&fake);
     let mut ws = WsClient::connect(&server);
     let chat = ws.chat_id.clone();
     fake.push(Reply::text(&["ok"]));

@@ -209,6 +209,9 @@ export function ChatView(props: {
   onCancel: (chatId: string) => void
   queued?: string[]
   onUnqueue?: (index: number) => void
+  /** asks for the page of history before the loaded one */
+  onLoadOlder?: (chatId: string) => void
+  loadingOlder?: boolean
 }) {
   const t = useT()
   const { chatId, chat, generating, onCancel } = props
@@ -275,9 +278,30 @@ export function ChatView(props: {
     el.scrollTo({ top: el.scrollHeight, behavior: distance < 400 ? 'smooth' : 'auto' })
   }, [contentKey, chatId, messages.length])
 
+  // Scroll-back: near the top with older pages on the server, ask for the previous one; when it
+  // lands above, keep the reader's place (the content grew by exactly the new height).
+  const hasOlder = Boolean(chat?.loaded && (chat?.historyStart ?? 0) > 0)
+  const firstId = messages[0]?.id
+  const anchor = useRef<{ firstId?: string; height: number; top: number } | null>(null)
+  const askOlder = () => {
+    const el = scroller.current
+    if (!el || !chatId || !hasOlder || props.loadingOlder) return
+    anchor.current = { firstId, height: el.scrollHeight, top: el.scrollTop }
+    props.onLoadOlder?.(chatId)
+  }
+  useLayoutEffect(() => {
+    const el = scroller.current
+    const a = anchor.current
+    if (!el || !a || a.firstId === firstId) return
+    anchor.current = null
+    el.scrollTop = a.top + (el.scrollHeight - a.height)
+    lastTop.current = el.scrollTop
+  }, [firstId])
+
   const onScroll = () => {
     const el = scroller.current
     if (!el) return
+    if (el.scrollTop < 120 && hasOlder) askOlder()
     const distance = el.scrollHeight - el.scrollTop - el.clientHeight
     const movedUp = el.scrollTop < lastTop.current - 1
     lastTop.current = el.scrollTop
@@ -310,6 +334,23 @@ export function ChatView(props: {
         ) : (
           <div className="mx-auto w-full max-w-3xl space-y-5 px-4 py-6">
             {unconfigured && <FirstRun onOpenSettings={props.onOpenSettings} />}
+            {hasOlder && (
+              <div className="flex justify-center" data-testid="older-history">
+                {props.loadingOlder ? (
+                  <span className="flex items-center gap-2 text-xs text-zinc-500">
+                    <Spinner size={12} /> {t('chat.history.loading')}
+                  </span>
+                ) : (
+                  <button
+                    type="button"
+                    onClick={askOlder}
+                    className="rounded-full border border-zinc-800 px-3 py-1 text-xs text-zinc-400 hover:bg-zinc-900"
+                  >
+                    {t('chat.history.older')}
+                  </button>
+                )}
+              </div>
+            )}
             {/* A log region: screen readers announce new messages, once the streamed text settles. */}
             <div role="log" aria-live="polite" aria-busy={generating} className="space-y-5">
               {messages.map((m, i) => (

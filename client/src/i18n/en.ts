@@ -345,6 +345,10 @@ export const en = {
   'skills.proposals.approve': 'Approve',
   'skills.proposals.reject': 'Reject',
   'skills.proposals.invalid': 'The candidate is invalid and cannot be approved',
+
+  // Chat history paging (long chats)
+  'chat.history.older': 'Load earlier messages',
+  'chat.history.loading': 'Loading earlier messages…',
 } as const
 
 export type MessageKey = keyof typeof en

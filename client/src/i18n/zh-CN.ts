@@ -345,4 +345,8 @@ export const zhCN: Record<MessageKey, string> = {
   'skills.proposals.approve': '批准',
   'skills.proposals.reject': '拒绝',
   'skills.proposals.invalid': '候选内容无效，无法批准',
+
+  // 聊天记录分页（长对话）
+  'chat.history.older': '加载更早的消息',
+  'chat.history.loading': '正在加载更早的消息…',
 }

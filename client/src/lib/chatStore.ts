@@ -44,6 +44,12 @@ export interface ChatData {
   resume?: boolean
   /** a seq was skipped (the server's replay buffer overflowed): reload once the turn ends */
   gap?: boolean
+  /** the persisted items loaded so far (newest pages first fetched), oldest first */
+  historyItems?: HistoryMessage[]
+  /** how many of `messages` were built from `historyItems` (they lead the list) */
+  historyCount?: number
+  /** index of the first loaded item in the whole history; above 0 there are older pages */
+  historyStart?: number
 }
 
 export type ConnState = 'connecting' | 'connected' | 'disconnected' | 'error'
@@ -77,7 +83,8 @@ export type ServerEvent = { event: string; [k: string]: unknown }
 export type Action =
   | { type: 'ws'; ev: ServerEvent }
   | { type: 'sessions'; sessions: SessionInfo[] }
-  | { type: 'history'; chatId: string; messages: HistoryMessage[] }
+  | { type: 'history'; chatId: string; messages: HistoryMessage[]; start?: number }
+  | { type: 'olderHistory'; chatId: string; messages: HistoryMessage[]; start: number }
   | { type: 'select'; chatId: string }
   | { type: 'newChatRequested' }
   | { type: 'sent'; chatId: string; content: string; selections: Selection[] }
@@ -143,6 +150,52 @@ function withForms(state: State, chatId: string, forms: Elicitation[]): State {
 /** A turn that ended has no open form left (its calls are over). */
 function closeForms(state: State, chatId: string): State {
   return state.elicitations[chatId] ? withForms(state, chatId, []) : state
+}
+
+/**
+ * Persisted items as transcript messages. With `tools=1` the endpoint also returns each tool
+ * step (`tool_calls`, then one `tool` result per call); like a live turn, the step's blocks go
+ * on the assistant message that answers after them (a turn that ended without text gets an
+ * empty one). Unknown roles are skipped.
+ */
+export function historyMessages(items: HistoryMessage[]): ChatMessage[] {
+  const out: ChatMessage[] = []
+  let pending: ToolBlock[] = []
+  const flush = () => {
+    if (pending.length) out.push({ id: nextId('h'), role: 'assistant', content: '', tools: pending })
+    pending = []
+  }
+  for (const m of items) {
+    if (m.role === 'tool_calls') {
+      for (const c of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
+        pending.push({
+          key: nextId('t'),
+          callId: str(c?.call_id),
+          streamId: null,
+          toolName: str(c?.tool_name) || 'tool',
+          done: false,
+        })
+      }
+    } else if (m.role === 'tool') {
+      const callId = str(m.call_id)
+      const i = pending.findIndex((t) => !t.done && (callId ? t.callId === callId : t.toolName === str(m.tool_name)))
+      if (i >= 0) pending[i] = { ...pending[i], done: true, result: String(m.content ?? '') }
+    } else if (m.role === 'assistant') {
+      const base: ChatMessage = { id: nextId('h'), role: 'assistant', content: String(m.content ?? '') }
+      // Receipts and answers of one turn: the blocks go on the turn's last assistant message.
+      if (pending.length) base.tools = pending
+      pending = []
+      out.push(base)
+    } else if (m.role === 'user') {
+      flush()
+      const base: ChatMessage = { id: nextId('h'), role: 'user', content: String(m.content ?? '') }
+      const selections = normaliseReceipts(m)
+      if (selections.length) base.selections = selections
+      out.push(base)
+    }
+  }
+  flush()
+  return out
 }
 
 function isKnownSession(state: State, chatId: string): boolean {
@@ -275,18 +328,32 @@ export function reduce(state: State, action: Action): State {
     }
     case 'history': {
       const chat = chatOf(state, action.chatId)
-      const history: ChatMessage[] = action.messages
-        .filter((m) => m.role === 'user' || m.role === 'assistant')
-        .map((m) => {
-          const base: ChatMessage = { id: nextId('h'), role: m.role as MessageRole, content: String(m.content ?? '') }
-          if (m.role === 'user') {
-            const selections = normaliseReceipts(m)
-            if (selections.length) base.selections = selections
-          }
-          return base
-        })
+      const history = historyMessages(action.messages)
       // Live events that arrived while the history was loading belong after it.
-      return withChat(state, action.chatId, { ...chat, loaded: true, messages: [...history, ...chat.messages] })
+      return withChat(state, action.chatId, {
+        ...chat,
+        loaded: true,
+        messages: [...history, ...chat.messages],
+        historyItems: action.messages,
+        historyCount: history.length,
+        historyStart: action.start ?? 0,
+      })
+    }
+    case 'olderHistory': {
+      const chat = chatOf(state, action.chatId)
+      // Only a page that ends where the loaded history starts (a reload may have reset it).
+      if (!chat.loaded || chat.historyStart === undefined || action.start >= chat.historyStart) return state
+      if (action.start + action.messages.length !== chat.historyStart) return state
+      const items = [...action.messages, ...(chat.historyItems ?? [])]
+      const history = historyMessages(items)
+      const live = chat.messages.slice(chat.historyCount ?? 0)
+      return withChat(state, action.chatId, {
+        ...chat,
+        messages: [...history, ...live],
+        historyItems: items,
+        historyCount: history.length,
+        historyStart: action.start,
+      })
     }
     case 'select':
       if (state.activeChatId === action.chatId) return state
@@ -343,7 +410,10 @@ function reduceEvent(state: State, ev: ServerEvent): State {
           next = { messages: [], loaded: false, lastSeq }
           generating = stopGenerating(generating, chatId)
         }
-        if (chat.resume) {
+        if (ev.reload === true) {
+          // The server no longer holds events this client has not seen (e.g. after a restart).
+          reload()
+        } else if (chat.resume) {
           // The replay that follows `attached` fills the gap, unless the server lost its buffer.
           if (chat.lastSeq !== undefined && lastSeq < chat.lastSeq) reload()
         } else if (chat.lastSeq === undefined) {

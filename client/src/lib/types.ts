@@ -22,6 +22,19 @@ export interface HistoryMessage {
   content: string
   mentioned_skills?: unknown
   selected_mcp_connectors?: unknown
+  /** `tools=1`: a tool step's calls (role `tool_calls`) */
+  tool_calls?: { call_id?: unknown; tool_name?: unknown; arguments?: unknown }[]
+  /** `tools=1`: a result (role `tool`) */
+  call_id?: unknown
+  tool_name?: unknown
+}
+
+/** `GET /api/sessions/{id}/messages?limit=`: one page of items and where it sits. */
+export interface MessagesPage {
+  chat_id: string
+  messages: HistoryMessage[]
+  start?: number
+  total?: number
 }
 
 export interface LlmSettings {

@@ -1,0 +1,80 @@
+//! Each chat's WebSocket `seq` high-water mark, in `.seq` beside its history (one decimal
+//! number), so event numbers keep rising across restarts (ws/hub.rs `SeqMarks`). Written by
+//! the hub once per block of seqs and at a clean stop, under the hub's lock; a chat without a
+//! directory (no history, no metadata) keeps its mark in memory only, so marks never create
+//! chats. Tmp file + rename without fsync: a mark lost to a power cut only costs a reload.
+
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::chats::ChatStore;
+use crate::ws::hub::SeqMarks;
+
+const FILE: &str = ".seq";
+
+pub struct SeqFiles {
+    chats: Arc<ChatStore>,
+}
+
+impl SeqFiles {
+    pub fn new(chats: Arc<ChatStore>) -> SeqFiles {
+        SeqFiles { chats }
+    }
+
+    fn path(&self, chat_id: &str) -> Option<PathBuf> {
+        self.chats.dir(chat_id).filter(|d| d.is_dir()).map(|d| d.join(FILE))
+    }
+}
+
+impl SeqMarks for SeqFiles {
+    fn load(&self, chat_id: &str) -> u64 {
+        let Some(path) = self.path(chat_id) else { return 0 };
+        fs::read(&path)
+            .ok()
+            .filter(|b| b.len() <= 32)
+            .and_then(|b| std::str::from_utf8(&b).ok()?.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    }
+
+    fn save(&self, chat_id: &str, mark: u64) -> bool {
+        let Some(path) = self.path(chat_id) else { return false };
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let written = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(mark.to_string().as_bytes()))
+            .and_then(|()| fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            log::warn!("event=ws.seq_mark_failed chat_id={chat_id} error_kind={:?}", e.kind());
+            return false;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_live_beside_existing_chats_only() {
+        let d = std::env::temp_dir().join(format!("cc-seq-{}", crate::util::rand::hex(6)));
+        fs::create_dir_all(d.join("c1")).unwrap();
+        let marks = SeqFiles::new(Arc::new(ChatStore::new(&d)));
+        assert_eq!(marks.load("c1"), 0);
+        assert!(marks.save("c1", 2048));
+        assert_eq!(marks.load("c1"), 2048);
+        assert!(!marks.save("nodir", 7));
+        assert!(!d.join("nodir").exists(), "a mark never creates a chat");
+        assert_eq!(marks.load("nodir"), 0);
+        assert_eq!(marks.load("../x"), 0);
+        fs::write(d.join("c1/.seq"), "garbage").unwrap();
+        assert_eq!(marks.load("c1"), 0);
+        fs::remove_dir_all(&d).ok();
+    }
+}

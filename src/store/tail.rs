@@ -1,0 +1,288 @@
+//! Reading history.jsonl from its end without loading it: a backward line reader in fixed
+//! blocks, the budget-bounded context load built on it, and a cheap role scan for paging
+//! (`GET /api/sessions/{id}/messages?limit=`). Pure file reads; run on workers (a chat's first
+//! use) and the HTTP thread (paging). Memory is one block plus what the caller keeps.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use super::chats::Record;
+
+/// Bytes read per step when walking backwards.
+const BLOCK: usize = 64 * 1024;
+
+/// Calls `f` with each line of the file from the last to the first (without the newline;
+/// blank pieces included, callers skip them) until it returns false. A missing file has none.
+pub fn for_each_line_rev(path: &Path, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<()> {
+    let mut file = match fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let mut pos = file.metadata()?.len();
+    // The start of a line whose beginning is further back.
+    let mut carry: Vec<u8> = Vec::new();
+    while pos > 0 {
+        let n = (pos as usize).min(BLOCK);
+        pos -= n as u64;
+        file.seek(SeekFrom::Start(pos))?;
+        let mut buf = vec![0u8; n + carry.len()];
+        file.read_exact(&mut buf[..n])?;
+        buf[n..].copy_from_slice(&carry);
+        let mut end = buf.len();
+        while let Some(nl) = memchr::memrchr(b'\n', &buf[..end]) {
+            if !f(&buf[nl + 1..end]) {
+                return Ok(());
+            }
+            end = nl;
+        }
+        buf.truncate(end);
+        carry = buf;
+    }
+    if !carry.is_empty() {
+        f(&carry);
+    }
+    Ok(())
+}
+
+/// True for a line that holds nothing.
+pub fn blank(line: &[u8]) -> bool {
+    line.iter().all(u8::is_ascii_whitespace)
+}
+
+/// The value of a record line's `role`, read without parsing: the first `"role"` key outside
+/// a string escape, then `:` and a string. `None` when the line is not an object with one.
+pub fn quick_role(line: &[u8]) -> Option<&[u8]> {
+    let line = line.trim_ascii();
+    if !line.starts_with(b"{") || !line.ends_with(b"}") {
+        return None;
+    }
+    let key = b"\"role\"";
+    let mut from = 0;
+    loop {
+        let at = from + line[from..].windows(key.len()).position(|w| w == key)?;
+        if at > 0 && line[at - 1] == b'\\' {
+            from = at + 1;
+            continue;
+        }
+        let rest = line[at + key.len()..].trim_ascii_start();
+        let rest = rest.strip_prefix(b":")?.trim_ascii_start().strip_prefix(b"\"")?;
+        let close = rest.iter().position(|b| *b == b'"' || *b == b'\\')?;
+        return Some(&rest[..close]);
+    }
+}
+
+/// Characters a record weighs in the context (what its model message costs, roughly).
+pub fn weight(r: &Record) -> usize {
+    r.content.chars().count() + r.tool_calls.as_ref().map_or(0, |v| v.to_string().len()) + 48
+}
+
+/// The model context of a chat (storage.md §3.1: the last summary and the records it keeps),
+/// limited to the newest records weighing at most `max_chars`; a cut lands on a user record so
+/// no tool step loses its call. Reads backwards: only the kept tail is parsed, and lines
+/// further back are only searched for the summary. Returns the records and the unparsable
+/// lines met.
+pub fn load_context_within(path: &Path, max_chars: usize) -> io::Result<(Vec<Record>, usize)> {
+    let mut rev: Vec<Record> = Vec::new();
+    let mut summary: Option<Record> = None;
+    let mut chars = 0usize;
+    let mut full = false;
+    let mut skipped = 0usize;
+    for_each_line_rev(path, |line| {
+        if blank(line) {
+            return true;
+        }
+        if full && quick_role(line) != Some(b"summary") {
+            return true;
+        }
+        let Ok(r) = serde_json::from_slice::<Record>(line) else {
+            skipped += 1;
+            return true;
+        };
+        if let Some(s) = &summary {
+            let kept = r.role != "summary" && s.keep_from_cursor.is_some_and(|k| r.cursor >= k);
+            if kept && !full {
+                chars += weight(&r);
+                rev.push(r);
+                full = chars > max_chars;
+                return true;
+            }
+            return r.role == "summary" || s.keep_from_cursor.is_some_and(|k| r.cursor >= k);
+        }
+        if r.role == "summary" {
+            // Records already taken are after it, hence kept; the ones before it need the cursor.
+            let k = r.keep_from_cursor;
+            let s_cursor = r.cursor;
+            rev.retain(|x| match k {
+                Some(k) => x.cursor >= k,
+                None => x.cursor > s_cursor,
+            });
+            summary = Some(r);
+            return !full && k.is_some();
+        }
+        chars += weight(&r);
+        rev.push(r);
+        full = chars > max_chars;
+        true
+    })?;
+    rev.reverse();
+    if chars > max_chars {
+        // Drop the oldest records until the rest fits, then up to the next user record.
+        let mut cut = 0;
+        while cut < rev.len() && chars > max_chars {
+            chars -= weight(&rev[cut]);
+            cut += 1;
+        }
+        while cut < rev.len() && rev[cut].role != "user" {
+            cut += 1;
+        }
+        rev.drain(..cut);
+    }
+    let mut out = Vec::with_capacity(rev.len() + 1);
+    out.extend(summary);
+    out.extend(rev);
+    Ok((out, skipped))
+}
+
+/// One page of the messages endpoint: the item lines `start..start + lines.len()` in file
+/// order and how many items the history holds.
+pub struct Page {
+    pub total: usize,
+    pub start: usize,
+    pub lines: Vec<Vec<u8>>,
+}
+
+/// The at most `limit` items just before item index `before` (default: the end), where an
+/// item is a line whose role passes `item`. One forward pass counts every line's role (read
+/// cheaply, see [`quick_role`]); only the page's byte ranges are remembered, then read again.
+pub fn page(path: &Path, limit: usize, before: Option<usize>, item: impl Fn(&[u8]) -> bool) -> io::Result<Page> {
+    let mut file = match fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Page { total: 0, start: 0, lines: Vec::new() }),
+        Err(e) => return Err(e),
+    };
+    // (item index, byte offset, length) of the newest `limit` items before `before`.
+    let mut ring: VecDeque<(usize, u64, usize)> = VecDeque::with_capacity(limit.min(4096));
+    let mut total = 0usize;
+    let mut offset = 0u64; // file offset of `carry[0]`
+    let mut carry: Vec<u8> = Vec::new();
+    let mut block = vec![0u8; BLOCK];
+    let mut on_line = |line: &[u8], at: u64, total: &mut usize| {
+        if blank(line) || !quick_role(line).is_some_and(&item) {
+            return;
+        }
+        if before.is_none_or(|b| *total < b) && limit > 0 {
+            if ring.len() == limit {
+                ring.pop_front();
+            }
+            ring.push_back((*total, at, line.len()));
+        }
+        *total += 1;
+    };
+    loop {
+        let n = file.read(&mut block)?;
+        if n == 0 {
+            break;
+        }
+        carry.extend_from_slice(&block[..n]);
+        let mut from = 0;
+        while let Some(nl) = memchr::memchr(b'\n', &carry[from..]) {
+            on_line(&carry[from..from + nl], offset + from as u64, &mut total);
+            from += nl + 1;
+        }
+        carry.drain(..from);
+        offset += from as u64;
+    }
+    if !carry.is_empty() {
+        on_line(&carry, offset, &mut total);
+    }
+    let start = ring.front().map_or_else(|| before.unwrap_or(total).min(total), |r| r.0);
+    let mut lines = Vec::with_capacity(ring.len());
+    for (_, at, len) in ring {
+        let mut buf = vec![0u8; len];
+        file.seek(SeekFrom::Start(at))?;
+        file.read_exact(&mut buf)?;
+        lines.push(buf);
+    }
+    Ok(Page { total, start, lines })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(lines: &[String]) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("cc-tail-{}", crate::util::rand::hex(6)));
+        fs::create_dir_all(&d).unwrap();
+        let p = d.join("history.jsonl");
+        fs::write(&p, lines.join("\n") + "\n").unwrap();
+        p
+    }
+
+    fn line(cursor: u64, role: &str, content: &str) -> String {
+        serde_json::json!({"cursor": cursor, "timestamp": "", "role": role, "content": content}).to_string()
+    }
+
+    #[test]
+    fn lines_come_back_reversed_across_blocks() {
+        let lines: Vec<String> = (0..5000).map(|i| line(i + 1, "user", &"x".repeat((i % 97) as usize))).collect();
+        let p = write(&lines);
+        let mut got = Vec::new();
+        for_each_line_rev(&p, |l| {
+            if !blank(l) {
+                got.push(String::from_utf8(l.to_vec()).unwrap());
+            }
+            true
+        })
+        .unwrap();
+        got.reverse();
+        assert_eq!(got, lines);
+    }
+
+    #[test]
+    fn context_within_keeps_the_newest_from_a_user_record_and_the_summary() {
+        let mut lines = vec![line(1, "user", "old"), line(2, "assistant", "old answer")];
+        let s =
+            serde_json::json!({"cursor": 3, "timestamp": "", "role": "summary", "content": "S", "keep_from_cursor": 2});
+        lines.push(s.to_string());
+        for i in 0..200 {
+            lines.push(line(4 + 2 * i, "user", &"u".repeat(100)));
+            lines.push(line(5 + 2 * i, "assistant", &"a".repeat(100)));
+        }
+        let p = write(&lines);
+        let (recs, skipped) = load_context_within(&p, 2_000).unwrap();
+        assert_eq!(skipped, 0);
+        assert_eq!(recs[0].role, "summary");
+        assert_eq!(recs[1].role, "user");
+        assert!(recs[1..].iter().map(weight).sum::<usize>() <= 2_000);
+        assert_eq!(recs.last().unwrap().cursor, 403);
+        // Unlimited: exactly the smart-load rule.
+        let all = super::super::chats::context_after_summary(
+            super::super::chats::parse_history(&fs::read(&p).unwrap()).records,
+        );
+        assert_eq!(load_context_within(&p, usize::MAX).unwrap().0, all);
+    }
+
+    #[test]
+    fn pages_count_items_and_cut_before() {
+        let mut lines = Vec::new();
+        for i in 0..50u64 {
+            lines.push(line(i + 1, if i % 5 == 4 { "tool" } else { "user" }, &format!("m{i}")));
+        }
+        lines.push("not json".into());
+        let p = write(&lines);
+        let item = |r: &[u8]| r == b"user";
+        let pg = page(&p, 3, None, item).unwrap();
+        assert_eq!((pg.total, pg.start, pg.lines.len()), (40, 37, 3));
+        assert!(String::from_utf8_lossy(&pg.lines[2]).contains("m48"));
+        let pg = page(&p, 3, Some(2), item).unwrap();
+        assert_eq!((pg.start, pg.lines.len()), (0, 2));
+        let pg = page(&p, 10, Some(0), item).unwrap();
+        assert_eq!((pg.start, pg.lines.len()), (0, 0));
+        let pg = page(&p, 10, Some(1000), item).unwrap();
+        assert_eq!((pg.start, pg.lines.len()), (30, 10));
+        assert_eq!(quick_role(br#"{"content":"\"role\":\"x\"","role": "user"}"#), Some(&b"user"[..]));
+    }
+}
