@@ -147,7 +147,8 @@ fn turn_times(ws: &mut WsClient, chat: &str) -> f64 {
 }
 
 /// Median wall time of `GET path` over 10 requests, and the body size.
-fn get_times(server: &TestServer, path: &str) -> (f64, usize) {
+/// (median of 10, body size, the first of them: the cold request that builds the page index).
+fn get_times(server: &TestServer, path: &str) -> (f64, usize, f64) {
     let mut times = Vec::new();
     let mut size = 0;
     for _ in 0..10 {
@@ -157,7 +158,8 @@ fn get_times(server: &TestServer, path: &str) -> (f64, usize) {
         assert_eq!(r.status, 200);
         size = r.body.len();
     }
-    (median(times), size)
+    let first = times[0];
+    (median(times), size, first)
 }
 
 fn long_chat() {
@@ -178,8 +180,9 @@ fn long_chat() {
     let long_ms = turn_times(&mut ws, long);
     let last = fake.chat_requests().into_iter().rfind(|r| r.body["stream"] == json!(true)).expect("a request");
     let (rss_kib, hwm_kib) = rss(server.pid);
-    let (page_ms, page_bytes) = get_times(&server, &format!("/api/sessions/{long}/messages?limit=50"));
-    let (all_ms, all_bytes) = get_times(&server, &format!("/api/sessions/{long}/messages"));
+    let (page_ms, page_bytes, cold_ms) = get_times(&server, &format!("/api/sessions/{long}/messages?limit=50"));
+    let (older_ms, _, _) = get_times(&server, &format!("/api/sessions/{long}/messages?limit=50&before=40000"));
+    let (all_ms, all_bytes, _) = get_times(&server, &format!("/api/sessions/{long}/messages"));
     println!(
         "long chat, {RECORDS} records ({:.1} MB), no summary: turn {long_ms:.2} ms vs short chat {short_ms:.2} ms \
 (median of {TURNS}); request to the model {} KB; RSS after {:.1} MiB (peak {:.1} MiB)",
@@ -189,8 +192,8 @@ fn long_chat() {
         hwm_kib as f64 / 1024.0
     );
     println!(
-        "messages, {RECORDS} records: first page (limit=50) {page_ms:.2} ms, {page_bytes} B; whole list {all_ms:.1} ms, \
-{} KB",
+        "messages, {RECORDS} records: first page (limit=50) {page_ms:.2} ms ({cold_ms:.1} ms the first time), \
+{page_bytes} B; a page at item 40,000 {older_ms:.2} ms; whole list {all_ms:.1} ms, {} KB",
         all_bytes / 1000
     );
     drop(ws);

@@ -11,7 +11,7 @@ use super::{Req, Resp};
 use crate::agent::history::lock;
 use crate::agent::turn::RESULT_PREVIEW;
 use crate::store::chats::{valid_chat_id, Record, SessionInfo};
-use crate::store::tail;
+use crate::store::paging;
 use crate::util::text;
 use crate::ws::protocol::sanitize_list;
 
@@ -77,7 +77,8 @@ fn messages(api: &Api, id: &str, req: &Req) -> Resp {
     };
     let Some(path) = chats.history_path(id) else { return not_found() };
     let before = before.map(|b| usize::try_from(b).unwrap_or(usize::MAX));
-    let page = match tail::page(&path, limit as usize, before, |role| is_item(&String::from_utf8_lossy(role))) {
+    let item: paging::Item = if tools { tool_item } else { text_item };
+    let page = match paging::page(&path, limit as usize, before, item) {
         Ok(p) => p,
         Err(e) => return read_failed(id, &e),
     };
@@ -85,6 +86,15 @@ fn messages(api: &Api, id: &str, req: &Req) -> Resp {
     let records: Vec<Record> = page.lines.iter().filter_map(|l| serde_json::from_slice(l).ok()).collect();
     let messages = records.iter().map(ItemView::new).collect();
     Resp::ok(&PageView { chat_id: id, messages, start: page.start, total: page.total })
+}
+
+/// Paging's cheap role test: the text messages, or those and the tool steps (`tools=1`).
+fn text_item(role: &[u8]) -> bool {
+    role == b"user" || role == b"assistant"
+}
+
+fn tool_item(role: &[u8]) -> bool {
+    text_item(role) || role == b"tool_calls" || role == b"tool"
 }
 
 fn read_failed(id: &str, e: &std::io::Error) -> Resp {

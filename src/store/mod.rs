@@ -2,5 +2,6 @@
 
 pub mod chats;
 pub mod memory_files;
+pub mod paging;
 pub mod seq;
 pub mod tail;

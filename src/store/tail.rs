@@ -1,9 +1,8 @@
 //! Reading history.jsonl from its end without loading it: a backward line reader in fixed
-//! blocks, the budget-bounded context load built on it, and a cheap role scan for paging
-//! (`GET /api/sessions/{id}/messages?limit=`). Pure file reads; run on workers (a chat's first
+//! blocks, the budget-bounded context load built on it, and the cheap role scan paging uses
+//! ([`super::paging`]). Pure file reads; run on workers (a chat's first
 //! use) and the HTTP thread (paging). Memory is one block plus what the caller keeps.
 
-use std::collections::VecDeque;
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -146,69 +145,6 @@ pub fn load_context_within(path: &Path, max_chars: usize) -> io::Result<(Vec<Rec
     Ok((out, skipped))
 }
 
-/// One page of the messages endpoint: the item lines `start..start + lines.len()` in file
-/// order and how many items the history holds.
-pub struct Page {
-    pub total: usize,
-    pub start: usize,
-    pub lines: Vec<Vec<u8>>,
-}
-
-/// The at most `limit` items just before item index `before` (default: the end), where an
-/// item is a line whose role passes `item`. One forward pass counts every line's role (read
-/// cheaply, see [`quick_role`]); only the page's byte ranges are remembered, then read again.
-pub fn page(path: &Path, limit: usize, before: Option<usize>, item: impl Fn(&[u8]) -> bool) -> io::Result<Page> {
-    let mut file = match fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Page { total: 0, start: 0, lines: Vec::new() }),
-        Err(e) => return Err(e),
-    };
-    // (item index, byte offset, length) of the newest `limit` items before `before`.
-    let mut ring: VecDeque<(usize, u64, usize)> = VecDeque::with_capacity(limit.min(4096));
-    let mut total = 0usize;
-    let mut offset = 0u64; // file offset of `carry[0]`
-    let mut carry: Vec<u8> = Vec::new();
-    let mut block = vec![0u8; BLOCK];
-    let mut on_line = |line: &[u8], at: u64, total: &mut usize| {
-        if blank(line) || !quick_role(line).is_some_and(&item) {
-            return;
-        }
-        if before.is_none_or(|b| *total < b) && limit > 0 {
-            if ring.len() == limit {
-                ring.pop_front();
-            }
-            ring.push_back((*total, at, line.len()));
-        }
-        *total += 1;
-    };
-    loop {
-        let n = file.read(&mut block)?;
-        if n == 0 {
-            break;
-        }
-        carry.extend_from_slice(&block[..n]);
-        let mut from = 0;
-        while let Some(nl) = memchr::memchr(b'\n', &carry[from..]) {
-            on_line(&carry[from..from + nl], offset + from as u64, &mut total);
-            from += nl + 1;
-        }
-        carry.drain(..from);
-        offset += from as u64;
-    }
-    if !carry.is_empty() {
-        on_line(&carry, offset, &mut total);
-    }
-    let start = ring.front().map_or_else(|| before.unwrap_or(total).min(total), |r| r.0);
-    let mut lines = Vec::with_capacity(ring.len());
-    for (_, at, len) in ring {
-        let mut buf = vec![0u8; len];
-        file.seek(SeekFrom::Start(at))?;
-        file.read_exact(&mut buf)?;
-        lines.push(buf);
-    }
-    Ok(Page { total, start, lines })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,26 +199,5 @@ mod tests {
             super::super::chats::parse_history(&fs::read(&p).unwrap()).records,
         );
         assert_eq!(load_context_within(&p, usize::MAX).unwrap().0, all);
-    }
-
-    #[test]
-    fn pages_count_items_and_cut_before() {
-        let mut lines = Vec::new();
-        for i in 0..50u64 {
-            lines.push(line(i + 1, if i % 5 == 4 { "tool" } else { "user" }, &format!("m{i}")));
-        }
-        lines.push("not json".into());
-        let p = write(&lines);
-        let item = |r: &[u8]| r == b"user";
-        let pg = page(&p, 3, None, item).unwrap();
-        assert_eq!((pg.total, pg.start, pg.lines.len()), (40, 37, 3));
-        assert!(String::from_utf8_lossy(&pg.lines[2]).contains("m48"));
-        let pg = page(&p, 3, Some(2), item).unwrap();
-        assert_eq!((pg.start, pg.lines.len()), (0, 2));
-        let pg = page(&p, 10, Some(0), item).unwrap();
-        assert_eq!((pg.start, pg.lines.len()), (0, 0));
-        let pg = page(&p, 10, Some(1000), item).unwrap();
-        assert_eq!((pg.start, pg.lines.len()), (30, 10));
-        assert_eq!(quick_role(br#"{"content":"\"role\":\"x\"","role": "user"}"#), Some(&b"user"[..]));
     }
 }

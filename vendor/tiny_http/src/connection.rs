@@ -24,9 +24,12 @@ impl Listener {
 
     pub(crate) fn accept(&self) -> std::io::Result<(Connection, Option<SocketAddr>)> {
         match self {
-            Self::Tcp(l) => l
-                .accept()
-                .map(|(conn, addr)| (Connection::from(conn), Some(addr))),
+            // Responses go out as several writes (head, body pieces); with Nagle on, a
+            // keep-alive client's delayed ACK held the last piece back for ~40 ms.
+            Self::Tcp(l) => l.accept().map(|(conn, addr)| {
+                let _ = conn.set_nodelay(true);
+                (Connection::from(conn), Some(addr))
+            }),
             #[cfg(unix)]
             Self::Unix(l) => l.accept().map(|(conn, _)| (Connection::from(conn), None)),
         }
