@@ -8,7 +8,7 @@ import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { startFakeLlm, SLOW_REPLY, TOOL_REPLY } from './fakeLlm.mjs'
 import { startFakeMcp } from './fakeMcp.mjs'
-import { assertAccessible, launchBrowser, screenshot, startServer } from './harness.mjs'
+import { assertAccessible, launchBrowser, screenshot, startServer, until } from './harness.mjs'
 import { makeZip } from './zip.mjs'
 
 const API_KEY = 'sk-e2e-secret-7731'
@@ -16,21 +16,6 @@ const MCP_SECRET = 'Bearer mcp-secret-4412'
 
 let llm, mcp, server, browser, context, page
 let failed = false
-
-async function until(fn, what, timeout = 15_000) {
-  const end = Date.now() + timeout
-  let last
-  while (Date.now() < end) {
-    try {
-      last = await fn()
-      if (last) return last
-    } catch (e) {
-      last = e
-    }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`)
-}
 
 const connState = (p) => p.getByTestId('conn-state').getAttribute('data-state')
 

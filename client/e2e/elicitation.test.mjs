@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { launchBrowser, repoRoot, screenshot, startServer } from './harness.mjs'
+import { launchBrowser, repoRoot, screenshot, startServer, until } from './harness.mjs'
 
 const PY = path.join(repoRoot, '.venv/bin/python')
 const FIXTURE = path.join(repoRoot, 'tests/fixtures/mcp/elicit_server.py')
@@ -51,21 +51,6 @@ function startModel() {
       resolve({ url, requests, close: () => new Promise((r) => server.close(r)) })
     }),
   )
-}
-
-async function until(fn, what, timeout = 20_000) {
-  const end = Date.now() + timeout
-  let last
-  while (Date.now() < end) {
-    try {
-      last = await fn()
-      if (last) return last
-    } catch (e) {
-      last = e
-    }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`)
 }
 
 describe('MCP elicitation in the web client', { concurrency: 1 }, () => {

@@ -143,3 +143,26 @@ export async function assertAccessible(page, screen) {
   const v = await axeViolations(page)
   assert.deepEqual(v, [], `${screen}: serious accessibility violations:\n${JSON.stringify(v, null, 2)}`)
 }
+
+/** Polls `fn` every 100 ms until it returns something truthy (returned); throws with the last
+ * value or error after `timeout`. */
+export async function until(fn, what, timeout = 20_000) {
+  const end = Date.now() + timeout
+  let last
+  while (Date.now() < end) {
+    try {
+      last = await fn()
+      if (last) return last
+    } catch (e) {
+      last = e
+    }
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`)
+}
+
+/** Opens the client served by `server` and waits for its WebSocket. */
+export async function openApp(p, server) {
+  await p.goto(server.httpUrl + '/')
+  await until(async () => (await p.getByTestId('conn-state').getAttribute('data-state')) === 'connected', 'the WebSocket')
+}

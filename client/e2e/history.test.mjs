@@ -6,27 +6,12 @@ import assert from 'node:assert/strict'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { launchBrowser, screenshot, startServer } from './harness.mjs'
+import { launchBrowser, screenshot, startServer, until } from './harness.mjs'
 
 const CHAT = 'long-e2e-chat'
 const TURNS = 130
 
 let server, browser, page
-
-async function until(fn, what, timeout = 15_000) {
-  const end = Date.now() + timeout
-  let last
-  while (Date.now() < end) {
-    try {
-      last = await fn()
-      if (last) return last
-    } catch (e) {
-      last = e
-    }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`)
-}
 
 function writeHistory(home) {
   const dir = path.join(home, 'memory', CHAT)

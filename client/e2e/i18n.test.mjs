@@ -4,30 +4,10 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { startFakeLlm } from './fakeLlm.mjs'
-import { launchBrowser, screenshot, startServer } from './harness.mjs'
+import { launchBrowser, openApp, screenshot, startServer, until } from './harness.mjs'
 
 let llm, server, browser
 let failed = false
-
-async function until(fn, what, timeout = 15_000) {
-  const end = Date.now() + timeout
-  let last
-  while (Date.now() < end) {
-    try {
-      last = await fn()
-      if (last) return last
-    } catch (e) {
-      last = e
-    }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`)
-}
-
-async function openApp(p) {
-  await p.goto(server.httpUrl + '/')
-  await until(async () => (await p.getByTestId('conn-state').getAttribute('data-state')) === 'connected', 'the WebSocket')
-}
 
 const htmlLang = (p) => p.evaluate(() => document.documentElement.lang)
 
@@ -72,7 +52,7 @@ describe('CashCode web client in two languages', { concurrency: 1 }, () => {
   test('a Chinese browser gets the Chinese client on every key screen', async () => {
     const { ctx, p } = await newPage('zh-CN')
     try {
-      await openApp(p)
+      await openApp(p, server)
       assert.equal(await htmlLang(p), 'zh-CN')
       // shell, first-run card and composer
       await p.getByTestId('first-run').waitFor()
@@ -143,7 +123,7 @@ describe('CashCode web client in two languages', { concurrency: 1 }, () => {
   test('an English browser gets the English client', async () => {
     const { ctx, p } = await newPage('en-US')
     try {
-      await openApp(p)
+      await openApp(p, server)
       assert.equal(await htmlLang(p), 'en')
       assert.equal(await p.getByTestId('new-chat').innerText(), 'New chat')
       assert.equal(await p.getByTestId('nav-skills').innerText(), 'Skill Market')
@@ -162,7 +142,7 @@ describe('CashCode web client in two languages', { concurrency: 1 }, () => {
   test('the language switch in Settings changes everything and is remembered after reload', async () => {
     const { ctx, p } = await newPage('zh-CN')
     try {
-      await openApp(p)
+      await openApp(p, server)
       assert.equal(await p.getByTestId('new-chat').innerText(), '新建对话')
       await p.getByTestId('settings-button').click()
       const zh = p.getByTestId('lang-zh-CN')
@@ -176,7 +156,7 @@ describe('CashCode web client in two languages', { concurrency: 1 }, () => {
       await screenshot(p, 'i18n-04-switched-en')
 
       // reload: the stored choice beats the Chinese browser language
-      await openApp(p)
+      await openApp(p, server)
       assert.equal(await htmlLang(p), 'en')
       assert.equal(await p.getByTestId('new-chat').innerText(), 'New chat')
       assert.equal(await p.getByTestId('settings-button').innerText(), 'Settings')
@@ -185,7 +165,7 @@ describe('CashCode web client in two languages', { concurrency: 1 }, () => {
       await p.getByTestId('settings-button').click()
       await p.getByTestId('lang-zh-CN').click()
       await until(async () => (await p.getByTestId('new-chat').innerText()) === '新建对话', 'the switch to Chinese')
-      await openApp(p)
+      await openApp(p, server)
       assert.equal(await htmlLang(p), 'zh-CN')
       assert.equal(await p.getByTestId('settings-button').innerText(), '设置')
     } finally {
@@ -198,7 +178,7 @@ describe('CashCode web client in two languages', { concurrency: 1 }, () => {
     try {
       await p.goto(server.httpUrl + '/')
       await p.evaluate(() => localStorage.setItem('cashcode.lang', 'zh-CN'))
-      await openApp(p)
+      await openApp(p, server)
       assert.equal(await htmlLang(p), 'zh-CN')
       assert.equal(await p.getByTestId('nav-mcp').innerText(), 'MCP 市场')
       await p.getByTestId('settings-button').click()

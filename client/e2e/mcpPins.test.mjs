@@ -4,24 +4,9 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { startFakeMcp } from './fakeMcp.mjs'
-import { launchBrowser, screenshot, startServer } from './harness.mjs'
+import { launchBrowser, screenshot, startServer, until } from './harness.mjs'
 
 let mcp, server, browser, page
-
-async function until(fn, what, timeout = 15_000) {
-  const end = Date.now() + timeout
-  let last
-  while (Date.now() < end) {
-    try {
-      last = await fn()
-      if (last) return last
-    } catch (e) {
-      last = e
-    }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`)
-}
 
 describe('MCP tool pinning in the market', { concurrency: 1 }, () => {
   before(async () => {

@@ -8,30 +8,10 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { startFakeLlm } from './fakeLlm.mjs'
-import { assertAccessible, launchBrowser, screenshot, startServer } from './harness.mjs'
+import { assertAccessible, launchBrowser, openApp, screenshot, startServer, until } from './harness.mjs'
 
 let llm, server, browser, context, page
 let failed = false
-
-async function until(fn, what, timeout = 15_000) {
-  const end = Date.now() + timeout
-  let last
-  while (Date.now() < end) {
-    try {
-      last = await fn()
-      if (last) return last
-    } catch (e) {
-      last = e
-    }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`)
-}
-
-async function openApp(p) {
-  await p.goto(server.httpUrl + '/')
-  await until(async () => (await p.getByTestId('conn-state').getAttribute('data-state')) === 'connected', 'the WebSocket')
-}
 
 /** A README picture, only when asked for (UPDATE_SCREENS=1). */
 async function readmeShot(p, name) {
@@ -76,7 +56,7 @@ describe('Memory page and skill history', { concurrency: 1 }, () => {
     })
 
   test('a chat turn answers (and names the model Dream will use)', async () => {
-    await openApp(page)
+    await openApp(page, server)
     await page.getByTestId('new-chat').click()
     await until(async () => (await page.getByTestId('model-select').inputValue()).endsWith('fake-model'), 'the fake model')
     const input = page.getByTestId('composer-input')

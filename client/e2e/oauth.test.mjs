@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import http from 'node:http'
 import { after, before, describe, it } from 'node:test'
-import { launchBrowser, screenshot, startServer } from './harness.mjs'
+import { launchBrowser, screenshot, startServer, until } from './harness.mjs'
 
 const TOKEN = 'e2e-oauth-access-token-5521'
 
@@ -91,21 +91,6 @@ function startProvider() {
       resolve({ url: `http://127.0.0.1:${srv.address().port}`, seen, close: () => srv.close() }),
     ),
   )
-}
-
-async function until(fn, what, timeout = 20_000) {
-  const end = Date.now() + timeout
-  let last
-  while (Date.now() < end) {
-    try {
-      last = await fn()
-      if (last) return last
-    } catch (e) {
-      last = e
-    }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`)
 }
 
 describe('MCP OAuth in the browser', () => {

@@ -178,18 +178,7 @@ pub fn page(path: &Path, limit: usize, before: Option<usize>, item: Item) -> io:
 mod tests {
     use super::*;
     use crate::store::tail::quick_role;
-
-    fn write(lines: &[String]) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("cc-page-{}", crate::util::rand::hex(6)));
-        fs::create_dir_all(&d).unwrap();
-        let p = d.join("history.jsonl");
-        fs::write(&p, lines.join("\n") + "\n").unwrap();
-        p
-    }
-
-    fn line(cursor: u64, role: &str, content: &str) -> String {
-        serde_json::json!({"cursor": cursor, "timestamp": "", "role": role, "content": content}).to_string()
-    }
+    use crate::store::tail::tests::{line, write};
 
     fn user(r: &[u8]) -> bool {
         r == b"user"

@@ -146,10 +146,10 @@ pub fn load_context_within(path: &Path, max_chars: usize) -> io::Result<(Vec<Rec
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn write(lines: &[String]) -> std::path::PathBuf {
+    pub(crate) fn write(lines: &[String]) -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("cc-tail-{}", crate::util::rand::hex(6)));
         fs::create_dir_all(&d).unwrap();
         let p = d.join("history.jsonl");
@@ -157,7 +157,7 @@ mod tests {
         p
     }
 
-    fn line(cursor: u64, role: &str, content: &str) -> String {
+    pub(crate) fn line(cursor: u64, role: &str, content: &str) -> String {
         serde_json::json!({"cursor": cursor, "timestamp": "", "role": role, "content": content}).to_string()
     }
 

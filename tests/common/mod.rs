@@ -74,6 +74,18 @@ pub fn fresh_home(tag: &str) -> PathBuf {
 }
 
 /// `tests/fixtures/<rel>`.
+/// The checkout's `.venv/bin/python`, asserted to import the MCP SDK (`scripts/setup.sh`).
+pub fn venv_python() -> PathBuf {
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let ok = std::process::Command::new(&py)
+        .args(["-c", "import mcp.server.fastmcp"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "{} with the MCP SDK is missing: run `bash scripts/setup.sh`", py.display());
+    py
+}
+
 pub fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
 }

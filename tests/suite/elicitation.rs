@@ -14,12 +14,6 @@ use crate::common::*;
 
 const TOOL: &str = "mcp_forms_book_table";
 
-fn venv_python() -> PathBuf {
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    assert!(py.is_file(), "elicitation tests need {}: run `bash scripts/setup.sh`", py.display());
-    py
-}
-
 /// A project dir whose only built-in MCP server is the elicitation fixture, named `forms`.
 fn project(home: &Path) -> PathBuf {
     let dir = home.join("project");

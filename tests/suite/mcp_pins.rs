@@ -7,23 +7,11 @@
 //! back gives a clear tool error within the connect timeout; a user's disconnect still purges.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::common::*;
-
-fn venv_python() -> PathBuf {
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    let ok = Command::new(&py)
-        .args(["-c", "import mcp.server.fastmcp"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "{} with the MCP SDK is missing: run `bash scripts/setup.sh`", py.display());
-    py
-}
 
 /// A project whose catalog holds only `pinned` (stdio, Python SDK), with its description file,
 /// pid file and start log inside `home`.

@@ -8,18 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-use crate::common::{fresh_home, wait_for, TestServer, WAIT};
-
-fn venv_python() -> PathBuf {
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    let ok = Command::new(&py)
-        .args(["-c", "import mcp.server.fastmcp"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "{} with the MCP SDK is missing: run `bash scripts/setup.sh`", py.display());
-    py
-}
+use crate::common::{fresh_home, venv_python, wait_for, TestServer, WAIT};
 
 /// A directory whose `python` and `python3` fail at once: with it first on PATH, only the
 /// virtual environment can start the server.
