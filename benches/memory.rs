@@ -132,18 +132,24 @@ fn dream_over_50_chats() -> (f64, usize) {
 const TURNS: usize = 20;
 
 /// Median `message` -> `done` of [`TURNS`] turns in `chat` (after one untimed turn).
-fn turn_times(ws: &mut WsClient, chat: &str) -> f64 {
-    let mut times = Vec::new();
+/// Medians over [`TURNS`] turns (after an untimed first) of the wall time from sending the
+/// message to `done`, and of the server's share of it (the same minus the fake's handling time
+/// of that turn's request, as `benches/server.rs` counts overhead).
+fn turn_times(ws: &mut WsClient, fake: &FakeLlm, chat: &str) -> (f64, f64) {
+    let (mut times, mut server) = (Vec::new(), Vec::new());
     for i in 0..=TURNS {
+        let index = fake.chat_requests().len();
         let sent = Instant::now();
         ws.message(chat, &format!("bench turn {i}"), "openai_compatible");
         let events = ws.turn_events(chat);
+        let total = sent.elapsed();
         assert_eq!(events.last().map(|e| e["event"].clone()), Some(json!("done")), "{events:?}");
         if i > 0 {
-            times.push(ms(sent.elapsed()));
+            times.push(ms(total));
+            server.push(ms(total.saturating_sub(fake.wait_handled(index, Duration::from_secs(10)))));
         }
     }
-    median(times)
+    (median(times), median(server))
 }
 
 /// Median wall time of `GET path` over 10 requests, and the body size.
@@ -176,8 +182,8 @@ fn long_chat() {
     let mut ws = WsClient::connect(&server);
     ws.attach(long, None);
     ws.attach(short, None);
-    let short_ms = turn_times(&mut ws, short);
-    let long_ms = turn_times(&mut ws, long);
+    let (short_ms, short_server) = turn_times(&mut ws, &fake, short);
+    let (long_ms, long_server) = turn_times(&mut ws, &fake, long);
     let last = fake.chat_requests().into_iter().rfind(|r| r.body["stream"] == json!(true)).expect("a request");
     let (rss_kib, hwm_kib) = rss(server.pid);
     let (page_ms, page_bytes, cold_ms) = get_times(&server, &format!("/api/sessions/{long}/messages?limit=50"));
@@ -185,7 +191,7 @@ fn long_chat() {
     let (all_ms, all_bytes, _) = get_times(&server, &format!("/api/sessions/{long}/messages"));
     println!(
         "long chat, {RECORDS} records ({:.1} MB), no summary: turn {long_ms:.2} ms vs short chat {short_ms:.2} ms \
-(median of {TURNS}); request to the model {} KB; RSS after {:.1} MiB (peak {:.1} MiB)",
+(server's share {long_server:.2} vs {short_server:.2} ms; medians of {TURNS}); request to the model {} KB; RSS after {:.1} MiB (peak {:.1} MiB)",
         size as f64 / 1e6,
         last.raw.len() / 1000,
         rss_kib as f64 / 1024.0,

@@ -72,7 +72,7 @@ fn messages(api: &Api, id: &str, req: &Req) -> Resp {
             Ok(h) => h,
             Err(e) => return read_failed(id, &e),
         };
-        let messages = history.records.iter().filter(|r| is_item(&r.role)).map(ItemView::new).collect();
+        let messages = history.records.iter().filter(|r| is_item(&r.role)).map(|r| ItemView::new(r, tools)).collect();
         return Resp::ok(&MessagesView { chat_id: id, messages });
     };
     let Some(path) = chats.history_path(id) else { return not_found() };
@@ -84,7 +84,7 @@ fn messages(api: &Api, id: &str, req: &Req) -> Resp {
     };
     // A line that passed the cheap role scan but does not parse is left out of the page.
     let records: Vec<Record> = page.lines.iter().filter_map(|l| serde_json::from_slice(l).ok()).collect();
-    let messages = records.iter().map(ItemView::new).collect();
+    let messages = records.iter().map(|r| ItemView::new(r, tools)).collect();
     Resp::ok(&PageView { chat_id: id, messages, start: page.start, total: page.total })
 }
 
@@ -190,7 +190,8 @@ enum ItemView<'a> {
 }
 
 impl<'a> ItemView<'a> {
-    fn new(r: &'a Record) -> ItemView<'a> {
+    /// `stamped` (the `tools=1` opt-in) adds each turn's stored `timestamp`.
+    fn new(r: &'a Record, stamped: bool) -> ItemView<'a> {
         match r.role.as_str() {
             "tool_calls" => {
                 let calls = r.tool_calls.as_ref().and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
@@ -211,7 +212,11 @@ impl<'a> ItemView<'a> {
                 role: "tool",
                 tool_name: r.name.as_deref().unwrap_or_default(),
             }),
-            _ => ItemView::Message(MessageView::new(r)),
+            _ => {
+                let mut view = MessageView::new(r);
+                view.timestamp = (stamped && !r.timestamp.is_empty()).then_some(r.timestamp.as_str());
+                ItemView::Message(view)
+            }
         }
     }
 }
@@ -250,12 +255,20 @@ struct MessageView<'a> {
     role: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     selected_mcp_connectors: Option<Vec<Value>>,
+    /// When the turn was stored (`tools=1` only: the original's answer has no such field).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamp: Option<&'a str>,
 }
 
 impl<'a> MessageView<'a> {
     fn new(r: &'a Record) -> MessageView<'a> {
-        let mut view =
-            MessageView { content: &r.content, mentioned_skills: None, role: &r.role, selected_mcp_connectors: None };
+        let mut view = MessageView {
+            content: &r.content,
+            mentioned_skills: None,
+            role: &r.role,
+            selected_mcp_connectors: None,
+            timestamp: None,
+        };
         if r.role == "user" {
             let mut meta = Map::new();
             if let Some(v) = &r.mentioned_skills {

@@ -5,11 +5,11 @@
 //! chats. Tmp file + rename without fsync: a mark lost to a power cut only costs a reload.
 
 use std::fs;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::chats::ChatStore;
+use crate::util::fsx;
 use crate::ws::hub::SeqMarks;
 
 const FILE: &str = ".seq";
@@ -41,13 +41,9 @@ impl SeqMarks for SeqFiles {
     fn save(&self, chat_id: &str, mark: u64) -> bool {
         let Some(path) = self.path(chat_id) else { return false };
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        let written = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(mark.to_string().as_bytes()))
-            .and_then(|()| fs::rename(&tmp, &path));
+        // Opened here rather than through `fsx::write_replace`, which would create a deleted
+        // chat's directory again; private like every server file.
+        let written = fsx::write_private(&tmp, mark.to_string().as_bytes()).and_then(|()| fs::rename(&tmp, &path));
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
             log::warn!("event=ws.seq_mark_failed chat_id={chat_id} error_kind={:?}", e.kind());

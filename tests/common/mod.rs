@@ -86,6 +86,14 @@ pub fn venv_python() -> PathBuf {
     py
 }
 
+/// Waits for the context-length lookup a chat's first turn starts in the background (one
+/// `GET …/models` or `POST …/api/show`); returns how many requests the fake has had, a count
+/// that then stays put until the test makes the server call the provider again.
+pub fn settle_context_lookup(fake: &FakeLlm) -> usize {
+    wait_for("the context-length lookup", WAIT, || fake.requests().iter().any(|r| !r.is_chat()).then_some(()));
+    fake.requests().len()
+}
+
 pub fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
 }

@@ -197,6 +197,15 @@ fn kill_during_consolidation() {
     assert_eq!(users(&recs), blocks);
     let b: Vec<&str> = blocks.iter().map(String::as_str).collect();
     next_turn_sees(&fake, &server, &chat, &b);
+    // That turn starts the consolidation the kill interrupted; let it store its summary (the
+    // history line, then `.cursor`) before the files are checked.
+    let cursor = server.chat_dir(&chat).join(".cursor");
+    wait_for("the summary after the restart", WAIT, || {
+        let recs = history_records(&server.home, &chat);
+        let done = recs.iter().any(|r| r["role"] == "summary")
+            && std::fs::read_to_string(&cursor).is_ok_and(|c| c.trim() == recs.len().to_string());
+        done.then_some(())
+    });
     check_home(&server.home);
 }
 

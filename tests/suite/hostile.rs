@@ -197,7 +197,9 @@ impl Row {
 
     fn with_env(name: &'static str, bound: Duration, env: &[(&str, &str)]) -> Row {
         let fake = FakeLlm::start();
-        let mut b = TestServer::builder();
+        // The rows feed hostile tool arguments (a 200,000-character pattern among them) back
+        // to the model; the context budget is tested in `long_chats`, not here.
+        let mut b = TestServer::builder().env("CASHCODE_CONTEXT_BUDGET_CHARS", "4000000");
         for (k, v) in env {
             b = b.env(k, v);
         }

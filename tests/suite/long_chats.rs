@@ -249,6 +249,11 @@ fn tools_are_opt_in_and_combine_with_paging() {
     let with = server.get(&format!("/api/sessions/{chat}/messages?tools=1")).json();
     let msgs = with["messages"].as_array().expect("messages");
     assert_eq!(msgs.len(), 4, "{with}");
+    // The opt-in also dates each turn (the original's answer above has no timestamp).
+    for m in [&msgs[0], &msgs[3]] {
+        assert!(m["timestamp"].as_str().is_some_and(is_minute_stamp), "{m}");
+    }
+    assert!(msgs[1].get("timestamp").is_none());
     assert_eq!(
         msgs[1],
         json!({"content":"[TOOL_CALLS: save_memory]","role":"tool_calls","tool_calls":[

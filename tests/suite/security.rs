@@ -53,6 +53,7 @@ fn foreign_origins_are_refused_everywhere_and_the_own_origin_is_allowed() {
     fake.push(Reply::text(&["hi"]));
     ws.message(&chat, "keep me", "openai_compatible");
     ws.turn_events(&chat);
+    let provider_calls = settle_context_lookup(&fake);
     let llm_before = std::fs::read(server.llm_json()).expect("llm.json");
     let sessions_before = server.get("/api/sessions").json();
 
@@ -82,7 +83,7 @@ fn foreign_origins_are_refused_everywhere_and_the_own_origin_is_allowed() {
     // Nothing changed and no provider probe was made on a refused request.
     assert_eq!(std::fs::read(server.llm_json()).expect("llm.json"), llm_before);
     assert_eq!(server.get("/api/sessions").json(), sessions_before);
-    assert!(fake.requests().iter().all(|r| r.is_chat()), "a refused origin reached the provider");
+    assert_eq!(fake.requests().len(), provider_calls, "a refused origin reached the provider");
     assert!(!server.home.join("data/mcp/servers.json").exists(), "a refused origin created an MCP server");
     assert_eq!(server.get("/api/skills/evil").status, 404, "a refused origin created a skill");
 

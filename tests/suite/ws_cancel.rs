@@ -208,20 +208,29 @@ fn cancel_closes_the_model_connection_while_the_model_is_still_thinking() {
     let (closed_tx, closed_rx) = crossbeam_channel::bounded::<Duration>(1);
     let (accepted_tx, accepted_rx) = crossbeam_channel::bounded::<Instant>(1);
     std::thread::spawn(move || {
-        let (mut sock, _) = listener.accept().expect("accept");
-        let _ = accepted_tx.send(Instant::now());
-        let mut buf = [0u8; 65536];
-        // Read the request head and body, then keep reading until the peer closes.
-        let started = Instant::now();
-        let _ = sock.set_read_timeout(Some(Duration::from_secs(20)));
-        loop {
-            match sock.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
+        // The chat request is the one to watch; other calls (the background context-length
+        // lookup) are closed unanswered.
+        for conn in listener.incoming() {
+            let Ok(mut sock) = conn else { return };
+            let mut buf = [0u8; 65536];
+            let _ = sock.set_read_timeout(Some(Duration::from_secs(20)));
+            let n = sock.read(&mut buf).unwrap_or(0);
+            if !String::from_utf8_lossy(&buf[..n]).contains("/chat/completions") {
+                continue;
             }
+            let _ = accepted_tx.send(Instant::now());
+            // Keep reading (the body, then nothing) until the peer closes.
+            let started = Instant::now();
+            loop {
+                match sock.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+            let _ = sock.flush();
+            let _ = closed_tx.send(started.elapsed());
+            return;
         }
-        let _ = sock.flush();
-        let _ = closed_tx.send(started.elapsed());
     });
     let server = TestServer::start();
     let status = server.put("/api/settings/llm", &llm_body(&format!("http://127.0.0.1:{port}"), "")).status;

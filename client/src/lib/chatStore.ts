@@ -158,6 +158,13 @@ function closeForms(state: State, chatId: string): State {
  * on the assistant message that answers after them (a turn that ended without text gets an
  * empty one). Unknown roles are skipped.
  */
+/** A stored turn's time as `at` (epoch ms), when the server sent a parseable one: history keeps
+ * `YYYY-MM-DD HH:MM` in the server's local time, read here as ISO local time. */
+function stamp(m: HistoryMessage): { at?: number } {
+  const t = typeof m.timestamp === 'string' ? Date.parse(m.timestamp.replace(' ', 'T')) : NaN
+  return Number.isFinite(t) ? { at: t } : {}
+}
+
 export function historyMessages(items: HistoryMessage[]): ChatMessage[] {
   const out: ChatMessage[] = []
   let pending: ToolBlock[] = []
@@ -181,14 +188,14 @@ export function historyMessages(items: HistoryMessage[]): ChatMessage[] {
       const i = pending.findIndex((t) => !t.done && (callId ? t.callId === callId : t.toolName === str(m.tool_name)))
       if (i >= 0) pending[i] = { ...pending[i], done: true, result: String(m.content ?? '') }
     } else if (m.role === 'assistant') {
-      const base: ChatMessage = { id: nextId('h'), role: 'assistant', content: String(m.content ?? '') }
+      const base: ChatMessage = { id: nextId('h'), role: 'assistant', content: String(m.content ?? ''), ...stamp(m) }
       // Receipts and answers of one turn: the blocks go on the turn's last assistant message.
       if (pending.length) base.tools = pending
       pending = []
       out.push(base)
     } else if (m.role === 'user') {
       flush()
-      const base: ChatMessage = { id: nextId('h'), role: 'user', content: String(m.content ?? '') }
+      const base: ChatMessage = { id: nextId('h'), role: 'user', content: String(m.content ?? ''), ...stamp(m) }
       const selections = normaliseReceipts(m)
       if (selections.length) base.selections = selections
       out.push(base)

@@ -34,6 +34,15 @@ describe('restored history', () => {
     expect(m[3].tools).toBeUndefined()
   })
 
+  it('dates restored turns from their stored timestamp, and leaves undated ones alone', () => {
+    const m = historyMessages([
+      { role: 'user', content: 'q', timestamp: '2026-12-01 09:30' },
+      { role: 'assistant', content: 'a', timestamp: 'not a time' },
+    ])
+    expect(m[0].at).toBe(new Date(2026, 11, 1, 9, 30).getTime())
+    expect(m[1].at).toBeUndefined()
+  })
+
   it('keeps a tool step whose turn ended without text, and a call whose result is missing', () => {
     const m = historyMessages([
       { role: 'user', content: 'q' },

@@ -27,6 +27,8 @@ export interface HistoryMessage {
   /** `tools=1`: a result (role `tool`) */
   call_id?: unknown
   tool_name?: unknown
+  /** `tools=1`: when a turn was stored (`YYYY-MM-DD HH:MM`, the server's local time) */
+  timestamp?: unknown
 }
 
 /** `GET /api/sessions/{id}/messages?limit=`: one page of items and where it sits. */
