@@ -36,7 +36,7 @@ function writeHistory(home) {
   writeFileSync(path.join(dir, 'metadata.json'), JSON.stringify({ title: 'Long restored chat' }))
 }
 
-const users = async () => page.getByTestId('msg-user').allInnerTexts()
+const users = async () => page.getByTestId('msg-user').getByTestId('msg-text').allInnerTexts()
 
 describe('long chat history in the web client', { concurrency: 1 }, () => {
   before(async () => {
@@ -65,6 +65,8 @@ describe('long chat history in the web client', { concurrency: 1 }, () => {
     const first = await users()
     assert.ok(first.length < 40, `only the newest page: ${first.length} user messages`)
     assert.equal(first.at(-1), `question ${TURNS - 1}`)
+    // restored turns show when they were stored
+    assert.equal(await page.getByTestId('msg-user').last().getByTestId('msg-time').count(), 1)
     assert.ok(requests[0].includes('limit=') && requests[0].includes('tools=1'), requests[0])
     // The newest page holds the tool step of turn 120: a done block with its result.
     const block = page.getByTestId('tool-block').filter({ hasText: 'read_file' }).last()

@@ -129,9 +129,10 @@ describe('CashCode web client in two languages', { concurrency: 1 }, () => {
       assert.equal(await p.getByTestId('nav-skills').innerText(), 'Skill Market')
       assert.equal(await p.getByTestId('conn-state').innerText(), 'connected')
       assert.equal(await p.getByTestId('composer-input').getAttribute('placeholder'), 'Type a message')
-      // no Chinese in the English client's own words (the chat title is the person's text)
+      // no Chinese in the English client's own words (chat titles and messages are the person's text)
       let body = await p.locator('body').innerText()
-      for (const title of await p.getByTestId('session-title').allInnerTexts()) body = body.replace(title, '')
+      const theirs = [...(await p.getByTestId('session-title').allInnerTexts()), ...(await p.getByTestId('msg-user').allInnerTexts())]
+      for (const text of theirs) body = body.replace(text, '')
       assert.doesNotMatch(body, /[\u4e00-\u9fff]/)
       assert.match(body, /just now/)
     } finally {

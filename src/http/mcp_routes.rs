@@ -123,11 +123,16 @@ pub fn oauth_callback(api: &Api, m: &str, req: &Req) -> Resp {
     r.content_type = "text/html; charset=utf-8";
     r.headers.push(("Cache-Control".into(), "no-store".into()));
     r.headers.push(("Referrer-Policy".into(), "no-referrer".into()));
+    // Static text only: no script, frame or form may run or be embedded on this page.
+    r.headers.push((
+        "Content-Security-Policy".into(),
+        "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; form-action 'none'".into(),
+    ));
     r
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
 }
 
 /// The approve body: empty, or `{"tools": [original names]}` (absent or null: every held tool).

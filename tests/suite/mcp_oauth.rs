@@ -210,6 +210,7 @@ fn authorize_callback_connect_and_sign_out() {
     assert_eq!(ok.status, 200, "{}", ok.body);
     assert!(ok.header("content-type").unwrap_or("").starts_with("text/html"));
     assert_eq!(ok.header("cache-control"), Some("no-store"));
+    assert!(ok.header("content-security-policy").is_some_and(|c| c.starts_with("default-src 'none'")));
     assert!(ok.body.contains("oa"), "{}", ok.body);
     let again = server.request("GET", path, &[], None);
     assert_eq!(again.status, 400, "a callback is single-use: {}", again.body);

@@ -106,7 +106,7 @@ function MessageActions({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: ()
         </button>
       )}
       {at && (
-        <time dateTime={at.toISOString()} title={at.toLocaleString()} className="px-1">
+        <time dateTime={at.toISOString()} title={at.toLocaleString()} className="px-1" data-testid="msg-time">
           {at.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}
         </time>
       )}
@@ -123,7 +123,10 @@ function MessageView({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: () =>
     return (
       <div className="group flex flex-col items-end gap-1.5" data-testid="msg-user">
         {m.selections && m.selections.length > 0 && <Chips selections={m.selections} />}
-        <div className="max-w-[90%] rounded-2xl rounded-br-md bg-zinc-800 px-4 py-2.5 text-[15px] whitespace-pre-wrap text-zinc-100 sm:max-w-[75%]">
+        <div
+          className="max-w-[90%] rounded-2xl rounded-br-md bg-zinc-800 px-4 py-2.5 text-[15px] whitespace-pre-wrap text-zinc-100 sm:max-w-[75%]"
+          data-testid="msg-text"
+        >
           {m.content}
         </div>
         <MessageActions m={m} />
