@@ -9,7 +9,7 @@ import type { LlmSettings } from '../lib/types'
 import { Composer } from './Composer'
 import { Logo } from './Logo'
 import { Markdown, PlainText, RenderBoundary } from './Markdown'
-import { Button, Spinner } from './ui'
+import { Button, Spinner, useCopy } from './ui'
 
 export function Chips({ selections, onRemove }: { selections: Selection[]; onRemove?: (s: Selection) => void }) {
   const t = useT()
@@ -75,18 +75,8 @@ function ToolBlockView({ block }: { block: ToolBlock }) {
 /** Copy, the time the message arrived, the turn's duration and (last answer only) Regenerate. */
 function MessageActions({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: () => void }) {
   const t = useT()
-  const [copied, setCopied] = useState(false)
-  useEffect(() => {
-    if (!copied) return
-    const id = setTimeout(() => setCopied(false), 2000)
-    return () => clearTimeout(id)
-  }, [copied])
-  const copy = () => {
-    navigator.clipboard?.writeText(m.content).then(
-      () => setCopied(true),
-      () => undefined,
-    )
-  }
+  const { copied, copy: copyText } = useCopy()
+  const copy = () => copyText(m.content)
   const at = m.at ? new Date(m.at) : null
   const btn = 'rounded p-1 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200 focus-visible:text-zinc-200'
   return (

@@ -4,7 +4,7 @@
 // highlighter load lazily on the first block that needs them. Every block sits in an error
 // boundary that falls back to its plain text.
 
-import { Component, memo, useEffect, useState, useSyncExternalStore, type ReactNode } from 'react'
+import { Component, memo, useEffect, useSyncExternalStore, type ReactNode } from 'react'
 import ReactMarkdown, { type Components } from 'react-markdown'
 import remarkGfm from 'remark-gfm'
 import remarkMath from 'remark-math'
@@ -13,6 +13,7 @@ import type { Element, ElementContent } from 'hast'
 import { Check, Copy } from 'lucide-react'
 import { useT } from '../i18n'
 import { isHostile, safeUrl, splitBlocks } from '../lib/mdBlocks'
+import { useCopy } from './ui'
 
 /** Work counters, read by tests: block renders (= parses) and the characters they parsed. */
 export const renderStats = { parses: 0, bytes: 0 }
@@ -71,25 +72,14 @@ function textOf(node: Element | undefined): string {
 
 function CodeBlock({ node, children }: { node: Element | undefined; children: ReactNode }) {
   const t = useT()
-  const [copied, setCopied] = useState(false)
+  const { copied, copy: copyText } = useCopy()
   const code = node?.children.find((c): c is Element => c.type === 'element' && c.tagName === 'code')
   const classes = code?.properties?.className
   const lang = (Array.isArray(classes) ? classes : [])
     .map(String)
     .find((c) => c.startsWith('language-'))
     ?.slice('language-'.length)
-  useEffect(() => {
-    if (!copied) return
-    const id = setTimeout(() => setCopied(false), 2000)
-    return () => clearTimeout(id)
-  }, [copied])
-  const copy = () => {
-    const value = textOf(code).replace(/\n$/, '')
-    navigator.clipboard?.writeText(value).then(
-      () => setCopied(true),
-      () => undefined,
-    )
-  }
+  const copy = () => copyText(textOf(code).replace(/\n$/, ''))
   return (
     <div className="group relative rounded-lg border border-zinc-800 bg-[#0d0d0f]">
       <div className="flex items-center justify-between border-b border-zinc-800/80 px-3 py-1 text-[11px] text-zinc-500">

@@ -1,6 +1,6 @@
 // Small shared UI pieces: buttons, modal, confirm dialog, skeleton rows, spinner.
 
-import { useEffect, useId, useRef, type ButtonHTMLAttributes, type ReactNode, type RefObject } from 'react'
+import { useEffect, useId, useRef, useState, type ButtonHTMLAttributes, type ReactNode, type RefObject } from 'react'
 import { Loader2, X } from 'lucide-react'
 import { useT } from '../i18n'
 
@@ -255,4 +255,21 @@ export function useMenuKeyboard(open: boolean, menuRef: RefObject<HTMLElement | 
     menu.addEventListener('keydown', onKey)
     return () => menu.removeEventListener('keydown', onKey)
   }, [open, menuRef])
+}
+
+/** Copies text to the clipboard; `copied` is true for two seconds after a copy succeeded. */
+export function useCopy(): { copied: boolean; copy: (text: string) => void } {
+  const [copied, setCopied] = useState(false)
+  useEffect(() => {
+    if (!copied) return
+    const id = setTimeout(() => setCopied(false), 2000)
+    return () => clearTimeout(id)
+  }, [copied])
+  const copy = (text: string) => {
+    navigator.clipboard?.writeText(text).then(
+      () => setCopied(true),
+      () => undefined,
+    )
+  }
+  return { copied, copy }
 }
