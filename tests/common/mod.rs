@@ -333,18 +333,18 @@ pub fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
     items.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
 }
 
+/// A plain HTTP client for tests: statuses are answers, not errors; no proxy; one overall timeout.
+pub fn http_agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).proxy(None).timeout_global(Some(timeout)).build().into()
+}
+
 /// `GET /api/health` on its own thread; its status if it came within `within` (a server that
 /// stalls shows as `None`, never as a hung test).
 pub fn health_within(server: &TestServer, within: Duration) -> Option<u16> {
     let port = server.http_port;
     let (tx, rx) = crossbeam_channel::bounded(1);
     std::thread::spawn(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
+        let agent = http_agent(Duration::from_secs(30));
         let r = agent.get(format!("http://127.0.0.1:{port}/api/health")).call();
         let _ = tx.send(r.map(|r| r.status().as_u16()).ok());
     });

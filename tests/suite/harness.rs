@@ -10,12 +10,7 @@ use serde_json::{json, Value};
 use crate::common::*;
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .proxy(None)
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into()
+    http_agent(Duration::from_secs(10))
 }
 
 fn post(fake: &FakeLlm, body: &Value) -> (u16, Result<String, String>) {

@@ -331,14 +331,7 @@ fn many_hanging_discovery_requests_do_not_block_the_api() {
     let never = Gate::new();
     fake.set_models("/models", Reply::json(json!({"data":[]})).gate_before_head(&never));
     let port = server.http_port;
-    let agent = || -> ureq::Agent {
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .timeout_global(Some(Duration::from_secs(40)))
-            .build()
-            .into()
-    };
+    let agent = || -> ureq::Agent { http_agent(Duration::from_secs(40)) };
     let n = 24;
     for _ in 0..n {
         let a = agent();

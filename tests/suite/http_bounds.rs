@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::common::server::HttpResp;
 use crate::common::stats::rss;
-use crate::common::{health_within, Deadline, TestServer};
+use crate::common::{health_within, http_agent, Deadline, TestServer};
 
 /// The limits the server promises (README, vendor/tiny_http/PATCHES.md).
 const MAX_HEAD: usize = 64 * 1024;
@@ -261,12 +261,7 @@ fn trickling_uploads_from_one_peer_do_not_hold_up_another() {
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
     let base = server.http_base();
     std::thread::spawn(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
+        let agent = http_agent(Duration::from_secs(30));
         let r = agent
             .patch(format!("{base}/api/sessions/nope"))
             .header("Content-Type", "application/json")

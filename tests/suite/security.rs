@@ -183,12 +183,7 @@ impl WideServer {
     }
 
     fn http(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .timeout_global(Some(Duration::from_secs(20)))
-            .build()
-            .into();
+        let agent = http_agent(Duration::from_secs(20));
         let mut b =
             ureq::http::Request::builder().method(method).uri(format!("http://127.0.0.1:{}{path}", self.http_port));
         for (k, v) in headers {
