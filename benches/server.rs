@@ -142,7 +142,7 @@ fn concurrent_run(server: &TestServer, fake: &FakeLlm, clients: usize) -> ConcRe
 }
 
 /// `BENCH_ONLY=seq`: only the sequential runs, for profiling the per-turn path (the server's
-/// pid is printed so a profiler can attach).
+/// pid is printed so a profiler can attach). `BENCH_RUNS` sets how many.
 fn sequential_only() {
     let fake = FakeLlm::start();
     let server = TestServer::with_llm(&fake);
@@ -167,6 +167,24 @@ fn sequential_only() {
     println!("server CPU per turn {cpu:.3} ms");
 }
 
+/// `BENCH_ONLY=conc`: only the 100- and 500-client runs, with the server CPU per turn of
+/// each (for profiling the concurrent path; the server's pid is printed).
+fn concurrent_only() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    println!("server pid {}", server.pid);
+    sequential_run(&server, &fake);
+    for clients in [100usize, 500] {
+        let cpu_before = cpu_ms(server.pid);
+        let runs: Vec<ConcResult> = (0..CONC_RUNS).map(|_| concurrent_run(&server, &fake, clients)).collect();
+        let errors = runs.iter().map(|r| r.errors).sum::<usize>();
+        let turns = (CONC_RUNS * clients * CONC_TURNS).saturating_sub(errors).max(1);
+        let cpu = (cpu_ms(server.pid) - cpu_before) / turns as f64;
+        let tps = median(runs.iter().map(|r| r.turns_per_sec).collect());
+        println!("{clients} clients: server CPU per turn {cpu:.3} ms, {tps:.0} turns/s, {errors} errors");
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary too (without
     // it, in a debug build), where minutes of load would only slow the test run down.
@@ -175,8 +193,10 @@ fn main() {
         return;
     }
     raise_nofile();
-    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "seq") {
-        return sequential_only();
+    match std::env::var("BENCH_ONLY").as_deref() {
+        Ok("seq") => return sequential_only(),
+        Ok("conc") => return concurrent_only(),
+        _ => {}
     }
     let bin = env!("CARGO_BIN_EXE_cashcode");
     let size = std::fs::metadata(bin).map(|m| m.len()).unwrap_or(0);

@@ -43,12 +43,10 @@ pub fn init(
     let now = time::now_epoch() as i64;
     let sink = FileSink { dir: dir.to_path_buf(), file, date: time::local_date(now), retention_days };
     prune(&sink.dir, sink.retention_days);
-    let console_secrets = secrets.clone();
+    // `Logger::log` hands env_logger records whose message is already clean.
     let console = env_logger::Builder::new()
         .filter_level(console_level)
-        .format(move |buf, record| {
-            writeln!(buf, "{} {:<5} {}", time::minute_stamp(), record.level(), clean(&console_secrets, record))
-        })
+        .format(|buf, record| writeln!(buf, "{} {:<5} {}", time::minute_stamp(), record.level(), record.args()))
         .build();
     let logger = Logger { secrets, console, console_level, file_level, file: Mutex::new(sink) };
     log::set_max_level(console_level.max(file_level));
@@ -66,10 +64,26 @@ impl Log for Logger {
         if !ours && record.level() > log::Level::Warn {
             return;
         }
-        if record.level() <= self.console_level {
-            self.console.log(record);
+        let to_console = record.level() <= self.console_level;
+        let to_file = record.level() <= self.file_level;
+        if !to_console && !to_file {
+            return;
         }
-        if record.level() <= self.file_level {
+        // Cleaned once for both sinks.
+        let message = clean(&self.secrets, record);
+        if to_console {
+            self.console.log(
+                &Record::builder()
+                    .args(format_args!("{message}"))
+                    .level(record.level())
+                    .target(record.target())
+                    .module_path(record.module_path())
+                    .file(record.file())
+                    .line(record.line())
+                    .build(),
+            );
+        }
+        if to_file {
             let now = time::now_epoch();
             let t = time::local(now as i64);
             let line = format!(
@@ -79,7 +93,7 @@ impl Log for Logger {
                 t.offset_str(false),
                 record.level().as_str(),
                 record.target(),
-                clean(&self.secrets, record)
+                message
             );
             let mut sink = self.file.lock().unwrap_or_else(|p| p.into_inner());
             sink.rotate_if_needed(now as i64);

@@ -27,6 +27,12 @@ pub struct ChatState {
     keep_chars: usize,
     /// What the records weigh ([`crate::store::tail::weight`]).
     weight: usize,
+    /// Characters of the records' contents (what consolidation's threshold counts).
+    content_chars: usize,
+}
+
+fn content_chars(records: &[Record]) -> usize {
+    records.iter().map(|r| r.content.chars().count()).sum()
 }
 
 /// The comma-joined JSON of the context's model messages, with where each group starts. A
@@ -68,13 +74,19 @@ impl ChatState {
     /// A state that keeps at most about `keep_chars` of records in memory (0 = all).
     pub fn bounded(records: Vec<Record>, metadata: Map<String, Value>, keep_chars: usize) -> Self {
         let weight = records.iter().map(crate::store::tail::weight).sum();
-        let mut st = ChatState { records, metadata, wire: None, keep_chars, weight };
+        let content_chars = content_chars(&records);
+        let mut st = ChatState { records, metadata, wire: None, keep_chars, weight, content_chars };
         st.trim();
         st
     }
 
     pub fn records(&self) -> &[Record] {
         &self.records
+    }
+
+    /// Characters of the records' contents, kept up to date so a turn's end need not count.
+    pub fn content_chars(&self) -> usize {
+        self.content_chars
     }
 
     /// Appends a persisted turn. The serialised messages grow by the new records alone when
@@ -84,6 +96,7 @@ impl ChatState {
         let clean =
             self.records.last().is_none_or(|r| r.role != "tool_calls") && new.first().is_none_or(|r| r.role != "tool");
         self.weight += new.iter().map(crate::store::tail::weight).sum::<usize>();
+        self.content_chars += content_chars(&new);
         self.records.extend(new);
         match &mut self.wire {
             Some(w) if w.covered == old && clean => {
@@ -114,6 +127,7 @@ impl ChatState {
             cut += 1;
         }
         if cut > first {
+            self.content_chars -= content_chars(&self.records[first..cut]);
             self.records.drain(first..cut);
             self.records.shrink_to(self.records.len() * 2);
             self.weight = weight;
@@ -124,6 +138,7 @@ impl ChatState {
     /// Swaps in a new context (consolidation).
     pub fn replace(&mut self, records: Vec<Record>) {
         self.weight = records.iter().map(crate::store::tail::weight).sum();
+        self.content_chars = content_chars(&records);
         self.records = records;
         self.wire = None;
         self.trim();
@@ -537,8 +552,11 @@ mod budget_tests {
             assert!(w <= 2_000 + 500 + 200, "weight {w}");
             assert_eq!(st.records()[0].role, "summary");
             assert!(st.records().len() < 2 || st.records()[1].role == "user");
+            assert_eq!(st.content_chars(), content_chars(st.records()), "after {i} turns");
         }
         assert!(st.records().last().unwrap().content == "ok");
+        st.replace(vec![rec("summary", "短的"), rec("user", "q")]);
+        assert_eq!(st.content_chars(), 3);
         let fresh = to_messages(st.records()).iter().map(Value::to_string).collect::<Vec<_>>().join(",");
         assert_eq!(st.messages_json(), fresh);
     }

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::history::{lock, ChatState};
 use super::prompt;
-use super::tools::{FinishedTurn, Preparation, SchemaCache, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
+use super::tools::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use super::Deps;
 use crate::bus::TurnRequest;
 use crate::llm::client::{Completion, LlmClient, LlmError, OnText, ToolCall};
@@ -86,21 +86,29 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
     let state = deps.cache.get(chat_id);
 
     // Title before any model call, so it survives a failed turn (ws-protocol.md §5).
-    let title = {
+    let (title, fresh) = {
         let mut st = lock(&state);
+        let fresh = st.records().is_empty();
         let untitled = st.metadata.get("title").and_then(Value::as_str).is_none_or(str::is_empty);
-        if untitled && st.records().is_empty() {
+        if untitled && fresh {
             let title = text::take_chars(&text::collapse_ws(&req.content), TITLE_CHARS).to_string();
             st.metadata.insert("title".into(), Value::String(title.clone()));
+            // The keys the turn's end writes, empty for now: one write of metadata.json per
+            // new chat instead of two (each is a new file and a rename).
+            for key in TURN_METADATA_KEYS {
+                st.metadata.entry(key).or_insert_with(|| Value::Object(Map::new()));
+            }
             if let Err(e) = deps.chats.write_metadata(chat_id, &st.metadata) {
                 log::error!("event=metadata.write_failed chat_id={chat_id} error_kind={:?}", e.kind());
             }
-            Some(title)
+            (Some(title), fresh)
         } else {
-            None
+            (None, fresh)
         }
     };
-    if let Some(dir) = deps.chats.dir(chat_id) {
+    // A chat's folder exists from its first message on, whatever the turn's fate; later
+    // writes create it again if it went missing.
+    if let Some(dir) = deps.chats.dir(chat_id).filter(|_| fresh) {
         let _ = crate::util::fsx::create_private_dirs(&dir);
     }
     if let Some(title) = title {
@@ -230,36 +238,35 @@ fn budgeted_body(
     tools: &[Arc<dyn Tool>],
     budget: Option<usize>,
 ) -> Result<Vec<u8>, String> {
-    let mut messages = String::with_capacity(head.len() + tail.len() + 1);
-    messages.push_str(head);
-    let Some(budget) = budget else {
-        lock(state).push_context(&mut messages, usize::MAX);
-        messages.push(',');
-        messages.push_str(tail);
-        return Ok(request_body(model, &messages, tools, &deps.schemas));
-    };
-    // What the request costs without any context (one more comma joins the context in).
-    let bare = {
-        let mut m = String::with_capacity(head.len() + tail.len() + 1);
-        m.push_str(head);
-        m.push(',');
-        m.push_str(tail);
-        let body = request_body(model, &m, tools, &deps.schemas);
-        String::from_utf8_lossy(&body).chars().count()
-    };
-    if bare > budget {
-        return Err(format!(
-            "the request is larger than the context budget ({bare} > {budget} characters) even without the \
+    let schemas: Vec<Arc<str>> = tools.iter().map(|tool| deps.schemas.json(tool)).collect();
+    // Room for the context: what the request costs without any (one more comma joins the
+    // context in) is counted from its parts.
+    let room = match budget {
+        None => usize::MAX,
+        Some(budget) => {
+            let bare = request_chars(model, head.chars().count() + 1 + tail.chars().count(), &schemas);
+            if bare > budget {
+                return Err(format!(
+                    "the request is larger than the context budget ({bare} > {budget} characters) even without the \
 chat's earlier messages"
-        ));
-    }
-    let left_out = lock(state).push_context(&mut messages, budget - bare).1;
+                ));
+            }
+            budget - bare
+        }
+    };
+    // Built in place: the context is copied once, from the chat's cached JSON into the body.
+    let mut body =
+        String::with_capacity(head.len() + tail.len() + schemas.iter().map(|s| s.len() + 1).sum::<usize>() + 256);
+    body.push_str(BODY_OPEN);
+    body.push_str(head);
+    let left_out = lock(state).push_context(&mut body, room).1;
     if left_out {
-        log::info!("event=turn.context_trimmed budget_chars={budget}");
+        log::info!("event=turn.context_trimmed budget_chars={}", budget.unwrap_or(0));
     }
-    messages.push(',');
-    messages.push_str(tail);
-    Ok(request_body(model, &messages, tools, &deps.schemas))
+    body.push(',');
+    body.push_str(tail);
+    close_body(&mut body, model, &schemas);
+    Ok(body.into_bytes())
 }
 
 /// Appends one message to a comma-joined JSON list.
@@ -272,26 +279,48 @@ fn push_message(messages: &mut String, m: &Value) {
 
 /// The streamed chat-completion request. Keys in the order `serde_json` writes a `Value`
 /// object (sorted), so the bytes are what serialising the same object gives.
-fn request_body(model: &str, messages: &str, tools: &[Arc<dyn Tool>], schemas: &SchemaCache) -> Vec<u8> {
-    let schemas: Vec<Arc<str>> = tools.iter().map(|tool| schemas.json(tool)).collect();
-    let mut body = Vec::with_capacity(messages.len() + schemas.iter().map(|s| s.len() + 1).sum::<usize>() + 128);
-    body.extend_from_slice(b"{\"messages\":[");
-    body.extend_from_slice(messages.as_bytes());
-    body.extend_from_slice(b"],\"model\":");
-    body.extend_from_slice(Value::from(model).to_string().as_bytes());
-    body.extend_from_slice(b",\"stream\":true");
+#[cfg(test)]
+fn request_body(model: &str, messages: &str, schemas: &[Arc<str>]) -> Vec<u8> {
+    let mut body = String::from(BODY_OPEN);
+    body.push_str(messages);
+    close_body(&mut body, model, schemas);
+    body.into_bytes()
+}
+
+/// What a request body starts with; its `messages` follow, then [`close_body`].
+const BODY_OPEN: &str = "{\"messages\":[";
+
+/// Ends a request body after its messages: model, stream flag, tools.
+fn close_body(body: &mut String, model: &str, schemas: &[Arc<str>]) {
+    body.push_str("],\"model\":");
+    body.push_str(&Value::from(model).to_string());
+    body.push_str(",\"stream\":true");
     if !schemas.is_empty() {
-        body.extend_from_slice(b",\"tool_choice\":\"auto\",\"tools\":[");
+        body.push_str(",\"tool_choice\":\"auto\",\"tools\":[");
         for (i, s) in schemas.iter().enumerate() {
             if i > 0 {
-                body.push(b',');
+                body.push(',');
             }
-            body.extend_from_slice(s.as_bytes());
+            body.push_str(s);
         }
-        body.push(b']');
+        body.push(']');
     }
-    body.push(b'}');
-    body
+    body.push('}');
+}
+
+/// Characters of [`request_body`] for messages of `messages_chars` characters, counted from
+/// its parts instead of building it.
+fn request_chars(model: &str, messages_chars: usize, schemas: &[Arc<str>]) -> usize {
+    let fixed = BODY_OPEN.len() + "],\"model\":".len() + ",\"stream\":true".len() + "}".len();
+    let tools = if schemas.is_empty() {
+        0
+    } else {
+        ",\"tool_choice\":\"auto\",\"tools\":[".len()
+            + schemas.iter().map(|s| s.chars().count()).sum::<usize>()
+            + (schemas.len() - 1)
+            + "]".len()
+    };
+    fixed + messages_chars + Value::from(model).to_string().chars().count() + tools
 }
 
 /// Executes one model step's tool calls in order. False when cancelled mid-step (the
@@ -504,4 +533,25 @@ fn visible_tools(deps: &Deps, ctx: &TurnCtx) -> Vec<Arc<dyn Tool>> {
     // requests, so provider prompt caches keep hitting.
     out.sort_by(|a, b| (a.name().starts_with("mcp_"), a.name()).cmp(&(b.name().starts_with("mcp_"), b.name())));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_chars_counts_what_request_body_builds() {
+        let schemas: Vec<Arc<str>> = vec![
+            Arc::from(r#"{"type":"function","function":{"name":"a","description":"搜索"}}"#),
+            Arc::from(r#"{"type":"function","function":{"name":"b"}}"#),
+        ];
+        let messages = [r#"{"role":"system","content":"你好"}"#, r#"{"role":"user","content":"x\"y"}"#].join(",");
+        for model in ["gpt-4o", "模型\"q\"", ""] {
+            for n in 0..=schemas.len() {
+                let body = request_body(model, &messages, &schemas[..n]);
+                let chars = String::from_utf8(body).expect("UTF-8").chars().count();
+                assert_eq!(request_chars(model, messages.chars().count(), &schemas[..n]), chars, "{model} {n}");
+            }
+        }
+    }
 }

@@ -4,10 +4,12 @@
 //! non-streamed completions (consolidation, Dream) and model discovery. The reader hands text
 //! deltas straight to the turn's callback; the worker wakes once per model call.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::settings::Settings;
@@ -128,10 +130,12 @@ pub struct LlmClient {
     context: Arc<super::context::ContextLengths>,
 }
 
-/// Idle stream agents kept per client.
-const MAX_IDLE_STREAM_AGENTS: usize = 16;
-/// Stream reader threads kept parked, and how long one waits for the next model call.
-const MAX_IDLE_READERS: usize = 8;
+/// Idle stream agents kept per client, and stream reader threads kept parked: as many as
+/// the default number of workers, so a burst of turns neither opens a new connection nor
+/// starts a new thread per model call (each parked reader holds only its touched stack).
+const MAX_IDLE_STREAM_AGENTS: usize = 32;
+const MAX_IDLE_READERS: usize = 32;
+/// How long a parked reader waits for the next model call.
 const READER_IDLE: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for LlmClient {
@@ -315,19 +319,31 @@ impl LlmClient {
                 continue;
             }
             // This `llm-stream` thread has a small stack: nesting is bounded before parsing.
-            let parsed = match too_deep(data.as_bytes(), MAX_JSON_DEPTH) {
-                None => serde_json::from_str::<Value>(data).ok(),
-                Some(_) => None,
-            };
-            let Some(v) = parsed else {
+            if too_deep(data.as_bytes(), MAX_JSON_DEPTH).is_some() {
                 return Err(LlmError::Malformed("stream data is not JSON"));
+            }
+            // The usual chunk shape is read into borrowed fields; anything else (or an odd
+            // type somewhere) goes through the general `Value` reading.
+            let fast = serde_json::from_str::<WireChunk>(data).ok();
+            let slow = match &fast {
+                Some(_) => None,
+                None => match serde_json::from_str::<Value>(data) {
+                    Ok(v) => Some(v),
+                    Err(_) => return Err(LlmError::Malformed("stream data is not JSON")),
+                },
             };
-            if let Some(err) = v.get("error") {
+            let error = fast.as_ref().map_or_else(|| slow.as_ref().and_then(|v| v.get("error")), |f| f.error.as_ref());
+            if let Some(err) = error {
                 let msg = err.get("message").and_then(Value::as_str).unwrap_or("error in stream");
                 let status = err.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
                 return Err(LlmError::Http { status, message: self.short(msg) });
             }
-            for c in chunks_of(&v) {
+            let chunks = match (fast, &slow) {
+                (Some(f), _) => f.into_chunks(),
+                (None, Some(v)) => chunks_of(v),
+                (None, None) => Vec::new(),
+            };
+            for c in chunks {
                 match c {
                     Chunk::Text(t) => {
                         stream.text(&t)?;
@@ -570,35 +586,103 @@ impl Stream<'_> {
     }
 }
 
-enum Chunk {
-    Text(String),
+#[derive(Debug, PartialEq)]
+enum Chunk<'a> {
+    Text(Cow<'a, str>),
     ToolFragment { index: usize, id: Option<String>, name: Option<String>, arguments: Option<String> },
     Finish(String),
     Usage(Value),
 }
 
-fn chunks_of(v: &Value) -> Vec<Chunk> {
+/// A stream chunk in its usual shape, text borrowed from the event's data where it has no
+/// escapes. Unknown fields are skipped; a field of another type fails the parse, and the
+/// chunk is then read as a `Value` by [`chunks_of`].
+#[derive(Deserialize)]
+struct WireChunk<'a> {
+    #[serde(borrow, default)]
+    choices: Vec<WireChoice<'a>>,
+    #[serde(default)]
+    usage: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice<'a> {
+    #[serde(borrow, default)]
+    delta: Option<WireDelta<'a>>,
+    #[serde(borrow, default)]
+    message: Option<WireDelta<'a>>,
+    #[serde(borrow, default, deserialize_with = "borrowed")]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta<'a> {
+    #[serde(borrow, default, deserialize_with = "borrowed")]
+    content: Option<Cow<'a, str>>,
+    #[serde(default)]
+    tool_calls: Option<Vec<Value>>,
+}
+
+/// An optional string borrowed from the input when it has no escapes (serde borrows a bare
+/// `Cow` field, not one inside an `Option`).
+fn borrowed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(Option::<Text>::deserialize(d)?.map(|t| t.0))
+}
+
+impl<'a> WireChunk<'a> {
+    /// The same chunks [`chunks_of`] finds in this data.
+    fn into_chunks(self) -> Vec<Chunk<'a>> {
+        let mut out = Vec::new();
+        if let Some(choice) = self.choices.into_iter().next() {
+            if let Some(d) = choice.delta.or(choice.message) {
+                if let Some(t) = d.content.filter(|t| !t.is_empty()) {
+                    out.push(Chunk::Text(t));
+                }
+                for (pos, c) in d.tool_calls.unwrap_or_default().iter().enumerate() {
+                    out.push(tool_fragment(c, pos));
+                }
+            }
+            if let Some(r) = choice.finish_reason {
+                out.push(Chunk::Finish(r.into_owned()));
+            }
+        }
+        if let Some(u) = self.usage.filter(Value::is_object) {
+            out.push(Chunk::Usage(u));
+        }
+        out
+    }
+}
+
+fn tool_fragment<'a>(c: &Value, pos: usize) -> Chunk<'a> {
+    let index = c.get("index").and_then(Value::as_u64).map(|i| i as usize).unwrap_or(pos);
+    let f = c.get("function");
+    Chunk::ToolFragment {
+        index,
+        id: c.get("id").and_then(Value::as_str).map(str::to_string),
+        name: f.and_then(|f| f.get("name")).and_then(Value::as_str).map(str::to_string),
+        arguments: f.and_then(|f| f.get("arguments")).and_then(|a| match a {
+            Value::String(s) => Some(s.clone()),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        }),
+    }
+}
+
+fn chunks_of(v: &Value) -> Vec<Chunk<'_>> {
     let mut out = Vec::new();
     if let Some(choice) = v.pointer("/choices/0") {
         let delta = choice.get("delta").or_else(|| choice.get("message"));
         if let Some(d) = delta {
             if let Some(t) = d.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                out.push(Chunk::Text(t.to_string()));
+                out.push(Chunk::Text(Cow::Borrowed(t)));
             }
             if let Some(calls) = d.get("tool_calls").and_then(Value::as_array) {
                 for (pos, c) in calls.iter().enumerate() {
-                    let index = c.get("index").and_then(Value::as_u64).map(|i| i as usize).unwrap_or(pos);
-                    let f = c.get("function");
-                    out.push(Chunk::ToolFragment {
-                        index,
-                        id: c.get("id").and_then(Value::as_str).map(str::to_string),
-                        name: f.and_then(|f| f.get("name")).and_then(Value::as_str).map(str::to_string),
-                        arguments: f.and_then(|f| f.get("arguments")).and_then(|a| match a {
-                            Value::String(s) => Some(s.clone()),
-                            Value::Null => None,
-                            other => Some(other.to_string()),
-                        }),
-                    });
+                    out.push(tool_fragment(c, pos));
                 }
             }
         }
@@ -674,6 +758,36 @@ fn map_io(e: &std::io::Error, timeout: Duration) -> LlmError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn typed_chunks_read_what_the_value_reading_reads() {
+        let cases = [
+            r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"},"logprobs":null,"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"content":"line\nwith \"escapes\" \u4f60\u597d"}}]}"#,
+            r#"{"choices":[{"delta":{"content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":3}}"#,
+            r#"{"choices":[{"message":{"content":"whole"}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"c1","function":{"name":"grep","arguments":"{\"a\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":{"k":1}}}]}}]}"#,
+            r#"{"choices":[],"usage":{"total_tokens":9}}"#,
+            r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"second choice"}}]}"#,
+            r#"{"usage":null}"#,
+        ];
+        let first = serde_json::from_str::<super::WireChunk>(cases[0]).unwrap().into_chunks();
+        assert!(matches!(&first[0], super::Chunk::Text(std::borrow::Cow::Borrowed("Hello"))), "{first:?}");
+        for data in cases {
+            let typed = serde_json::from_str::<super::WireChunk>(data).expect(data).into_chunks();
+            let v: serde_json::Value = serde_json::from_str(data).unwrap();
+            assert_eq!(typed, super::chunks_of(&v), "{data}");
+        }
+        // Odd types fail the typed reading, so such chunks take the general one.
+        for data in [
+            r#"{"choices":null}"#,
+            r#"{"choices":[{"delta":{"content":["part"]}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"},"finish_reason":1}]}"#,
+        ] {
+            assert!(serde_json::from_str::<super::WireChunk>(data).is_err(), "{data}");
+        }
+    }
+
     use super::*;
 
     #[test]

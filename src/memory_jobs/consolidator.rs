@@ -96,7 +96,11 @@ impl Consolidator {
     /// Called at the end of a successful turn: queues a job if the chat is over the threshold
     /// and no job for it is pending or running.
     pub fn maybe_schedule(&self, job: Job) {
-        let over = plan(lock(&job.state).records(), self.threshold).is_some();
+        let over = {
+            let st = lock(&job.state);
+            // The running total first: below the threshold there is nothing to plan.
+            st.content_chars() >= self.threshold && plan(st.records(), self.threshold).is_some()
+        };
         if !over {
             return;
         }

@@ -215,11 +215,13 @@ impl ChatStore {
         }
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let _g = self.stripe(id);
-        fsx::create_private_dirs(&dir)?;
         let path = dir.join("history.jsonl");
-        let (mut cursor, len, newline) = match self.known_tail(id, &path)? {
-            Some(t) => (t.cursor, t.len, false),
-            None => (self.last_cursor(&dir)?, file_len(&path)?.unwrap_or(0), needs_newline(&path)?),
+        let mut file = fsx::open_append(&path)?;
+        let len = file.metadata()?.len();
+        let known = self.tails.lock().unwrap_or_else(|p| p.into_inner()).get(id).copied().filter(|t| t.len == len);
+        let (mut cursor, newline) = match known {
+            Some(t) => (t.cursor, false),
+            None => (self.last_cursor(&dir)?, needs_newline(&path)?),
         };
         let stamp = time::minute_stamp();
         let mut buf = Vec::with_capacity(records.len() * 128);
@@ -233,7 +235,7 @@ impl ChatStore {
             serde_json::to_writer(&mut buf, r).map_err(io::Error::other)?;
             buf.push(b'\n');
         }
-        if let Err(e) = fsx::append(&path, &buf) {
+        if let Err(e) = fsx::append_to(&mut file, len, &buf) {
             self.forget_tail(id);
             return Err(e);
         }
@@ -296,8 +298,8 @@ impl ChatStore {
     }
 
     /// Write-ahead for a turn that reached the model: the user record goes to
-    /// `.pending_turn.json` (one write; recovery treats an empty or torn file as nothing
-    /// pending) so a crash mid-turn cannot lose it. `end_turn` removes it after the turn was
+    /// `.pending_turn.json` (one write; recovery treats a blank or torn file as nothing
+    /// pending) so a crash mid-turn cannot lose it. `end_turn` blanks it after the turn was
     /// appended (or failed while the process lived).
     pub fn begin_turn(&self, id: &str, user: &Record) -> io::Result<()> {
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
@@ -306,13 +308,14 @@ impl ChatStore {
             None => self.last_cursor(&dir)?,
         };
         let body = serde_json::json!({"start_cursor": start, "record": user});
-        fsx::create_private_dirs(&dir)?;
-        fsx::write_whole(&dir.join(PENDING), body.to_string().as_bytes())
+        fsx::write_ahead(&dir.join(PENDING), body.to_string().as_bytes())
     }
 
+    /// Blanks the write-ahead file (recovery skips a blank one; start-up removes it). Kept
+    /// rather than removed: see [`fsx::write_ahead`] for what a file per turn costs.
     pub fn end_turn(&self, id: &str) {
         if let Some(dir) = self.dir(id) {
-            let _ = fs::remove_file(dir.join(PENDING));
+            let _ = fsx::blank(&dir.join(PENDING));
         }
     }
 

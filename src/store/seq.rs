@@ -2,7 +2,7 @@
 //! number), so event numbers keep rising across restarts (ws/hub.rs `SeqMarks`). Written by
 //! the hub once per block of seqs and at a clean stop, under the hub's lock; a chat without a
 //! directory (no history, no metadata) keeps its mark in memory only, so marks never create
-//! chats. Tmp file + rename without fsync: a mark lost to a power cut only costs a reload.
+//! chats. Overwritten in place without fsync: a mark lost to a power cut only costs a reload.
 
 use std::fs;
 use std::path::PathBuf;
@@ -24,7 +24,7 @@ impl SeqFiles {
     }
 
     fn path(&self, chat_id: &str) -> Option<PathBuf> {
-        self.chats.dir(chat_id).filter(|d| d.is_dir()).map(|d| d.join(FILE))
+        self.chats.dir(chat_id).map(|d| d.join(FILE))
     }
 }
 
@@ -39,14 +39,14 @@ impl SeqMarks for SeqFiles {
     }
 
     fn save(&self, chat_id: &str, mark: u64) -> bool {
-        let Some(path) = self.path(chat_id) else { return false };
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        // Opened here rather than through `fsx::write_replace`, which would create a deleted
-        // chat's directory again; private like every server file.
-        let written = fsx::write_private(&tmp, mark.to_string().as_bytes()).and_then(|()| fs::rename(&tmp, &path));
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            log::warn!("event=ws.seq_mark_failed chat_id={chat_id} error_kind={:?}", e.kind());
+        let Some(dir) = self.chats.dir(chat_id) else { return false };
+        // Overwritten in place like `.cursor` (marks only grow, so no byte of an older one
+        // survives): no new file per block, and the hub's lock is held for one `pwrite`. The
+        // file is never created with its directory, so a mark never creates a deleted chat.
+        if let Err(e) = fsx::overwrite_counter(&dir.join(FILE), mark.to_string().as_bytes()) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                log::warn!("event=ws.seq_mark_failed chat_id={chat_id} error_kind={:?}", e.kind());
+            }
             return false;
         }
         true

@@ -157,26 +157,81 @@ pub fn overwrite_counter(path: &Path, bytes: &[u8]) -> io::Result<()> {
     f.write_all_at(bytes, 0)
 }
 
-/// Creates or replaces a small file with one `write` call and no rename: a process crash
-/// leaves it absent, empty or whole, and a failed write removes it. For write-ahead files
-/// whose readers treat empty or unparsable content as absent.
-pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut f = private_options().write(true).create(true).truncate(true).open(path)?;
-    f.write_all(bytes).inspect_err(|_| {
+/// Content of a write-ahead file longer than this is cut back when it is rewritten or blanked.
+const WRITE_AHEAD_KEEP: u64 = 4096;
+
+/// Writes a write-ahead file (JSON whose readers treat blank or unparsable content as
+/// absent) in place with one `pwrite` and no rename: an existing file keeps its inode and is
+/// never truncated to zero. Both matter on ext4, where a file created and removed once per
+/// turn costs more than every other write of the turn, and a file truncated to zero and
+/// written again is flushed to disk when it is closed (`auto_da_alloc`). Older, longer content
+/// is overwritten with spaces, so at every moment the file holds either the old text or the
+/// new one (JSON allows trailing whitespace); a long tail is cut afterwards. A missing parent
+/// directory is created [`DIR_MODE`]; a failed write removes the file.
+pub fn write_ahead(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = open_creating_parent(path, private_options().write(true).create(true))?;
+    let old = f.metadata()?.len();
+    let len = bytes.len() as u64;
+    let result = if old > len {
+        let mut padded = Vec::with_capacity(old.min(len + WRITE_AHEAD_KEEP) as usize);
+        padded.extend_from_slice(bytes);
+        padded.resize(old.min(len + WRITE_AHEAD_KEEP) as usize, b' ');
+        // Cut first when the old text is much longer: a prefix of JSON never parses.
+        if old > len + WRITE_AHEAD_KEEP {
+            f.set_len(padded.len() as u64)?;
+        }
+        f.write_all_at(&padded, 0)
+    } else {
+        f.write_all_at(bytes, 0)
+    };
+    result.inspect_err(|_| {
         let _ = fs::remove_file(path);
     })
 }
 
-/// Appends `bytes` to `path` in one `write` call (history records of one turn). Once it
-/// returns, the data survives a crash of the process; power-loss durability is left to the
-/// file system so a turn does not pay an fsync on the hot path. A write that fails part-way
-/// (disk full) is cut back off, so the file never keeps half a record.
-pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    if let Some(dir) = path.parent() {
-        create_private_dirs(dir)?;
+/// Blanks a write-ahead file whose work is done (spaces over its content, cut to at most
+/// [`WRITE_AHEAD_KEEP`] bytes first): readers see nothing pending, and the next
+/// [`write_ahead`] reuses the file. A missing file is fine.
+pub fn blank(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = match OpenOptions::new().write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    if len > WRITE_AHEAD_KEEP {
+        f.set_len(WRITE_AHEAD_KEEP)?;
     }
-    let mut f = private_options().create(true).append(true).open(path)?;
-    let before = f.metadata()?.len();
+    f.write_all_at(&vec![b' '; len.min(WRITE_AHEAD_KEEP) as usize], 0)
+}
+
+/// Opens `path` with `opts`; when its directory is missing, creates it [`DIR_MODE`] and tries
+/// once more. The common case, an existing directory, costs no `mkdir`.
+fn open_creating_parent(path: &Path, opts: &OpenOptions) -> io::Result<File> {
+    match opts.open(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let dir = path.parent().ok_or(e)?;
+            create_private_dirs(dir)?;
+            opts.open(path)
+        }
+        other => other,
+    }
+}
+
+/// Opens `path` for appending (created [`FILE_MODE`], its directory [`DIR_MODE`], when
+/// missing), for [`append_to`].
+pub fn open_append(path: &Path) -> io::Result<File> {
+    open_creating_parent(path, private_options().create(true).append(true))
+}
+
+/// Appends `bytes` to `f`, which was `before` bytes long, in one `write` call (history
+/// records of one turn). Once it returns, the data survives a crash of the process;
+/// power-loss durability is left to the file system so a turn does not pay an fsync on the
+/// hot path. A write that fails part-way (disk full) is cut back off, so the file never
+/// keeps half a record.
+pub fn append_to(f: &mut File, before: u64, bytes: &[u8]) -> io::Result<()> {
     f.write_all(bytes).inspect_err(|_| {
         // Best effort: if even the truncate fails, readers still skip the torn line.
         let _ = f.set_len(before);
@@ -341,6 +396,42 @@ mod tests {
             use std::os::unix::fs::PermissionsExt;
             assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
         }
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn write_ahead_rewrites_in_place_and_blank_leaves_nothing_that_parses() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = std::env::temp_dir().join(format!("cc-fsx-{}", super::super::rand::hex(6)));
+        let p = dir.join("sub").join(".pending.json");
+        let parse = |p: &Path| serde_json::from_slice::<serde_json::Value>(&fs::read(p).unwrap()).ok();
+        // The missing directory is created; the file is private.
+        write_ahead(&p, br#"{"a":"a long first message"}"#).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        let inode = fs::metadata(&p).unwrap().ino();
+        // Shorter content: padded over the old text, still one JSON value.
+        write_ahead(&p, br#"{"b":1}"#).unwrap();
+        assert_eq!(parse(&p), Some(serde_json::json!({"b": 1})));
+        assert_eq!(fs::metadata(&p).unwrap().len(), br#"{"a":"a long first message"}"#.len() as u64);
+        blank(&p).unwrap();
+        let text = fs::read(&p).unwrap();
+        assert!(!text.is_empty() && text.iter().all(|b| *b == b' '), "{text:?}");
+        assert_eq!(parse(&p), None);
+        assert_eq!(fs::metadata(&p).unwrap().ino(), inode, "the file is reused, not replaced");
+        // A long text is cut back when replaced by a short one, and when blanked.
+        let long = format!("{{\"c\":\"{}\"}}", "x".repeat(100_000));
+        write_ahead(&p, long.as_bytes()).unwrap();
+        assert_eq!(parse(&p).unwrap()["c"].as_str().unwrap().len(), 100_000);
+        write_ahead(&p, br#"{"d":2}"#).unwrap();
+        assert_eq!(parse(&p), Some(serde_json::json!({"d": 2})));
+        assert_eq!(fs::metadata(&p).unwrap().len(), 7 + WRITE_AHEAD_KEEP);
+        write_ahead(&p, long.as_bytes()).unwrap();
+        blank(&p).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().len(), WRITE_AHEAD_KEEP);
+        assert_eq!(parse(&p), None);
+        // Blanking a file that does not exist is not an error and creates nothing.
+        blank(&dir.join("none")).unwrap();
+        assert!(!dir.join("none").exists());
         fs::remove_dir_all(dir).unwrap();
     }
 

@@ -15,6 +15,12 @@ pub fn redact_with(s: &str, known: &[&str]) -> String {
     redact(&out)
 }
 
+/// Every pattern [`redact`] looks for starts with one of these (lower-case) ASCII letters;
+/// other bytes are copied in runs.
+fn may_start(b: u8) -> bool {
+    matches!(b, b'a' | b'b' | b'p' | b's' | b't' | b'x')
+}
+
 /// Replaces bearer tokens, `sk-` keys and labelled secrets with `[REDACTED]`.
 pub fn redact(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -23,6 +29,13 @@ pub fn redact(s: &str) -> String {
     let lb = lower.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
+        if !may_start(lb[i]) {
+            // ASCII letters never occur inside a multi-byte character, so `j` is a boundary.
+            let j = lb[i..].iter().position(|b| may_start(*b)).map_or(bytes.len(), |k| i + k);
+            out.push_str(&s[i..j]);
+            i = j;
+            continue;
+        }
         // "bearer <token>"
         if lb[i..].starts_with(b"bearer ") && word_start(lb, i) {
             out.push_str(&s[i..i + 7]);
@@ -93,6 +106,18 @@ fn token_end(b: &[u8], mut i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_pattern_starts_with_a_letter_the_scan_stops_at() {
+        for p in LABELS.iter().chain(&["bearer ", "sk-"]) {
+            assert!(may_start(p.as_bytes()[0]), "{p}");
+        }
+        // Runs of other text, multi-byte characters included, are copied whole and the
+        // patterns after them still found.
+        assert_eq!(redact("密钥是 API_KEY=abc123 再见"), "密钥是 API_KEY=[REDACTED] 再见");
+        assert_eq!(redact("ééé Bearer xyz ü"), "ééé Bearer [REDACTED] ü");
+        assert_eq!(redact("只有中文，没有秘密"), "只有中文，没有秘密");
+    }
 
     #[test]
     fn redacts_common_shapes() {

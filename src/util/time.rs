@@ -45,6 +45,21 @@ pub fn now_millis() -> u128 {
 
 /// Local broken-down time for `secs` since the epoch.
 pub fn local(secs: i64) -> Local {
+    // Every log line and history append asks for the current second; glibc's conversion
+    // (a lock and the zone rules) is most of their time, so the last answer is kept.
+    static LAST: std::sync::Mutex<Option<(i64, Local)>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((s, t)) = *last {
+        if s == secs {
+            return t;
+        }
+    }
+    let t = convert(secs);
+    *last = Some((secs, t));
+    t
+}
+
+fn convert(secs: i64) -> Local {
     #[cfg(unix)]
     {
         let t: libc::time_t = secs as libc::time_t;

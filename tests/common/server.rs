@@ -344,9 +344,11 @@ impl Drop for TestServer {
 }
 
 /// The binary with a clean environment (PATH only, plus glibc's allocator variables for
-/// experiments), `home` as HOME and working directory, UTC, stdin closed.
+/// experiments), `home` as HOME and working directory, UTC, stdin closed. `CASHCODE_TEST_BIN`
+/// names another build of the server, so a bench can compare two builds in one sitting.
 pub fn bare_command(home: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cashcode"));
+    let bin = std::env::var_os("CASHCODE_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_cashcode").into());
+    let mut cmd = Command::new(bin);
     cmd.env_clear()
         .current_dir(home)
         .env("PATH", std::env::var("PATH").unwrap_or_default())
