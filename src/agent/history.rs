@@ -12,8 +12,14 @@ use serde_json::{json, Map, Value};
 use super::prompt::SUMMARY_MARKER;
 use crate::store::chats::{ChatStore, Record};
 
-/// Chats kept in memory; older idle ones are reloaded from disk when used again.
-pub const CACHE_CHATS: usize = 256;
+/// Chats kept in memory, and what their records may weigh together
+/// ([`crate::store::tail::weight`]); past either, the least recently used chats no turn holds
+/// are dropped and reloaded from disk when used again. Bounded by weight rather than by count
+/// alone, so hundreds of small chats in use at once all stay cached (reloading a chat for every
+/// turn cost a tenth of a turn at 500 clients) while a few long ones still cannot hold more
+/// than about 16 million characters.
+pub const CACHE_CHATS: usize = 4096;
+pub const CACHE_WEIGHT: usize = 16_000_000;
 
 #[derive(Debug, Default)]
 pub struct ChatState {
@@ -211,12 +217,22 @@ impl ChatState {
     }
 }
 
-/// chat id -> (last use, state).
-type CacheMap = HashMap<String, (Instant, Arc<Mutex<ChatState>>)>;
+/// chat id -> (last use, state, its weight when last seen).
+type CacheMap = HashMap<String, (Instant, Arc<Mutex<ChatState>>, usize)>;
+
+#[derive(Default)]
+struct Cached {
+    map: CacheMap,
+    /// Sum of the map's weights.
+    weight: usize,
+}
 
 pub struct ChatCache {
     store: Arc<ChatStore>,
-    inner: Mutex<CacheMap>,
+    inner: Mutex<Cached>,
+    /// [`CACHE_CHATS`] and [`CACHE_WEIGHT`] (smaller in tests).
+    max_chats: usize,
+    max_weight: usize,
     /// Characters of context loaded and kept per chat (0 = all of it).
     keep_chars: usize,
 }
@@ -227,13 +243,19 @@ pub fn lock(state: &Mutex<ChatState>) -> MutexGuard<'_, ChatState> {
 
 impl ChatCache {
     pub fn new(store: Arc<ChatStore>) -> Self {
-        ChatCache { store, inner: Mutex::new(HashMap::new()), keep_chars: 0 }
+        Self::bounded(store, 0)
     }
 
     /// A cache that loads and keeps at most about `keep_chars` of each chat's newest context
     /// (the context budget), so a chat's memory does not grow with its history.
     pub fn bounded(store: Arc<ChatStore>, keep_chars: usize) -> Self {
-        ChatCache { store, inner: Mutex::new(HashMap::new()), keep_chars }
+        ChatCache {
+            store,
+            inner: Mutex::new(Cached::default()),
+            max_chats: CACHE_CHATS,
+            max_weight: CACHE_WEIGHT,
+            keep_chars,
+        }
     }
 
     /// The per-chat bound given to [`ChatCache::bounded`] (0 = none).
@@ -243,9 +265,18 @@ impl ChatCache {
 
     /// The chat's state, loading it from disk if it is not cached.
     pub fn get(&self, chat_id: &str) -> Arc<Mutex<ChatState>> {
-        if let Some(e) = self.map().get_mut(chat_id) {
-            e.0 = Instant::now();
-            return Arc::clone(&e.1);
+        {
+            let mut g = self.cached();
+            let c = &mut *g;
+            if let Some(e) = c.map.get_mut(chat_id) {
+                e.0 = Instant::now();
+                // The weight as of the last turn (a turn holding the state has it locked).
+                if let Ok(st) = e.1.try_lock() {
+                    c.weight = c.weight - e.2 + st.weight;
+                    e.2 = st.weight;
+                }
+                return Arc::clone(&e.1);
+            }
         }
         let loaded = match self.store.load_context_within(chat_id, self.keep_chars) {
             Ok(h) => {
@@ -263,27 +294,43 @@ impl ChatCache {
                 Vec::new()
             }
         };
-        let state =
-            Arc::new(Mutex::new(ChatState::bounded(loaded, self.store.read_metadata(chat_id), self.keep_chars)));
-        let mut g = self.map();
+        let state = ChatState::bounded(loaded, self.store.read_metadata(chat_id), self.keep_chars);
+        let weight = state.weight;
+        let mut g = self.cached();
+        let c = &mut *g;
         // Another thread may have loaded it meanwhile: keep the first.
-        let entry = g.entry(chat_id.to_string()).or_insert((Instant::now(), state));
-        let out = Arc::clone(&entry.1);
-        if g.len() > CACHE_CHATS {
-            // Evict the least recently used chat nobody else holds.
-            if let Some(victim) = g
+        let out = match c.map.get(chat_id) {
+            Some(e) => Arc::clone(&e.1),
+            None => {
+                let state = Arc::new(Mutex::new(state));
+                c.map.insert(chat_id.to_string(), (Instant::now(), Arc::clone(&state), weight));
+                c.weight += weight;
+                state
+            }
+        };
+        if c.map.len() > self.max_chats || c.weight > self.max_weight {
+            // The least recently used chats nobody else holds, oldest first, until both
+            // bounds hold again.
+            let mut idle: Vec<(Instant, String)> = c
+                .map
                 .iter()
-                .filter(|(id, (_, s))| id.as_str() != chat_id && Arc::strong_count(s) == 1)
-                .min_by_key(|(_, (t, _))| *t)
-                .map(|(id, _)| id.clone())
-            {
-                g.remove(&victim);
+                .filter(|(id, (_, s, _))| id.as_str() != chat_id && Arc::strong_count(s) == 1)
+                .map(|(id, (t, _, _))| (*t, id.clone()))
+                .collect();
+            idle.sort_unstable();
+            for (_, id) in idle {
+                if c.map.len() <= self.max_chats && c.weight <= self.max_weight {
+                    break;
+                }
+                if let Some((_, _, w)) = c.map.remove(&id) {
+                    c.weight -= w;
+                }
             }
         }
         out
     }
 
-    fn map(&self) -> MutexGuard<'_, CacheMap> {
+    fn cached(&self) -> MutexGuard<'_, Cached> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -293,16 +340,20 @@ impl ChatCache {
     pub fn expire_idle(&self, idle: Duration) -> usize {
         let mut expired = Vec::new();
         {
-            let mut map = self.map();
-            map.retain(|id, (used, state)| {
+            let mut g = self.cached();
+            let c = &mut *g;
+            let mut freed = 0;
+            c.map.retain(|id, (used, state, weight)| {
                 let keep = used.elapsed() < idle || Arc::strong_count(state) > 1;
                 if !keep {
                     expired.push(id.clone());
+                    freed += *weight;
                 }
                 keep
             });
+            c.weight -= freed;
             if !expired.is_empty() {
-                map.shrink_to_fit();
+                c.map.shrink_to_fit();
             }
         }
         for id in &expired {
@@ -313,16 +364,24 @@ impl ChatCache {
 
     /// The cached state, if any (rename updates it without loading).
     pub fn peek(&self, chat_id: &str) -> Option<Arc<Mutex<ChatState>>> {
-        self.map().get(chat_id).map(|e| Arc::clone(&e.1))
+        self.cached().map.get(chat_id).map(|e| Arc::clone(&e.1))
     }
 
     /// Drops a chat from memory (deleted chats must not resurrect old context).
     pub fn forget(&self, chat_id: &str) {
-        self.map().remove(chat_id);
+        let mut c = self.cached();
+        if let Some((_, _, w)) = c.map.remove(chat_id) {
+            c.weight -= w;
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.map().len()
+        self.cached().map.len()
+    }
+
+    /// What the cached chats weighed when last seen.
+    pub fn weight(&self) -> usize {
+        self.cached().weight
     }
 
     pub fn is_empty(&self) -> bool {
@@ -400,6 +459,40 @@ mod tests {
 
     fn rec(role: &str, content: &str) -> Record {
         Record::new(role, content)
+    }
+
+    #[test]
+    fn the_cache_is_bounded_by_weight_and_count_and_keeps_held_chats() {
+        let dir = std::env::temp_dir().join(format!("cc-cache-{}", crate::util::rand::hex(6)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Arc::new(ChatStore::new(&dir));
+        let mut cache = ChatCache::new(Arc::clone(&store));
+        let one = crate::store::tail::weight(&rec("user", &"x".repeat(1_000)));
+        (cache.max_chats, cache.max_weight) = (4, 3 * one + one / 2);
+        for id in ["a", "b", "c", "d", "e"] {
+            store.append(id, &mut [rec("user", &"x".repeat(1_000))]).unwrap();
+        }
+        let held = cache.get("a");
+        for id in ["b", "c"] {
+            cache.get(id);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!((cache.len(), cache.weight()), (3, 3 * one));
+        // Past the weight: the oldest chat nobody holds goes (b), the held one stays.
+        cache.get("d");
+        assert!(cache.peek("a").is_some() && cache.peek("b").is_none(), "a is held, b was the oldest idle");
+        assert_eq!(cache.weight(), 3 * one);
+        // Light chats: the count bounds them.
+        (cache.max_chats, cache.max_weight) = (2, usize::MAX);
+        cache.get("e");
+        assert_eq!(cache.len(), 2);
+        assert!(cache.peek("a").is_some() && cache.peek("e").is_some());
+        cache.forget("e");
+        assert_eq!(cache.weight(), one);
+        drop(held);
+        assert_eq!(cache.expire_idle(Duration::ZERO), 1);
+        assert_eq!((cache.len(), cache.weight()), (0, 0));
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
