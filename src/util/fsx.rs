@@ -165,9 +165,10 @@ const WRITE_AHEAD_KEEP: u64 = 4096;
 /// never truncated to zero. Both matter on ext4, where a file created and removed once per
 /// turn costs more than every other write of the turn, and a file truncated to zero and
 /// written again is flushed to disk when it is closed (`auto_da_alloc`). Older, longer content
-/// is overwritten with spaces, so at every moment the file holds either the old text or the
-/// new one (JSON allows trailing whitespace); a long tail is cut afterwards. A missing parent
-/// directory is created [`DIR_MODE`]; a failed write removes the file.
+/// is overwritten with spaces (JSON allows trailing whitespace), so the file holds either the
+/// old text or the new one; only an old text more than [`WRITE_AHEAD_KEEP`] bytes longer is
+/// cut first, which leaves nothing that parses until the write. A missing parent directory
+/// is created [`DIR_MODE`]; a failed write removes the file.
 pub fn write_ahead(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
     let f = open_creating_parent(path, private_options().write(true).create(true))?;
