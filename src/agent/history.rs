@@ -14,11 +14,11 @@ use crate::store::chats::{ChatStore, Record};
 
 /// Chats kept in memory, and what their records may weigh together
 /// ([`crate::store::tail::weight`]); past either, the least recently used chats no turn holds
-/// are dropped and reloaded from disk when used again. Bounded by weight rather than by count
-/// alone, so hundreds of small chats in use at once all stay cached (reloading a chat for every
-/// turn cost a tenth of a turn at 500 clients) while a few long ones still cannot hold more
-/// than about 16 million characters.
-pub const CACHE_CHATS: usize = 4096;
+/// are dropped and reloaded from disk when used again. The count is sized for 500 clients'
+/// chats in use at once (at 256 they evicted each other and every turn could reload its chat
+/// from disk) without keeping every burst's chats (each costs a few KiB even when short); the
+/// weight keeps a few long chats from holding more than about 16 million characters.
+pub const CACHE_CHATS: usize = 640;
 pub const CACHE_WEIGHT: usize = 16_000_000;
 
 #[derive(Debug, Default)]
