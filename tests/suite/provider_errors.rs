@@ -165,3 +165,49 @@ fn an_error_object_inside_the_stream_is_reported() {
     let detail = fail_then_recover(&server, &fake, "openai_compatible");
     assert!(detail.contains("overloaded"), "detail {detail:?}");
 }
+
+/// What the model sends is bounded before either chunk reader (the typed one or the general
+/// one) sees it: nesting 100,000 deep, at the top or inside a field, and a line past the SSE
+/// cap are clean errors, and the server goes on.
+#[test]
+fn hostile_stream_chunks_are_clean_errors() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let lines = [
+        deep.clone(),
+        format!("{{\"choices\":[{{\"delta\":{{\"content\":{deep}}}}}]}}"),
+        format!("{{\"choices\":[{{\"delta\":{{\"content\":\"{}\"}}}}]}}", "x".repeat(9 * 1024 * 1024)),
+    ];
+    for data in lines {
+        fake.push(Reply::raw_sse(&[&format!("data: {data}\n\n")]));
+        let detail = fail_then_recover(&server, &fake, "openai_compatible");
+        assert!(detail.contains("malformed"), "detail {detail:?}");
+    }
+}
+
+/// Chunks of an unusual shape (content parts as an array, a numeric finish reason) are read
+/// by the general reader: what is text is kept, the rest ignored, and the turn completes.
+#[test]
+fn odd_chunk_shapes_still_stream_their_text() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    fake.push(Reply::raw_sse(&[
+        "data: {\"choices\":[{\"delta\":{\"content\":[\"part\"]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\\\"lo \\u4f60\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\" world\"},\"finish_reason\":7}]}\n\n",
+        "data: [DONE]\n\n",
+    ]));
+    ws.message(&chat, "odd shapes", "openai_compatible");
+    let events = ws.turn_events(&chat);
+    let text: String =
+        events.iter().filter(|e| e["event"] == "delta").map(|e| e["text"].as_str().unwrap_or("")).collect();
+    assert_eq!(text, "Hel\"lo 你 world");
+    assert_eq!(events.last().expect("end")["event"], "done", "{events:?}");
+    assert_eq!(
+        history_summary(&server.home, &chat),
+        rows(&[(1, "user", "odd shapes"), (2, "assistant", "Hel\"lo 你 world")])
+    );
+}
