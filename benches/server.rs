@@ -185,6 +185,36 @@ fn concurrent_only() {
     }
 }
 
+/// `BENCH_ONLY=connect`: 500 clients at once that connect, read `ready` and leave, three
+/// times: the server CPU per connection (what a connection costs before any turn).
+fn connect_only() {
+    let server = TestServer::start();
+    println!("server pid {}", server.pid);
+    let port = server.ws_port;
+    let clients = 500usize;
+    let cpu_before = cpu_ms(server.pid);
+    for _ in 0..CONC_RUNS {
+        let handles: Vec<_> = (0..clients)
+            .map(|_| {
+                std::thread::Builder::new()
+                    .stack_size(512 * 1024)
+                    .spawn(move || match WsClient::handshake(port, None) {
+                        Handshake::Accepted(c) => c.drop_socket(),
+                        Handshake::Refused(code) => panic!("refused with {code}"),
+                    })
+                    .expect("spawn client")
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("client");
+        }
+    }
+    // Let the server's connection threads finish their exits before reading its CPU.
+    std::thread::sleep(Duration::from_millis(300));
+    let cpu = (cpu_ms(server.pid) - cpu_before) / (CONC_RUNS * clients) as f64;
+    println!("server CPU per connection {cpu:.3} ms");
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary too (without
     // it, in a debug build), where minutes of load would only slow the test run down.
@@ -196,6 +226,7 @@ fn main() {
     match std::env::var("BENCH_ONLY").as_deref() {
         Ok("seq") => return sequential_only(),
         Ok("conc") => return concurrent_only(),
+        Ok("connect") => return connect_only(),
         _ => {}
     }
     let bin = env!("CARGO_BIN_EXE_cashcode");

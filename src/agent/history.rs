@@ -310,18 +310,28 @@ impl ChatCache {
         };
         if c.map.len() > self.max_chats || c.weight > self.max_weight {
             // The least recently used chats nobody else holds, oldest first, until both
-            // bounds hold again.
-            let mut idle: Vec<(Instant, String)> = c
+            // bounds hold again with a sixteenth to spare: a server meeting new chats all the
+            // time scans the map once per many of them, not at each.
+            let (low_chats, low_weight) =
+                (self.max_chats - self.max_chats / 16, self.max_weight - self.max_weight / 16);
+            let mut idle: Vec<(Instant, &String, usize)> = c
                 .map
                 .iter()
                 .filter(|(id, (_, s, _))| id.as_str() != chat_id && Arc::strong_count(s) == 1)
-                .map(|(id, (t, _, _))| (*t, id.clone()))
+                .map(|(id, (t, _, w))| (*t, id, *w))
                 .collect();
-            idle.sort_unstable();
-            for (_, id) in idle {
-                if c.map.len() <= self.max_chats && c.weight <= self.max_weight {
-                    break;
-                }
+            idle.sort_unstable_by_key(|e| e.0);
+            let (mut len, mut weight) = (c.map.len(), c.weight);
+            let victims: Vec<String> = idle
+                .into_iter()
+                .take_while(|(_, _, w)| {
+                    let over = len > low_chats || weight > low_weight;
+                    (len, weight) = (len - 1, weight - w);
+                    over
+                })
+                .map(|(_, id, _)| id.clone())
+                .collect();
+            for id in victims {
                 if let Some((_, _, w)) = c.map.remove(&id) {
                     c.weight -= w;
                 }
@@ -492,6 +502,31 @@ mod tests {
         drop(held);
         assert_eq!(cache.expire_idle(Duration::ZERO), 1);
         assert_eq!((cache.len(), cache.weight()), (0, 0));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn eviction_goes_a_sixteenth_below_the_bound_oldest_first() {
+        let dir = std::env::temp_dir().join(format!("cc-cache-{}", crate::util::rand::hex(6)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Arc::new(ChatStore::new(&dir));
+        let mut cache = ChatCache::new(Arc::clone(&store));
+        cache.max_chats = 32;
+        let ids: Vec<String> = (0..40).map(|i| format!("c{i:02}")).collect();
+        for id in &ids[..32] {
+            cache.get(id);
+        }
+        assert_eq!(cache.len(), 32, "at the bound nothing goes");
+        std::thread::sleep(Duration::from_millis(2));
+        cache.get(&ids[0]); // used again: no longer the oldest
+        cache.get(&ids[32]);
+        assert_eq!(cache.len(), 30, "one over: down to 32 - 32/16");
+        assert!(cache.peek(&ids[0]).is_some() && cache.peek(&ids[32]).is_some());
+        assert_eq!((1..32).filter(|i| cache.peek(&ids[*i]).is_none()).count(), 3);
+        // The next two fit in the slack without a scan.
+        cache.get(&ids[33]);
+        cache.get(&ids[34]);
+        assert_eq!(cache.len(), 32);
         std::fs::remove_dir_all(&dir).ok();
     }
 
