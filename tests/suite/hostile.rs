@@ -1278,7 +1278,9 @@ fn flood(
 #[test]
 fn ws_flood_of_10000_messages_to_one_chat_is_capped() {
     let mut row = Row::new("ws: 10,000 message frames to one chat", WS_FLOOD);
-    row.fake.set_fallback(Reply::text(&["ok"]));
+    // Each turn takes at least 5 ms, so the frames arrive far faster than turns end however
+    // fast the server is, and the queue's cap must be what refuses them.
+    row.fake.set_fallback(Reply::text(&["ok"]).first_byte_delay(Duration::from_millis(5)));
     let (done, refused) = row.run(|row, deadline| {
         let mut ws = raw_ws(&row.server);
         let chat = "flood-chat";
