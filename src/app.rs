@@ -250,7 +250,13 @@ pub fn start(config: Config) -> Result<Server, Error> {
     let shutdown = Arc::new(AtomicBool::new(false));
     let workers = agent.spawn_workers(config.workers);
 
-    let ws = Arc::new(WsShared::new(Arc::clone(&hub), Arc::clone(&agent), policy.clone(), config.max_clients));
+    let ws = Arc::new(WsShared::new(
+        Arc::clone(&hub),
+        Arc::clone(&agent),
+        policy.clone(),
+        config.max_clients,
+        config.ws_ping,
+    ));
     let ws2 = Arc::clone(&ws);
     threads.push(
         thread::Builder::new()

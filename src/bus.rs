@@ -42,6 +42,10 @@ pub struct TurnRequest {
 pub trait EventSink: Send + Sync {
     /// Emits a chat-scoped event; returns its `seq`.
     fn emit(&self, chat_id: &str, event: &Event<'_>) -> u64;
+    /// Emits events in order (sent together where they can be); returns the last one's `seq`.
+    fn emit_all(&self, chat_id: &str, events: &[Event<'_>]) -> u64 {
+        events.iter().map(|e| self.emit(chat_id, e)).last().unwrap_or(0)
+    }
     /// How many clients would receive the chat's events now (an elicitation with nobody
     /// to ask is declined at once).
     fn subscribers(&self, chat_id: &str) -> usize;

@@ -33,10 +33,14 @@ pub const DEFAULT_HTTP_BODY_TIMEOUT: Duration = Duration::from_secs(60);
 /// replay (`CASHCODE_REPLAY_TTL`).
 pub const DEFAULT_REPLAY_TTL: Duration = Duration::from_secs(600);
 /// Concurrent WebSocket connections (`CASHCODE_MAX_CLIENTS`); past it a new one is closed
-/// with 1013 right after its handshake. Each costs two small-stack threads and about 35 KiB.
+/// with 1013 right after its handshake. Each costs a small-stack thread (two while a slow
+/// socket needs its writer) and about 35 KiB.
 pub const DEFAULT_MAX_CLIENTS: usize = 2048;
 /// Largest accepted `CASHCODE_MAX_CLIENTS`.
 pub const MAX_MAX_CLIENTS: usize = 65_536;
+/// A WebSocket peer silent this long is pinged; silent for two of these, it is dropped
+/// (`CASHCODE_WS_PING_SECS`).
+pub const DEFAULT_WS_PING: Duration = Duration::from_secs(20);
 
 pub const HELP: &str = "\
 cashcode - a locally hosted personal AI agent server
@@ -82,6 +86,8 @@ Environment only (the README lists every setting):
                          min 4000); a smaller context length reported by the provider wins
   CASHCODE_MAX_CLIENTS=N concurrent WebSocket clients, 1..65536 (default 2048); one more is
                          closed with code 1013 (try again later) after its handshake
+  CASHCODE_WS_PING_SECS=S  ping a WebSocket client silent for S seconds and drop one silent
+                         for two pings, 1..3600 (default 20)
 
   Skill self-evolution (off by default; integers below their minimum are raised to it):
   SKILL_EVOLUTION_ENABLED=1            propose Skills from repeated successful turns (1/true/yes)
@@ -160,6 +166,8 @@ pub struct Config {
     pub replay_ttl: Duration,
     /// Concurrent WebSocket connections served; the next one is closed with 1013.
     pub max_clients: usize,
+    /// Silence after which a WebSocket peer is pinged (twice: dropped).
+    pub ws_ping: Duration,
     pub workers: usize,
     pub llm_timeout: Duration,
     /// A request body still arriving after this is cut with 408.
@@ -216,6 +224,7 @@ impl fmt::Debug for Config {
             .field("context_budget_chars", &self.context_budget_chars)
             .field("replay_ttl", &self.replay_ttl)
             .field("max_clients", &self.max_clients)
+            .field("ws_ping", &self.ws_ping)
             .field("workers", &self.workers)
             .field("llm_timeout", &self.llm_timeout)
             .field("log_retention_days", &self.log_retention_days)
@@ -443,6 +452,15 @@ pub fn parse(
             .filter(|n| (1..=MAX_MAX_CLIENTS).contains(n))
             .ok_or_else(|| Error(format!("CASHCODE_MAX_CLIENTS must be 1..{MAX_MAX_CLIENTS}, got '{v}'")))?,
     };
+    let ws_ping = match get("CASHCODE_WS_PING_SECS") {
+        None => DEFAULT_WS_PING,
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (1..=3600).contains(n))
+            .map(Duration::from_secs)
+            .ok_or_else(|| Error(format!("CASHCODE_WS_PING_SECS must be 1..3600, got '{v}'")))?,
+    };
     let llm_timeout = match get("CASHCODE_LLM_TIMEOUT") {
         None => DEFAULT_LLM_TIMEOUT,
         Some(v) => Duration::from_secs_f64(
@@ -564,6 +582,7 @@ pub fn parse(
         context_budget_chars,
         replay_ttl,
         max_clients,
+        ws_ping,
         workers,
         llm_timeout,
         http_body_timeout,
@@ -804,6 +823,11 @@ mod tests {
         }
         assert_eq!(run(&[], &[("CASHCODE_MAX_CLIENTS", "2")]).unwrap().max_clients, 2);
         assert_eq!(run(&[], &[]).unwrap().max_clients, DEFAULT_MAX_CLIENTS);
+        for bad in ["0", "-1", "x", "3601", "1.5"] {
+            assert!(run(&[], &[("CASHCODE_WS_PING_SECS", bad)]).is_err(), "CASHCODE_WS_PING_SECS={bad}");
+        }
+        assert_eq!(run(&[], &[("CASHCODE_WS_PING_SECS", "2")]).unwrap().ws_ping, Duration::from_secs(2));
+        assert_eq!(run(&[], &[]).unwrap().ws_ping, DEFAULT_WS_PING);
         for bad in ["0", "-1", "x", "3601"] {
             assert!(run(&[], &[("CASHCODE_HTTP_BODY_TIMEOUT", bad)]).is_err(), "CASHCODE_HTTP_BODY_TIMEOUT={bad}");
         }

@@ -182,8 +182,10 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         let result = {
             // Runs on the stream's reader thread: deltas go to the hub without waking us.
             let (sink, stream_id, chat) = (Arc::clone(&deps.sink), t.stream_id, req.chat_id.clone());
-            let on_text: OnText = Arc::new(move |delta: &str| {
-                sink.emit(&chat, &Event::Delta { chat_id: &chat, text: delta, stream_id });
+            let on_text: OnText = Arc::new(move |deltas: &[String]| {
+                let events: Vec<Event> =
+                    deltas.iter().map(|text| Event::Delta { chat_id: &chat, text, stream_id }).collect();
+                sink.emit_all(&chat, &events);
             });
             client.stream_chat(body, cancel, on_text, &mut t.streamed)
         };
@@ -466,10 +468,13 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) ->
 }
 
 fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, iterations: usize) {
-    t.emit(&Event::StreamEnd { chat_id: &t.req.chat_id, stream_id: t.stream_id });
     let turn_records = 2 + t.receipts.len() + t.durable.len();
+    // Stored before `stream_end`, so `stream_end` and `done` leave together (and a client
+    // that reloads at `stream_end` finds the turn in the history).
+    let stream_end = Event::StreamEnd { chat_id: &t.req.chat_id, stream_id: t.stream_id };
     if let Err(e) = persist(t, state) {
         log::error!("event=history.append_failed chat_id={} error_kind={:?}", t.req.chat_id, e.kind());
+        t.emit(&stream_end);
         return t.error(&format!("could not save the chat history ({:?})", e.kind()));
     }
     let secs = t.started.elapsed().as_secs_f64();
@@ -479,7 +484,8 @@ fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, 
         t.req.selection.provider,
         secs * 1000.0
     );
-    t.emit(&Event::Done { chat_id: &t.req.chat_id, duration_sec: (secs * 10_000.0).round() / 10_000.0 });
+    let done = Event::Done { chat_id: &t.req.chat_id, duration_sec: (secs * 10_000.0).round() / 10_000.0 };
+    t.deps.sink.emit_all(&t.req.chat_id, &[stream_end, done]);
     if !t.deps.extensions.is_empty() {
         let records = {
             let st = lock(state);

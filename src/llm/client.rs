@@ -285,18 +285,45 @@ impl LlmClient {
                 .map_err(|e| self.map_err(&e))
                 .and_then(|b| parse_completion(&b))?;
             if !c.content.is_empty() {
-                stream.text(&c.content)?;
+                stream.hand_over(&mut vec![c.content.clone()])?;
             }
             return Ok(c);
         }
+        let mut reader = SseReader::new(body.into_reader());
+        // Deltas of chunks parsed but not yet handed over: they go out together just before
+        // the reader would wait for the network, so chunks that arrived together become one
+        // socket write to the client, never a later one.
+        let mut held = Vec::new();
+        let result = self.read_events(&mut reader, stream, &mut held);
+        match (result, stream.hand_over(&mut held)) {
+            (Ok(c), Ok(())) => Ok(c),
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        }
+    }
+
+    /// The SSE part of [`LlmClient::read_stream`]: assembles the completion; text deltas go
+    /// to `held` and are handed over whenever the reader is about to read.
+    fn read_events<R: std::io::Read>(
+        &self,
+        reader: &mut SseReader<R>,
+        stream: &Stream<'_>,
+        held: &mut Vec<String>,
+    ) -> Result<Completion, LlmError> {
+        let cancel = stream.cancel;
         let mut out = Completion::default();
         let mut calls: Vec<ToolCall> = Vec::new();
-        let mut reader = SseReader::new(body.into_reader());
         loop {
             if cancel.is_cancelled() {
                 return Err(LlmError::Cancelled);
             }
-            let ev = match reader.next_event() {
+            let mut handed = Ok(());
+            let ev = reader.next_event_with(&mut || {
+                if handed.is_ok() {
+                    handed = stream.hand_over(held);
+                }
+            });
+            handed?;
+            let ev = match ev {
                 Ok(Some(ev)) => ev,
                 Ok(None) => return Err(LlmError::Truncated),
                 Err(SseError::Io(e)) => return Err(map_io(&e, self.timeout)),
@@ -305,6 +332,7 @@ impl LlmClient {
             stream.touch();
             let data = ev.data.trim();
             if data == "[DONE]" {
+                stream.hand_over(held)?;
                 // Read the body to its end (the chunked terminator) so the connection goes
                 // back to the pool and the next model call skips a new connect/TLS handshake.
                 for _ in 0..64 {
@@ -346,8 +374,11 @@ impl LlmClient {
             for c in chunks {
                 match c {
                     Chunk::Text(t) => {
-                        stream.text(&t)?;
                         out.content.push_str(&t);
+                        held.push(t.into_owned());
+                        if held.len() >= MAX_HELD_DELTAS {
+                            stream.hand_over(held)?;
+                        }
                     }
                     Chunk::ToolFragment { index, id, name, arguments } => {
                         if calls.len() <= index {
@@ -543,9 +574,9 @@ pub fn model_ids(v: &Value) -> Vec<String> {
     ids
 }
 
-/// Where a stream's text deltas go (the turn emits them as `delta` events); called on the
-/// `llm-stream` thread.
-pub type OnText = Arc<dyn Fn(&str) + Send + Sync>;
+/// Where a stream's text deltas go (the turn emits them as `delta` events), in order: the
+/// deltas of chunks that arrived together come in one call. Called on the `llm-stream` thread.
+pub type OnText = Arc<dyn Fn(&[String]) + Send + Sync>;
 
 /// One stream as its reader and its waiting worker share it.
 struct Live {
@@ -565,19 +596,30 @@ fn live_lock(live: &Mutex<Live>) -> MutexGuard<'_, Live> {
 struct Stream<'a> {
     live: &'a Mutex<Live>,
     cancel: &'a CancelToken,
-    on_text: &'a (dyn Fn(&str) + Send + Sync),
+    on_text: &'a (dyn Fn(&[String]) + Send + Sync),
 }
 
+/// Deltas held back while more parsed chunks follow at once (see `read_stream`).
+const MAX_HELD_DELTAS: usize = 64;
+
 impl Stream<'_> {
-    /// Hands a delta over, under the lock the worker closes the stream with, so no delta
-    /// follows the worker's own next event. `Cancelled` once the worker stopped waiting.
-    fn text(&self, t: &str) -> Result<(), LlmError> {
+    /// Hands the held deltas over (and empties `held`), under the lock the worker closes the
+    /// stream with, so no delta follows the worker's own next event. `Cancelled` once the
+    /// worker stopped waiting.
+    fn hand_over(&self, held: &mut Vec<String>) -> Result<(), LlmError> {
+        if held.is_empty() {
+            return Ok(());
+        }
         let mut l = live_lock(self.live);
         if !l.open || self.cancel.is_cancelled() {
+            held.clear();
             return Err(LlmError::Cancelled);
         }
-        l.text.push_str(t);
-        (self.on_text)(t);
+        for t in held.iter() {
+            l.text.push_str(t);
+        }
+        (self.on_text)(held);
+        held.clear();
         Ok(())
     }
 

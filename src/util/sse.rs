@@ -111,12 +111,20 @@ impl<R: Read> SseReader<R> {
     /// Reads until the next dispatched event. At end of stream an unterminated event with
     /// data is still dispatched (lenient: some servers omit the final blank line).
     pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
+        self.next_event_with(&mut || {})
+    }
+
+    /// [`SseReader::next_event`], calling `before_read` whenever it is about to read from the
+    /// stream (which may wait), and never otherwise: a caller holding work from the events
+    /// already parsed (text to send on) hands it over there, so nothing waits on the network
+    /// while events that arrived together are handled together.
+    pub fn next_event_with(&mut self, before_read: &mut dyn FnMut()) -> Result<Option<SseEvent>, SseError> {
         let mut event = String::new();
         let mut data = String::new();
         let mut has_data = false;
         let mut id: Option<String> = None;
         loop {
-            let Some(line) = self.read_line()? else {
+            let Some(line) = self.read_line(before_read)? else {
                 return Ok(has_data.then(|| finish(event, data, id)));
             };
             if line.is_empty() {
@@ -159,11 +167,11 @@ impl<R: Read> SseReader<R> {
     }
 
     /// One line without its terminator, lossily decoded; `None` at end of stream.
-    fn read_line(&mut self) -> Result<Option<String>, SseError> {
+    fn read_line(&mut self, before_read: &mut dyn FnMut()) -> Result<Option<String>, SseError> {
         let mut line: Vec<u8> = Vec::new();
         let mut started = false;
         loop {
-            if self.pos == self.len && (self.eof || !self.fill()?) {
+            if self.pos == self.len && (self.eof || !self.fill(before_read)?) {
                 if !started {
                     return Ok(None);
                 }
@@ -208,7 +216,8 @@ impl<R: Read> SseReader<R> {
     }
 
     /// Refills the buffer; `false` at end of stream.
-    fn fill(&mut self) -> Result<bool, SseError> {
+    fn fill(&mut self, before_read: &mut dyn FnMut()) -> Result<bool, SseError> {
+        before_read();
         loop {
             match self.inner.read(&mut self.buf) {
                 Ok(0) => {
@@ -260,6 +269,37 @@ mod tests {
 
     fn ev(event: &str, data: &str, id: Option<&str>) -> SseEvent {
         SseEvent { event: event.into(), data: data.into(), id: id.map(str::to_string) }
+    }
+
+    /// Hands out one of its chunks per read.
+    struct Chunks(Vec<&'static [u8]>);
+    impl Read for Chunks {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Ok(0);
+            }
+            let c = self.0.remove(0);
+            out[..c.len()].copy_from_slice(c);
+            Ok(c.len())
+        }
+    }
+
+    #[test]
+    fn before_read_runs_only_when_the_buffer_is_used_up() {
+        // Two events and a comment-only block in the first read, the third event split over
+        // two more reads.
+        let mut r = SseReader::new(Chunks(vec![b"data: a\n\ndata: b\n\n: ping\n\n", b"data: ", b"c\n\n"]));
+        let reads = std::cell::Cell::new(0);
+        let mut count = || reads.set(reads.get() + 1);
+        assert_eq!(r.next_event_with(&mut count).unwrap().unwrap().data, "a");
+        assert_eq!(reads.get(), 1, "the first event needed the first read");
+        assert_eq!(r.next_event_with(&mut count).unwrap().unwrap().data, "b");
+        assert_eq!(reads.get(), 1, "the second came from the same buffer");
+        // The comment block is skipped, then each further chunk is a read.
+        assert_eq!(r.next_event_with(&mut count).unwrap().unwrap().data, "c");
+        assert_eq!(reads.get(), 3);
+        assert_eq!(r.next_event_with(&mut count).unwrap(), None);
+        assert_eq!(reads.get(), 4, "end of stream is found by one more read");
     }
 
     #[test]

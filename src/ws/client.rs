@@ -1,23 +1,24 @@
 //! One WebSocket connection: the handshake (Origin, Host and token checks), then this thread
-//! reads and handles frames while a `ws-writer-N` thread owns every socket write that may wait
-//! (queued events, pong/close replies from the reader, keepalive pings); an event reaches the
-//! socket without it only when that cannot block (`Conn::send`, `ws::direct`). A slow reader
-//! on the other end fills its capped queue and is dropped; it never blocks a worker.
+//! reads and handles frames, pings a peer that went quiet and drops one that stays silent.
+//! Every frame (events, pings, pong and close replies) goes straight to the socket when that
+//! cannot block (`Conn::send`, `ws::direct`); what the socket does not take at once is queued
+//! for a `ws-writer-N` thread, started then, which owns every write that may wait. A slow
+//! reader on the other end fills its capped queue and is dropped; it never blocks a worker.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Select, Sender};
+use crossbeam_channel::{Receiver, Select};
 use tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tungstenite::{Message, WebSocket};
 
-use super::hub::{Conn, Out};
+use super::hub::{Conn, Out, StartWriter};
 use super::protocol::{self, Frame, MAX_MESSAGE};
 use super::wire::Event;
 use super::WsShared;
@@ -29,7 +30,6 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a refused connection waits for the peer's close reply.
 const REFUSE_LINGER: Duration = Duration::from_secs(2);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-pub const PING_INTERVAL: Duration = Duration::from_secs(20);
 /// Hard cap on one message; past [`MAX_MESSAGE`] we answer with an error but keep reading.
 const HARD_MAX_MESSAGE: usize = 16 * 1024 * 1024;
 
@@ -43,10 +43,11 @@ fn ws_config() -> WebSocketConfig {
 }
 
 /// The reader side's stream: reads the socket; writes go straight to the socket during the
-/// handshake and to the writer thread's queue afterwards, so only one thread writes frames.
+/// handshake and through the connection afterwards (direct when that cannot block, else
+/// queued for the writer thread), so frames never interleave.
 struct ReaderIo {
     stream: TcpStream,
-    out: Option<Sender<Out>>,
+    conn: Option<Arc<Conn>>,
 }
 
 impl Read for ReaderIo {
@@ -57,18 +58,19 @@ impl Read for ReaderIo {
 
 impl Write for ReaderIo {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match &self.out {
+        match &self.conn {
             None => self.stream.write(buf),
-            Some(tx) => {
-                super::hub::push(tx, Out::Raw(buf.to_vec()))
-                    .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "writer gone"))?;
+            Some(conn) => {
+                if !conn.send(Out::Raw(buf.to_vec())) {
+                    return Err(io::Error::new(io::ErrorKind::BrokenPipe, "connection closed"));
+                }
                 Ok(buf.len())
             }
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        match &self.out {
+        match &self.conn {
             None => self.stream.flush(),
             Some(_) => Ok(()),
         }
@@ -104,7 +106,7 @@ fn handshake(stream: TcpStream, id: u64, policy: &AccessPolicy) -> Option<WebSoc
         }
         Ok(resp)
     };
-    match tungstenite::accept_hdr_with_config(ReaderIo { stream, out: None }, callback, Some(ws_config())) {
+    match tungstenite::accept_hdr_with_config(ReaderIo { stream, conn: None }, callback, Some(ws_config())) {
         Ok(ws) => Some(ws),
         Err(e) => {
             log::info!(
@@ -140,37 +142,29 @@ pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let (write_stream, close_stream) = match (stream.try_clone(), stream.try_clone()) {
-        (Ok(a), Ok(b)) => (a, b),
-        _ => return,
-    };
+    let Ok(conn_stream) = stream.try_clone() else { return };
     let Some(mut ws) = handshake(stream, id, &shared.policy) else { return };
-    let _ = ws.get_mut().stream.set_read_timeout(None);
+    // Reads wake after a ping interval of silence, to ping the peer or drop it.
+    let ping_interval = shared.ping_interval;
+    let _ = ws.get_mut().stream.set_read_timeout(Some(ping_interval));
     let (tx, rx) = super::hub::out_queue();
-    ws.get_mut().out = Some(tx.clone());
-    let client_id = format!("client-{}", crate::util::rand::hex(6));
-    let conn = Conn::new(id, client_id.clone(), tx, Some(close_stream));
-    let last_seen = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-
-    let writer = {
-        let conn = Arc::clone(&conn);
-        let last_seen = Arc::clone(&last_seen);
+    let start: StartWriter = Box::new(move |conn: &Arc<Conn>| {
+        let (stream, conn) = (conn.clone_stream()?, Arc::clone(conn));
         thread::Builder::new()
             .name(format!("ws-writer-{id}"))
             .stack_size(super::CLIENT_STACK)
-            .spawn(move || write_loop(write_stream, &rx, &conn, &last_seen, started))
-    };
-    let Ok(writer) = writer else {
-        conn.close();
-        return;
-    };
+            .spawn(move || write_loop(stream, &rx, &conn))
+    });
+    let client_id = format!("client-{}", crate::util::rand::hex(6));
+    let conn = Conn::with_writer(id, client_id.clone(), tx, conn_stream, start);
+    ws.get_mut().conn = Some(Arc::clone(&conn));
 
     let chat_id = crate::util::rand::uuid4();
     shared.hub.subscribe(&chat_id, &conn);
     conn.send_text(Event::Ready { chat_id: &chat_id, client_id: &client_id }.to_text(None));
     log::debug!("event=ws.client.connected conn={id}");
 
+    let (mut last_seen, mut last_ping) = (Instant::now(), Instant::now());
     loop {
         let msg = match ws.read() {
             Ok(m) => m,
@@ -179,16 +173,30 @@ pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
                 break;
             }
             Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // A ping interval without a frame from the peer.
+            Err(tungstenite::Error::Io(e))
+                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+            {
+                if last_seen.elapsed() >= ping_interval * 2 && last_ping.elapsed() >= ping_interval {
+                    log::info!("event=ws.client.timeout conn={id}");
+                    break;
+                }
+                last_ping = Instant::now();
+                if ws.send(Message::Ping(Vec::new().into())).is_err() || conn.is_closed() {
+                    break;
+                }
+                continue;
+            }
             Err(_) => break,
         };
-        last_seen.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        last_seen = Instant::now();
         let text = match msg {
             Message::Text(t) => t.to_string(),
             Message::Binary(b) => match String::from_utf8(b.to_vec()) {
                 Ok(t) => t,
                 Err(_) => continue, // undecodable binary frames are ignored, as the original does
             },
-            Message::Close(_) => continue, // the reply is queued; the next read ends the loop
+            Message::Close(_) => continue, // the reply is sent; the next read ends the loop
             Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => continue,
         };
         if shared.shutdown.load(Ordering::Relaxed) {
@@ -200,9 +208,7 @@ pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
         }
     }
     shared.hub.disconnect(&conn);
-    conn.send(Out::Close);
-    let _ = writer.join();
-    conn.close();
+    conn.end();
     log::debug!("event=ws.client.closed conn={id}");
 }
 
@@ -250,27 +256,14 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
 }
 
 /// The writer thread: waits for the queue, then drains it in batches under the connection's
-/// write lock (so a direct write, `Conn::send`, never overtakes a queued frame), flushes once
-/// per batch, pings when idle, and closes a peer that answered nothing for two ping intervals.
-fn write_loop(stream: TcpStream, rx: &Receiver<Out>, conn: &Conn, last_seen: &AtomicU64, started: Instant) {
+/// write lock (so a direct write, `Conn::send`, never overtakes a queued frame) and flushes
+/// once per batch, until `Out::Close`, a write error, or the connection's end.
+fn write_loop(stream: TcpStream, rx: &Receiver<Out>, conn: &Conn) {
     let mut ws = WebSocket::from_raw_socket(stream, Role::Server, Some(ws_config()));
-    let mut last_ping = Instant::now();
     let mut ready = Select::new();
     ready.recv(rx);
     loop {
-        if ready.ready_timeout(PING_INTERVAL).is_err() {
-            let seen = Duration::from_millis(last_seen.load(Ordering::Relaxed));
-            if started.elapsed().saturating_sub(seen) > PING_INTERVAL * 2 && last_ping.elapsed() >= PING_INTERVAL {
-                log::info!("event=ws.client.timeout conn={}", conn.id);
-                break;
-            }
-            last_ping = Instant::now();
-            let _held = conn.write_lock();
-            if ws.send(Message::Ping(Vec::new().into())).is_err() {
-                break;
-            }
-            continue;
-        }
+        ready.ready();
         let held = conn.write_lock();
         let mut ok = true;
         let mut close = false;

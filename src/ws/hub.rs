@@ -7,11 +7,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
+use super::direct::Sent;
 use super::wire::{self, Event};
 use crate::bus::EventSink;
 
@@ -58,10 +60,23 @@ pub fn push(tx: &Sender<Out>, out: Out) -> Result<(), TrySendError<Out>> {
 pub enum Out {
     /// A JSON text frame.
     Text(Arc<str>),
-    /// Raw protocol bytes from the reader side (pong and close replies).
+    /// Raw protocol bytes from the reader side (pings, pong and close replies).
     Raw(Vec<u8>),
     /// Close the connection.
     Close,
+}
+
+/// Starts a connection's writer thread (`ws-writer-N`), which drains its queue.
+pub type StartWriter = Box<dyn FnOnce(&Arc<Conn>) -> std::io::Result<JoinHandle<()>> + Send>;
+
+/// A connection's writer thread. Most connections never need one: their frames go straight to
+/// the socket. It is started by the first frame that has to be queued (a socket that did not
+/// take a frame at once, or a write racing another) and runs until the connection ends.
+enum Writer {
+    /// Not started; `None` where the queue is read directly (tests).
+    Idle(Option<StartWriter>),
+    Running(JoinHandle<()>),
+    Ended,
 }
 
 /// One WebSocket connection as the hub sees it.
@@ -77,11 +92,35 @@ pub struct Conn {
     /// The writer takes frames off the queue only under it, so a direct write never
     /// overtakes a queued frame.
     write_lock: Mutex<()>,
+    writer: Mutex<Writer>,
+    me: Weak<Conn>,
 }
 
 impl Conn {
+    /// A connection whose queue is read by the caller (no writer thread).
     pub fn new(id: u64, client_id: String, tx: Sender<Out>, stream: Option<TcpStream>) -> Arc<Conn> {
-        Arc::new(Conn {
+        Self::build(id, client_id, tx, stream, None)
+    }
+
+    /// A connection on `stream` whose writer thread `start` starts when first needed.
+    pub fn with_writer(
+        id: u64,
+        client_id: String,
+        tx: Sender<Out>,
+        stream: TcpStream,
+        start: StartWriter,
+    ) -> Arc<Conn> {
+        Self::build(id, client_id, tx, Some(stream), Some(start))
+    }
+
+    fn build(
+        id: u64,
+        client_id: String,
+        tx: Sender<Out>,
+        stream: Option<TcpStream>,
+        start: Option<StartWriter>,
+    ) -> Arc<Conn> {
+        Arc::new_cyclic(|me| Conn {
             id,
             client_id,
             tx,
@@ -89,7 +128,56 @@ impl Conn {
             stream,
             chats: Mutex::new(Vec::new()),
             write_lock: Mutex::new(()),
+            writer: Mutex::new(Writer::Idle(start)),
+            me: me.clone(),
         })
+    }
+
+    /// A handle of the socket for the writer thread.
+    pub(super) fn clone_stream(&self) -> std::io::Result<TcpStream> {
+        match &self.stream {
+            Some(s) => s.try_clone(),
+            None => Err(std::io::Error::new(std::io::ErrorKind::NotConnected, "no socket")),
+        }
+    }
+
+    fn writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts the writer thread unless it runs (or the queue is read directly); false when
+    /// it cannot start (the connection is then closed).
+    fn ensure_writer(&self) -> bool {
+        let mut w = self.writer();
+        let Writer::Idle(start) = &mut *w else { return true };
+        let (Some(start), Some(me)) = (start.take(), self.me.upgrade()) else { return true };
+        match start(&me) {
+            Ok(h) => {
+                *w = Writer::Running(h);
+                true
+            }
+            Err(e) => {
+                *w = Writer::Ended;
+                drop(w);
+                log::error!("event=ws.writer.spawn_failed conn={} error=\"{e}\"", self.id);
+                self.close();
+                false
+            }
+        }
+    }
+
+    /// The reader thread, when the connection is over: a running writer writes what is
+    /// queued and stops (joined here), then the socket is shut.
+    pub fn end(&self) {
+        let w = std::mem::replace(&mut *self.writer(), Writer::Ended);
+        if let Writer::Running(h) = w {
+            if push(&self.tx, Out::Close).is_err() {
+                // A full queue: shut the socket so the writer's next write fails.
+                self.close();
+            }
+            let _ = h.join();
+        }
+        self.close();
     }
 
     /// The writer thread's hold on the socket (see `write_lock`).
@@ -97,22 +185,29 @@ impl Conn {
         self.write_lock.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Writes a text frame straight to the socket if nothing is queued, the writer is idle
-    /// and the socket takes it without blocking; else queues it (the rest of a partial write
-    /// as raw bytes). Never waits.
-    fn send_direct(&self, text: Arc<str>) -> bool {
-        if let (Some(stream), Ok(_held)) = (&self.stream, self.write_lock.try_lock()) {
+    /// Writes text frames straight to the socket if nothing is queued, the writer is idle
+    /// and the socket takes them without blocking; else queues what it did not take (the rest
+    /// of a partial frame as raw bytes). Never waits.
+    fn send_direct(&self, texts: &[Arc<str>]) -> bool {
+        let mut from = 0;
+        // Held until the rest is queued, so the writer cannot take a frame in between.
+        let held = self.write_lock.try_lock();
+        if let (Some(stream), Ok(_)) = (&self.stream, &held) {
             if self.tx.is_empty() && !self.closed.load(Ordering::Relaxed) {
-                match super::direct::send_text(stream, &text) {
-                    super::direct::Sent::All => return true,
-                    super::direct::Sent::Part(rest) => return self.queue(Out::Raw(rest)),
-                    super::direct::Sent::Nothing => {}
+                match super::direct::send_texts(stream, texts) {
+                    Sent::All => return true,
+                    Sent::Part { whole, rest } if rest.is_empty() => from = whole,
+                    Sent::Part { whole, rest } => {
+                        if !self.queue(Out::Raw(rest)) {
+                            return false;
+                        }
+                        from = whole + 1;
+                    }
+                    Sent::Nothing => {}
                 }
             }
-            // Queued while still holding the lock, behind nothing the writer could have taken.
-            return self.queue(Out::Text(text));
         }
-        self.queue(Out::Text(text))
+        texts[from..].iter().all(|t| self.queue(Out::Text(Arc::clone(t))))
     }
 
     /// Sends a frame: text directly when that cannot block ([`Conn::send_direct`]), else
@@ -122,12 +217,44 @@ impl Conn {
             return false;
         }
         match out {
-            Out::Text(text) => self.send_direct(text),
-            other => self.queue(other),
+            Out::Text(text) => self.send_direct(std::slice::from_ref(&text)),
+            Out::Raw(bytes) => self.send_raw(bytes),
+            Out::Close => {
+                if matches!(*self.writer(), Writer::Running(_)) {
+                    self.queue(Out::Close)
+                } else {
+                    // Nothing queued, nobody writing: close now.
+                    self.close();
+                    true
+                }
+            }
         }
     }
 
+    /// [`Conn::send_direct`] for protocol bytes (pings, pongs, close replies).
+    fn send_raw(&self, bytes: Vec<u8>) -> bool {
+        let held = self.write_lock.try_lock();
+        if let (Some(stream), Ok(_)) = (&self.stream, &held) {
+            if self.tx.is_empty() && !self.closed.load(Ordering::Relaxed) {
+                match super::direct::send_bytes(stream, &bytes) {
+                    Some(n) if n == bytes.len() => return true,
+                    Some(n) => return self.queue(Out::Raw(bytes[n..].to_vec())),
+                    None => {}
+                }
+            }
+        }
+        self.queue(Out::Raw(bytes))
+    }
+
+    /// Sends text frames in order, as [`Conn::send`] does one (together when they go direct).
+    pub fn send_all(&self, texts: &[Arc<str>]) -> bool {
+        !self.closed.load(Ordering::Relaxed) && self.send_direct(texts)
+    }
+
     fn queue(&self, out: Out) -> bool {
+        if !self.ensure_writer() {
+            return false;
+        }
         match push(&self.tx, out) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
@@ -373,29 +500,39 @@ impl EventSink for Hub {
     }
 
     fn emit(&self, chat_id: &str, event: &Event<'_>) -> u64 {
-        // Serialised before the lock; only the seq is spliced in under it.
-        let body = event.to_text(None);
+        self.emit_all(chat_id, std::slice::from_ref(event))
+    }
+
+    fn emit_all(&self, chat_id: &str, events: &[Event<'_>]) -> u64 {
+        // Serialised before the lock; only the seqs are spliced in under it.
+        let bodies: Vec<String> = events.iter().map(|e| e.to_text(None)).collect();
         self.with(|inner| {
             prune(inner, false);
             let marks = inner.marks.clone();
             let chan = chan(inner, chat_id);
-            chan.seq += 1;
-            if chan.seq > chan.reserved {
-                if let Some(m) = marks {
-                    if m.save(chat_id, chan.seq + SEQ_BLOCK - 1) {
-                        chan.reserved = chan.seq + SEQ_BLOCK - 1;
+            let texts: Vec<Arc<str>> = bodies
+                .into_iter()
+                .map(|body| {
+                    chan.seq += 1;
+                    if chan.seq > chan.reserved {
+                        if let Some(m) = &marks {
+                            if m.save(chat_id, chan.seq + SEQ_BLOCK - 1) {
+                                chan.reserved = chan.seq + SEQ_BLOCK - 1;
+                            }
+                        }
                     }
-                }
-            }
+                    let text: Arc<str> = wire::with_seq(body, chan.seq).into();
+                    if chan.ring.len() == RING_CAPACITY {
+                        if let Some((seq, _)) = chan.ring.pop_front() {
+                            chan.replay_from = seq;
+                        }
+                    }
+                    chan.ring.push_back((chan.seq, Arc::clone(&text)));
+                    text
+                })
+                .collect();
             chan.last_event = Instant::now();
-            let text: Arc<str> = wire::with_seq(body, chan.seq).into();
-            if chan.ring.len() == RING_CAPACITY {
-                if let Some((seq, _)) = chan.ring.pop_front() {
-                    chan.replay_from = seq;
-                }
-            }
-            chan.ring.push_back((chan.seq, Arc::clone(&text)));
-            chan.subs.retain(|c| c.send(Out::Text(Arc::clone(&text))));
+            chan.subs.retain(|c| c.send_all(&texts));
             chan.seq
         })
     }

@@ -1,6 +1,6 @@
 //! The WebSocket front door: the accept thread (`ws-accept`) hands each connection to its own
-//! `ws-client-N` thread (see `client.rs`) and keeps its handle, so server stop can join every
-//! client after the hub closed them. At most `max_clients` connections are served; one more
+//! `ws-client-N` thread (see `client.rs`; a `ws-writer-N` joins it only while its socket is
+//! slow) and keeps its handle, so server stop can join every client after the hub closed them. At most `max_clients` connections are served; one more
 //! completes its handshake and is closed with 1013 (Try Again Later). The hub fans events out;
 //! `wire` holds the event and frame types, `protocol` validates frames.
 
@@ -37,6 +37,8 @@ pub struct WsShared {
     pub live_clients: AtomicUsize,
     /// `CASHCODE_MAX_CLIENTS`.
     pub max_clients: usize,
+    /// `CASHCODE_WS_PING_SECS`: a peer silent this long is pinged, twice this long dropped.
+    pub ping_interval: Duration,
     /// Connections over the cap whose refusal is in progress (at most [`MAX_REFUSING`]).
     refusing: AtomicUsize,
     next_id: AtomicU64,
@@ -46,7 +48,13 @@ pub struct WsShared {
 }
 
 impl WsShared {
-    pub fn new(hub: Arc<hub::Hub>, agent: Arc<Agent>, policy: AccessPolicy, max_clients: usize) -> Self {
+    pub fn new(
+        hub: Arc<hub::Hub>,
+        agent: Arc<Agent>,
+        policy: AccessPolicy,
+        max_clients: usize,
+        ping_interval: Duration,
+    ) -> Self {
         WsShared {
             hub,
             agent,
@@ -54,6 +62,7 @@ impl WsShared {
             shutdown: AtomicBool::new(false),
             live_clients: AtomicUsize::new(0),
             max_clients,
+            ping_interval,
             refusing: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             clients: Mutex::new(Vec::new()),

@@ -119,3 +119,45 @@ fn refusals_in_flight_are_capped_so_a_flood_costs_no_more_threads() {
     });
     a.ping_sync();
 }
+
+/// Keepalive (`CASHCODE_WS_PING_SECS=1`): a client that answers pings (tungstenite answers
+/// while it reads) is pinged each quiet second and stays; one that stops reading is dropped
+/// after two silent intervals, with a log line saying so.
+#[test]
+fn quiet_clients_are_pinged_and_silent_ones_dropped() {
+    let server = TestServer::builder().env("CASHCODE_WS_PING_SECS", "1").start();
+    let mut live = attempt(server.ws_port).expect("served");
+    let mut silent = attempt(server.ws_port).expect("served");
+    let started = std::time::Instant::now();
+    let mut pings = 0;
+    while started.elapsed() < Duration::from_millis(3_500) {
+        match live.read() {
+            Ok(Message::Ping(_)) => pings += 1,
+            Ok(other) => panic!("unexpected frame {other:?}"),
+            Err(tungstenite::Error::Io(e))
+                if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => panic!("the answering client was dropped: {e}"),
+        }
+    }
+    assert!(pings >= 2, "{pings} pings in 3.5 quiet seconds");
+    // Still served: a frame gets its answer.
+    ping(&mut live);
+    // The one that never read (so never answered) was dropped: its pings, then the end.
+    let deadline = Deadline::after(Duration::from_secs(5));
+    let mut silent_pings = 0;
+    let ended = loop {
+        match silent.read() {
+            Ok(Message::Ping(_)) => silent_pings += 1,
+            Ok(Message::Close(_)) => {}
+            Ok(other) => panic!("unexpected frame {other:?}"),
+            Err(tungstenite::Error::Io(e))
+                if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+            {
+                assert!(!deadline.passed(), "the silent client is still connected");
+            }
+            Err(_) => break true,
+        }
+    };
+    assert!(ended && silent_pings >= 1, "pings before the drop: {silent_pings}");
+    assert!(server.log_text().contains("event=ws.client.timeout"), "no timeout logged");
+}
