@@ -1,9 +1,10 @@
 //! The shortcut past a connection's writer thread: when nothing is queued for the connection
-//! and its writer is not writing, the thread emitting an event (a worker, a stream reader, the
-//! connection's own reader) writes the text frame itself with one non-blocking `sendmsg`. Most
-//! events of a turn then reach the socket without waking `ws-writer-N`. A socket that takes
-//! less than the whole frame gets the rest queued as raw bytes, so a slow client still never
-//! blocks the emitting thread; the writer thread owns every write that may wait.
+//! and nobody is writing, the thread emitting an event (a worker, a stream reader, the
+//! connection's own reader) writes the frames itself with one non-blocking `sendmsg`, several
+//! frames at once when several events are ready. Most connections then never need their
+//! `ws-writer-N`. A socket that takes less than everything gets the rest queued (a partial
+//! frame as raw bytes), so a slow client still never blocks the emitting thread; the writer
+//! thread, started then, owns every write that may wait.
 //! Called only under the connection's write lock ([`super::hub::Conn`]).
 
 use std::net::TcpStream;

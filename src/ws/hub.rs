@@ -1,8 +1,9 @@
 //! The hub: chat id -> subscribed connections, a per-chat increasing `seq`, and a bounded ring
 //! of recent events per chat for `attach { after_seq }` replay. Fan-out never blocks: each
 //! connection has a capped outbound queue and one that is full is dropped (a frame goes
-//! straight to the socket instead when that cannot block, `Conn::send`). Called from
-//! workers (emit) and WebSocket reader threads (subscribe, attach).
+//! straight to the socket instead when that cannot block, `Conn::send`; a connection's writer
+//! thread starts only when something must be queued). Called from workers and stream readers
+//! (emit) and WebSocket reader threads (subscribe, attach).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{Shutdown, TcpStream};
