@@ -155,6 +155,7 @@ impl Conn {
         match start(&me) {
             Ok(h) => {
                 *w = Writer::Running(h);
+                log::debug!("event=ws.writer.started conn={}", self.id);
                 true
             }
             Err(e) => {

@@ -188,3 +188,40 @@ fn a_client_that_stops_reading_blocks_nobody_and_is_dropped() {
     others[0].ping_sync();
     drop(stuck);
 }
+
+/// A client that falls behind and then catches up: the answer fills its socket, the rest is
+/// queued for the connection's writer thread (started then), and the client still receives
+/// every event exactly once, in `seq` order, the deltas adding up to the whole answer.
+#[test]
+fn a_client_that_falls_behind_gets_every_event_in_order() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    // About 12 MiB in 400 chunks: more than loopback socket buffers take at once.
+    let pieces: Vec<String> = (0..400).map(|i| format!("{i:04}{}", "z".repeat(32 * 1024))).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    fake.push(Reply::text(&refs));
+    let mut slow = WsClient::connect(&server);
+    let chat = slow.chat_id.clone();
+    slow.message(&chat, "a long answer", "openai_compatible");
+    // Not reading while the turn streams.
+    let history = server.chat_dir(&chat).join("history.jsonl");
+    wait_for("the turn to be stored", Duration::from_secs(60), || {
+        let text = std::fs::read_to_string(&history).ok()?;
+        (text.lines().count() == 2).then_some(())
+    });
+    let events = slow.turn_events(&chat);
+    let seqs: Vec<u64> = events.iter().filter_map(|v| v["seq"].as_u64()).collect();
+    assert_eq!(seqs.len(), events.len(), "every chat event has a seq");
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "seqs not consecutive: {:?}", &seqs[..seqs.len().min(20)]);
+    let text: String = events.iter().filter(|v| v["event"] == "delta").filter_map(|v| v["text"].as_str()).collect();
+    assert!(
+        text == pieces.concat(),
+        "the deltas do not add up to the answer ({} of {} bytes)",
+        text.len(),
+        pieces.concat().len()
+    );
+    let tail: Vec<&str> = events.iter().rev().take(2).filter_map(|v| v["event"].as_str()).collect();
+    assert_eq!(tail, ["done", "stream_end"]);
+    assert!(server.log_text().contains("event=ws.writer.started"), "the socket never filled: no writer started");
+    slow.ping_sync();
+}

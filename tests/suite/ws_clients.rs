@@ -160,4 +160,6 @@ fn quiet_clients_are_pinged_and_silent_ones_dropped() {
     };
     assert!(ended && silent_pings >= 1, "pings before the drop: {silent_pings}");
     assert!(server.log_text().contains("event=ws.client.timeout"), "no timeout logged");
+    // Pings and replies went straight to the sockets: no writer thread was needed.
+    assert!(!server.log_text().contains("event=ws.writer.started"), "a writer thread started");
 }
