@@ -411,14 +411,18 @@ pub fn parse(
         None => DEFAULT_DREAM_INTERVAL_SECS,
         Some(v) => v.parse::<u64>().map_err(|_| Error(format!("DREAM_INTERVAL must be whole seconds, got '{v}'")))?,
     };
-    let workers = match get("CASHCODE_WORKERS") {
-        None => DEFAULT_WORKERS,
-        Some(v) => v
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=1024).contains(n))
-            .ok_or_else(|| Error(format!("CASHCODE_WORKERS must be 1..1024, got '{v}'")))?,
+    // A whole number in 1..=max, when set.
+    let ranged = |var: &str, max: u64, unit: &str| -> Result<Option<u64>, Error> {
+        get(var)
+            .map(|v| {
+                v.parse::<u64>()
+                    .ok()
+                    .filter(|n| (1..=max).contains(n))
+                    .ok_or_else(|| Error(format!("{var} must be 1..{max}{unit}, got '{v}'")))
+            })
+            .transpose()
     };
+    let workers = ranged("CASHCODE_WORKERS", 1024, "")?.map_or(DEFAULT_WORKERS, |n| n as usize);
     let consolidate_chars = match get("CASHCODE_CONSOLIDATE_CHARS") {
         None => DEFAULT_CONSOLIDATE_CHARS,
         Some(v) => v.parse().map_err(|_| Error(format!("CASHCODE_CONSOLIDATE_CHARS must be a number, got '{v}'")))?,
@@ -435,32 +439,10 @@ pub fn parse(
             )?
         }
     };
-    let replay_ttl = match get("CASHCODE_REPLAY_TTL") {
-        None => DEFAULT_REPLAY_TTL,
-        Some(v) => Duration::from_secs(
-            v.parse::<u64>()
-                .ok()
-                .filter(|s| (1..=86_400).contains(s))
-                .ok_or_else(|| Error(format!("CASHCODE_REPLAY_TTL must be 1..86400 seconds, got '{v}'")))?,
-        ),
-    };
-    let max_clients = match get("CASHCODE_MAX_CLIENTS") {
-        None => DEFAULT_MAX_CLIENTS,
-        Some(v) => v
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=MAX_MAX_CLIENTS).contains(n))
-            .ok_or_else(|| Error(format!("CASHCODE_MAX_CLIENTS must be 1..{MAX_MAX_CLIENTS}, got '{v}'")))?,
-    };
-    let ws_ping = match get("CASHCODE_WS_PING_SECS") {
-        None => DEFAULT_WS_PING,
-        Some(v) => v
-            .parse::<u64>()
-            .ok()
-            .filter(|n| (1..=3600).contains(n))
-            .map(Duration::from_secs)
-            .ok_or_else(|| Error(format!("CASHCODE_WS_PING_SECS must be 1..3600, got '{v}'")))?,
-    };
+    let replay_ttl = ranged("CASHCODE_REPLAY_TTL", 86_400, " seconds")?.map_or(DEFAULT_REPLAY_TTL, Duration::from_secs);
+    let max_clients =
+        ranged("CASHCODE_MAX_CLIENTS", MAX_MAX_CLIENTS as u64, "")?.map_or(DEFAULT_MAX_CLIENTS, |n| n as usize);
+    let ws_ping = ranged("CASHCODE_WS_PING_SECS", 3600, "")?.map_or(DEFAULT_WS_PING, Duration::from_secs);
     let llm_timeout = match get("CASHCODE_LLM_TIMEOUT") {
         None => DEFAULT_LLM_TIMEOUT,
         Some(v) => Duration::from_secs_f64(
@@ -477,14 +459,7 @@ pub fn parse(
                 || Error(format!("CASHCODE_HTTP_BODY_TIMEOUT must be seconds (0 < s <= 3600), got '{v}'")),
             )?),
         };
-    let retention = match get("CASHCODE_LOG_RETENTION_DAYS") {
-        None => 10,
-        Some(v) => v
-            .parse::<u32>()
-            .ok()
-            .filter(|d| (1..=3650).contains(d))
-            .ok_or_else(|| Error(format!("CASHCODE_LOG_RETENTION_DAYS must be 1..3650, got '{v}'")))?,
-    };
+    let retention = ranged("CASHCODE_LOG_RETENTION_DAYS", 3650, "")?.map_or(10, |d| d as u32);
     let web_fetch_allow_private = match get("CASHCODE_WEB_FETCH_ALLOW_PRIVATE") {
         None => false,
         Some(v) => match v.to_ascii_lowercase().as_str() {

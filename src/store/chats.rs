@@ -218,8 +218,7 @@ impl ChatStore {
         let path = dir.join("history.jsonl");
         let mut file = fsx::open_append(&path)?;
         let len = file.metadata()?.len();
-        let known = self.tails.lock().unwrap_or_else(|p| p.into_inner()).get(id).copied().filter(|t| t.len == len);
-        let (mut cursor, newline) = match known {
+        let (mut cursor, newline) = match self.tail_of_len(id, Some(len)) {
             Some(t) => (t.cursor, false),
             None => (self.last_cursor(&dir)?, needs_newline(&path)?),
         };
@@ -246,10 +245,12 @@ impl ChatStore {
 
     /// The remembered tail, if history.jsonl still has its length.
     fn known_tail(&self, id: &str, path: &Path) -> io::Result<Option<Tail>> {
-        let Some(known) = self.tails.lock().unwrap_or_else(|p| p.into_inner()).get(id).copied() else {
-            return Ok(None);
-        };
-        Ok((file_len(path)? == Some(known.len)).then_some(known))
+        Ok(self.tail_of_len(id, file_len(path)?))
+    }
+
+    /// The remembered tail, if history.jsonl's length is `len` (`None`: no file).
+    fn tail_of_len(&self, id: &str, len: Option<u64>) -> Option<Tail> {
+        self.tails.lock().unwrap_or_else(|p| p.into_inner()).get(id).copied().filter(|t| Some(t.len) == len)
     }
 
     fn remember_tail(&self, id: &str, tail: Tail) {
