@@ -289,16 +289,20 @@ fn request_body(model: &str, messages: &str, schemas: &[Arc<str>]) -> Vec<u8> {
     body.into_bytes()
 }
 
-/// What a request body starts with; its `messages` follow, then [`close_body`].
+/// What a request body starts with; its `messages` follow, then [`close_body`]. The pieces
+/// are shared with [`request_chars`], which counts what they build.
 const BODY_OPEN: &str = "{\"messages\":[";
+const MODEL_KEY: &str = "],\"model\":";
+const STREAM_FLAG: &str = ",\"stream\":true";
+const TOOLS_OPEN: &str = ",\"tool_choice\":\"auto\",\"tools\":[";
 
 /// Ends a request body after its messages: model, stream flag, tools.
 fn close_body(body: &mut String, model: &str, schemas: &[Arc<str>]) {
-    body.push_str("],\"model\":");
+    body.push_str(MODEL_KEY);
     body.push_str(&Value::from(model).to_string());
-    body.push_str(",\"stream\":true");
+    body.push_str(STREAM_FLAG);
     if !schemas.is_empty() {
-        body.push_str(",\"tool_choice\":\"auto\",\"tools\":[");
+        body.push_str(TOOLS_OPEN);
         for (i, s) in schemas.iter().enumerate() {
             if i > 0 {
                 body.push(',');
@@ -313,11 +317,11 @@ fn close_body(body: &mut String, model: &str, schemas: &[Arc<str>]) {
 /// Characters of [`request_body`] for messages of `messages_chars` characters, counted from
 /// its parts instead of building it.
 fn request_chars(model: &str, messages_chars: usize, schemas: &[Arc<str>]) -> usize {
-    let fixed = BODY_OPEN.len() + "],\"model\":".len() + ",\"stream\":true".len() + "}".len();
+    let fixed = BODY_OPEN.len() + MODEL_KEY.len() + STREAM_FLAG.len() + "}".len();
     let tools = if schemas.is_empty() {
         0
     } else {
-        ",\"tool_choice\":\"auto\",\"tools\":[".len()
+        TOOLS_OPEN.len()
             + schemas.iter().map(|s| s.chars().count()).sum::<usize>()
             + (schemas.len() - 1)
             + "]".len()
