@@ -321,10 +321,7 @@ fn request_chars(model: &str, messages_chars: usize, schemas: &[Arc<str>]) -> us
     let tools = if schemas.is_empty() {
         0
     } else {
-        TOOLS_OPEN.len()
-            + schemas.iter().map(|s| s.chars().count()).sum::<usize>()
-            + (schemas.len() - 1)
-            + "]".len()
+        TOOLS_OPEN.len() + schemas.iter().map(|s| s.chars().count()).sum::<usize>() + (schemas.len() - 1) + "]".len()
     };
     fixed + messages_chars + Value::from(model).to_string().chars().count() + tools
 }

@@ -163,3 +163,35 @@ fn quiet_clients_are_pinged_and_silent_ones_dropped() {
     // Pings and replies went straight to the sockets: no writer thread was needed.
     assert!(!server.log_text().contains("event=ws.writer.started"), "a writer thread started");
 }
+
+/// A frame that arrives in pieces across the reader's ping timeout (`CASHCODE_WS_PING_SECS=1`,
+/// 1.5 s between the pieces): the partial frame survives the timeout and is answered whole.
+#[test]
+fn a_frame_split_across_the_ping_timeout_is_read_whole() {
+    use std::io::Write;
+    let server = TestServer::builder().env("CASHCODE_WS_PING_SECS", "1").start();
+    let mut ws = attempt(server.ws_port).expect("served");
+    let payload = br#"{"type":"ping"}"#;
+    let mask = [0x37u8, 0xfa, 0x21, 0x3d];
+    let mut frame = vec![0x81, 0x80 | payload.len() as u8];
+    frame.extend_from_slice(&mask);
+    frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    ws.get_mut().write_all(&frame[..7]).expect("first piece");
+    std::thread::sleep(Duration::from_millis(1_500));
+    ws.get_mut().write_all(&frame[7..]).expect("the rest");
+    let deadline = Deadline::after(WAIT);
+    loop {
+        match ws.read() {
+            Ok(Message::Text(t)) => {
+                assert_eq!(t.as_str(), r#"{"event":"pong"}"#);
+                break;
+            }
+            Ok(Message::Ping(_)) => {}
+            Ok(other) => panic!("unexpected frame {other:?}"),
+            Err(tungstenite::Error::Io(e))
+                if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => panic!("the connection broke: {e}"),
+        }
+        assert!(!deadline.passed(), "no pong for the split frame");
+    }
+}
