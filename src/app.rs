@@ -350,8 +350,6 @@ impl Server {
         }
         unfinished.extend(self.api.evolution.join_until(deadline));
         unfinished.extend(self.ws.join_clients(deadline));
-        let readers = self.api.llm.join_until(deadline);
-        unfinished.extend((readers > 0).then(|| format!("llm-stream x{readers}")));
         for name in &unfinished {
             log::warn!("event=server.thread_unfinished thread={name}");
         }

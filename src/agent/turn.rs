@@ -14,7 +14,7 @@ use super::prompt;
 use super::tools::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use super::Deps;
 use crate::bus::TurnRequest;
-use crate::llm::client::{Completion, LlmClient, LlmError, OnText, ToolCall};
+use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
 use crate::memory_jobs::consolidator::Job;
 use crate::store::chats::Record;
 use crate::util::cancel::CancelToken;
@@ -180,14 +180,13 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         };
         iterations += 1;
         let result = {
-            // Runs on the stream's reader thread: deltas go to the hub without waking us.
-            let (sink, stream_id, chat) = (Arc::clone(&deps.sink), t.stream_id, req.chat_id.clone());
-            let on_text: OnText = Arc::new(move |deltas: &[String]| {
+            let (sink, stream_id, chat) = (&deps.sink, t.stream_id, req.chat_id.as_str());
+            let on_text = |deltas: &[String]| {
                 let events: Vec<Event> =
-                    deltas.iter().map(|text| Event::Delta { chat_id: &chat, text, stream_id }).collect();
-                sink.emit_all(&chat, &events);
-            });
-            client.stream_chat(body, cancel, on_text, &mut t.streamed)
+                    deltas.iter().map(|text| Event::Delta { chat_id: chat, text, stream_id }).collect();
+                sink.emit_all(chat, &events);
+            };
+            client.stream_chat(body, cancel, &on_text, &mut t.streamed)
         };
         let completion: Completion = match result {
             Ok(c) => c,

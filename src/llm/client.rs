@@ -1,20 +1,18 @@
 //! The blocking LLM client: one ureq `Agent` per provider generation, `POST /chat/completions`
-//! with `stream: true` read on a reader thread of its own (`llm-stream`, parked between calls,
-//! [`crate::util::blocking`]) so the calling worker can stop at once on cancel, plus
-//! non-streamed completions (consolidation, Dream) and model discovery. The reader hands text
-//! deltas straight to the turn's callback; the worker wakes once per model call.
+//! with `stream: true` read on the calling worker, which cancel interrupts by shutting the
+//! stream's agent ([`blocking::interruptible`]), plus non-streamed completions (consolidation,
+//! Dream) and model discovery. Text deltas go straight to the turn's callback.
 
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::bounded;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::settings::Settings;
 use super::Provider;
-use crate::util::blocking::{self, Pool, Stop};
+use crate::util::blocking;
 use crate::util::cancel::CancelToken;
 use crate::util::json::{too_deep, MAX_DEPTH as MAX_JSON_DEPTH};
 use crate::util::redact;
@@ -123,20 +121,16 @@ pub struct LlmClient {
     /// which closes the socket under a read that is still waiting for the model. Finished
     /// streams return theirs, so kept-alive connections are reused.
     stream_agents: std::sync::Mutex<Vec<ureq::Agent>>,
-    /// Stream reader threads, parked between model calls.
-    readers: Pool,
+    /// Set by [`LlmClient::shutdown`]: no new stream starts.
+    stopped: std::sync::atomic::AtomicBool,
     timeout: Duration,
     /// Context lengths this endpoint reported, by model (`llm::context`).
     context: Arc<super::context::ContextLengths>,
 }
 
-/// Idle stream agents kept per client, and stream reader threads kept parked: as many as
-/// the default number of workers, so a burst of turns neither opens a new connection nor
-/// starts a new thread per model call (each parked reader holds only its touched stack).
+/// Idle stream agents kept per client: as many as the default number of workers, so a burst
+/// of turns does not open a new connection per model call.
 const MAX_IDLE_STREAM_AGENTS: usize = 32;
-const MAX_IDLE_READERS: usize = 32;
-/// How long a parked reader waits for the next model call.
-const READER_IDLE: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for LlmClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -179,7 +173,7 @@ impl LlmClient {
             agent: config.new_agent(),
             config,
             stream_agents: std::sync::Mutex::new(Vec::new()),
-            readers: Pool::new("llm-stream", 256 * 1024, MAX_IDLE_READERS, READER_IDLE),
+            stopped: std::sync::atomic::AtomicBool::new(false),
             timeout,
             context: Arc::default(),
         })
@@ -189,56 +183,30 @@ impl LlmClient {
         redact::redact_with(s, &[self.bearer.as_str()])
     }
 
-    /// Streams a chat completion. `body` is the request JSON (with `"stream":true`). The
-    /// request runs on a parked `llm-stream` thread ([`crate::util::blocking`]), which also
-    /// hands each text delta to `on_text` as it arrives (the turn emits it from there, so a
-    /// chunk goes reader -> hub -> writer without waking the worker); tool-call fragments are
-    /// assembled by index. The worker waits for the whole completion with the turn's token:
-    /// `Cancelled` at once when `cancel` fires. Every delta handed to `on_text` is also
-    /// appended to `streamed`, and none is handed over after this returns.
+    /// Streams a chat completion on the calling thread (a worker). `body` is the request
+    /// JSON (with `"stream":true`). Text deltas go to `on_text` as they arrive, chunks that
+    /// arrived together in one call; tool-call fragments are assembled by index. Cancel
+    /// shuts the stream's own agent, which closes the socket under a read still waiting for
+    /// the model, so the call returns `Cancelled` at once; every read is bounded by the
+    /// per-read timeout ([`blocking::interruptible`]). Every delta handed to `on_text` is also
+    /// appended to `streamed`.
     pub fn stream_chat(
-        self: &Arc<Self>,
+        &self,
         body: Vec<u8>,
         cancel: &CancelToken,
-        on_text: OnText,
+        on_text: &dyn Fn(&[String]),
         streamed: &mut String,
     ) -> Result<Completion, LlmError> {
-        let (tx, rx) = bounded::<Result<Completion, LlmError>>(1);
-        let live = Arc::new(Mutex::new(Live { open: true, text: String::new(), last_read: Instant::now() }));
-        let me = Arc::clone(self);
-        let reader_cancel = cancel.clone();
-        let reader_live = Arc::clone(&live);
-        let agent = self.stream_agents.lock().ok().and_then(|mut a| a.pop()).unwrap_or_else(|| self.config.new_agent());
-        let reader_agent = agent.clone();
-        self.readers
-            .run(Box::new(move || {
-                let stream = Stream { live: &reader_live, cancel: &reader_cancel, on_text: &*on_text };
-                let _ = tx.send(me.read_stream(&reader_agent, &body, &stream));
-            }))
-            .map_err(|e| LlmError::Other(format!("cannot start the stream reader: {e}")))?;
-        // The reader enforces the per-read timeout; this is a backstop against a wedged reader:
-        // that long without a stream event ends the wait.
-        let hard = self.timeout * 3 + CONNECT_TIMEOUT;
-        let result = loop {
-            let since = live_lock(&live).last_read;
-            match blocking::wait(&rx, Some(cancel), since + hard) {
-                Ok(r) => break r,
-                Err(Stop::Cancelled) => break Err(LlmError::Cancelled),
-                Err(Stop::Gone) => break Err(LlmError::Truncated),
-                Err(Stop::Overdue) if live_lock(&live).last_read == since => {
-                    break Err(LlmError::Timeout(self.timeout))
-                }
-                Err(Stop::Overdue) => {}
-            }
-        };
-        {
-            // From here on the reader hands nothing more to `on_text`.
-            let mut l = live_lock(&live);
-            l.open = false;
-            streamed.push_str(&l.text);
+        if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(LlmError::Other("the server is stopping".into()));
         }
+        let agent = self.stream_agents.lock().ok().and_then(|mut a| a.pop()).unwrap_or_else(|| self.config.new_agent());
+        let mut stream = Stream { cancel, on_text, streamed };
+        // A cancelled turn never takes a result, even one complete before the cancel landed.
+        let result = blocking::interruptible(cancel, &agent, || self.read_stream(&agent, &body, &mut stream))
+            .unwrap_or(Err(LlmError::Cancelled));
         match &result {
-            // The reader may still be blocked on the socket: close it under the read.
+            // A timed-out read leaves the connection in an unknown state: drop the agent.
             Err(LlmError::Cancelled | LlmError::Timeout(_)) => agent.shutdown(),
             _ => {
                 if let Ok(mut idle) = self.stream_agents.lock() {
@@ -251,9 +219,9 @@ impl LlmClient {
         result
     }
 
-    /// Reader thread body: request (one retry before any byte arrived), then decode SSE and
-    /// assemble the completion.
-    fn read_stream(&self, agent: &ureq::Agent, body: &[u8], stream: &Stream<'_>) -> Result<Completion, LlmError> {
+    /// The stream: request (one retry before any byte arrived), then decode SSE and assemble
+    /// the completion.
+    fn read_stream(&self, agent: &ureq::Agent, body: &[u8], stream: &mut Stream<'_>) -> Result<Completion, LlmError> {
         let url = format!("{}/chat/completions", self.api_base);
         let cancel = stream.cancel;
         let mut attempt = 0;
@@ -306,7 +274,7 @@ impl LlmClient {
     fn read_events<R: std::io::Read>(
         &self,
         reader: &mut SseReader<R>,
-        stream: &Stream<'_>,
+        stream: &mut Stream<'_>,
         held: &mut Vec<String>,
     ) -> Result<Completion, LlmError> {
         let cancel = stream.cancel;
@@ -329,7 +297,6 @@ impl LlmClient {
                 Err(SseError::Io(e)) => return Err(map_io(&e, self.timeout)),
                 Err(_) => return Err(LlmError::Malformed("stream line too long")),
             };
-            stream.touch();
             let data = ev.data.trim();
             if data == "[DONE]" {
                 stream.hand_over(held)?;
@@ -346,7 +313,7 @@ impl LlmClient {
             if data.is_empty() {
                 continue;
             }
-            // This `llm-stream` thread has a small stack: nesting is bounded before parsing.
+            // Nesting is bounded before parsing: the peer picks it, the worker's stack is finite.
             if too_deep(data.as_bytes(), MAX_JSON_DEPTH).is_some() {
                 return Err(LlmError::Malformed("stream data is not JSON"));
             }
@@ -471,16 +438,16 @@ impl LlmClient {
 
     /// Server stop: non-streamed calls in flight (consolidation, Dream, skill evolution,
     /// discovery) fail at once and later ones are refused, as the agent's sockets are shut;
-    /// parked stream readers exit (streams of cancelled turns shut their own agents).
+    /// no new stream starts (streams in flight end with their turns' cancel), and idle
+    /// stream connections close.
     pub fn shutdown(&self) {
+        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
         self.agent.clone().shutdown();
-        self.readers.stop();
-    }
-
-    /// After [`LlmClient::shutdown`]: joins the stream reader threads until `deadline`;
-    /// returns how many were still running.
-    pub fn join_readers(&self, deadline: Instant) -> usize {
-        self.readers.join_until(deadline)
+        if let Ok(mut idle) = self.stream_agents.lock() {
+            for agent in idle.drain(..) {
+                agent.shutdown();
+            }
+        }
     }
 
     /// Non-streamed completion without tools (consolidation, Dream), bounded by `timeout`.
@@ -574,57 +541,36 @@ pub fn model_ids(v: &Value) -> Vec<String> {
     ids
 }
 
-/// Where a stream's text deltas go (the turn emits them as `delta` events), in order: the
-/// deltas of chunks that arrived together come in one call. Called on the `llm-stream` thread.
-pub type OnText = Arc<dyn Fn(&[String]) + Send + Sync>;
-
-/// One stream as its reader and its waiting worker share it.
-struct Live {
-    /// False once the worker stopped waiting: nothing more goes to `on_text`.
-    open: bool,
-    /// Every delta handed to `on_text` so far.
-    text: String,
-    /// When the reader last got a stream event (the worker's backstop deadline).
-    last_read: Instant,
-}
-
-fn live_lock(live: &Mutex<Live>) -> MutexGuard<'_, Live> {
-    live.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The reader's side of a stream.
+/// One stream in flight.
 struct Stream<'a> {
-    live: &'a Mutex<Live>,
     cancel: &'a CancelToken,
-    on_text: &'a (dyn Fn(&[String]) + Send + Sync),
+    /// Where its text deltas go (the turn emits them as `delta` events), in order: the deltas
+    /// of chunks that arrived together come in one call.
+    on_text: &'a dyn Fn(&[String]),
+    /// Every delta handed to `on_text` so far.
+    streamed: &'a mut String,
 }
 
 /// Deltas held back while more parsed chunks follow at once (see `read_stream`).
 const MAX_HELD_DELTAS: usize = 64;
 
 impl Stream<'_> {
-    /// Hands the held deltas over (and empties `held`), under the lock the worker closes the
-    /// stream with, so no delta follows the worker's own next event. `Cancelled` once the
-    /// worker stopped waiting.
-    fn hand_over(&self, held: &mut Vec<String>) -> Result<(), LlmError> {
+    /// Hands the held deltas over (and empties `held`); `Cancelled` once the turn is: a
+    /// cancelled turn emits nothing more.
+    fn hand_over(&mut self, held: &mut Vec<String>) -> Result<(), LlmError> {
         if held.is_empty() {
             return Ok(());
         }
-        let mut l = live_lock(self.live);
-        if !l.open || self.cancel.is_cancelled() {
+        if self.cancel.is_cancelled() {
             held.clear();
             return Err(LlmError::Cancelled);
         }
         for t in held.iter() {
-            l.text.push_str(t);
+            self.streamed.push_str(t);
         }
         (self.on_text)(held);
         held.clear();
         Ok(())
-    }
-
-    fn touch(&self) {
-        live_lock(self.live).last_read = Instant::now();
     }
 }
 
@@ -880,7 +826,6 @@ mod tests {
         let (result, ended) = call.join().unwrap();
         assert!(result.is_err(), "{result:?}");
         assert!(ended.duration_since(stopped) < Duration::from_secs(5), "the call waited for the model");
-        assert_eq!(client.join_readers(Instant::now() + Duration::from_secs(1)), 0);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::client::{LlmClient, LlmError};
 use super::settings::{self, Settings};
@@ -132,18 +132,11 @@ impl LlmRuntime {
         self.timeout
     }
 
-    /// Server stop: every installed client's background calls fail at once and its parked
-    /// stream readers exit (see [`LlmClient::shutdown`]).
+    /// Server stop: every installed client's background calls fail at once (see
+    /// [`LlmClient::shutdown`]).
     pub fn shutdown(&self) {
         for c in &self.read().clients {
             c.shutdown();
         }
-    }
-
-    /// After [`LlmRuntime::shutdown`]: joins the clients' stream reader threads until
-    /// `deadline`; returns how many were still running.
-    pub fn join_until(&self, deadline: Instant) -> usize {
-        let clients = self.read().clients.clone();
-        clients.iter().map(|c| c.join_readers(deadline)).sum()
     }
 }

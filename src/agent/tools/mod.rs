@@ -9,7 +9,6 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::config::Config;
-use crate::util::blocking::Pool;
 use crate::util::cancel::CancelToken;
 
 pub mod edit_file;
@@ -221,19 +220,6 @@ pub(crate) fn arg_opt_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result
     }
 }
 
-/// Helper threads the web tools run their requests on ([`crate::util::blocking`]): a turn
-/// waits for them with its cancel token and the tool's limit, so it gets control back at once.
-pub(crate) fn net_pool() -> Arc<Pool> {
-    Arc::new(Pool::new("tool-net", NET_STACK, NET_IDLE, NET_IDLE_FOR))
-}
-
-/// The web tools' helper threads: the std default stack (HTML extraction runs there). None
-/// stays parked: web calls are rare and slow, a parked thread would save nothing measurable,
-/// and so every helper is gone once its call returned or was shut.
-const NET_STACK: usize = 2 * 1024 * 1024;
-const NET_IDLE: usize = 0;
-const NET_IDLE_FOR: Duration = Duration::ZERO;
-
 /// Formats a duration the way tool messages quote it (`30s`, `0.3s`).
 pub(crate) fn fmt_secs(d: Duration) -> String {
     if d.subsec_millis() == 0 {
@@ -278,15 +264,12 @@ pub fn builtins() -> Vec<Arc<dyn Tool>> {
 /// The built-in tools in the contract's order (tools-and-mcp.md §1); the order never changes
 /// between requests, so tool lists stay cache-stable.
 pub fn builtins_with(settings: &ToolSettings) -> Vec<Arc<dyn Tool>> {
-    // One pool of `tool-net` threads for both web tools.
-    let net = net_pool();
     let policy = netguard::AddrPolicy::from_allow_private(settings.web_fetch_allow_private);
     vec![
         Arc::new(save_memory::SaveMemory),
-        Arc::new(web_fetch::WebFetch::new(policy).on(Arc::clone(&net))),
+        Arc::new(web_fetch::WebFetch::new(policy)),
         Arc::new(web_search::WebSearch {
             base_url: settings.web_search_url.clone(),
-            net,
             ..web_search::WebSearch::default()
         }),
         Arc::new(read_file::ReadFile),

@@ -1,9 +1,9 @@
 //! `web_fetch` (tools-and-mcp.md §3): GETs an http(s) URL with ureq and returns readable text:
 //! scripts, styles, comments and tags removed, common entities decoded, whitespace collapsed,
-//! cut to 3000 characters. The request runs on a `tool-net` helper thread ([`crate::util::blocking`]) so the
-//! turn's worker gets control back at once on cancel; that helper checks the call's deadline
-//! and the turn's cancel token between every read of the body, and the worker shuts the
-//! call's agent down when it stops waiting, so no helper outlives its call for long.
+//! cut to 3000 characters. The request runs on the turn's worker, bounded by the call's own
+//! deadline (ureq's global timeout, and checked between every read of the body); cancel shuts
+//! the call's agent ([`crate::util::blocking::interruptible`]), which closes the socket under a
+//! read still waiting, so the turn gets control back at once.
 //!
 //! Beyond the original: only http/https is accepted; the connection goes only to addresses
 //! `netguard` allows (public ones by default, checked on the resolved address of every
@@ -13,8 +13,6 @@
 //! [`MAX_COUNTED_CHARS`] of text exist; media types that cannot be text are refused.
 
 use std::io::Read;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
@@ -22,7 +20,7 @@ use ureq::unversioned::transport::DefaultConnector;
 
 use super::netguard::{AddrPolicy, GuardedResolver, Refused};
 use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
-use crate::util::blocking::{Pool, Stop as Waited};
+use crate::util::blocking;
 use crate::util::cancel::CancelToken;
 
 /// The contract's overall fetch timeout.
@@ -38,8 +36,6 @@ pub const MAX_COUNTED_CHARS: usize = 30_000;
 pub const MAX_REDIRECTS: usize = 10;
 /// The contract's User-Agent for web_fetch and web_search.
 pub const USER_AGENT: &str = "Mozilla/5.0 (compatible; CashCode/1.0)";
-/// Extra wait for the helper thread beyond the request timeout before giving up on it.
-pub(crate) const GRACE: Duration = Duration::from_secs(2);
 /// Connect timeout (never longer than the overall timeout).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes asked of the body per read; the deadline and cancel token are checked between reads.
@@ -53,10 +49,6 @@ pub struct WebFetch {
     pub max_bytes: u64,
     /// Which resolved addresses may be contacted.
     pub policy: AddrPolicy,
-    /// Helper threads of this tool still running (tests check they end with their call).
-    running: Arc<AtomicUsize>,
-    /// Where the request runs, so the turn can stop waiting at cancel ([`super::net_pool`]).
-    net: Arc<Pool>,
 }
 
 impl Default for WebFetch {
@@ -67,40 +59,7 @@ impl Default for WebFetch {
 
 impl WebFetch {
     pub fn new(policy: AddrPolicy) -> Self {
-        WebFetch {
-            timeout: DEFAULT_TIMEOUT,
-            max_bytes: DEFAULT_MAX_BYTES,
-            policy,
-            running: Arc::default(),
-            net: super::net_pool(),
-        }
-    }
-
-    /// The same tool on a shared pool of helper threads.
-    pub fn on(mut self, net: Arc<Pool>) -> Self {
-        self.net = net;
-        self
-    }
-
-    /// Helper threads of this tool that have not finished yet.
-    pub fn running(&self) -> usize {
-        self.running.load(Ordering::SeqCst)
-    }
-}
-
-/// Counts a helper thread as running from before it is spawned until its work is dropped.
-struct Running(Arc<AtomicUsize>);
-
-impl Running {
-    fn enter(count: &Arc<AtomicUsize>) -> Self {
-        count.fetch_add(1, Ordering::SeqCst);
-        Running(Arc::clone(count))
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        WebFetch { timeout: DEFAULT_TIMEOUT, max_bytes: DEFAULT_MAX_BYTES, policy }
     }
 }
 
@@ -208,30 +167,12 @@ impl Tool for WebFetch {
         }
         let agent = fetch_agent(self.timeout, self.policy);
         let budget = Budget { deadline: Instant::now() + self.timeout, cancel: ctx.cancel.clone() };
-        let (owned, helper_agent, timeout, max_bytes) = (url.to_string(), agent.clone(), self.timeout, self.max_bytes);
-        let running = Running::enter(&self.running);
-        let work = move || {
-            let _running = running;
-            fetch(&owned, &helper_agent, &budget, timeout, max_bytes)
-        };
-        match self.net.call(&ctx.cancel, timeout + GRACE, work) {
-            Ok(out) => out,
-            Err(stopped) => {
-                // Wakes a helper blocked on the socket; it sees the token or deadline next.
-                agent.shutdown();
-                match stopped {
-                    Waited::Cancelled => ToolOutput::error(format!("Fetching {url} was cancelled")),
-                    Waited::Overdue | Waited::Gone => {
-                        ToolOutput::error(format!("Fetching {url} timed out ({})", fmt_secs(self.timeout)))
-                    }
-                }
-            }
-        }
+        blocking::interruptible(&ctx.cancel, &agent, || fetch(url, &agent, &budget, self.timeout, self.max_bytes))
+            .unwrap_or_else(|| ToolOutput::error(format!("Fetching {url} was cancelled")))
     }
 }
 
-/// The GET with its redirect hops and the streamed text extraction (runs on a `tool-net`
-/// helper thread).
+/// The GET with its redirect hops and the streamed text extraction.
 fn fetch(url: &str, agent: &ureq::Agent, budget: &Budget, timeout: Duration, max_bytes: u64) -> ToolOutput {
     let stopped = |s: Stop| match s {
         Stop::Cancelled => ToolOutput::error(format!("Fetching {url} was cancelled")),
@@ -864,6 +805,7 @@ pub(crate) mod tests {
     use crate::util::text::take_chars;
     use std::io::{BufRead, BufReader, Write};
     use std::net::{IpAddr, Ipv4Addr, TcpListener};
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::thread;
 
     /// A one-route local server answering every request with `status`, `content_type`,
@@ -905,16 +847,6 @@ pub(crate) mod tests {
         let mut a = Map::new();
         a.insert("url".into(), json!(url));
         tool.run(&a, &sb.ctx)
-    }
-
-    /// Waits (bounded) until `what` holds.
-    #[track_caller]
-    fn wait_until(within: Duration, what: impl Fn() -> bool) {
-        let deadline = Instant::now() + within;
-        while !what() {
-            assert!(Instant::now() < deadline, "condition not reached within {within:?}");
-            thread::sleep(Duration::from_millis(5));
-        }
     }
 
     /// A listener nobody answers on; `untouched` asserts no connection ever reached it.
@@ -1375,8 +1307,8 @@ pub(crate) mod tests {
         (format!("http://127.0.0.1:{port}/"), rx)
     }
 
-    /// After cancel or timeout, the helper thread is gone and the connection closed, both well
-    /// before the request's own 15 s timeout, also when the server sends nothing at all.
+    /// After cancel or timeout the call returns and the connection is closed, both well before
+    /// the request's own 15 s timeout, also when the server sends nothing at all.
     #[test]
     fn cancel_and_timeout_free_the_helper() {
         for stall in [false, true] {
@@ -1393,13 +1325,11 @@ pub(crate) mod tests {
             let mut a = Map::new();
             a.insert("url".into(), json!(url));
             assert_eq!(tool.run(&a, &sb.ctx).for_model, format!("Error: Fetching {url} was cancelled"));
-            wait_until(Duration::from_secs(2), || tool.running() == 0);
             assert_eq!(canceller.join().unwrap(), Ok("closed"), "stall {stall}: the connection was closed");
         }
         let (url, events) = trickle(false);
         let tool = WebFetch { timeout: Duration::from_millis(600), ..local() };
         assert_eq!(run(&tool, &url).for_model, format!("Error: Fetching {url} timed out (0.6s)"));
-        wait_until(Duration::from_secs(1), || tool.running() == 0);
         assert_eq!(events.recv_timeout(Duration::from_secs(1)), Ok("sent"));
         assert_eq!(events.recv_timeout(Duration::from_secs(2)), Ok("closed"));
     }

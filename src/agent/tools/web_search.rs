@@ -1,19 +1,17 @@
 //! `web_search` (tools-and-mcp.md §3): asks the DuckDuckGo Instant Answer API and formats the
-//! abstract and up to 10 related topics. The request runs on a `tool-net` helper thread
-//! ([`crate::util::blocking`]), as `web_fetch`'s does: the worker returns at once on cancel and
-//! shuts the call's agent, and the helper checks the token and the deadline before the request
-//! and between reads of the body. The endpoint is a field so tests (and
+//! abstract and up to 10 related topics. The request runs on the turn's worker, as `web_fetch`'s
+//! does: cancel shuts the call's agent, so a read still waiting returns at once, and the token
+//! and the deadline are checked before the request and between reads of the body. The endpoint is a field so tests (and
 //! `CASHCODE_WEB_SEARCH_URL`) can point it at a local server.
 
 use std::io::Read;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use super::web_fetch::{http_agent, is_timeout, Budget, Stop, GRACE};
+use super::web_fetch::{http_agent, is_timeout, Budget, Stop};
 use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
-use crate::util::blocking::{Pool, Stop as Waited};
+use crate::util::blocking;
 
 /// The public Instant Answer endpoint.
 pub const DEFAULT_URL: &str = "https://api.duckduckgo.com/";
@@ -30,13 +28,11 @@ const READ_STEP: usize = 16 * 1024;
 pub struct WebSearch {
     pub base_url: String,
     pub timeout: Duration,
-    /// Where the request runs ([`super::net_pool`]).
-    pub net: Arc<Pool>,
 }
 
 impl Default for WebSearch {
     fn default() -> Self {
-        WebSearch { base_url: DEFAULT_URL.to_string(), timeout: DEFAULT_TIMEOUT, net: super::net_pool() }
+        WebSearch { base_url: DEFAULT_URL.to_string(), timeout: DEFAULT_TIMEOUT }
     }
 }
 
@@ -66,25 +62,16 @@ impl Tool for WebSearch {
         if query.is_empty() {
             return ToolOutput::error("Search failed: the query is empty");
         }
-        let (base, q, timeout) = (self.base_url.clone(), query.to_string(), self.timeout);
-        let agent = http_agent(timeout);
-        let helper_agent = agent.clone();
-        let budget = Budget { deadline: Instant::now() + timeout, cancel: ctx.cancel.clone() };
-        let cancelled = || ToolOutput::error("Search failed: cancelled");
-        let overdue = || ToolOutput::error(format!("Search failed: timed out ({})", fmt_secs(timeout)));
-        match self.net.call(&ctx.cancel, timeout + GRACE, move || fetch(&helper_agent, &base, &q, &budget)) {
-            Ok(Ok(v)) => ToolOutput::ok(format_answer(query, &v)),
-            Ok(Err(Failure::Stopped(Stop::Cancelled))) => cancelled(),
-            Ok(Err(Failure::Stopped(Stop::Overdue))) => overdue(),
-            Ok(Err(Failure::Other(e))) => ToolOutput::error(format!("Search failed: {e}")),
-            Err(stopped) => {
-                // Wakes a helper blocked on the socket; it sees the token or deadline next.
-                agent.shutdown();
-                match stopped {
-                    Waited::Cancelled => cancelled(),
-                    Waited::Overdue | Waited::Gone => overdue(),
-                }
+        let agent = http_agent(self.timeout);
+        let budget = Budget { deadline: Instant::now() + self.timeout, cancel: ctx.cancel.clone() };
+        let answer = blocking::interruptible(&ctx.cancel, &agent, || fetch(&agent, &self.base_url, query, &budget));
+        match answer.unwrap_or(Err(Failure::Stopped(Stop::Cancelled))) {
+            Ok(v) => ToolOutput::ok(format_answer(query, &v)),
+            Err(Failure::Stopped(Stop::Cancelled)) => ToolOutput::error("Search failed: cancelled"),
+            Err(Failure::Stopped(Stop::Overdue)) => {
+                ToolOutput::error(format!("Search failed: timed out ({})", fmt_secs(self.timeout)))
             }
+            Err(Failure::Other(e)) => ToolOutput::error(format!("Search failed: {e}")),
         }
     }
 }
@@ -95,8 +82,7 @@ enum Failure {
     Other(String),
 }
 
-/// The blocking API call (runs on a `tool-net` helper thread), checking `budget` before the
-/// request and between reads of the body.
+/// The blocking API call, checking `budget` before the request and between reads of the body.
 fn fetch(agent: &ureq::Agent, base_url: &str, query: &str, budget: &Budget) -> Result<Value, Failure> {
     budget.check().map_err(Failure::Stopped)?;
     let resp = agent
@@ -251,10 +237,10 @@ mod tests {
         assert!(run(&WebSearch::default(), "  ").failed);
     }
 
-    /// Cancel returns at once, and the helper stops too: the connection is closed and the
-    /// `tool-net` thread ends, long before the request's own 10 s timeout.
+    /// Cancel returns at once and closes the connection, long before the request's own 10 s
+    /// timeout.
     #[test]
-    fn cancel_frees_the_helper_and_its_connection() {
+    fn cancel_returns_at_once_and_closes_the_connection() {
         for stall in [false, true] {
             let (url, events) = trickle(stall);
             let tool = WebSearch { base_url: url, ..WebSearch::default() };
@@ -272,7 +258,6 @@ mod tests {
             assert_eq!(tool.run(&a, &sb.ctx).for_model, "Error: Search failed: cancelled");
             assert!(started.elapsed() < Duration::from_secs(5));
             assert_eq!(canceller.join().unwrap(), Ok("closed"), "stall {stall}: the connection was closed");
-            assert_eq!(tool.net.join_until(Instant::now() + Duration::from_secs(2)), 0, "the helper ended");
         }
     }
 }
