@@ -183,6 +183,9 @@ fn concurrent_only() {
         let tps = median(runs.iter().map(|r| r.turns_per_sec).collect());
         println!("{clients} clients: server CPU per turn {cpu:.3} ms, {tps:.0} turns/s, {errors} errors");
     }
+    std::thread::sleep(Duration::from_millis(500));
+    let (after, hwm) = rss(server.pid);
+    println!("RSS after the 500-client runs {:.1} MiB (peak {:.1} MiB)", after as f64 / 1024.0, hwm as f64 / 1024.0);
 }
 
 /// `BENCH_ONLY=connect`: 500 clients at once that connect, read `ready` and leave, three

@@ -280,15 +280,24 @@ impl LlmClient {
         let cancel = stream.cancel;
         let mut out = Completion::default();
         let mut calls: Vec<ToolCall> = Vec::new();
+        let max_gap = self.timeout * MAX_EVENT_GAP_READS;
+        let mut last_event = Instant::now();
         loop {
             if cancel.is_cancelled() {
                 return Err(LlmError::Cancelled);
             }
             let mut handed = Ok(());
             let ev = reader.next_event_with(&mut || {
-                if handed.is_ok() {
-                    handed = stream.hand_over(held);
+                handed = stream.hand_over(held);
+                if handed.is_err() {
+                    return Err(std::io::Error::other("cancelled"));
                 }
+                // Each read is bounded by the per-read timeout, but a peer can keep every
+                // read short by dripping bytes that never make an event.
+                if last_event.elapsed() > max_gap {
+                    return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no stream event"));
+                }
+                Ok(())
             });
             handed?;
             let ev = match ev {
@@ -297,13 +306,20 @@ impl LlmClient {
                 Err(SseError::Io(e)) => return Err(map_io(&e, self.timeout)),
                 Err(_) => return Err(LlmError::Malformed("stream line too long")),
             };
+            last_event = Instant::now();
             let data = ev.data.trim();
             if data == "[DONE]" {
                 stream.hand_over(held)?;
                 // Read the body to its end (the chunked terminator) so the connection goes
-                // back to the pool and the next model call skips a new connect/TLS handshake.
+                // back to the pool and the next model call skips a new connect/TLS handshake;
+                // only briefly: the answer is complete, and an unread body just costs that.
+                let until = Instant::now() + DRAIN_TIME;
+                let mut briefly = || match Instant::now() < until {
+                    true => Ok(()),
+                    false => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "drained long enough")),
+                };
                 for _ in 0..64 {
-                    if !matches!(reader.next_event(), Ok(Some(_))) {
+                    if !matches!(reader.next_event_with(&mut briefly), Ok(Some(_))) {
                         break;
                     }
                 }
@@ -553,6 +569,10 @@ struct Stream<'a> {
 
 /// Deltas held back while more parsed chunks follow at once (see `read_stream`).
 const MAX_HELD_DELTAS: usize = 64;
+/// A stream with no event for this many read timeouts ends as timed out.
+const MAX_EVENT_GAP_READS: u32 = 3;
+/// How long the rest of a stream is read after `[DONE]` (see `read_events`).
+const DRAIN_TIME: Duration = Duration::from_millis(500);
 
 impl Stream<'_> {
     /// Hands the held deltas over (and empties `held`); `Cancelled` once the turn is: a
@@ -826,6 +846,46 @@ mod tests {
         let (result, ended) = call.join().unwrap();
         assert!(result.is_err(), "{result:?}");
         assert!(ended.duration_since(stopped) < Duration::from_secs(5), "the call waited for the model");
+    }
+
+    /// A peer that keeps every read short by dripping bytes that never make an event is cut
+    /// off after three read timeouts without one; the text streamed before is kept.
+    #[test]
+    fn a_stream_dripping_bytes_without_events_times_out() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let settings = Settings {
+            openai_base_url: format!("http://{}/v1", listener.local_addr().unwrap()),
+            openai_api_key: "k".into(),
+            ollama_base_url: String::new(),
+        };
+        let peer = std::thread::spawn(move || {
+            let (mut sock, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 64 * 1024];
+            let _ = sock.read(&mut buf).unwrap();
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            let first = r#"data: {"choices":[{"delta":{"content":"hi"}}]}"#;
+            sock.write_all(format!("{head}{first}\n\n: ").as_bytes()).unwrap();
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(20) && sock.write_all(b"x").is_ok() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            started.elapsed()
+        });
+        let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(1)).unwrap();
+        let (mut streamed, deltas) = (String::new(), std::cell::RefCell::new(Vec::new()));
+        let started = Instant::now();
+        let r = client.stream_chat(
+            br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
+            &CancelToken::new(),
+            &|d: &[String]| deltas.borrow_mut().extend_from_slice(d),
+            &mut streamed,
+        );
+        let took = started.elapsed();
+        assert_eq!(r, Err(LlmError::Timeout(Duration::from_secs(1))));
+        assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(6), "took {took:?}");
+        assert_eq!((streamed.as_str(), deltas.into_inner()), ("hi", vec!["hi".to_string()]));
+        assert!(peer.join().unwrap() < Duration::from_secs(10), "the connection was closed");
     }
 
     #[test]

@@ -111,14 +111,18 @@ impl<R: Read> SseReader<R> {
     /// Reads until the next dispatched event. At end of stream an unterminated event with
     /// data is still dispatched (lenient: some servers omit the final blank line).
     pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
-        self.next_event_with(&mut || {})
+        self.next_event_with(&mut || Ok(()))
     }
 
     /// [`SseReader::next_event`], calling `before_read` whenever it is about to read from the
     /// stream (which may wait), and never otherwise: a caller holding work from the events
     /// already parsed (text to send on) hands it over there, so nothing waits on the network
-    /// while events that arrived together are handled together.
-    pub fn next_event_with(&mut self, before_read: &mut dyn FnMut()) -> Result<Option<SseEvent>, SseError> {
+    /// while events that arrived together are handled together. An error from `before_read`
+    /// is returned instead of reading (a caller's own deadline).
+    pub fn next_event_with(
+        &mut self,
+        before_read: &mut dyn FnMut() -> io::Result<()>,
+    ) -> Result<Option<SseEvent>, SseError> {
         let mut event = String::new();
         let mut data = String::new();
         let mut has_data = false;
@@ -167,7 +171,7 @@ impl<R: Read> SseReader<R> {
     }
 
     /// One line without its terminator, lossily decoded; `None` at end of stream.
-    fn read_line(&mut self, before_read: &mut dyn FnMut()) -> Result<Option<String>, SseError> {
+    fn read_line(&mut self, before_read: &mut dyn FnMut() -> io::Result<()>) -> Result<Option<String>, SseError> {
         let mut line: Vec<u8> = Vec::new();
         let mut started = false;
         loop {
@@ -216,8 +220,8 @@ impl<R: Read> SseReader<R> {
     }
 
     /// Refills the buffer; `false` at end of stream.
-    fn fill(&mut self, before_read: &mut dyn FnMut()) -> Result<bool, SseError> {
-        before_read();
+    fn fill(&mut self, before_read: &mut dyn FnMut() -> io::Result<()>) -> Result<bool, SseError> {
+        before_read().map_err(SseError::Io)?;
         loop {
             match self.inner.read(&mut self.buf) {
                 Ok(0) => {
@@ -290,7 +294,10 @@ mod tests {
         // two more reads.
         let mut r = SseReader::new(Chunks(vec![b"data: a\n\ndata: b\n\n: ping\n\n", b"data: ", b"c\n\n"]));
         let reads = std::cell::Cell::new(0);
-        let mut count = || reads.set(reads.get() + 1);
+        let mut count = || {
+            reads.set(reads.get() + 1);
+            Ok(())
+        };
         assert_eq!(r.next_event_with(&mut count).unwrap().unwrap().data, "a");
         assert_eq!(reads.get(), 1, "the first event needed the first read");
         assert_eq!(r.next_event_with(&mut count).unwrap().unwrap().data, "b");
@@ -300,6 +307,11 @@ mod tests {
         assert_eq!(reads.get(), 3);
         assert_eq!(r.next_event_with(&mut count).unwrap(), None);
         assert_eq!(reads.get(), 4, "end of stream is found by one more read");
+        // A refusal from the hook is the reader's error, and nothing is read.
+        let mut r = SseReader::new(Chunks(vec![b"data: a\n\n"]));
+        let mut refuse = || Err(io::Error::new(io::ErrorKind::TimedOut, "deadline"));
+        assert!(matches!(r.next_event_with(&mut refuse), Err(SseError::Io(e)) if e.kind() == io::ErrorKind::TimedOut));
+        assert_eq!(r.next_event().unwrap().unwrap().data, "a");
     }
 
     #[test]
