@@ -2,9 +2,9 @@
 //! [`interruptible`] runs it on the thread that needs its result (a worker), bounded by its own
 //! timeouts, and while it runs the turn's [`CancelToken`] holds a closer
 //! ([`CancelToken::on_cancel`]) that shuts the socket it blocks on (ureq's `Agent::shutdown`),
-//! so cancel makes it return at once: model streams (`llm::client`) and the web tools. A reply that another thread reads (an MCP
-//! transport's reader, per connection) is waited for with [`wait`], which returns at the first
-//! of the reply, the token or a deadline.
+//! so cancel makes it return at once: model streams (`llm::client`) and the web tools. A
+//! reply that another thread reads (an MCP transport's reader, per connection) is waited for
+//! with [`wait`], which returns at the first of the reply, the token or a deadline.
 
 use std::time::Instant;
 
