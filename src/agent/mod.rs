@@ -119,7 +119,8 @@ impl Agent {
     /// A worker: takes a chat with work from the bus and runs its turns until its queue is
     /// empty, then waits for the next chat.
     fn work(&self) {
-        while let Some(chat_id) = self.bus.next_chat() {
+        let me = crate::bus::Worker::default();
+        while let Some(chat_id) = self.bus.next_chat(&me) {
             while let Some((req, token)) = self.bus.start_next(&chat_id) {
                 let result = std::panic::catch_unwind(AssertUnwindSafe(|| turn::run(&self.deps, &req, &token)));
                 if result.is_err() {
