@@ -57,7 +57,7 @@ impl Agent {
         Arc::new(Agent { deps: Arc::new(deps), bus: Bus::new() })
     }
 
-    /// Starts `n` workers; they exit when [`Agent::shutdown`] closes the job channel.
+    /// Starts `n` workers; they exit when [`Agent::shutdown`] closes the bus.
     pub fn spawn_workers(self: &Arc<Self>, n: usize) -> Vec<JoinHandle<()>> {
         (0..n)
             .filter_map(|i| {

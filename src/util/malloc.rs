@@ -4,14 +4,16 @@
 //!
 //! Measured with three 1,000-client bursts (`BENCH_ONLY=burst cargo bench --bench load`), RSS
 //! once the bursts' chats had gone quiet, against 7.4 MiB idle: glibc's defaults held 26-33 MiB.
-//! Two things kept the pages. Each long-lived thread (workers, parked readers) keeps freed chunks
-//! in its own cache, where `malloc_trim` cannot reach them; 4 MiB of chunks were pinned that way,
+//! Two things kept the pages. Each long-lived thread (workers; then also parked stream readers)
+//! keeps freed chunks in its own cache, where `malloc_trim` cannot reach them; 4 MiB were pinned,
 //! spread over 16 arenas. glibc also keeps up to 40 MiB of dead threads' stacks. Both settings
 //! are glibc tunables, which are read only when a process starts, so the process runs itself
 //! again with them set: one `execve` at start-up. With them the same bursts leave 11.9-15.3 MiB
-//! (ten bursts: a saw-tooth under 18.5 MiB), and the heap in use after each is flat at 1.1 MiB. Tunables the caller sets in
-//! `GLIBC_TUNABLES` override these. (Pinning the mmap and trim thresholds with `mallopt` made
-//! no difference; capping the arenas at 1, 2 or 4 made none either.)
+//! (ten bursts: a saw-tooth under 18.5 MiB), and the heap in use after each is flat at 1.1 MiB.
+//! Tunables the caller sets in `GLIBC_TUNABLES` override these. (Pinning the mmap and trim
+//! thresholds with `mallopt` made no difference; capping the arenas at 1, 2 or 4 made none
+//! either. Thread caches back on, measured again on 2026-12-01 after model streams moved onto
+//! the workers: no CPU gain, 6 MiB more RSS after the 500-client runs.)
 //!
 //! Re-measured on 2026-12-01 after the thread work (`cargo bench --bench server`, 3 runs each):
 //! RSS after the 500-client runs 26.1 MiB with these tunables, 37.7 MiB with glibc's defaults
