@@ -822,15 +822,21 @@ mod tests {
         assert!(LlmError::NotConfigured(Provider::Ollama).to_string().contains("LLM not configured (ollama)"));
     }
 
-    #[test]
-    fn shutdown_interrupts_a_completion_waiting_for_the_model() {
-        use std::io::Read;
+    /// A listener on 127.0.0.1 and settings whose OpenAI-compatible endpoint is it.
+    fn local_endpoint() -> (std::net::TcpListener, Settings) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let settings = Settings {
             openai_base_url: format!("http://{}/v1", listener.local_addr().unwrap()),
             openai_api_key: "k".into(),
             ollama_base_url: String::new(),
         };
+        (listener, settings)
+    }
+
+    #[test]
+    fn shutdown_interrupts_a_completion_waiting_for_the_model() {
+        use std::io::Read;
+        let (listener, settings) = local_endpoint();
         let client = Arc::new(LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(60)).unwrap());
         let c2 = Arc::clone(&client);
         let call = std::thread::spawn(move || {
@@ -853,12 +859,7 @@ mod tests {
     #[test]
     fn a_stream_dripping_bytes_without_events_times_out() {
         use std::io::{Read, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let settings = Settings {
-            openai_base_url: format!("http://{}/v1", listener.local_addr().unwrap()),
-            openai_api_key: "k".into(),
-            ollama_base_url: String::new(),
-        };
+        let (listener, settings) = local_endpoint();
         let peer = std::thread::spawn(move || {
             let (mut sock, _) = listener.accept().unwrap();
             let mut buf = [0u8; 64 * 1024];
