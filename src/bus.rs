@@ -69,9 +69,9 @@ struct ChatRun {
     running: Option<CancelToken>,
 }
 
-/// The per-chat turn queues. A chat is in the map while a turn of it runs or waits; its id is
-/// handed to one worker (or waits in `Dispatch::ready` for one) exactly while it waits for a
-/// worker, so one worker at a time runs it.
+/// The per-chat turn queues. A chat enters the map with the submit that finds it absent, which
+/// hands its id to one worker (or to `Dispatch::ready` to wait for one); that worker runs its
+/// turns until it finds the queue empty and removes it. So one worker at a time runs a chat.
 pub struct Bus {
     runs: Mutex<HashMap<String, ChatRun>>,
     dispatch: Mutex<Dispatch>,
@@ -124,20 +124,23 @@ impl Bus {
 
     /// Queues a turn; `Err(detail)` when the chat's queue is full or the bus is closed.
     pub fn submit(&self, req: TurnRequest) -> Result<(), String> {
-        let chat_id = req.chat_id.clone();
         let mut runs = self.runs();
-        let run = runs.entry(chat_id.clone()).or_default();
+        let mut d = self.dispatch();
+        if d.closed {
+            return Err("the server is shutting down".into());
+        }
+        // A chat in the map belongs to one worker (or waits in `ready` for one) until that
+        // worker finds its queue empty and removes it, so only a chat new to the map is sent
+        // to a worker. An empty queue with no running turn does not mean unowned: the chat's
+        // worker may be between two of its turns.
+        let new = !runs.contains_key(&req.chat_id);
+        let run = runs.entry(req.chat_id.clone()).or_default();
         if run.queue.len() >= MAX_QUEUED_PER_CHAT {
             return Err(format!("too many queued messages for this chat (max {MAX_QUEUED_PER_CHAT})"));
         }
-        let idle = run.queue.is_empty() && run.running.is_none();
+        let chat_id = req.chat_id.clone();
         run.queue.push_back(req);
-        if idle {
-            let mut d = self.dispatch();
-            if d.closed {
-                runs.remove(&chat_id);
-                return Err("the server is shutting down".into());
-            }
+        if new {
             let mut chat = chat_id;
             loop {
                 let Some(worker) = d.idle.pop() else {
@@ -339,6 +342,38 @@ mod tests {
         first.join().unwrap();
         second.join().unwrap();
         assert_eq!(bus.submit(req("d", "1")).unwrap_err(), "the server is shutting down");
+    }
+
+    /// A message that arrives while the chat's worker is between two turns, or after a cancel
+    /// emptied the queue of a chat no worker has started yet, is that worker's: handing the
+    /// chat to a second worker let it forget the chat while the first ran a turn of it.
+    #[test]
+    fn a_chat_between_turns_stays_with_its_worker() {
+        let bus = Bus::new();
+        let w = Worker::default();
+        bus.submit(req("a", "1")).unwrap();
+        assert_eq!(bus.next_chat(&w).as_deref(), Some("a"));
+        let _ = bus.start_next("a").unwrap();
+        bus.ended("a");
+        bus.submit(req("a", "2")).unwrap();
+        assert!(bus.dispatch().ready.is_empty(), "not handed out twice");
+        let (second, tok) = bus.start_next("a").unwrap();
+        assert_eq!(second.content, "2");
+        assert!(bus.busy("a") && bus.running("a"));
+        assert_eq!(bus.cancel("a"), Cancelled::Running);
+        assert!(tok.is_cancelled());
+        bus.ended("a");
+        assert!(bus.start_next("a").is_none());
+
+        bus.submit(req("b", "1")).unwrap();
+        assert_eq!(bus.cancel("b"), Cancelled::Queued);
+        bus.submit(req("b", "2")).unwrap();
+        assert_eq!(bus.dispatch().ready.len(), 1, "b waits for one worker, once");
+        assert_eq!(bus.next_chat(&w).as_deref(), Some("b"));
+        assert_eq!(bus.start_next("b").unwrap().0.content, "2");
+        bus.ended("b");
+        assert!(bus.start_next("b").is_none());
+        assert!(!bus.busy("b"));
     }
 
     #[test]
