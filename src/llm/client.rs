@@ -86,9 +86,18 @@ impl LlmError {
         }
     }
 
-    fn retryable(&self) -> bool {
-        matches!(self, LlmError::Connect | LlmError::Timeout(_))
-            || matches!(self, LlmError::Http { status, .. } if matches!(status, 408 | 409 | 429) || *status >= 500)
+    /// How long to wait before the one retry of a request that failed before its response
+    /// arrived; `None`: not retried. A connection closed before the response is retried at
+    /// once: it is typically a kept-alive one the service closed just as it was reused.
+    fn retry_wait(&self, retry_after: Option<Duration>) -> Option<Duration> {
+        match self {
+            LlmError::Truncated => Some(Duration::ZERO),
+            LlmError::Connect | LlmError::Timeout(_) => Some(retry_after.unwrap_or(RETRY_WAIT)),
+            LlmError::Http { status, .. } if matches!(status, 408 | 409 | 429) || *status >= 500 => {
+                Some(retry_after.unwrap_or(RETRY_WAIT))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -229,13 +238,14 @@ impl LlmClient {
             attempt += 1;
             match self.post(agent, &url, body, "text/event-stream") {
                 Ok(r) => break r,
-                Err((e, retry_after)) if attempt == 1 && e.retryable() => {
-                    let wait = retry_after.unwrap_or(Duration::from_millis(500));
-                    if cancel.wait_chan().recv_timeout(wait).is_err() && cancel.is_cancelled() {
-                        return Err(LlmError::Cancelled);
+                Err((e, retry_after)) => match e.retry_wait(retry_after) {
+                    Some(wait) if attempt == 1 => {
+                        if cancel.wait_chan().recv_timeout(wait).is_err() && cancel.is_cancelled() {
+                            return Err(LlmError::Cancelled);
+                        }
                     }
-                }
-                Err((e, _)) => return Err(e),
+                    _ => return Err(e),
+                },
             }
         };
         let is_sse = resp
@@ -497,12 +507,12 @@ impl LlmClient {
                         .map_err(|e| self.map_err(&e))?;
                     return parse_completion(&bytes).map(|c| c.content);
                 }
-                Err((e, wait)) if attempt == 1 && e.retryable() && started.elapsed() < timeout => {
-                    std::thread::sleep(
-                        wait.unwrap_or(Duration::from_millis(500)).min(timeout.saturating_sub(started.elapsed())),
-                    );
-                }
-                Err((e, _)) => return Err(e),
+                Err((e, retry_after)) => match e.retry_wait(retry_after) {
+                    Some(wait) if attempt == 1 && started.elapsed() < timeout => {
+                        std::thread::sleep(wait.min(timeout.saturating_sub(started.elapsed())));
+                    }
+                    _ => return Err(e),
+                },
             }
         }
     }
@@ -571,6 +581,9 @@ struct Stream<'a> {
 const MAX_HELD_DELTAS: usize = 64;
 /// A stream with no event for this many read timeouts ends as timed out.
 const MAX_EVENT_GAP_READS: u32 = 3;
+/// The wait before retrying a request the service refused or did not answer in time, unless
+/// it said how long (`retry-after`).
+const RETRY_WAIT: Duration = Duration::from_millis(500);
 /// How long the rest of a stream is read after `[DONE]` (see `read_events`).
 const DRAIN_TIME: Duration = Duration::from_millis(500);
 
@@ -887,6 +900,56 @@ mod tests {
         assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(6), "took {took:?}");
         assert_eq!((streamed.as_str(), deltas.into_inner()), ("hi", vec!["hi".to_string()]));
         assert!(peer.join().unwrap() < Duration::from_secs(10), "the connection was closed");
+    }
+
+    /// A kept-alive connection the service closes just as it is reused fails before any
+    /// response byte; the call is retried at once on a new connection.
+    #[test]
+    fn a_reused_connection_closed_before_the_response_is_retried() {
+        use std::io::{Read, Write};
+        let (listener, settings) = local_endpoint();
+        let read_request = |sock: &mut std::net::TcpStream| {
+            let mut req = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") || !req.ends_with(b"}") {
+                let n = sock.read(&mut buf).unwrap();
+                assert!(n > 0, "the request was cut short");
+                req.extend_from_slice(&buf[..n]);
+            }
+        };
+        let answer = |sock: &mut std::net::TcpStream, text: &str| {
+            let body = format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\ndata: [DONE]\n\n");
+            let head =
+                format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n", body.len());
+            sock.write_all(format!("{head}{body}").as_bytes()).unwrap();
+        };
+        let peer = std::thread::spawn(move || {
+            let (mut first, _) = listener.accept().unwrap();
+            read_request(&mut first);
+            answer(&mut first, "one");
+            // The second call reuses this connection; it is closed instead of answered.
+            read_request(&mut first);
+            drop(first);
+            let (mut second, _) = listener.accept().unwrap();
+            read_request(&mut second);
+            answer(&mut second, "two");
+        });
+        let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
+        let call = || {
+            let mut streamed = String::new();
+            let r = client.stream_chat(
+                br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
+                &CancelToken::new(),
+                &|_: &[String]| {},
+                &mut streamed,
+            );
+            r.map(|c| c.content)
+        };
+        assert_eq!(call().as_deref(), Ok("one"));
+        let started = Instant::now();
+        assert_eq!(call().as_deref(), Ok("two"));
+        assert!(started.elapsed() < Duration::from_millis(400), "retried at once: {:?}", started.elapsed());
+        peer.join().unwrap();
     }
 
     #[test]
