@@ -8,7 +8,7 @@ import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { startFakeLlm, SLOW_REPLY, TOOL_REPLY } from './fakeLlm.mjs'
 import { startFakeMcp } from './fakeMcp.mjs'
-import { assertAccessible, launchBrowser, screenshot, startServer, until } from './harness.mjs'
+import { assertAccessible, launchBrowser, screenshot, startServer, until, withServerLog } from './harness.mjs'
 import { makeZip } from './zip.mjs'
 
 const API_KEY = 'sk-e2e-secret-7731'
@@ -73,7 +73,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
       } catch (e) {
         failed = true
         if (page) await screenshot(page, `failure-${name.replace(/\W+/g, '-').slice(0, 50)}`).catch(() => {})
-        throw e
+        throw withServerLog(e, server)
       }
     })
 

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { launchBrowser, repoRoot, screenshot, startServer, until } from './harness.mjs'
+import { launchBrowser, repoRoot, screenshot, startServer, until, withServerLog } from './harness.mjs'
 
 const PY = path.join(repoRoot, '.venv/bin/python')
 const FIXTURE = path.join(repoRoot, 'tests/fixtures/mcp/elicit_server.py')
@@ -94,7 +94,7 @@ describe('MCP elicitation in the web client', { concurrency: 1 }, () => {
       } catch (e) {
         failed = true
         if (page) await screenshot(page, `failure-elicit-${name.replace(/\W+/g, '-').slice(0, 40)}`).catch(() => {})
-        throw e
+        throw withServerLog(e, server)
       }
     })
 

@@ -144,6 +144,15 @@ export async function assertAccessible(page, screen) {
   assert.deepEqual(v, [], `${screen}: serious accessibility violations:\n${JSON.stringify(v, null, 2)}`)
 }
 
+/** Adds the last lines of the server's log to a failed test's error, so a CI log that keeps only
+ * the failing test's report still shows what the server did. */
+export function withServerLog(e, server, lines = 25) {
+  if (!(e instanceof Error) || !server) return e
+  const tail = server.log().trimEnd().split('\n').slice(-lines).join('\n')
+  e.message = `${e.message}\n--- server log, last ${lines} lines ---\n${tail}`
+  return e
+}
+
 /** Polls `fn` every 100 ms until it returns something truthy (returned); throws with the last
  * value or error after `timeout`. */
 export async function until(fn, what, timeout = 20_000) {

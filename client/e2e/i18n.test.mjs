@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { startFakeLlm } from './fakeLlm.mjs'
-import { launchBrowser, openApp, screenshot, startServer, until } from './harness.mjs'
+import { launchBrowser, openApp, screenshot, startServer, until, withServerLog } from './harness.mjs'
 
 let llm, server, browser
 let failed = false
@@ -45,7 +45,7 @@ describe('CashCode web client in two languages', { concurrency: 1 }, () => {
         await fn()
       } catch (e) {
         failed = true
-        throw e
+        throw withServerLog(e, server)
       }
     })
 

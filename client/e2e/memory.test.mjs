@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { startFakeLlm } from './fakeLlm.mjs'
-import { assertAccessible, launchBrowser, openApp, screenshot, startServer, until } from './harness.mjs'
+import { assertAccessible, launchBrowser, openApp, screenshot, startServer, until, withServerLog } from './harness.mjs'
 
 let llm, server, browser, context, page
 let failed = false
@@ -51,7 +51,7 @@ describe('Memory page and skill history', { concurrency: 1 }, () => {
       } catch (e) {
         failed = true
         if (page) await screenshot(page, `failure-${name.replace(/\W+/g, '-').slice(0, 50)}`).catch(() => {})
-        throw e
+        throw withServerLog(e, server)
       }
     })
 
