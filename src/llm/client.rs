@@ -166,7 +166,10 @@ impl LlmClient {
             .timeout_per_read(Some(timeout))
             .timeout_send_body(Some(timeout))
             .input_buffer_size(16 * 1024)
-            .output_buffer_size(16 * 1024)
+            // A request body is sent in writes of this size (the headers go first, alone):
+            // one write for a typical chat request rather than two. Each connection keeps
+            // its buffer, so not more (64 KiB added 1.6 MiB to the RSS after 500 clients).
+            .output_buffer_size(32 * 1024)
             .max_idle_connections(8)
             .max_idle_connections_per_host(8)
             .no_delay(true)
