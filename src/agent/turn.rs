@@ -16,7 +16,7 @@ use super::Deps;
 use crate::bus::TurnRequest;
 use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
 use crate::memory_jobs::consolidator::Job;
-use crate::store::chats::Record;
+use crate::store::chats::{PendingTurn, Record};
 use crate::util::cancel::CancelToken;
 use crate::util::{rand, text, time};
 use crate::ws::wire::{Event, CANCELLED};
@@ -46,6 +46,8 @@ struct Turn<'a> {
     receipts: Vec<String>,
     /// Metadata the turn changed (activation sets), merged on success.
     turn_state: Option<Arc<Mutex<TurnState>>>,
+    /// The write-ahead of the user message, from the first model call until the turn ends.
+    pending: Option<PendingTurn>,
 }
 
 impl Turn<'_> {
@@ -54,8 +56,10 @@ impl Turn<'_> {
     }
 
     /// The turn's closing error, cleaned of known secret values.
-    fn error(&self, detail: &str) {
-        self.deps.chats.end_turn(&self.req.chat_id);
+    fn error(&mut self, detail: &str) {
+        if let Some(p) = self.pending.take() {
+            p.end();
+        }
         let detail = self.deps.secrets.redact(detail);
         self.emit(&Event::error(&detail, Some(&self.req.chat_id)));
     }
@@ -73,6 +77,7 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         durable: Vec::new(),
         receipts: Vec::new(),
         turn_state: None,
+        pending: None,
     };
     let sel = &req.selection;
     let client = match deps.llm.acquire(sel.provider, &sel.model) {
@@ -164,8 +169,9 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
     };
     let budget = context_budget(deps, &client, &sel.model);
 
-    if let Err(e) = deps.chats.begin_turn(chat_id, &user_record(req)) {
-        log::warn!("event=turn.pending_write_failed chat_id={chat_id} error_kind={:?}", e.kind());
+    match deps.chats.begin_turn(chat_id, &user_record(req)) {
+        Ok(p) => t.pending = Some(p),
+        Err(e) => log::warn!("event=turn.pending_write_failed chat_id={chat_id} error_kind={:?}", e.kind()),
     }
     let mut iterations = 0;
     loop {
@@ -449,7 +455,9 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) ->
     records.push(Record::new("assistant", t.streamed.clone()));
     let chat_id = t.req.chat_id.as_str();
     t.deps.chats.append(chat_id, &mut records)?;
-    t.deps.chats.end_turn(chat_id);
+    if let Some(p) = t.pending.take() {
+        p.end();
+    }
     let mut st = lock(state);
     st.extend(records);
     let mut changed = false;

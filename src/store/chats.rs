@@ -81,6 +81,19 @@ pub struct History {
     pub torn_tail: bool,
 }
 
+/// A turn's write-ahead record, open until the turn has ended ([`ChatStore::begin_turn`]).
+/// Kept rather than removed when blanked: see [`fsx::write_ahead`] for what a file per turn
+/// costs.
+#[derive(Debug)]
+pub struct PendingTurn(fsx::WriteAhead);
+
+impl PendingTurn {
+    /// Blanks the write-ahead file: recovery skips a blank one, start-up removes it.
+    pub fn end(self) {
+        let _ = self.0.blank();
+    }
+}
+
 /// A row of `GET /api/sessions`.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionInfo {
@@ -300,29 +313,21 @@ impl ChatStore {
 
     /// Write-ahead for a turn that reached the model: the user record goes to
     /// `.pending_turn.json` (one write; recovery treats a blank or torn file as nothing
-    /// pending) so a crash mid-turn cannot lose it. `end_turn` blanks it after the turn was
-    /// appended (or failed while the process lived).
-    pub fn begin_turn(&self, id: &str, user: &Record) -> io::Result<()> {
+    /// pending) so a crash mid-turn cannot lose it. [`PendingTurn::end`] blanks it after the
+    /// turn was appended (or failed while the process lived).
+    pub fn begin_turn(&self, id: &str, user: &Record) -> io::Result<PendingTurn> {
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let start = match self.known_tail(id, &dir.join("history.jsonl"))? {
             Some(t) => t.cursor,
             None => self.last_cursor(&dir)?,
         };
         let body = serde_json::json!({"start_cursor": start, "record": user});
-        fsx::write_ahead(&dir.join(PENDING), body.to_string().as_bytes())
-    }
-
-    /// Blanks the write-ahead file (recovery skips a blank one; start-up removes it). Kept
-    /// rather than removed: see [`fsx::write_ahead`] for what a file per turn costs.
-    pub fn end_turn(&self, id: &str) {
-        if let Some(dir) = self.dir(id) {
-            let _ = fsx::blank(&dir.join(PENDING));
-        }
+        fsx::write_ahead(&dir.join(PENDING), body.to_string().as_bytes()).map(PendingTurn)
     }
 
     /// After a crash: appends the user message of every interrupted turn that is not already
-    /// in history (the crash may have hit between the append and `end_turn`). Returns how many
-    /// chats were repaired.
+    /// in history (the crash may have hit between the append and the blanking of its
+    /// write-ahead). Returns how many chats were repaired.
     pub fn recover_pending(&self) -> usize {
         let Ok(rd) = fs::read_dir(&self.root) else { return 0 };
         let mut repaired = 0;
@@ -520,9 +525,15 @@ mod tests {
         // crash: nothing appended
         assert_eq!(s.recover_pending(), 1);
         assert_eq!(s.recover_pending(), 0);
-        // crash after the append but before end_turn: no duplicate
+        // crash after the append but before the pending turn ended: no duplicate
         s.begin_turn("c3", &Record::new("user", "again")).unwrap();
         s.append("c3", &mut [Record::new("user", "again"), Record::new("assistant", "ok")]).unwrap();
+        assert_eq!(s.recover_pending(), 0);
+        // a turn that ended leaves a blank file behind, which holds nothing to recover
+        let pending = s.begin_turn("c3", &Record::new("user", "not lost")).unwrap();
+        pending.end();
+        let blank = fs::read(d.join("c3").join(PENDING)).unwrap();
+        assert!(!blank.is_empty() && blank.iter().all(|b| *b == b' '));
         assert_eq!(s.recover_pending(), 0);
         let contents: Vec<String> = s.read_history("c3").unwrap().records.into_iter().map(|r| r.content).collect();
         assert_eq!(contents, ["lost?", "again", "ok"]);

@@ -160,6 +160,22 @@ pub fn overwrite_counter(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Content of a write-ahead file longer than this is cut back when it is rewritten or blanked.
 const WRITE_AHEAD_KEEP: u64 = 4096;
 
+/// A write-ahead file [`write_ahead`] wrote, kept open until its work is done: blanking it
+/// then needs no second open of its path.
+#[derive(Debug)]
+pub struct WriteAhead {
+    file: File,
+    len: u64,
+}
+
+impl WriteAhead {
+    /// Blanks the file (see [`blank`]) through the descriptor that wrote it; if the file was
+    /// removed meanwhile (its chat deleted), the write lands in the removed file, harmlessly.
+    pub fn blank(self) -> io::Result<()> {
+        blank_file(&self.file, self.len)
+    }
+}
+
 /// Writes a write-ahead file (JSON whose readers treat blank or unparsable content as
 /// absent) in place with one `pwrite` and no rename: an existing file keeps its inode and is
 /// never truncated to zero. Both matter on ext4, where a file created and removed once per
@@ -169,39 +185,49 @@ const WRITE_AHEAD_KEEP: u64 = 4096;
 /// old text or the new one; only an old text more than [`WRITE_AHEAD_KEEP`] bytes longer is
 /// cut first, which leaves nothing that parses until the write. A missing parent directory
 /// is created [`DIR_MODE`]; a failed write removes the file.
-pub fn write_ahead(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub fn write_ahead(path: &Path, bytes: &[u8]) -> io::Result<WriteAhead> {
     use std::os::unix::fs::FileExt;
     let f = open_creating_parent(path, private_options().write(true).create(true))?;
     let old = f.metadata()?.len();
     let len = bytes.len() as u64;
     let result = if old > len {
-        let mut padded = Vec::with_capacity(old.min(len + WRITE_AHEAD_KEEP) as usize);
+        let kept = old.min(len + WRITE_AHEAD_KEEP);
+        let mut padded = Vec::with_capacity(kept as usize);
         padded.extend_from_slice(bytes);
-        padded.resize(old.min(len + WRITE_AHEAD_KEEP) as usize, b' ');
+        padded.resize(kept as usize, b' ');
         // Cut first when the old text is much longer: a prefix of JSON never parses.
-        if old > len + WRITE_AHEAD_KEEP {
-            f.set_len(padded.len() as u64)?;
+        if old > kept {
+            f.set_len(kept)?;
         }
-        f.write_all_at(&padded, 0)
+        f.write_all_at(&padded, 0).map(|()| kept)
     } else {
-        f.write_all_at(bytes, 0)
+        f.write_all_at(bytes, 0).map(|()| len)
     };
-    result.inspect_err(|_| {
-        let _ = fs::remove_file(path);
-    })
+    match result {
+        Ok(len) => Ok(WriteAhead { file: f, len }),
+        Err(e) => {
+            let _ = fs::remove_file(path);
+            Err(e)
+        }
+    }
 }
 
 /// Blanks a write-ahead file whose work is done (spaces over its content, cut to at most
 /// [`WRITE_AHEAD_KEEP`] bytes first): readers see nothing pending, and the next
 /// [`write_ahead`] reuses the file. A missing file is fine.
 pub fn blank(path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
     let f = match OpenOptions::new().write(true).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
     let len = f.metadata()?.len();
+    blank_file(&f, len)
+}
+
+/// [`blank`] on an open file `len` bytes long.
+fn blank_file(f: &File, len: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
     if len > WRITE_AHEAD_KEEP {
         f.set_len(WRITE_AHEAD_KEEP)?;
     }
@@ -430,6 +456,18 @@ mod tests {
         blank(&p).unwrap();
         assert_eq!(fs::metadata(&p).unwrap().len(), WRITE_AHEAD_KEEP);
         assert_eq!(parse(&p), None);
+        // Blanking through the handle the write returned does the same, with no new open.
+        let written = write_ahead(&p, long.as_bytes()).unwrap();
+        assert_eq!(parse(&p).unwrap()["c"].as_str().unwrap().len(), 100_000);
+        written.blank().unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().len(), WRITE_AHEAD_KEEP);
+        assert_eq!(parse(&p), None);
+        let written = write_ahead(&p, br#"{"e":3}"#).unwrap();
+        assert_eq!(parse(&p), Some(serde_json::json!({"e": 3})));
+        written.blank().unwrap();
+        let text = fs::read(&p).unwrap();
+        assert!(text.len() == WRITE_AHEAD_KEEP as usize && text.iter().all(|b| *b == b' '));
+        assert_eq!(fs::metadata(&p).unwrap().ino(), inode);
         // Blanking a file that does not exist is not an error and creates nothing.
         blank(&dir.join("none")).unwrap();
         assert!(!dir.join("none").exists());
