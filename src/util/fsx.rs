@@ -169,10 +169,16 @@ pub struct WriteAhead {
 }
 
 impl WriteAhead {
-    /// Blanks the file (see [`blank`]) through the descriptor that wrote it; if the file was
-    /// removed meanwhile (its chat deleted), the write lands in the removed file, harmlessly.
+    /// Blanks the file whose work is done (spaces over its content, cut to at most
+    /// [`WRITE_AHEAD_KEEP`] bytes first) through the descriptor that wrote it: readers see
+    /// nothing pending, and the next [`write_ahead`] reuses the file. If the file was removed
+    /// meanwhile (its chat deleted), the write lands in the removed file, harmlessly.
     pub fn blank(self) -> io::Result<()> {
-        blank_file(&self.file, self.len)
+        use std::os::unix::fs::FileExt;
+        if self.len > WRITE_AHEAD_KEEP {
+            self.file.set_len(WRITE_AHEAD_KEEP)?;
+        }
+        self.file.write_all_at(&vec![b' '; self.len.min(WRITE_AHEAD_KEEP) as usize], 0)
     }
 }
 
@@ -210,28 +216,6 @@ pub fn write_ahead(path: &Path, bytes: &[u8]) -> io::Result<WriteAhead> {
             Err(e)
         }
     }
-}
-
-/// Blanks a write-ahead file whose work is done (spaces over its content, cut to at most
-/// [`WRITE_AHEAD_KEEP`] bytes first): readers see nothing pending, and the next
-/// [`write_ahead`] reuses the file. A missing file is fine.
-pub fn blank(path: &Path) -> io::Result<()> {
-    let f = match OpenOptions::new().write(true).open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let len = f.metadata()?.len();
-    blank_file(&f, len)
-}
-
-/// [`blank`] on an open file `len` bytes long.
-fn blank_file(f: &File, len: u64) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    if len > WRITE_AHEAD_KEEP {
-        f.set_len(WRITE_AHEAD_KEEP)?;
-    }
-    f.write_all_at(&vec![b' '; len.min(WRITE_AHEAD_KEEP) as usize], 0)
 }
 
 /// Opens `path` with `opts`; when its directory is missing, creates it [`DIR_MODE`] and tries
@@ -437,10 +421,10 @@ mod tests {
         assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
         let inode = fs::metadata(&p).unwrap().ino();
         // Shorter content: padded over the old text, still one JSON value.
-        write_ahead(&p, br#"{"b":1}"#).unwrap();
+        let written = write_ahead(&p, br#"{"b":1}"#).unwrap();
         assert_eq!(parse(&p), Some(serde_json::json!({"b": 1})));
         assert_eq!(fs::metadata(&p).unwrap().len(), br#"{"a":"a long first message"}"#.len() as u64);
-        blank(&p).unwrap();
+        written.blank().unwrap();
         let text = fs::read(&p).unwrap();
         assert!(!text.is_empty() && text.iter().all(|b| *b == b' '), "{text:?}");
         assert_eq!(parse(&p), None);
@@ -452,25 +436,15 @@ mod tests {
         write_ahead(&p, br#"{"d":2}"#).unwrap();
         assert_eq!(parse(&p), Some(serde_json::json!({"d": 2})));
         assert_eq!(fs::metadata(&p).unwrap().len(), 7 + WRITE_AHEAD_KEEP);
-        write_ahead(&p, long.as_bytes()).unwrap();
-        blank(&p).unwrap();
-        assert_eq!(fs::metadata(&p).unwrap().len(), WRITE_AHEAD_KEEP);
-        assert_eq!(parse(&p), None);
-        // Blanking through the handle the write returned does the same, with no new open.
         let written = write_ahead(&p, long.as_bytes()).unwrap();
-        assert_eq!(parse(&p).unwrap()["c"].as_str().unwrap().len(), 100_000);
         written.blank().unwrap();
         assert_eq!(fs::metadata(&p).unwrap().len(), WRITE_AHEAD_KEEP);
         assert_eq!(parse(&p), None);
+        // Blanking a file removed since it was written does not bring it back.
         let written = write_ahead(&p, br#"{"e":3}"#).unwrap();
-        assert_eq!(parse(&p), Some(serde_json::json!({"e": 3})));
+        fs::remove_file(&p).unwrap();
         written.blank().unwrap();
-        let text = fs::read(&p).unwrap();
-        assert!(text.len() == WRITE_AHEAD_KEEP as usize && text.iter().all(|b| *b == b' '));
-        assert_eq!(fs::metadata(&p).unwrap().ino(), inode);
-        // Blanking a file that does not exist is not an error and creates nothing.
-        blank(&dir.join("none")).unwrap();
-        assert!(!dir.join("none").exists());
+        assert!(!p.exists());
         fs::remove_dir_all(dir).unwrap();
     }
 
