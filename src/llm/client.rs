@@ -955,6 +955,39 @@ mod tests {
         peer.join().unwrap();
     }
 
+    /// A service that closes every connection before answering gets the request twice, no
+    /// more: the retry of a connection closed under the request is one retry, not a loop.
+    #[test]
+    fn a_service_that_always_closes_is_tried_twice() {
+        use std::io::Read;
+        let (listener, settings) = local_endpoint();
+        listener.set_nonblocking(true).unwrap();
+        let peer = std::thread::spawn(move || {
+            let (mut accepted, started) = (0, Instant::now());
+            // Accepts for a second, and half a second more per connection it took.
+            while started.elapsed() < Duration::from_secs(1) + Duration::from_millis(500) * accepted {
+                match listener.accept() {
+                    Ok((mut sock, _)) => {
+                        sock.set_nonblocking(false).unwrap();
+                        let _ = sock.read(&mut [0u8; 4096]);
+                        accepted += 1;
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+            accepted
+        });
+        let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
+        let r = client.stream_chat(
+            br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
+            &CancelToken::new(),
+            &|_: &[String]| {},
+            &mut String::new(),
+        );
+        assert_eq!(r, Err(LlmError::Truncated));
+        assert_eq!(peer.join().unwrap(), 2, "one request and one retry");
+    }
+
     #[test]
     fn loopback_detection() {
         assert!(is_loopback_url("http://127.0.0.1:11434/v1"));
