@@ -2,8 +2,10 @@
 //! of recent events per chat for `attach { after_seq }` replay. Fan-out never blocks: each
 //! connection has a capped outbound queue and one that is full is dropped (a frame goes
 //! straight to the socket instead when that cannot block, `Conn::send`; a connection's writer
-//! thread starts only when something must be queued). Called from workers and stream readers
-//! (emit) and WebSocket reader threads (subscribe, attach).
+//! thread starts only when something must be queued). Called from workers (emit) and
+//! WebSocket reader threads (subscribe, attach). Each chat's channel has its own lock, taken
+//! after the map's (never the other way round): the map's lock is held only to find a channel,
+//! so turns of different chats never wait for each other's socket writes.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{Shutdown, TcpStream};
@@ -290,6 +292,8 @@ impl Conn {
 }
 
 struct ChatChan {
+    /// False once pruned out of the map: a thread that found it before then looks again.
+    live: bool,
     seq: u64,
     /// Every event after this seq is still in the ring (older ones were dropped or belong to
     /// an earlier run of the server).
@@ -304,6 +308,7 @@ struct ChatChan {
 impl ChatChan {
     fn new(seq: u64) -> Self {
         ChatChan {
+            live: true,
             seq,
             replay_from: seq,
             reserved: seq,
@@ -314,51 +319,55 @@ impl ChatChan {
     }
 }
 
+/// A chat's channel, locked on its own.
+type Chan = Arc<Mutex<ChatChan>>;
+
+fn lock_chan(chan: &Chan) -> MutexGuard<'_, ChatChan> {
+    chan.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 struct Inner {
-    chats: HashMap<String, ChatChan>,
+    chats: HashMap<String, Chan>,
     /// Last seq of chats whose ring was pruned, so their seq goes on (at most [`MAX_RETIRED`]).
     retired: HashMap<String, u64>,
     last_prune: Instant,
     ring_ttl: Duration,
-    marks: Option<Arc<dyn SeqMarks>>,
 }
 
 pub struct Hub {
     inner: Mutex<Inner>,
+    marks: Option<Arc<dyn SeqMarks>>,
 }
 
 impl Hub {
     /// `ring_ttl`: how long a quiet chat without subscribers stays replayable (the config's
     /// `replay_ttl`).
     pub fn new(ring_ttl: Duration) -> Hub {
-        Hub {
-            inner: Mutex::new(Inner {
-                chats: HashMap::new(),
-                retired: HashMap::new(),
-                last_prune: Instant::now(),
-                ring_ttl,
-                marks: None,
-            }),
-        }
+        Hub::build(ring_ttl, None)
     }
 
     /// A hub whose chats' seqs survive restarts through `marks`.
     pub fn with_marks(ring_ttl: Duration, marks: Arc<dyn SeqMarks>) -> Hub {
-        let hub = Hub::new(ring_ttl);
-        hub.with(|inner| inner.marks = Some(marks));
-        hub
+        Hub::build(ring_ttl, Some(marks))
+    }
+
+    fn build(ring_ttl: Duration, marks: Option<Arc<dyn SeqMarks>>) -> Hub {
+        let inner = Inner { chats: HashMap::new(), retired: HashMap::new(), last_prune: Instant::now(), ring_ttl };
+        Hub { inner: Mutex::new(inner), marks }
     }
 
     /// Server stop: writes every live chat's exact last seq as its mark, so after a clean
     /// restart a client that saw everything needs no reload.
     pub fn persist_seqs(&self) {
-        self.with(|inner| {
-            if let Some(marks) = &inner.marks {
-                for (id, chan) in inner.chats.iter().filter(|(_, c)| c.seq > 0) {
-                    let _ = marks.save(id, chan.seq);
-                }
+        let Some(marks) = &self.marks else { return };
+        for (id, chan) in
+            self.with(|inner| inner.chats.iter().map(|(id, c)| (id.clone(), Arc::clone(c))).collect::<Vec<_>>())
+        {
+            let seq = lock_chan(&chan).seq;
+            if seq > 0 {
+                let _ = marks.save(&id, seq);
             }
-        });
+        }
     }
 
     /// Drops the rings of chats idle past the TTL without subscribers (also done lazily on
@@ -373,16 +382,47 @@ impl Hub {
         f(&mut g)
     }
 
+    /// The chat's channel, created when missing; a due prune runs first when `prune_due`.
+    fn lookup(&self, chat_id: &str, prune_due: bool) -> Chan {
+        self.with(|inner| {
+            if prune_due {
+                prune(inner, false);
+            }
+            chan_in(inner, chat_id, self.marks.as_deref())
+        })
+    }
+
+    /// Runs `f` on the chat's channel under that channel's lock alone. A channel pruned between
+    /// the lookup and the lock is found again under the map's lock, which no prune can then
+    /// come between (so its seq goes on from the retired mark, and no emit retries forever).
+    fn with_chan<R>(&self, chat_id: &str, prune_due: bool, f: impl FnOnce(&mut ChatChan) -> R) -> R {
+        let chan = self.lookup(chat_id, prune_due);
+        let mut c = lock_chan(&chan);
+        if c.live {
+            return f(&mut c);
+        }
+        drop(c);
+        self.with(|inner| {
+            let chan = chan_in(inner, chat_id, self.marks.as_deref());
+            let mut c = lock_chan(&chan);
+            f(&mut c)
+        })
+    }
+
+    /// The chats' channels, for walks that lock each in turn without holding the map.
+    fn channels(&self) -> Vec<Chan> {
+        self.with(|inner| inner.chats.values().cloned().collect())
+    }
+
     /// Subscribes `conn` to `chat_id` (idempotent).
     pub fn subscribe(&self, chat_id: &str, conn: &Arc<Conn>) {
-        self.with(|inner| join(chan(inner, chat_id), chat_id, conn));
+        self.with_chan(chat_id, false, |chan| join(chan, chat_id, conn));
     }
 
     /// Subscribes, sends `attached` and replays events with seq > `after_seq`, atomically
     /// with respect to new events so the client sees neither a gap nor a duplicate.
     pub fn attach(&self, chat_id: &str, conn: &Arc<Conn>, after_seq: Option<u64>) {
-        self.with(|inner| {
-            let chan = chan(inner, chat_id);
+        self.with_chan(chat_id, false, |chan| {
             join(chan, chat_id, conn);
             let reload = after_seq.is_some_and(|a| a < chan.replay_from);
             conn.send_text(Event::Attached { chat_id, last_seq: chan.seq, reload }.to_text(None));
@@ -399,18 +439,15 @@ impl Hub {
     /// Removes a closed connection from every chat it joined.
     pub fn disconnect(&self, conn: &Conn) {
         let chats = conn.chats.lock().map(|mut c| std::mem::take(&mut *c)).unwrap_or_default();
-        self.with(|inner| {
-            for id in chats {
-                if let Some(chan) = inner.chats.get_mut(&id) {
-                    chan.subs.retain(|c| c.id != conn.id);
-                }
-            }
-        });
+        let chans: Vec<Chan> = self.with(|inner| chats.iter().filter_map(|id| inner.chats.get(id).cloned()).collect());
+        for chan in chans {
+            lock_chan(&chan).subs.retain(|c| c.id != conn.id);
+        }
     }
 
     /// Current subscriber count of a chat (tests, diagnostics).
     pub fn subscribers(&self, chat_id: &str) -> usize {
-        self.with(|inner| inner.chats.get(chat_id).map_or(0, |c| c.subs.len()))
+        self.with(|inner| inner.chats.get(chat_id).cloned()).map_or(0, |c| lock_chan(&c).subs.len())
     }
 
     /// Number of chats with a live ring (diagnostics, leak checks).
@@ -422,25 +459,21 @@ impl Hub {
     /// are written (its writer thread sends them, then shuts the socket), so clients receive the
     /// closing events of the turns that were just cancelled.
     pub fn close_all(&self) {
-        self.with(|inner| {
-            for chan in inner.chats.values() {
-                for c in &chan.subs {
-                    c.send(Out::Close);
-                }
+        for chan in self.channels() {
+            for c in &lock_chan(&chan).subs {
+                c.send(Out::Close);
             }
-        });
+        }
     }
 
     /// Server stop, for connections still open after [`Hub::close_all`] had its moment (a
     /// client not reading): their sockets are shut now, which ends both their threads.
     pub fn shut_all(&self) {
-        self.with(|inner| {
-            for chan in inner.chats.values() {
-                for c in &chan.subs {
-                    c.close();
-                }
+        for chan in self.channels() {
+            for c in &lock_chan(&chan).subs {
+                c.close();
             }
-        });
+        }
     }
 }
 
@@ -453,15 +486,19 @@ fn join(chan: &mut ChatChan, chat_id: &str, conn: &Arc<Conn>) {
     }
 }
 
-fn chan<'a>(inner: &'a mut Inner, chat_id: &str) -> &'a mut ChatChan {
-    if !inner.chats.contains_key(chat_id) {
-        let seq = match inner.retired.remove(chat_id) {
-            Some(seq) => seq,
-            None => inner.marks.as_ref().map_or(0, |m| m.load(chat_id)),
-        };
-        inner.chats.insert(chat_id.to_string(), ChatChan::new(seq));
+/// The chat's channel in the map, created when missing: its seq goes on from the retired
+/// mark, else from the persisted one.
+fn chan_in(inner: &mut Inner, chat_id: &str, marks: Option<&dyn SeqMarks>) -> Chan {
+    if let Some(chan) = inner.chats.get(chat_id) {
+        return Arc::clone(chan);
     }
-    inner.chats.get_mut(chat_id).expect("inserted above")
+    let seq = match inner.retired.remove(chat_id) {
+        Some(seq) => seq,
+        None => marks.map_or(0, |m| m.load(chat_id)),
+    };
+    let chan = Arc::new(Mutex::new(ChatChan::new(seq)));
+    inner.chats.insert(chat_id.to_string(), Arc::clone(&chan));
+    chan
 }
 
 /// Drops idle rings, at most once per `PRUNE_EVERY` unless `now`; returns how many were dropped.
@@ -474,11 +511,15 @@ fn prune(inner: &mut Inner, now: bool) -> usize {
     let mut retired = Vec::new();
     let before = inner.chats.len();
     inner.chats.retain(|id, chan| {
+        let mut chan = lock_chan(chan);
         chan.subs.retain(|c| !c.is_closed());
         let keep = !chan.subs.is_empty() || chan.last_event.elapsed() < ttl;
-        // A chat that never had an event (every connection's fresh chat) starts at 0 again.
-        if !keep && chan.seq > 0 {
-            retired.push((id.clone(), chan.seq));
+        if !keep {
+            chan.live = false;
+            // A chat that never had an event (every connection's fresh chat) starts at 0 again.
+            if chan.seq > 0 {
+                retired.push((id.clone(), chan.seq));
+            }
         }
         keep
     });
@@ -508,16 +549,14 @@ impl EventSink for Hub {
     fn emit_all(&self, chat_id: &str, events: &[Event<'_>]) -> u64 {
         // Serialised before the lock; only the seqs are spliced in under it.
         let bodies: Vec<String> = events.iter().map(|e| e.to_text(None)).collect();
-        self.with(|inner| {
-            prune(inner, false);
-            let marks = inner.marks.clone();
-            let chan = chan(inner, chat_id);
+        let marks = &self.marks;
+        self.with_chan(chat_id, true, |chan| {
             let texts: Vec<Arc<str>> = bodies
                 .into_iter()
                 .map(|body| {
                     chan.seq += 1;
                     if chan.seq > chan.reserved {
-                        if let Some(m) = &marks {
+                        if let Some(m) = marks {
                             if m.save(chat_id, chan.seq + SEQ_BLOCK - 1) {
                                 chan.reserved = chan.seq + SEQ_BLOCK - 1;
                             }
@@ -642,6 +681,51 @@ mod tests {
         assert!(conn.is_closed(), "one frame past the cap drops the client");
         assert_eq!(rx.len(), OUT_QUEUE);
         assert!(push(&conn.tx, Out::Close).is_err(), "raw writes obey the cap too");
+    }
+
+    #[test]
+    fn a_chat_busy_writing_does_not_hold_up_another() {
+        let hub = Hub::new(Duration::from_secs(600));
+        let a = hub.lookup("a", false);
+        let _writing = lock_chan(&a);
+        let (tx, rx) = bounded(16);
+        hub.subscribe("b", &Conn::new(1, "client-b".into(), tx, None));
+        assert_eq!(hub.emit("b", &delta("x")), 1);
+        assert_eq!(texts(&rx).len(), 1);
+        assert_eq!(hub.chats(), 2);
+    }
+
+    #[test]
+    fn emits_racing_prunes_hand_out_every_seq_once() {
+        // TTL zero: every prune retires every chat, so emits keep meeting channels pruned
+        // between their lookup and their lock.
+        let hub = Arc::new(Hub::new(Duration::ZERO));
+        let stop = Arc::new(AtomicBool::new(false));
+        let pruner = {
+            let (hub, stop) = (Arc::clone(&hub), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    hub.prune_idle();
+                }
+            })
+        };
+        let (threads, per) = (4, 2000);
+        let seqs: Vec<Vec<u64>> = (0..threads)
+            .map(|_| {
+                let hub = Arc::clone(&hub);
+                std::thread::spawn(move || (0..per).map(|_| hub.emit("c", &delta(""))).collect())
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().expect("emitter"))
+            .collect();
+        stop.store(true, Ordering::Relaxed);
+        pruner.join().expect("pruner");
+        let mut all: Vec<u64> = seqs.into_iter().flatten().collect();
+        all.sort_unstable();
+        let wrong: Vec<(u64, u64)> =
+            all.iter().zip(1u64..).filter(|(got, want)| **got != *want).map(|(g, w)| (*g, w)).take(5).collect();
+        assert!(wrong.is_empty(), "a seq was handed out twice or skipped (got, expected): {wrong:?}");
     }
 
     #[test]
