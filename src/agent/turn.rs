@@ -407,7 +407,7 @@ fn run_tools(
         // known secret values (a key `cat` from llm.json, a token echoed from a config file)
         // before any projection reaches the events, the history or the model.
         let out = out.redacted(&t.deps.secrets);
-        log::info!(
+        log::debug!(
             "event=tool.call.completed chat_id={} tool={:?} failed={} duration_ms={:.2}",
             t.req.chat_id,
             call.name,
@@ -486,7 +486,7 @@ fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, 
         return t.error(&format!("could not save the chat history ({:?})", e.kind()));
     }
     let secs = t.started.elapsed().as_secs_f64();
-    log::info!(
+    log::debug!(
         "event=turn.completed chat_id={} provider={} iterations={iterations} duration_ms={:.2}",
         t.req.chat_id,
         t.req.selection.provider,
@@ -526,7 +526,7 @@ fn finish_cancelled(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<Ll
     if t.cancel.is_discarded() {
         return t.error(CANCELLED);
     }
-    log::info!("event=turn.cancelled chat_id={} had_text={}", t.req.chat_id, !t.streamed.is_empty());
+    log::debug!("event=turn.cancelled chat_id={} had_text={}", t.req.chat_id, !t.streamed.is_empty());
     if t.streamed.is_empty() {
         return t.error(CANCELLED);
     }

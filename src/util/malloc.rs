@@ -1,5 +1,5 @@
-//! glibc allocator policy for a server whose load comes in bursts of short-lived threads (two
-//! per WebSocket client). [`tune_at_startup`] runs first thing on the main thread;
+//! glibc allocator policy for a server whose load comes in bursts of short-lived threads (one
+//! per WebSocket client, two while its writer thread runs). [`tune_at_startup`] runs first thing on the main thread;
 //! [`release_free_memory`] on whichever thread sees a burst end.
 //!
 //! Measured with three 1,000-client bursts (`BENCH_ONLY=burst cargo bench --bench load`), RSS
@@ -17,7 +17,7 @@
 //!
 //! Re-measured on 2026-12-01 after the thread work (`cargo bench --bench server`, 3 runs each):
 //! RSS after the 500-client runs 26.1 MiB with these tunables, 37.7 MiB with glibc's defaults
-//! (`GLIBC_TUNABLES` overriding them); each client still brings two threads that die with it.
+//! (`GLIBC_TUNABLES` overriding them).
 
 /// Set on the re-executed process: `-` if `GLIBC_TUNABLES` was unset before, else `=` and its
 /// value. Both are restored before any thread or child process starts.
