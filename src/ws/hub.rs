@@ -27,6 +27,9 @@ pub const RING_CAPACITY: usize = 4096;
 pub const MAX_RETIRED: usize = 100_000;
 /// Frames queued for one connection; a client this far behind is dropped.
 pub const OUT_QUEUE: usize = 4096;
+/// Chats one connection is subscribed to at most: joining one more leaves the one it joined
+/// first, so a client attaching to ever new chats cannot grow the hub without bound.
+pub const MAX_CHATS_PER_CONN: usize = 1024;
 const PRUNE_EVERY: Duration = Duration::from_secs(30);
 /// Seqs reserved per write of a chat's high-water mark ([`SeqMarks`]): a chat's mark is
 /// written once per this many events, never per event.
@@ -89,7 +92,8 @@ pub struct Conn {
     tx: Sender<Out>,
     closed: AtomicBool,
     stream: Option<TcpStream>,
-    chats: Mutex<Vec<String>>,
+    /// The chats it joined, oldest first (at most [`MAX_CHATS_PER_CONN`]).
+    chats: Mutex<VecDeque<String>>,
     /// Held by whoever writes to the socket: the writer thread while it drains a batch, or an
     /// emitting thread writing a frame directly ([`super::direct`]) when the queue is empty.
     /// The writer takes frames off the queue only under it, so a direct write never
@@ -129,7 +133,7 @@ impl Conn {
             tx,
             closed: AtomicBool::new(false),
             stream,
-            chats: Mutex::new(Vec::new()),
+            chats: Mutex::new(VecDeque::new()),
             write_lock: Mutex::new(()),
             writer: Mutex::new(Writer::Idle(start)),
             me: me.clone(),
@@ -416,14 +420,15 @@ impl Hub {
 
     /// Subscribes `conn` to `chat_id` (idempotent).
     pub fn subscribe(&self, chat_id: &str, conn: &Arc<Conn>) {
-        self.with_chan(chat_id, false, |chan| join(chan, chat_id, conn));
+        let left = self.with_chan(chat_id, false, |chan| join(chan, chat_id, conn));
+        self.leave(left, conn);
     }
 
     /// Subscribes, sends `attached` and replays events with seq > `after_seq`, atomically
     /// with respect to new events so the client sees neither a gap nor a duplicate.
     pub fn attach(&self, chat_id: &str, conn: &Arc<Conn>, after_seq: Option<u64>) {
-        self.with_chan(chat_id, false, |chan| {
-            join(chan, chat_id, conn);
+        let left = self.with_chan(chat_id, false, |chan| {
+            let left = join(chan, chat_id, conn);
             let reload = after_seq.is_some_and(|a| a < chan.replay_from);
             conn.send_text(Event::Attached { chat_id, last_seq: chan.seq, reload }.to_text(None));
             if let Some(after) = after_seq.filter(|_| !reload) {
@@ -433,7 +438,18 @@ impl Hub {
                     }
                 }
             }
+            left
         });
+        self.leave(left, conn);
+    }
+
+    /// Takes `conn` off the chat it left when it joined one too many (after the joined
+    /// channel's lock is released: one channel's lock is never taken under another's).
+    fn leave(&self, chat_id: Option<String>, conn: &Conn) {
+        let Some(id) = chat_id else { return };
+        if let Some(chan) = self.with(|inner| inner.chats.get(&id).cloned()) {
+            lock_chan(&chan).subs.retain(|c| c.id != conn.id);
+        }
     }
 
     /// Removes a closed connection from every chat it joined.
@@ -477,13 +493,16 @@ impl Hub {
     }
 }
 
-fn join(chan: &mut ChatChan, chat_id: &str, conn: &Arc<Conn>) {
-    if !chan.subs.iter().any(|c| c.id == conn.id) {
-        chan.subs.push(Arc::clone(conn));
-        if let Ok(mut chats) = conn.chats.lock() {
-            chats.push(chat_id.to_string());
-        }
+/// Adds `conn` to the channel (idempotent); returns the chat it must leave to stay within
+/// [`MAX_CHATS_PER_CONN`].
+fn join(chan: &mut ChatChan, chat_id: &str, conn: &Arc<Conn>) -> Option<String> {
+    if chan.subs.iter().any(|c| c.id == conn.id) {
+        return None;
     }
+    chan.subs.push(Arc::clone(conn));
+    let mut chats = conn.chats.lock().unwrap_or_else(|p| p.into_inner());
+    chats.push_back(chat_id.to_string());
+    (chats.len() > MAX_CHATS_PER_CONN).then(|| chats.pop_front()).flatten()
 }
 
 /// The chat's channel in the map, created when missing: its seq goes on from the retired
@@ -693,6 +712,32 @@ mod tests {
         assert_eq!(hub.emit("b", &delta("x")), 1);
         assert_eq!(texts(&rx).len(), 1);
         assert_eq!(hub.chats(), 2);
+    }
+
+    #[test]
+    fn a_connection_joining_ever_new_chats_stays_in_the_newest_ones() {
+        let hub = Hub::new(Duration::ZERO);
+        let (tx, _rx) = out_queue();
+        let conn = Conn::new(1, "client-f".into(), tx, None);
+        let flood = MAX_CHATS_PER_CONN + 500;
+        for i in 0..flood {
+            if i % 2 == 0 {
+                hub.subscribe(&format!("chat-{i}"), &conn);
+            } else {
+                hub.attach(&format!("chat-{i}"), &conn, Some(0));
+            }
+        }
+        hub.subscribe(&format!("chat-{}", flood - 1), &conn);
+        assert_eq!(conn.chats.lock().unwrap().len(), MAX_CHATS_PER_CONN);
+        assert_eq!(hub.subscribers("chat-0"), 0, "the first chat it joined was left");
+        assert_eq!(hub.subscribers(&format!("chat-{}", flood - MAX_CHATS_PER_CONN - 1)), 0);
+        assert_eq!(hub.subscribers(&format!("chat-{}", flood - MAX_CHATS_PER_CONN)), 1);
+        assert_eq!(hub.subscribers(&format!("chat-{}", flood - 1)), 1);
+        // The chats it left have no subscriber and are pruned; the rest go with the connection.
+        assert_eq!(hub.prune_idle(), 500);
+        hub.disconnect(&conn);
+        assert_eq!(hub.prune_idle(), MAX_CHATS_PER_CONN);
+        assert_eq!(hub.chats(), 0);
     }
 
     #[test]

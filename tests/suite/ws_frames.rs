@@ -317,6 +317,27 @@ fn binary_frames_are_decoded_as_text_and_bad_utf8_is_ignored() {
 }
 
 #[test]
+fn a_client_joining_ever_new_chats_stays_subscribed_to_the_newest_1024() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut flood = WsClient::connect(&server);
+    let first = flood.chat_id.clone();
+    let newest: Vec<String> = (0..1024).map(|_| flood.new_chat()).collect();
+    // The connection's own chat was the oldest of 1,025: it was left; the newest are kept.
+    let mut b = WsClient::connect(&server);
+    for (chat, text) in [(&first, "left"), (&newest[0], "kept")] {
+        fake.push(Reply::text(&[text]));
+        b.message(chat, text, "openai_compatible");
+        b.turn_events(chat);
+    }
+    let frames = flood.turn_frames(&newest[0]);
+    assert!(frames.iter().all(|v| v["chat_id"] != first.as_str()), "the chat it left still reached it: {frames:?}");
+    let (masked, _) = mask_turn(&frames, 1);
+    assert_eq!(masked, plain_answer(&newest[0], Some("kept"), &["kept"]));
+    flood.ping_sync();
+}
+
+#[test]
 fn new_chat_and_attach_subscribe() {
     let fake = FakeLlm::start();
     let server = TestServer::with_llm(&fake);
