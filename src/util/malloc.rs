@@ -1,6 +1,6 @@
 //! glibc allocator policy for a server whose load comes in bursts of short-lived threads (one
-//! per WebSocket client, two while its writer thread runs). [`tune_at_startup`] runs first thing on the main thread;
-//! [`release_free_memory`] on whichever thread sees a burst end.
+//! per WebSocket client, two while its writer thread runs). [`tune_at_startup`] runs first
+//! thing on the main thread; [`release_free_memory`] on whichever thread sees a burst end.
 //!
 //! Measured with three 1,000-client bursts (`BENCH_ONLY=burst cargo bench --bench load`), RSS
 //! once the bursts' chats had gone quiet, against 7.4 MiB idle: glibc's defaults held 26-33 MiB.
