@@ -4,6 +4,7 @@
 //! once they leave; a client that stops reading never holds up the others and is dropped.
 //! Client threads are spawned here; the fake LLM has its own.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -29,9 +30,12 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// One client: connects, waits for the others, runs its turns; returns errors seen.
-fn client(port: u16, barrier: Arc<Barrier>) -> Result<usize, String> {
-    let mut c = match WsClient::handshake(port, None) {
+/// One client: connects (counted in `connected`), waits for the others, runs its turns;
+/// returns errors seen.
+fn client(port: u16, connected: Arc<AtomicUsize>, barrier: Arc<Barrier>) -> Result<usize, String> {
+    let handshake = WsClient::handshake(port, None);
+    connected.fetch_add(1, Ordering::SeqCst);
+    let mut c = match handshake {
         Handshake::Accepted(c) => c,
         Handshake::Refused(code) => {
             barrier.wait();
@@ -73,16 +77,22 @@ struct Round {
 /// count returns to `threads0`.
 fn load_round(server: &TestServer, fake: &FakeLlm, threads0: usize) -> Round {
     let barrier = Arc::new(Barrier::new(CLIENTS + 1));
+    let connected = Arc::new(AtomicUsize::new(0));
     let port = server.ws_port;
     let handles: Vec<_> = (0..CLIENTS)
         .map(|_| {
-            let b = barrier.clone();
-            std::thread::Builder::new().stack_size(256 * 1024).spawn(move || client(port, b)).expect("spawn client")
+            let (b, n) = (barrier.clone(), connected.clone());
+            std::thread::Builder::new().stack_size(256 * 1024).spawn(move || client(port, n, b)).expect("spawn client")
         })
         .collect();
+    // Counted while every client is connected and none has sent anything: once the barrier
+    // opens, fast turns can end connections before this thread runs again.
+    wait_for("every client connected", Duration::from_secs(60), || {
+        (connected.load(Ordering::SeqCst) == CLIENTS).then_some(())
+    });
+    let peak_threads = threads(server.pid);
     barrier.wait();
     let started = Instant::now();
-    let peak_threads = threads(server.pid);
     let mut errors = Vec::new();
     let mut turns = 0;
     for h in handles {
