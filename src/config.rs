@@ -240,7 +240,7 @@ impl fmt::Debug for Config {
     }
 }
 
-/// Skill self-evolution (skills.md §12): the switch and its thresholds, validated at start-up.
+/// Skill self-evolution (docs/skills.md §12): the switch and its thresholds, validated at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SkillEvolutionConfig {
     pub enabled: bool,
@@ -727,7 +727,7 @@ fn default_home(vars: &BTreeMap<String, String>) -> PathBuf {
     }
 }
 
-/// The original's OS-specific config root (storage.md §4).
+/// The original's OS-specific config root (docs/storage.md §4).
 fn default_config_root(vars: &BTreeMap<String, String>) -> PathBuf {
     if cfg!(windows) {
         vars.get("LOCALAPPDATA")

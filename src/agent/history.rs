@@ -399,7 +399,7 @@ impl ChatCache {
     }
 }
 
-/// Maps context records to model messages (storage.md §3.1 "Mapping").
+/// Maps context records to model messages (docs/storage.md §3.1 "Mapping").
 pub fn to_messages(records: &[Record]) -> Vec<Value> {
     let mut out = Vec::with_capacity(records.len());
     for r in records {

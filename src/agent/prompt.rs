@@ -1,4 +1,4 @@
-//! The system prompt (agent-and-memory.md §4). Byte-stable for unchanged SOUL.md and
+//! The system prompt (docs/agent-and-memory.md §4). Byte-stable for unchanged SOUL.md and
 //! MEMORY.md: no timestamps, no map iteration; volatile hints are appended after the stable part.
 
 /// Persona used when SOUL.md is missing or blank.

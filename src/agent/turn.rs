@@ -90,7 +90,7 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
     let chat_id = req.chat_id.as_str();
     let state = deps.cache.get(chat_id);
 
-    // Title before any model call, so it survives a failed turn (ws-protocol.md §5).
+    // Title before any model call, so it survives a failed turn (docs/ws-protocol.md §5).
     let (title, fresh) = {
         let mut st = lock(&state);
         let fresh = st.records().is_empty();

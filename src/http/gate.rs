@@ -30,7 +30,7 @@ pub enum Target {
 pub struct ApiPath {
     /// Percent-decoded segments after `api`: `/api/sessions/x` → `["sessions", "x"]`.
     pub segments: Vec<String>,
-    /// The path ended in one `/` (answered with a 307 after the checks, http-api.md §1).
+    /// The path ended in one `/` (answered with a 307 after the checks, docs/http-api.md §1).
     pub trailing_slash: bool,
 }
 
@@ -156,7 +156,7 @@ impl ApiPath {
     }
 
     /// Needs the Origin check: every method but GET/HEAD/OPTIONS, and model discovery, which
-    /// makes outbound calls with the stored key (http-api.md §1 "LLM origin guard").
+    /// makes outbound calls with the stored key (docs/http-api.md §1 "LLM origin guard").
     pub fn state_changing(&self, method: &str) -> bool {
         match method {
             "GET" | "HEAD" => self.segs() == ["settings", "llm", "models"],

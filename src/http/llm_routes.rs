@@ -1,4 +1,4 @@
-//! `/api/settings/llm` (llm-settings.md §4): public view, save, connection test, discovery.
+//! `/api/settings/llm` (docs/llm-settings.md §4): public view, save, connection test, discovery.
 //! The API key never leaves this module except into llm.json, and a stored key is reused only
 //! for the origin it was entered for (`settings::build`; a moved endpoint gets a 422).
 

@@ -1,4 +1,4 @@
-//! `/api/mcp/servers` (http-api.md §6): the merged catalog, user server CRUD, connect,
+//! `/api/mcp/servers` (docs/http-api.md §6): the merged catalog, user server CRUD, connect,
 //! disconnect, tool listings, the review of tools held by pinning (`changes`,
 //! `changes/approve`), and OAuth: authorize (the URL to open), sign-out, and the provider's
 //! callback (`/api/mcp/oauth/callback`, a small HTML page, never a token). Request shape problems (missing or unknown fields, wrong

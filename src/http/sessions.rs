@@ -1,4 +1,4 @@
-//! `/api/sessions` (http-api.md §4): list, messages, rename, delete. Chat ids are validated on
+//! `/api/sessions` (docs/http-api.md §4): list, messages, rename, delete. Chat ids are validated on
 //! every route, so `..` and friends are a 404, never a path. The bodies are the typed views at
 //! the end of this file.
 

@@ -1,4 +1,4 @@
-//! The one request-shape validator of the HTTP API (http-api.md §1 "Error body shapes"): the
+//! The one request-shape validator of the HTTP API (docs/http-api.md §1 "Error body shapes"): the
 //! FastAPI/pydantic v2 422 items `{type, loc, msg, input, ctx?}` as a typed [`Issue`], and the
 //! checks the routes share on a JSON body ([`Body`]) and on query parameters ([`Query`]).
 //! Checks collect every issue in the order they run (pydantic reports all of them); a route

@@ -1,4 +1,4 @@
-//! `/api/skills…` and `/api/skill-evolution…` (http-api.md §7–§8): request shapes checked by
+//! `/api/skills…` and `/api/skill-evolution…` (docs/http-api.md §7–§8): request shapes checked by
 //! the shared validator ([`super::shape`]), the ZIP upload taken from the multipart body
 //! ([`super::multipart`]), the typed views of [`crate::skills::views`] as bodies, and one
 //! mapping from [`SkillError`] to status + `{"detail"}`. Handlers run on the `http` thread

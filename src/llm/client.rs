@@ -147,7 +147,7 @@ impl std::fmt::Debug for LlmClient {
     }
 }
 
-/// Loopback Ollama ignores proxy variables (llm-settings.md §6).
+/// Loopback Ollama ignores proxy variables (docs/llm-settings.md §6).
 fn is_loopback_url(url: &str) -> bool {
     crate::util::url::Origin::of(url).is_some_and(|o| crate::config::is_loopback(&o.host))
 }
@@ -554,7 +554,7 @@ impl LlmClient {
     }
 }
 
-/// Discovery normalisation (llm-settings.md §5).
+/// Discovery normalisation (docs/llm-settings.md §5).
 pub fn model_ids(v: &Value) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
     if let Some(items) = v.get("data").and_then(Value::as_array) {

@@ -1,5 +1,5 @@
-//! `llm.json` (storage.md §4): provider credentials only, version 2 written, version 1 read.
-//! Validation and normalisation of the settings API bodies (llm-settings.md §3–4), the public
+//! `llm.json` (docs/storage.md §4): provider credentials only, version 2 written, version 1 read.
+//! Validation and normalisation of the settings API bodies (docs/llm-settings.md §3–4), the public
 //! view that never holds the key, and the one-time `DEEPSEEK_*` migration. Used by the HTTP
 //! thread and at start-up.
 
@@ -145,7 +145,7 @@ pub fn migrate_legacy(path: &Path, key: Option<&str>, base: Option<&str>) -> io:
     Ok(true)
 }
 
-/// URL rules of http-api.md §5; empty stays empty (provider not configured).
+/// URL rules of docs/http-api.md §5; empty stays empty (provider not configured).
 pub fn normalize_url(field: &str, raw: &str, ollama: bool) -> Result<String, String> {
     let v = raw.trim();
     if v.is_empty() {

@@ -1,4 +1,4 @@
-//! The bodies of the LLM settings HTTP surface (`/api/settings/llm…`, llm-settings.md §4) as
+//! The bodies of the LLM settings HTTP surface (`/api/settings/llm…`, docs/llm-settings.md §4) as
 //! types: the public view (never the key), the connection test's answer and model discovery.
 //!
 //! Field order is part of the wire: these bodies were once `serde_json` maps (sorted keys), so

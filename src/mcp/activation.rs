@@ -1,4 +1,4 @@
-//! The per-chat ActivatedToolSet (tools-and-mcp.md §7): MCP tool names the model may see and
+//! The per-chat ActivatedToolSet (docs/tools-and-mcp.md §7): MCP tool names the model may see and
 //! call in this chat, with last-use timestamps, capped at 50 by evicting the least recently
 //! used. Persisted as `metadata.activated_tools` `{name: epoch_seconds}`. Pure data; the turn
 //! worker owns one per running turn and writes it back at a successful turn end.

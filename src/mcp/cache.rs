@@ -1,4 +1,4 @@
-//! The tool-schema cache `<data>/mcp_cache/<safe>.json` (storage.md §6): what a server listed
+//! The tool-schema cache `<data>/mcp_cache/<safe>.json` (docs/storage.md §6): what a server listed
 //! at its last successful connect, keyed by the transport fingerprint so an edited server
 //! never shows another transport's tools. Pure data plus file I/O; run on whichever thread
 //! calls the manager.
@@ -14,7 +14,7 @@ use super::client::ToolInfo;
 use super::transport::TransportSpec;
 use crate::util::{fsx, time};
 
-/// First 16 hex chars of SHA-256 over the canonical runtime JSON (storage.md §6). Headers are
+/// First 16 hex chars of SHA-256 over the canonical runtime JSON (docs/storage.md §6). Headers are
 /// not part of it; stdio args are the resolved ones.
 pub fn fingerprint(spec: &TransportSpec) -> String {
     let (command, args, env, url) = match spec {

@@ -1,4 +1,4 @@
-//! MCP in the turn (tools-and-mcp.md §1, §6–9): the [`McpExtension`] that makes built-in
+//! MCP in the turn (docs/tools-and-mcp.md §1, §6–9): the [`McpExtension`] that makes built-in
 //! tools plus `tool_search` and `mcp_prepare` always visible and MCP tools visible only when
 //! activated in the chat (ActivatedToolSet, LRU 50, persisted in metadata.json at a successful
 //! turn end) or selected for this turn (`selected_mcp_connectors`, never persisted); the MCP

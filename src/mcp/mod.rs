@@ -70,7 +70,7 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// A short type label for status lines (`"<Type>: <message>"`, http-api.md §6).
+    /// A short type label for status lines (`"<Type>: <message>"`, docs/http-api.md §6).
     pub fn kind(&self) -> &'static str {
         match self {
             Error::Config(_) => "ConfigError",

@@ -1,4 +1,4 @@
-//! `tool_search` ranking (tools-and-mcp.md §8): one document per MCP tool (cached schemas
+//! `tool_search` ranking (docs/tools-and-mcp.md §8): one document per MCP tool (cached schemas
 //! overlaid by live tools, live wins) plus one entry per configured server that has neither,
 //! tokenised with ASCII camelCase/snake_case splitting and CJK bigrams, ranked with the shared
 //! BM25 scorer ([`crate::util::bm25`], k1 = 1.5, b = 0.75). Only MCP servers are indexed;

@@ -1,5 +1,5 @@
 //! A connection's status and its status line: the `Status` a DTO shows and the one-line,
-//! secret-free `"<Type>: <message>"` error text (http-api.md §6) that reaches the API, logs and
+//! secret-free `"<Type>: <message>"` error text (docs/http-api.md §6) that reaches the API, logs and
 //! tool results. Pure functions; any thread.
 
 use super::Error;

@@ -43,7 +43,7 @@ impl LiveTool {
     }
 }
 
-/// Schema normalisation for providers (tools-and-mcp.md §5, minus the original's quirk of
+/// Schema normalisation for providers (docs/tools-and-mcp.md §5, minus the original's quirk of
 /// turning untyped leaf properties into objects): a non-object schema becomes an empty object
 /// schema, the top level gets `type`/`properties`/`required` defaults, `$schema` is dropped,
 /// and `type: [X, "null"]` becomes `type: X, nullable: true` at every property level.

@@ -1,4 +1,4 @@
-//! Validation of user MCP server entries with the contract's exact messages (http-api.md §6):
+//! Validation of user MCP server entries with the contract's exact messages (docs/http-api.md §6):
 //! names, transport type, display name, description, URL (absolute http(s), no credentials)
 //! and headers (masked values keep the stored secret on update). The built-in catalog loader
 //! reuses the URL and header rules. Pure functions; run on whichever thread calls the catalog.

@@ -1,4 +1,4 @@
-//! The bodies of the MCP HTTP surface (`/api/mcp/servers…`, http-api.md §6, mcp-wire.md) as
+//! The bodies of the MCP HTTP surface (`/api/mcp/servers…`, docs/http-api.md §6, docs/tools-and-mcp.md §5) as
 //! types, and its error: a refused operation as HTTP status plus the contract's `detail`. Every
 //! status code the surface answers with is chosen here; `http::mcp_routes` only writes them.
 //!

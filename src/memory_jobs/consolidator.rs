@@ -1,4 +1,4 @@
-//! Context compression (agent-and-memory.md §9), run on the `consolidate` thread so it never
+//! Context compression (docs/agent-and-memory.md §9), run on the `consolidate` thread so it never
 //! delays the next turn. When a chat's in-memory context reaches the threshold, the older part
 //! (including any previous summary: summaries are cumulative) is summarised by one model call,
 //! a `summary` record with `keep_from_cursor` is appended, and only then is the cached context

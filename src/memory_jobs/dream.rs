@@ -1,4 +1,4 @@
-//! Dream (agent-and-memory.md §10), on the `dream` timer thread: every `DREAM_INTERVAL`, the
+//! Dream (docs/agent-and-memory.md §10), on the `dream` timer thread: every `DREAM_INTERVAL`, the
 //! unprocessed history of all chats goes through two model calls (analysis, then the full new
 //! MEMORY.md). Better than the original: each chat's cursor advances only over the records that
 //! were actually sent; a failed, empty or destructive result changes nothing; an accepted

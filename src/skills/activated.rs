@@ -1,5 +1,5 @@
-//! What a chat remembers of its skill use between turns, in its metadata (skills.md §6,
-//! agent-and-memory.md §4): the `activated_skills` LRU (12 entries: description, version, hash,
+//! What a chat remembers of its skill use between turns, in its metadata (docs/skills.md §6,
+//! docs/agent-and-memory.md §4): the `activated_skills` LRU (12 entries: description, version, hash,
 //! last use) with the `## Recently activated Skills` prompt section built from it, and the MCP
 //! tools a skill load activates in `activated_tools`. Pure data over the turn's metadata
 //! working copy; runs on the turn's worker thread.

@@ -1,4 +1,4 @@
-//! The effective catalog: one scan of the three roots (skills.md §4) into immutable records,
+//! The effective catalog: one scan of the three roots (docs/skills.md §4) into immutable records,
 //! shadowing, availability from a dependency probe, invalid-package diagnostics and the search
 //! index. A `Catalog` is built whole and shared behind an `Arc`, so readers on any thread never
 //! wait for a refresh; its JSON shapes live in [`super::views`].
@@ -27,7 +27,7 @@ pub struct DepProbe {
     pub vars: BTreeMap<String, String>,
 }
 
-/// The always-present tools of the base registry (http-api.md §7).
+/// The always-present tools of the base registry (docs/http-api.md §7).
 pub const BASE_TOOLS: [&str; 11] = [
     "save_memory",
     "web_fetch",

@@ -1,5 +1,5 @@
 //! SKILL.md parsing: newline normalisation, the `---` frontmatter split, field-by-field
-//! validation with the contract's exact messages (skills.md §2, storage.md §7) and the content
+//! validation with the contract's exact messages (docs/skills.md §2, docs/storage.md §7) and the content
 //! hash. Pure functions; any thread.
 
 use std::mem::MaybeUninit;

@@ -1,4 +1,4 @@
-//! ZIP import (skills.md §10, storage.md §7): every archive check in the contract's order with
+//! ZIP import (docs/skills.md §10, docs/storage.md §7): every archive check in the contract's order with
 //! its exact message, all on the central directory before anything is written (member paths
 //! are bounded in length and depth there too), then extraction into a hidden temp dir under
 //! the user root with sizes enforced on the actual bytes. Publishing (conflict check,

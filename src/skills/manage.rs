@@ -1,4 +1,4 @@
-//! `agent_skill_manage` (skills.md §8): the model's create-only authoring tool. Validates the
+//! `agent_skill_manage` (docs/skills.md §8): the model's create-only authoring tool. Validates the
 //! arguments like the original's schema, creates an agent skill through the one store and
 //! verifies the published record, answering with a typed result the model reads. Runs on the
 //! turn's worker thread (the store serialises it with every other mutation).
@@ -15,7 +15,7 @@ use super::{SkillError, Source};
 use crate::agent::tools::{Tool, ToolOutput, TurnCtx};
 use crate::util::text;
 
-/// `agent_skill_manage`: create-only authoring in the agent root (skills.md §8).
+/// `agent_skill_manage`: create-only authoring in the agent root (docs/skills.md §8).
 pub struct AgentSkillManage(pub Arc<SkillService>);
 
 impl AgentSkillManage {

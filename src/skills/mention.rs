@@ -1,4 +1,4 @@
-//! Explicit skill selection in a user message (skills.md §6, agent-and-memory.md §3): the
+//! Explicit skill selection in a user message (docs/skills.md §6, docs/agent-and-memory.md §3): the
 //! structured `mentioned_skills` names plus a leading `@name` (removed from what the model sees),
 //! deduplicated in that order. The turn builds the system message that carries the loaded
 //! bodies (`agent::turn`). Pure string functions; run on the turn's worker thread.

@@ -73,7 +73,7 @@ impl Source {
 }
 
 /// A skill operation failure, classified the way the HTTP layer maps it
-/// (http-api.md §7: permission 403, conflict 409, "not found" 404, other 422, internal 500).
+/// (docs/http-api.md §7: permission 403, conflict 409, "not found" 404, other 422, internal 500).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SkillError {
     Permission(String),

@@ -1,5 +1,5 @@
 //! One package on disk: the loader every path goes through (catalog, store, import, validate;
-//! skills.md §3), support-path rules for API-supplied files, `_meta.json`, byte-exact tree
+//! docs/skills.md §3), support-path rules for API-supplied files, `_meta.json`, byte-exact tree
 //! copies for snapshots, and the sanitising of diagnostics. Pure file work; any thread.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The read side of the skill store (skills.md §9 "Other API", http-api.md §7): the list with
+//! The read side of the skill store (docs/skills.md §9 "Other API", docs/http-api.md §7): the list with
 //! filters and search, detail, content (refreshing first when the file changed on disk),
 //! validate, and the package re-read the tools and evolution share. Every answer is a typed
 //! view ([`super::views`]). Runs on the HTTP thread and on turn workers; reads a catalog

@@ -1,4 +1,4 @@
-//! Skill search (skills.md §5): the contract's tokenizer and the catalog's two BM25 indexes
+//! Skill search (docs/skills.md §5): the contract's tokenizer and the catalog's two BM25 indexes
 //! (every record, enabled ones), built once per refresh over the shared scorer
 //! ([`crate::util::bm25`]), plus the exact-name bonus and the name-order tie rule. Pure; any
 //! thread.

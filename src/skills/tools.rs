@@ -1,4 +1,4 @@
-//! The model-facing skill tools that read skills (skills.md §5–§7): `skill_search`,
+//! The model-facing skill tools that read skills (docs/skills.md §5–§7): `skill_search`,
 //! `skill_load` (two-phase lazy loading: the body lives only in this turn's model context,
 //! history keeps a receipt) and `skill_read_resource`, plus the state they keep within a turn
 //! ([`SkillTools`]: loaded (name, hash) pairs per chat) and the explicit selection that loads
@@ -121,7 +121,7 @@ impl SkillTools {
         SearchReply { error: None, query: Some(query.to_string()), skills }
     }
 
-    /// `skill_load` (skills.md §6).
+    /// `skill_load` (docs/skills.md §6).
     pub fn load(&self, ctx: &TurnCtx, name: &str) -> ToolOutput {
         let env = self.env();
         let cat = self.svc.catalog();
@@ -204,7 +204,7 @@ impl SkillTools {
         projection(model, format!("Loaded Skill: {}", m.name), receipt)
     }
 
-    /// `skill_read_resource` (skills.md §7).
+    /// `skill_read_resource` (docs/skills.md §7).
     pub fn read_resource(&self, ctx: &TurnCtx, name: &str, path: &str) -> ToolOutput {
         let not_loaded = ToolOutput::error("Error: load the Skill before reading its resources");
         let Some(rec) = self.svc.get(name) else {

@@ -1,6 +1,6 @@
 //! The typed wire of the Skills surface: every body `/api/skills…` and `/api/skill-evolution…`
-//! return (http-api.md §7–§8), the stored proposal object (storage.md §8), and the JSON texts
-//! the skill tools give the model (skills.md §5–§8). Services build these values; the HTTP
+//! return (docs/http-api.md §7–§8), the stored proposal object (docs/storage.md §8), and the JSON texts
+//! the skill tools give the model (docs/skills.md §5–§8). Services build these values; the HTTP
 //! thread or the turn worker serialises them.
 //!
 //! Field order is the byte order on the wire. The original answered with key-sorted JSON maps

@@ -194,7 +194,7 @@ impl ChatStore {
         Ok(parse_history(&bytes))
     }
 
-    /// Records the model context is rebuilt from (storage.md §3.1 "Model context rebuild"):
+    /// Records the model context is rebuilt from (docs/storage.md §3.1 "Model context rebuild"):
     /// the last summary and the records it keeps, or everything when there is no summary.
     pub fn load_context(&self, id: &str) -> io::Result<History> {
         let mut h = self.read_history(id)?;

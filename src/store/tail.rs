@@ -78,7 +78,7 @@ pub fn weight(r: &Record) -> usize {
     r.content.chars().count() + r.tool_calls.as_ref().map_or(0, |v| v.to_string().len()) + 48
 }
 
-/// The model context of a chat (storage.md §3.1: the last summary and the records it keeps),
+/// The model context of a chat (docs/storage.md §3.1: the last summary and the records it keeps),
 /// limited to the newest records weighing at most `max_chars`; a cut lands on a user record so
 /// no tool step loses its call. Reads backwards: only the kept tail is parsed, and lines
 /// further back are only searched for the summary. Returns the records and the unparsable

@@ -1,5 +1,5 @@
 //! The one BM25 scorer, shared by the skills catalog (`skill_search`, `GET /api/skills?query=`,
-//! skills.md §5: k1 = 1.2) and MCP `tool_search` (tools-and-mcp.md §8: k1 = 1.5). It owns the
+//! docs/skills.md §5: k1 = 1.2) and MCP `tool_search` (docs/tools-and-mcp.md §8: k1 = 1.5). It owns the
 //! inverted index over already tokenised documents and the Okapi formula with
 //! `idf = ln(1 + (N − df + 0.5) / (df + 0.5))`; the callers keep their own tokenisers, bonuses
 //! and tie rules' meaning (both break ties by document order). Built once per catalog or MCP

@@ -1,7 +1,7 @@
 //! Python `json.dumps` spacing for serde types: `", "` between items and `": "` after keys,
 //! non-ASCII kept raw (serde_json's escaping), fields in declaration order. Some model-facing
 //! texts of the original are Python-printed and the model sees them verbatim (skill_load's
-//! errors, skills.md §6). Pure; any thread.
+//! errors, docs/skills.md §6). Pure; any thread.
 
 use std::io;
 

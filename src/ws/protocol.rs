@@ -1,4 +1,4 @@
-//! The WebSocket frame contract (ws-protocol.md §3): validation of the typed frames of
+//! The WebSocket frame contract (docs/ws-protocol.md §3): validation of the typed frames of
 //! `wire.rs` into [`Frame`]s and the `message` metadata sanitiser with the original's exact error texts. Pure functions, called on each
 //! client's reader thread and by the sessions API (receipt filtering).
 
@@ -119,7 +119,7 @@ pub fn parse_frame(text: &str) -> Result<Frame, Reject> {
     }
 }
 
-/// The metadata sanitiser (ws-protocol.md §3.1), in the original's check order.
+/// The metadata sanitiser (docs/ws-protocol.md §3.1), in the original's check order.
 pub fn sanitize_metadata(meta: Option<&Value>) -> Result<Selection, String> {
     let meta = match meta {
         None | Some(Value::Null) => return Err("llm selection is required".into()),

@@ -1,4 +1,4 @@
-//! The WebSocket wire (ws-protocol.md §3, §4): every server event and every client frame as a
+//! The WebSocket wire (docs/ws-protocol.md §3, §4): every server event and every client frame as a
 //! type. Events are serialised once, on the emitting thread (a worker for chat events, a
 //! client's reader thread for replies), and the text is what the hub rings and fans out.
 //! Frame validation (the contract's check order and error texts) stays in `protocol.rs`.
@@ -144,7 +144,7 @@ fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &str {
     std::str::from_utf8(&buf[i..]).expect("ASCII digits")
 }
 
-/// A client frame as sent (ws-protocol.md §3), before validation. Extra keys are ignored; a
+/// A client frame as sent (docs/ws-protocol.md §3), before validation. Extra keys are ignored; a
 /// field of the wrong JSON type reads as absent, so `protocol::parse_frame` can answer with
 /// the contract's texts in the contract's order. An unknown `type` is [`ClientFrame::Unknown`].
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -199,7 +199,7 @@ mod tests {
     use super::*;
 
     /// The exact bytes of every server event kind, pinned from the hand-built events this
-    /// module replaced (ws-protocol.md §4 plus `last_seq`, `call_id` and `seq`): `event`
+    /// module replaced (docs/ws-protocol.md §4 plus `last_seq`, `call_id` and `seq`): `event`
     /// first, fields in the contract's order, `seq` last.
     #[test]
     fn every_event_kind_pinned_bytes() {

@@ -1,4 +1,4 @@
-//! Context consolidation (agent-and-memory.md §9, storage.md §3.1), with the threshold lowered
+//! Context consolidation (docs/agent-and-memory.md §9, docs/storage.md §3.1), with the threshold lowered
 //! through `CASHCODE_CONSOLIDATE_CHARS`: after a turn crosses it, one background non-streamed
 //! model call summarises the older part, a `summary` record with `keep_from_cursor` is
 //! appended, and the next turn's context is the summary plus the kept tail.

@@ -401,7 +401,7 @@ fn escapes_inside_segments_are_data_and_redirects_follow_the_checks() {
         let (status, body) = raw(server.http_port, "GET", path, &[], None);
         assert_eq!((status, detail(&body).as_str()), (404, want), "{path}");
     }
-    // The trailing-slash redirect of http-api.md §1 is still there, after the checks.
+    // The trailing-slash redirect of docs/http-api.md §1 is still there, after the checks.
     let (status, _) = raw(server.http_port, "GET", "/api/sessions/", &[], None);
     assert_eq!(status, 307);
     let (status, body) =

@@ -1,4 +1,4 @@
-//! HTTP basics and the sessions API (http-api.md §1–4): health, request ids, 404/405/307,
+//! HTTP basics and the sessions API (docs/http-api.md §1–4): health, request ids, 404/405/307,
 //! sessions list/messages/rename/delete, and chat-id validation on every session route
 //! (`%2E%2E` must never reach the file system).
 
@@ -212,7 +212,7 @@ fn rename_during_a_turn_survives_the_turns_own_metadata_write() {
 
 #[test]
 fn a_deleted_session_starts_fresh() {
-    // The original keeps the deleted chat's context in memory (agent-and-memory.md §12.9,
+    // The original keeps the deleted chat's context in memory (docs/agent-and-memory.md §12.9,
     // marked weak); a message to the same id must not resurrect it.
     let fake = FakeLlm::start();
     let server = TestServer::with_llm(&fake);

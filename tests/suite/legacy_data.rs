@@ -1,4 +1,4 @@
-//! Data written by the original loads unchanged (storage.md §2–4, agent-and-memory.md §4, §8):
+//! Data written by the original loads unchanged (docs/storage.md §2–4, docs/agent-and-memory.md §4, §8):
 //! hand-written fixtures in the original's layout (Python `json.dumps` records with summaries,
 //! receipts, legacy records, garbage lines; metadata.json; MEMORY.md; SOUL.md; llm.json v1/v2)
 //! must list, read, feed the next model request (persona, remembered information, last summary

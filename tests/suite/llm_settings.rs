@@ -1,4 +1,4 @@
-//! LLM settings API (http-api.md §5, llm-settings.md): the public shape, validation and its
+//! LLM settings API (docs/http-api.md §5, docs/llm-settings.md): the public shape, validation and its
 //! exact messages, key handling (blank keeps, clear, never returned or logged), the file
 //! format, `/test` and `/models` for both providers, load errors (503) and the legacy
 //! DEEPSEEK_* migration.

@@ -1,4 +1,4 @@
-//! Long-term memory (agent-and-memory.md §9–§10, storage.md §2–3): consolidation writes exactly
+//! Long-term memory (docs/agent-and-memory.md §9–§10, docs/storage.md §2–3): consolidation writes exactly
 //! one correct `summary` record in the background and the next turn sends summary + kept tail; a
 //! failing summariser writes nothing; a slow one does not delay the next turn. Dream (timer
 //! thread, `DREAM_INTERVAL=1`) rewrites MEMORY.md from its phase-2 answer, advances

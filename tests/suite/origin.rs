@@ -1,7 +1,7 @@
 //! Origin rules: the WebSocket handshake refuses browser origins that are neither allowed nor
 //! the server's own HTTP origin (403) and accepts scripts without Origin; state-changing HTTP
 //! routes refuse them with `403 {"detail":"Origin is not allowed"}`; CORS headers and
-//! preflights follow http-api.md §1.
+//! preflights follow docs/http-api.md §1.
 
 use serde_json::json;
 

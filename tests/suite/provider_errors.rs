@@ -1,4 +1,4 @@
-//! Provider failures during a turn (ws-protocol.md §6.4, llm-settings.md §7): each gives one
+//! Provider failures during a turn (docs/ws-protocol.md §6.4, docs/llm-settings.md §7): each gives one
 //! `error` event for the chat naming the cause (status code, "timed out", "Cannot reach",
 //! "malformed"), never the key; the title survives, nothing is persisted, and the next turn
 //! works. The fake tolerates the client's retries of the identical request.

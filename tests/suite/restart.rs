@@ -1,4 +1,4 @@
-//! Restart recovery (storage.md §3, agent-and-memory.md §8): histories, titles and sessions
+//! Restart recovery (docs/storage.md §3, docs/agent-and-memory.md §8): histories, titles and sessions
 //! come back after a kill; a torn last line is tolerated and later appends stay parseable; a
 //! turn killed mid-stream leaves its title and (written ahead) its user message, never a partial answer.
 

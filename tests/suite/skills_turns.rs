@@ -1,4 +1,4 @@
-//! Skills inside real turns (skills.md §6, §8, §12; agent-and-memory.md §3): an explicitly
+//! Skills inside real turns (docs/skills.md §6, §8, §12; docs/agent-and-memory.md §3): an explicitly
 //! selected skill's body reaches the model while history keeps the receipt, the recent-skills
 //! hint and the legacy `@name`, selections that cannot load fail the turn before the model is
 //! called, `agent_skill_manage` publishes into the catalog, and self-evolution proposes after

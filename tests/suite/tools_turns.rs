@@ -1,4 +1,4 @@
-//! Every built-in tool through a real turn (tools-and-mcp.md §2–3, agent-and-memory.md §5, §13):
+//! Every built-in tool through a real turn (docs/tools-and-mcp.md §2–3, docs/agent-and-memory.md §5, §13):
 //! the fake model requests the call, the test checks the `tool_call`/`tool_result` events
 //! (call_id, 200-code-point preview), the `tool` message the model receives in the next request,
 //! and the `user`, `tool_calls`, `tool`, `assistant` records. Refusals cover traversal, absolute

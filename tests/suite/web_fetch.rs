@@ -1,4 +1,4 @@
-//! `web_fetch` through a real turn (tools-and-mcp.md §3) where a page is hostile: markup that
+//! `web_fetch` through a real turn (docs/tools-and-mcp.md §3) where a page is hostile: markup that
 //! made the old extraction quadratic is read in bounded time while the API keeps answering; a
 //! cancelled fetch of a page that never ends ends the turn at once and leaves no thread and no
 //! open connection behind; the default configuration refuses loopback addresses before

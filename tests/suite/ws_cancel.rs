@@ -1,4 +1,4 @@
-//! Cancel that really cancels (ws-protocol.md §6.5 and the extension): `cancel`/`stop`
+//! Cancel that really cancels (docs/ws-protocol.md §6.5 and the extension): `cancel`/`stop`
 //! is acknowledged to the sender, stops the turn promptly even before the model's first byte,
 //! ends it with `error "cancelled"` (nothing persisted) or `stream_end`+`done` (partial answer
 //! persisted), and never produces the original's spurious "LLM not configured" error.

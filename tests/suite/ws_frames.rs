@@ -1,4 +1,4 @@
-//! Frame-level handling (ws-protocol.md §1, §3, §3.1): the typed-envelope rule, unknown types,
+//! Frame-level handling (docs/ws-protocol.md §1, §3, §3.1): the typed-envelope rule, unknown types,
 //! every `message` validation error in its documented order, chat-id rules, binary frames and
 //! the 1 MiB size limit. Each bad frame gets exactly one `error` reply to its sender and the
 //! connection (and the server) keeps working.

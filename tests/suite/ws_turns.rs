@@ -1,6 +1,6 @@
 //! Event order and persistence of complete turns: plain, follow-up, Ollama routing, tool
 //! turns (single, parallel, failing, max iterations), unconfigured providers, queued turns,
-//! parallel chats and two clients on one chat (ws-protocol.md §2, §4–6; agent-and-memory.md).
+//! parallel chats and two clients on one chat (docs/ws-protocol.md §2, §4–6; docs/agent-and-memory.md).
 
 use std::time::Duration;
 

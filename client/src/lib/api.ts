@@ -1,4 +1,4 @@
-// HTTP helper: JSON in/out, uniform error text (web-client spec §10), request timeouts.
+// HTTP helper: JSON in/out, uniform error text (docs/web-client.md §10), request timeouts.
 // The server's own error text is kept verbatim; only the client's fallbacks are translated.
 
 import { tr } from '../i18n'

@@ -1,4 +1,4 @@
-// LLM Settings form logic (web-client spec §9): the draft never holds the stored key; validation
+// LLM Settings form logic (docs/web-client.md §9): the draft never holds the stored key; validation
 // covers only the visible tab; a saved key is only reused while the endpoint's origin is the
 // same; requests follow PUT /settings/llm and POST /settings/llm/test.
 

@@ -1,4 +1,4 @@
-// MCP Market form rules (web-client spec §7): validation, masked header values, and the
+// MCP Market form rules (docs/web-client.md §7): validation, masked header values, and the
 // transport (the original's form was SSE only; Streamable HTTP servers, OAuth ones included, too).
 
 import { tr, type Translate } from '../i18n'

@@ -1,4 +1,4 @@
-// Model picker logic (web-client spec §6): optgroups by provider, the remembered global choice.
+// Model picker logic (docs/web-client.md §6): optgroups by provider, the remembered global choice.
 
 import { tr, type MessageKey, type Translate } from '../i18n'
 import type { LlmChoice } from './selections'

@@ -1,5 +1,5 @@
 // Composer selections (Skills / MCPs), the `@` trigger and the outgoing message frame
-// (web-client spec §6). Pure functions: the Composer only wires them to the DOM.
+// (docs/web-client.md §6). Pure functions: the Composer only wires them to the DOM.
 
 import { tr } from '../i18n'
 import type { HistoryMessage, McpReceipt, Provider, SkillReceipt } from './types'

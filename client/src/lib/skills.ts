@@ -1,4 +1,4 @@
-// Skill Market logic (web-client spec §8): labels, query strings, invalid-package entries,
+// Skill Market logic (docs/web-client.md §8): labels, query strings, invalid-package entries,
 // upload checks and save-error messages.
 
 import { tr, translate, type MessageKey, type Translate } from '../i18n'

@@ -1,4 +1,4 @@
-// Wire types shared by the screens (http-api.md, ws-protocol.md).
+// Wire types shared by the screens (docs/http-api.md, docs/ws-protocol.md).
 
 export type Provider = 'openai_compatible' | 'ollama'
 

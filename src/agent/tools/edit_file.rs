@@ -1,4 +1,4 @@
-//! `edit_file` (tools-and-mcp.md §3): replaces one unique occurrence of a string in a workspace
+//! `edit_file` (docs/tools-and-mcp.md §3): replaces one unique occurrence of a string in a workspace
 //! file, refusing the Skill roots; runs on the turn's worker thread. Read and write go through
 //! one descriptor opened by [`Workspace::open_write`]. Unlike the original, a file that is not
 //! valid UTF-8 is refused instead of being silently corrupted by lossy decoding.

@@ -1,4 +1,4 @@
-//! `exec` (tools-and-mcp.md §3): runs `sh -c <command>` in the workspace; called on the turn's
+//! `exec` (docs/tools-and-mcp.md §3): runs `sh -c <command>` in the workspace; called on the turn's
 //! worker thread, which waits on the child with a deadline while one thread drains each pipe
 //! and one reaps the shell. The shell leads its own process group, so a timeout or a cancelled
 //! turn kills the whole group (no surviving grandchildren). Output is captured with a byte cap

@@ -1,4 +1,4 @@
-//! `glob` (tools-and-mcp.md §3): finds files and directories below a workspace directory whose
+//! `glob` (docs/tools-and-mcp.md §3): finds files and directories below a workspace directory whose
 //! path matches a pattern at any depth (rglob semantics, `globset` automaton in `pattern.rs`),
 //! sorted by path, at most 100; runs on the turn's worker thread. The walk has a deadline (then
 //! the paths found so far are listed with a note) and stops when the turn is cancelled.

@@ -1,4 +1,4 @@
-//! `grep` (tools-and-mcp.md §3): searches workspace files line by line with a Python-`re`
+//! `grep` (docs/tools-and-mcp.md §3): searches workspace files line by line with a Python-`re`
 //! pattern (fancy-regex behind the pre-pass in `regex.rs`), files chosen by a glob
 //! `file_pattern`, results in path order, at most 50. Runs on the turn's worker thread and is
 //! bounded: pattern length and compiled size are capped, a backtracking pattern has a step

@@ -1,4 +1,4 @@
-//! `list_dir` (tools-and-mcp.md §3): lists one workspace directory, directories first, then
+//! `list_dir` (docs/tools-and-mcp.md §3): lists one workspace directory, directories first, then
 //! files, each sorted by name, at most 200 entries; runs on the turn's worker thread. A symlink
 //! is classified by its target only when that target is inside the workspace; one leading out
 //! (or broken) is shown as `[link]` without revealing anything about its target.

@@ -26,7 +26,7 @@ pub mod web_search;
 pub mod workspace;
 pub mod write_file;
 
-/// What a tool call produced, in the contract's three projections (agent-and-memory.md §13).
+/// What a tool call produced, in the contract's three projections (docs/agent-and-memory.md §13).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
     /// Text the model sees in the `tool` message.
@@ -107,7 +107,7 @@ impl TurnCtx {
     }
 }
 
-/// What extensions prepare before the first model call (ws-protocol.md §6.3).
+/// What extensions prepare before the first model call (docs/ws-protocol.md §6.3).
 #[derive(Debug, Default)]
 pub struct Preparation {
     /// Bodies joined into one extra system message after the main one (explicit skills).
@@ -261,7 +261,7 @@ pub fn builtins() -> Vec<Arc<dyn Tool>> {
     builtins_with(&ToolSettings::default())
 }
 
-/// The built-in tools in the contract's order (tools-and-mcp.md §1); the order never changes
+/// The built-in tools in the contract's order (docs/tools-and-mcp.md §1); the order never changes
 /// between requests, so tool lists stay cache-stable.
 pub fn builtins_with(settings: &ToolSettings) -> Vec<Arc<dyn Tool>> {
     let policy = netguard::AddrPolicy::from_allow_private(settings.web_fetch_allow_private);

@@ -21,7 +21,7 @@ pub struct Glob {
 
 impl Glob {
     /// Compiles `pattern` with rglob semantics: it may match at any depth below the base, so
-    /// `*.py` means `**/*.py` (tools-and-mcp.md §3 `glob`).
+    /// `*.py` means `**/*.py` (docs/tools-and-mcp.md §3 `glob`).
     pub fn recursive(pattern: &str) -> Result<Glob, String> {
         if pattern.trim().is_empty() {
             return Err("empty pattern".into());

@@ -1,4 +1,4 @@
-//! `read_file` (tools-and-mcp.md §3): reads a text file inside the workspace, runs on the
+//! `read_file` (docs/tools-and-mcp.md §3): reads a text file inside the workspace, runs on the
 //! turn's worker thread. Output is capped at 500 lines (contract) and, beyond the contract, at
 //! [`MAX_READ_BYTES`] read from disk so a huge file cannot flood memory or the prompt.
 

@@ -1,4 +1,4 @@
-//! `save_memory`: appends a durable fact to MEMORY.md (agent-and-memory.md §11).
+//! `save_memory`: appends a durable fact to MEMORY.md (docs/agent-and-memory.md §11).
 
 use serde_json::{json, Map, Value};
 

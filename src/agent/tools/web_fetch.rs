@@ -1,4 +1,4 @@
-//! `web_fetch` (tools-and-mcp.md §3): GETs an http(s) URL with ureq and returns readable text:
+//! `web_fetch` (docs/tools-and-mcp.md §3): GETs an http(s) URL with ureq and returns readable text:
 //! scripts, styles, comments and tags removed, common entities decoded, whitespace collapsed,
 //! cut to 3000 characters. The request runs on the turn's worker, bounded by the call's own
 //! deadline (ureq's global timeout, and checked between every read of the body); cancel shuts

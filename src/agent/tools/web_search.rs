@@ -1,4 +1,4 @@
-//! `web_search` (tools-and-mcp.md §3): asks the DuckDuckGo Instant Answer API and formats the
+//! `web_search` (docs/tools-and-mcp.md §3): asks the DuckDuckGo Instant Answer API and formats the
 //! abstract and up to 10 related topics. The request runs on the turn's worker, as
 //! `web_fetch`'s does: cancel shuts the call's agent, so a read still waiting returns at once,
 //! and the token and the deadline are checked before the request and between reads of the

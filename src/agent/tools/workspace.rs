@@ -1,4 +1,4 @@
-//! Workspace confinement for the file and search tools (tools-and-mcp.md §2), run on the turn's
+//! Workspace confinement for the file and search tools (docs/tools-and-mcp.md §2), run on the turn's
 //! worker thread: path resolution (a symlink-aware `realpath` that also works for paths that do
 //! not exist yet), the inside-the-workspace and Skill-root checks, race-resistant opens (every
 //! component below the root entered with `openat(…, O_NOFOLLOW)`, then the descriptor's real

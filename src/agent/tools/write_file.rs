@@ -1,4 +1,4 @@
-//! `write_file` (tools-and-mcp.md §3): creates or overwrites a UTF-8 file inside the workspace,
+//! `write_file` (docs/tools-and-mcp.md §3): creates or overwrites a UTF-8 file inside the workspace,
 //! refusing the Skill roots; runs on the turn's worker thread. The open goes through
 //! [`Workspace::open_write`], so a symlink raced into the path cannot redirect the write.
 

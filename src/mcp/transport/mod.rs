@@ -61,7 +61,7 @@ pub struct HttpSpec {
 
 impl TransportSpec {
     /// Values that must never appear in errors or logs: header values and env values whose
-    /// key looks secret (tools-and-mcp.md §11; the server-wide [`is_secret_name`]).
+    /// key looks secret (docs/tools-and-mcp.md §11; the server-wide [`is_secret_name`]).
     pub fn secrets(&self) -> Vec<String> {
         match self {
             TransportSpec::Stdio(s) => {

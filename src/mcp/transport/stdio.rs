@@ -22,7 +22,7 @@ use super::{join_until, lock, read_capped_line, spawn_named, Inbox, LineRead, Ou
 use crate::mcp::{Error, Result};
 use crate::util::text;
 
-/// Parent variables a child may see (tools-and-mcp.md §5); everything else comes from config.
+/// Parent variables a child may see (docs/tools-and-mcp.md §5); everything else comes from config.
 /// None of them is secret, so the start-up removal of secret variables from the server's
 /// environment changes nothing for MCP servers: a catalog entry that needs a key (say
 /// `GITHUB_TOKEN`) has always had to name it in its own `env`, which is passed as configured.

@@ -1,4 +1,4 @@
-//! Evidence of finished turns for self-evolution (skills.md §12, storage.md §8): the turn
+//! Evidence of finished turns for self-evolution (docs/skills.md §12, docs/storage.md §8): the turn
 //! trace with the runner's failure rule, the workflow fingerprint, redaction, and the evidence
 //! files `evidence/<id>.json` (newest `max_evidence` by mtime kept). The trace is built on the
 //! turn's worker; the files are written and read on the `skill-evolution` thread.
@@ -32,7 +32,7 @@ impl TurnTrace {
     /// Builds the trace from the records a turn persisted: the first `user` record, the last
     /// record (the answer), every `tool` record (explicit-selection receipts are `assistant`
     /// records, so they never count). A tool failed when its stored text says so by the
-    /// runner's rule (agent-and-memory.md §13).
+    /// runner's rule (docs/agent-and-memory.md §13).
     pub fn from_records(chat_id: &str, records: &[crate::store::chats::Record], hit_limit: bool) -> TurnTrace {
         let user = records.iter().find(|r| r.role == "user").map(|r| r.content.clone()).unwrap_or_default();
         let assistant = records.last().filter(|r| r.role == "assistant").map(|r| r.content.clone()).unwrap_or_default();

@@ -1,4 +1,4 @@
-//! Skill self-evolution (skills.md §12), off by default: the gate on successful turns, the
+//! Skill self-evolution (docs/skills.md §12), off by default: the gate on successful turns, the
 //! background worker (a short-lived `skill-evolution` thread per qualifying turn under a
 //! counting semaphore, with a bounded backlog), recurrence, and the restricted proposal
 //! generator (one LLM call through a caller-supplied closure, no tools). Evidence files are in

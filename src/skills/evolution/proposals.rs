@@ -1,4 +1,4 @@
-//! The proposal store (skills.md §12, storage.md §8, http-api.md §8): turning the generator's
+//! The proposal store (docs/skills.md §12, docs/storage.md §8, docs/http-api.md §8): turning the generator's
 //! reply into a pending proposal file, the rule that a pending or applied proposal blocks its
 //! fingerprint, and list/get/reject/approve. One lock serialises every proposal file. The
 //! `skill-evolution` thread stores; the HTTP thread lists and decides. Approval goes through the

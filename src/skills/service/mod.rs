@@ -1,5 +1,5 @@
 //! The one skill store + catalog instance shared by the HTTP routes, the agent tools and
-//! evolution (skills.md §1, §9): roots, refresh, and every mutation under one process-wide lock
+//! evolution (docs/skills.md §1, §9): roots, refresh, and every mutation under one process-wide lock
 //! with hidden-temp-dir builds and atomic renames: create, replace, enable, delete and import.
 //! Snapshot-backed operations (versions, rollback, invalid-package deletion) are in
 //! [`snapshots`], the read side (list, detail, content, validate) in [`super::read`]. Called from the HTTP thread and from turn
@@ -397,7 +397,7 @@ impl SkillService {
         self.refresh_locked()
     }
 
-    /// Imports a ZIP archive into the user root (skills.md §10).
+    /// Imports a ZIP archive into the user root (docs/skills.md §10).
     pub fn import_zip(&self, bytes: &[u8]) -> Result<Arc<SkillRecord>> {
         let (tmp, parsed) = super::import::unpack(bytes, &self.paths.user)?;
         let name = parsed.manifest.name.clone();

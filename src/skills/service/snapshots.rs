@@ -1,4 +1,4 @@
-//! Snapshot-backed store operations (skills.md §9, storage.md §7 "Snapshots"): the full copy
+//! Snapshot-backed store operations (docs/skills.md §9, docs/storage.md §7 "Snapshots"): the full copy
 //! taken before every replace, delete and rollback, the versions listing, rollback (validated
 //! before the swap, itself snapshotted first) and moving an invalid package into
 //! `<snapshots>/invalid/…`. Same lock and threads as the rest of [`super::SkillService`].
