@@ -23,13 +23,13 @@ impl McpManager {
         ServerList { servers: cfgs.iter().map(|c| self.view(c)).collect() }
     }
 
-    /// One DTO, or 404.
+    /// One server as the API shows it.
     pub fn dto(&self, name: &str) -> Result<ServerView, McpError> {
         let cfg = self.configured(name)?;
         Ok(self.view(&cfg))
     }
 
-    /// `POST /api/mcp/servers` -> 201 DTO (disconnected).
+    /// `POST /api/mcp/servers`: adds a user server, disconnected (its name must be free).
     pub fn create(&self, name: &str, entry: ServerEntry) -> Result<ServerView, McpError> {
         let _m = lock(&self.mutation);
         let cfg = lock(&self.catalog).create(name, entry)?;

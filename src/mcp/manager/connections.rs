@@ -22,7 +22,8 @@ use crate::util::cancel::CancelToken;
 use crate::util::text;
 
 impl McpManager {
-    /// `POST /api/mcp/servers/{name}/connect`: 404 if unknown, else the DTO (maybe `error`).
+    /// `POST /api/mcp/servers/{name}/connect`: the server's view after one connect attempt
+    /// (`error` with its status line when it failed).
     pub fn connect(&self, name: &str) -> Result<ServerView, McpError> {
         let cfg = self.configured(name)?;
         let _ = self.connect_server(name);

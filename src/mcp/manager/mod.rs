@@ -102,6 +102,7 @@ struct Slot {
 
 type PurgeHook = Arc<dyn Fn(&[String]) + Send + Sync>;
 
+/// Every MCP server's live state; the operations are in this module's children, by concern.
 pub struct McpManager {
     cfg: ManagerConfig,
     catalog: Mutex<Catalog>,
@@ -215,6 +216,7 @@ impl McpManager {
         v
     }
 
+    /// The server's pins as stored (`<data>/mcp/pins/<server>.json`, read at each use).
     fn pins_of(&self, cfg: &ServerConfig) -> Pins {
         Pins::load(&self.cfg.data_dir, &cfg.name, &pins::identity(cfg))
     }
