@@ -1,4 +1,4 @@
-//! `/api/mcp/servers` (http-api.md §6): the merged catalog, user server CRUD, connect,
+//! `/api/mcp/servers` (docs/http-api.md §6): the merged catalog, user server CRUD, connect,
 //! disconnect, tool listings, the review of tools held by pinning (`changes`,
 //! `changes/approve`), and OAuth: authorize (the URL to open), sign-out, and the provider's
 //! callback (`/api/mcp/oauth/callback`, a small HTML page, never a token). Request shape
@@ -183,7 +183,7 @@ mod tests {
     use super::*;
 
     /// Every refusal keeps the status and detail the MCP surface answered with before the
-    /// domain error existed (http-api.md §6).
+    /// domain error existed (docs/http-api.md §6).
     #[test]
     fn refusals_map_to_the_contract_statuses_and_details() {
         let io = || std::io::Error::other("disk full");

@@ -1,4 +1,4 @@
-//! Validation of user MCP server entries with the contract's exact messages (http-api.md §6).
+//! Validation of user MCP server entries with the contract's exact messages (docs/http-api.md §6).
 //! A [`ServerEntry`] is an entry as the user gave it, already typed (the HTTP layer and the
 //! catalog file loader checked its JSON shape); [`validate_user`] checks its rules once and
 //! makes it a [`ServerConfig`]: name, transport type, display name, description, URL (absolute

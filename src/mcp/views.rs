@@ -1,6 +1,6 @@
-//! The bodies of the MCP HTTP surface (`/api/mcp/servers…`, http-api.md §6, mcp-wire.md) as
-//! types. Statuses and error bodies are not here: a refusal is a [`super::McpError`], which
-//! `http::mcp_routes` maps to a status and `{"detail": …}`.
+//! The bodies of the MCP HTTP surface (`/api/mcp/servers…`, docs/http-api.md §6,
+//! docs/tools-and-mcp.md §5) as types. Statuses and error bodies are not here: a refusal is a
+//! [`super::McpError`], which `http::mcp_routes` maps to a status and `{"detail": …}`.
 //!
 //! Field order is part of the wire: these bodies were once `serde_json` maps (sorted keys), so
 //! every struct declares its fields in key order and clients keep seeing the same bytes. Pure

@@ -207,7 +207,7 @@ impl McpManager {
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// The server as the API shows it (http-api.md §6).
+    /// The server as the API shows it (docs/http-api.md §6).
     fn view(&self, cfg: &ServerConfig) -> ServerView {
         let (status, error, live) = self.observe(&cfg.name);
         let mut v = ServerView::new(cfg, status, error, live.map(|l| l.tools.len()).unwrap_or(0));
