@@ -19,7 +19,8 @@ use cashcode::mcp::catalog::Catalog;
 use cashcode::mcp::client::{Client, ClientConfig, Content};
 use cashcode::mcp::manager::{ManagerConfig, McpManager};
 use cashcode::mcp::transport::{HttpSpec, StdioSpec, TransportSpec};
-use cashcode::mcp::Error;
+use cashcode::mcp::validate::ServerEntry;
+use cashcode::mcp::{Error, McpError};
 use cashcode::util::cancel::CancelToken;
 use serde_json::{json, Map, Value};
 
@@ -134,6 +135,11 @@ fn args(v: Value) -> Map<String, Value> {
 }
 
 /// A manager answer as the JSON the HTTP surface sends.
+/// A user server entry (the body of `POST /api/mcp/servers` without its name).
+fn entry(v: Value) -> ServerEntry {
+    serde_json::from_value(v).unwrap()
+}
+
 fn wire(v: impl serde::Serialize) -> Value {
     serde_json::to_value(v).unwrap()
 }
@@ -629,10 +635,10 @@ fn dead_url_connect_failure_is_redacted() {
     );
     let port = free_port();
     for (name, kind, path) in [("dead-sse", "sse", "sse"), ("dead-http", "streamable_http", "mcp")] {
-        let body = json!({"name": name, "type": kind, "display_name": "Dead",
+        let body = json!({"type": kind, "display_name": "Dead",
                           "url": format!("http://127.0.0.1:{port}/{path}?token=topsecret-123"),
                           "headers": {"Authorization": "Bearer topsecret-123", "X-Api-Key": "k3y-value-9"}});
-        let created = wire(mgr.create(&body).unwrap());
+        let created = wire(mgr.create(name, entry(body)).unwrap());
         assert_eq!(created["headers"], json!({"Authorization": "********", "X-Api-Key": "********"}));
         assert_eq!(created["status"], "disconnected");
         let dto = wire(mgr.connect(name).unwrap());
@@ -772,8 +778,8 @@ fn selected_connectors_are_turn_only_and_failures_fail_the_turn() {
     assert!(!ctx.state().metadata.contains_key("activated_tools"));
     // A selected server that cannot connect fails the turn with its status line.
     let port = free_port();
-    let body = json!({"name": "down", "display_name": "Down", "url": format!("http://127.0.0.1:{port}/sse")});
-    mgr.create(&body).unwrap();
+    let body = json!({"display_name": "Down", "url": format!("http://127.0.0.1:{port}/sse")});
+    mgr.create("down", entry(body)).unwrap();
     let err = ext.prepare(&req(json!([{"server": "down"}])), &ctx, &mut prep).unwrap_err();
     assert!(err.starts_with("Unable to prepare MCP down: ConnectError: "), "{err}");
     let err = ext.prepare(&req(json!([{"server": "nope"}])), &ctx, &mut prep).unwrap_err();
@@ -1351,9 +1357,8 @@ fn user_server_lifecycle_against_a_live_sse_server() {
     let p = purged.clone();
     mgr.set_purge_hook(move |names| p.lock().unwrap().extend(names.iter().cloned()));
     let url = format!("http://127.0.0.1:{port}/sse");
-    let body = json!({"name": "everything", "display_name": "Everything", "url": url,
-                      "headers": {"X-Api-Key": "abc-secret-value"}});
-    mgr.create(&body).unwrap();
+    let body = json!({"display_name": "Everything", "url": url, "headers": {"X-Api-Key": "abc-secret-value"}});
+    mgr.create("everything", entry(body)).unwrap();
     let dto = wire(mgr.connect("everything").unwrap());
     assert_eq!((dto["status"].clone(), dto["tool_count"].clone()), (json!("connected"), json!(13)), "{dto}");
     let cache = cashcode::mcp::cache::cache_path(&data, "everything");
@@ -1366,7 +1371,7 @@ fn user_server_lifecycle_against_a_live_sse_server() {
 
     // Replacing the config closes the connection, purges activations, deletes the cache.
     let upd = json!({"display_name": "Everything 2", "url": url, "headers": {"X-Api-Key": "********"}});
-    let dto = wire(mgr.update("everything", &upd).unwrap());
+    let dto = wire(mgr.update("everything", entry(upd)).unwrap());
     assert_eq!((dto["status"].clone(), dto["tool_count"].clone()), (json!("disconnected"), json!(0)));
     assert_eq!(purged.lock().unwrap().len(), 13);
     assert!(!cache.exists());
@@ -1374,7 +1379,7 @@ fn user_server_lifecycle_against_a_live_sse_server() {
     assert_eq!(wire(mgr.connect("everything").unwrap())["status"], "connected");
     mgr.delete("everything").unwrap();
     assert!(!cache.exists());
-    assert_eq!(mgr.dto("everything").unwrap_err().status, 404);
+    assert!(matches!(mgr.dto("everything").unwrap_err(), McpError::NotFound(_)), "404");
     mgr.shutdown();
     std::fs::remove_dir_all(data).unwrap();
 }

@@ -1,10 +1,12 @@
 //! `/api/mcp/servers` (docs/http-api.md §6): the merged catalog, user server CRUD, connect,
 //! disconnect, tool listings, the review of tools held by pinning (`changes`,
 //! `changes/approve`), and OAuth: authorize (the URL to open), sign-out, and the provider's
-//! callback (`/api/mcp/oauth/callback`, a small HTML page, never a token). Request shape problems (missing or unknown fields, wrong
-//! JSON types) get pydantic-style 422 lists from the shared validator ([`super::shape`]);
-//! rule violations get the contract's string details from the catalog. Header values never
-//! leave `McpManager` unmasked.
+//! callback (`/api/mcp/oauth/callback`, a small HTML page, never a token). Request shape
+//! problems (missing or unknown fields, wrong JSON types) get pydantic-style 422 lists from the
+//! shared validator ([`super::shape`]); a checked body becomes a typed [`ServerEntry`] whose
+//! rules the catalog checks. A refused operation ([`McpError`]) becomes its status and
+//! `{"detail": …}` in [`error`], the one place MCP statuses are chosen. Header values never
+//! leave `McpManager` unmasked. Runs on the `http` thread (network-bound routes on `http-slow`).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -12,22 +14,23 @@ use serde_json::Value;
 use super::api::{only, Api};
 use super::shape::Body;
 use super::{Req, Resp};
-use crate::mcp::views::ApiError;
+use crate::mcp::validate::ServerEntry;
+use crate::mcp::McpError;
 
 pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     let mcp = &api.mcp;
     match rest {
         [] => match m {
             "GET" => Resp::ok(&mcp.list()),
-            "POST" => match body(req, true) {
-                Ok(b) => answer(mcp.create(&b), 201),
+            "POST" => match entry(req, None) {
+                Ok((name, e)) => answer(mcp.create(&name, e), 201),
                 Err(r) => r,
             },
             _ => Resp::detail(405, "Method Not Allowed"),
         },
         [name] => match m {
-            "PUT" => match body(req, false) {
-                Ok(b) => answer(mcp.update(name, &b), 200),
+            "PUT" => match entry(req, Some(name)) {
+                Ok((_, e)) => answer(mcp.update(name, e), 200),
                 Err(r) => r,
             },
             "DELETE" => match mcp.delete(name) {
@@ -50,51 +53,66 @@ pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     }
 }
 
-fn answer(r: Result<impl Serialize, ApiError>, status: u16) -> Resp {
+fn answer(r: Result<impl Serialize, McpError>, status: u16) -> Resp {
     match r {
         Ok(v) => Resp::json(status, &v),
         Err(e) => error(e),
     }
 }
 
-/// The one mapping of a refused MCP operation to a response: its status, `{"detail": …}`.
-fn error(e: ApiError) -> Resp {
-    Resp::detail(e.status, &e.detail)
+/// The one mapping of a refused MCP operation to a response: the contract's status, and the
+/// error's text as `{"detail": …}`.
+fn error(e: McpError) -> Resp {
+    let status = match &e {
+        McpError::NoOAuth => 400,
+        McpError::ReadOnly => 403,
+        McpError::NotFound(_) => 404,
+        McpError::Exists(_) => 409,
+        McpError::Invalid(_) => 422,
+        McpError::NotSaved(_) | McpError::TokensKept(_) => 500,
+        McpError::Upstream(_) => 502,
+    };
+    Resp::detail(status, &e.to_string())
 }
 
-/// The body as an object with the model's fields: create requires `name`, `display_name`,
-/// `url`; update forbids `name`; other keys are extra; string fields must be strings
-/// (`description` may be null), `headers` an object of strings or null.
-fn body(req: &Req, create: bool) -> Result<Value, Resp> {
+/// The body as a typed entry with its name. Create (`named` is `None`) requires `name`,
+/// `display_name`, `url`; update (`named` is the URL's name) requires `display_name`, `url` and
+/// forbids `name`. Other keys are extra; string fields must be strings (`description` may be
+/// null), `headers` an object of strings or null. Issues are listed missing fields first, then
+/// by key.
+fn entry(req: &Req, named: Option<&str>) -> Result<(String, ServerEntry), Resp> {
     let mut b = Body::object(req)?;
-    let allowed: &[&str] = if create {
-        &["name", "type", "display_name", "description", "url", "headers"]
-    } else {
-        &["type", "display_name", "description", "url", "headers"]
-    };
-    let required: &[&str] = if create { &["name", "display_name", "url"] } else { &["display_name", "url"] };
+    let required: &[&str] = if named.is_none() { &["name", "display_name", "url"] } else { &["display_name", "url"] };
     for field in required {
         if !b.fields().contains_key(*field) {
             b.missing(field);
         }
     }
+    let (mut name, mut kind, mut display_name, mut url) = (named.map(str::to_string), None, None, None);
+    let (mut description, mut headers) = (Some(None), Some(None));
     let keys: Vec<String> = b.fields().keys().cloned().collect();
     for k in &keys {
         match k.as_str() {
-            k if !allowed.contains(&k) => b.extra(k),
-            "headers" => {
-                b.string_map(k);
-            }
-            "description" => {
-                b.optional_str(k);
-            }
-            k => {
-                b.required_str(k);
-            }
+            "name" if named.is_none() => name = b.required_str(k),
+            "type" => kind = b.required_str(k),
+            "display_name" => display_name = b.required_str(k),
+            "url" => url = b.required_str(k),
+            "description" => description = b.optional_str(k),
+            "headers" => headers = b.string_map(k),
+            _ => b.extra(k),
         }
     }
-    let v = b.value().clone();
-    b.done(Some(v))
+    let checked = (|| {
+        let entry = ServerEntry {
+            kind: kind.unwrap_or_default(),
+            display_name: display_name?,
+            description: description?.unwrap_or_default(),
+            url: url?,
+            headers: headers?.unwrap_or_default(),
+        };
+        Some((name?, entry))
+    })();
+    b.done(checked)
 }
 
 /// `GET /api/mcp/oauth/callback?code=…&state=…`: completes the flow `state` names and answers
@@ -158,4 +176,37 @@ fn approve_body(req: &Req) -> Result<Option<Vec<String>>, Resp> {
     };
     b.done(Some(()))?;
     Ok(tools)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every refusal keeps the status and detail the MCP surface answered with before the
+    /// domain error existed (docs/http-api.md §6).
+    #[test]
+    fn refusals_map_to_the_contract_statuses_and_details() {
+        let io = || std::io::Error::other("disk full");
+        let cases = [
+            (McpError::NoOAuth, 400, "OAuth applies to Streamable HTTP servers without an Authorization header"),
+            (McpError::ReadOnly, 403, "built-in MCP servers are read-only"),
+            (McpError::NotFound("x".into()), 404, "MCP server not found: x"),
+            (McpError::Exists("x".into()), 409, "MCP server already exists: x"),
+            (
+                McpError::Invalid("url must be an absolute HTTP(S) URL".into()),
+                422,
+                "url must be an absolute HTTP(S) URL",
+            ),
+            (McpError::NotSaved(io()), 500, "cannot save MCP servers: disk full"),
+            (McpError::TokensKept(io()), 500, "could not delete the stored authorization"),
+            (McpError::Upstream("ConnectError: refused".into()), 502, "ConnectError: refused"),
+        ];
+        for (e, status, detail) in cases {
+            let r = error(e);
+            assert_eq!(
+                (r.status, r.body),
+                (status, serde_json::to_vec(&serde_json::json!({"detail": detail})).unwrap())
+            );
+        }
+    }
 }

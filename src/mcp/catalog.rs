@@ -11,11 +11,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use super::refusal::McpError;
 use super::transport::{HttpSpec, StdioSpec, TransportSpec};
-use super::validate::{check_headers, check_url, name_ok, validate_user, MSG_NAME};
-use super::views::ApiError;
+use super::validate::{check_headers, check_url, name_ok, validate_user, ServerEntry, MSG_NAME};
 use crate::util::fsx;
 use crate::util::text;
 
@@ -143,9 +143,11 @@ impl Catalog {
                 if let Some(d) = body.remove("displayName") {
                     body.entry("display_name").or_insert(d);
                 }
-                body.insert("name".into(), json!(name));
-                let cfg = validate_user(&Value::Object(body), None)
-                    .map_err(|e| LoadError(format!("user MCP server '{name}' is invalid: {}", e.detail)))?;
+                // The key is the name; a `name` inside the entry is not read.
+                body.remove("name");
+                let invalid = |e: &dyn fmt::Display| LoadError(format!("user MCP server '{name}' is invalid: {e}"));
+                let entry: ServerEntry = serde_json::from_value(Value::Object(body)).map_err(|e| invalid(&e))?;
+                let cfg = validate_user(&name, entry, None).map_err(|e| invalid(&e))?;
                 user.insert(cfg.name.clone(), cfg);
             }
         }
@@ -168,60 +170,53 @@ impl Catalog {
     }
 
     /// `POST /api/mcp/servers`: validates, refuses duplicates, persists.
-    pub fn create(&mut self, body: &Value) -> Result<ServerConfig, ApiError> {
-        let cfg = validate_user(body, None)?;
+    pub fn create(&mut self, name: &str, entry: ServerEntry) -> Result<ServerConfig, McpError> {
+        let cfg = validate_user(name, entry, None)?;
         if self.get(&cfg.name).is_some() {
-            return Err(ApiError::exists(&cfg.name));
+            return Err(McpError::Exists(cfg.name));
         }
         self.user.insert(cfg.name.clone(), cfg.clone());
         if let Err(e) = self.save_user() {
             self.user.remove(&cfg.name);
-            return Err(ApiError::not_saved(&e));
+            return Err(McpError::NotSaved(e));
         }
         Ok(cfg)
     }
 
-    /// `PUT /api/mcp/servers/{name}`: 404 / 403 / validation; masked headers keep stored secrets.
-    pub fn update(&mut self, name: &str, body: &Value) -> Result<ServerConfig, ApiError> {
+    /// `PUT /api/mcp/servers/{name}`: unknown, built-in, then the rules; masked headers keep
+    /// the stored secrets.
+    pub fn update(&mut self, name: &str, entry: ServerEntry) -> Result<ServerConfig, McpError> {
         self.check_mutable(name)?;
-        if body.get("name").is_some() {
-            return Err(ApiError::unprocessable("name cannot be changed; it is taken from the URL"));
-        }
-        let mut with_name = match body {
-            Value::Object(m) => m.clone(),
-            _ => return Err(ApiError::unprocessable("body must be a JSON object")),
-        };
-        with_name.insert("name".into(), json!(name));
         let old = self.user.get(name).cloned();
-        let cfg = validate_user(&Value::Object(with_name), old.as_ref())?;
+        let cfg = validate_user(name, entry, old.as_ref())?;
         self.user.insert(name.to_string(), cfg.clone());
         if let Err(e) = self.save_user() {
             if let Some(old) = old {
                 self.user.insert(name.to_string(), old);
             }
-            return Err(ApiError::not_saved(&e));
+            return Err(McpError::NotSaved(e));
         }
         Ok(cfg)
     }
 
     /// `DELETE /api/mcp/servers/{name}`.
-    pub fn delete(&mut self, name: &str) -> Result<ServerConfig, ApiError> {
+    pub fn delete(&mut self, name: &str) -> Result<ServerConfig, McpError> {
         self.check_mutable(name)?;
-        let old = self.user.remove(name).ok_or_else(|| ApiError::not_found(name))?;
+        let old = self.user.remove(name).ok_or_else(|| McpError::NotFound(name.to_string()))?;
         if let Err(e) = self.save_user() {
             self.user.insert(name.to_string(), old);
-            return Err(ApiError::not_saved(&e));
+            return Err(McpError::NotSaved(e));
         }
         Ok(old)
     }
 
-    /// 404 for unknown names, 403 for built-ins.
-    pub fn check_mutable(&self, name: &str) -> Result<(), ApiError> {
+    /// Unknown names are not found; built-ins are read-only.
+    pub fn check_mutable(&self, name: &str) -> Result<(), McpError> {
         if self.builtin.contains_key(name) {
-            return Err(ApiError::read_only());
+            return Err(McpError::ReadOnly);
         }
         if !self.user.contains_key(name) {
-            return Err(ApiError::not_found(name));
+            return Err(McpError::NotFound(name.to_string()));
         }
         Ok(())
     }
@@ -347,7 +342,18 @@ fn parse_builtin(name: &str, entry: &Value) -> Result<ServerConfig, String> {
             (String::new(), BTreeMap::new())
         }
         Kind::Sse | Kind::StreamableHttp => {
-            (check_url(&url_text).map_err(|e| e.detail)?, check_headers(e.get("headers"), None).map_err(|e| e.detail)?)
+            let headers = match e.get("headers") {
+                None | Some(Value::Null) => BTreeMap::new(),
+                Some(Value::Object(m)) => m
+                    .iter()
+                    .map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())).ok_or("header values must be strings"))
+                    .collect::<Result<_, _>>()?,
+                Some(_) => return Err("headers must be an object of strings".into()),
+            };
+            (
+                check_url(&url_text).map_err(|e| e.to_string())?,
+                check_headers(&headers, None).map_err(|e| e.to_string())?,
+            )
         }
     };
     let display = s("display_name");
@@ -374,6 +380,10 @@ mod tests {
     use crate::mcp::cache::fingerprint;
     use crate::mcp::validate::MASK;
 
+    fn entry(v: Value) -> ServerEntry {
+        serde_json::from_value(v).unwrap()
+    }
+
     fn tmp() -> PathBuf {
         let d = std::env::temp_dir().join(format!("cc-mcp-cat-{}", crate::util::rand::hex(6)));
         std::fs::create_dir_all(&d).unwrap();
@@ -384,20 +394,23 @@ mod tests {
     fn user_catalog_round_trip_keeps_secrets_and_masks_on_update() {
         let data = tmp();
         let mut cat = Catalog::load(None, &data).unwrap();
-        let body = json!({"name":"weather","display_name":"Weather","url":"https://mcp.example/sse",
-                          "headers":{"Authorization":"Bearer real-secret"}});
-        assert_eq!(cat.create(&body).unwrap().headers["Authorization"], "Bearer real-secret");
-        assert_eq!(cat.create(&body).unwrap_err().status, 409);
+        let body = entry(json!({"display_name":"Weather","url":"https://mcp.example/sse",
+                                "headers":{"Authorization":"Bearer real-secret"}}));
+        assert_eq!(cat.create("weather", body.clone()).unwrap().headers["Authorization"], "Bearer real-secret");
+        assert!(matches!(cat.create("weather", body).unwrap_err(), McpError::Exists(n) if n == "weather"));
         let text = std::fs::read_to_string(user_catalog_path(&data)).unwrap();
         assert_eq!(
             text,
             "{\n  \"weather\": {\n    \"type\": \"sse\",\n    \"display_name\": \"Weather\",\n    \"description\": \"\",\n    \"url\": \"https://mcp.example/sse\",\n    \"headers\": {\n      \"Authorization\": \"Bearer real-secret\"\n    }\n  }\n}\n"
         );
-        let upd = json!({"display_name":"W2","url":"https://mcp.example/sse","headers":{"Authorization":MASK}});
-        let updated = cat.update("weather", &upd).unwrap();
+        let upd = entry(json!({"display_name":"W2","url":"https://mcp.example/sse","headers":{"Authorization":MASK}}));
+        let updated = cat.update("weather", upd.clone()).unwrap();
         assert_eq!(updated.headers["Authorization"], "Bearer real-secret");
-        assert_eq!(cat.update("weather", &json!({"name":"x"})).unwrap_err().status, 422);
-        assert_eq!(cat.update("nope", &upd).unwrap_err(), ApiError::not_found("nope"));
+        assert!(
+            serde_json::from_value::<ServerEntry>(json!({"name":"x"})).is_err(),
+            "the name is not part of an entry"
+        );
+        assert!(matches!(cat.update("nope", upd).unwrap_err(), McpError::NotFound(n) if n == "nope"));
         let reloaded = Catalog::load(None, &data).unwrap();
         assert_eq!(reloaded.get("weather").unwrap().display_name, "W2");
         cat.delete("weather").unwrap();
@@ -439,9 +452,9 @@ mod tests {
             TransportSpec::Stdio(s) => assert_eq!((s.command.as_str(), s.python), ("node", None)),
             other => panic!("unexpected {other:?}"),
         }
-        assert_eq!(cat.delete("local").unwrap_err(), ApiError::read_only());
-        let body = json!({"name":"remote","display_name":"R","url":"http://h/sse"});
-        assert_eq!(cat.create(&body).unwrap_err().status, 409);
+        assert!(matches!(cat.delete("local").unwrap_err(), McpError::ReadOnly));
+        let body = entry(json!({"display_name":"R","url":"http://h/sse"}));
+        assert!(matches!(cat.create("remote", body).unwrap_err(), McpError::Exists(_)));
         std::fs::create_dir_all(data.join("mcp")).unwrap();
         std::fs::write(
             user_catalog_path(&data),

@@ -6,7 +6,8 @@
 //! [`client`] (pending ids, timeouts, lifecycle) · [`catalog`] (configs) · [`validate`] (entry
 //! rules) · [`cache`] (tool-schema cache) · [`names`] (model-facing tool names) · [`tool`] (the
 //! wrappers, schema normalisation) · [`status`] (status lines, redacted) · [`manager`] (live
-//! connections) · [`views`] (the HTTP surface's bodies and errors) · [`search`] (BM25).
+//! connections and calls, OAuth flows, catalog administration) · [`refusal`] (why a user's
+//! operation was refused) · [`views`] (the HTTP surface's bodies) · [`search`] (BM25).
 //!
 //! Nothing here runs a thread of its own except the per-connection reader/writer/stderr threads
 //! a transport spawns; callers (HTTP handlers, turn workers) block with deadlines.
@@ -24,6 +25,7 @@ pub mod jsonrpc;
 pub mod manager;
 pub mod names;
 pub mod pins;
+pub mod refusal;
 pub mod search;
 pub mod status;
 pub mod tool;
@@ -34,6 +36,8 @@ pub mod views;
 
 use std::fmt;
 use std::time::Duration;
+
+pub use refusal::McpError;
 
 /// Why an MCP operation failed. Messages never contain header values or secret env values;
 /// callers still pass them through [`status::redact_status`] before they leave the process.

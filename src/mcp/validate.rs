@@ -1,14 +1,17 @@
-//! Validation of user MCP server entries with the contract's exact messages (docs/http-api.md §6):
-//! names, transport type, display name, description, URL (absolute http(s), no credentials)
-//! and headers (masked values keep the stored secret on update). The built-in catalog loader
-//! reuses the URL and header rules. Pure functions; run on whichever thread calls the catalog.
+//! Validation of user MCP server entries with the contract's exact messages (docs/http-api.md §6).
+//! A [`ServerEntry`] is an entry as the user gave it, already typed (the HTTP layer and the
+//! catalog file loader checked its JSON shape); [`validate_user`] checks its rules once and
+//! makes it a [`ServerConfig`]: name, transport type, display name, description, URL (absolute
+//! http(s), no credentials) and headers (masked values keep the stored secret on update). The
+//! built-in catalog loader reuses the URL and header rules. Pure functions; run on whichever
+//! thread calls the catalog.
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value};
+use serde::{Deserialize, Deserializer};
 
 use super::catalog::{Kind, ServerConfig};
-use super::views::ApiError;
+use super::refusal::McpError;
 use crate::util::text;
 use crate::util::text::py_repr;
 use crate::util::url::{Origin, UrlError};
@@ -40,102 +43,102 @@ fn header_name_ok(name: &str) -> bool {
         && name.bytes().all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+.^_`|~-".contains(&c))
 }
 
-pub(super) fn check_url(raw: &str) -> Result<String, ApiError> {
+pub(super) fn check_url(raw: &str) -> Result<String, McpError> {
     let u = raw.trim();
     if u.is_empty() || text::char_len(u) > 2048 {
-        return Err(ApiError::unprocessable(MSG_URL));
+        return Err(McpError::Invalid(MSG_URL.into()));
     }
     match Origin::check(u) {
         Ok(_) => Ok(u.to_string()),
-        Err(UrlError::NotHttp) => Err(ApiError::unprocessable(MSG_URL_ABS)),
-        Err(UrlError::Credentials) => Err(ApiError::unprocessable(MSG_URL_CREDS)),
+        Err(UrlError::NotHttp) => Err(McpError::Invalid(MSG_URL_ABS.into())),
+        Err(UrlError::Credentials) => Err(McpError::Invalid(MSG_URL_CREDS.into())),
     }
 }
 
-/// Validates a headers object. `stored` supplies secrets for masked values on update.
+/// Checks a headers map. `stored` supplies secrets for masked values on update.
 pub(super) fn check_headers(
-    v: Option<&Value>,
+    headers: &BTreeMap<String, String>,
     stored: Option<&BTreeMap<String, String>>,
-) -> Result<BTreeMap<String, String>, ApiError> {
-    let map = match v {
-        None | Some(Value::Null) => return Ok(BTreeMap::new()),
-        Some(Value::Object(m)) => m,
-        Some(_) => return Err(ApiError::unprocessable("headers must be an object")),
-    };
-    if map.len() > MAX_HEADERS {
-        return Err(ApiError::unprocessable(MSG_HEADERS_MAX));
+) -> Result<BTreeMap<String, String>, McpError> {
+    if headers.len() > MAX_HEADERS {
+        return Err(McpError::Invalid(MSG_HEADERS_MAX.into()));
     }
     let mut out = BTreeMap::new();
-    for (name, value) in map {
+    for (name, value) in headers {
         let q = py_repr(name);
         if !header_name_ok(name) {
-            return Err(ApiError::unprocessable(format!("invalid header name: {q}")));
+            return Err(McpError::Invalid(format!("invalid header name: {q}")));
         }
-        let Value::String(value) = value else {
-            return Err(ApiError::unprocessable(format!("header {q} must be a string")));
-        };
         let value = if value == MASK {
             match stored.and_then(|s| s.get(name)) {
                 Some(secret) => secret.clone(),
                 None => {
-                    return Err(ApiError::unprocessable(format!(
-                        "header {q} uses a masked value without a stored secret"
-                    )))
+                    return Err(McpError::Invalid(format!("header {q} uses a masked value without a stored secret")))
                 }
             }
         } else {
             value.clone()
         };
         if value.is_empty() || text::char_len(&value) > 4096 {
-            return Err(ApiError::unprocessable(format!("header {q} must be non-empty and at most 4096 characters")));
+            return Err(McpError::Invalid(format!("header {q} must be non-empty and at most 4096 characters")));
         }
         if value.contains('\r') || value.contains('\n') {
-            return Err(ApiError::unprocessable(format!("header {q} must not contain newlines")));
+            return Err(McpError::Invalid(format!("header {q} must not contain newlines")));
         }
         out.insert(name.clone(), value);
     }
     Ok(out)
 }
 
-fn opt_str<'a>(body: &'a Map<String, Value>, key: &str, msg: &str) -> Result<Option<&'a str>, ApiError> {
-    match body.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ApiError::unprocessable(msg)),
-    }
+/// A user server entry as given: the body of `POST`/`PUT /api/mcp/servers…` without the name,
+/// or one entry of the user catalog file. Types only; the rules are [`validate_user`]'s.
+/// `null` reads as absent.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerEntry {
+    /// The transport type; empty means `sse`.
+    #[serde(rename = "type", default, deserialize_with = "null_as_default")]
+    pub kind: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub display_name: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub description: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub url: String,
+    /// Values in clear, or [`MASK`] to keep the stored value (update).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub headers: BTreeMap<String, String>,
 }
 
-/// Validates a user create/update body (with `name` already inside). `old` is the stored
-/// entry on update: masked header values take their secret from it.
-pub fn validate_user(body: &Value, old: Option<&ServerConfig>) -> Result<ServerConfig, ApiError> {
-    const KEYS: &[&str] = &["name", "type", "display_name", "description", "url", "headers"];
-    let Value::Object(body) = body else {
-        return Err(ApiError::unprocessable("body must be a JSON object"));
-    };
-    if let Some(k) = body.keys().find(|k| !KEYS.contains(&k.as_str())) {
-        return Err(ApiError::unprocessable(format!("unknown field: {}", py_repr(k))));
-    }
-    let name = opt_str(body, "name", MSG_NAME)?.unwrap_or("").trim().to_string();
+fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Checks the entry `name` (create) or the entry stored under `name` (update) against the
+/// contract's rules, in the contract's order. `old` is the stored entry on update: masked
+/// header values take their secret from it.
+pub fn validate_user(name: &str, entry: ServerEntry, old: Option<&ServerConfig>) -> Result<ServerConfig, McpError> {
+    let name = name.trim().to_string();
     if !name_ok(&name) {
-        return Err(ApiError::unprocessable(MSG_NAME));
+        return Err(McpError::Invalid(MSG_NAME.into()));
     }
-    let kind = match opt_str(body, "type", MSG_TYPE)?.map(str::trim) {
-        None | Some("") => Kind::Sse,
-        Some(t) => match Kind::parse(t) {
+    let kind = match entry.kind.trim() {
+        "" => Kind::Sse,
+        t => match Kind::parse(t) {
             Some(k @ (Kind::Sse | Kind::StreamableHttp)) => k,
-            _ => return Err(ApiError::unprocessable(MSG_TYPE)),
+            _ => return Err(McpError::Invalid(MSG_TYPE.into())),
         },
     };
-    let display = opt_str(body, "display_name", MSG_DISPLAY)?.unwrap_or("").trim().to_string();
+    let display = entry.display_name.trim().to_string();
     if display.is_empty() || text::char_len(&display) > 100 {
-        return Err(ApiError::unprocessable(MSG_DISPLAY));
+        return Err(McpError::Invalid(MSG_DISPLAY.into()));
     }
-    let description = opt_str(body, "description", MSG_DESCRIPTION)?.unwrap_or("").trim().to_string();
+    let description = entry.description.trim().to_string();
     if text::char_len(&description) > 1000 {
-        return Err(ApiError::unprocessable(MSG_DESCRIPTION));
+        return Err(McpError::Invalid(MSG_DESCRIPTION.into()));
     }
-    let url = check_url(opt_str(body, "url", MSG_URL)?.unwrap_or(""))?;
-    let headers = check_headers(body.get("headers"), old.map(|o| &o.headers))?;
+    let url = check_url(&entry.url)?;
+    let headers = check_headers(&entry.headers, old.map(|o| &o.headers))?;
     Ok(ServerConfig {
         name,
         kind,
@@ -152,18 +155,25 @@ pub fn validate_user(body: &Value, old: Option<&ServerConfig>) -> Result<ServerC
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{json, Map, Value};
 
     use super::*;
 
+    /// Validates a create body (with its `name`), typed as the HTTP layer hands it over.
+    fn check(body: &Value) -> Result<ServerConfig, McpError> {
+        let mut fields = body.as_object().unwrap().clone();
+        let name = fields.remove("name").and_then(|n| n.as_str().map(str::to_string)).unwrap_or_default();
+        validate_user(&name, serde_json::from_value(Value::Object(fields)).unwrap(), None)
+    }
+
     fn create_err(body: Value) -> String {
-        validate_user(&body, None).unwrap_err().detail
+        check(&body).unwrap_err().to_string()
     }
 
     #[test]
     fn validation_messages_are_exact() {
         let ok = json!({"name":"weather","display_name":"Weather","url":"https://mcp.example/sse"});
-        assert_eq!(validate_user(&ok, None).unwrap().kind, Kind::Sse);
+        assert_eq!(check(&ok).unwrap().kind, Kind::Sse);
         let with = |k: &str, v: Value| {
             let mut b = ok.clone();
             b[k] = v;
@@ -171,7 +181,7 @@ mod tests {
         };
         assert_eq!(create_err(with("name", json!("Bad Name"))), MSG_NAME);
         assert_eq!(create_err(with("type", json!("stdio"))), MSG_TYPE);
-        assert_eq!(validate_user(&with("type", json!("streamable_http")), None).unwrap().kind, Kind::StreamableHttp);
+        assert_eq!(check(&with("type", json!("streamable_http"))).unwrap().kind, Kind::StreamableHttp);
         assert_eq!(create_err(with("display_name", json!("  "))), MSG_DISPLAY);
         assert_eq!(create_err(with("display_name", json!("x".repeat(101)))), MSG_DISPLAY);
         assert_eq!(create_err(with("description", json!("x".repeat(1001)))), MSG_DESCRIPTION);
@@ -190,7 +200,7 @@ mod tests {
             "header 'X-Key' must be non-empty and at most 4096 characters"
         );
         assert_eq!(create_err(with("headers", json!({"X-Key": "a\nb"}))), "header 'X-Key' must not contain newlines");
-        assert_eq!(create_err(with("extra", json!(1))), "unknown field: 'extra'");
+        assert!(serde_json::from_value::<ServerEntry>(json!({"extra": 1})).is_err(), "unknown fields are refused");
         assert_eq!(py_repr("it's"), "\"it's\"");
     }
 }

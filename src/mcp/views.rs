@@ -1,13 +1,12 @@
-//! The bodies of the MCP HTTP surface (`/api/mcp/servers…`, docs/http-api.md §6, docs/tools-and-mcp.md §5) as
-//! types, and its error: a refused operation as HTTP status plus the contract's `detail`. Every
-//! status code the surface answers with is chosen here; `http::mcp_routes` only writes them.
+//! The bodies of the MCP HTTP surface (`/api/mcp/servers…`, docs/http-api.md §6,
+//! docs/tools-and-mcp.md §5) as types. Statuses and error bodies are not here: a refusal is a
+//! [`super::McpError`], which `http::mcp_routes` maps to a status and `{"detail": …}`.
 //!
 //! Field order is part of the wire: these bodies were once `serde_json` maps (sorted keys), so
 //! every struct declares its fields in key order and clients keep seeing the same bytes. Pure
 //! data; built on whichever thread calls the manager (an HTTP handler).
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -18,7 +17,7 @@ use super::names::wrapped_name;
 use super::pins::Seen;
 use super::status::Status;
 use super::tool::LiveTool;
-use super::validate::{MASK, MSG_READ_ONLY};
+use super::validate::MASK;
 
 /// One server: `GET /api/mcp/servers` lists these; create, update, connect and disconnect
 /// answer with one.
@@ -199,53 +198,11 @@ pub struct ChangeList {
     pub server: String,
 }
 
-/// A refused API operation: HTTP status plus the contract's detail string. The constructors
-/// below are the only places a status is chosen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    pub status: u16,
-    pub detail: String,
+/// `POST /api/mcp/servers/{name}/authorize`: the URL the browser opens to authorize.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Authorization {
+    pub authorization_url: String,
 }
-
-impl ApiError {
-    /// 422: the body breaks a rule (the contract's message).
-    pub(super) fn unprocessable(detail: impl Into<String>) -> Self {
-        ApiError { status: 422, detail: detail.into() }
-    }
-
-    /// Any other refusal: `status` with `detail` (already redacted).
-    pub fn new(status: u16, detail: &str) -> Self {
-        ApiError { status, detail: detail.to_string() }
-    }
-
-    /// 404: no server of that name.
-    pub fn not_found(name: &str) -> Self {
-        ApiError { status: 404, detail: format!("MCP server not found: {name}") }
-    }
-
-    /// 403: built-in entries cannot be changed.
-    pub(super) fn read_only() -> Self {
-        ApiError { status: 403, detail: MSG_READ_ONLY.into() }
-    }
-
-    /// 409: the name is taken (by a built-in or user server).
-    pub(super) fn exists(name: &str) -> Self {
-        ApiError { status: 409, detail: format!("MCP server already exists: {name}") }
-    }
-
-    /// 500: the user catalog file could not be written (the change was rolled back).
-    pub(super) fn not_saved(e: &std::io::Error) -> Self {
-        ApiError { status: 500, detail: format!("cannot save MCP servers: {e}") }
-    }
-}
-
-impl fmt::Display for ApiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.status, self.detail)
-    }
-}
-
-impl std::error::Error for ApiError {}
 
 #[cfg(test)]
 mod tests {
