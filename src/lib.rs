@@ -20,4 +20,5 @@ pub mod security;
 pub mod skills;
 pub mod store;
 pub mod util;
+pub mod wire;
 pub mod ws;

@@ -18,7 +18,7 @@ use crate::bus::{Bus, Cancelled, EventSink, TurnRequest};
 use crate::llm::runtime::LlmRuntime;
 use crate::store::chats::ChatStore;
 use crate::store::memory_files::MemoryFiles;
-use crate::ws::wire::{Event, CANCELLED};
+use crate::wire::{Event, CANCELLED};
 use history::ChatCache;
 use tools::Tool;
 

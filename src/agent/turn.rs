@@ -19,14 +19,12 @@ use crate::memory_jobs::consolidator::Job;
 use crate::store::chats::{PendingTurn, Record};
 use crate::util::cancel::CancelToken;
 use crate::util::{rand, text, time};
-use crate::ws::wire::{Event, CANCELLED};
+use crate::wire::{Event, CANCELLED, RESULT_PREVIEW};
 
 /// Model calls that may request tools; one more call without tools follows if all do.
 pub const MAX_ITERATIONS: usize = 5;
 /// Appended to registry-level tool failures (unknown, not activated, crashed).
 pub const RETRY_HINT: &str = "\n\n[Analyze the error above and try a different approach.]";
-/// Code points of a tool's public text sent on `tool_result`.
-pub const RESULT_PREVIEW: usize = 200;
 /// Code points of the auto title.
 pub const TITLE_CHARS: usize = 40;
 const MAX_ITERATIONS_NOTE: &str = "The maximum number of tool-call iterations was reached. Answer now with the best \

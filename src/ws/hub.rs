@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use super::direct::Sent;
-use super::wire::{self, Event};
 use crate::bus::EventSink;
+use crate::wire::{self, Event};
 
 /// Events kept per chat for replay.
 pub const RING_CAPACITY: usize = 4096;
