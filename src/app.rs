@@ -193,7 +193,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         Arc::clone(&skills),
         Arc::new(crate::mcp::extension::McpSkillEnv::new(registry.into_iter().collect(), Arc::clone(&mcp))),
     );
-    let skills_ext: Arc<dyn tools::TurnExtension> =
+    let skills_ext: Arc<dyn crate::tool::TurnExtension> =
         Arc::new(crate::skills::ext::SkillsExtension::new(skill_tools, Arc::clone(&evolution), config.llm_timeout));
 
     let agent = Agent::new(Deps {

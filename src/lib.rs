@@ -19,6 +19,7 @@ pub mod secrets;
 pub mod security;
 pub mod skills;
 pub mod store;
+pub mod tool;
 pub mod util;
 pub mod wire;
 pub mod ws;

@@ -18,9 +18,9 @@ use crate::bus::{Bus, Cancelled, EventSink, TurnRequest};
 use crate::llm::runtime::LlmRuntime;
 use crate::store::chats::ChatStore;
 use crate::store::memory_files::MemoryFiles;
+use crate::tool::{Tool, TurnExtension};
 use crate::wire::{Event, CANCELLED};
 use history::ChatCache;
-use tools::Tool;
 
 const WORKER_STACK: usize = 1024 * 1024;
 
@@ -35,7 +35,7 @@ pub struct Deps {
     /// Serialised schemas of the long-lived tools.
     pub schemas: tools::SchemaCache,
     /// MCP, Skills: extra tools, preparation and prompt hints per turn.
-    pub extensions: Vec<Arc<dyn tools::TurnExtension>>,
+    pub extensions: Vec<Arc<dyn TurnExtension>>,
     pub workspace: PathBuf,
     pub protected: Vec<PathBuf>,
     /// Context compression after long turns (absent in unit setups).

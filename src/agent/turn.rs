@@ -11,12 +11,12 @@ use serde_json::{json, Map, Value};
 
 use super::history::{lock, ChatState};
 use super::prompt;
-use super::tools::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use super::Deps;
 use crate::bus::TurnRequest;
 use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
 use crate::memory_jobs::consolidator::Job;
 use crate::store::chats::{PendingTurn, Record};
+use crate::tool::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use crate::util::cancel::CancelToken;
 use crate::util::{rand, text, time};
 use crate::wire::{Event, CANCELLED, RESULT_PREVIEW};

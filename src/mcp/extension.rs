@@ -18,8 +18,8 @@ use super::search;
 use super::status::redact_status;
 use super::tool::LiveTool;
 use super::{fmt_secs, Error};
-use crate::agent::tools::{Preparation, Tool, ToolOutput, TurnCtx, TurnExtension, TurnState};
 use crate::bus::TurnRequest;
+use crate::tool::{Preparation, Tool, ToolOutput, TurnCtx, TurnExtension, TurnState};
 use crate::util::time;
 
 const ACTIVATED_KEY: &str = "activated_tools";
