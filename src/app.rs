@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::agent::history::ChatCache;
 use crate::agent::{tools, Agent, Deps};
 use crate::config::{is_loopback, Config};
 use crate::http::api::Api;
@@ -21,6 +20,7 @@ use crate::mcp::manager::{ManagerConfig, McpManager};
 use crate::memory_jobs::consolidator::Consolidator;
 use crate::memory_jobs::dream::{Dream, DreamControl};
 use crate::security::AccessPolicy;
+use crate::store::cache::ChatCache;
 use crate::store::chats::ChatStore;
 use crate::store::memory_files::MemoryFiles;
 use crate::util::fsx;

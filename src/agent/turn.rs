@@ -9,12 +9,12 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::history::{lock, ChatState};
 use super::prompt;
 use super::Deps;
 use crate::bus::TurnRequest;
 use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
 use crate::memory_jobs::consolidator::Job;
+use crate::store::cache::{lock, ChatState};
 use crate::store::chats::{PendingTurn, Record};
 use crate::tool::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use crate::util::cancel::CancelToken;
@@ -445,7 +445,7 @@ fn user_record(req: &TurnRequest) -> Record {
 }
 
 /// Appends the turn in one write and updates the cached context and metadata.
-fn persist(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) -> std::io::Result<()> {
+fn persist(t: &mut Turn, state: &std::sync::Mutex<ChatState>) -> std::io::Result<()> {
     let mut records = Vec::with_capacity(t.durable.len() + 2);
     records.push(user_record(t.req));
     records.extend(t.receipts.iter().map(|r| Record::new("assistant", r.clone())));

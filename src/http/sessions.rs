@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 use super::api::{only, Api};
 use super::shape::{Body, Issue, Query};
 use super::{Req, Resp};
-use crate::agent::history::lock;
+use crate::store::cache::lock;
 use crate::store::chats::{valid_chat_id, Record, SessionInfo};
 use crate::store::paging;
 use crate::util::text;
