@@ -11,7 +11,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::agent::{tools, Agent, Deps};
-use crate::config::{is_loopback, Config};
+use crate::config::Config;
 use crate::http::api::Api;
 use crate::llm::runtime::LlmRuntime;
 use crate::mcp::catalog::Catalog;
@@ -24,6 +24,7 @@ use crate::store::cache::ChatCache;
 use crate::store::chats::ChatStore;
 use crate::store::memory_files::MemoryFiles;
 use crate::util::fsx;
+use crate::util::url::is_loopback;
 use crate::ws::{hub::Hub, WsShared};
 
 /// Set by SIGINT/SIGTERM.
