@@ -227,7 +227,11 @@ pub fn start(config: Config) -> Result<Server, Error> {
     }
 
     let weak_agent = Arc::downgrade(&agent);
-    mcp.set_purge_hook(move |names| purge_activations(&weak_agent, names));
+    mcp.set_purge_hook(move |names| {
+        if let Some(agent) = weak_agent.upgrade() {
+            purge_activations(&agent.deps.chats, &agent.deps.cache, names);
+        }
+    });
 
     let http_listener = crate::net::listen(&config.http_host, config.http_port)
         .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.http_host, config.http_port)))?;
