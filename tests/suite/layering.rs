@@ -47,9 +47,12 @@ fn top_level_modules(src: &Path) -> BTreeSet<String> {
     for entry in fs::read_dir(src).expect("src/ is readable") {
         let path = entry.expect("a directory entry").path();
         let name = path.file_stem().and_then(|s| s.to_str()).expect("a UTF-8 name").to_string();
-        if path.is_dir() && name != "bin" {
-            mods.insert(name);
-        } else if path.extension().is_some_and(|e| e == "rs") && name != "lib" && name != "main" {
+        let module = if path.is_dir() {
+            name != "bin"
+        } else {
+            path.extension().is_some_and(|e| e == "rs") && name != "lib" && name != "main"
+        };
+        if module {
             mods.insert(name);
         }
     }
