@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cashcode::agent::tools::grep::Grep;
-use cashcode::agent::tools::{Tool, TurnCtx};
 use cashcode::store::memory_files::MemoryFiles;
+use cashcode::tool::{Tool, TurnCtx};
 use cashcode::util::cancel::CancelToken;
 use serde_json::{json, Map};
 

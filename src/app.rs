@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::agent::history::ChatCache;
 use crate::agent::{tools, Agent, Deps};
-use crate::config::{is_loopback, Config};
+use crate::config::Config;
 use crate::http::api::Api;
 use crate::llm::runtime::LlmRuntime;
 use crate::mcp::catalog::Catalog;
@@ -21,9 +20,11 @@ use crate::mcp::manager::{ManagerConfig, McpManager};
 use crate::memory_jobs::consolidator::Consolidator;
 use crate::memory_jobs::dream::{Dream, DreamControl};
 use crate::security::AccessPolicy;
+use crate::store::cache::ChatCache;
 use crate::store::chats::ChatStore;
 use crate::store::memory_files::MemoryFiles;
 use crate::util::fsx;
+use crate::util::url::is_loopback;
 use crate::ws::{hub::Hub, WsShared};
 
 /// Set by SIGINT/SIGTERM.
@@ -193,7 +194,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         Arc::clone(&skills),
         Arc::new(crate::mcp::extension::McpSkillEnv::new(registry.into_iter().collect(), Arc::clone(&mcp))),
     );
-    let skills_ext: Arc<dyn tools::TurnExtension> =
+    let skills_ext: Arc<dyn crate::tool::TurnExtension> =
         Arc::new(crate::skills::ext::SkillsExtension::new(skill_tools, Arc::clone(&evolution), config.llm_timeout));
 
     let agent = Agent::new(Deps {
@@ -226,7 +227,11 @@ pub fn start(config: Config) -> Result<Server, Error> {
     }
 
     let weak_agent = Arc::downgrade(&agent);
-    mcp.set_purge_hook(move |names| purge_activations(&weak_agent, names));
+    mcp.set_purge_hook(move |names| {
+        if let Some(agent) = weak_agent.upgrade() {
+            purge_activations(&agent.deps.chats, &agent.deps.cache, names);
+        }
+    });
 
     let http_listener = crate::net::listen(&config.http_host, config.http_port)
         .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.http_host, config.http_port)))?;

@@ -3,7 +3,7 @@
 //! keeps one turn at a time per chat in arrival order and hands a chat with work to one
 //! worker: the one that went idle last, so a turn runs on a thread whose stack and caches are
 //! still warm (`agent/mod.rs` runs the workers). Typed `Event`s
-//! (`ws/wire.rs`) come out through an [`EventSink`], the WebSocket hub in the server.
+//! (`src/wire.rs`) come out through an [`EventSink`], the WebSocket hub in the server.
 //! Called from WebSocket reader threads and HTTP handlers (submit, cancel, discard) and from
 //! `worker-N` threads (next, start, ended).
 
@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::llm::Provider;
 use crate::util::cancel::CancelToken;
-use crate::ws::wire::Event;
+use crate::wire::Event;
 
 /// Messages that may wait behind a running turn of one chat.
 pub const MAX_QUEUED_PER_CHAT: usize = 64;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::secrets::{is_secret_name, Secrets, REDACTED};
+use crate::util::url::is_loopback;
 
 pub const DEFAULT_HTTP_PORT: u16 = 8000;
 pub const DEFAULT_WS_PORT: u16 = 8765;
@@ -119,14 +120,19 @@ pub struct McpConfig {
     pub elicitation_timeout: Duration,
 }
 
+/// MCP: spawn/open + initialize must finish within this.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// MCP: a tool call without progress fails after this (the original's 30 s).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// MCP: `tools/list`, `ping` and other short requests.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// MCP: progress can extend a call up to this, never further.
+pub const DEFAULT_MAX_CALL_TIME: Duration = Duration::from_secs(600);
 /// `CASHCODE_MCP_ELICITATION_TIMEOUT` default.
 pub const DEFAULT_ELICITATION_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Default for McpConfig {
     fn default() -> Self {
-        use crate::mcp::client::{
-            DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CALL_TIME, DEFAULT_REQUEST_TIMEOUT,
-        };
         McpConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             call_timeout: DEFAULT_CALL_TIMEOUT,
@@ -672,11 +678,6 @@ pub fn parse_dotenv(text: &str) -> Vec<(String, String)> {
             Some((k.trim().to_string(), v.to_string()))
         })
         .collect()
-}
-
-pub fn is_loopback(host: &str) -> bool {
-    let h = host.trim_end_matches('.').trim_start_matches('[').trim_end_matches(']');
-    h.eq_ignore_ascii_case("localhost") || h.parse::<std::net::IpAddr>().map(|ip| ip.is_loopback()).unwrap_or(false)
 }
 
 fn resolve(cwd: &Path, p: &str) -> PathBuf {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
-use crate::agent::history::ChatCache;
+use crate::store::cache::ChatCache;
 use crate::ws::hub::Hub;
 
 /// Every `every` until `stop` disconnects: drops the replay rings idle past the hub's TTL and

@@ -1,23 +1,49 @@
 //! CashCode: a locally hosted personal AI agent server.
 //!
-//! Modules in reading order: configuration, shared helpers, on-disk stores, the LLM client,
-//! the bus and the agent (turns and tools), then the two front doors (WebSocket and HTTP),
-//! access policy, and `app`, which builds the channels and threads.
+//! Modules in reading order, bottom-up along their layers (ARCHITECTURE.md "Layers"; each
+//! imports only modules of the groups before its own, checked by `tests/suite/layering.rs`):
+//! shared helpers; secrets and the WebSocket wire types; configuration, logging, listeners,
+//! access policy, on-disk stores and the LLM client; the bus; the tool contract; Skills and the
+//! memory jobs; MCP; the agent (workers, turns, built-in tools); the WebSocket front door; the
+//! HTTP front door and housekeeping; and `app`, which builds the channels and threads.
 
-pub mod agent;
-pub mod app;
-pub mod bus;
+// 0
+pub mod util;
+
+// 1
+pub mod secrets;
+pub mod wire;
+
+// 2
 pub mod config;
-pub mod housekeep;
-pub mod http;
 pub mod llm;
 pub mod logging;
-pub mod mcp;
-pub mod memory_jobs;
 pub mod net;
-pub mod secrets;
 pub mod security;
-pub mod skills;
 pub mod store;
-pub mod util;
+
+// 3
+pub mod bus;
+
+// 4
+pub mod tool;
+
+// 5
+pub mod memory_jobs;
+pub mod skills;
+
+// 6
+pub mod mcp;
+
+// 7
+pub mod agent;
+
+// 8
 pub mod ws;
+
+// 9
+pub mod housekeep;
+pub mod http;
+
+// 10
+pub mod app;

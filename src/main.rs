@@ -8,7 +8,7 @@ fn main() -> ExitCode {
     // Before any thread: secrets leave the environment (tools must not read them back), then
     // the allocator re-exec, which hands them to the new image out of band.
     let secrets = cashcode::secrets::take_from_environment();
-    cashcode::util::malloc::tune_at_startup(&secrets);
+    cashcode::util::malloc::tune_at_startup(|again| cashcode::secrets::hand_over(again, &secrets));
     match config::from_args_env(std::env::args().skip(1), secrets) {
         Ok(Command::Help) => {
             print!("{}", config::HELP);

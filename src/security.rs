@@ -2,7 +2,7 @@
 //! Host header check against DNS rebinding, and the bearer token required on non-loopback
 //! binds (constant-time compare). Pure policy, used by the HTTP thread and WS reader threads.
 
-use crate::config::is_loopback;
+use crate::util::url::is_loopback;
 
 #[derive(Debug, Clone)]
 pub struct AccessPolicy {

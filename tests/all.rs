@@ -1,6 +1,7 @@
 //! The one integration-test binary: every test starts the real `cashcode` binary on ephemeral
 //! ports with its own temporary home and talks to it over WebSocket and HTTP, with a scripted
 //! fake OpenAI-compatible server standing in for the model. Tests run in parallel threads.
+//! `suite::layering` starts nothing: it reads `src/` and checks the crate's module layers.
 
 mod common;
 mod suite;

@@ -658,8 +658,8 @@ fn dead_url_connect_failure_is_redacted() {
 // ------------------------------------------------------------------------------------------
 // Wiring: the turn extension's tools and the /api/mcp routes of the real server
 
-use cashcode::agent::tools::{Tool, TurnCtx, TurnExtension, TurnState};
 use cashcode::mcp::extension::McpExtension;
+use cashcode::tool::{Tool, TurnCtx, TurnExtension, TurnState};
 
 fn turn_ctx(dir: &Path, metadata: Map<String, Value>) -> TurnCtx {
     TurnCtx {
@@ -680,7 +680,7 @@ fn names_of(tools: &[Arc<dyn Tool>]) -> Vec<String> {
     tools.iter().map(|t| t.name().to_string()).collect()
 }
 
-fn run_tool(tools: &[Arc<dyn Tool>], name: &str, a: Value, ctx: &TurnCtx) -> cashcode::agent::tools::ToolOutput {
+fn run_tool(tools: &[Arc<dyn Tool>], name: &str, a: Value, ctx: &TurnCtx) -> cashcode::tool::ToolOutput {
     let tool = tools.iter().find(|t| t.name() == name).unwrap_or_else(|| panic!("{name} is not visible"));
     tool.run(&args(a), ctx)
 }
@@ -765,7 +765,7 @@ fn selected_connectors_are_turn_only_and_failures_fail_the_turn() {
             selected_mcp_connectors: servers.as_array().unwrap().clone(),
         },
     };
-    let mut prep = cashcode::agent::tools::Preparation::default();
+    let mut prep = cashcode::tool::Preparation::default();
     ext.prepare(&req(json!([{"server": "test_stdio_mcp"}, {"server": "test_stdio_mcp"}])), &ctx, &mut prep).unwrap();
     let turn_tools = {
         let st = ctx.state();
@@ -1637,7 +1637,7 @@ fn concurrent_on_demand_reconnects_of_one_server_connect_once() {
     kill_pid_file(&mgr, &pid);
     assert_eq!(starts(&log), 1);
 
-    let run_all = |n: usize| -> Vec<cashcode::agent::tools::ToolOutput> {
+    let run_all = |n: usize| -> Vec<cashcode::tool::ToolOutput> {
         let handles: Vec<_> = (0..n)
             .map(|i| {
                 let (ext, proj, meta) = (McpExtension::new(mgr.clone()), proj.clone(), meta.clone());

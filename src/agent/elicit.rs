@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use crate::bus::EventSink;
 use crate::mcp::elicit::{Answer, Elicitor, Form, Request};
 use crate::util::cancel::CancelToken;
-use crate::ws::wire::Event;
+use crate::wire::Event;
 
 /// At most this many elicitations wait at once (across chats); more are declined.
 pub const MAX_PENDING: usize = 256;

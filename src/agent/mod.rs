@@ -1,10 +1,9 @@
 //! The agent: a pool of `worker-N` threads pulling turns from the bus's per-chat queues
 //! (`bus.rs`: one turn at a time per chat, different chats in parallel) and running them, and
-//! the closing `error` events of turns cancelled or discarded before they started. Owns the
-//! chat cache and the tool registry.
+//! the closing `error` events of turns cancelled or discarded before they started. Holds the
+//! chat cache (`store::cache`) and the tool registry.
 
 pub mod elicit;
-pub mod history;
 pub mod prompt;
 pub mod tools;
 pub mod turn;
@@ -16,11 +15,11 @@ use std::thread::{self, JoinHandle};
 
 use crate::bus::{Bus, Cancelled, EventSink, TurnRequest};
 use crate::llm::runtime::LlmRuntime;
+use crate::store::cache::ChatCache;
 use crate::store::chats::ChatStore;
 use crate::store::memory_files::MemoryFiles;
-use crate::ws::wire::{Event, CANCELLED};
-use history::ChatCache;
-use tools::Tool;
+use crate::tool::{Tool, TurnExtension};
+use crate::wire::{Event, CANCELLED};
 
 const WORKER_STACK: usize = 1024 * 1024;
 
@@ -35,7 +34,7 @@ pub struct Deps {
     /// Serialised schemas of the long-lived tools.
     pub schemas: tools::SchemaCache,
     /// MCP, Skills: extra tools, preparation and prompt hints per turn.
-    pub extensions: Vec<Arc<dyn tools::TurnExtension>>,
+    pub extensions: Vec<Arc<dyn TurnExtension>>,
     pub workspace: PathBuf,
     pub protected: Vec<PathBuf>,
     /// Context compression after long turns (absent in unit setups).

@@ -14,9 +14,6 @@ create or edit managed Skill files with `write_file`, `edit_file`, `exec`, curl 
 success only when the tool returns `success=true`; on a validation failure, fix the content and retry only \
 through `agent_skill_manage`, or report the failure.";
 
-/// Prefix of a consolidation summary when sent to the model (the original's "history summary").
-pub const SUMMARY_MARKER: &str = "[\u{5386}\u{53f2}\u{6458}\u{8981}]";
-
 /// Stable part: persona, remembered information, skill usage. `hints` (recently activated
 /// skills) come last so everything before them stays cacheable.
 pub fn system_prompt(soul: Option<&str>, memory: Option<&str>, hints: Option<&str>) -> String {

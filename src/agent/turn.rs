@@ -9,24 +9,22 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::history::{lock, ChatState};
 use super::prompt;
-use super::tools::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use super::Deps;
 use crate::bus::TurnRequest;
 use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
 use crate::memory_jobs::consolidator::Job;
+use crate::store::cache::{lock, ChatState};
 use crate::store::chats::{PendingTurn, Record};
+use crate::tool::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use crate::util::cancel::CancelToken;
 use crate::util::{rand, text, time};
-use crate::ws::wire::{Event, CANCELLED};
+use crate::wire::{Event, CANCELLED, RESULT_PREVIEW};
 
 /// Model calls that may request tools; one more call without tools follows if all do.
 pub const MAX_ITERATIONS: usize = 5;
 /// Appended to registry-level tool failures (unknown, not activated, crashed).
 pub const RETRY_HINT: &str = "\n\n[Analyze the error above and try a different approach.]";
-/// Code points of a tool's public text sent on `tool_result`.
-pub const RESULT_PREVIEW: usize = 200;
 /// Code points of the auto title.
 pub const TITLE_CHARS: usize = 40;
 const MAX_ITERATIONS_NOTE: &str = "The maximum number of tool-call iterations was reached. Answer now with the best \
@@ -447,7 +445,7 @@ fn user_record(req: &TurnRequest) -> Record {
 }
 
 /// Appends the turn in one write and updates the cached context and metadata.
-fn persist(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) -> std::io::Result<()> {
+fn persist(t: &mut Turn, state: &std::sync::Mutex<ChatState>) -> std::io::Result<()> {
     let mut records = Vec::with_capacity(t.durable.len() + 2);
     records.push(user_record(t.req));
     records.extend(t.receipts.iter().map(|r| Record::new("assistant", r.clone())));

@@ -8,11 +8,11 @@ use serde_json::{json, Map, Value};
 use super::api::{only, Api};
 use super::shape::{Body, Issue, Query};
 use super::{Req, Resp};
-use crate::agent::history::lock;
-use crate::agent::turn::RESULT_PREVIEW;
+use crate::store::cache::lock;
 use crate::store::chats::{valid_chat_id, Record, SessionInfo};
 use crate::store::paging;
 use crate::util::text;
+use crate::wire::RESULT_PREVIEW;
 use crate::ws::protocol::sanitize_list;
 
 pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {

@@ -149,7 +149,7 @@ impl std::fmt::Debug for LlmClient {
 
 /// Loopback Ollama ignores proxy variables (docs/llm-settings.md §6).
 fn is_loopback_url(url: &str) -> bool {
-    crate::util::url::Origin::of(url).is_some_and(|o| crate::config::is_loopback(&o.host))
+    crate::util::url::Origin::of(url).is_some_and(|o| crate::util::url::is_loopback(&o.host))
 }
 
 impl LlmClient {

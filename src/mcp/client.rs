@@ -25,6 +25,7 @@ use super::transport::stdio::{self, StdioTransport};
 use super::transport::streamable_http::StreamableHttpTransport;
 use super::transport::{lock, Inbox, Outgoing, Transport, TransportSpec};
 use super::{Error, Result};
+use crate::config::{DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CALL_TIME, DEFAULT_REQUEST_TIMEOUT};
 use crate::util::cancel::CancelToken;
 use crate::util::text;
 
@@ -32,14 +33,6 @@ use crate::util::text;
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 /// Versions we accept in the server's reply (newest first).
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-/// Spawn/open + initialize must finish within this.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// A tool call without progress fails after this (the original's 30 s).
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// `tools/list`, `ping` and other short requests.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// Progress can extend a call up to this, never further.
-pub const DEFAULT_MAX_CALL_TIME: Duration = Duration::from_secs(600);
 /// Page limit for `tools/list` (a server that never stops paginating is cut off).
 const MAX_LIST_PAGES: usize = 100;
 /// Timeout for handing a message to the transport (queue or POST).

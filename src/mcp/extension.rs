@@ -6,7 +6,7 @@
 //!
 //! Runs on the turn's worker thread; the purge runs on whichever thread disconnects a server.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
@@ -18,8 +18,10 @@ use super::search;
 use super::status::redact_status;
 use super::tool::LiveTool;
 use super::{fmt_secs, Error};
-use crate::agent::tools::{Preparation, Tool, ToolOutput, TurnCtx, TurnExtension, TurnState};
 use crate::bus::TurnRequest;
+use crate::store::cache::{lock, ChatCache};
+use crate::store::chats::ChatStore;
+use crate::tool::{Preparation, Tool, ToolOutput, TurnCtx, TurnExtension, TurnState};
 use crate::util::time;
 
 const ACTIVATED_KEY: &str = "activated_tools";
@@ -351,11 +353,10 @@ impl crate::skills::tools::SkillEnv for McpSkillEnv {
 }
 
 /// Removes `names` from `activated_tools` of every cached chat and of every metadata.json on
-/// disk (rewriting only files that change). Installed as the manager's purge hook.
-pub fn purge_activations(agent: &Weak<crate::agent::Agent>, names: &[String]) {
-    let Some(agent) = agent.upgrade() else { return };
-    let deps = &agent.deps;
-    let chats = match deps.chats.list() {
+/// disk (rewriting only files that change). `app` installs it as the manager's purge hook,
+/// with the agent's store and cache.
+pub fn purge_activations(store: &ChatStore, cache: &ChatCache, names: &[String]) {
+    let chats = match store.list() {
         Ok(c) => c,
         Err(e) => {
             log::warn!("event=mcp.purge.list_failed error_kind={:?}", e.kind());
@@ -365,18 +366,18 @@ pub fn purge_activations(agent: &Weak<crate::agent::Agent>, names: &[String]) {
     let mut changed = 0;
     for info in chats {
         let id = info.chat_id.as_str();
-        if let Some(state) = deps.cache.peek(id) {
-            let mut st = crate::agent::history::lock(&state);
+        if let Some(state) = cache.peek(id) {
+            let mut st = lock(&state);
             let mut meta = Value::Object(std::mem::take(&mut st.metadata));
             activation::purge_metadata(&mut meta, names);
             if let Value::Object(m) = meta {
                 st.metadata = m;
             }
         }
-        let mut meta = Value::Object(deps.chats.read_metadata(id));
+        let mut meta = Value::Object(store.read_metadata(id));
         if activation::purge_metadata(&mut meta, names) {
             if let Value::Object(m) = &meta {
-                match deps.chats.write_metadata(id, m) {
+                match store.write_metadata(id, m) {
                     Ok(()) => changed += 1,
                     Err(e) => log::warn!("event=mcp.purge.write_failed chat_id={id} error_kind={:?}", e.kind()),
                 }

@@ -13,9 +13,8 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError};
 use serde_json::json;
 
-use crate::agent::history::{lock, ChatState};
-use crate::agent::prompt::SUMMARY_MARKER;
 use crate::llm::client::LlmClient;
+use crate::store::cache::{lock, ChatState, SUMMARY_MARKER};
 use crate::store::chats::{ChatStore, Record};
 
 pub const KEEP_RATIO: f64 = 0.5;

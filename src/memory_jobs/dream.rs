@@ -14,8 +14,8 @@ use crossbeam_channel::{after, never, select, Receiver, Sender};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::agent::prompt::SUMMARY_MARKER;
 use crate::llm::runtime::LlmRuntime;
+use crate::store::cache::SUMMARY_MARKER;
 use crate::store::chats::{ChatStore, Record};
 use crate::store::memory_files::MemoryFiles;
 

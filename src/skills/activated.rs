@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::service::SkillService;
-use crate::agent::tools::TurnCtx;
+use crate::tool::TurnCtx;
 use crate::util::{text, time};
 
 /// Most skills kept in a chat's `activated_skills`.

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use super::frontmatter::Manifest;
 use super::package::{self, bounded};
 use super::search::{doc_tokens, SkillIndex};
-use super::{sha256_hex, Source};
+use super::Source;
+use crate::util::hash::sha256_hex;
 
 /// Diagnostics kept per refresh; more invalid packages are silently not listed.
 pub const MAX_INVALID: usize = 100;

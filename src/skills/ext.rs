@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 use super::evolution::{Evolution, Generator, TurnTrace};
 use super::mention::{leading_mention, selected_skills};
 use super::tools::SkillTools;
-use crate::agent::tools::{FinishedTurn, Preparation, Tool, TurnCtx, TurnExtension, TurnState};
 use crate::bus::TurnRequest;
+use crate::tool::{FinishedTurn, Preparation, Tool, TurnCtx, TurnExtension, TurnState};
 
 pub struct SkillsExtension {
     pub tools: Arc<SkillTools>,

@@ -6,7 +6,8 @@ use std::mem::MaybeUninit;
 
 use serde_yaml::Value;
 
-use super::{sha256_hex, validate_name, Result, SkillError, MAX_SKILL_MD_BYTES};
+use super::{validate_name, Result, SkillError, MAX_SKILL_MD_BYTES};
+use crate::util::hash::sha256_hex;
 
 /// Deepest frontmatter accepted: mappings and sequences, block or flow, counting the top-level
 /// mapping. The contract's own fields nest 3 levels (`requires`, `tools`, the items). Deeper

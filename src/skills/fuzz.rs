@@ -14,7 +14,7 @@ use zip::write::SimpleFileOptions;
 use super::frontmatter;
 use super::import;
 use super::package::tests::tmp;
-use super::sha256_hex;
+use crate::util::hash::sha256_hex;
 use crate::util::prng::{cases, seed, Prng};
 
 const NAME_POOL: &[&str] = &[

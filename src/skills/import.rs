@@ -14,7 +14,7 @@ use super::frontmatter::{self, Parsed};
 use super::package::{self, bounded, MAX_COMPONENT_BYTES, MAX_PATH_BYTES};
 use super::service::TempDir;
 use super::{Result, SkillError, MAX_SKILL_MD_BYTES, MAX_SUPPORT_FILE_BYTES, SUPPORT_DIRS};
-use crate::agent::tools::workspace::Workspace;
+use crate::tool::workspace::Workspace;
 use crate::util::fsx;
 
 /// Largest archive accepted (10 MiB).

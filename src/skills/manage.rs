@@ -12,7 +12,7 @@ use super::package;
 use super::service::{CreateRequest, SkillService};
 use super::views::ManageReply;
 use super::{SkillError, Source};
-use crate::agent::tools::{Tool, ToolOutput, TurnCtx};
+use crate::tool::{Tool, ToolOutput, TurnCtx};
 use crate::util::text;
 
 /// `agent_skill_manage`: create-only authoring in the agent root (docs/skills.md §8).

@@ -143,12 +143,6 @@ pub fn validate_name(s: &str) -> Result<String> {
     }
 }
 
-/// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    crate::util::rand::to_hex(&sha2::Sha256::digest(bytes))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +165,5 @@ mod tests {
         assert_eq!(SkillError::Conflict("x".into()).status(), 409);
         assert_eq!(SkillError::invalid("Skill Not Found").status(), 404);
         assert_eq!(SkillError::invalid("bad").status(), 422);
-        assert_eq!(sha256_hex(b"").len(), 64);
     }
 }

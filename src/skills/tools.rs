@@ -19,7 +19,7 @@ use super::package;
 use super::service::SkillService;
 use super::views::{LoadError, OptionalDeps, SearchReply, SkillView};
 use super::{SkillError, MAX_SUPPORT_FILE_BYTES, SUPPORT_DIRS};
-use crate::agent::tools::{Tool, ToolOutput, TurnCtx};
+use crate::tool::{Tool, ToolOutput, TurnCtx};
 use crate::util::pyjson;
 
 /// What the skill tools need from the rest of the agent.
@@ -402,7 +402,7 @@ pub(crate) mod tests {
             protected: vec![],
             memory: Arc::new(crate::store::memory_files::MemoryFiles::new(dir)),
             cancel: crate::util::cancel::CancelToken::new(),
-            state: Arc::new(Mutex::new(crate::agent::tools::TurnState::default())),
+            state: Arc::new(Mutex::new(crate::tool::TurnState::default())),
         }
     }
 

@@ -9,7 +9,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::skills::sha256_hex;
+use crate::util::hash::sha256_hex;
 use crate::util::{fsx, time};
 
 /// Largest MEMORY.md or SOUL.md the HTTP editor writes (both go into every system prompt).

@@ -1,5 +1,6 @@
 //! Each chat's WebSocket `seq` high-water mark, in `.seq` beside its history (one decimal
-//! number), so event numbers keep rising across restarts (ws/hub.rs `SeqMarks`). Written by
+//! number), so event numbers keep rising across restarts; [`SeqMarks`] is what the hub asks
+//! for, defined here so the store implements it without importing the hub. Written by
 //! the hub once per block of seqs and at a clean stop, under the hub's lock; a chat without a
 //! directory (no history, no metadata) keeps its mark in memory only, so marks never create
 //! chats. Overwritten in place without fsync: a mark lost to a power cut only costs a reload.
@@ -10,9 +11,18 @@ use std::sync::Arc;
 
 use super::chats::ChatStore;
 use crate::util::fsx;
-use crate::ws::hub::SeqMarks;
 
 const FILE: &str = ".seq";
+
+/// Where each chat's `seq` high-water mark survives a restart ([`SeqFiles`] in the server). The
+/// hub writes a mark above every seq it hands out before handing them out, in blocks of
+/// `SEQ_BLOCK` (ws/hub.rs), and the exact last seq at a clean stop; a chat met for the first
+/// time since start goes on from its mark, so `seq` never goes backwards across restarts.
+pub trait SeqMarks: Send + Sync {
+    fn load(&self, chat_id: &str) -> u64;
+    /// False when the mark could not be written (then the hub tries again on the next event).
+    fn save(&self, chat_id: &str, mark: u64) -> bool;
+}
 
 pub struct SeqFiles {
     chats: Arc<ChatStore>,

@@ -26,13 +26,13 @@ const MARKER: &str = "CASHCODE_MALLOC_TUNED";
 const TUNABLES: &str = "glibc.malloc.tcache_count=0:glibc.pthread.stack_cache_size=0";
 
 /// Applies the policy: re-executes the binary with the tunables unless this process already
-/// is that run, then restores the caller's environment. Call before any thread starts, after
-/// [`crate::secrets::take_from_environment`]: the new image's envp has no secrets, `secrets`
-/// are handed to it out of band ([`crate::secrets::hand_over`]). If the re-exec fails the
-/// server runs on glibc's defaults.
-pub fn tune_at_startup(secrets: &[(String, String)]) {
+/// is that run, then restores the caller's environment. Call before any thread starts.
+/// `prepare` gets the re-exec's command just before `exec` (`main` hands the secrets over
+/// there, out of band, so the new image's envp has none); what it returns is kept until `exec`
+/// and dropped if `exec` fails. If the re-exec fails the server runs on glibc's defaults.
+pub fn tune_at_startup<T>(prepare: impl FnOnce(&mut std::process::Command) -> T) {
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    let _ = secrets;
+    let _ = prepare;
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         use std::os::unix::ffi::OsStrExt;
@@ -54,8 +54,8 @@ pub fn tune_at_startup(secrets: &[(String, String)]) {
                     let mut again = std::process::Command::new(exe);
                     again.arg0(args.next().unwrap_or_default()).args(args);
                     again.env("GLIBC_TUNABLES", &tunables).env(MARKER, &marker);
-                    // Kept open until exec; closed when exec fails.
-                    let _handover = crate::secrets::hand_over(&mut again, secrets);
+                    // Kept until exec; dropped when exec fails.
+                    let _prepared = prepare(&mut again);
                     // Returns only if exec failed: carry on untuned.
                     let _ = again.exec();
                 }

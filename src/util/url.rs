@@ -155,6 +155,13 @@ pub fn host(authority: &str) -> Option<String> {
     split(&a).map(|(h, _)| h.to_string())
 }
 
+/// Whether a host name (IPv6 with or without brackets, a trailing dot allowed) is `localhost`
+/// or a loopback address.
+pub fn is_loopback(host: &str) -> bool {
+    let h = host.trim_end_matches('.').trim_start_matches('[').trim_end_matches(']');
+    h.eq_ignore_ascii_case("localhost") || h.parse::<std::net::IpAddr>().map(|ip| ip.is_loopback()).unwrap_or(false)
+}
+
 fn default_port(scheme: &str) -> u16 {
     if scheme == "https" {
         443

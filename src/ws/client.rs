@@ -20,11 +20,11 @@ use tungstenite::{Message, WebSocket};
 
 use super::hub::{Conn, Out, StartWriter};
 use super::protocol::{self, Frame, MAX_MESSAGE};
-use super::wire::Event;
 use super::WsShared;
 use crate::bus::TurnRequest;
 use crate::security::query_param;
 use crate::security::AccessPolicy;
+use crate::wire::Event;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a refused connection waits for the peer's close reply.

@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use super::direct::Sent;
-use super::wire::{self, Event};
 use crate::bus::EventSink;
+use crate::store::seq::SeqMarks;
+use crate::wire::{self, Event};
 
 /// Events kept per chat for replay.
 pub const RING_CAPACITY: usize = 4096;
@@ -34,16 +35,6 @@ const PRUNE_EVERY: Duration = Duration::from_secs(30);
 /// Seqs reserved per write of a chat's high-water mark ([`SeqMarks`]): a chat's mark is
 /// written once per this many events, never per event.
 pub const SEQ_BLOCK: u64 = 1024;
-
-/// Where each chat's `seq` high-water mark survives a restart (the chat store's `.seq`). The
-/// hub writes a mark above every seq it hands out before handing them out, in blocks of
-/// [`SEQ_BLOCK`], and the exact last seq at a clean stop; a chat met for the first time since
-/// start goes on from its mark, so `seq` never goes backwards across restarts.
-pub trait SeqMarks: Send + Sync {
-    fn load(&self, chat_id: &str) -> u64;
-    /// False when the mark could not be written (then the hub tries again on the next event).
-    fn save(&self, chat_id: &str, mark: u64) -> bool;
-}
 
 /// A connection's outbound queue. The cap ([`OUT_QUEUE`]) is checked on every push
 /// ([`Conn::send`], [`push`]) rather than by a bounded channel: crossbeam allocates a bounded

@@ -2,13 +2,12 @@
 //! `ws-client-N` thread (see `client.rs`; a `ws-writer-N` joins it only while its socket is
 //! slow) and keeps its handle, so server stop can join every client after the hub closed them. At most `max_clients` connections are served; one more
 //! completes its handshake and is closed with 1013 (Try Again Later). The hub fans events out;
-//! `wire` holds the event and frame types, `protocol` validates frames.
+//! `crate::wire` holds the event and frame types, `protocol` validates frames.
 
 pub mod client;
 mod direct;
 pub mod hub;
 pub mod protocol;
-pub mod wire;
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

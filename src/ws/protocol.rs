@@ -1,14 +1,14 @@
 //! The WebSocket frame contract (docs/ws-protocol.md §3): validation of the typed frames of
-//! `wire.rs` into [`Frame`]s and the `message` metadata sanitiser with the original's exact error texts. Pure functions, called on each
+//! `crate::wire` into [`Frame`]s and the `message` metadata sanitiser with the original's exact error texts. Pure functions, called on each
 //! client's reader thread and by the sessions API (receipt filtering).
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::wire::ClientFrame;
 use crate::bus::Selection;
 use crate::llm::Provider;
 use crate::util::text::py_repr;
+use crate::wire::ClientFrame;
 
 /// Largest accepted incoming message (bytes); bigger ones get an error event.
 pub const MAX_MESSAGE: usize = 1024 * 1024;

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use crate::common::*;
 
-/// `src/agent/prompt.rs` SUMMARY_MARKER (the original's "history summary" prefix).
+/// `src/store/cache.rs` SUMMARY_MARKER (the original's "history summary" prefix).
 const MARKER: &str = "[\u{5386}\u{53f2}\u{6458}\u{8981}]";
 const PHASE1_START: &str = "You are a memory analyst";
 const PHASE2_START: &str = "You are the editor of MEMORY.md";

@@ -7,8 +7,9 @@ use std::io::{Read, Seek, SeekFrom, Write};
 
 use serde_json::{json, Map, Value};
 
-use super::workspace::Workspace;
-use super::{arg_str, Tool, ToolOutput, TurnCtx};
+use super::arg_str;
+use crate::tool::workspace::Workspace;
+use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 /// Largest file edit_file loads.
 pub const MAX_EDIT_BYTES: u64 = 8 << 20;
@@ -100,7 +101,7 @@ impl Tool for EditFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tools::workspace::tests::Sandbox;
+    use crate::tool::workspace::tests::Sandbox;
     use std::fs;
 
     fn run(sb: &Sandbox, path: &str, old: &str, new: &str) -> ToolOutput {

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{after, bounded, select, Receiver};
 use serde_json::{json, Map, Value};
 
-use super::workspace::Workspace;
-use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
+use super::arg_str;
+use crate::tool::workspace::Workspace;
+use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
 
 /// The contract's command timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -236,7 +237,7 @@ fn combined(out: &Mutex<Capture>, err: &Mutex<Capture>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tools::workspace::tests::Sandbox;
+    use crate::tool::workspace::tests::Sandbox;
 
     fn run(sb: &Sandbox, exec: &Exec, command: &str) -> ToolOutput {
         let mut a = Map::new();

@@ -8,8 +8,9 @@
 use serde_json::{json, Map, Value};
 
 use super::pattern::Glob as Pattern;
-use super::workspace::{Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT};
-use super::{arg_opt_str, arg_str, Tool, ToolOutput, TurnCtx};
+use super::{arg_opt_str, arg_str};
+use crate::tool::workspace::{Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT};
+use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 /// Matches listed.
 pub const MAX_RESULTS: usize = 100;
@@ -101,7 +102,7 @@ impl Tool for Glob {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tools::workspace::tests::Sandbox;
+    use crate::tool::workspace::tests::Sandbox;
 
     fn run(sb: &Sandbox, pattern: &str, path: &str) -> ToolOutput {
         let mut a = Map::new();

@@ -15,10 +15,11 @@ use serde_json::{json, Map, Value};
 
 use super::pattern::Glob;
 use super::regex::{Exhausted, Regex, MAX_BACKTRACK_LINE_BYTES};
-use super::workspace::{
+use super::{arg_opt_str, arg_str};
+use crate::tool::workspace::{
     looks_binary, split_lines, Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT,
 };
-use super::{arg_opt_str, arg_str, Tool, ToolOutput, TurnCtx};
+use crate::tool::{Tool, ToolOutput, TurnCtx};
 use crate::util::text::take_chars;
 
 /// Matching lines reported.
@@ -245,7 +246,7 @@ fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tools::workspace::tests::Sandbox;
+    use crate::tool::workspace::tests::Sandbox;
 
     fn run(sb: &Sandbox, pattern: &str, path: &str, fp: &str) -> ToolOutput {
         let mut a = Map::new();

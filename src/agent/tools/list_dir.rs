@@ -7,8 +7,9 @@ use std::fs;
 
 use serde_json::{json, Map, Value};
 
-use super::workspace::{read_names, resolve_from, Workspace};
-use super::{arg_opt_str, Tool, ToolOutput, TurnCtx};
+use super::arg_opt_str;
+use crate::tool::workspace::{read_names, resolve_from, Workspace};
+use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 /// Entries shown before the "(showing first …)" note.
 pub const MAX_ENTRIES: usize = 200;
@@ -97,7 +98,7 @@ impl Tool for ListDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tools::workspace::tests::Sandbox;
+    use crate::tool::workspace::tests::Sandbox;
 
     fn run(sb: &Sandbox, path: Option<&str>) -> ToolOutput {
         let mut a = Map::new();

@@ -6,8 +6,9 @@ use std::io::Read;
 
 use serde_json::{json, Map, Value};
 
-use super::workspace::{split_lines, Workspace};
-use super::{arg_str, Tool, ToolOutput, TurnCtx};
+use super::arg_str;
+use crate::tool::workspace::{split_lines, Workspace};
+use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 /// Lines returned before the truncation note.
 pub const MAX_LINES: usize = 500;
@@ -81,7 +82,7 @@ impl Tool for ReadFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tools::workspace::tests::Sandbox;
+    use crate::tool::workspace::tests::Sandbox;
 
     fn run(sb: &Sandbox, path: &str) -> ToolOutput {
         let mut a = Map::new();

@@ -2,8 +2,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{Tool, ToolOutput, TurnCtx};
 use crate::store::memory_files::Append;
+use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 pub struct SaveMemory;
 

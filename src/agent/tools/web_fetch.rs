@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 use ureq::unversioned::transport::DefaultConnector;
 
+use super::arg_str;
 use super::netguard::{AddrPolicy, GuardedResolver, Refused};
-use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
+use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
 use crate::util::blocking;
 use crate::util::cancel::CancelToken;
 
@@ -801,7 +802,7 @@ impl Sink {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::agent::tools::workspace::tests::Sandbox;
+    use crate::tool::workspace::tests::Sandbox;
     use crate::util::text::take_chars;
     use std::io::{BufRead, BufReader, Write};
     use std::net::{IpAddr, Ipv4Addr, TcpListener};

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
+use super::arg_str;
 use super::web_fetch::{http_agent, is_timeout, Budget, Stop};
-use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
+use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
 use crate::util::blocking;
 
 /// The public Instant Answer endpoint.
@@ -174,7 +175,7 @@ pub fn format_answer(query: &str, v: &Value) -> String {
 mod tests {
     use super::*;
     use crate::agent::tools::web_fetch::tests::{serve, trickle};
-    use crate::agent::tools::workspace::tests::Sandbox;
+    use crate::tool::workspace::tests::Sandbox;
 
     fn run(tool: &WebSearch, q: &str) -> ToolOutput {
         let sb = Sandbox::new();

@@ -6,8 +6,9 @@ use std::io::Write;
 
 use serde_json::{json, Map, Value};
 
-use super::workspace::Workspace;
-use super::{arg_str, Tool, ToolOutput, TurnCtx};
+use super::arg_str;
+use crate::tool::workspace::Workspace;
+use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 pub struct WriteFile;
 
@@ -57,7 +58,7 @@ impl Tool for WriteFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tools::workspace::tests::Sandbox;
+    use crate::tool::workspace::tests::Sandbox;
     use std::fs;
 
     fn run(sb: &Sandbox, path: &str, content: &str) -> ToolOutput {

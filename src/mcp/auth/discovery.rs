@@ -128,7 +128,7 @@ pub fn endpoint_allowed(url: &str) -> bool {
         return false;
     }
     match Origin::of(url) {
-        Some(o) => o.scheme == "https" || crate::config::is_loopback(&o.host),
+        Some(o) => o.scheme == "https" || crate::util::url::is_loopback(&o.host),
         None => false,
     }
 }

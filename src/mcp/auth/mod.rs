@@ -261,7 +261,7 @@ impl OAuth {
     /// [`discovery::endpoint_allowed`], and a loopback address only for a server that is on
     /// loopback itself: a remote server's metadata cannot point us at local services.
     fn allowed(&self, url: &str) -> bool {
-        let local = |u: &str| crate::util::url::Origin::of(u).is_some_and(|o| crate::config::is_loopback(&o.host));
+        let local = |u: &str| crate::util::url::Origin::of(u).is_some_and(|o| crate::util::url::is_loopback(&o.host));
         discovery::endpoint_allowed(url) && (!local(url) || local(&self.server_url))
     }
 

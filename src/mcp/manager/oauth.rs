@@ -23,7 +23,7 @@ const MAX_PENDING_FLOWS: usize = 16;
 /// listener (loopback and wildcard binds as `127.0.0.1`).
 pub fn oauth_redirect_uri(http_host: &str, port: u16) -> String {
     let h = http_host;
-    let host = if crate::config::is_loopback(h) || h == "0.0.0.0" || h == "::" || h == "[::]" {
+    let host = if crate::util::url::is_loopback(h) || h == "0.0.0.0" || h == "::" || h == "[::]" {
         "127.0.0.1".to_string()
     } else if h.contains(':') && !h.starts_with('[') {
         format!("[{h}]")

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{read_all, write_json};
-use crate::skills::{package, sha256_hex, Result};
+use crate::skills::{package, Result};
+use crate::util::hash::sha256_hex;
 use crate::util::{text, time};
 
 /// What a finished, persisted turn hands to evolution.

@@ -334,7 +334,8 @@ mod tests {
     use crate::skills::service::tests::{create, service};
     use crate::skills::service::ReplaceRequest;
     use crate::skills::views::ProposalStatus;
-    use crate::skills::{sha256_hex, Source};
+    use crate::skills::Source;
+    use crate::util::hash::sha256_hex;
     use std::sync::atomic::AtomicUsize;
 
     fn on(tweak: impl FnOnce(&mut SkillEvolutionConfig)) -> SkillEvolutionConfig {

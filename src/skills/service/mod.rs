@@ -15,7 +15,8 @@ use serde_json::json;
 use super::catalog::{self, Catalog, DepProbe, SkillRecord};
 use super::frontmatter;
 use super::package;
-use super::{is_valid_name, sha256_hex, validate_name, Result, SkillError, Source};
+use super::{is_valid_name, validate_name, Result, SkillError, Source};
+use crate::util::hash::sha256_hex;
 
 mod snapshots;
 use crate::util::{fsx, time};

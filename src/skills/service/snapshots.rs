@@ -11,8 +11,9 @@ use super::{lock, SkillService, TempDir, BUILTIN_READ_ONLY};
 use crate::skills::catalog::SkillRecord;
 use crate::skills::package;
 use crate::skills::views::InvalidDeleted;
-use crate::skills::{sha256_hex, Result, SkillError, Source};
+use crate::skills::{Result, SkillError, Source};
 use crate::util::fsx;
+use crate::util::hash::sha256_hex;
 
 impl SkillService {
     /// Full copy of the live package into `<snapshots>/<source>/<name>/<version>`.

@@ -3,7 +3,8 @@
 //! not exist yet), the inside-the-workspace and Skill-root checks, race-resistant opens (every
 //! component below the root entered with `openat(…, O_NOFOLLOW)`, then the descriptor's real
 //! path re-checked) and the sorted, symlink-safe directory walk shared by `glob` and `grep`,
-//! with the per-call [`Budget`] (deadline and the turn's cancel) both of them poll.
+//! with the per-call [`Budget`] (deadline and the turn's cancel) both of them poll. The Skills
+//! import writes an archive's files through the same confinement, on an `http-slow` thread.
 
 use std::collections::VecDeque;
 use std::ffi::{CString, OsStr, OsString};
@@ -685,7 +686,8 @@ pub(crate) mod tests {
     #[test]
     fn symlinks_swapped_in_concurrently_never_escape() {
         use crate::agent::tools::{edit_file::EditFile, glob::Glob, grep::Grep, list_dir::ListDir};
-        use crate::agent::tools::{read_file::ReadFile, write_file::WriteFile, Tool};
+        use crate::agent::tools::{read_file::ReadFile, write_file::WriteFile};
+        use crate::tool::Tool;
         use serde_json::{json, Map, Value};
         use std::sync::atomic::AtomicBool;
         use std::time::{Duration, Instant};

@@ -1,7 +1,8 @@
-//! The agent's in-memory view of each chat: the context records since the last summary and
-//! the metadata object, cached for recently used chats (bounded) and loaded with the smart-load
-//! rules on first use. Also maps records to model messages, and keeps them serialised so a turn
-//! copies its context instead of rebuilding it. Used by workers and the HTTP thread.
+//! The in-memory view of each chat the turns work on: the context records since the last
+//! summary and the metadata object, cached for recently used chats (bounded) and loaded with
+//! the smart-load rules on first use. Also maps records to model messages, and keeps them
+//! serialised so a turn copies its context instead of rebuilding it. Used by workers, the HTTP
+//! thread, consolidation, the `housekeep` thread and MCP's activation purge.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,8 +10,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use super::prompt::SUMMARY_MARKER;
-use crate::store::chats::{ChatStore, Record};
+use super::chats::{ChatStore, Record};
+
+/// Prefix of a consolidation summary when sent to the model (the original's "history summary").
+pub const SUMMARY_MARKER: &str = "[\u{5386}\u{53f2}\u{6458}\u{8981}]";
 
 /// Chats kept in memory, and what their records may weigh together
 /// ([`crate::store::tail::weight`]); past either, the least recently used chats no turn holds

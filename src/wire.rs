@@ -1,9 +1,9 @@
 //! The WebSocket wire (docs/ws-protocol.md §3, §4): every server event and every client frame as a
 //! type. Events are serialised once, on the emitting thread (a worker for chat events, a
 //! client's reader thread for replies), and the text is what the hub rings and fans out.
-//! Frame validation (the contract's check order and error texts) stays in `protocol.rs`.
-//! A leaf: it depends on nothing else in the crate, so the agent can build events without
-//! depending on the WebSocket front door.
+//! Frame validation (the contract's check order and error texts) stays in `ws/protocol.rs`.
+//! A leaf: it depends on nothing else in the crate, so the bus and the agent build events
+//! without depending on the WebSocket front door.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -11,6 +11,8 @@ use serde_json::Value;
 
 /// Turn error detail of a cancelled turn (and of queued turns dropped by a cancel).
 pub const CANCELLED: &str = "cancelled";
+/// Code points of a tool's public text sent on `tool_result` (and shown in the transcript).
+pub const RESULT_PREVIEW: usize = 200;
 
 /// One server event. `event` (the tag) is written first, then the fields in declaration order,
 /// which is the contract's order; [`Event::to_text`] appends the hub's `seq` last. Fields
@@ -49,7 +51,7 @@ pub enum Event<'a> {
         stream_id: u64,
         call_id: &'a str,
     },
-    /// `result`: the first [`crate::agent::turn::RESULT_PREVIEW`] code points of the public text.
+    /// `result`: the first [`RESULT_PREVIEW`] code points of the public text.
     ToolResult {
         chat_id: &'a str,
         tool_name: &'a str,

@@ -1,0 +1,168 @@
+//! The tool contract: the `Tool` trait every model-callable tool implements (the built-ins in
+//! `agent/tools/`, the Skill tools, MCP's wrappers), its result projections, the per-turn
+//! context and state handed to tools, and the [`TurnExtension`] hooks through which MCP and
+//! Skills take part in a turn. `workspace` holds the confinement the file tools and the Skills
+//! import share. Tools run on the worker thread of the turn that calls them.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::util::cancel::CancelToken;
+
+pub mod workspace;
+
+/// What a tool call produced, in the contract's three projections (docs/agent-and-memory.md §13).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// Text the model sees in the `tool` message.
+    pub for_model: String,
+    /// Text for the client's `tool_result` preview (cut to 200 code points on the wire); defaults to `for_model`.
+    pub preview: Option<String>,
+    /// Text stored in history.jsonl; defaults to `for_model`.
+    pub for_history: Option<String>,
+    /// A structured failure: counted as failed by later consumers (skill evolution).
+    pub failed: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(text: impl Into<String>) -> Self {
+        ToolOutput { for_model: text.into(), preview: None, for_history: None, failed: false }
+    }
+
+    /// A failure reported to the model as text starting with `Error`.
+    pub fn error(text: impl Into<String>) -> Self {
+        let t = text.into();
+        let t = if t.starts_with("Error") { t } else { format!("Error: {t}") };
+        ToolOutput { for_model: t, preview: None, for_history: None, failed: true }
+    }
+
+    pub fn preview_text(&self) -> &str {
+        self.preview.as_deref().unwrap_or(&self.for_model)
+    }
+
+    pub fn history_text(&self) -> &str {
+        self.for_history.as_deref().unwrap_or(&self.for_model)
+    }
+
+    /// Every projection with the known secret values replaced (the turn loop's one redaction
+    /// of tool results before they reach events, history and the model).
+    pub fn redacted(self, secrets: &crate::secrets::Secrets) -> ToolOutput {
+        let clean = |t: String| match secrets.redact(&t) {
+            std::borrow::Cow::Borrowed(_) => t,
+            std::borrow::Cow::Owned(r) => r,
+        };
+        ToolOutput {
+            for_model: clean(self.for_model),
+            preview: self.preview.map(clean),
+            for_history: self.for_history.map(clean),
+            failed: self.failed,
+        }
+    }
+}
+
+/// What a turn may change besides history: a working copy of the chat's metadata (the
+/// `activated_tools` / `activated_skills` maps tools update) and tools visible for this turn
+/// only. Merged into the chat when the turn succeeds, dropped when it fails.
+#[derive(Default)]
+pub struct TurnState {
+    pub metadata: Map<String, Value>,
+    /// Turn-only tools (explicitly selected MCP connectors); never persisted.
+    pub turn_tools: Vec<Arc<dyn Tool>>,
+}
+
+/// Metadata keys a turn owns; everything else (e.g. a title renamed mid-turn) is left alone.
+pub const TURN_METADATA_KEYS: [&str; 2] = ["activated_tools", "activated_skills"];
+
+/// Everything a tool may touch, so tools never reach for globals.
+#[derive(Clone)]
+pub struct TurnCtx {
+    pub chat_id: String,
+    /// Root of the file and exec tools (canonical path).
+    pub workspace: PathBuf,
+    /// Directories no file tool may write into (the Skill roots).
+    pub protected: Vec<PathBuf>,
+    pub memory: Arc<crate::store::memory_files::MemoryFiles>,
+    pub cancel: CancelToken,
+    pub state: Arc<Mutex<TurnState>>,
+}
+
+impl TurnCtx {
+    pub fn state(&self) -> MutexGuard<'_, TurnState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What extensions prepare before the first model call (docs/ws-protocol.md §6.3).
+#[derive(Debug, Default)]
+pub struct Preparation {
+    /// Bodies joined into one extra system message after the main one (explicit skills).
+    pub system_bodies: Vec<String>,
+    /// Assistant receipts persisted right after the user record (`[Skill loaded: …]`).
+    pub receipts: Vec<String>,
+    /// The user content the model sees, when it differs from the stored one (legacy `@name`).
+    pub model_content: Option<String>,
+}
+
+/// A turn that completed and was persisted, as extensions see it afterwards (skill evolution).
+pub struct FinishedTurn<'a> {
+    pub req: &'a crate::bus::TurnRequest,
+    /// This turn's records as appended to history.jsonl (user, receipts, tool steps, answer).
+    pub records: &'a [crate::store::chats::Record],
+    /// The tool-iteration limit was hit (the answer came from the forced final call).
+    pub hit_limit: bool,
+    /// Cancelled after some text was streamed (what was shown is kept).
+    pub cancelled: bool,
+    /// The LLM client the turn used, for background follow-ups.
+    pub client: &'a Arc<crate::llm::client::LlmClient>,
+}
+
+/// A pluggable part of every turn (MCP, Skills). All methods have neutral defaults.
+pub trait TurnExtension: Send + Sync {
+    /// Runs once before the first model call; `Err(detail)` fails the turn with that detail.
+    fn prepare(&self, _req: &crate::bus::TurnRequest, _ctx: &TurnCtx, _prep: &mut Preparation) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Tools visible besides the built-ins, asked before every model call, in a stable order.
+    fn tools(&self, _state: &TurnState) -> Vec<Arc<dyn Tool>> {
+        Vec::new()
+    }
+
+    /// Volatile hints appended after the stable system prompt (recently activated skills).
+    fn hints(&self, _metadata: &Map<String, Value>) -> Option<String> {
+        None
+    }
+
+    /// Runs on the worker after the turn was persisted and `done` was sent; must not block.
+    fn finished(&self, _turn: &FinishedTurn) {}
+}
+
+/// A model-callable tool.
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
+    /// JSON Schema of the arguments object.
+    fn parameters(&self) -> Value;
+    /// Runs the call. Failures are `ToolOutput::error`, never panics or `Err`.
+    fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput;
+
+    /// The OpenAI `tools[]` entry for this tool.
+    fn schema(&self) -> Value {
+        serde_json::json!({
+            "type": "function",
+            "function": {"name": self.name(), "description": self.description(), "parameters": self.parameters()}
+        })
+    }
+}
+
+/// Formats a duration the way tool messages quote it (`30s`, `0.3s`).
+pub fn fmt_secs(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
