@@ -1,7 +1,7 @@
 //! [`McpError`]: why the manager refused an operation the user asked for (catalog edits,
 //! connect and disconnect, tool listings, the review of held tools, OAuth). Its `Display` is
 //! the contract's `detail` text (docs/http-api.md §6); which HTTP status each variant gets is
-//! decided in `crate::http::mcp_routes`, not here. Failures of a transport or of the protocol
+//! decided in `src/http/mcp_routes.rs`, not here. Failures of a transport or of the protocol
 //! are [`super::Error`]. Pure data.
 
 use std::fmt;
