@@ -187,4 +187,52 @@ mod tests {
         assert!(out.failed);
         fs::remove_dir_all(data).unwrap();
     }
+
+    /// Each refusal keeps its code and detail, and the checks keep their order: action, then
+    /// reason, then support_files, then name and content, whatever order the keys come in.
+    #[test]
+    fn argument_spellings() {
+        let (data, svc) = service("tools-manage-args");
+        let tool = AgentSkillManage(Arc::clone(&svc));
+        let unsupported = ("unsupported_action", "only action \"create\" is supported");
+        let reason = ("validation_error", "reason must be a string of at most 500 characters");
+        let object = ("validation_error", "support_files must be an object");
+        let values = ("validation_error", "support_files values must be strings");
+        let at_most = ("validation_error", "support_files may hold at most 64 files");
+        let strings = ("validation_error", "name and content must be strings");
+        let many: Map<String, Value> = (0..65).map(|i| (format!("references/{i}.md"), json!(i))).collect();
+        let ok = skill_md("argpin", "");
+        for (a, (code, detail)) in [
+            (json!({}), unsupported),
+            (json!({"action": null, "name": "x", "content": "y"}), unsupported),
+            (json!({"action": 5}), unsupported),
+            (json!({"action": ["create"]}), unsupported),
+            (json!({"action": "Create"}), unsupported),
+            (json!({"reason": 5, "action": "delete"}), unsupported),
+            (json!({"name": 5, "support_files": 5, "reason": 5, "action": "create"}), reason),
+            (json!({"action": "create", "reason": "r".repeat(501)}), reason),
+            (json!({"action": "create", "reason": ["r"]}), reason),
+            (json!({"action": "create", "name": 5, "support_files": 5, "reason": null}), object),
+            (json!({"action": "create", "support_files": []}), object),
+            (json!({"action": "create", "support_files": "references/a.md"}), object),
+            (json!({"action": "create", "support_files": many}), at_most),
+            (json!({"action": "create", "support_files": {"a": 1}, "name": 5}), values),
+            (json!({"action": "create", "support_files": {"a": null}}), values),
+            (json!({"action": "create"}), strings),
+            (json!({"action": "create", "support_files": null, "name": "x"}), strings),
+            (json!({"action": "create", "content": "x"}), strings),
+            (json!({"action": "create", "name": "x", "content": 5}), strings),
+            (json!({"action": "create", "name": null, "content": "x"}), strings),
+        ] {
+            assert_eq!(tool.manage(&args(a.clone())), ManageReply::failed(code, detail.into()), "{a}");
+        }
+        // Null reason and support_files are absent; a reason is trimmed before its length
+        // is counted; unknown keys are ignored.
+        let created = tool.manage(&args(json!({
+            "action": "create", "name": "argpin", "content": ok, "reason": format!(" {} ", "r".repeat(500)),
+            "support_files": null, "overwrite": true
+        })));
+        assert!(created.succeeded(), "{created:?}");
+        fs::remove_dir_all(data).unwrap();
+    }
 }

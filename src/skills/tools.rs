@@ -597,4 +597,70 @@ pub(crate) mod tests {
         assert!(e.starts_with("Unable to load @nope: {\"error\": \"skill_not_found\""), "{e}");
         fs::remove_dir_all(data).unwrap();
     }
+
+    /// The skill tools have always been lenient: a name, path or query that is absent, null
+    /// or not a string reads as "", and `limit` is a non-negative integer (anything else is
+    /// the default 8) clamped to 1..=20. Unknown keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let (data, svc) = service("tools-args");
+        for i in 0..25 {
+            create(&svc, &format!("zq{i:02}"), Source::User, "tags: [zqtag]\n");
+        }
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        let tools = turn.tools();
+        let hits = |limit: Option<Value>| {
+            let mut a = json!({"query": "zqtag", "extra": true});
+            if let Some(l) = limit {
+                a["limit"] = l;
+            }
+            let v: Value = serde_json::from_str(&tools[0].run(&args(a), &c).for_model).unwrap();
+            v["skills"].as_array().unwrap().len()
+        };
+        assert_eq!(hits(None), 8);
+        for (limit, n) in [
+            (json!(null), 8),
+            (json!(3), 3),
+            (json!(0), 1),
+            (json!(50), 20),
+            (json!(u64::MAX), 20),
+            (json!(-3), 8),
+            (json!(5.0), 8),
+            (json!(2.5), 8),
+            (json!("5"), 8),
+            (json!(true), 8),
+            (json!([5]), 8),
+        ] {
+            assert_eq!(hits(Some(limit.clone())), n, "limit {limit}");
+        }
+        let required = r#"{"error":"query is required","skills":[]}"#;
+        for a in [json!({}), json!({"query": null}), json!({"query": 5}), json!({"query": ["zqtag"]})] {
+            let out = tools[0].run(&args(a.clone()), &c);
+            assert!(out.failed, "{a}");
+            assert_eq!(out.for_model, required, "{a}");
+        }
+
+        let not_found = r#"{"error": "skill_not_found", "name": "", "suggestions": []}"#;
+        for a in [json!({}), json!({"name": null}), json!({"name": 5}), json!({"name": {"n": "weather"}})] {
+            assert_eq!(tools[1].run(&args(a.clone()), &c).for_model, not_found, "{a}");
+        }
+        let loaded = tools[1].run(&args(json!({"name": " weather ", "version": 2})), &c);
+        assert!(loaded.history_text().starts_with("[Skill loaded: weather@v1 sha256:"), "{}", loaded.history_text());
+
+        let not_loaded = "Error: load the Skill before reading its resources";
+        for a in [json!({"path": "references/x.md"}), json!({"name": 5, "path": "references/x.md"})] {
+            assert_eq!(tools[2].run(&args(a.clone()), &c).for_model, not_loaded, "{a}");
+        }
+        let relative = "Error: resource path must be relative to the Skill package";
+        for a in [
+            json!({"name": "weather"}),
+            json!({"name": "weather", "path": null}),
+            json!({"name": " weather", "path": 7}),
+        ] {
+            assert_eq!(tools[2].run(&args(a.clone()), &c).for_model, relative, "{a}");
+        }
+        fs::remove_dir_all(data).unwrap();
+    }
 }

@@ -145,4 +145,39 @@ mod tests {
         fs::write(sb.ws.join("bin"), [0xff, 0xfe, b'a']).unwrap();
         assert!(run(&sb, "bin", "a", "b").for_model.contains("not valid UTF-8"));
     }
+
+    /// Every spelling of a bad or odd argument keeps the wording the model always got; the
+    /// first argument at fault (in the order path, old_string, new_string) is reported.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        sb.write("a.txt", "one");
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'path'"),
+            (json!({"new_string": 1, "old_string": 2}), "Error: missing required argument 'path'"),
+            (json!({"path": 1, "old_string": 2}), "Error: argument 'path' must be a string"),
+            (json!({"path": "a.txt"}), "Error: missing required argument 'old_string'"),
+            (json!({"path": "a.txt", "new_string": 5}), "Error: missing required argument 'old_string'"),
+            (
+                json!({"path": "a.txt", "old_string": 1, "new_string": null}),
+                "Error: argument 'old_string' must be a string",
+            ),
+            (json!({"path": "a.txt", "old_string": "one"}), "Error: missing required argument 'new_string'"),
+            (
+                json!({"path": "a.txt", "old_string": "one", "new_string": null}),
+                "Error: missing required argument 'new_string'",
+            ),
+            (
+                json!({"path": "a.txt", "old_string": "one", "new_string": 1}),
+                "Error: argument 'new_string' must be a string",
+            ),
+            (
+                json!({"path": "a.txt", "old_string": "one", "new_string": "1", "all": true}),
+                "Replaced content in a.txt",
+            ),
+        ] {
+            assert_eq!(sb.call(&EditFile, args.clone()).for_model, text, "{args}");
+        }
+        assert_eq!(fs::read_to_string(sb.ws.join("a.txt")).unwrap(), "1");
+    }
 }

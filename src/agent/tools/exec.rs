@@ -323,4 +323,21 @@ mod tests {
         assert!(start.elapsed() < Duration::from_secs(5));
         assert_eq!(out.for_model, "$ sleep 20 & echo hi\nexit code: 0\n\nhi");
     }
+
+    /// Every spelling of a bad or odd `command` keeps the wording the model always got;
+    /// unknown keys (a timeout, say) are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'command'"),
+            (json!({"command": null}), "Error: missing required argument 'command'"),
+            (json!({"command": 5}), "Error: argument 'command' must be a string"),
+            (json!({"command": ["ls"]}), "Error: argument 'command' must be a string"),
+            (json!({"command": "  "}), "Error: command must not be empty"),
+            (json!({"command": "true", "timeout": 1}), "$ true\nexit code: 0\n\n(no output)"),
+        ] {
+            assert_eq!(sb.call(&Exec::default(), args.clone()).for_model, text, "{args}");
+        }
+    }
 }

@@ -187,4 +187,24 @@ mod tests {
         assert!(out.failed);
         assert_eq!(out.for_model, "Error: glob cancelled");
     }
+
+    /// `pattern` is required, `path` optional (absent or null = the workspace); the first
+    /// argument at fault (pattern, then path) is reported; unknown keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        sb.write("d/a.txt", "");
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'pattern'"),
+            (json!({"pattern": null}), "Error: missing required argument 'pattern'"),
+            (json!({"path": 5}), "Error: missing required argument 'pattern'"),
+            (json!({"pattern": 5, "path": 5}), "Error: argument 'pattern' must be a string"),
+            (json!({"pattern": "*.txt", "path": 5}), "Error: argument 'path' must be a string"),
+            (json!({"pattern": "*.txt", "path": ["d"]}), "Error: argument 'path' must be a string"),
+            (json!({"pattern": "*.txt", "path": null}), "Matched `*.txt` (1):\n\n  d/a.txt"),
+            (json!({"pattern": "*.txt", "limit": 1}), "Matched `*.txt` (1):\n\n  d/a.txt"),
+        ] {
+            assert_eq!(sb.call(&Glob, args.clone()).for_model, text, "{args}");
+        }
+    }
 }

@@ -422,4 +422,29 @@ mod tests {
             assert!(latency < std::time::Duration::from_millis(100), "{pattern}: {latency:?}");
         }
     }
+
+    /// `pattern` is required, `path` and `file_pattern` optional (absent or null = all); the
+    /// first argument at fault (pattern, path, file_pattern) is reported; unknown keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        sb.write("d/a.txt", "needle\n");
+        let found = "Matched `needle` (1):\n\nd/a.txt:1: needle";
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'pattern'"),
+            (json!({"pattern": null}), "Error: missing required argument 'pattern'"),
+            (json!({"path": 5, "file_pattern": 5}), "Error: missing required argument 'pattern'"),
+            (json!({"pattern": 5, "path": 5}), "Error: argument 'pattern' must be a string"),
+            (json!({"pattern": "needle", "path": 5, "file_pattern": 5}), "Error: argument 'path' must be a string"),
+            (json!({"pattern": "needle", "file_pattern": 5}), "Error: argument 'file_pattern' must be a string"),
+            (
+                json!({"pattern": "needle", "file_pattern": ["*.txt"]}),
+                "Error: argument 'file_pattern' must be a string",
+            ),
+            (json!({"pattern": "needle", "path": null, "file_pattern": null}), found),
+            (json!({"pattern": "needle", "path": "d", "file_pattern": "*.txt", "context": 2}), found),
+        ] {
+            assert_eq!(sb.call(&Grep, args.clone()).for_model, text, "{args}");
+        }
+    }
 }

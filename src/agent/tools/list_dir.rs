@@ -141,4 +141,24 @@ mod tests {
         assert_eq!(run(&sb, Some("nope")).for_model, "Error: Directory not found: nope");
         assert_eq!(run(&sb, Some("many/f001")).for_model, "Error: many/f001 is not a directory");
     }
+
+    /// `path` is optional: absent, null and "" all list the workspace; any other non-string
+    /// is refused with the model's usual wording; unknown keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        sb.write("d/x", "");
+        let top = "Directory: (workspace)\n\n[dir] d\n[dir] skills";
+        for (args, text) in [
+            (json!({}), top),
+            (json!({"path": null}), top),
+            (json!({"path": ""}), top),
+            (json!({"path": "d", "recursive": true}), "Directory: d\n\n[file] x"),
+            (json!({"path": 5}), "Error: argument 'path' must be a string"),
+            (json!({"path": ["d"]}), "Error: argument 'path' must be a string"),
+            (json!({"path": false}), "Error: argument 'path' must be a string"),
+        ] {
+            assert_eq!(sb.call(&ListDir, args.clone()).for_model, text, "{args}");
+        }
+    }
 }

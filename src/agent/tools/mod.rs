@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use crate::config::Config;
 use crate::util::cancel::CancelToken;
 
+pub mod args;
 pub mod edit_file;
 pub mod exec;
 pub mod glob;

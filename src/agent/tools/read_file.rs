@@ -137,4 +137,21 @@ mod tests {
         let out = run(&sb, "pipe");
         assert_eq!(out.for_model, "Error: pipe is not a file");
     }
+
+    /// Every spelling of a bad or odd argument keeps the wording the model always got.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        sb.write("a.txt", "hi\n");
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'path'"),
+            (json!({"path": null}), "Error: missing required argument 'path'"),
+            (json!({"path": 5}), "Error: argument 'path' must be a string"),
+            (json!({"path": ["a.txt"]}), "Error: argument 'path' must be a string"),
+            (json!({"path": {"p": "a.txt"}}), "Error: argument 'path' must be a string"),
+            (json!({"path": "a.txt", "offset": 3, "content": 5}), "hi\n"),
+        ] {
+            assert_eq!(sb.call(&ReadFile, args.clone()).for_model, text, "{args}");
+        }
+    }
 }

@@ -36,3 +36,29 @@ impl Tool for SaveMemory {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::tools::workspace::tests::Sandbox;
+
+    /// `content` has always been lenient: absent, null or not a string saves nothing, and
+    /// unknown keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        for (args, text) in [
+            (json!({}), "Content is empty; nothing saved."),
+            (json!({"content": null}), "Content is empty; nothing saved."),
+            (json!({"content": 5}), "Content is empty; nothing saved."),
+            (json!({"content": ["a fact"]}), "Content is empty; nothing saved."),
+            (json!({"content": "  "}), "Content is empty; nothing saved."),
+            (json!({"content": " likes tea ", "tags": ["x"]}), "Saved to long-term memory: likes tea"),
+            (json!({"content": "likes tea"}), "Already in long-term memory."),
+        ] {
+            let out = sb.call(&SaveMemory, args.clone());
+            assert!(!out.failed, "{args}");
+            assert_eq!(out.for_model, text, "{args}");
+        }
+    }
+}

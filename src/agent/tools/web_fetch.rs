@@ -1333,4 +1333,24 @@ pub(crate) mod tests {
         assert_eq!(events.recv_timeout(Duration::from_secs(1)), Ok("sent"));
         assert_eq!(events.recv_timeout(Duration::from_secs(2)), Ok("closed"));
     }
+
+    /// Every spelling of a bad or odd `url` keeps the wording the model always got; unknown
+    /// keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        let tool = WebFetch::new(AddrPolicy::from_allow_private(false));
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'url'"),
+            (json!({"url": null}), "Error: missing required argument 'url'"),
+            (json!({"url": 5}), "Error: argument 'url' must be a string"),
+            (json!({"url": {"href": "http://x"}}), "Error: argument 'url' must be a string"),
+            (
+                json!({"url": " ftp://x ", "headers": {}}),
+                "Error: Only http:// and https:// URLs can be fetched: ftp://x",
+            ),
+        ] {
+            assert_eq!(sb.call(&tool, args.clone()).for_model, text, "{args}");
+        }
+    }
 }

@@ -261,4 +261,21 @@ mod tests {
             assert_eq!(canceller.join().unwrap(), Ok("closed"), "stall {stall}: the connection was closed");
         }
     }
+
+    /// Every spelling of a bad or odd `query` keeps the wording the model always got; unknown
+    /// keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        let tool = WebSearch { base_url: "http://127.0.0.1:9/".into(), ..WebSearch::default() };
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'query'"),
+            (json!({"query": null}), "Error: missing required argument 'query'"),
+            (json!({"query": 5}), "Error: argument 'query' must be a string"),
+            (json!({"query": ["rust"]}), "Error: argument 'query' must be a string"),
+            (json!({"query": "  ", "limit": 3}), "Error: Search failed: the query is empty"),
+        ] {
+            assert_eq!(sb.call(&tool, args.clone()).for_model, text, "{args}");
+        }
+    }
 }

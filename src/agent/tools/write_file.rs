@@ -105,4 +105,26 @@ mod tests {
         assert!(!sb.ws.join("skills/user/SKILL.md").exists());
         assert!(run(&sb, "", "x").failed);
     }
+
+    /// Every spelling of a bad or odd argument keeps the wording the model always got; the
+    /// first argument at fault (in the order path, content) is reported.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'path'"),
+            (json!({"content": "x"}), "Error: missing required argument 'path'"),
+            (json!({"content": 5}), "Error: missing required argument 'path'"),
+            (json!({"content": 5, "path": null}), "Error: missing required argument 'path'"),
+            (json!({"content": 5, "path": 1}), "Error: argument 'path' must be a string"),
+            (json!({"path": "a.txt"}), "Error: missing required argument 'content'"),
+            (json!({"path": "a.txt", "content": null}), "Error: missing required argument 'content'"),
+            (json!({"path": "a.txt", "content": 5}), "Error: argument 'content' must be a string"),
+            (json!({"path": "a.txt", "content": ["x"]}), "Error: argument 'content' must be a string"),
+            (json!({"path": "a.txt", "content": "x", "mode": "append"}), "Wrote a.txt (1 chars)"),
+        ] {
+            assert_eq!(sb.call(&WriteFile, args.clone()).for_model, text, "{args}");
+        }
+        assert_eq!(fs::read_to_string(sb.ws.join("a.txt")).unwrap(), "x");
+    }
 }
