@@ -8,6 +8,7 @@
 
 use std::sync::{Arc, Weak};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::activation::{self, ActivatedToolSet};
@@ -18,6 +19,7 @@ use super::search;
 use super::status::redact_status;
 use super::tool::LiveTool;
 use super::{fmt_secs, Error};
+use crate::agent::tools::args::{lenient, parse_args};
 use crate::agent::tools::{Preparation, Tool, ToolOutput, TurnCtx, TurnExtension, TurnState};
 use crate::bus::TurnRequest;
 use crate::util::time;
@@ -224,6 +226,23 @@ pub struct ToolSearch {
     manager: Arc<McpManager>,
 }
 
+/// `tool_search` arguments, never refused: a query that is not a string is empty (answered
+/// with a request for keywords), a limit that is not a number is the default.
+#[derive(Deserialize)]
+struct SearchArgs {
+    #[serde(deserialize_with = "lenient::string")]
+    query: String,
+    #[serde(deserialize_with = "lenient::f64")]
+    limit: Option<f64>,
+}
+
+impl SearchArgs {
+    /// Any number, truncated toward zero (saturating) and clamped to 1..=MAX_LIMIT.
+    fn limit(&self) -> usize {
+        self.limit.map_or(search::DEFAULT_LIMIT as i64, |f| f as i64).clamp(1, search::MAX_LIMIT as i64) as usize
+    }
+}
+
 impl Tool for ToolSearch {
     fn name(&self) -> &str {
         "tool_search"
@@ -243,15 +262,15 @@ impl Tool for ToolSearch {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let query = args.get("query").and_then(Value::as_str).unwrap_or("").trim();
+        let args: SearchArgs = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let limit = args.limit();
+        let query = args.query.trim();
         if query.is_empty() {
             return ToolOutput::ok("Please provide search keywords.");
         }
-        let limit = match args.get("limit") {
-            Some(v) => v.as_f64().map(|f| f as i64).unwrap_or(search::DEFAULT_LIMIT as i64),
-            None => search::DEFAULT_LIMIT as i64,
-        }
-        .clamp(1, search::MAX_LIMIT as i64) as usize;
         let index = self.manager.search_index();
         let hits = index.search(query, limit);
         let registered: Vec<String> = self.manager.live_tools().iter().map(|t| t.name.clone()).collect();
@@ -281,6 +300,14 @@ pub struct McpPrepare {
     manager: Arc<McpManager>,
 }
 
+/// `mcp_prepare` arguments: a server name that is not a string is empty (answered "must
+/// not be empty").
+#[derive(Deserialize)]
+struct PrepareArgs {
+    #[serde(deserialize_with = "lenient::string")]
+    server_name: String,
+}
+
 impl Tool for McpPrepare {
     fn name(&self) -> &str {
         "mcp_prepare"
@@ -298,7 +325,11 @@ impl Tool for McpPrepare {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let name = args.get("server_name").and_then(Value::as_str).unwrap_or("").trim();
+        let PrepareArgs { server_name } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let name = server_name.trim();
         if name.is_empty() {
             return ToolOutput::error("Error: server_name must not be empty.");
         }
@@ -467,16 +498,8 @@ mod tests {
             if let Some(l) = &limit {
                 args["limit"] = l.clone();
             }
-            assert_eq!(search_limit(args.as_object().unwrap()), want, "{limit:?}");
+            let parsed: SearchArgs = parse_args(args.as_object().unwrap()).unwrap();
+            assert_eq!(parsed.limit(), want, "{limit:?}");
         }
-    }
-
-    /// Today's reading of `limit`, kept to prove the typed one matches (removed with the refactor).
-    fn search_limit(args: &Map<String, Value>) -> usize {
-        (match args.get("limit") {
-            Some(v) => v.as_f64().map(|f| f as i64).unwrap_or(search::DEFAULT_LIMIT as i64),
-            None => search::DEFAULT_LIMIT as i64,
-        })
-        .clamp(1, search::MAX_LIMIT as i64) as usize
     }
 }

@@ -6,17 +6,66 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
 use serde_json::{json, Map, Value};
 
 use super::package;
 use super::service::{CreateRequest, SkillService};
 use super::views::ManageReply;
 use super::{SkillError, Source};
+use crate::agent::tools::args::{read_args, Problem};
 use crate::agent::tools::{Tool, ToolOutput, TurnCtx};
 use crate::util::text;
 
 /// `agent_skill_manage`: create-only authoring in the agent root (skills.md §8).
 pub struct AgentSkillManage(pub Arc<SkillService>);
+
+/// Only `create` is supported; any other value, or none, is `unsupported_action`.
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Action {
+    Create,
+}
+
+/// The arguments in the order they are checked: the refusal is about the first one at fault,
+/// whatever order the model wrote them in. A wrong `name` or `content` is one refusal.
+#[derive(Deserialize)]
+struct Args {
+    action: Action,
+    #[serde(deserialize_with = "reason")]
+    reason: Option<String>,
+    #[serde(deserialize_with = "support_files")]
+    support_files: BTreeMap<String, String>,
+    name: String,
+    content: String,
+}
+
+/// At most 500 characters once trimmed; stored trimmed.
+fn reason<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let refused = || D::Error::custom("reason must be a string of at most 500 characters");
+    match Option::<String>::deserialize(d).map_err(|_| refused())? {
+        Some(r) if text::char_len(r.trim()) > 500 => Err(refused()),
+        r => Ok(r.map(|r| r.trim().to_string())),
+    }
+}
+
+/// An object of at most 64 string values (the count is checked first); absent is empty.
+fn support_files<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    let files = Option::<Map<String, Value>>::deserialize(d)
+        .map_err(|_| D::Error::custom("support_files must be an object"))?
+        .unwrap_or_default();
+    if files.len() > 64 {
+        return Err(D::Error::custom("support_files may hold at most 64 files"));
+    }
+    files
+        .into_iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => Ok((k, s)),
+            _ => Err(D::Error::custom("support_files values must be strings")),
+        })
+        .collect()
+}
 
 impl AgentSkillManage {
     /// The result of one call.
@@ -24,34 +73,17 @@ impl AgentSkillManage {
         let fail = |code: &'static str, detail: &str| {
             ManageReply::failed(code, package::sanitize(detail, &[&self.0.paths().agent]))
         };
-        if args.get("action").and_then(Value::as_str) != Some("create") {
-            return fail("unsupported_action", "only action \"create\" is supported");
-        }
-        let reason = match args.get("reason") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(r)) if text::char_len(r.trim()) <= 500 => Some(r.trim().to_string()),
-            Some(_) => return fail("validation_error", "reason must be a string of at most 500 characters"),
-        };
-        let support = match args.get("support_files") {
-            None | Some(Value::Null) => BTreeMap::new(),
-            Some(Value::Object(m)) if m.len() <= 64 => {
-                let mut out = BTreeMap::new();
-                for (k, v) in m {
-                    let Some(s) = v.as_str() else {
-                        return fail("validation_error", "support_files values must be strings");
-                    };
-                    out.insert(k.clone(), s.to_string());
+        let Args { action: Action::Create, reason, support_files, name, content } = match read_args(args) {
+            Ok(a) => a,
+            Err(e) => {
+                return match (e.field, e.problem) {
+                    ("action", _) => fail("unsupported_action", "only action \"create\" is supported"),
+                    (_, Problem::Refused(detail)) => fail("validation_error", &detail),
+                    _ => fail("validation_error", "name and content must be strings"),
                 }
-                out
             }
-            Some(Value::Object(_)) => return fail("validation_error", "support_files may hold at most 64 files"),
-            Some(_) => return fail("validation_error", "support_files must be an object"),
         };
-        let (Some(name), Some(content)) =
-            (args.get("name").and_then(Value::as_str), args.get("content").and_then(Value::as_str))
-        else {
-            return fail("validation_error", "name and content must be strings");
-        };
+        let (name, content) = (name.as_str(), content.as_str());
         let name = match super::validate_name(name) {
             Ok(n) => n,
             Err(e) => return fail("validation_error", e.message()),
@@ -64,7 +96,7 @@ impl AgentSkillManage {
             name: name.clone(),
             content: content.to_string(),
             source: Source::Agent,
-            support_files: support,
+            support_files,
             enabled: true,
             reason,
         });

@@ -11,6 +11,7 @@ use std::fs;
 use std::io::Read;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::activated::{activate_tools, ActivatedSkills};
@@ -19,6 +20,7 @@ use super::package;
 use super::service::SkillService;
 use super::views::{LoadError, OptionalDeps, SearchReply, SkillView};
 use super::{SkillError, MAX_SUPPORT_FILE_BYTES, SUPPORT_DIRS};
+use crate::agent::tools::args::{lenient, parse_args};
 use crate::agent::tools::{Tool, ToolOutput, TurnCtx};
 use crate::util::pyjson;
 
@@ -279,11 +281,18 @@ fn resource_path(raw: &str) -> Result<String, String> {
     Ok(parts.join("/"))
 }
 
-fn str_arg<'a>(args: &'a Map<String, Value>, k: &str) -> &'a str {
-    args.get(k).and_then(Value::as_str).unwrap_or("")
-}
-
 struct SkillSearch(Arc<SkillTools>);
+
+/// `skill_search` arguments; like all skill tools, never refused: a query that is not a
+/// string is empty (answered "query is required"), a limit that is not a non-negative
+/// integer is the default.
+#[derive(Deserialize)]
+struct SearchArgs {
+    #[serde(deserialize_with = "lenient::string")]
+    query: String,
+    #[serde(deserialize_with = "lenient::u64")]
+    limit: Option<u64>,
+}
 
 impl Tool for SkillSearch {
     fn name(&self) -> &str {
@@ -307,14 +316,24 @@ impl Tool for SkillSearch {
     }
 
     fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
-        let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(8).clamp(1, 20) as usize;
-        let v = self.0.search(str_arg(args, "query"), limit);
+        let SearchArgs { query, limit } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let v = self.0.search(&query, limit.unwrap_or(8).clamp(1, 20) as usize);
         let for_model = serde_json::to_string(&v).expect("the search reply serialises");
         ToolOutput { for_model, preview: None, for_history: None, failed: v.error.is_some() }
     }
 }
 
 struct SkillLoad(Arc<SkillTools>);
+
+/// `skill_load` arguments: a name that is not a string is empty (answered "skill_not_found").
+#[derive(Deserialize)]
+struct LoadArgs {
+    #[serde(deserialize_with = "lenient::string")]
+    name: String,
+}
 
 impl Tool for SkillLoad {
     fn name(&self) -> &str {
@@ -336,11 +355,24 @@ impl Tool for SkillLoad {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        self.0.load(ctx, str_arg(args, "name").trim())
+        match parse_args(args) {
+            Ok(LoadArgs { name }) => self.0.load(ctx, name.trim()),
+            Err(e) => e,
+        }
     }
 }
 
 struct SkillReadResource(Arc<SkillTools>);
+
+/// `skill_read_resource` arguments: a name or path that is not a string is empty (answered
+/// like any unloaded Skill or invalid path).
+#[derive(Deserialize)]
+struct ResourceArgs {
+    #[serde(deserialize_with = "lenient::string")]
+    name: String,
+    #[serde(deserialize_with = "lenient::string")]
+    path: String,
+}
 
 impl Tool for SkillReadResource {
     fn name(&self) -> &str {
@@ -364,7 +396,10 @@ impl Tool for SkillReadResource {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        self.0.read_resource(ctx, str_arg(args, "name").trim(), str_arg(args, "path"))
+        match parse_args(args) {
+            Ok(ResourceArgs { name, path }) => self.0.read_resource(ctx, name.trim(), &path),
+            Err(e) => e,
+        }
     }
 }
 

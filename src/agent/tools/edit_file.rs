@@ -5,15 +5,24 @@
 
 use std::io::{Read, Seek, SeekFrom, Write};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::args::parse_args;
 use super::workspace::Workspace;
-use super::{arg_str, Tool, ToolOutput, TurnCtx};
+use super::{Tool, ToolOutput, TurnCtx};
 
 /// Largest file edit_file loads.
 pub const MAX_EDIT_BYTES: u64 = 8 << 20;
 
 pub struct EditFile;
+
+#[derive(Deserialize)]
+struct Args {
+    path: String,
+    old_string: String,
+    new_string: String,
+}
 
 impl Tool for EditFile {
     fn name(&self) -> &str {
@@ -39,10 +48,11 @@ impl Tool for EditFile {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let (path, old, new) = match (arg_str(args, "path"), arg_str(args, "old_string"), arg_str(args, "new_string")) {
-            (Ok(p), Ok(o), Ok(n)) => (p, o, n),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
+        let Args { path, old_string: old, new_string: new } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
         };
+        let (path, old, new) = (path.as_str(), old.as_str(), new.as_str());
         let (ws, resolved) = match Workspace::resolve_in(ctx, path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),

@@ -14,10 +14,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{after, bounded, select, Receiver};
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::args::parse_args;
 use super::workspace::Workspace;
-use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
+use super::{fmt_secs, Tool, ToolOutput, TurnCtx};
 
 /// The contract's command timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -30,6 +32,11 @@ pub const MAX_CAPTURE_BYTES: usize = 64 << 10;
 const PIPE_GRACE: Duration = Duration::from_secs(1);
 /// How long to wait for the kernel to deliver SIGKILL and the shell to be reaped.
 const REAP_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Deserialize)]
+struct Args {
+    command: String,
+}
 
 pub struct Exec {
     pub timeout: Duration,
@@ -75,10 +82,11 @@ impl Tool for Exec {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let command = match arg_str(args, "command") {
-            Ok(c) => c,
+        let Args { command } = match parse_args(args) {
+            Ok(a) => a,
             Err(e) => return e,
         };
+        let command = command.as_str();
         if command.trim().is_empty() {
             return ToolOutput::error("command must not be empty");
         }

@@ -5,16 +5,25 @@
 //! Patterns with `..` or a leading `/` are refused, and the walk never enters symlinked
 //! directories nor lists symlinks leading out, so nothing outside leaks.
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::args::parse_args;
 use super::pattern::Glob as Pattern;
 use super::workspace::{Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT};
-use super::{arg_opt_str, arg_str, Tool, ToolOutput, TurnCtx};
+use super::{Tool, ToolOutput, TurnCtx};
 
 /// Matches listed.
 pub const MAX_RESULTS: usize = 100;
 
 pub struct Glob;
+
+#[derive(Deserialize)]
+struct Args {
+    pattern: String,
+    /// Absent, null or "": the workspace itself.
+    path: Option<String>,
+}
 
 impl Tool for Glob {
     fn name(&self) -> &str {
@@ -39,10 +48,11 @@ impl Tool for Glob {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let (pattern, path) = match (arg_str(args, "pattern"), arg_opt_str(args, "path")) {
-            (Ok(p), Ok(d)) => (p, d),
-            (Err(e), _) | (_, Err(e)) => return e,
+        let Args { pattern, path } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
         };
+        let (pattern, path) = (pattern.as_str(), path.as_deref().unwrap_or(""));
         let (ws, base) = match Workspace::resolve_in(ctx, path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),

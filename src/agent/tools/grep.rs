@@ -11,14 +11,16 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::args::parse_args;
 use super::pattern::Glob;
 use super::regex::{Exhausted, Regex, MAX_BACKTRACK_LINE_BYTES};
 use super::workspace::{
     looks_binary, split_lines, Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT,
 };
-use super::{arg_opt_str, arg_str, Tool, ToolOutput, TurnCtx};
+use super::{Tool, ToolOutput, TurnCtx};
 use crate::util::text::take_chars;
 
 /// Matching lines reported.
@@ -37,6 +39,15 @@ const MAX_EXHAUSTED_LINES: usize = 10;
 const LINES_PER_CHECK: usize = 2_048;
 
 pub struct Grep;
+
+#[derive(Deserialize)]
+struct Args {
+    pattern: String,
+    /// Absent, null or "": the workspace itself.
+    path: Option<String>,
+    /// Absent, null or "": every file.
+    file_pattern: Option<String>,
+}
 
 impl Tool for Grep {
     fn name(&self) -> &str {
@@ -62,11 +73,11 @@ impl Tool for Grep {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let (pattern, path, file_pattern) =
-            match (arg_str(args, "pattern"), arg_opt_str(args, "path"), arg_opt_str(args, "file_pattern")) {
-                (Ok(p), Ok(d), Ok(f)) => (p.to_string(), d, f),
-                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
-            };
+        let Args { pattern, path, file_pattern } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let (path, file_pattern) = (path.as_deref().unwrap_or(""), file_pattern.as_deref().unwrap_or(""));
         let regex = match Regex::new(&pattern) {
             Ok(r) => r,
             Err(e) => return ToolOutput::error(format!("Invalid regex: {e}")),

@@ -5,15 +5,23 @@
 
 use std::fs;
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::args::parse_args;
 use super::workspace::{read_names, resolve_from, Workspace};
-use super::{arg_opt_str, Tool, ToolOutput, TurnCtx};
+use super::{Tool, ToolOutput, TurnCtx};
 
 /// Entries shown before the "(showing first …)" note.
 pub const MAX_ENTRIES: usize = 200;
 
 pub struct ListDir;
+
+#[derive(Deserialize)]
+struct Args {
+    /// Absent, null or "": the workspace itself.
+    path: Option<String>,
+}
 
 impl Tool for ListDir {
     fn name(&self) -> &str {
@@ -34,10 +42,11 @@ impl Tool for ListDir {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let path = match arg_opt_str(args, "path") {
-            Ok(p) => p,
+        let Args { path } = match parse_args(args) {
+            Ok(a) => a,
             Err(e) => return e,
         };
+        let path = path.as_deref().unwrap_or("");
         let shown = if path.is_empty() { "(workspace)" } else { path };
         let (ws, dir) = match Workspace::resolve_in(ctx, path) {
             Ok(v) => v,

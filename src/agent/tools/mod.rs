@@ -203,24 +203,6 @@ impl SchemaCache {
     }
 }
 
-/// A required string argument, or the failure to hand back to the model.
-pub(crate) fn arg_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolOutput> {
-    match args.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        None | Some(Value::Null) => Err(ToolOutput::error(format!("missing required argument '{key}'"))),
-        Some(_) => Err(ToolOutput::error(format!("argument '{key}' must be a string"))),
-    }
-}
-
-/// An optional string argument (missing or null → `""`).
-pub(crate) fn arg_opt_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolOutput> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(""),
-        Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(ToolOutput::error(format!("argument '{key}' must be a string"))),
-    }
-}
-
 /// Formats a duration the way tool messages quote it (`30s`, `0.3s`).
 pub(crate) fn fmt_secs(d: Duration) -> String {
     if d.subsec_millis() == 0 {

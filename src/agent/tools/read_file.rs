@@ -4,10 +4,12 @@
 
 use std::io::Read;
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::args::parse_args;
 use super::workspace::{split_lines, Workspace};
-use super::{arg_str, Tool, ToolOutput, TurnCtx};
+use super::{Tool, ToolOutput, TurnCtx};
 
 /// Lines returned before the truncation note.
 pub const MAX_LINES: usize = 500;
@@ -15,6 +17,11 @@ pub const MAX_LINES: usize = 500;
 pub const MAX_READ_BYTES: u64 = 1 << 20;
 
 pub struct ReadFile;
+
+#[derive(Deserialize)]
+struct Args {
+    path: String,
+}
 
 impl Tool for ReadFile {
     fn name(&self) -> &str {
@@ -35,10 +42,11 @@ impl Tool for ReadFile {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let path = match arg_str(args, "path") {
-            Ok(p) => p,
+        let Args { path } = match parse_args(args) {
+            Ok(a) => a,
             Err(e) => return e,
         };
+        let path = path.as_str();
         let (ws, resolved) = match Workspace::resolve_in(ctx, path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),

@@ -1,11 +1,20 @@
 //! `save_memory`: appends a durable fact to MEMORY.md (agent-and-memory.md §11).
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::args::{lenient, parse_args};
 use super::{Tool, ToolOutput, TurnCtx};
 use crate::store::memory_files::Append;
 
 pub struct SaveMemory;
+
+#[derive(Deserialize)]
+struct Args {
+    /// Absent, null or not a string: nothing to save (never refused).
+    #[serde(deserialize_with = "lenient::string")]
+    content: String,
+}
 
 impl Tool for SaveMemory {
     fn name(&self) -> &str {
@@ -27,7 +36,11 @@ impl Tool for SaveMemory {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let content = args.get("content").and_then(Value::as_str).unwrap_or("").trim();
+        let Args { content } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let content = content.trim();
         match ctx.memory.append_fact(content) {
             Ok(Append::Empty) => ToolOutput::ok("Content is empty; nothing saved."),
             Ok(Append::AlreadyPresent) => ToolOutput::ok("Already in long-term memory."),

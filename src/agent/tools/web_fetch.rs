@@ -15,11 +15,13 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use ureq::unversioned::transport::DefaultConnector;
 
+use super::args::parse_args;
 use super::netguard::{AddrPolicy, GuardedResolver, Refused};
-use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
+use super::{fmt_secs, Tool, ToolOutput, TurnCtx};
 use crate::util::blocking;
 use crate::util::cancel::CancelToken;
 
@@ -135,6 +137,11 @@ impl Budget {
     }
 }
 
+#[derive(Deserialize)]
+struct Args {
+    url: String,
+}
+
 impl Tool for WebFetch {
     fn name(&self) -> &str {
         "web_fetch"
@@ -154,10 +161,11 @@ impl Tool for WebFetch {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let url = match arg_str(args, "url") {
-            Ok(u) => u.trim(),
+        let Args { url } = match parse_args(args) {
+            Ok(a) => a,
             Err(e) => return e,
         };
+        let url = url.trim();
         let lower = url.to_ascii_lowercase();
         let rest = lower.strip_prefix("http://").or_else(|| lower.strip_prefix("https://"));
         match rest {

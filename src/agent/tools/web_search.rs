@@ -8,10 +8,12 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::args::parse_args;
 use super::web_fetch::{http_agent, is_timeout, Budget, Stop};
-use super::{arg_str, fmt_secs, Tool, ToolOutput, TurnCtx};
+use super::{fmt_secs, Tool, ToolOutput, TurnCtx};
 use crate::util::blocking;
 
 /// The public Instant Answer endpoint.
@@ -29,6 +31,11 @@ const READ_STEP: usize = 16 * 1024;
 pub struct WebSearch {
     pub base_url: String,
     pub timeout: Duration,
+}
+
+#[derive(Deserialize)]
+struct Args {
+    query: String,
 }
 
 impl Default for WebSearch {
@@ -56,10 +63,11 @@ impl Tool for WebSearch {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let query = match arg_str(args, "query") {
-            Ok(q) => q.trim(),
+        let Args { query } = match parse_args(args) {
+            Ok(a) => a,
             Err(e) => return e,
         };
+        let query = query.trim();
         if query.is_empty() {
             return ToolOutput::error("Search failed: the query is empty");
         }

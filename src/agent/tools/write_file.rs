@@ -4,12 +4,20 @@
 
 use std::io::Write;
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::args::parse_args;
 use super::workspace::Workspace;
-use super::{arg_str, Tool, ToolOutput, TurnCtx};
+use super::{Tool, ToolOutput, TurnCtx};
 
 pub struct WriteFile;
+
+#[derive(Deserialize)]
+struct Args {
+    path: String,
+    content: String,
+}
 
 impl Tool for WriteFile {
     fn name(&self) -> &str {
@@ -33,10 +41,11 @@ impl Tool for WriteFile {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let (path, content) = match (arg_str(args, "path"), arg_str(args, "content")) {
-            (Ok(p), Ok(c)) => (p, c),
-            (Err(e), _) | (_, Err(e)) => return e,
+        let Args { path, content } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
         };
+        let path = path.as_str();
         let (ws, resolved) = match Workspace::resolve_in(ctx, path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
