@@ -239,6 +239,21 @@ impl ToolSettings {
     }
 }
 
+/// The built-in tools' names in the contract's order (tools-and-mcp.md §1): the one list of
+/// them, which [`builtins_with`] is tested against and the skills' base registry builds on.
+pub const BUILTIN_NAMES: [&str; 10] = [
+    "save_memory",
+    "web_fetch",
+    "web_search",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_dir",
+    "glob",
+    "grep",
+    "exec",
+];
+
 /// The built-in tools with default settings, in the stable order the model sees them.
 pub fn builtins() -> Vec<Arc<dyn Tool>> {
     builtins_with(&ToolSettings::default())
@@ -272,21 +287,7 @@ mod tests {
     #[test]
     fn builtins_have_contract_names_in_stable_order() {
         let names: Vec<String> = builtins().iter().map(|t| t.name().to_string()).collect();
-        assert_eq!(
-            names,
-            [
-                "save_memory",
-                "web_fetch",
-                "web_search",
-                "read_file",
-                "write_file",
-                "edit_file",
-                "list_dir",
-                "glob",
-                "grep",
-                "exec"
-            ]
-        );
+        assert_eq!(names, BUILTIN_NAMES);
         for t in builtins() {
             let schema = t.schema();
             assert_eq!(schema["function"]["name"], t.name());
