@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::activation::{self, ActivatedToolSet};
@@ -21,6 +22,7 @@ use super::{fmt_secs, Error};
 use crate::bus::TurnRequest;
 use crate::store::cache::{lock, ChatCache};
 use crate::store::chats::ChatStore;
+use crate::tool::args::{lenient, parse_args};
 use crate::tool::{Preparation, Tool, ToolOutput, TurnCtx, TurnExtension, TurnState};
 use crate::util::time;
 
@@ -226,6 +228,23 @@ pub struct ToolSearch {
     manager: Arc<McpManager>,
 }
 
+/// `tool_search` arguments, never refused: a query that is not a string is empty (answered
+/// with a request for keywords), a limit that is not a number is the default.
+#[derive(Deserialize)]
+struct SearchArgs {
+    #[serde(deserialize_with = "lenient::string")]
+    query: String,
+    #[serde(deserialize_with = "lenient::f64")]
+    limit: Option<f64>,
+}
+
+impl SearchArgs {
+    /// Any number, truncated toward zero (saturating) and clamped to 1..=MAX_LIMIT.
+    fn limit(&self) -> usize {
+        self.limit.map_or(search::DEFAULT_LIMIT as i64, |f| f as i64).clamp(1, search::MAX_LIMIT as i64) as usize
+    }
+}
+
 impl Tool for ToolSearch {
     fn name(&self) -> &str {
         "tool_search"
@@ -245,15 +264,15 @@ impl Tool for ToolSearch {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let query = args.get("query").and_then(Value::as_str).unwrap_or("").trim();
+        let args: SearchArgs = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let limit = args.limit();
+        let query = args.query.trim();
         if query.is_empty() {
             return ToolOutput::ok("Please provide search keywords.");
         }
-        let limit = match args.get("limit") {
-            Some(v) => v.as_f64().map(|f| f as i64).unwrap_or(search::DEFAULT_LIMIT as i64),
-            None => search::DEFAULT_LIMIT as i64,
-        }
-        .clamp(1, search::MAX_LIMIT as i64) as usize;
         let index = self.manager.search_index();
         let hits = index.search(query, limit);
         let registered: Vec<String> = self.manager.live_tools().iter().map(|t| t.name.clone()).collect();
@@ -283,6 +302,14 @@ pub struct McpPrepare {
     manager: Arc<McpManager>,
 }
 
+/// `mcp_prepare` arguments: a server name that is not a string is empty (answered "must
+/// not be empty").
+#[derive(Deserialize)]
+struct PrepareArgs {
+    #[serde(deserialize_with = "lenient::string")]
+    server_name: String,
+}
+
 impl Tool for McpPrepare {
     fn name(&self) -> &str {
         "mcp_prepare"
@@ -300,7 +327,11 @@ impl Tool for McpPrepare {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let name = args.get("server_name").and_then(Value::as_str).unwrap_or("").trim();
+        let PrepareArgs { server_name } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let name = server_name.trim();
         if name.is_empty() {
             return ToolOutput::error("Error: server_name must not be empty.");
         }
@@ -398,5 +429,78 @@ mod tests {
         let capped = cap_output(long);
         assert!(capped.ends_with(&format!("[output truncated, total {} chars]", MAX_TOOL_OUTPUT_CHARS + 5)));
         assert_eq!(crate::util::text::char_len(capped.split("\n\n[").next().unwrap()), MAX_TOOL_OUTPUT_CHARS);
+    }
+
+    fn manager(tag: &str) -> (std::path::PathBuf, Arc<McpManager>) {
+        let data = std::env::temp_dir().join(format!("cc-mcp-args-{tag}-{}", crate::util::rand::hex(6)));
+        let catalog = super::super::catalog::Catalog::load(None, &data).unwrap();
+        let config = super::super::manager::ManagerConfig {
+            client: super::super::client::ClientConfig::default(),
+            data_dir: data.clone(),
+        };
+        (data, Arc::new(McpManager::new(config, catalog)))
+    }
+
+    fn turn_ctx(dir: &std::path::Path) -> TurnCtx {
+        crate::skills::tools::tests::ctx(dir)
+    }
+
+    /// `query` and `server_name` have always been lenient: absent, null or not a string reads
+    /// as "". Unknown keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let (data, mgr) = manager("spell");
+        let ctx = turn_ctx(&data);
+        let search = ToolSearch { manager: Arc::clone(&mgr) };
+        let prepare = McpPrepare { manager: Arc::clone(&mgr) };
+        let run = |t: &dyn Tool, v: Value| t.run(v.as_object().unwrap(), &ctx);
+        for v in
+            [json!({}), json!({"query": null}), json!({"query": 5}), json!({"query": [" x "]}), json!({"query": "  "})]
+        {
+            assert_eq!(run(&search, v.clone()), ToolOutput::ok("Please provide search keywords."), "{v}");
+        }
+        let nothing = run(&search, json!({"query": "weather"}));
+        for v in [json!({"query": " weather ", "limit": "3"}), json!({"query": "weather", "limit": null, "x": 1})] {
+            assert_eq!(run(&search, v.clone()), nothing, "{v}");
+        }
+        let empty = ToolOutput::error("Error: server_name must not be empty.");
+        for v in [json!({}), json!({"server_name": null}), json!({"server_name": 5}), json!({"server_name": " "})] {
+            assert_eq!(run(&prepare, v.clone()), empty, "{v}");
+        }
+        assert_eq!(
+            run(&prepare, json!({"server_name": " nope ", "tools": ["a"]})).for_model,
+            "Error: connecting MCP server 'nope' failed; check the configuration."
+        );
+        let _ = std::fs::remove_dir_all(data);
+    }
+
+    /// `limit` takes any JSON number, truncated toward zero and clamped to 1..=50; anything
+    /// else (a numeric string too) is the default 8.
+    #[test]
+    fn search_limit_spellings() {
+        for (limit, want) in [
+            (None, 8),
+            (Some(json!(null)), 8),
+            (Some(json!(3)), 3),
+            (Some(json!(3.9)), 3),
+            (Some(json!(0)), 1),
+            (Some(json!(0.5)), 1),
+            (Some(json!(-7)), 1),
+            (Some(json!(-0.5)), 1),
+            (Some(json!(51)), 50),
+            (Some(json!(1e300)), 50),
+            (Some(json!(-1e300)), 1),
+            (Some(json!(u64::MAX)), 50),
+            (Some(json!("5")), 8),
+            (Some(json!(true)), 8),
+            (Some(json!([5])), 8),
+        ] {
+            let mut args = json!({"query": "q"});
+            if let Some(l) = &limit {
+                args["limit"] = l.clone();
+            }
+            let parsed: SearchArgs = parse_args(args.as_object().unwrap()).unwrap();
+            assert_eq!(parsed.limit(), want, "{limit:?}");
+        }
     }
 }

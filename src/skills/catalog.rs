@@ -12,6 +12,7 @@ use super::frontmatter::Manifest;
 use super::package::{self, bounded};
 use super::search::{doc_tokens, SkillIndex};
 use super::Source;
+use crate::tool::BUILTIN_NAMES;
 use crate::util::hash::sha256_hex;
 
 /// Diagnostics kept per refresh; more invalid packages are silently not listed.
@@ -28,20 +29,17 @@ pub struct DepProbe {
     pub vars: BTreeMap<String, String>,
 }
 
-/// The always-present tools of the base registry (docs/http-api.md §7).
-pub const BASE_TOOLS: [&str; 11] = [
-    "save_memory",
-    "web_fetch",
-    "web_search",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "list_dir",
-    "glob",
-    "grep",
-    "exec",
-    "agent_skill_manage",
-];
+/// The always-present tools of the base registry (docs/http-api.md §7): the built-ins, then
+/// `agent_skill_manage`.
+pub const BASE_TOOLS: [&str; BUILTIN_NAMES.len() + 1] = {
+    let mut all = ["agent_skill_manage"; BUILTIN_NAMES.len() + 1];
+    let mut i = 0;
+    while i < BUILTIN_NAMES.len() {
+        all[i] = BUILTIN_NAMES[i];
+        i += 1;
+    }
+    all
+};
 
 impl DepProbe {
     /// A probe with the base tools, no MCP servers and the given variables.

@@ -6,17 +6,66 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
 use serde_json::{json, Map, Value};
 
 use super::package;
 use super::service::{CreateRequest, SkillService};
 use super::views::ManageReply;
 use super::{SkillError, Source};
+use crate::tool::args::{read_args, Problem};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 use crate::util::text;
 
 /// `agent_skill_manage`: create-only authoring in the agent root (docs/skills.md §8).
 pub struct AgentSkillManage(pub Arc<SkillService>);
+
+/// Only `create` is supported; any other value, or none, is `unsupported_action`.
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Action {
+    Create,
+}
+
+/// The arguments in the order they are checked: the refusal is about the first one at fault,
+/// whatever order the model wrote them in. A wrong `name` or `content` is one refusal.
+#[derive(Deserialize)]
+struct Args {
+    action: Action,
+    #[serde(deserialize_with = "reason")]
+    reason: Option<String>,
+    #[serde(deserialize_with = "support_files")]
+    support_files: BTreeMap<String, String>,
+    name: String,
+    content: String,
+}
+
+/// At most 500 characters once trimmed; stored trimmed.
+fn reason<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let refused = || D::Error::custom("reason must be a string of at most 500 characters");
+    match Option::<String>::deserialize(d).map_err(|_| refused())? {
+        Some(r) if text::char_len(r.trim()) > 500 => Err(refused()),
+        r => Ok(r.map(|r| r.trim().to_string())),
+    }
+}
+
+/// An object of at most 64 string values (the count is checked first); absent is empty.
+fn support_files<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    let files = Option::<Map<String, Value>>::deserialize(d)
+        .map_err(|_| D::Error::custom("support_files must be an object"))?
+        .unwrap_or_default();
+    if files.len() > 64 {
+        return Err(D::Error::custom("support_files may hold at most 64 files"));
+    }
+    files
+        .into_iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => Ok((k, s)),
+            _ => Err(D::Error::custom("support_files values must be strings")),
+        })
+        .collect()
+}
 
 impl AgentSkillManage {
     /// The result of one call.
@@ -24,34 +73,17 @@ impl AgentSkillManage {
         let fail = |code: &'static str, detail: &str| {
             ManageReply::failed(code, package::sanitize(detail, &[&self.0.paths().agent]))
         };
-        if args.get("action").and_then(Value::as_str) != Some("create") {
-            return fail("unsupported_action", "only action \"create\" is supported");
-        }
-        let reason = match args.get("reason") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(r)) if text::char_len(r.trim()) <= 500 => Some(r.trim().to_string()),
-            Some(_) => return fail("validation_error", "reason must be a string of at most 500 characters"),
-        };
-        let support = match args.get("support_files") {
-            None | Some(Value::Null) => BTreeMap::new(),
-            Some(Value::Object(m)) if m.len() <= 64 => {
-                let mut out = BTreeMap::new();
-                for (k, v) in m {
-                    let Some(s) = v.as_str() else {
-                        return fail("validation_error", "support_files values must be strings");
-                    };
-                    out.insert(k.clone(), s.to_string());
+        let Args { action: Action::Create, reason, support_files, name, content } = match read_args(args) {
+            Ok(a) => a,
+            Err(e) => {
+                return match (e.field, e.problem) {
+                    ("action", _) => fail("unsupported_action", "only action \"create\" is supported"),
+                    (_, Problem::Refused(detail)) => fail("validation_error", &detail),
+                    _ => fail("validation_error", "name and content must be strings"),
                 }
-                out
             }
-            Some(Value::Object(_)) => return fail("validation_error", "support_files may hold at most 64 files"),
-            Some(_) => return fail("validation_error", "support_files must be an object"),
         };
-        let (Some(name), Some(content)) =
-            (args.get("name").and_then(Value::as_str), args.get("content").and_then(Value::as_str))
-        else {
-            return fail("validation_error", "name and content must be strings");
-        };
+        let (name, content) = (name.as_str(), content.as_str());
         let name = match super::validate_name(name) {
             Ok(n) => n,
             Err(e) => return fail("validation_error", e.message()),
@@ -64,7 +96,7 @@ impl AgentSkillManage {
             name: name.clone(),
             content: content.to_string(),
             source: Source::Agent,
-            support_files: support,
+            support_files,
             enabled: true,
             reason,
         });
@@ -185,6 +217,54 @@ mod tests {
         assert!(!svc.paths().agent.join("late").exists());
         let out = tool.run(&args(json!({"action": "x", "name": "a", "content": ""})), &ctx(&data));
         assert!(out.failed);
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    /// Each refusal keeps its code and detail, and the checks keep their order: action, then
+    /// reason, then support_files, then name and content, whatever order the keys come in.
+    #[test]
+    fn argument_spellings() {
+        let (data, svc) = service("tools-manage-args");
+        let tool = AgentSkillManage(Arc::clone(&svc));
+        let unsupported = ("unsupported_action", "only action \"create\" is supported");
+        let reason = ("validation_error", "reason must be a string of at most 500 characters");
+        let object = ("validation_error", "support_files must be an object");
+        let values = ("validation_error", "support_files values must be strings");
+        let at_most = ("validation_error", "support_files may hold at most 64 files");
+        let strings = ("validation_error", "name and content must be strings");
+        let many: Map<String, Value> = (0..65).map(|i| (format!("references/{i}.md"), json!(i))).collect();
+        let ok = skill_md("argpin", "");
+        for (a, (code, detail)) in [
+            (json!({}), unsupported),
+            (json!({"action": null, "name": "x", "content": "y"}), unsupported),
+            (json!({"action": 5}), unsupported),
+            (json!({"action": ["create"]}), unsupported),
+            (json!({"action": "Create"}), unsupported),
+            (json!({"reason": 5, "action": "delete"}), unsupported),
+            (json!({"name": 5, "support_files": 5, "reason": 5, "action": "create"}), reason),
+            (json!({"action": "create", "reason": "r".repeat(501)}), reason),
+            (json!({"action": "create", "reason": ["r"]}), reason),
+            (json!({"action": "create", "name": 5, "support_files": 5, "reason": null}), object),
+            (json!({"action": "create", "support_files": []}), object),
+            (json!({"action": "create", "support_files": "references/a.md"}), object),
+            (json!({"action": "create", "support_files": many}), at_most),
+            (json!({"action": "create", "support_files": {"a": 1}, "name": 5}), values),
+            (json!({"action": "create", "support_files": {"a": null}}), values),
+            (json!({"action": "create"}), strings),
+            (json!({"action": "create", "support_files": null, "name": "x"}), strings),
+            (json!({"action": "create", "content": "x"}), strings),
+            (json!({"action": "create", "name": "x", "content": 5}), strings),
+            (json!({"action": "create", "name": null, "content": "x"}), strings),
+        ] {
+            assert_eq!(tool.manage(&args(a.clone())), ManageReply::failed(code, detail.into()), "{a}");
+        }
+        // Null reason and support_files are absent; a reason is trimmed before its length
+        // is counted; unknown keys are ignored.
+        let created = tool.manage(&args(json!({
+            "action": "create", "name": "argpin", "content": ok, "reason": format!(" {} ", "r".repeat(500)),
+            "support_files": null, "overwrite": true
+        })));
+        assert!(created.succeeded(), "{created:?}");
         fs::remove_dir_all(data).unwrap();
     }
 }

@@ -11,6 +11,7 @@ use std::fs;
 use std::io::Read;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::activated::{activate_tools, ActivatedSkills};
@@ -19,6 +20,7 @@ use super::package;
 use super::service::SkillService;
 use super::views::{LoadError, OptionalDeps, SearchReply, SkillView};
 use super::{SkillError, MAX_SUPPORT_FILE_BYTES, SUPPORT_DIRS};
+use crate::tool::args::{lenient, parse_args};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 use crate::util::pyjson;
 
@@ -279,11 +281,18 @@ fn resource_path(raw: &str) -> Result<String, String> {
     Ok(parts.join("/"))
 }
 
-fn str_arg<'a>(args: &'a Map<String, Value>, k: &str) -> &'a str {
-    args.get(k).and_then(Value::as_str).unwrap_or("")
-}
-
 struct SkillSearch(Arc<SkillTools>);
+
+/// `skill_search` arguments; like all skill tools, never refused: a query that is not a
+/// string is empty (answered "query is required"), a limit that is not a non-negative
+/// integer is the default.
+#[derive(Deserialize)]
+struct SearchArgs {
+    #[serde(deserialize_with = "lenient::string")]
+    query: String,
+    #[serde(deserialize_with = "lenient::u64")]
+    limit: Option<u64>,
+}
 
 impl Tool for SkillSearch {
     fn name(&self) -> &str {
@@ -307,14 +316,24 @@ impl Tool for SkillSearch {
     }
 
     fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
-        let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(8).clamp(1, 20) as usize;
-        let v = self.0.search(str_arg(args, "query"), limit);
+        let SearchArgs { query, limit } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let v = self.0.search(&query, limit.unwrap_or(8).clamp(1, 20) as usize);
         let for_model = serde_json::to_string(&v).expect("the search reply serialises");
         ToolOutput { for_model, preview: None, for_history: None, failed: v.error.is_some() }
     }
 }
 
 struct SkillLoad(Arc<SkillTools>);
+
+/// `skill_load` arguments: a name that is not a string is empty (answered "skill_not_found").
+#[derive(Deserialize)]
+struct LoadArgs {
+    #[serde(deserialize_with = "lenient::string")]
+    name: String,
+}
 
 impl Tool for SkillLoad {
     fn name(&self) -> &str {
@@ -336,11 +355,24 @@ impl Tool for SkillLoad {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        self.0.load(ctx, str_arg(args, "name").trim())
+        match parse_args(args) {
+            Ok(LoadArgs { name }) => self.0.load(ctx, name.trim()),
+            Err(e) => e,
+        }
     }
 }
 
 struct SkillReadResource(Arc<SkillTools>);
+
+/// `skill_read_resource` arguments: a name or path that is not a string is empty (answered
+/// like any unloaded Skill or invalid path).
+#[derive(Deserialize)]
+struct ResourceArgs {
+    #[serde(deserialize_with = "lenient::string")]
+    name: String,
+    #[serde(deserialize_with = "lenient::string")]
+    path: String,
+}
 
 impl Tool for SkillReadResource {
     fn name(&self) -> &str {
@@ -364,7 +396,10 @@ impl Tool for SkillReadResource {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        self.0.read_resource(ctx, str_arg(args, "name").trim(), str_arg(args, "path"))
+        match parse_args(args) {
+            Ok(ResourceArgs { name, path }) => self.0.read_resource(ctx, name.trim(), &path),
+            Err(e) => e,
+        }
     }
 }
 
@@ -595,6 +630,72 @@ pub(crate) mod tests {
         assert!(bodies[0].starts_with("[Skill loaded: weather@v1 sha256:"));
         let e = turn.explicit(&c, &["nope".into()]).unwrap_err();
         assert!(e.starts_with("Unable to load @nope: {\"error\": \"skill_not_found\""), "{e}");
+        fs::remove_dir_all(data).unwrap();
+    }
+
+    /// The skill tools have always been lenient: a name, path or query that is absent, null
+    /// or not a string reads as "", and `limit` is a non-negative integer (anything else is
+    /// the default 8) clamped to 1..=20. Unknown keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let (data, svc) = service("tools-args");
+        for i in 0..25 {
+            create(&svc, &format!("zq{i:02}"), Source::User, "tags: [zqtag]\n");
+        }
+        let turn = SkillTools::new(Arc::clone(&svc), env());
+        let c = ctx(&data);
+        turn.begin_turn(&c.chat_id);
+        let tools = turn.tools();
+        let hits = |limit: Option<Value>| {
+            let mut a = json!({"query": "zqtag", "extra": true});
+            if let Some(l) = limit {
+                a["limit"] = l;
+            }
+            let v: Value = serde_json::from_str(&tools[0].run(&args(a), &c).for_model).unwrap();
+            v["skills"].as_array().unwrap().len()
+        };
+        assert_eq!(hits(None), 8);
+        for (limit, n) in [
+            (json!(null), 8),
+            (json!(3), 3),
+            (json!(0), 1),
+            (json!(50), 20),
+            (json!(u64::MAX), 20),
+            (json!(-3), 8),
+            (json!(5.0), 8),
+            (json!(2.5), 8),
+            (json!("5"), 8),
+            (json!(true), 8),
+            (json!([5]), 8),
+        ] {
+            assert_eq!(hits(Some(limit.clone())), n, "limit {limit}");
+        }
+        let required = r#"{"error":"query is required","skills":[]}"#;
+        for a in [json!({}), json!({"query": null}), json!({"query": 5}), json!({"query": ["zqtag"]})] {
+            let out = tools[0].run(&args(a.clone()), &c);
+            assert!(out.failed, "{a}");
+            assert_eq!(out.for_model, required, "{a}");
+        }
+
+        let not_found = r#"{"error": "skill_not_found", "name": "", "suggestions": []}"#;
+        for a in [json!({}), json!({"name": null}), json!({"name": 5}), json!({"name": {"n": "weather"}})] {
+            assert_eq!(tools[1].run(&args(a.clone()), &c).for_model, not_found, "{a}");
+        }
+        let loaded = tools[1].run(&args(json!({"name": " weather ", "version": 2})), &c);
+        assert!(loaded.history_text().starts_with("[Skill loaded: weather@v1 sha256:"), "{}", loaded.history_text());
+
+        let not_loaded = "Error: load the Skill before reading its resources";
+        for a in [json!({"path": "references/x.md"}), json!({"name": 5, "path": "references/x.md"})] {
+            assert_eq!(tools[2].run(&args(a.clone()), &c).for_model, not_loaded, "{a}");
+        }
+        let relative = "Error: resource path must be relative to the Skill package";
+        for a in [
+            json!({"name": "weather"}),
+            json!({"name": "weather", "path": null}),
+            json!({"name": " weather", "path": 7}),
+        ] {
+            assert_eq!(tools[2].run(&args(a.clone()), &c).for_model, relative, "{a}");
+        }
         fs::remove_dir_all(data).unwrap();
     }
 }

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::util::cancel::CancelToken;
 
+pub mod args;
 pub mod workspace;
 
 /// What a tool call produced, in the contract's three projections (docs/agent-and-memory.md §13).
@@ -166,3 +167,18 @@ pub fn fmt_secs(d: Duration) -> String {
         format!("{:.1}s", d.as_secs_f64())
     }
 }
+
+/// The built-in tools' names in the contract's order (docs/tools-and-mcp.md §1): the one list of
+/// them, which `agent::tools::builtins_with` is tested against and the skills' base registry builds on.
+pub const BUILTIN_NAMES: [&str; 10] = [
+    "save_memory",
+    "web_fetch",
+    "web_search",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_dir",
+    "glob",
+    "grep",
+    "exec",
+];

@@ -610,6 +610,11 @@ pub(crate) mod tests {
         pub fn link(&self, rel: &str, target: &Path) {
             symlink(target, self.ws.join(rel)).unwrap();
         }
+
+        /// Runs `tool` with `args` (a JSON object) in this sandbox.
+        pub fn call(&self, tool: &dyn crate::tool::Tool, args: serde_json::Value) -> crate::tool::ToolOutput {
+            tool.run(args.as_object().expect("arguments are an object"), &self.ctx)
+        }
     }
 
     #[test]

@@ -5,9 +5,10 @@
 
 use std::io::{Read, Seek, SeekFrom, Write};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::arg_str;
+use crate::tool::args::parse_args;
 use crate::tool::workspace::Workspace;
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
@@ -15,6 +16,13 @@ use crate::tool::{Tool, ToolOutput, TurnCtx};
 pub const MAX_EDIT_BYTES: u64 = 8 << 20;
 
 pub struct EditFile;
+
+#[derive(Deserialize)]
+struct Args {
+    path: String,
+    old_string: String,
+    new_string: String,
+}
 
 impl Tool for EditFile {
     fn name(&self) -> &str {
@@ -40,10 +48,11 @@ impl Tool for EditFile {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let (path, old, new) = match (arg_str(args, "path"), arg_str(args, "old_string"), arg_str(args, "new_string")) {
-            (Ok(p), Ok(o), Ok(n)) => (p, o, n),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
+        let Args { path, old_string: old, new_string: new } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
         };
+        let (path, old, new) = (path.as_str(), old.as_str(), new.as_str());
         let (ws, resolved) = match Workspace::resolve_in(ctx, path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
@@ -145,5 +154,40 @@ mod tests {
         assert_eq!(fs::read_to_string(sb.ws.join("skills/user/s/SKILL.md")).unwrap(), "name: s");
         fs::write(sb.ws.join("bin"), [0xff, 0xfe, b'a']).unwrap();
         assert!(run(&sb, "bin", "a", "b").for_model.contains("not valid UTF-8"));
+    }
+
+    /// Every spelling of a bad or odd argument keeps the wording the model always got; the
+    /// first argument at fault (in the order path, old_string, new_string) is reported.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        sb.write("a.txt", "one");
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'path'"),
+            (json!({"new_string": 1, "old_string": 2}), "Error: missing required argument 'path'"),
+            (json!({"path": 1, "old_string": 2}), "Error: argument 'path' must be a string"),
+            (json!({"path": "a.txt"}), "Error: missing required argument 'old_string'"),
+            (json!({"path": "a.txt", "new_string": 5}), "Error: missing required argument 'old_string'"),
+            (
+                json!({"path": "a.txt", "old_string": 1, "new_string": null}),
+                "Error: argument 'old_string' must be a string",
+            ),
+            (json!({"path": "a.txt", "old_string": "one"}), "Error: missing required argument 'new_string'"),
+            (
+                json!({"path": "a.txt", "old_string": "one", "new_string": null}),
+                "Error: missing required argument 'new_string'",
+            ),
+            (
+                json!({"path": "a.txt", "old_string": "one", "new_string": 1}),
+                "Error: argument 'new_string' must be a string",
+            ),
+            (
+                json!({"path": "a.txt", "old_string": "one", "new_string": "1", "all": true}),
+                "Replaced content in a.txt",
+            ),
+        ] {
+            assert_eq!(sb.call(&EditFile, args.clone()).for_model, text, "{args}");
+        }
+        assert_eq!(fs::read_to_string(sb.ws.join("a.txt")).unwrap(), "1");
     }
 }

@@ -14,9 +14,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{after, bounded, select, Receiver};
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::arg_str;
+use crate::tool::args::parse_args;
 use crate::tool::workspace::Workspace;
 use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
 
@@ -31,6 +32,11 @@ pub const MAX_CAPTURE_BYTES: usize = 64 << 10;
 const PIPE_GRACE: Duration = Duration::from_secs(1);
 /// How long to wait for the kernel to deliver SIGKILL and the shell to be reaped.
 const REAP_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Deserialize)]
+struct Args {
+    command: String,
+}
 
 pub struct Exec {
     pub timeout: Duration,
@@ -76,10 +82,11 @@ impl Tool for Exec {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let command = match arg_str(args, "command") {
-            Ok(c) => c,
+        let Args { command } = match parse_args(args) {
+            Ok(a) => a,
             Err(e) => return e,
         };
+        let command = command.as_str();
         if command.trim().is_empty() {
             return ToolOutput::error("command must not be empty");
         }
@@ -323,5 +330,22 @@ mod tests {
         let out = run(&sb, &Exec::default(), "sleep 20 & echo hi");
         assert!(start.elapsed() < Duration::from_secs(5));
         assert_eq!(out.for_model, "$ sleep 20 & echo hi\nexit code: 0\n\nhi");
+    }
+
+    /// Every spelling of a bad or odd `command` keeps the wording the model always got;
+    /// unknown keys (a timeout, say) are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'command'"),
+            (json!({"command": null}), "Error: missing required argument 'command'"),
+            (json!({"command": 5}), "Error: argument 'command' must be a string"),
+            (json!({"command": ["ls"]}), "Error: argument 'command' must be a string"),
+            (json!({"command": "  "}), "Error: command must not be empty"),
+            (json!({"command": "true", "timeout": 1}), "$ true\nexit code: 0\n\n(no output)"),
+        ] {
+            assert_eq!(sb.call(&Exec::default(), args.clone()).for_model, text, "{args}");
+        }
     }
 }

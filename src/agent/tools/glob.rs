@@ -5,10 +5,11 @@
 //! Patterns with `..` or a leading `/` are refused, and the walk never enters symlinked
 //! directories nor lists symlinks leading out, so nothing outside leaks.
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::pattern::Glob as Pattern;
-use super::{arg_opt_str, arg_str};
+use crate::tool::args::parse_args;
 use crate::tool::workspace::{Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
@@ -16,6 +17,13 @@ use crate::tool::{Tool, ToolOutput, TurnCtx};
 pub const MAX_RESULTS: usize = 100;
 
 pub struct Glob;
+
+#[derive(Deserialize)]
+struct Args {
+    pattern: String,
+    /// Absent, null or "": the workspace itself.
+    path: Option<String>,
+}
 
 impl Tool for Glob {
     fn name(&self) -> &str {
@@ -40,10 +48,11 @@ impl Tool for Glob {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let (pattern, path) = match (arg_str(args, "pattern"), arg_opt_str(args, "path")) {
-            (Ok(p), Ok(d)) => (p, d),
-            (Err(e), _) | (_, Err(e)) => return e,
+        let Args { pattern, path } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
         };
+        let (pattern, path) = (pattern.as_str(), path.as_deref().unwrap_or(""));
         let (ws, base) = match Workspace::resolve_in(ctx, path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
@@ -187,5 +196,25 @@ mod tests {
         let out = run(&sb, "*", "");
         assert!(out.failed);
         assert_eq!(out.for_model, "Error: glob cancelled");
+    }
+
+    /// `pattern` is required, `path` optional (absent or null = the workspace); the first
+    /// argument at fault (pattern, then path) is reported; unknown keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        sb.write("d/a.txt", "");
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'pattern'"),
+            (json!({"pattern": null}), "Error: missing required argument 'pattern'"),
+            (json!({"path": 5}), "Error: missing required argument 'pattern'"),
+            (json!({"pattern": 5, "path": 5}), "Error: argument 'pattern' must be a string"),
+            (json!({"pattern": "*.txt", "path": 5}), "Error: argument 'path' must be a string"),
+            (json!({"pattern": "*.txt", "path": ["d"]}), "Error: argument 'path' must be a string"),
+            (json!({"pattern": "*.txt", "path": null}), "Matched `*.txt` (1):\n\n  d/a.txt"),
+            (json!({"pattern": "*.txt", "limit": 1}), "Matched `*.txt` (1):\n\n  d/a.txt"),
+        ] {
+            assert_eq!(sb.call(&Glob, args.clone()).for_model, text, "{args}");
+        }
     }
 }

@@ -11,11 +11,12 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::pattern::Glob;
 use super::regex::{Exhausted, Regex, MAX_BACKTRACK_LINE_BYTES};
-use super::{arg_opt_str, arg_str};
+use crate::tool::args::parse_args;
 use crate::tool::workspace::{
     looks_binary, split_lines, Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT,
 };
@@ -38,6 +39,15 @@ const MAX_EXHAUSTED_LINES: usize = 10;
 const LINES_PER_CHECK: usize = 2_048;
 
 pub struct Grep;
+
+#[derive(Deserialize)]
+struct Args {
+    pattern: String,
+    /// Absent, null or "": the workspace itself.
+    path: Option<String>,
+    /// Absent, null or "": every file.
+    file_pattern: Option<String>,
+}
 
 impl Tool for Grep {
     fn name(&self) -> &str {
@@ -63,11 +73,11 @@ impl Tool for Grep {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let (pattern, path, file_pattern) =
-            match (arg_str(args, "pattern"), arg_opt_str(args, "path"), arg_opt_str(args, "file_pattern")) {
-                (Ok(p), Ok(d), Ok(f)) => (p.to_string(), d, f),
-                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
-            };
+        let Args { pattern, path, file_pattern } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let (path, file_pattern) = (path.as_deref().unwrap_or(""), file_pattern.as_deref().unwrap_or(""));
         let regex = match Regex::new(&pattern) {
             Ok(r) => r,
             Err(e) => return ToolOutput::error(format!("Invalid regex: {e}")),
@@ -421,6 +431,31 @@ mod tests {
             assert_eq!(out.for_model, "Error: grep cancelled", "{pattern}");
             let latency = returned.duration_since(cancelled);
             assert!(latency < std::time::Duration::from_millis(100), "{pattern}: {latency:?}");
+        }
+    }
+
+    /// `pattern` is required, `path` and `file_pattern` optional (absent or null = all); the
+    /// first argument at fault (pattern, path, file_pattern) is reported; unknown keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        sb.write("d/a.txt", "needle\n");
+        let found = "Matched `needle` (1):\n\nd/a.txt:1: needle";
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'pattern'"),
+            (json!({"pattern": null}), "Error: missing required argument 'pattern'"),
+            (json!({"path": 5, "file_pattern": 5}), "Error: missing required argument 'pattern'"),
+            (json!({"pattern": 5, "path": 5}), "Error: argument 'pattern' must be a string"),
+            (json!({"pattern": "needle", "path": 5, "file_pattern": 5}), "Error: argument 'path' must be a string"),
+            (json!({"pattern": "needle", "file_pattern": 5}), "Error: argument 'file_pattern' must be a string"),
+            (
+                json!({"pattern": "needle", "file_pattern": ["*.txt"]}),
+                "Error: argument 'file_pattern' must be a string",
+            ),
+            (json!({"pattern": "needle", "path": null, "file_pattern": null}), found),
+            (json!({"pattern": "needle", "path": "d", "file_pattern": "*.txt", "context": 2}), found),
+        ] {
+            assert_eq!(sb.call(&Grep, args.clone()).for_model, text, "{args}");
         }
     }
 }

@@ -5,9 +5,10 @@
 
 use std::fs;
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::arg_opt_str;
+use crate::tool::args::parse_args;
 use crate::tool::workspace::{read_names, resolve_from, Workspace};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
@@ -15,6 +16,12 @@ use crate::tool::{Tool, ToolOutput, TurnCtx};
 pub const MAX_ENTRIES: usize = 200;
 
 pub struct ListDir;
+
+#[derive(Deserialize)]
+struct Args {
+    /// Absent, null or "": the workspace itself.
+    path: Option<String>,
+}
 
 impl Tool for ListDir {
     fn name(&self) -> &str {
@@ -35,10 +42,11 @@ impl Tool for ListDir {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let path = match arg_opt_str(args, "path") {
-            Ok(p) => p,
+        let Args { path } = match parse_args(args) {
+            Ok(a) => a,
             Err(e) => return e,
         };
+        let path = path.as_deref().unwrap_or("");
         let shown = if path.is_empty() { "(workspace)" } else { path };
         let (ws, dir) = match Workspace::resolve_in(ctx, path) {
             Ok(v) => v,
@@ -141,5 +149,25 @@ mod tests {
         assert_eq!(run(&sb, Some("..")).for_model, "Error: Path '..' is outside the working directory; access denied");
         assert_eq!(run(&sb, Some("nope")).for_model, "Error: Directory not found: nope");
         assert_eq!(run(&sb, Some("many/f001")).for_model, "Error: many/f001 is not a directory");
+    }
+
+    /// `path` is optional: absent, null and "" all list the workspace; any other non-string
+    /// is refused with the model's usual wording; unknown keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        sb.write("d/x", "");
+        let top = "Directory: (workspace)\n\n[dir] d\n[dir] skills";
+        for (args, text) in [
+            (json!({}), top),
+            (json!({"path": null}), top),
+            (json!({"path": ""}), top),
+            (json!({"path": "d", "recursive": true}), "Directory: d\n\n[file] x"),
+            (json!({"path": 5}), "Error: argument 'path' must be a string"),
+            (json!({"path": ["d"]}), "Error: argument 'path' must be a string"),
+            (json!({"path": false}), "Error: argument 'path' must be a string"),
+        ] {
+            assert_eq!(sb.call(&ListDir, args.clone()).for_model, text, "{args}");
+        }
     }
 }

@@ -5,10 +5,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Map, Value};
-
 use crate::config::Config;
-use crate::tool::{Tool, ToolOutput};
+use crate::tool::Tool;
 
 pub mod edit_file;
 pub mod exec;
@@ -53,24 +51,6 @@ impl SchemaCache {
             map.insert(tool.name().to_string(), (Arc::clone(tool), Arc::clone(&json)));
         }
         json
-    }
-}
-
-/// A required string argument, or the failure to hand back to the model.
-pub(crate) fn arg_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolOutput> {
-    match args.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        None | Some(Value::Null) => Err(ToolOutput::error(format!("missing required argument '{key}'"))),
-        Some(_) => Err(ToolOutput::error(format!("argument '{key}' must be a string"))),
-    }
-}
-
-/// An optional string argument (missing or null → `""`).
-pub(crate) fn arg_opt_str<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, ToolOutput> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(""),
-        Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(ToolOutput::error(format!("argument '{key}' must be a string"))),
     }
 }
 
@@ -134,21 +114,7 @@ mod tests {
     #[test]
     fn builtins_have_contract_names_in_stable_order() {
         let names: Vec<String> = builtins().iter().map(|t| t.name().to_string()).collect();
-        assert_eq!(
-            names,
-            [
-                "save_memory",
-                "web_fetch",
-                "web_search",
-                "read_file",
-                "write_file",
-                "edit_file",
-                "list_dir",
-                "glob",
-                "grep",
-                "exec"
-            ]
-        );
+        assert_eq!(names, crate::tool::BUILTIN_NAMES);
         for t in builtins() {
             let schema = t.schema();
             assert_eq!(schema["function"]["name"], t.name());

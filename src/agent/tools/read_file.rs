@@ -4,9 +4,10 @@
 
 use std::io::Read;
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::arg_str;
+use crate::tool::args::parse_args;
 use crate::tool::workspace::{split_lines, Workspace};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
@@ -16,6 +17,11 @@ pub const MAX_LINES: usize = 500;
 pub const MAX_READ_BYTES: u64 = 1 << 20;
 
 pub struct ReadFile;
+
+#[derive(Deserialize)]
+struct Args {
+    path: String,
+}
 
 impl Tool for ReadFile {
     fn name(&self) -> &str {
@@ -36,10 +42,11 @@ impl Tool for ReadFile {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let path = match arg_str(args, "path") {
-            Ok(p) => p,
+        let Args { path } = match parse_args(args) {
+            Ok(a) => a,
             Err(e) => return e,
         };
+        let path = path.as_str();
         let (ws, resolved) = match Workspace::resolve_in(ctx, path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
@@ -137,5 +144,22 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(p.as_ptr(), 0o644) }, 0);
         let out = run(&sb, "pipe");
         assert_eq!(out.for_model, "Error: pipe is not a file");
+    }
+
+    /// Every spelling of a bad or odd argument keeps the wording the model always got.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        sb.write("a.txt", "hi\n");
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'path'"),
+            (json!({"path": null}), "Error: missing required argument 'path'"),
+            (json!({"path": 5}), "Error: argument 'path' must be a string"),
+            (json!({"path": ["a.txt"]}), "Error: argument 'path' must be a string"),
+            (json!({"path": {"p": "a.txt"}}), "Error: argument 'path' must be a string"),
+            (json!({"path": "a.txt", "offset": 3, "content": 5}), "hi\n"),
+        ] {
+            assert_eq!(sb.call(&ReadFile, args.clone()).for_model, text, "{args}");
+        }
     }
 }

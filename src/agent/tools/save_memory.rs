@@ -1,11 +1,20 @@
 //! `save_memory`: appends a durable fact to MEMORY.md (docs/agent-and-memory.md §11).
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::store::memory_files::Append;
+use crate::tool::args::{lenient, parse_args};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 pub struct SaveMemory;
+
+#[derive(Deserialize)]
+struct Args {
+    /// Absent, null or not a string: nothing to save (never refused).
+    #[serde(deserialize_with = "lenient::string")]
+    content: String,
+}
 
 impl Tool for SaveMemory {
     fn name(&self) -> &str {
@@ -27,12 +36,42 @@ impl Tool for SaveMemory {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let content = args.get("content").and_then(Value::as_str).unwrap_or("").trim();
+        let Args { content } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let content = content.trim();
         match ctx.memory.append_fact(content) {
             Ok(Append::Empty) => ToolOutput::ok("Content is empty; nothing saved."),
             Ok(Append::AlreadyPresent) => ToolOutput::ok("Already in long-term memory."),
             Ok(Append::Saved) => ToolOutput::ok(format!("Saved to long-term memory: {content}")),
             Err(e) => ToolOutput::error(format!("Error: could not write MEMORY.md: {}", e.kind())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::workspace::tests::Sandbox;
+
+    /// `content` has always been lenient: absent, null or not a string saves nothing, and
+    /// unknown keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        for (args, text) in [
+            (json!({}), "Content is empty; nothing saved."),
+            (json!({"content": null}), "Content is empty; nothing saved."),
+            (json!({"content": 5}), "Content is empty; nothing saved."),
+            (json!({"content": ["a fact"]}), "Content is empty; nothing saved."),
+            (json!({"content": "  "}), "Content is empty; nothing saved."),
+            (json!({"content": " likes tea ", "tags": ["x"]}), "Saved to long-term memory: likes tea"),
+            (json!({"content": "likes tea"}), "Already in long-term memory."),
+        ] {
+            let out = sb.call(&SaveMemory, args.clone());
+            assert!(!out.failed, "{args}");
+            assert_eq!(out.for_model, text, "{args}");
         }
     }
 }

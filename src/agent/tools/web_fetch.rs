@@ -15,11 +15,12 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use ureq::unversioned::transport::DefaultConnector;
 
-use super::arg_str;
 use super::netguard::{AddrPolicy, GuardedResolver, Refused};
+use crate::tool::args::parse_args;
 use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
 use crate::util::blocking;
 use crate::util::cancel::CancelToken;
@@ -136,6 +137,11 @@ impl Budget {
     }
 }
 
+#[derive(Deserialize)]
+struct Args {
+    url: String,
+}
+
 impl Tool for WebFetch {
     fn name(&self) -> &str {
         "web_fetch"
@@ -155,10 +161,11 @@ impl Tool for WebFetch {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let url = match arg_str(args, "url") {
-            Ok(u) => u.trim(),
+        let Args { url } = match parse_args(args) {
+            Ok(a) => a,
             Err(e) => return e,
         };
+        let url = url.trim();
         let lower = url.to_ascii_lowercase();
         let rest = lower.strip_prefix("http://").or_else(|| lower.strip_prefix("https://"));
         match rest {
@@ -1333,5 +1340,25 @@ pub(crate) mod tests {
         assert_eq!(run(&tool, &url).for_model, format!("Error: Fetching {url} timed out (0.6s)"));
         assert_eq!(events.recv_timeout(Duration::from_secs(1)), Ok("sent"));
         assert_eq!(events.recv_timeout(Duration::from_secs(2)), Ok("closed"));
+    }
+
+    /// Every spelling of a bad or odd `url` keeps the wording the model always got; unknown
+    /// keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        let tool = WebFetch::new(AddrPolicy::from_allow_private(false));
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'url'"),
+            (json!({"url": null}), "Error: missing required argument 'url'"),
+            (json!({"url": 5}), "Error: argument 'url' must be a string"),
+            (json!({"url": {"href": "http://x"}}), "Error: argument 'url' must be a string"),
+            (
+                json!({"url": " ftp://x ", "headers": {}}),
+                "Error: Only http:// and https:// URLs can be fetched: ftp://x",
+            ),
+        ] {
+            assert_eq!(sb.call(&tool, args.clone()).for_model, text, "{args}");
+        }
     }
 }

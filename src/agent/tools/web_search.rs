@@ -8,10 +8,11 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::arg_str;
 use super::web_fetch::{http_agent, is_timeout, Budget, Stop};
+use crate::tool::args::parse_args;
 use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
 use crate::util::blocking;
 
@@ -30,6 +31,11 @@ const READ_STEP: usize = 16 * 1024;
 pub struct WebSearch {
     pub base_url: String,
     pub timeout: Duration,
+}
+
+#[derive(Deserialize)]
+struct Args {
+    query: String,
 }
 
 impl Default for WebSearch {
@@ -57,10 +63,11 @@ impl Tool for WebSearch {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let query = match arg_str(args, "query") {
-            Ok(q) => q.trim(),
+        let Args { query } = match parse_args(args) {
+            Ok(a) => a,
             Err(e) => return e,
         };
+        let query = query.trim();
         if query.is_empty() {
             return ToolOutput::error("Search failed: the query is empty");
         }
@@ -260,6 +267,23 @@ mod tests {
             assert_eq!(tool.run(&a, &sb.ctx).for_model, "Error: Search failed: cancelled");
             assert!(started.elapsed() < Duration::from_secs(5));
             assert_eq!(canceller.join().unwrap(), Ok("closed"), "stall {stall}: the connection was closed");
+        }
+    }
+
+    /// Every spelling of a bad or odd `query` keeps the wording the model always got; unknown
+    /// keys are ignored.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        let tool = WebSearch { base_url: "http://127.0.0.1:9/".into(), ..WebSearch::default() };
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'query'"),
+            (json!({"query": null}), "Error: missing required argument 'query'"),
+            (json!({"query": 5}), "Error: argument 'query' must be a string"),
+            (json!({"query": ["rust"]}), "Error: argument 'query' must be a string"),
+            (json!({"query": "  ", "limit": 3}), "Error: Search failed: the query is empty"),
+        ] {
+            assert_eq!(sb.call(&tool, args.clone()).for_model, text, "{args}");
         }
     }
 }

@@ -4,13 +4,20 @@
 
 use std::io::Write;
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::arg_str;
+use crate::tool::args::parse_args;
 use crate::tool::workspace::Workspace;
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 pub struct WriteFile;
+
+#[derive(Deserialize)]
+struct Args {
+    path: String,
+    content: String,
+}
 
 impl Tool for WriteFile {
     fn name(&self) -> &str {
@@ -34,10 +41,11 @@ impl Tool for WriteFile {
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let (path, content) = match (arg_str(args, "path"), arg_str(args, "content")) {
-            (Ok(p), Ok(c)) => (p, c),
-            (Err(e), _) | (_, Err(e)) => return e,
+        let Args { path, content } = match parse_args(args) {
+            Ok(a) => a,
+            Err(e) => return e,
         };
+        let path = path.as_str();
         let (ws, resolved) = match Workspace::resolve_in(ctx, path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
@@ -105,5 +113,27 @@ mod tests {
         assert!(out.failed && out.for_model.contains("agent_skill_manage"));
         assert!(!sb.ws.join("skills/user/SKILL.md").exists());
         assert!(run(&sb, "", "x").failed);
+    }
+
+    /// Every spelling of a bad or odd argument keeps the wording the model always got; the
+    /// first argument at fault (in the order path, content) is reported.
+    #[test]
+    fn argument_spellings() {
+        let sb = Sandbox::new();
+        for (args, text) in [
+            (json!({}), "Error: missing required argument 'path'"),
+            (json!({"content": "x"}), "Error: missing required argument 'path'"),
+            (json!({"content": 5}), "Error: missing required argument 'path'"),
+            (json!({"content": 5, "path": null}), "Error: missing required argument 'path'"),
+            (json!({"content": 5, "path": 1}), "Error: argument 'path' must be a string"),
+            (json!({"path": "a.txt"}), "Error: missing required argument 'content'"),
+            (json!({"path": "a.txt", "content": null}), "Error: missing required argument 'content'"),
+            (json!({"path": "a.txt", "content": 5}), "Error: argument 'content' must be a string"),
+            (json!({"path": "a.txt", "content": ["x"]}), "Error: argument 'content' must be a string"),
+            (json!({"path": "a.txt", "content": "x", "mode": "append"}), "Wrote a.txt (1 chars)"),
+        ] {
+            assert_eq!(sb.call(&WriteFile, args.clone()).for_model, text, "{args}");
+        }
+        assert_eq!(fs::read_to_string(sb.ws.join("a.txt")).unwrap(), "x");
     }
 }
