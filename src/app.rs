@@ -232,9 +232,6 @@ pub fn start(config: Config) -> Result<Server, Error> {
         .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.http_host, config.http_port)))?;
     let ws_listener = crate::net::listen(&config.ws_host, config.ws_port)
         .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.ws_host, config.ws_port)))?;
-    if let Err(e) = crate::net::set_listener_timeouts(&http_listener, crate::http::SOCKET_TIMEOUT) {
-        log::warn!("event=http.timeouts_unset error=\"{e}\"");
-    }
     let http_addr = http_listener.local_addr().map_err(|e| Error(e.to_string()))?;
     let ws_addr = ws_listener.local_addr().map_err(|e| Error(e.to_string()))?;
     mcp.set_oauth_redirect(crate::mcp::manager::oauth_redirect_uri(&config.http_host, http_addr.port()));
@@ -266,7 +263,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
     );
 
     let http_server = Arc::new(
-        tiny_http::Server::from_listener(http_listener, None)
+        tiny_http::Server::from_listener_with_config(http_listener, None, crate::http::connection_config())
             .map_err(|e| Error(format!("cannot start the HTTP server: {e}")))?,
     );
     let api = Arc::new(Api {

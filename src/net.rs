@@ -80,38 +80,6 @@ fn listen_addr(addr: SocketAddr) -> io::Result<TcpListener> {
     TcpListener::bind(addr)
 }
 
-/// Sets read and write timeouts on a listening socket; on Linux, accepted connections inherit
-/// them, which bounds every blocking read and write of a server that does not expose its
-/// sockets (tiny_http).
-pub fn set_listener_timeouts(listener: &TcpListener, timeout: std::time::Duration) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::fd::AsRawFd;
-        let tv = libc::timeval {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_usec: timeout.subsec_micros() as libc::suseconds_t,
-        };
-        for opt in [libc::SO_RCVTIMEO, libc::SO_SNDTIMEO] {
-            // SAFETY: setsockopt on a descriptor owned by `listener` with a correctly sized timeval.
-            let rc = unsafe {
-                libc::setsockopt(
-                    listener.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    opt,
-                    &tv as *const _ as *const libc::c_void,
-                    std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-                )
-            };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = (listener, timeout);
-    Ok(())
-}
-
 /// Raises the soft open-files limit to the hard limit (1,000 clients need ~2,000 descriptors).
 pub fn raise_nofile_limit() {
     #[cfg(unix)]
