@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, Signal};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
 use crate::agent::history::ChatCache;
 use crate::agent::{tools, Agent, Deps};
@@ -343,38 +344,17 @@ impl Server {
     }
 }
 
-/// SIGINT and SIGTERM, blocked in every thread so that only [`wait_for_signal`] takes them.
-fn stop_signals() -> SigSet {
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGINT);
-    set.add(Signal::SIGTERM);
-    set
-}
-
 /// Blocks until SIGINT/SIGTERM; returns the signal's name.
-fn wait_for_signal(signals: &SigSet) -> &'static str {
-    loop {
-        match signals.wait() {
-            Ok(Signal::SIGINT) => return "SIGINT",
-            Ok(Signal::SIGTERM) => return "SIGTERM",
-            Ok(_) => {}
-            Err(e) => {
-                // sigwait fails only for an invalid set; stop rather than spin.
-                log::error!("event=server.signal_wait_failed error=\"{e}\"");
-                return "a signal";
-            }
-        }
+fn wait_for_signal(signals: &mut Signals) -> &'static str {
+    match signals.forever().next() {
+        Some(SIGINT) => "SIGINT",
+        Some(SIGTERM) => "SIGTERM",
+        _ => "a signal",
     }
 }
 
 /// Runs until SIGINT/SIGTERM.
 pub fn run(config: Config) -> Result<(), Error> {
-    // Blocked before any thread starts, so every thread inherits the mask and a stop signal
-    // waits, pending, for the main thread's `sigwait` instead of running a handler (children
-    // start with an empty mask: std resets it on spawn). SIGPIPE needs nothing here: std
-    // ignores it before `main`, so a peer that closes first is a write error, not a kill.
-    let signals = stop_signals();
-    signals.thread_block().map_err(|e| Error(format!("cannot block SIGINT/SIGTERM: {e}")))?;
     // Every id is drawn from the OS entropy source, with no made-up fallback: fail here, not
     // on the first request.
     crate::util::rand::check().map_err(Error)?;
@@ -393,13 +373,19 @@ pub fn run(config: Config) -> Result<(), Error> {
             eprintln!("cashcode: warning: {w}");
         }
     }
+    // signal-hook's handler writes to its own pipe, which `wait_for_signal` reads. (A mask
+    // blocking them for `sigwait` would be inherited by every child process: std does not
+    // reset it on spawn.) SIGPIPE needs nothing here: std ignores it before `main`, so a peer
+    // that closes first is a write error, not a kill.
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM]).map_err(|e| Error(format!("cannot handle SIGINT/SIGTERM: {e}")))?;
     let (http_host, ws_host) = (config.http_host.clone(), config.ws_host.clone());
     let server = start(config)?;
     let mut out = std::io::stdout();
     let _ = writeln!(out, "http listening on http://{}:{}", display_host(&http_host), server.http_port);
     let _ = writeln!(out, "ws listening on ws://{}:{}/", display_host(&ws_host), server.ws_port);
     let _ = out.flush();
-    let signal = wait_for_signal(&signals);
+    let signal = wait_for_signal(&mut signals);
     log::info!("event=server.stopping signal={signal}");
     server.stop();
     Ok(())
