@@ -5,10 +5,13 @@
 //! workers end their turns, close WebSockets, close MCP servers, join every thread by a deadline.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
 use crate::agent::{tools, Agent, Deps};
 use crate::config::Config;
@@ -27,11 +30,6 @@ use crate::util::fsx;
 use crate::util::url::is_loopback;
 use crate::ws::{hub::Hub, WsShared};
 
-/// Set by SIGINT/SIGTERM.
-static STOP: AtomicBool = AtomicBool::new(false);
-/// Write end of the signal pipe (-1 before [`run`] makes it): the handler writes the signal
-/// number there, so the main thread wakes at once instead of polling [`STOP`].
-static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 /// How long [`Server::stop`] waits for threads in all; a thread still running then is logged
 /// by name (`event=server.thread_unfinished`) and ends with the process.
 const STOP_DEADLINE: Duration = Duration::from_secs(5);
@@ -39,18 +37,6 @@ const STOP_DEADLINE: Duration = Duration::from_secs(5);
 /// are shut (a reading client needs well under a millisecond; only one that stopped reading
 /// waits this out).
 const WS_DRAIN: Duration = Duration::from_millis(100);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-    let fd = SIGNAL_PIPE.load(Ordering::SeqCst);
-    if fd >= 0 {
-        let byte = sig as u8;
-        // SAFETY: write(2) is async-signal-safe; one byte from a live local to a non-blocking fd.
-        unsafe {
-            libc::write(fd, (&byte as *const u8).cast(), 1);
-        }
-    }
-}
 
 /// A running server; [`Server::stop`] shuts it down.
 pub struct Server {
@@ -237,9 +223,6 @@ pub fn start(config: Config) -> Result<Server, Error> {
         .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.http_host, config.http_port)))?;
     let ws_listener = crate::net::listen(&config.ws_host, config.ws_port)
         .map_err(|e| Error(format!("cannot listen on {}:{}: {e}", config.ws_host, config.ws_port)))?;
-    if let Err(e) = crate::net::set_listener_timeouts(&http_listener, crate::http::SOCKET_TIMEOUT) {
-        log::warn!("event=http.timeouts_unset error=\"{e}\"");
-    }
     let http_addr = http_listener.local_addr().map_err(|e| Error(e.to_string()))?;
     let ws_addr = ws_listener.local_addr().map_err(|e| Error(e.to_string()))?;
     mcp.set_oauth_redirect(crate::mcp::manager::oauth_redirect_uri(&config.http_host, http_addr.port()));
@@ -271,7 +254,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
     );
 
     let http_server = Arc::new(
-        tiny_http::Server::from_listener(http_listener, None)
+        tiny_http::Server::from_listener_with_config(http_listener, None, crate::http::connection_config())
             .map_err(|e| Error(format!("cannot start the HTTP server: {e}")))?,
     );
     let api = Arc::new(Api {
@@ -366,42 +349,11 @@ impl Server {
     }
 }
 
-/// The signal pipe: (read end, write end), both close-on-exec so children never inherit them,
-/// the write end non-blocking so the handler can never block.
-fn signal_pipe() -> std::io::Result<(libc::c_int, libc::c_int)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: pipe(2) writes two descriptors into the two-element array; fcntl(2) on them.
-    unsafe {
-        if libc::pipe(fds.as_mut_ptr()) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        for fd in fds {
-            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-        }
-        libc::fcntl(fds[1], libc::F_SETFL, libc::fcntl(fds[1], libc::F_GETFL) | libc::O_NONBLOCK);
-    }
-    Ok((fds[0], fds[1]))
-}
-
 /// Blocks until SIGINT/SIGTERM; returns the signal's name.
-fn wait_for_signal(pipe: Option<libc::c_int>) -> &'static str {
-    let mut byte = 0u8;
-    if let Some(fd) = pipe {
-        loop {
-            // SAFETY: read(2) of one byte into a live local.
-            let n = unsafe { libc::read(fd, (&mut byte as *mut u8).cast(), 1) };
-            if n == 1 || n == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                break;
-            }
-        }
-    }
-    // Without a pipe (or if reading it failed) the flag is polled.
-    while !STOP.load(Ordering::SeqCst) {
-        thread::sleep(Duration::from_millis(100));
-    }
-    match i32::from(byte) {
-        libc::SIGINT => "SIGINT",
-        libc::SIGTERM => "SIGTERM",
+fn wait_for_signal(signals: &mut Signals) -> &'static str {
+    match signals.forever().next() {
+        Some(SIGINT) => "SIGINT",
+        Some(SIGTERM) => "SIGTERM",
         _ => "a signal",
     }
 }
@@ -426,29 +378,19 @@ pub fn run(config: Config) -> Result<(), Error> {
             eprintln!("cashcode: warning: {w}");
         }
     }
-    let pipe = match signal_pipe() {
-        Ok((read, write)) => {
-            SIGNAL_PIPE.store(write, Ordering::SeqCst);
-            Some(read)
-        }
-        Err(e) => {
-            log::warn!("event=server.signal_pipe_failed error=\"{e}\"");
-            None
-        }
-    };
-    // SAFETY: the handler only stores to atomics and writes one byte (async-signal-safe).
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
+    // signal-hook's handler writes to its own pipe, which `wait_for_signal` reads. (A mask
+    // blocking them for `sigwait` would be inherited by every child process: std does not
+    // reset it on spawn.) SIGPIPE needs nothing here: std ignores it before `main`, so a peer
+    // that closes first is a write error, not a kill.
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM]).map_err(|e| Error(format!("cannot handle SIGINT/SIGTERM: {e}")))?;
     let (http_host, ws_host) = (config.http_host.clone(), config.ws_host.clone());
     let server = start(config)?;
     let mut out = std::io::stdout();
     let _ = writeln!(out, "http listening on http://{}:{}", display_host(&http_host), server.http_port);
     let _ = writeln!(out, "ws listening on ws://{}:{}/", display_host(&ws_host), server.ws_port);
     let _ = out.flush();
-    let signal = wait_for_signal(pipe);
+    let signal = wait_for_signal(&mut signals);
     log::info!("event=server.stopping signal={signal}");
     server.stop();
     Ok(())

@@ -1,5 +1,5 @@
 //! Listening sockets with a deep accept backlog (std's 128 overflows on a burst of connects)
-//! and SO_REUSEADDR, built with libc before `listen`, then handed to std.
+//! and SO_REUSEADDR, set before `listen`, then handed to std.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
@@ -16,111 +16,27 @@ pub fn listen(host: &str, port: u16) -> io::Result<TcpListener> {
     listen_addr(addr)
 }
 
-#[cfg(unix)]
 fn listen_addr(addr: SocketAddr) -> io::Result<TcpListener> {
-    use std::os::fd::FromRawFd;
-    let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-    // SAFETY: plain socket syscalls on a descriptor we own; it is closed on every error path
-    // and otherwise owned by the returned TcpListener.
-    unsafe {
-        let fd = libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let fail = |fd| {
-            let e = io::Error::last_os_error();
-            libc::close(fd);
-            Err(e)
-        };
-        let one: libc::c_int = 1;
-        if libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_REUSEADDR,
-            &one as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        ) != 0
-        {
-            return fail(fd);
-        }
-        let rc = match addr {
-            SocketAddr::V4(a) => {
-                let mut sin: libc::sockaddr_in = std::mem::zeroed();
-                sin.sin_family = libc::AF_INET as libc::sa_family_t;
-                sin.sin_port = a.port().to_be();
-                sin.sin_addr = libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) };
-                libc::bind(
-                    fd,
-                    &sin as *const _ as *const libc::sockaddr,
-                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                )
-            }
-            SocketAddr::V6(a) => {
-                let mut sin6: libc::sockaddr_in6 = std::mem::zeroed();
-                sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-                sin6.sin6_port = a.port().to_be();
-                sin6.sin6_addr = libc::in6_addr { s6_addr: a.ip().octets() };
-                sin6.sin6_scope_id = a.scope_id();
-                libc::bind(
-                    fd,
-                    &sin6 as *const _ as *const libc::sockaddr,
-                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-                )
-            }
-        };
-        if rc != 0 || libc::listen(fd, BACKLOG) != 0 {
-            return fail(fd);
-        }
-        Ok(TcpListener::from_raw_fd(fd))
-    }
-}
-
-#[cfg(not(unix))]
-fn listen_addr(addr: SocketAddr) -> io::Result<TcpListener> {
-    TcpListener::bind(addr)
-}
-
-/// Sets read and write timeouts on a listening socket; on Linux, accepted connections inherit
-/// them, which bounds every blocking read and write of a server that does not expose its
-/// sockets (tiny_http).
-pub fn set_listener_timeouts(listener: &TcpListener, timeout: std::time::Duration) -> io::Result<()> {
+    use socket2::{Domain, Socket, Type};
+    // Close-on-exec from the start (socket2 sets it atomically where the platform can).
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    // On Windows the same option would let another process take the port.
     #[cfg(unix)]
-    {
-        use std::os::fd::AsRawFd;
-        let tv = libc::timeval {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_usec: timeout.subsec_micros() as libc::suseconds_t,
-        };
-        for opt in [libc::SO_RCVTIMEO, libc::SO_SNDTIMEO] {
-            // SAFETY: setsockopt on a descriptor owned by `listener` with a correctly sized timeval.
-            let rc = unsafe {
-                libc::setsockopt(
-                    listener.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    opt,
-                    &tv as *const _ as *const libc::c_void,
-                    std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-                )
-            };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = (listener, timeout);
-    Ok(())
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    Ok(socket.into())
 }
 
 /// Raises the soft open-files limit to the hard limit (1,000 clients need ~2,000 descriptors).
 pub fn raise_nofile_limit() {
     #[cfg(unix)]
-    // SAFETY: getrlimit/setrlimit on a zeroed struct we own.
-    unsafe {
-        let mut rl: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 && rl.rlim_cur < rl.rlim_max {
-            rl.rlim_cur = rl.rlim_max.min(1 << 20);
-            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
+    {
+        use nix::sys::resource::{getrlimit, setrlimit, Resource};
+        if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+            if soft < hard {
+                let _ = setrlimit(Resource::RLIMIT_NOFILE, hard.min(1 << 20), hard);
+            }
         }
     }
 }

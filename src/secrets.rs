@@ -93,8 +93,9 @@ pub fn hand_over(cmd: &mut std::process::Command, secrets: &[(String, String)]) 
 
 #[cfg(target_os = "linux")]
 fn write_memfd(secrets: &[(String, String)]) -> Option<std::os::fd::OwnedFd> {
+    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+    use nix::sys::memfd::{memfd_create, MFdFlags};
     use std::io::Write;
-    use std::os::fd::{FromRawFd, OwnedFd};
     let mut bytes = Vec::new();
     for (k, v) in secrets {
         bytes.extend_from_slice(k.as_bytes());
@@ -102,22 +103,14 @@ fn write_memfd(secrets: &[(String, String)]) -> Option<std::os::fd::OwnedFd> {
         bytes.extend_from_slice(v.as_bytes());
         bytes.push(0);
     }
-    // SAFETY: plain syscall with a NUL-terminated name. No MFD_CLOEXEC: the descriptor must
-    // survive the exec; the new image closes it before starting any thread or child.
-    let fd = unsafe { libc::memfd_create(MEMFD_NAME.as_ptr(), libc::MFD_ALLOW_SEALING) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: `fd` was just returned by memfd_create and is owned by nothing else.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut file = std::fs::File::from(owned);
+    // No MFD_CLOEXEC: the descriptor must survive the exec; the new image closes it before
+    // starting any thread or child.
+    let fd = memfd_create(MEMFD_NAME, MFdFlags::MFD_ALLOW_SEALING).ok()?;
+    let mut file = std::fs::File::from(fd);
     file.write_all(&bytes).ok()?;
     // Sealed, so the receiver can tell our memfd from any other descriptor a caller might
     // name in the variable (only a sealed memfd answers F_GET_SEALS with these seals).
-    // SAFETY: fcntl on a descriptor we own.
-    if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, SEALS) } != 0 {
-        return None;
-    }
+    fcntl(&file, FcntlArg::F_ADD_SEALS(SealFlag::from_bits_retain(SEALS))).ok()?;
     Some(file.into())
 }
 
@@ -147,11 +140,14 @@ fn read_handover(fd: libc::c_int) -> Option<Vec<(String, String)>> {
     use std::os::fd::FromRawFd;
     use std::os::unix::fs::FileExt;
     // SAFETY: fcntl only queries the descriptor; a number that is not open fails with EBADF.
+    // Raw on purpose: a safe wrapper needs a `BorrowedFd`, whose contract (the number is open)
+    // is exactly what this call finds out.
     if fd <= 2 || unsafe { libc::fcntl(fd, libc::F_GET_SEALS) } != SEALS {
         return None;
     }
     // SAFETY: the descriptor is open, is the sealed memfd the previous image left for us, and
-    // nothing else in this image refers to it; the File closes it on drop.
+    // nothing else in this image refers to it; the File closes it on drop. (Taking ownership of
+    // an inherited descriptor number is unsafe in any wrapper.)
     let file = unsafe { std::fs::File::from_raw_fd(fd) };
     let len = file.metadata().ok()?.len().min(MAX_HANDOVER_BYTES);
     let mut bytes = vec![0u8; len as usize];

@@ -227,43 +227,20 @@ fn guarded(req: &Req, api: &api::Api, request_id: &str) -> Resp {
     }
 }
 
-/// How often the idle listener is woken (see [`wake_accept`]); well under [`SOCKET_TIMEOUT`].
-const ACCEPT_WAKE: Duration = Duration::from_secs(4);
-
-/// The listener carries [`SOCKET_TIMEOUT`] so accepted connections inherit read and write
-/// timeouts, but on Linux that timeout also applies to `accept` itself, and tiny_http ends its
-/// accept thread on the first error: left idle that long, the API would stop answering. A
-/// connection to ourselves every few seconds keeps `accept` returning in time (tiny_http reads
-/// EOF from it and drops it; no request reaches the router).
-fn wake_accept(addr: &std::net::SocketAddr) {
-    let mut target = *addr;
-    if target.ip().is_unspecified() {
-        target.set_ip(match target {
-            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
-    if let Err(e) = std::net::TcpStream::connect_timeout(&target, Duration::from_secs(1)) {
-        log::debug!("event=http.accept_wake.failed error_kind={:?}", e.kind());
-    }
+/// What tiny_http puts on each connection it accepts: every read and write of a request head,
+/// a body and a response waits at most [`SOCKET_TIMEOUT`], so a peer that stalls is dropped.
+pub fn connection_config() -> tiny_http::ConnectionConfig {
+    tiny_http::ConnectionConfig { read_timeout: Some(SOCKET_TIMEOUT), write_timeout: Some(SOCKET_TIMEOUT) }
 }
 
 /// The `http` thread: serves until `shutdown` is set (checked every 250 ms, and at once after
 /// [`tiny_http::Server::unblock`]), then joins its body and slow-route threads.
 pub fn serve(server: Arc<tiny_http::Server>, api: Arc<api::Api>, shutdown: &AtomicBool) {
-    let own_addr = server.server_addr().to_ip();
-    let mut woken = std::time::Instant::now();
     let slow = Arc::new(AtomicUsize::new(0));
     let readers = Arc::new(body::Readers::new(body::MAX_BODY_READERS, body::MAX_BODY_READERS_PER_PEER));
     // `http-body` and `http-slow` threads still running, joined on stop.
     let mut helpers: Vec<JoinHandle<()>> = Vec::new();
     loop {
-        if woken.elapsed() >= ACCEPT_WAKE {
-            if let Some(addr) = &own_addr {
-                wake_accept(addr);
-            }
-            woken = std::time::Instant::now();
-        }
         let rq = match server.recv_timeout(Duration::from_millis(250)) {
             Ok(Some(rq)) => rq,
             Ok(None) => {

@@ -12,7 +12,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::{AsRawFd, FromRawFd};
+use std::os::unix::io::AsRawFd;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -407,14 +407,10 @@ fn cstring(name: &OsStr, raw: &str) -> Result<CString, String> {
 /// decides whether it is a real directory).
 fn mkdir_at(dir: &File, name: &OsStr, raw: &str) -> Result<(), String> {
     let cname = cstring(name, raw)?;
-    // SAFETY: `dir` is an open directory and `cname` NUL-terminated.
-    if unsafe { libc::mkdirat(dir.as_raw_fd(), cname.as_ptr(), 0o755) } != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EEXIST) {
-            return Err(format!("Write failed: {e}"));
-        }
+    match nix::sys::stat::mkdirat(dir, cname.as_c_str(), nix::sys::stat::Mode::from_bits_truncate(0o755)) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => Ok(()),
+        Err(e) => Err(format!("Write failed: {}", io::Error::from(e))),
     }
-    Ok(())
 }
 
 /// The entries of an open directory with their types as listed (symlinks not followed). Read
@@ -435,16 +431,9 @@ pub fn read_names(dir: &File) -> io::Result<Vec<(OsString, fs::FileType)>> {
 
 /// `openat(dir, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644)` as an owned File.
 fn open_at(dir: &File, name: &OsStr, flags: libc::c_int) -> io::Result<File> {
-    let cname = CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let flags = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
-    // SAFETY: `dir` is an open directory descriptor and `cname` a NUL-terminated name; the
-    // returned descriptor is owned by the File below and nowhere else.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), cname.as_ptr(), flags, 0o644 as libc::c_uint) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by openat and is not owned elsewhere.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    use nix::fcntl::OFlag;
+    let flags = OFlag::from_bits_retain(flags) | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    Ok(File::from(nix::fcntl::openat(dir, name, flags, nix::sys::stat::Mode::from_bits_truncate(0o644))?))
 }
 
 fn open_error(raw: &str, e: &io::Error) -> String {

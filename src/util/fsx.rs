@@ -8,7 +8,7 @@
 use std::ffi::{CStr, CString};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 /// Mode of every directory the server creates for its own data.
@@ -273,43 +273,41 @@ pub fn read_opt(path: &Path) -> io::Result<Option<String>> {
 /// name directly under `root` (`renameat` moves a link itself, never its target). At most
 /// three descriptors are open at a time and no path is longer than `root` plus one name.
 pub fn remove_tree(root: &Path) -> io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
+    use nix::fcntl::renameat;
+    use nix::unistd::UnlinkatFlags;
     match fs::symlink_metadata(root) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
         Ok(m) if !m.is_dir() => return fs::remove_file(root),
         Ok(_) => {}
     }
-    let top = open_dir(libc::AT_FDCWD, &CString::new(root.as_os_str().as_bytes())?)?;
+    let top = open_dir(nix::fcntl::AT_FDCWD, root)?;
     let tag = super::rand::hex(6);
     let mut hoisted = 0u64;
     // Directories still to empty, each `root` itself (`None`) or a name directly under it.
     let mut pending: Vec<Option<CString>> = vec![None];
     while let Some(name) = pending.pop() {
         let dir = match &name {
-            None => open_dir(top.as_raw_fd(), c".")?,
-            Some(n) => open_dir(top.as_raw_fd(), n)?,
+            None => open_dir(top.as_fd(), c".")?,
+            Some(n) => open_dir(top.as_fd(), n.as_c_str())?,
         };
-        for (entry, is_dir) in list_dir(dir.try_clone()?)? {
+        for (entry, is_dir) in list_dir(&dir)? {
             if !is_dir {
-                gone_ok(unlink_at(dir.as_raw_fd(), &entry, 0))?;
+                gone_ok(unlink_at(&dir, &entry, UnlinkatFlags::NoRemoveDir))?;
             } else if name.is_none() {
                 pending.push(Some(entry));
             } else {
                 let to = CString::new(format!(".remove-{tag}-{hoisted}"))?;
                 hoisted += 1;
-                // SAFETY: both descriptors are open directories and both names are C strings.
-                let r = unsafe { libc::renameat(dir.as_raw_fd(), entry.as_ptr(), top.as_raw_fd(), to.as_ptr()) };
-                if r == 0 {
-                    pending.push(Some(to));
-                } else {
-                    gone_ok(Err(io::Error::last_os_error()))?;
+                match renameat(&dir, entry.as_c_str(), &top, to.as_c_str()) {
+                    Ok(()) => pending.push(Some(to)),
+                    Err(e) => gone_ok(Err(e.into()))?,
                 }
             }
         }
         drop(dir);
         if let Some(n) = &name {
-            gone_ok(unlink_at(top.as_raw_fd(), n, libc::AT_REMOVEDIR))?;
+            gone_ok(unlink_at(&top, n, UnlinkatFlags::RemoveDir))?;
         }
     }
     drop(top);
@@ -325,68 +323,41 @@ fn gone_ok(r: io::Result<()>) -> io::Result<()> {
 }
 
 /// `name` opened as a directory relative to `at`, never through a symlink.
-fn open_dir(at: RawFd, name: &CStr) -> io::Result<OwnedFd> {
-    // SAFETY: `name` is a C string; a non-negative result is a descriptor we now own.
-    let fd = unsafe {
-        libc::openat(at, name.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just opened and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+fn open_dir<P: ?Sized + nix::NixPath>(at: BorrowedFd<'_>, name: &P) -> io::Result<OwnedFd> {
+    use nix::fcntl::{openat, OFlag};
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    Ok(openat(at, name, flags, nix::sys::stat::Mode::empty())?)
 }
 
-/// `unlinkat(2)`: removes the file (or, with `AT_REMOVEDIR`, the empty directory) `name` in `dir`.
-fn unlink_at(dir: RawFd, name: &CStr, flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: `dir` is an open directory and `name` a C string.
-    if unsafe { libc::unlinkat(dir, name.as_ptr(), flags) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+/// `unlinkat(2)`: removes the file (or, with `RemoveDir`, the empty directory) `name` in `dir`.
+fn unlink_at(dir: &OwnedFd, name: &CStr, flags: nix::unistd::UnlinkatFlags) -> io::Result<()> {
+    Ok(nix::unistd::unlinkat(dir, name, flags)?)
 }
 
-/// The entries of the directory `dir` (consumed) without `.` and `..`, each with whether it is
-/// a directory itself (not a link to one).
-fn list_dir(dir: OwnedFd) -> io::Result<Vec<(CString, bool)>> {
-    let raw = dir.into_raw_fd();
-    // SAFETY: `raw` is an open directory descriptor; on success the stream owns it.
-    let stream = unsafe { libc::fdopendir(raw) };
-    if stream.is_null() {
-        let e = io::Error::last_os_error();
-        // SAFETY: fdopendir failed, so the descriptor is still ours to close.
-        unsafe { libc::close(raw) };
-        return Err(e);
-    }
+/// The entries of the directory `dir` without `.` and `..`, each with whether it is a
+/// directory itself (not a link to one).
+fn list_dir(dir: &OwnedFd) -> io::Result<Vec<(CString, bool)>> {
+    use nix::dir::{Dir, Type};
+    use nix::fcntl::AtFlags;
+    // The listing owns (and closes) a duplicate: `dir` stays open for the caller.
+    let mut stream = Dir::from_fd(dir.try_clone()?)?;
     let mut out = Vec::new();
-    loop {
-        // SAFETY: `stream` is open. A read error also ends the listing; whatever it left
-        // unlisted makes removing the directory fail, so it is not lost silently.
-        let entry = unsafe { libc::readdir(stream) };
-        if entry.is_null() {
-            break;
-        }
-        // SAFETY: a non-null entry stays valid until the next readdir on this stream.
-        let (name, kind) = unsafe { (CStr::from_ptr((*entry).d_name.as_ptr()).to_owned(), (*entry).d_type) };
-        if name.as_bytes() == b"." || name.as_bytes() == b".." {
+    // A read error ends the listing; whatever it left unlisted makes removing the directory
+    // fail, so it is not lost silently.
+    for entry in stream.iter().map_while(Result::ok) {
+        let name = entry.file_name();
+        if name.to_bytes() == b"." || name.to_bytes() == b".." {
             continue;
         }
-        let is_dir = match kind {
-            libc::DT_DIR => true,
-            libc::DT_UNKNOWN => {
-                // SAFETY: a zeroed stat is a valid out-buffer; `stream`'s descriptor is open.
-                let mut st: libc::stat = unsafe { std::mem::zeroed() };
-                let r =
-                    unsafe { libc::fstatat(libc::dirfd(stream), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
-                r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR
-            }
-            _ => false,
+        let is_dir = match entry.file_type() {
+            Some(Type::Directory) => true,
+            // The file system did not say (DT_UNKNOWN): ask without following a link.
+            None => nix::sys::stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+            Some(_) => false,
         };
-        out.push((name, is_dir));
+        out.push((name.to_owned(), is_dir));
     }
-    // SAFETY: `stream` is open and closed once, with its descriptor.
-    unsafe { libc::closedir(stream) };
     Ok(out)
 }
 

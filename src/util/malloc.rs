@@ -77,7 +77,8 @@ pub fn tune_at_startup<T>(prepare: impl FnOnce(&mut std::process::Command) -> T)
 pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns unused pages to the OS; it has no preconditions and
-    // glibc makes it thread-safe (it takes each arena's lock).
+    // glibc makes it thread-safe (it takes each arena's lock). Raw libc: a glibc extension no
+    // safe wrapper covers.
     unsafe {
         libc::malloc_trim(0);
     }

@@ -63,7 +63,8 @@ fn convert(secs: i64) -> Local {
     #[cfg(unix)]
     {
         let t: libc::time_t = secs as libc::time_t;
-        // SAFETY: `tm` is plain data; localtime_r only writes into it and reads `t`.
+        // SAFETY: `tm` is plain data; localtime_r only writes into it and reads `t`. Raw libc:
+        // nix and std wrap no local-time call, and a time-zone crate would be far larger.
         let mut tm: libc::tm = unsafe { std::mem::zeroed() };
         let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
         if ok {

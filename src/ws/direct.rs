@@ -46,28 +46,22 @@ pub fn text_header(len: usize) -> ([u8; 10], usize) {
 /// (frames that arrive together leave together).
 #[cfg(target_os = "linux")]
 pub fn send_texts<T: AsRef<str>>(stream: &TcpStream, texts: &[T]) -> Sent {
-    use std::os::fd::AsRawFd;
+    use std::io::IoSlice;
     let mut whole = 0;
     for batch in texts.chunks(MAX_FRAMES) {
         // On the stack (about 3.5 KiB): most sends are one frame and allocate nothing.
         let mut headers = [([0u8; 10], 0usize); MAX_FRAMES];
-        let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 2 * MAX_FRAMES];
-        for (i, text) in batch.iter().enumerate() {
-            let text = text.as_ref();
-            headers[i] = text_header(text.len());
-            iov[2 * i] = libc::iovec { iov_base: headers[i].0.as_ptr() as *mut libc::c_void, iov_len: headers[i].1 };
-            iov[2 * i + 1] = libc::iovec { iov_base: text.as_ptr() as *mut libc::c_void, iov_len: text.len() };
+        for (header, text) in headers.iter_mut().zip(batch) {
+            *header = text_header(text.as_ref().len());
         }
-        // SAFETY: an all-zero msghdr is valid (no name, no control data); it points at the
-        // first `2 * batch.len()` entries of `iov`, whose buffers (`headers`, `batch`) outlive
-        // the call and are only read by the kernel.
-        let sent = unsafe {
-            let mut msg: libc::msghdr = std::mem::zeroed();
-            msg.msg_iov = iov.as_mut_ptr();
-            msg.msg_iovlen = (2 * batch.len()) as _;
-            libc::sendmsg(stream.as_raw_fd(), &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
-        };
-        let Ok(mut n) = usize::try_from(sent) else {
+        let mut iov = [IoSlice::new(&[]); 2 * MAX_FRAMES];
+        for (i, ((header, hlen), text)) in headers.iter().zip(batch).enumerate() {
+            iov[2 * i] = IoSlice::new(&header[..*hlen]);
+            iov[2 * i + 1] = IoSlice::new(text.as_ref().as_bytes());
+        }
+        let sent = socket2::SockRef::from(stream)
+            .send_vectored_with_flags(&iov[..2 * batch.len()], libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL);
+        let Ok(mut n) = sent else {
             return if whole == 0 { Sent::Nothing } else { Sent::Part { whole, rest: Vec::new() } };
         };
         for ((header, hlen), text) in headers.iter().zip(batch) {
@@ -100,17 +94,8 @@ pub fn send_texts<T: AsRef<str>>(stream: &TcpStream, texts: &[T]) -> Sent {
 /// Writes bytes without blocking; how many it took (`None`: nothing).
 #[cfg(target_os = "linux")]
 pub fn send_bytes(stream: &TcpStream, bytes: &[u8]) -> Option<usize> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: `bytes` outlives the call and is only read by the kernel.
-    let sent = unsafe {
-        libc::send(
-            stream.as_raw_fd(),
-            bytes.as_ptr() as *const libc::c_void,
-            bytes.len(),
-            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-        )
-    };
-    usize::try_from(sent).ok().filter(|n| *n > 0 || bytes.is_empty())
+    let sent = socket2::SockRef::from(stream).send_with_flags(bytes, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL);
+    sent.ok().filter(|n| *n > 0 || bytes.is_empty())
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -1,5 +1,5 @@
 //! Bounded HTTP requests before any check: request heads (64 KiB, 100 fields -> 431, read
-//! with bounded memory), a deadline for each whole body, per-peer body readers, and refusals
+//! with bounded memory, cut when they stall), a deadline for each whole body, per-peer body readers, and refusals
 //! that end the connection instead of draining it. Raw sockets on the test thread and on
 //! writer threads; peers other than 127.0.0.1 are other loopback addresses (127.0.0.2).
 
@@ -200,6 +200,24 @@ fn patch_head(port: u16, len: usize) -> String {
     format!(
         "PATCH /api/sessions/nope HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n"
     )
+}
+
+#[test]
+fn a_stalled_head_is_cut_at_the_socket_timeout() {
+    // tiny_http gives each accepted connection the server's 15 s read timeout
+    // (vendor/tiny_http/PATCHES.md); a head that stops arriving ends there.
+    let server = TestServer::start();
+    let mut stalled = connect(&server);
+    stalled.write_all(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n").expect("write half a head");
+    stalled.set_read_timeout(Some(Duration::from_secs(30))).expect("read timeout");
+    let started = Instant::now();
+    let mut buf = [0u8; 64];
+    let n = stalled.read(&mut buf).unwrap_or(0);
+    let waited = started.elapsed();
+    assert_eq!(n, 0, "the server answered half a request head");
+    assert!(waited < Duration::from_secs(25), "a stalled connection was held for {waited:?}");
+    assert_eq!(health_within(&server, PROMPT), Some(200));
+    assert!(!server.log_text().contains("Error accepting"), "tiny_http's accept thread failed");
 }
 
 #[test]

@@ -131,6 +131,20 @@ fn file_tools_and_save_memory_happy_paths() {
     assert!(fake.failures().is_empty(), "{:?}", fake.failures());
 }
 
+/// The server takes SIGINT/SIGTERM through a handler, never by blocking them: std does not
+/// reset the signal mask of the processes it spawns, so a blocked pair would reach every
+/// command, and a command's own Ctrl-C or `timeout` would stop working.
+#[test]
+fn exec_commands_start_with_no_signal_blocked() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    std::fs::create_dir_all(server.home.join("workspace")).expect("workspace");
+    let mut ws = WsClient::connect(&server);
+    let command = "awk '/^SigBlk/ {print $2}' /proc/self/status";
+    let r = tool_turn(&server, &fake, &mut ws, "exec", &json!({ "command": command }));
+    assert_eq!(r.model_text, format!("$ {command}\nexit code: 0\n\n0000000000000000"));
+}
+
 #[test]
 fn web_tools_through_a_turn() {
     let (page, _stop_page) = static_http(

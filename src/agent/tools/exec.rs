@@ -178,10 +178,7 @@ impl Tool for Exec {
 
 fn kill_group(pgid: libc::pid_t) {
     if pgid > 0 {
-        // SAFETY: plain syscall; a negative pid addresses the process group led by the shell.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
     }
 }
 

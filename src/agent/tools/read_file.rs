@@ -139,9 +139,7 @@ mod tests {
     #[test]
     fn fifo_is_refused_without_blocking() {
         let sb = Sandbox::new();
-        let p = std::ffi::CString::new(sb.ws.join("pipe").display().to_string()).unwrap();
-        // SAFETY: valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(p.as_ptr(), 0o644) }, 0);
+        nix::unistd::mkfifo(&sb.ws.join("pipe"), nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
         let out = run(&sb, "pipe");
         assert_eq!(out.for_model, "Error: pipe is not a file");
     }

@@ -156,7 +156,7 @@ impl Transport for StdioTransport {
             let deadline = Instant::now() + self.grace;
             let mut exited = wait_exited(&mut child, self.pid, deadline);
             if !exited {
-                signal_group(self.pid, libc::SIGTERM);
+                signal_group(self.pid, nix::sys::signal::Signal::SIGTERM);
                 exited = wait_exited(&mut child, self.pid, Instant::now() + TERM_GRACE);
             }
             if !exited {
@@ -324,22 +324,21 @@ fn exit_reason(child: &Mutex<Option<Child>>, tail: &Mutex<VecDeque<String>>) -> 
 /// How our child `pid` ended ("exit status: 3", "signal: 9"), without reaping it.
 #[cfg(target_os = "linux")]
 fn peek_exit(_child: &Mutex<Option<Child>>, pid: u32) -> Option<String> {
-    // SAFETY: waitid with WNOWAIT only inspects the state of our own child; siginfo is plain data.
-    let (r, info) = unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let r = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
-        (r, info)
-    };
-    // SAFETY: si_pid/si_status are valid for SIGCHLD-type siginfo, which waitid fills in.
-    let (si_pid, status) = unsafe { (info.si_pid(), info.si_status()) };
-    if r != 0 || si_pid == 0 {
-        return None;
-    }
-    Some(match info.si_code {
-        libc::CLD_EXITED => format!("exit status: {status}"),
-        libc::CLD_KILLED | libc::CLD_DUMPED => format!("signal: {status}"),
-        _ => format!("status: {status}"),
+    use nix::sys::wait::WaitStatus;
+    Some(match peek(pid).ok()? {
+        WaitStatus::Exited(_, status) => format!("exit status: {status}"),
+        WaitStatus::Signaled(_, signal, _) => format!("signal: {}", signal as i32),
+        WaitStatus::StillAlive => return None,
+        other => format!("status: {other:?}"),
     })
+}
+
+/// `waitid(WEXITED | WNOHANG | WNOWAIT)`: the state of our own child, leaving it unreaped.
+#[cfg(target_os = "linux")]
+fn peek(pid: u32) -> nix::Result<nix::sys::wait::WaitStatus> {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    waitid(Id::Pid(nix::unistd::Pid::from_raw(pid as i32)), flags)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -390,12 +389,7 @@ fn wait_exited(child: &mut Child, pid: u32, deadline: Instant) -> bool {
 
 #[cfg(target_os = "linux")]
 fn has_exited(_child: &mut Child, pid: u32) -> bool {
-    // SAFETY: waitid with WNOWAIT only inspects the state of our own child; siginfo is plain data.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let r = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
-        r != 0 || info.si_pid() != 0
-    }
+    !matches!(peek(pid), Ok(nix::sys::wait::WaitStatus::StillAlive))
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -403,19 +397,14 @@ fn has_exited(child: &mut Child, _pid: u32) -> bool {
     !matches!(child.try_wait(), Ok(None))
 }
 
-fn signal_group(pid: u32, sig: i32) {
-    #[cfg(unix)]
-    // SAFETY: kill(2) on our child's process group; the leader is not reaped yet, so the id is ours.
-    unsafe {
-        libc::kill(-(pid as i32), sig);
-    }
-    #[cfg(not(unix))]
-    let _ = (pid, sig);
+/// Signals our child's process group; the leader is not reaped yet, so the id is still ours.
+fn signal_group(pid: u32, sig: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), sig);
 }
 
 /// SIGKILLs what is left of the group, then reaps the leader.
 fn kill_and_reap(child: &mut Child, pid: u32) {
-    signal_group(pid, libc::SIGKILL);
+    signal_group(pid, nix::sys::signal::Signal::SIGKILL);
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -5,6 +5,7 @@ use std::os::unix::net as unix_net;
 use std::{
     net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs},
     path::PathBuf,
+    time::Duration,
 };
 
 /// Unified listener. Either a [`TcpListener`] or [`std::os::unix::net::UnixListener`]
@@ -22,18 +23,40 @@ impl Listener {
         }
     }
 
-    pub(crate) fn accept(&self) -> std::io::Result<(Connection, Option<SocketAddr>)> {
-        match self {
-            // Responses go out as several writes (head, body pieces); with Nagle on, a
-            // keep-alive client's delayed ACK held the last piece back for ~40 ms.
-            Self::Tcp(l) => l.accept().map(|(conn, addr)| {
-                let _ = conn.set_nodelay(true);
-                (Connection::from(conn), Some(addr))
-            }),
-            #[cfg(unix)]
-            Self::Unix(l) => l.accept().map(|(conn, _)| (Connection::from(conn), None)),
+    /// (cashcode patch) Each accepted connection gets `config`'s timeouts before anything
+    /// reads from it. A connection whose timeouts cannot be set is closed and the next one
+    /// accepted: an error returned from here would end the accept thread.
+    pub(crate) fn accept(
+        &self,
+        config: &ConnectionConfig,
+    ) -> std::io::Result<(Connection, Option<SocketAddr>)> {
+        loop {
+            let accepted = match self {
+                // Responses go out as several writes (head, body pieces); with Nagle on, a
+                // keep-alive client's delayed ACK held the last piece back for ~40 ms.
+                Self::Tcp(l) => l.accept().map(|(conn, addr)| {
+                    let _ = conn.set_nodelay(true);
+                    (Connection::from(conn), Some(addr))
+                })?,
+                #[cfg(unix)]
+                Self::Unix(l) => l.accept().map(|(conn, _)| (Connection::from(conn), None))?,
+            };
+            match accepted.0.set_timeouts(config) {
+                Ok(()) => return Ok(accepted),
+                Err(e) => log::debug!("Closing a connection whose timeouts failed: {}", e),
+            }
         }
     }
+}
+
+/// (cashcode patch) Settings put on every connection the server accepts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectionConfig {
+    /// Longest wait of one read (`SO_RCVTIMEO`); `None` waits forever. A read that times out
+    /// ends the connection, so this bounds a request head that stops arriving.
+    pub read_timeout: Option<Duration>,
+    /// Longest wait of one write (`SO_SNDTIMEO`); `None` waits forever.
+    pub write_timeout: Option<Duration>,
 }
 impl From<TcpListener> for Listener {
     fn from(s: TcpListener) -> Self {
@@ -95,6 +118,20 @@ impl Connection {
             Self::Tcp(s) => s.shutdown(how),
             #[cfg(unix)]
             Self::Unix(s) => s.shutdown(how),
+        }
+    }
+
+    fn set_timeouts(&self, config: &ConnectionConfig) -> std::io::Result<()> {
+        match self {
+            Self::Tcp(s) => {
+                s.set_read_timeout(config.read_timeout)?;
+                s.set_write_timeout(config.write_timeout)
+            }
+            #[cfg(unix)]
+            Self::Unix(s) => {
+                s.set_read_timeout(config.read_timeout)?;
+                s.set_write_timeout(config.write_timeout)
+            }
         }
     }
 
@@ -193,5 +230,46 @@ impl std::fmt::Display for ListenAddr {
             #[cfg(unix)]
             Self::Unix(s) => std::fmt::Debug::fmt(s, f),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Connection, ConnectionConfig, Listener};
+    use std::net::{TcpListener, TcpStream};
+    use std::time::Duration;
+
+    #[test]
+    fn accepted_connections_get_the_configured_timeouts() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let listener = Listener::from(listener);
+        let _client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let config = ConnectionConfig {
+            read_timeout: Some(Duration::from_millis(1500)),
+            write_timeout: Some(Duration::from_millis(2500)),
+        };
+        let (conn, addr) = listener.accept(&config).unwrap();
+        assert!(addr.is_some());
+        let Connection::Tcp(s) = conn else {
+            panic!("a TCP listener accepted a Unix connection")
+        };
+        assert_eq!(s.read_timeout().unwrap(), config.read_timeout);
+        assert_eq!(s.write_timeout().unwrap(), config.write_timeout);
+        assert!(s.nodelay().unwrap());
+    }
+
+    #[test]
+    fn without_a_config_accepted_connections_wait_forever() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let listener = Listener::from(listener);
+        let _client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (conn, _) = listener.accept(&ConnectionConfig::default()).unwrap();
+        let Connection::Tcp(s) = conn else {
+            panic!("a TCP listener accepted a Unix connection")
+        };
+        assert_eq!(s.read_timeout().unwrap(), None);
+        assert_eq!(s.write_timeout().unwrap(), None);
     }
 }

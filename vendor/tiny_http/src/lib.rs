@@ -114,7 +114,7 @@ use connection::Connection;
 use util::MessagesQueue;
 
 pub use common::{HTTPVersion, Header, HeaderField, Method, StatusCode};
-pub use connection::{ConfigListenAddr, ListenAddr, Listener};
+pub use connection::{ConfigListenAddr, ConnectionConfig, ListenAddr, Listener};
 pub use request::{ReadWrite, Request};
 pub use response::{Response, ResponseBox};
 pub use test::TestRequest;
@@ -246,6 +246,25 @@ impl Server {
         listener: L,
         ssl_config: Option<SslConfig>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
+        Self::from_listener_with_config(listener, ssl_config, ConnectionConfig::default())
+    }
+
+    /// (cashcode patch) `from_listener`, with `connections` applied to every accepted
+    /// connection. Timeouts belong on the accepted sockets, not on the listener: on Linux a
+    /// listener's `SO_RCVTIMEO` also bounds `accept`, and the accept thread ends on its first
+    /// error, so a quiet spell that long would stop the server.
+    pub fn from_listener_with_config<L: Into<Listener>>(
+        listener: L,
+        ssl_config: Option<SslConfig>,
+        connections: ConnectionConfig,
+    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
+        // A zero timeout is refused by the socket call; refused here, once, rather than
+        // closing every connection.
+        if connections.read_timeout == Some(Duration::ZERO)
+            || connections.write_timeout == Some(Duration::ZERO)
+        {
+            return Err("a connection timeout of zero".into());
+        }
         let listener = listener.into();
         // building the "close" variable
         let close_trigger = Arc::new(AtomicBool::new(false));
@@ -294,7 +313,7 @@ impl Server {
 
             log::debug!("Running accept thread");
             while !inside_close_trigger.load(Relaxed) {
-                let new_client = match server.accept() {
+                let new_client = match server.accept(&connections) {
                     Ok((sock, _)) => {
                         use util::RefinedTcpStream;
                         let (read_closable, write_closable) = match ssl {
