@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::history::{lock, ChatState};
+use super::history::ChatState;
 use super::prompt;
 use super::tools::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use super::Deps;
@@ -18,6 +18,7 @@ use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
 use crate::memory_jobs::consolidator::Job;
 use crate::store::chats::{PendingTurn, Record};
 use crate::util::cancel::CancelToken;
+use crate::util::sync::{self, lock};
 use crate::util::{rand, text, time};
 use crate::ws::wire::{Event, CANCELLED};
 
@@ -461,7 +462,7 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<super::history::ChatState>) ->
     let mut st = lock(state);
     st.extend(records);
     let mut changed = false;
-    let turn_meta = t.turn_state.as_ref().map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).metadata.clone());
+    let turn_meta = t.turn_state.as_ref().map(|s| sync::lock(s).metadata.clone());
     for key in TURN_METADATA_KEYS {
         let value = turn_meta.as_ref().and_then(|m| m.get(key)).cloned().unwrap_or_else(|| Value::Object(Map::new()));
         if st.metadata.get(key) != Some(&value) {

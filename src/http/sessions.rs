@@ -8,10 +8,10 @@ use serde_json::{json, Map, Value};
 use super::api::{only, Api};
 use super::shape::{Body, Issue, Query};
 use super::{Req, Resp};
-use crate::agent::history::lock;
 use crate::agent::turn::RESULT_PREVIEW;
 use crate::store::chats::{valid_chat_id, Record, SessionInfo};
 use crate::store::paging;
+use crate::util::sync::lock;
 use crate::util::text;
 use crate::ws::protocol::sanitize_list;
 

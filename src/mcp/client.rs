@@ -23,9 +23,10 @@ use super::jsonrpc::{self, Id};
 use super::transport::sse::SseTransport;
 use super::transport::stdio::{self, StdioTransport};
 use super::transport::streamable_http::StreamableHttpTransport;
-use super::transport::{lock, Inbox, Outgoing, Transport, TransportSpec};
+use super::transport::{Inbox, Outgoing, Transport, TransportSpec};
 use super::{Error, Result};
 use crate::util::cancel::CancelToken;
+use crate::util::sync::lock;
 use crate::util::text;
 
 /// The version we offer.

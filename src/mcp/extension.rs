@@ -366,7 +366,7 @@ pub fn purge_activations(agent: &Weak<crate::agent::Agent>, names: &[String]) {
     for info in chats {
         let id = info.chat_id.as_str();
         if let Some(state) = deps.cache.peek(id) {
-            let mut st = crate::agent::history::lock(&state);
+            let mut st = crate::util::sync::lock(&state);
             let mut meta = Value::Object(std::mem::take(&mut st.metadata));
             activation::purge_metadata(&mut meta, names);
             if let Value::Object(m) = meta {

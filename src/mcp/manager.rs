@@ -25,10 +25,10 @@ use super::pins::{self, Pins};
 use super::search::{self, SearchIndex};
 use super::status::{redact_line, redact_status, Status};
 use super::tool::LiveTool;
-use super::transport::lock;
 use super::views::{ApiError, Change, ChangeList, ServerList, ServerView, ToolListing, ToolSource, ToolView, Version};
 use super::{Error, Result};
 use crate::util::cancel::CancelToken;
+use crate::util::sync::lock;
 use crate::util::text;
 
 /// The callback route of browser OAuth flows (`http::mcp_routes`).

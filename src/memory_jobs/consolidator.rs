@@ -13,10 +13,11 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError};
 use serde_json::json;
 
-use crate::agent::history::{lock, ChatState};
+use crate::agent::history::ChatState;
 use crate::agent::prompt::SUMMARY_MARKER;
 use crate::llm::client::LlmClient;
 use crate::store::chats::{ChatStore, Record};
+use crate::util::sync::{self, lock};
 
 pub const KEEP_RATIO: f64 = 0.5;
 pub const SUMMARY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -104,7 +105,7 @@ impl Consolidator {
         if !over {
             return;
         }
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut running = sync::lock(&self.running);
         if running.contains(&job.chat_id) {
             return;
         }
@@ -117,7 +118,7 @@ impl Consolidator {
     /// Stops the thread: it finishes the job it is running (server stop shuts the LLM agents
     /// down, so a model call in flight fails at once) and runs no queued one.
     pub fn close(&self) {
-        self.stop.lock().unwrap_or_else(|p| p.into_inner()).take();
+        sync::lock(&self.stop).take();
     }
 }
 
@@ -145,7 +146,7 @@ fn work(
             Ok(false) => {}
             Err(e) => log::warn!("event=consolidation.failed chat_id={} error=\"{e}\"", job.chat_id),
         }
-        running.lock().unwrap_or_else(|p| p.into_inner()).remove(&job.chat_id);
+        sync::lock(running).remove(&job.chat_id);
     }
 }
 

@@ -2,7 +2,8 @@
 //! atomic file writes, text cutting, secret redaction, the SSE parser, blocking calls on helper
 //! threads (`blocking`),
 //! joins with a deadline, the allocator policy, the URL/origin parser, the JSON nesting check and
-//! Python-spaced JSON. Any thread may call them.
+//! Python-spaced JSON, and lock acquisition that recovers from poisoning (`sync`). Any thread may
+//! call them.
 
 pub mod blocking;
 pub mod bm25;
@@ -18,6 +19,7 @@ pub mod pyjson;
 pub mod rand;
 pub mod redact;
 pub mod sse;
+pub mod sync;
 pub mod text;
 pub mod time;
 pub mod url;

@@ -19,6 +19,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use super::direct::Sent;
 use super::wire::{self, Event};
 use crate::bus::EventSink;
+use crate::util::sync;
 
 /// Events kept per chat for replay.
 pub const RING_CAPACITY: usize = 4096;
@@ -149,7 +150,7 @@ impl Conn {
     }
 
     fn writer(&self) -> MutexGuard<'_, Writer> {
-        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.writer)
     }
 
     /// Starts the writer thread unless it runs (or the queue is read directly); false when
@@ -190,7 +191,7 @@ impl Conn {
 
     /// The writer thread's hold on the socket (see `write_lock`).
     pub(super) fn write_lock(&self) -> MutexGuard<'_, ()> {
-        self.write_lock.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.write_lock)
     }
 
     /// Writes text frames straight to the socket if nothing is queued, the writer is idle
@@ -327,7 +328,7 @@ impl ChatChan {
 type Chan = Arc<Mutex<ChatChan>>;
 
 fn lock_chan(chan: &Chan) -> MutexGuard<'_, ChatChan> {
-    chan.lock().unwrap_or_else(|p| p.into_inner())
+    sync::lock(chan)
 }
 
 struct Inner {
@@ -382,7 +383,7 @@ impl Hub {
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
-        let mut g: MutexGuard<'_, Inner> = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g: MutexGuard<'_, Inner> = sync::lock(&self.inner);
         f(&mut g)
     }
 
@@ -500,7 +501,7 @@ fn join(chan: &mut ChatChan, chat_id: &str, conn: &Arc<Conn>) -> Option<String> 
         return None;
     }
     chan.subs.push(Arc::clone(conn));
-    let mut chats = conn.chats.lock().unwrap_or_else(|p| p.into_inner());
+    let mut chats = sync::lock(&conn.chats);
     chats.push_back(chat_id.to_string());
     (chats.len() > MAX_CHATS_PER_CONN).then(|| chats.pop_front()).flatten()
 }

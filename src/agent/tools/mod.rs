@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::config::Config;
 use crate::util::cancel::CancelToken;
+use crate::util::sync;
 
 pub mod edit_file;
 pub mod exec;
@@ -103,7 +104,7 @@ pub struct TurnCtx {
 
 impl TurnCtx {
     pub fn state(&self) -> MutexGuard<'_, TurnState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.state)
     }
 }
 
@@ -185,7 +186,7 @@ impl SchemaCache {
 
     /// `tool.schema()` as JSON text.
     pub fn json(&self, tool: &Arc<dyn Tool>) -> Arc<str> {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = sync::lock(&self.0);
         if let Some((cached, json)) = map.get(tool.name()) {
             if Arc::ptr_eq(cached, tool) {
                 return Arc::clone(json);
