@@ -1,9 +1,9 @@
 //! Small shared helpers: the turn cancel token, the BM25 scorer, time formatting, randomness,
-//! atomic file writes, text cutting, secret redaction, the SSE parser, blocking calls on helper
-//! threads (`blocking`),
-//! joins with a deadline, the allocator policy, the URL/origin parser, the JSON nesting check,
-//! Python-spaced JSON, the pydantic-style 422 item (`pydantic`) and lock acquisition that
-//! recovers from poisoning (`sync`). Any thread may call them.
+//! atomic file writes, text cutting, secret redaction and the [`secret::Secret`] wrapper, the
+//! SSE parser, blocking calls on helper threads (`blocking`), joins with a deadline, the
+//! allocator policy, the URL/origin parser, the JSON nesting check, Python-spaced JSON, the
+//! pydantic-style 422 item (`pydantic`) and lock acquisition that recovers from poisoning
+//! (`sync`). Any thread may call them.
 
 pub mod blocking;
 pub mod bm25;
@@ -19,6 +19,7 @@ pub mod pydantic;
 pub mod pyjson;
 pub mod rand;
 pub mod redact;
+pub mod secret;
 pub mod sse;
 pub mod sync;
 pub mod text;

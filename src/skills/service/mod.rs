@@ -200,7 +200,7 @@ impl SkillService {
     pub fn from_config(cfg: &crate::config::Config, tools: BTreeSet<String>) -> Result<Arc<SkillService>> {
         let paths = SkillPaths::under(&cfg.data_dir);
         super::builtin::install(&paths.builtin)?;
-        let vars = cfg.vars.clone();
+        let vars = cfg.vars.map().clone();
         SkillService::new(
             paths,
             Arc::new(move || DepProbe { tools: tools.clone(), mcp_servers: Default::default(), vars: vars.clone() }),
