@@ -102,7 +102,7 @@ impl Log for Logger {
     }
 
     fn flush(&self) {
-        let _ = self.file.lock().map(|mut s| s.file.flush());
+        let _ = sync::lock(&self.file).file.flush();
     }
 }
 

@@ -455,7 +455,7 @@ impl Hub {
 
     /// Removes a closed connection from every chat it joined.
     pub fn disconnect(&self, conn: &Conn) {
-        let chats = conn.chats.lock().map(|mut c| std::mem::take(&mut *c)).unwrap_or_default();
+        let chats = std::mem::take(&mut *sync::lock(&conn.chats));
         let chans: Vec<Chan> = self.with(|inner| chats.iter().filter_map(|id| inner.chats.get(id).cloned()).collect());
         for chan in chans {
             lock_chan(&chan).subs.retain(|c| c.id != conn.id);
