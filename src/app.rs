@@ -113,7 +113,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         LlmRuntime::load(
             config.llm_settings_path(),
             config.llm_timeout,
-            config.deepseek_api_key.as_deref(),
+            config.deepseek_api_key.as_ref().map(|k| k.expose().as_str()),
             config.deepseek_api_base.as_deref(),
         )
         .with_secrets(config.secrets.clone()),
@@ -161,7 +161,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
     // Skills see the configured MCP servers (dependency probe, refreshed after MCP catalog
     // changes) and prepare required servers like `mcp_prepare` does.
     {
-        let (tools, vars, probe_mcp) = (registry.clone(), config.vars.clone(), Arc::clone(&mcp));
+        let (tools, vars, probe_mcp) = (registry.clone(), config.vars.map().clone(), Arc::clone(&mcp));
         skills
             .set_probe(Arc::new(move || crate::skills::catalog::DepProbe {
                 tools: tools.clone(),
@@ -232,7 +232,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         &config.http_host,
         http_addr.port(),
         loopback_only,
-        config.token.clone(),
+        config.token.as_ref().map(|t| t.expose().clone()),
     );
 
     let shutdown = Arc::new(AtomicBool::new(false));

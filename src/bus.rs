@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::llm::Provider;
 use crate::util::cancel::CancelToken;
+use crate::util::sync;
 use crate::wire::Event;
 
 /// Messages that may wait behind a running turn of one chat.
@@ -115,11 +116,11 @@ impl Bus {
     }
 
     fn runs(&self) -> MutexGuard<'_, HashMap<String, ChatRun>> {
-        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.runs)
     }
 
     fn dispatch(&self) -> MutexGuard<'_, Dispatch> {
-        self.dispatch.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.dispatch)
     }
 
     /// Queues a turn; `Err(detail)` when the chat's queue is full or the bus is closed.

@@ -4,10 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Bound::{Excluded, Included};
+use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
 use crate::secrets::{is_secret_name, Secrets, REDACTED};
+use crate::util::secret::Secret;
 use crate::util::url::is_loopback;
 
 pub const DEFAULT_HTTP_PORT: u16 = 8000;
@@ -23,7 +27,13 @@ pub const DEFAULT_CONSOLIDATE_CHARS: usize = 40_000;
 pub const DEFAULT_CONTEXT_BUDGET_CHARS: usize = 200_000;
 /// The smallest budget accepted: the system prompt and tool schemas alone take several thousand.
 pub const MIN_CONTEXT_BUDGET_CHARS: usize = 4_000;
+/// The largest budget accepted.
+pub const MAX_CONTEXT_BUDGET_CHARS: usize = 1 << 30;
 pub const DEFAULT_WORKERS: usize = 32;
+/// Largest accepted `CASHCODE_WORKERS`.
+pub const MAX_WORKERS: usize = 1024;
+/// Days a rotated log file is kept (`CASHCODE_LOG_RETENTION_DAYS`, at most 3650).
+pub const DEFAULT_LOG_RETENTION_DAYS: u32 = 10;
 /// Default browser origins allowed when `CASHCODE_ALLOWED_ORIGINS` is unset (the Vite dev server).
 pub const DEFAULT_ORIGINS: &[&str] = &["http://127.0.0.1:5173", "http://localhost:5173"];
 /// LLM HTTP timeout for connect and for each read (the SDK's 60 s).
@@ -144,8 +154,9 @@ impl Default for McpConfig {
 }
 
 /// Fully resolved configuration, passed to every constructor. Its `Debug` output never shows
-/// a secret (the token, the legacy key, secret-named variables).
-#[derive(Clone)]
+/// a secret: the token and the legacy key are [`Secret`]s, secret-named variables print
+/// redacted ([`Vars`]) and the registry prints only its size.
+#[derive(Debug, Clone)]
 pub struct Config {
     pub http_host: String,
     pub http_port: u16,
@@ -154,7 +165,7 @@ pub struct Config {
     /// Browser origins allowed besides the server's own HTTP origin.
     pub allowed_origins: Vec<String>,
     /// From `CASHCODE_TOKEN` or the file named by `CASHCODE_TOKEN_FILE`.
-    pub token: Option<String>,
+    pub token: Option<Secret<String>>,
     pub data_dir: PathBuf,
     pub memory_dir: PathBuf,
     pub config_dir: PathBuf,
@@ -190,60 +201,17 @@ pub struct Config {
     /// `SKILL_EVOLUTION_*`.
     pub skill_evolution: SkillEvolutionConfig,
     /// Legacy one-time migration inputs (read only when llm.json does not exist).
-    pub deepseek_api_key: Option<String>,
+    pub deepseek_api_key: Option<Secret<String>>,
     pub deepseek_api_base: Option<String>,
     /// Every variable seen (env + .env): the skills dependency probe checks `requires.env`
     /// against them. Settings are parsed into the typed fields above, never read from here.
-    pub vars: BTreeMap<String, String>,
+    pub vars: Vars,
     /// Known secret values, seeded with the token and the secret variables' values; shared
     /// (live) with the LLM runtime, the MCP manager, the turn loop and the logger.
     pub secrets: Secrets,
     /// Problems worth telling the operator that do not stop start-up (a short token, a token
     /// file others can read); `app::run` logs them once logging is up.
     pub warnings: Vec<String>,
-}
-
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let hidden = |v: &Option<String>| v.as_ref().map(|_| REDACTED);
-        let vars: BTreeMap<&str, &str> = self
-            .vars
-            .iter()
-            .map(|(k, v)| (k.as_str(), if is_secret_name(k) { REDACTED } else { v.as_str() }))
-            .collect();
-        f.debug_struct("Config")
-            .field("http_host", &self.http_host)
-            .field("http_port", &self.http_port)
-            .field("ws_host", &self.ws_host)
-            .field("ws_port", &self.ws_port)
-            .field("allowed_origins", &self.allowed_origins)
-            .field("token", &hidden(&self.token))
-            .field("data_dir", &self.data_dir)
-            .field("memory_dir", &self.memory_dir)
-            .field("config_dir", &self.config_dir)
-            .field("workspace_dir", &self.workspace_dir)
-            .field("log_dir", &self.log_dir)
-            .field("project_dir", &self.project_dir)
-            .field("client_dir", &self.client_dir)
-            .field("dream_interval", &self.dream_interval)
-            .field("consolidate_chars", &self.consolidate_chars)
-            .field("context_budget_chars", &self.context_budget_chars)
-            .field("replay_ttl", &self.replay_ttl)
-            .field("max_clients", &self.max_clients)
-            .field("ws_ping", &self.ws_ping)
-            .field("workers", &self.workers)
-            .field("llm_timeout", &self.llm_timeout)
-            .field("log_retention_days", &self.log_retention_days)
-            .field("mcp", &self.mcp)
-            .field("file_log_level", &self.file_log_level)
-            .field("console_log_level", &self.console_log_level)
-            .field("deepseek_api_key", &hidden(&self.deepseek_api_key))
-            .field("deepseek_api_base", &self.deepseek_api_base)
-            .field("vars", &vars)
-            .field("secrets", &self.secrets)
-            .field("warnings", &self.warnings)
-            .finish()
-    }
 }
 
 /// Skill self-evolution (docs/skills.md §12): the switch and its thresholds, validated at start-up.
@@ -350,13 +318,101 @@ pub fn from_args_env(args: impl IntoIterator<Item = String>, secrets: Vec<(Strin
     parse(args, env, &cwd, exe.as_deref())
 }
 
-/// Pure core of [`from_args_env`], testable without touching the process environment.
-pub fn parse(
-    args: impl IntoIterator<Item = String>,
-    env: BTreeMap<String, String>,
-    cwd: &Path,
-    exe: Option<&Path>,
-) -> Result<Command, Error> {
+/// Every variable seen (flags, environment, `.env`), as given. `Debug` shows a secret-named
+/// variable's value as redacted. The typed readers below are the one way `parse` reads a
+/// setting: the value trimmed, an empty one unset, a bad one an [`Error`] naming the variable.
+#[derive(Clone, Default)]
+pub struct Vars(BTreeMap<String, String>);
+
+impl fmt::Debug for Vars {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, v)| (k, if is_secret_name(k) { REDACTED } else { v.as_str() })))
+            .finish()
+    }
+}
+
+/// `0 < s <= 86400`, the MCP timeouts' range.
+const MCP_SECS: (Bound<f64>, Bound<f64>) = (Excluded(0.0), Included(86_400.0));
+
+impl Vars {
+    /// Every variable, as given (the skills dependency probe).
+    pub fn map(&self) -> &BTreeMap<String, String> {
+        &self.0
+    }
+
+    /// `name`'s value, trimmed; `None` when unset or blank.
+    fn get(&self, name: &str) -> Option<String> {
+        self.0.get(name).map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+    }
+
+    /// `name` as a `T` within `range`, `None` when unset; else `{name} must be {expected}, got '…'`.
+    fn num<T: FromStr + PartialOrd>(
+        &self,
+        name: &str,
+        range: impl RangeBounds<T>,
+        expected: &str,
+    ) -> Result<Option<T>, Error> {
+        self.get(name)
+            .map(|v| v.parse::<T>().ok().filter(|n| range.contains(n)).ok_or_else(|| must_be(name, expected, &v)))
+            .transpose()
+    }
+
+    /// A whole number in `1..=max`; the error names the range, then `unit`.
+    fn count<T: FromStr + PartialOrd + From<u8> + fmt::Display>(
+        &self,
+        name: &str,
+        max: T,
+        unit: &str,
+    ) -> Result<Option<T>, Error> {
+        let expected = format!("1..{max}{unit}");
+        self.num(name, T::from(1)..=max, &expected)
+    }
+
+    /// Seconds, fractions allowed, within `range` (which keeps out NaN, infinity and negatives).
+    fn secs(&self, name: &str, range: impl RangeBounds<f64>, expected: &str) -> Result<Option<Duration>, Error> {
+        Ok(self.num(name, range, expected)?.map(Duration::from_secs_f64))
+    }
+
+    /// A switch: 1/true/yes/on or 0/false/no/off, any case.
+    fn flag(&self, name: &str) -> Result<Option<bool>, Error> {
+        self.get(name)
+            .map(|v| match v.to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => Ok(true),
+                "0" | "false" | "no" | "off" => Ok(false),
+                _ => Err(must_be(name, "1 or 0", &v)),
+            })
+            .transpose()
+    }
+
+    /// A log level (`warning` is `warn`), `default` when unset.
+    fn level(&self, name: &str, default: log::LevelFilter) -> Result<log::LevelFilter, Error> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) if v.eq_ignore_ascii_case("warning") => Ok(log::LevelFilter::Warn),
+            Some(v) => v.parse().map_err(|_| must_be(name, "a log level", &v)),
+        }
+    }
+
+    /// A directory, relative ones against `cwd`.
+    fn dir(&self, cwd: &Path, name: &str) -> Option<PathBuf> {
+        self.get(name).map(|p| resolve(cwd, &p))
+    }
+}
+
+fn must_be(name: &str, expected: &str, got: &str) -> Error {
+    Error(format!("{name} must be {expected}, got '{got}'"))
+}
+
+/// What the command line asked for before any variable is read.
+enum Cli {
+    Help,
+    Version,
+    /// The flags' values by variable name, and the `.env` file named by `--env-file`.
+    Run(BTreeMap<&'static str, String>, Option<PathBuf>),
+}
+
+fn read_args(args: impl IntoIterator<Item = String>, cwd: &Path) -> Result<Cli, Error> {
     let mut flags: BTreeMap<&'static str, String> = BTreeMap::new();
     let mut env_file: Option<PathBuf> = None;
     let mut it = args.into_iter();
@@ -366,8 +422,8 @@ pub fn parse(
             _ => (arg.clone(), None),
         };
         match name.as_str() {
-            "-h" | "--help" => return Ok(Command::Help),
-            "-V" | "--version" => return Ok(Command::Version),
+            "-h" | "--help" => return Ok(Cli::Help),
+            "-V" | "--version" => return Ok(Cli::Version),
             "--env-file" => {
                 let v = inline.or_else(|| it.next()).ok_or_else(|| Error("--env-file needs a value".into()))?;
                 env_file = Some(cwd.join(v));
@@ -382,8 +438,17 @@ pub fn parse(
             }
         }
     }
+    Ok(Cli::Run(flags, env_file))
+}
 
-    // .env: explicit file must exist; the default one is optional. Real env wins over it.
+/// The `.env` file, then the environment, then the flags, each overriding the one before. An
+/// explicit `--env-file` must exist; the default `./.env` is optional.
+fn gather(
+    flags: BTreeMap<&'static str, String>,
+    env_file: Option<PathBuf>,
+    env: BTreeMap<String, String>,
+    cwd: &Path,
+) -> Result<Vars, Error> {
     let mut vars = BTreeMap::new();
     let dotenv = env_file.clone().unwrap_or_else(|| cwd.join(".env"));
     match std::fs::read_to_string(&dotenv) {
@@ -392,89 +457,59 @@ pub fn parse(
         Err(_) => {}
     }
     vars.extend(env);
-    for (k, v) in &flags {
-        vars.insert((*k).to_string(), v.clone());
+    for (k, v) in flags {
+        vars.insert(k.to_string(), v);
     }
-    let get = |k: &str| vars.get(k).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    Ok(Vars(vars))
+}
 
-    let project_dir = get("CASHCODE_PROJECT_DIR").map(|p| resolve(cwd, &p)).or_else(|| find_project(cwd, exe));
-    let home = match get("CASHCODE_HOME") {
-        Some(h) => resolve(cwd, &h),
+/// Pure core of [`from_args_env`], testable without touching the process environment.
+pub fn parse(
+    args: impl IntoIterator<Item = String>,
+    env: BTreeMap<String, String>,
+    cwd: &Path,
+    exe: Option<&Path>,
+) -> Result<Command, Error> {
+    let vars = match read_args(args, cwd)? {
+        Cli::Help => return Ok(Command::Help),
+        Cli::Version => return Ok(Command::Version),
+        Cli::Run(flags, env_file) => gather(flags, env_file, env, cwd)?,
+    };
+
+    let project_dir = vars.dir(cwd, "CASHCODE_PROJECT_DIR").or_else(|| find_project(cwd, exe));
+    let home = match vars.dir(cwd, "CASHCODE_HOME") {
+        Some(h) => h,
         None => match &project_dir {
             Some(p) => p.clone(),
-            None => default_home(&vars),
+            None => default_home(vars.map()),
         },
     };
-    let dir = |var: &str, default: PathBuf| get(var).map(|p| resolve(cwd, &p)).unwrap_or(default);
+    let dir = |var: &str, default: PathBuf| vars.dir(cwd, var).unwrap_or(default);
 
-    let port = |var: &str, default: u16| -> Result<u16, Error> {
-        match get(var) {
-            None => Ok(default),
-            Some(v) => v.parse().map_err(|_| Error(format!("{var} must be a port number, got '{v}'"))),
-        }
-    };
-    let dream = match get("DREAM_INTERVAL") {
-        None => DEFAULT_DREAM_INTERVAL_SECS,
-        Some(v) => v.parse::<u64>().map_err(|_| Error(format!("DREAM_INTERVAL must be whole seconds, got '{v}'")))?,
-    };
-    // A whole number in 1..=max, when set.
-    let ranged = |var: &str, max: u64, unit: &str| -> Result<Option<u64>, Error> {
-        get(var)
-            .map(|v| {
-                v.parse::<u64>()
-                    .ok()
-                    .filter(|n| (1..=max).contains(n))
-                    .ok_or_else(|| Error(format!("{var} must be 1..{max}{unit}, got '{v}'")))
-            })
-            .transpose()
-    };
-    let workers = ranged("CASHCODE_WORKERS", 1024, "")?.map_or(DEFAULT_WORKERS, |n| n as usize);
-    let consolidate_chars = match get("CASHCODE_CONSOLIDATE_CHARS") {
-        None => DEFAULT_CONSOLIDATE_CHARS,
-        Some(v) => v.parse().map_err(|_| Error(format!("CASHCODE_CONSOLIDATE_CHARS must be a number, got '{v}'")))?,
-    };
-    let context_budget_chars = match get("CASHCODE_CONTEXT_BUDGET_CHARS") {
-        None => DEFAULT_CONTEXT_BUDGET_CHARS,
-        Some(v) => {
-            v.trim().parse::<usize>().ok().filter(|n| (MIN_CONTEXT_BUDGET_CHARS..=1 << 30).contains(n)).ok_or_else(
-                || {
-                    Error(format!(
-                        "CASHCODE_CONTEXT_BUDGET_CHARS must be {MIN_CONTEXT_BUDGET_CHARS}..1073741824, got '{v}'"
-                    ))
-                },
-            )?
-        }
-    };
-    let replay_ttl = ranged("CASHCODE_REPLAY_TTL", 86_400, " seconds")?.map_or(DEFAULT_REPLAY_TTL, Duration::from_secs);
-    let max_clients =
-        ranged("CASHCODE_MAX_CLIENTS", MAX_MAX_CLIENTS as u64, "")?.map_or(DEFAULT_MAX_CLIENTS, |n| n as usize);
-    let ws_ping = ranged("CASHCODE_WS_PING_SECS", 3600, "")?.map_or(DEFAULT_WS_PING, Duration::from_secs);
-    let llm_timeout = match get("CASHCODE_LLM_TIMEOUT") {
-        None => DEFAULT_LLM_TIMEOUT,
-        Some(v) => Duration::from_secs_f64(
-            v.parse::<f64>()
-                .ok()
-                .filter(|s| *s > 0.0 && *s < 86_400.0)
-                .ok_or_else(|| Error(format!("CASHCODE_LLM_TIMEOUT must be seconds, got '{v}'")))?,
-        ),
-    };
-    let http_body_timeout =
-        match get("CASHCODE_HTTP_BODY_TIMEOUT") {
-            None => DEFAULT_HTTP_BODY_TIMEOUT,
-            Some(v) => Duration::from_secs_f64(v.parse::<f64>().ok().filter(|s| *s > 0.0 && *s <= 3600.0).ok_or_else(
-                || Error(format!("CASHCODE_HTTP_BODY_TIMEOUT must be seconds (0 < s <= 3600), got '{v}'")),
-            )?),
-        };
-    let retention = ranged("CASHCODE_LOG_RETENTION_DAYS", 3650, "")?.map_or(10, |d| d as u32);
-    let web_fetch_allow_private = match get("CASHCODE_WEB_FETCH_ALLOW_PRIVATE") {
-        None => false,
-        Some(v) => match v.to_ascii_lowercase().as_str() {
-            "1" | "true" | "yes" | "on" => true,
-            "0" | "false" | "no" | "off" => false,
-            _ => return Err(Error(format!("CASHCODE_WEB_FETCH_ALLOW_PRIVATE must be 1 or 0, got '{v}'"))),
-        },
-    };
-    let web_search_url = match get("CASHCODE_WEB_SEARCH_URL") {
+    let dream = vars.num("DREAM_INTERVAL", .., "whole seconds")?.unwrap_or(DEFAULT_DREAM_INTERVAL_SECS);
+    let workers = vars.count("CASHCODE_WORKERS", MAX_WORKERS, "")?.unwrap_or(DEFAULT_WORKERS);
+    let consolidate_chars =
+        vars.num("CASHCODE_CONSOLIDATE_CHARS", .., "a number")?.unwrap_or(DEFAULT_CONSOLIDATE_CHARS);
+    let context_budget_chars = vars
+        .num(
+            "CASHCODE_CONTEXT_BUDGET_CHARS",
+            MIN_CONTEXT_BUDGET_CHARS..=MAX_CONTEXT_BUDGET_CHARS,
+            &format!("{MIN_CONTEXT_BUDGET_CHARS}..{MAX_CONTEXT_BUDGET_CHARS}"),
+        )?
+        .unwrap_or(DEFAULT_CONTEXT_BUDGET_CHARS);
+    let replay_ttl =
+        vars.count("CASHCODE_REPLAY_TTL", 86_400, " seconds")?.map_or(DEFAULT_REPLAY_TTL, Duration::from_secs);
+    let max_clients = vars.count("CASHCODE_MAX_CLIENTS", MAX_MAX_CLIENTS, "")?.unwrap_or(DEFAULT_MAX_CLIENTS);
+    let ws_ping = vars.count("CASHCODE_WS_PING_SECS", 3600, "")?.map_or(DEFAULT_WS_PING, Duration::from_secs);
+    let llm_timeout = vars
+        .secs("CASHCODE_LLM_TIMEOUT", (Excluded(0.0), Excluded(86_400.0)), "seconds")?
+        .unwrap_or(DEFAULT_LLM_TIMEOUT);
+    let http_body_timeout = vars
+        .secs("CASHCODE_HTTP_BODY_TIMEOUT", (Excluded(0.0), Included(3600.0)), "seconds (0 < s <= 3600)")?
+        .unwrap_or(DEFAULT_HTTP_BODY_TIMEOUT);
+    let log_retention_days = vars.count("CASHCODE_LOG_RETENTION_DAYS", 3650, "")?.unwrap_or(DEFAULT_LOG_RETENTION_DAYS);
+    let web_fetch_allow_private = vars.flag("CASHCODE_WEB_FETCH_ALLOW_PRIVATE")?.unwrap_or(false);
+    let web_search_url = match vars.get("CASHCODE_WEB_SEARCH_URL") {
         None => None,
         Some(v) => match crate::util::url::Origin::check(&v) {
             Ok(_) => Some(v),
@@ -483,21 +518,13 @@ pub fn parse(
                 return Err(Error("CASHCODE_WEB_SEARCH_URL must not carry user info (user:password@)".into()))
             }
             Err(crate::util::url::UrlError::NotHttp) => {
-                return Err(Error(format!("CASHCODE_WEB_SEARCH_URL must be an http or https URL, got '{v}'")))
+                return Err(must_be("CASHCODE_WEB_SEARCH_URL", "an http or https URL", &v))
             }
         },
     };
     let mcp = {
         let secs = |var: &str, default: Duration| -> Result<Duration, Error> {
-            match get(var) {
-                None => Ok(default),
-                Some(v) => v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|s| *s > 0.0 && *s <= 86_400.0)
-                    .map(Duration::from_secs_f64)
-                    .ok_or_else(|| Error(format!("{var} must be seconds (0 < s <= 86400), got '{v}'"))),
-            }
+            Ok(vars.secs(var, MCP_SECS, "seconds (0 < s <= 86400)")?.unwrap_or(default))
         };
         let d = McpConfig::default();
         McpConfig {
@@ -508,52 +535,24 @@ pub fn parse(
             elicitation_timeout: secs("CASHCODE_MCP_ELICITATION_TIMEOUT", d.elicitation_timeout)?,
         }
     };
-    let level = |var: &str, default: log::LevelFilter| -> Result<log::LevelFilter, Error> {
-        match get(var) {
-            None => Ok(default),
-            Some(v) => {
-                let v = if v.eq_ignore_ascii_case("warning") { "warn".to_string() } else { v };
-                v.parse().map_err(|_| Error(format!("{var} must be a log level, got '{v}'")))
-            }
-        }
-    };
 
     let mut warnings = Vec::new();
-    let token = match (get("CASHCODE_TOKEN"), get("CASHCODE_TOKEN_FILE")) {
-        (Some(_), Some(_)) => {
-            return Err(Error("set CASHCODE_TOKEN (--token) or CASHCODE_TOKEN_FILE (--token-file), not both".into()))
-        }
-        (Some(t), None) => Some(t),
-        (None, Some(p)) => Some(read_token_file(&resolve(cwd, &p), &mut warnings)?),
-        (None, None) => None,
-    };
-    if token.as_ref().is_some_and(|t| t.chars().count() < MIN_TOKEN_CHARS) {
-        warnings.push(format!(
-            "the access token is shorter than {MIN_TOKEN_CHARS} characters and easy to guess; use a long random one (e.g. `openssl rand -hex 32`)"
-        ));
-    }
-    // Known secret values: the token and every secret-named variable, except those naming a
-    // place (`*_FILE`, `*_PATH`, `*_DIR`: the token file's content is registered as the token).
-    let names_place = |k: &str| ["_FILE", "_PATH", "_DIR"].iter().any(|s| k.to_ascii_uppercase().ends_with(s));
-    let secrets = Secrets::new();
-    let secret_vars = vars.iter().filter(|(k, _)| is_secret_name(k) && !names_place(k)).map(|(_, v)| v.clone());
-    secrets.set("config", token.iter().cloned().chain(secret_vars));
-    let skill_evolution = SkillEvolutionConfig::from_vars(get)?;
-
-    let client_dir = get("CASHCODE_CLIENT_DIR")
-        .map(|p| resolve(cwd, &p))
-        .or_else(|| project_dir.as_ref().map(|p| p.join("client").join("dist")));
+    let token = read_token(&vars, cwd, &mut warnings)?;
+    let secrets = known_secrets(&vars, token.as_deref());
+    let skill_evolution = SkillEvolutionConfig::from_vars(|k| vars.get(k))?;
+    let client_dir =
+        vars.dir(cwd, "CASHCODE_CLIENT_DIR").or_else(|| project_dir.as_ref().map(|p| p.join("client").join("dist")));
 
     let config = Config {
-        http_host: get("CASHCODE_HOST").unwrap_or_else(|| DEFAULT_HOST.into()),
-        http_port: port("CASHCODE_PORT", DEFAULT_HTTP_PORT)?,
-        ws_host: get("WS_HOST").unwrap_or_else(|| DEFAULT_HOST.into()),
-        ws_port: port("WS_PORT", DEFAULT_WS_PORT)?,
-        allowed_origins: parse_origins(get("CASHCODE_ALLOWED_ORIGINS").as_deref()),
-        token,
+        http_host: vars.get("CASHCODE_HOST").unwrap_or_else(|| DEFAULT_HOST.into()),
+        http_port: vars.num("CASHCODE_PORT", .., "a port number")?.unwrap_or(DEFAULT_HTTP_PORT),
+        ws_host: vars.get("WS_HOST").unwrap_or_else(|| DEFAULT_HOST.into()),
+        ws_port: vars.num("WS_PORT", .., "a port number")?.unwrap_or(DEFAULT_WS_PORT),
+        allowed_origins: parse_origins(vars.get("CASHCODE_ALLOWED_ORIGINS").as_deref()),
+        token: token.map(Secret::new),
         data_dir: dir("CASHCODE_DATA_DIR", home.join("data")),
         memory_dir: dir("MEMORY_DIR", home.join("memory")),
-        config_dir: dir("CASHCODE_CONFIG_DIR", default_config_root(&vars)),
+        config_dir: dir("CASHCODE_CONFIG_DIR", default_config_root(vars.map())),
         workspace_dir: dir("WORKSPACE_DIR", home.join("workspace")),
         log_dir: dir("CASHCODE_LOG_DIR", home.join("logs")),
         project_dir,
@@ -567,18 +566,18 @@ pub fn parse(
         workers,
         llm_timeout,
         http_body_timeout,
-        log_retention_days: retention,
+        log_retention_days,
         web_search_url,
         web_fetch_allow_private,
         mcp,
-        file_log_level: level("CASHCODE_FILE_LOG_LEVEL", log::LevelFilter::Debug)?,
-        console_log_level: level("CASHCODE_CONSOLE_LOG_LEVEL", log::LevelFilter::Info)?,
+        file_log_level: vars.level("CASHCODE_FILE_LOG_LEVEL", log::LevelFilter::Debug)?,
+        console_log_level: vars.level("CASHCODE_CONSOLE_LOG_LEVEL", log::LevelFilter::Info)?,
         skill_evolution,
-        deepseek_api_key: get("DEEPSEEK_API_KEY"),
-        deepseek_api_base: get("DEEPSEEK_API_BASE"),
-        vars,
+        deepseek_api_key: vars.get("DEEPSEEK_API_KEY").map(Secret::new),
+        deepseek_api_base: vars.get("DEEPSEEK_API_BASE"),
         secrets,
         warnings,
+        vars,
     };
     if config.token.is_none() && !(is_loopback(&config.http_host) && is_loopback(&config.ws_host)) {
         return Err(Error(
@@ -587,6 +586,35 @@ pub fn parse(
         ));
     }
     Ok(Command::Run(Box::new(config)))
+}
+
+/// The access token from `CASHCODE_TOKEN` or the file `CASHCODE_TOKEN_FILE` names (not both);
+/// a short one adds a warning.
+fn read_token(vars: &Vars, cwd: &Path, warnings: &mut Vec<String>) -> Result<Option<String>, Error> {
+    let token = match (vars.get("CASHCODE_TOKEN"), vars.get("CASHCODE_TOKEN_FILE")) {
+        (Some(_), Some(_)) => {
+            return Err(Error("set CASHCODE_TOKEN (--token) or CASHCODE_TOKEN_FILE (--token-file), not both".into()))
+        }
+        (Some(t), None) => Some(t),
+        (None, Some(p)) => Some(read_token_file(&resolve(cwd, &p), warnings)?),
+        (None, None) => None,
+    };
+    if token.as_ref().is_some_and(|t| t.chars().count() < MIN_TOKEN_CHARS) {
+        warnings.push(format!(
+            "the access token is shorter than {MIN_TOKEN_CHARS} characters and easy to guess; use a long random one (e.g. `openssl rand -hex 32`)"
+        ));
+    }
+    Ok(token)
+}
+
+/// Known secret values: the token and every secret-named variable, except those naming a
+/// place (`*_FILE`, `*_PATH`, `*_DIR`: the token file's content is registered as the token).
+fn known_secrets(vars: &Vars, token: Option<&str>) -> Secrets {
+    let names_place = |k: &str| ["_FILE", "_PATH", "_DIR"].iter().any(|s| k.to_ascii_uppercase().ends_with(s));
+    let secrets = Secrets::new();
+    let secret_vars = vars.map().iter().filter(|(k, _)| is_secret_name(k) && !names_place(k)).map(|(_, v)| v.clone());
+    secrets.set("config", token.map(str::to_string).into_iter().chain(secret_vars));
+    secrets
 }
 
 impl Config {
@@ -759,6 +787,10 @@ mod tests {
         }
     }
 
+    fn token(c: &Config) -> Option<&str> {
+        c.token.as_ref().map(|t| t.expose().as_str())
+    }
+
     #[test]
     fn flags_override_env() {
         let c = run(&["--port", "9001", "--ws-port=0"], &[("CASHCODE_PORT", "9000"), ("HOME", "/h")]).unwrap();
@@ -810,6 +842,94 @@ mod tests {
         let c = run(&[], &[("CASHCODE_HTTP_BODY_TIMEOUT", "0.5")]).unwrap();
         assert_eq!(c.http_body_timeout, Duration::from_millis(500));
         assert_eq!(run(&[], &[]).unwrap().http_body_timeout, DEFAULT_HTTP_BODY_TIMEOUT);
+    }
+
+    /// Every numeric setting: its default, both ends of its range, and the exact message for
+    /// a value outside it or not a number.
+    #[test]
+    fn numeric_settings_defaults_bounds_and_messages() {
+        let err = |var: &str, v: &str| run(&[], &[(var, v)]).unwrap_err().to_string();
+        let ok = |var: &str, v: &str| run(&[], &[(var, v)]).unwrap();
+        let d = run(&[], &[]).unwrap();
+
+        assert_eq!((d.http_port, d.ws_port), (DEFAULT_HTTP_PORT, DEFAULT_WS_PORT));
+        assert_eq!((ok("CASHCODE_PORT", "0").http_port, ok("WS_PORT", "65535").ws_port), (0, 65535));
+        for bad in ["65536", "-1", "x", "80.0"] {
+            assert_eq!(err("CASHCODE_PORT", bad), format!("CASHCODE_PORT must be a port number, got '{bad}'"));
+            assert_eq!(err("WS_PORT", bad), format!("WS_PORT must be a port number, got '{bad}'"));
+        }
+
+        assert_eq!(d.dream_interval, Some(Duration::from_secs(DEFAULT_DREAM_INTERVAL_SECS)));
+        assert_eq!(ok("DREAM_INTERVAL", "0").dream_interval, None);
+        assert_eq!(ok("DREAM_INTERVAL", " 7 ").dream_interval, Some(Duration::from_secs(7)));
+        for bad in ["-1", "1.5", "x"] {
+            assert_eq!(err("DREAM_INTERVAL", bad), format!("DREAM_INTERVAL must be whole seconds, got '{bad}'"));
+        }
+
+        assert_eq!(d.workers, DEFAULT_WORKERS);
+        assert_eq!((ok("CASHCODE_WORKERS", "1").workers, ok("CASHCODE_WORKERS", "1024").workers), (1, 1024));
+        for bad in ["0", "1025", "x"] {
+            assert_eq!(err("CASHCODE_WORKERS", bad), format!("CASHCODE_WORKERS must be 1..1024, got '{bad}'"));
+        }
+
+        assert_eq!(d.consolidate_chars, DEFAULT_CONSOLIDATE_CHARS);
+        assert_eq!(ok("CASHCODE_CONSOLIDATE_CHARS", "0").consolidate_chars, 0);
+        for bad in ["-1", "x"] {
+            assert_eq!(
+                err("CASHCODE_CONSOLIDATE_CHARS", bad),
+                format!("CASHCODE_CONSOLIDATE_CHARS must be a number, got '{bad}'")
+            );
+        }
+
+        let budget = |v: &str| ok("CASHCODE_CONTEXT_BUDGET_CHARS", v).context_budget_chars;
+        assert_eq!((budget("4000"), budget("1073741824")), (4000, 1 << 30));
+        for bad in ["3999", "1073741825"] {
+            assert_eq!(
+                err("CASHCODE_CONTEXT_BUDGET_CHARS", bad),
+                format!("CASHCODE_CONTEXT_BUDGET_CHARS must be 4000..1073741824, got '{bad}'")
+            );
+        }
+
+        assert_eq!(ok("CASHCODE_REPLAY_TTL", "86400").replay_ttl, Duration::from_secs(86_400));
+        assert_eq!(err("CASHCODE_REPLAY_TTL", "0"), "CASHCODE_REPLAY_TTL must be 1..86400 seconds, got '0'");
+        assert_eq!(ok("CASHCODE_MAX_CLIENTS", "65536").max_clients, 65_536);
+        assert_eq!(err("CASHCODE_MAX_CLIENTS", "65537"), "CASHCODE_MAX_CLIENTS must be 1..65536, got '65537'");
+        assert_eq!(ok("CASHCODE_WS_PING_SECS", "3600").ws_ping, Duration::from_secs(3600));
+        assert_eq!(err("CASHCODE_WS_PING_SECS", "0"), "CASHCODE_WS_PING_SECS must be 1..3600, got '0'");
+
+        assert_eq!(d.log_retention_days, DEFAULT_LOG_RETENTION_DAYS);
+        assert_eq!(ok("CASHCODE_LOG_RETENTION_DAYS", "3650").log_retention_days, 3650);
+        assert_eq!(ok("CASHCODE_LOG_RETENTION_DAYS", "1").log_retention_days, 1);
+        for bad in ["0", "3651", "99999999999", "x"] {
+            assert_eq!(
+                err("CASHCODE_LOG_RETENTION_DAYS", bad),
+                format!("CASHCODE_LOG_RETENTION_DAYS must be 1..3650, got '{bad}'")
+            );
+        }
+
+        assert_eq!(d.llm_timeout, DEFAULT_LLM_TIMEOUT);
+        assert_eq!(ok("CASHCODE_LLM_TIMEOUT", "0.5").llm_timeout, Duration::from_millis(500));
+        assert_eq!(ok("CASHCODE_LLM_TIMEOUT", "86399").llm_timeout, Duration::from_secs(86_399));
+        for bad in ["0", "86400", "-1", "x", "NaN", "inf"] {
+            assert_eq!(err("CASHCODE_LLM_TIMEOUT", bad), format!("CASHCODE_LLM_TIMEOUT must be seconds, got '{bad}'"));
+        }
+        assert_eq!(ok("CASHCODE_HTTP_BODY_TIMEOUT", "3600").http_body_timeout, Duration::from_secs(3600));
+        assert_eq!(
+            err("CASHCODE_HTTP_BODY_TIMEOUT", "3601"),
+            "CASHCODE_HTTP_BODY_TIMEOUT must be seconds (0 < s <= 3600), got '3601'"
+        );
+    }
+
+    #[test]
+    fn log_levels() {
+        let d = run(&[], &[]).unwrap();
+        assert_eq!((d.file_log_level, d.console_log_level), (log::LevelFilter::Debug, log::LevelFilter::Info));
+        let c = run(&[], &[("CASHCODE_FILE_LOG_LEVEL", "Warning"), ("CASHCODE_CONSOLE_LOG_LEVEL", "off")]).unwrap();
+        assert_eq!((c.file_log_level, c.console_log_level), (log::LevelFilter::Warn, log::LevelFilter::Off));
+        assert_eq!(
+            run(&[], &[("CASHCODE_CONSOLE_LOG_LEVEL", "loud")]).unwrap_err().to_string(),
+            "CASHCODE_CONSOLE_LOG_LEVEL must be a log level, got 'loud'"
+        );
     }
 
     #[test]
@@ -903,10 +1023,10 @@ mod tests {
         let path = file.display().to_string();
         write("  0123456789abcdef-long-enough\n", 0o600);
         let c = run(&["--token-file", &path], &[]).unwrap();
-        assert_eq!(c.token.as_deref(), Some("0123456789abcdef-long-enough"));
+        assert_eq!(token(&c), Some("0123456789abcdef-long-enough"));
         assert_eq!(c.warnings, Vec::<String>::new());
         let c = run(&[], &[("CASHCODE_TOKEN_FILE", &path), ("WS_HOST", "0.0.0.0")]).unwrap();
-        assert_eq!(c.token.as_deref(), Some("0123456789abcdef-long-enough"), "the file counts as a token");
+        assert_eq!(token(&c), Some("0123456789abcdef-long-enough"), "the file counts as a token");
         assert_eq!(c.secrets.redact("x 0123456789abcdef-long-enough"), "x [REDACTED]");
         assert_eq!(c.secrets.redact(&path), path, "the file's path is not a secret");
 
@@ -956,6 +1076,11 @@ mod tests {
             "{dbg}"
         );
         assert!(dbg.contains("token: Some(\"[REDACTED]\")"), "{dbg}");
+        assert!(dbg.contains("deepseek_api_key: Some(\"[REDACTED]\")"), "{dbg}");
+        // Every field is printed: derived, so none can be left out.
+        for field in ["http_body_timeout", "web_search_url", "web_fetch_allow_private", "skill_evolution: Skill"] {
+            assert!(dbg.contains(field), "{field} in {dbg}");
+        }
         // The secret variables are known values to redact; ordinary ones are not.
         assert_eq!(c.secrets.redact("a sk-deep-VALUE-42 b ghp-VALUE-777 c 1"), "a [REDACTED] b [REDACTED] c 1");
     }

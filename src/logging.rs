@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use log::{LevelFilter, Log, Metadata, Record};
 
 use crate::secrets::Secrets;
-use crate::util::{fsx, redact, time};
+use crate::util::{fsx, redact, sync, time};
 
 struct FileSink {
     dir: PathBuf,
@@ -95,14 +95,14 @@ impl Log for Logger {
                 record.target(),
                 message
             );
-            let mut sink = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            let mut sink = sync::lock(&self.file);
             sink.rotate_if_needed(now as i64);
             let _ = sink.file.write_all(line.as_bytes());
         }
     }
 
     fn flush(&self) {
-        let _ = self.file.lock().map(|mut s| s.file.flush());
+        let _ = sync::lock(&self.file).file.flush();
     }
 }
 

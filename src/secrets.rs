@@ -30,6 +30,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
+use crate::util::sync;
+
 /// The variable that carries the memfd number from the first image to the re-executed one.
 pub const FD_VAR: &str = "CASHCODE_SECRETS_FD";
 /// Known secret values shorter than this (in bytes) are not redacted: a short value such as
@@ -243,7 +245,7 @@ impl Secrets {
 
     /// Replaces the values known from `source`.
     pub fn set(&self, source: &'static str, values: impl IntoIterator<Item = String>) {
-        let mut k = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let mut k = sync::write(&self.inner);
         let values: Vec<String> =
             values.into_iter().map(|v| v.trim().to_string()).filter(|v| v.len() >= MIN_SECRET_LEN).collect();
         k.by_source.insert(source, values);
@@ -255,7 +257,7 @@ impl Secrets {
 
     /// `text` with every known secret value replaced by [`REDACTED`]; borrowed when none occurs.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let k = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let k = sync::read(&self.inner);
         let mut out = Cow::Borrowed(text);
         for secret in &k.all {
             if out.contains(secret.as_str()) {
@@ -267,7 +269,7 @@ impl Secrets {
 
     /// How many values are known (for tests and start-up logging; never the values).
     pub fn len(&self) -> usize {
-        self.inner.read().unwrap_or_else(|p| p.into_inner()).all.len()
+        sync::read(&self.inner).all.len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -128,22 +128,10 @@ pub fn with_seq(mut text: String, seq: u64) -> String {
     debug_assert!(text.ends_with('}'));
     text.pop();
     text.push_str(",\"seq\":");
-    text.push_str(itoa(seq, &mut [0u8; 20]));
+    // Per event: the digits go through a stack buffer, no allocation beyond `text`'s own.
+    text.push_str(itoa::Buffer::new().format(seq));
     text.push('}');
     text
-}
-
-fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &str {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    std::str::from_utf8(&buf[i..]).expect("ASCII digits")
 }
 
 /// A client frame as sent (docs/ws-protocol.md §3), before validation. Extra keys are ignored; a

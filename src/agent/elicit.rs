@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 use crate::bus::EventSink;
 use crate::mcp::elicit::{Answer, Elicitor, Form, Request};
 use crate::util::cancel::CancelToken;
+use crate::util::sync;
 use crate::wire::Event;
 
 /// At most this many elicitations wait at once (across chats); more are declined.
@@ -41,7 +42,7 @@ impl Elicitations {
     }
 
     fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.pending)
     }
 
     /// Elicitations waiting now (tests, diagnostics).

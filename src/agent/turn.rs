@@ -14,10 +14,11 @@ use super::Deps;
 use crate::bus::TurnRequest;
 use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
 use crate::memory_jobs::consolidator::Job;
-use crate::store::cache::{lock, ChatState};
+use crate::store::cache::ChatState;
 use crate::store::chats::{PendingTurn, Record};
 use crate::tool::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use crate::util::cancel::CancelToken;
+use crate::util::sync::{self, lock};
 use crate::util::{rand, text, time};
 use crate::wire::{Event, CANCELLED, RESULT_PREVIEW};
 
@@ -459,7 +460,7 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<ChatState>) -> std::io::Result
     let mut st = lock(state);
     st.extend(records);
     let mut changed = false;
-    let turn_meta = t.turn_state.as_ref().map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).metadata.clone());
+    let turn_meta = t.turn_state.as_ref().map(|s| sync::lock(s).metadata.clone());
     for key in TURN_METADATA_KEYS {
         let value = turn_meta.as_ref().and_then(|m| m.get(key)).cloned().unwrap_or_else(|| Value::Object(Map::new()));
         if st.metadata.get(key) != Some(&value) {

@@ -7,10 +7,11 @@
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Resp, MAX_BODY};
+use crate::util::sync;
 
 /// Bodies being read at once from all peers; with [`super::MAX_BODY`] this bounds what
 /// bodies in flight can hold (24 x 12 MiB).
@@ -143,7 +144,7 @@ impl Readers {
     /// the total only). An IPv4 peer seen over IPv6 counts as itself.
     pub fn acquire(self: &Arc<Self>, peer: Option<IpAddr>) -> Result<Permit, Full> {
         let peer = peer.map(|ip| ip.to_canonical());
-        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut counts = sync::lock(&self.counts);
         let mine = peer.and_then(|ip| counts.per_peer.get(&ip).copied()).unwrap_or(0);
         if peer.is_some() && mine >= self.max_per_peer {
             return Err(Full::Peer);
@@ -160,13 +161,13 @@ impl Readers {
 
     /// Bodies being read now (for tests and logs).
     pub fn in_use(&self) -> usize {
-        self.counts.lock().unwrap_or_else(PoisonError::into_inner).total
+        sync::lock(&self.counts).total
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let mut counts = self.readers.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut counts = sync::lock(&self.readers.counts);
         counts.total = counts.total.saturating_sub(1);
         if let Some(ip) = self.peer {
             if let Some(n) = counts.per_peer.get_mut(&ip) {

@@ -1,6 +1,7 @@
 //! The one request-shape validator of the HTTP API (docs/http-api.md §1 "Error body shapes"): the
-//! FastAPI/pydantic v2 422 items `{type, loc, msg, input, ctx?}` as a typed [`Issue`], and the
-//! checks the routes share on a JSON body ([`Body`]) and on query parameters ([`Query`]).
+//! checks the routes share on a JSON body ([`Body`]) and on query parameters ([`Query`]), each
+//! finding a FastAPI/pydantic v2 422 item ([`Issue`], from `util::pydantic`, where the LLM
+//! settings validation builds its items too).
 //! Checks collect every issue in the order they run (pydantic reports all of them); a route
 //! turns a non-empty list into `422 {"detail": [...]}` with [`Resp::shape`]. Domain rules
 //! (a bad skill name, an unknown MCP server) are not shapes: they stay `{"detail": "<string>"}`.
@@ -8,59 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::{Req, Resp};
-
-/// One part of an issue's location.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum Loc {
-    Key(String),
-    /// A position (the column of a JSON syntax error).
-    Index(usize),
-}
-
-/// One 422 item. Fields in wire order (the original's key-sorted JSON).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Issue {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ctx: Option<Value>,
-    pub input: Value,
-    pub loc: Vec<Loc>,
-    pub msg: String,
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-}
-
-impl Issue {
-    pub fn new(kind: &'static str, loc: &[&str], msg: impl Into<String>, input: Value) -> Issue {
-        Issue { ctx: None, input, loc: loc.iter().map(|s| Loc::Key(s.to_string())).collect(), msg: msg.into(), kind }
-    }
-
-    pub fn with_ctx(mut self, ctx: Value) -> Issue {
-        self.ctx = Some(ctx);
-        self
-    }
-
-    /// The body is not JSON: pydantic's `json_invalid` at the error's column.
-    pub fn json_invalid(e: &serde_json::Error) -> Issue {
-        Issue::json_invalid_at(e.column(), e.to_string())
-    }
-
-    /// `json_invalid` at a byte position, with `error` as its context (nesting refused before
-    /// parsing, see [`crate::util::json::too_deep`]).
-    pub fn json_invalid_at(pos: usize, error: String) -> Issue {
-        Issue {
-            ctx: Some(json!({ "error": error })),
-            input: json!({}),
-            loc: vec![Loc::Key("body".into()), Loc::Index(pos)],
-            msg: "JSON decode error".into(),
-            kind: "json_invalid",
-        }
-    }
-}
+pub use crate::util::pydantic::Issue;
 
 /// Pydantic's lax boolean strings.
 pub fn parse_bool(s: &str) -> Option<bool> {

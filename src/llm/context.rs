@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::client::DISCOVERY_TIMEOUT;
 use super::Provider;
 use crate::util::json::{too_deep, MAX_DEPTH};
+use crate::util::sync;
 
 /// Characters budgeted per reported token: conservative for English (about 4 per token) and
 /// close for CJK text (about 1.5), so a request within it fits the model.
@@ -48,7 +49,7 @@ impl ContextLengths {
     /// a model starts its lookup in the background and answers `None`.
     pub fn chars(self: &Arc<Self>, model: &str, endpoint: impl FnOnce() -> Endpoint) -> Option<usize> {
         {
-            let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+            let mut known = sync::lock(&self.known);
             match known.get(model) {
                 Some(Lookup::Known(tokens)) => return tokens.map(|t| t.saturating_mul(CHARS_PER_TOKEN) as usize),
                 Some(Lookup::Pending) => return None,
@@ -63,10 +64,10 @@ impl ContextLengths {
         let spawned = std::thread::Builder::new().name("llm-context".into()).stack_size(256 * 1024).spawn(move || {
             let tokens = lookup(&ep, &model);
             log::info!("event=llm.context_length provider={} model={model:?} tokens={tokens:?}", ep.provider);
-            me.known.lock().unwrap_or_else(|p| p.into_inner()).insert(model, Lookup::Known(tokens));
+            sync::lock(&me.known).insert(model, Lookup::Known(tokens));
         });
         if spawned.is_err() {
-            self.known.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            sync::lock(&self.known).clear();
         }
         None
     }

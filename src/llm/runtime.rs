@@ -11,6 +11,7 @@ use super::client::{LlmClient, LlmError};
 use super::settings::{self, Settings};
 use super::Provider;
 use crate::secrets::Secrets;
+use crate::util::sync;
 
 struct State {
     /// `Err` when llm.json failed to load at start-up (API reads answer 503).
@@ -70,11 +71,11 @@ impl LlmRuntime {
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|p| p.into_inner())
+        sync::write(&self.state)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(|p| p.into_inner())
+        sync::read(&self.state)
     }
 
     fn install(&self, s: Settings) {

@@ -7,10 +7,11 @@ use std::fmt;
 use std::io;
 use std::path::Path;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::Provider;
 use crate::util::fsx;
+use crate::util::pydantic::Issue;
 use crate::util::url::Origin;
 
 pub const MAX_URL: usize = 2048;
@@ -182,11 +183,12 @@ pub fn normalize_url(field: &str, raw: &str, ollama: bool) -> Result<String, Str
     Ok(format!("{}://{authority}{path}", scheme.to_ascii_lowercase()))
 }
 
-/// A settings-API failure: 422 string detail, or 422 pydantic-style list.
+/// A settings-API failure: 422 string detail, or 422 pydantic-style list (the HTTP layer
+/// renders both).
 #[derive(Debug, Clone, PartialEq)]
 pub enum InputError {
     Invalid(String),
-    Shape(Vec<Value>),
+    Shape(Vec<Issue>),
 }
 
 /// A parsed PUT (or /test) body before merging with the stored key.
@@ -199,10 +201,10 @@ pub struct Draft {
     pub provider: Option<Provider>,
 }
 
-fn shape(kind: &str, loc: &[&str], msg: &str, input: &Value) -> Value {
-    let mut loc_v = vec![Value::from("body")];
-    loc_v.extend(loc.iter().map(|s| Value::from(*s)));
-    json!({"type": kind, "loc": loc_v, "msg": msg, "input": input})
+/// An issue at `body.<loc…>`.
+fn shape(kind: &'static str, loc: &[&str], msg: &str, input: &Value) -> Issue {
+    let loc: Vec<&str> = std::iter::once("body").chain(loc.iter().copied()).collect();
+    Issue::new(kind, &loc, msg, input.clone())
 }
 
 /// Validates the body shape (unknown keys, types, required sections) like pydantic would.
@@ -224,7 +226,7 @@ pub fn parse_body(body: &Value, with_provider: bool) -> Result<Draft, InputError
             errs.push(shape("extra_forbidden", &[k], "Extra inputs are not permitted", &obj[k]));
         }
     }
-    let string_field = |sec: &Map<String, Value>, sk: &str, k: &str, errs: &mut Vec<Value>| -> String {
+    let string_field = |sec: &Map<String, Value>, sk: &str, k: &str, errs: &mut Vec<Issue>| -> String {
         match sec.get(k) {
             None => String::new(),
             Some(Value::String(s)) => s.clone(),
@@ -366,6 +368,7 @@ fn moved_origin(base_url: &str, stored: &Settings) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn url_normalisation() {
@@ -438,7 +441,7 @@ mod tests {
     #[test]
     fn shape_errors_are_listed() {
         let Err(InputError::Shape(e)) = parse_body(&json!({"openai_compatible": {"x": 1}}), false) else { panic!() };
-        let locs: Vec<String> = e.iter().map(|i| i["loc"].to_string()).collect();
+        let locs: Vec<String> = e.iter().map(|i| serde_json::to_value(i).unwrap()["loc"].to_string()).collect();
         assert!(locs.contains(&r#"["body","openai_compatible","x"]"#.to_string()));
         assert!(locs.contains(&r#"["body","ollama"]"#.to_string()));
     }

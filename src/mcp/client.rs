@@ -23,10 +23,11 @@ use super::jsonrpc::{self, Id};
 use super::transport::sse::SseTransport;
 use super::transport::stdio::{self, StdioTransport};
 use super::transport::streamable_http::StreamableHttpTransport;
-use super::transport::{lock, Inbox, Outgoing, Transport, TransportSpec};
+use super::transport::{Inbox, Outgoing, Transport, TransportSpec};
 use super::{Error, Result};
 use crate::config::{DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CALL_TIME, DEFAULT_REQUEST_TIMEOUT};
 use crate::util::cancel::CancelToken;
+use crate::util::sync::lock;
 use crate::util::text;
 
 /// The version we offer.

@@ -20,7 +20,7 @@ use super::status::redact_status;
 use super::tool::LiveTool;
 use super::{fmt_secs, Error};
 use crate::bus::TurnRequest;
-use crate::store::cache::{lock, ChatCache};
+use crate::store::cache::ChatCache;
 use crate::store::chats::ChatStore;
 use crate::tool::args::{lenient, parse_args};
 use crate::tool::{Preparation, Tool, ToolOutput, TurnCtx, TurnExtension, TurnState};
@@ -398,7 +398,7 @@ pub fn purge_activations(store: &ChatStore, cache: &ChatCache, names: &[String])
     for info in chats {
         let id = info.chat_id.as_str();
         if let Some(state) = cache.peek(id) {
-            let mut st = lock(&state);
+            let mut st = crate::util::sync::lock(&state);
             let mut meta = Value::Object(std::mem::take(&mut st.metadata));
             activation::purge_metadata(&mut meta, names);
             if let Value::Object(m) = meta {

@@ -14,8 +14,9 @@ use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError};
 use serde_json::json;
 
 use crate::llm::client::LlmClient;
-use crate::store::cache::{lock, ChatState, SUMMARY_MARKER};
+use crate::store::cache::{ChatState, SUMMARY_MARKER};
 use crate::store::chats::{ChatStore, Record};
+use crate::util::sync::{self, lock};
 
 pub const KEEP_RATIO: f64 = 0.5;
 pub const SUMMARY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -103,7 +104,7 @@ impl Consolidator {
         if !over {
             return;
         }
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut running = sync::lock(&self.running);
         if running.contains(&job.chat_id) {
             return;
         }
@@ -116,7 +117,7 @@ impl Consolidator {
     /// Stops the thread: it finishes the job it is running (server stop shuts the LLM agents
     /// down, so a model call in flight fails at once) and runs no queued one.
     pub fn close(&self) {
-        self.stop.lock().unwrap_or_else(|p| p.into_inner()).take();
+        sync::lock(&self.stop).take();
     }
 }
 
@@ -144,7 +145,7 @@ fn work(
             Ok(false) => {}
             Err(e) => log::warn!("event=consolidation.failed chat_id={} error=\"{e}\"", job.chat_id),
         }
-        running.lock().unwrap_or_else(|p| p.into_inner()).remove(&job.chat_id);
+        sync::lock(running).remove(&job.chat_id);
     }
 }
 

@@ -18,6 +18,7 @@ use crate::llm::runtime::LlmRuntime;
 use crate::store::cache::SUMMARY_MARKER;
 use crate::store::chats::{ChatStore, Record};
 use crate::store::memory_files::MemoryFiles;
+use crate::util::sync;
 
 /// Records per run.
 pub const BATCH: usize = 50;
@@ -130,7 +131,7 @@ impl DreamControl {
     }
 
     fn lock(&self) -> MutexGuard<'_, DreamState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.state)
     }
 
     pub fn state(&self) -> DreamState {

@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Read;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -23,6 +23,7 @@ use super::{SkillError, MAX_SUPPORT_FILE_BYTES, SUPPORT_DIRS};
 use crate::tool::args::{lenient, parse_args};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 use crate::util::pyjson;
+use crate::util::sync::{self, lock};
 
 /// What the skill tools need from the rest of the agent.
 pub trait SkillEnv: Send + Sync {
@@ -56,10 +57,6 @@ pub struct SkillTools {
     loaded: Mutex<HashMap<String, HashSet<(String, String)>>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A loaded skill's three projections plus whether it was a failure.
 fn projection(model: String, public: String, persisted: String) -> ToolOutput {
     ToolOutput { for_model: model, preview: Some(public), for_history: Some(persisted), failed: false }
@@ -76,11 +73,11 @@ impl SkillTools {
 
     /// Replaces the registry/MCP view (when MCP comes up or its configuration changes).
     pub fn set_env(&self, env: Arc<dyn SkillEnv>) {
-        *self.env.write().unwrap_or_else(|e| e.into_inner()) = env;
+        *sync::write(&self.env) = env;
     }
 
     fn env(&self) -> Arc<dyn SkillEnv> {
-        Arc::clone(&self.env.read().unwrap_or_else(|e| e.into_inner()))
+        Arc::clone(&sync::read(&self.env))
     }
 
     /// Starts a turn of `chat_id`: nothing is loaded yet.

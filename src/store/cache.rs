@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use super::chats::{ChatStore, Record};
+use crate::util::sync;
 
 /// Prefix of a consolidation summary when sent to the model (the original's "history summary").
 pub const SUMMARY_MARKER: &str = "[\u{5386}\u{53f2}\u{6458}\u{8981}]";
@@ -240,10 +241,6 @@ pub struct ChatCache {
     keep_chars: usize,
 }
 
-pub fn lock(state: &Mutex<ChatState>) -> MutexGuard<'_, ChatState> {
-    state.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl ChatCache {
     pub fn new(store: Arc<ChatStore>) -> Self {
         Self::bounded(store, 0)
@@ -344,7 +341,7 @@ impl ChatCache {
     }
 
     fn cached(&self) -> MutexGuard<'_, Cached> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.inner)
     }
 
     /// Drops the chats unused for `idle` that no turn holds, with their remembered history
@@ -557,7 +554,7 @@ mod tests {
         assert_eq!((cache.len(), store.remembered_tails()), (0, 0));
         // An expired chat comes back from disk intact.
         let again = cache.get("a");
-        assert_eq!(lock(&again).messages_json(), r#"{"content":"hi","role":"user"}"#);
+        assert_eq!(sync::lock(&again).messages_json(), r#"{"content":"hi","role":"user"}"#);
         std::fs::remove_dir_all(&dir).ok();
     }
 

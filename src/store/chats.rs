@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::util::{fsx, time};
+use crate::util::{fsx, sync, time};
 
 /// Title shown for chats without one (the original's Chinese "New chat").
 pub const DEFAULT_TITLE: &str = "\u{65b0}\u{5bf9}\u{8bdd}";
@@ -263,11 +263,11 @@ impl ChatStore {
 
     /// The remembered tail, if history.jsonl's length is `len` (`None`: no file).
     fn tail_of_len(&self, id: &str, len: Option<u64>) -> Option<Tail> {
-        self.tails.lock().unwrap_or_else(|p| p.into_inner()).get(id).copied().filter(|t| Some(t.len) == len)
+        sync::lock(&self.tails).get(id).copied().filter(|t| Some(t.len) == len)
     }
 
     fn remember_tail(&self, id: &str, tail: Tail) {
-        let mut tails = self.tails.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tails = sync::lock(&self.tails);
         if tails.len() >= MAX_TAILS && !tails.contains_key(id) {
             tails.clear();
         }
@@ -276,12 +276,12 @@ impl ChatStore {
 
     /// How many chats' tails are remembered.
     pub fn remembered_tails(&self) -> usize {
-        self.tails.lock().unwrap_or_else(|p| p.into_inner()).len()
+        sync::lock(&self.tails).len()
     }
 
     /// Forgets the remembered tail of `id` (it is re-read from disk when needed).
     pub fn forget_tail(&self, id: &str) {
-        self.tails.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        sync::lock(&self.tails).remove(id);
     }
 
     /// Chat `id`'s last written cursor (cheap: `.cursor` and the history's last 4 KiB).
@@ -390,7 +390,7 @@ impl ChatStore {
     fn stripe(&self, id: &str) -> std::sync::MutexGuard<'_, ()> {
         let mut h = DefaultHasher::new();
         id.hash(&mut h);
-        self.stripes[(h.finish() as usize) % LOCK_STRIPES].lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.stripes[(h.finish() as usize) % LOCK_STRIPES])
     }
 }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::util::hash::sha256_hex;
-use crate::util::{fsx, time};
+use crate::util::{fsx, sync, time};
 
 /// Largest MEMORY.md or SOUL.md the HTTP editor writes (both go into every system prompt).
 pub const MAX_FILE_BYTES: usize = 64 * 1024;
@@ -102,7 +102,7 @@ impl MemoryFiles {
     }
 
     fn guard(&self) -> MutexGuard<'_, ()> {
-        self.lock.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.lock)
     }
 
     /// SOUL.md text, `None` when missing or blank.

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use super::tail::{blank, quick_role};
+use crate::util::sync;
 
 /// Items between two remembered offsets.
 const STEP: usize = 256;
@@ -129,7 +130,7 @@ pub fn page(path: &Path, limit: usize, before: Option<usize>, item: Item) -> io:
     let meta = file.metadata()?;
     let ino = (meta.dev(), meta.ino());
     let key: Key = (path.to_path_buf(), item as usize);
-    let mut guard = cache().lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = sync::lock(cache());
     let (map, clock) = &mut *guard;
     *clock += 1;
     let mut idx = match map.remove(&key) {

@@ -92,7 +92,7 @@ pub struct TurnCtx {
 
 impl TurnCtx {
     pub fn state(&self) -> MutexGuard<'_, TurnState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::util::sync::lock(&self.state)
     }
 }
 

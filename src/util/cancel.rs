@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::sync;
+
 #[derive(Clone)]
 pub struct CancelToken {
     inner: Arc<Inner>,
@@ -66,7 +68,7 @@ impl CancelToken {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.inner.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        sync::lock(&self.inner.state)
     }
 
     pub fn cancel(&self) {

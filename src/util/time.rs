@@ -2,6 +2,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::sync;
+
 /// Broken-down local time of a Unix timestamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Local {
@@ -48,7 +50,7 @@ pub fn local(secs: i64) -> Local {
     // Every log line and history append asks for the current second; glibc's conversion
     // (a lock and the zone rules) is most of their time, so the last answer is kept.
     static LAST: std::sync::Mutex<Option<(i64, Local)>> = std::sync::Mutex::new(None);
-    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    let mut last = sync::lock(&LAST);
     if let Some((s, t)) = *last {
         if s == secs {
             return t;

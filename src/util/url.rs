@@ -1,8 +1,9 @@
 //! The one parser for URLs and authorities we are handed (LLM base URLs, `Host` headers, MCP
 //! server URLs, the endpoints and redirects MCP servers announce): `http::Uri` as ureq
 //! re-exports it, the same parser that later sends the request, so what we compare is what
-//! ureq will connect to. Also the resolution of relative references against such a URL
-//! (RFC 3986 §5.2). Pure functions; any thread.
+//! ureq will connect to. Also the one resolver of relative references against such a URL
+//! (RFC 3986 §5.2), for MCP endpoints and redirects and for `web_fetch`'s redirects. Pure
+//! functions; any thread.
 
 use std::fmt;
 use std::net::Ipv6Addr;
@@ -70,14 +71,22 @@ fn parse_http(url: &str) -> Result<(Uri, &'static str), UrlError> {
 /// MCP server's SSE `endpoint` event or a redirect's `Location` may name it. `None` when `base`
 /// has no http(s) origin. The result is not checked: callers compare its [`Origin`].
 pub fn join(base: &str, reference: &str) -> Option<String> {
+    Origin::check(base).ok()?;
+    resolve(base, reference)
+}
+
+/// The RFC 3986 §5.2 resolution behind [`join`], for any http(s) `base` with an authority,
+/// user info included (a URL that was fetched as given, as `web_fetch` does). Fragments are
+/// dropped: they never reach a server. `None` when `base` is not such a URL; the result is not
+/// checked (an absolute `reference` comes back as it is, whatever its scheme).
+pub fn resolve(base: &str, reference: &str) -> Option<String> {
     let reference = reference.trim();
+    let reference = reference.split('#').next().unwrap_or("");
     if has_scheme(reference) {
         return Some(reference.to_string());
     }
-    Origin::check(base).ok()?;
     let (uri, scheme) = parse_http(base).ok()?;
     let prefix = format!("{scheme}://{}", uri.authority()?.as_str());
-    let reference = reference.split('#').next().unwrap_or("");
     if let Some(rest) = reference.strip_prefix("//") {
         return Some(format!("{scheme}://{rest}"));
     }
@@ -271,6 +280,76 @@ mod tests {
         assert_eq!(j(base, "https://x.test/m"), "https://x.test/m");
         assert_eq!(join("file:///x", "/m"), None);
         assert_eq!(join("http://u:p@h/sse", "/m"), None);
+    }
+
+    /// RFC 3986 §5.4: every normal and abnormal example, fragments dropped (they never reach a
+    /// server), and "http:g" read the strict way (§5.4.2).
+    #[test]
+    fn resolves_the_rfc_3986_examples() {
+        let base = "http://a/b/c/d;p?q";
+        let cases = [
+            // §5.4.1 normal examples
+            ("g:h", "g:h"),
+            ("g", "http://a/b/c/g"),
+            ("./g", "http://a/b/c/g"),
+            ("g/", "http://a/b/c/g/"),
+            ("/g", "http://a/g"),
+            ("//g", "http://g"),
+            ("?y", "http://a/b/c/d;p?y"),
+            ("g?y", "http://a/b/c/g?y"),
+            ("#s", "http://a/b/c/d;p?q"),
+            ("g#s", "http://a/b/c/g"),
+            ("g?y#s", "http://a/b/c/g?y"),
+            (";x", "http://a/b/c/;x"),
+            ("g;x", "http://a/b/c/g;x"),
+            ("g;x?y#s", "http://a/b/c/g;x?y"),
+            ("", "http://a/b/c/d;p?q"),
+            (".", "http://a/b/c/"),
+            ("./", "http://a/b/c/"),
+            ("..", "http://a/b/"),
+            ("../", "http://a/b/"),
+            ("../g", "http://a/b/g"),
+            ("../..", "http://a/"),
+            ("../../", "http://a/"),
+            ("../../g", "http://a/g"),
+            // §5.4.2 abnormal examples
+            ("../../../g", "http://a/g"),
+            ("../../../../g", "http://a/g"),
+            ("/./g", "http://a/g"),
+            ("/../g", "http://a/g"),
+            ("g.", "http://a/b/c/g."),
+            (".g", "http://a/b/c/.g"),
+            ("g..", "http://a/b/c/g.."),
+            ("..g", "http://a/b/c/..g"),
+            ("./../g", "http://a/b/g"),
+            ("./g/.", "http://a/b/c/g/"),
+            ("g/./h", "http://a/b/c/g/h"),
+            ("g/../h", "http://a/b/c/h"),
+            ("g;x=1/./y", "http://a/b/c/g;x=1/y"),
+            ("g;x=1/../y", "http://a/b/c/y"),
+            ("g?y/./x", "http://a/b/c/g?y/./x"),
+            ("g?y/../x", "http://a/b/c/g?y/../x"),
+            ("g#s/./x", "http://a/b/c/g"),
+            ("g#s/../x", "http://a/b/c/g"),
+            ("http:g", "http:g"),
+        ];
+        for (reference, want) in cases {
+            assert_eq!(resolve(base, reference).as_deref(), Some(want), "{reference:?}");
+            assert_eq!(join(base, reference).as_deref(), Some(want), "{reference:?}");
+        }
+    }
+
+    #[test]
+    fn resolves_against_any_http_base() {
+        // User info stays with the authority it was given for; `join` refuses such a base.
+        assert_eq!(resolve("http://u:p@h/a/b", "c").as_deref(), Some("http://u:p@h/a/c"));
+        assert_eq!(join("http://u:p@h/a/b", "c"), None);
+        assert_eq!(resolve("HTTP://h/a", "/b").as_deref(), Some("http://h/b"));
+        assert_eq!(resolve("https://h:8443/x", "//o/p").as_deref(), Some("https://o/p"));
+        assert_eq!(resolve("http://h/x", "HTTPS://o/#f").as_deref(), Some("HTTPS://o/"));
+        for bad in ["", "/relative", "ftp://h/x", "http:///nohost"] {
+            assert_eq!(resolve(bad, "x"), None, "{bad:?}");
+        }
     }
 
     #[test]

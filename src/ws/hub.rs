@@ -19,6 +19,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use super::direct::Sent;
 use crate::bus::EventSink;
 use crate::store::seq::SeqMarks;
+use crate::util::sync;
 use crate::wire::{self, Event};
 
 /// Events kept per chat for replay.
@@ -140,7 +141,7 @@ impl Conn {
     }
 
     fn writer(&self) -> MutexGuard<'_, Writer> {
-        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.writer)
     }
 
     /// Starts the writer thread unless it runs (or the queue is read directly); false when
@@ -181,7 +182,7 @@ impl Conn {
 
     /// The writer thread's hold on the socket (see `write_lock`).
     pub(super) fn write_lock(&self) -> MutexGuard<'_, ()> {
-        self.write_lock.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.write_lock)
     }
 
     /// Writes text frames straight to the socket if nothing is queued, the writer is idle
@@ -318,7 +319,7 @@ impl ChatChan {
 type Chan = Arc<Mutex<ChatChan>>;
 
 fn lock_chan(chan: &Chan) -> MutexGuard<'_, ChatChan> {
-    chan.lock().unwrap_or_else(|p| p.into_inner())
+    sync::lock(chan)
 }
 
 struct Inner {
@@ -373,7 +374,7 @@ impl Hub {
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
-        let mut g: MutexGuard<'_, Inner> = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g: MutexGuard<'_, Inner> = sync::lock(&self.inner);
         f(&mut g)
     }
 
@@ -445,7 +446,7 @@ impl Hub {
 
     /// Removes a closed connection from every chat it joined.
     pub fn disconnect(&self, conn: &Conn) {
-        let chats = conn.chats.lock().map(|mut c| std::mem::take(&mut *c)).unwrap_or_default();
+        let chats = std::mem::take(&mut *sync::lock(&conn.chats));
         let chans: Vec<Chan> = self.with(|inner| chats.iter().filter_map(|id| inner.chats.get(id).cloned()).collect());
         for chan in chans {
             lock_chan(&chan).subs.retain(|c| c.id != conn.id);
@@ -491,7 +492,7 @@ fn join(chan: &mut ChatChan, chat_id: &str, conn: &Arc<Conn>) -> Option<String> 
         return None;
     }
     chan.subs.push(Arc::clone(conn));
-    let mut chats = conn.chats.lock().unwrap_or_else(|p| p.into_inner());
+    let mut chats = sync::lock(&conn.chats);
     chats.push_back(chat_id.to_string());
     (chats.len() > MAX_CHATS_PER_CONN).then(|| chats.pop_front()).flatten()
 }

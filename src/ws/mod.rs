@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::agent::Agent;
 use crate::security::AccessPolicy;
+use crate::util::sync;
 
 /// Stack for per-client threads: they parse frames and format events, nothing deep.
 pub const CLIENT_STACK: usize = 128 * 1024;
@@ -69,7 +70,7 @@ impl WsShared {
     }
 
     fn prune_clients(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
-        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        let mut clients = sync::lock(&self.clients);
         clients.retain(|h| !h.is_finished());
         clients
     }
@@ -77,7 +78,7 @@ impl WsShared {
     /// Server stop, after the hub closed every connection: joins the client threads until
     /// `deadline`; returns the names of those still running then.
     pub fn join_clients(&self, deadline: Instant) -> Vec<String> {
-        let clients = std::mem::take(&mut *self.clients.lock().unwrap_or_else(|p| p.into_inner()));
+        let clients = std::mem::take(&mut *sync::lock(&self.clients));
         clients.into_iter().filter_map(|h| crate::util::join::join_until(h, deadline).err()).collect()
     }
 }

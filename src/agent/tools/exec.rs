@@ -20,6 +20,7 @@ use serde_json::{json, Map, Value};
 use crate::tool::args::parse_args;
 use crate::tool::workspace::Workspace;
 use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
+use crate::util::sync;
 
 /// The contract's command timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -190,14 +191,14 @@ fn drain(mut r: impl Read + Send + 'static, cap: Arc<Mutex<Capture>>, done: cros
             match r.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    let mut c = cap.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut c = sync::lock(&cap);
                     let room = MAX_CAPTURE_BYTES.saturating_sub(c.bytes.len());
                     c.bytes.extend_from_slice(&buf[..n.min(room)]);
                     c.total += n as u64;
                 }
             }
         }
-        cap.lock().unwrap_or_else(|p| p.into_inner()).done = true;
+        sync::lock(&cap).done = true;
         let _ = done.send(());
     });
     // Without a reader the pipe may fill and block the child until the timeout kills it.
@@ -220,7 +221,7 @@ fn wait_pipes(rx: &Receiver<()>, grace: Duration) -> bool {
 
 /// stdout then stderr, decoded lossily, cut to [`MAX_OUTPUT_CHARS`] with the total noted.
 fn combined(out: &Mutex<Capture>, err: &Mutex<Capture>) -> String {
-    let (o, e) = (out.lock().unwrap_or_else(|p| p.into_inner()), err.lock().unwrap_or_else(|p| p.into_inner()));
+    let (o, e) = (sync::lock(out), sync::lock(err));
     let mut text = String::from_utf8_lossy(&o.bytes).into_owned();
     let stderr = String::from_utf8_lossy(&e.bytes);
     if !text.is_empty() && !stderr.is_empty() && !text.ends_with('\n') {

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::config::Config;
 use crate::tool::Tool;
+use crate::util::sync;
 
 pub mod edit_file;
 pub mod exec;
@@ -37,7 +38,7 @@ impl SchemaCache {
 
     /// `tool.schema()` as JSON text.
     pub fn json(&self, tool: &Arc<dyn Tool>) -> Arc<str> {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = sync::lock(&self.0);
         if let Some((cached, json)) = map.get(tool.name()) {
             if Arc::ptr_eq(cached, tool) {
                 return Arc::clone(json);

@@ -265,31 +265,10 @@ fn fetch(url: &str, agent: &ureq::Agent, budget: &Budget, timeout: Duration, max
     ToolOutput::ok(format!("[From {url}]\n\n{body}"))
 }
 
-/// A `Location` value resolved against the URL that sent it; `None` unless the result is an
-/// http(s) URL. Fragments are dropped (they never reach the server).
+/// A `Location` value resolved against the URL that sent it ([`crate::util::url::resolve`]);
+/// `None` unless the result is an http(s) URL with a host, the test the tool's own URL passes.
 fn join_location(base: &str, location: &str) -> Option<String> {
-    let location = location.trim();
-    let location = location.split('#').next().unwrap_or("");
-    let (scheme, after) = base.split_once("://")?;
-    let authority_end = after.find(['/', '?', '#']).unwrap_or(after.len());
-    let (authority, path_and_query) = after.split_at(authority_end);
-    let path = path_and_query.split(['?', '#']).next().unwrap_or("");
-    let has_scheme = location
-        .split_once(':')
-        .is_some_and(|(s, _)| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)));
-    let joined = if has_scheme {
-        location.to_string()
-    } else if location.starts_with("//") {
-        format!("{scheme}:{location}")
-    } else if location.starts_with('/') {
-        format!("{scheme}://{authority}{location}")
-    } else if location.is_empty() || location.starts_with('?') {
-        let path = if path.is_empty() { "/" } else { path };
-        format!("{scheme}://{authority}{path}{location}")
-    } else {
-        let dir = path.rfind('/').map_or("/", |i| &path[..=i]);
-        format!("{scheme}://{authority}{dir}{location}")
-    };
+    let joined = crate::util::url::resolve(base, location)?;
     let lower = joined.to_ascii_lowercase();
     let rest = lower.strip_prefix("http://").or_else(|| lower.strip_prefix("https://"))?;
     (!rest.is_empty() && !rest.starts_with('/')).then_some(joined)

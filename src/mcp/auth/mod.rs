@@ -29,8 +29,8 @@ use discovery::{Challenge, ResourceMetadata, ServerMetadata};
 use flow::{Fetched, Grant, Http, Registration};
 use tokens::{ClientCreds, Stored, TokenSet, TokenStore};
 
-use super::transport::lock;
 use super::{Error, Result};
+use crate::util::sync::lock;
 
 /// Authorizations (or refreshes) one request may trigger before it fails.
 pub const MAX_ROUNDS: usize = 3;

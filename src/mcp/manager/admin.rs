@@ -11,10 +11,10 @@ use crate::mcp::catalog::ServerConfig;
 use crate::mcp::client::ToolInfo;
 use crate::mcp::names::wrapped_name;
 use crate::mcp::pins;
-use crate::mcp::transport::lock;
 use crate::mcp::validate::ServerEntry;
 use crate::mcp::views::{Change, ChangeList, ServerList, ServerView, Version};
 use crate::mcp::McpError;
+use crate::util::sync::lock;
 
 impl McpManager {
     /// `GET /api/mcp/servers`.

@@ -15,10 +15,10 @@ use crate::mcp::catalog::ServerConfig;
 use crate::mcp::client::{AuthHandle, Client, ToolInfo};
 use crate::mcp::status::{redact_line, redact_status, Status};
 use crate::mcp::tool::LiveTool;
-use crate::mcp::transport::lock;
 use crate::mcp::views::ServerView;
 use crate::mcp::{Error, McpError, Result};
 use crate::util::cancel::CancelToken;
+use crate::util::sync::lock;
 use crate::util::text;
 
 impl McpManager {

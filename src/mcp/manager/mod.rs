@@ -32,9 +32,9 @@ use super::pins::{self, Pins};
 use super::search::SearchIndex;
 use super::status::Status;
 use super::tool::LiveTool;
-use super::transport::lock;
 use super::views::ServerView;
 use super::McpError;
+use crate::util::sync::lock;
 
 mod admin;
 mod connections;

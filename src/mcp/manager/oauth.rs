@@ -10,9 +10,9 @@ use super::{McpManager, NOT_CONFIGURED};
 use crate::mcp::auth::{self, OAuth};
 use crate::mcp::catalog::{Kind, ServerConfig};
 use crate::mcp::status::redact_status;
-use crate::mcp::transport::lock;
 use crate::mcp::views::{Authorization, ServerView};
 use crate::mcp::McpError;
+use crate::util::sync::lock;
 
 /// The callback route of browser OAuth flows (`http::mcp_routes`).
 pub const OAUTH_CALLBACK_PATH: &str = "/api/mcp/oauth/callback";

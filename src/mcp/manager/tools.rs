@@ -17,10 +17,10 @@ use crate::mcp::names::wrapped_name;
 use crate::mcp::search::{self, SearchIndex};
 use crate::mcp::status::Status;
 use crate::mcp::tool::LiveTool;
-use crate::mcp::transport::lock;
 use crate::mcp::views::{ToolListing, ToolSource, ToolView};
 use crate::mcp::{Error, McpError, Result};
 use crate::util::cancel::CancelToken;
+use crate::util::sync::lock;
 use crate::util::text;
 
 impl McpManager {

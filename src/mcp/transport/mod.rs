@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 use super::jsonrpc::{self, Id, Message};
 use super::{Error, Result};
 use crate::secrets::is_secret_name;
+use crate::util::sync::lock;
 use crate::util::url::{self, Origin};
 use crate::util::{redact, text};
 
@@ -385,11 +386,6 @@ fn token_text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
-}
-
-/// Locks a mutex, recovering the data if a panicking thread poisoned it (the maps stay valid).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Result of [`read_capped_line`].

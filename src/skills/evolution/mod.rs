@@ -30,6 +30,7 @@ use super::service::SkillService;
 use super::views::{Proposal, ProposalList, SkillView};
 use super::{Result, SkillError};
 use crate::config::SkillEvolutionConfig;
+use crate::util::sync::{self, lock};
 use crate::util::{fsx, text};
 
 /// The proposal generator: OpenAI-style messages in, the model's reply text out.
@@ -102,10 +103,6 @@ pub struct Evolution {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Set by [`Evolution::shutdown`]: no new turn is taken and waiting ones give up.
     stopping: AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Writes `v` as 2-space-indented JSON, atomically.
@@ -222,7 +219,7 @@ impl Evolution {
             if left.is_zero() {
                 return false;
             }
-            n = cv.wait_timeout(n, left).unwrap_or_else(|e| e.into_inner()).0;
+            n = sync::wait_timeout(cv, n, left);
         }
         *n += 1;
         true

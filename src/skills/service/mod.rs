@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::json;
 
@@ -17,6 +17,7 @@ use super::frontmatter;
 use super::package;
 use super::{is_valid_name, validate_name, Result, SkillError, Source};
 use crate::util::hash::sha256_hex;
+use crate::util::sync::{self, lock};
 
 mod snapshots;
 use crate::util::{fsx, time};
@@ -147,12 +148,6 @@ pub struct SkillService {
     pub(crate) fail_refreshes: std::sync::atomic::AtomicU32,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock leaves the files consistent (every step is a rename),
-    // so a poisoned lock is still usable.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl SkillService {
     /// Creates the roots and runs the first refresh.
     pub fn new(paths: SkillPaths, probe: Arc<ProbeFn>) -> Result<Arc<SkillService>> {
@@ -206,7 +201,7 @@ impl SkillService {
     pub fn from_config(cfg: &crate::config::Config, tools: BTreeSet<String>) -> Result<Arc<SkillService>> {
         let paths = SkillPaths::under(&cfg.data_dir);
         super::builtin::install(&paths.builtin)?;
-        let vars = cfg.vars.clone();
+        let vars = cfg.vars.map().clone();
         SkillService::new(
             paths,
             Arc::new(move || DepProbe { tools: tools.clone(), mcp_servers: Default::default(), vars: vars.clone() }),
@@ -219,7 +214,7 @@ impl SkillService {
 
     /// Replaces the dependency probe and refreshes (after MCP config changes too).
     pub fn set_probe(&self, probe: Arc<ProbeFn>) -> Result<()> {
-        *self.probe.write().unwrap_or_else(|e| e.into_inner()) = probe;
+        *sync::write(&self.probe) = probe;
         self.refresh()
     }
 
@@ -246,7 +241,7 @@ impl SkillService {
                 return Err(SkillError::Internal("injected refresh failure".into()));
             }
         }
-        let probe = (self.probe.read().unwrap_or_else(|e| e.into_inner()))();
+        let probe = (sync::read(&self.probe))();
         let roots: Vec<(Source, PathBuf)> =
             Source::ALL.iter().map(|s| (*s, self.paths.root(*s).to_path_buf())).collect();
         let revision = self.catalog().revision + 1;

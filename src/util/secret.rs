@@ -1,0 +1,44 @@
+//! [`Secret`]: a value that must never reach a log, a panic message or an error text by
+//! accident. `Debug` prints only a marker, there is no `Display`, and the value is read through
+//! [`Secret::expose`], so every use is visible at its call site. Any thread.
+
+use std::fmt;
+
+/// A secret value (an access token, an API key). Wrap it where it enters (configuration) and
+/// expose it only where it is used (comparing a token, sending a key).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret<T>(T);
+
+impl<T> Secret<T> {
+    pub fn new(value: T) -> Secret<T> {
+        Secret(value)
+    }
+
+    /// The value itself, for the one place that needs it.
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+}
+
+/// `"[REDACTED]"`, quoted like the string it stands for (the marker `util::redact` and the
+/// secrets registry put in place of a secret), whatever the value.
+impl<T> fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt("[REDACTED]", f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_expose_shows_the_value() {
+        let s = Secret::new("hunter2-secret".to_string());
+        assert_eq!(format!("{s:?}"), r#""[REDACTED]""#);
+        assert_eq!(format!("{:?}", Some(&s)), r#"Some("[REDACTED]")"#);
+        assert_eq!(format!("{s:#?}"), r#""[REDACTED]""#);
+        assert_eq!(s.expose(), "hunter2-secret");
+        assert_eq!(s.clone(), s);
+    }
+}
