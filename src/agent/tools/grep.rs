@@ -345,7 +345,8 @@ mod tests {
         // Other lines still give their matches; the skipped ones are reported.
         sb.write("b.txt", "aab\n");
         sb.write("c.txt", &format!("{}!\n", "a".repeat(2_000)).repeat(MAX_EXHAUSTED_LINES * 100));
-        let started = std::time::Instant::now();
+        // A thousand such lines would take seconds; the search gives up after ten, which the
+        // report says (asserted on the text, not on a clock that a loaded machine stretches).
         assert_eq!(
             run(&sb, r"(a|a)*\1b", "", "").for_model,
             format!(
@@ -353,8 +354,6 @@ mod tests {
                  expensive for this pattern, the first at a.txt:1; simplify it)"
             )
         );
-        // A thousand such lines would take seconds; the search gives up after ten.
-        assert!(started.elapsed() < std::time::Duration::from_secs(3), "{:?}", started.elapsed());
         std::fs::remove_file(sb.ws.join("c.txt")).unwrap();
         assert_eq!(
             run(&sb, r"(a|a)*\1b", "", "").for_model,
