@@ -88,6 +88,7 @@ Environment only (the README lists every setting):
                          closed with code 1013 (try again later) after its handshake
   CASHCODE_WS_PING_SECS=S  ping a WebSocket client silent for S seconds and drop one silent
                          for two pings, 1..3600 (default 20)
+  CASHCODE_EXEC_TIMEOUT_SECS=S  the exec tool's command timeout, 1..86400 (default 30)
 
   Skill self-evolution (off by default; integers below their minimum are raised to it):
   SKILL_EVOLUTION_ENABLED=1            propose Skills from repeated successful turns (1/true/yes)
@@ -168,6 +169,8 @@ pub struct Config {
     pub max_clients: usize,
     /// Silence after which a WebSocket peer is pinged (twice: dropped).
     pub ws_ping: Duration,
+    /// The `exec` tool's command timeout (`CASHCODE_EXEC_TIMEOUT_SECS`).
+    pub exec_timeout: Duration,
     pub workers: usize,
     pub llm_timeout: Duration,
     /// A request body still arriving after this is cut with 408.
@@ -225,6 +228,7 @@ impl fmt::Debug for Config {
             .field("replay_ttl", &self.replay_ttl)
             .field("max_clients", &self.max_clients)
             .field("ws_ping", &self.ws_ping)
+            .field("exec_timeout", &self.exec_timeout)
             .field("workers", &self.workers)
             .field("llm_timeout", &self.llm_timeout)
             .field("log_retention_days", &self.log_retention_days)
@@ -443,6 +447,8 @@ pub fn parse(
     let max_clients =
         ranged("CASHCODE_MAX_CLIENTS", MAX_MAX_CLIENTS as u64, "")?.map_or(DEFAULT_MAX_CLIENTS, |n| n as usize);
     let ws_ping = ranged("CASHCODE_WS_PING_SECS", 3600, "")?.map_or(DEFAULT_WS_PING, Duration::from_secs);
+    let exec_timeout = ranged("CASHCODE_EXEC_TIMEOUT_SECS", 86_400, " seconds")?
+        .map_or(crate::agent::tools::exec::DEFAULT_TIMEOUT, Duration::from_secs);
     let llm_timeout = match get("CASHCODE_LLM_TIMEOUT") {
         None => DEFAULT_LLM_TIMEOUT,
         Some(v) => Duration::from_secs_f64(
@@ -558,6 +564,7 @@ pub fn parse(
         replay_ttl,
         max_clients,
         ws_ping,
+        exec_timeout,
         workers,
         llm_timeout,
         http_body_timeout,
@@ -803,6 +810,11 @@ mod tests {
         }
         assert_eq!(run(&[], &[("CASHCODE_WS_PING_SECS", "2")]).unwrap().ws_ping, Duration::from_secs(2));
         assert_eq!(run(&[], &[]).unwrap().ws_ping, DEFAULT_WS_PING);
+        for bad in ["0", "-1", "x", "86401", "1.5"] {
+            assert!(run(&[], &[("CASHCODE_EXEC_TIMEOUT_SECS", bad)]).is_err(), "CASHCODE_EXEC_TIMEOUT_SECS={bad}");
+        }
+        assert_eq!(run(&[], &[("CASHCODE_EXEC_TIMEOUT_SECS", "2")]).unwrap().exec_timeout, Duration::from_secs(2));
+        assert_eq!(run(&[], &[]).unwrap().exec_timeout, Duration::from_secs(30));
         for bad in ["0", "-1", "x", "3601"] {
             assert!(run(&[], &[("CASHCODE_HTTP_BODY_TIMEOUT", bad)]).is_err(), "CASHCODE_HTTP_BODY_TIMEOUT={bad}");
         }
