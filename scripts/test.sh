@@ -51,8 +51,9 @@ cargo nextest run --lib --bins --tests --no-fail-fast 2>&1 | tee "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 count_nextest
 
-section "cargo test --benches (smoke runs)"
-cargo test --benches --no-fail-fast 2>&1 | tee "$log"
+# `--bench '*'`: the bench targets only (`--benches` would run the library's unit tests again).
+section "cargo test --bench '*' (smoke runs)"
+cargo test --bench '*' --no-fail-fast 2>&1 | tee "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 count_cargo
 
