@@ -370,11 +370,9 @@ pub(crate) mod tests {
                 planted
             })
         };
-        // At least 1.5 s and more than 20 extractions, however slowly a loaded machine runs
-        // them (bounded, so a stuck race still ends in the assertion below).
-        let (started, deadline) = (Instant::now(), Instant::now() + Duration::from_millis(1500));
+        let deadline = Instant::now() + Duration::from_millis(1500);
         let (mut ok, mut failed) = (0, 0);
-        while (Instant::now() < deadline || ok + failed <= 20) && started.elapsed() < Duration::from_secs(120) {
+        while Instant::now() < deadline {
             match unpack(&archive, &root) {
                 Ok(_) => ok += 1,
                 Err(_) => failed += 1,
