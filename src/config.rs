@@ -41,6 +41,8 @@ pub const MAX_MAX_CLIENTS: usize = 65_536;
 /// A WebSocket peer silent this long is pinged; silent for two of these, it is dropped
 /// (`CASHCODE_WS_PING_SECS`).
 pub const DEFAULT_WS_PING: Duration = Duration::from_secs(20);
+/// The `exec` tool's command timeout, the contract's 30 s (`CASHCODE_EXEC_TIMEOUT_SECS`).
+pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub const HELP: &str = "\
 cashcode - a locally hosted personal AI agent server
@@ -447,8 +449,8 @@ pub fn parse(
     let max_clients =
         ranged("CASHCODE_MAX_CLIENTS", MAX_MAX_CLIENTS as u64, "")?.map_or(DEFAULT_MAX_CLIENTS, |n| n as usize);
     let ws_ping = ranged("CASHCODE_WS_PING_SECS", 3600, "")?.map_or(DEFAULT_WS_PING, Duration::from_secs);
-    let exec_timeout = ranged("CASHCODE_EXEC_TIMEOUT_SECS", 86_400, " seconds")?
-        .map_or(crate::agent::tools::exec::DEFAULT_TIMEOUT, Duration::from_secs);
+    let exec_timeout =
+        ranged("CASHCODE_EXEC_TIMEOUT_SECS", 86_400, " seconds")?.map_or(DEFAULT_EXEC_TIMEOUT, Duration::from_secs);
     let llm_timeout = match get("CASHCODE_LLM_TIMEOUT") {
         None => DEFAULT_LLM_TIMEOUT,
         Some(v) => Duration::from_secs_f64(
