@@ -15,6 +15,9 @@
 //!   `GET /api/sessions/{id}/messages?limit=50` (the web client's first page) and of the whole
 //!   list.
 //!
+//! Without `--bench` (`cargo test --bench memory`, a debug build) it is a smoke run: a tenth of
+//! the records, one run of each part, three timed turns.
+//!
 //! Threads: the main thread drives everything (including the in-process Dream runs); the fake
 //! LLM and the server process are separate.
 
@@ -37,6 +40,33 @@ use serde_json::json;
 
 const RUNS: usize = 5;
 const RECORDS: usize = 100_000;
+
+/// Run without `--bench`: the smoke run of the header.
+fn smoke() -> bool {
+    static SMOKE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SMOKE.get_or_init(|| !std::env::args().any(|a| a == "--bench"))
+}
+fn runs() -> usize {
+    if smoke() {
+        1
+    } else {
+        RUNS
+    }
+}
+fn records() -> usize {
+    if smoke() {
+        RECORDS / 10
+    } else {
+        RECORDS
+    }
+}
+fn turns() -> usize {
+    if smoke() {
+        3
+    } else {
+        TURNS
+    }
+}
 
 /// Writes `n` alternating user/assistant records (and `.cursor`); with `summary_at`, record
 /// number `summary_at` is a `summary` keeping everything after it.
@@ -71,11 +101,11 @@ fn history_load(summary_at: Option<usize>) -> f64 {
     fake.set_completion_fallback(Reply::status(503, r#"{"error":{"message":"no summaries in this bench"}}"#));
     let home = fresh_home("bench-load");
     let chat = "big-chat-1";
-    write_history(&home, chat, RECORDS, summary_at);
+    write_history(&home, chat, records(), summary_at);
     let mut server = TestServer::builder().home(&home).env("CASHCODE_CONSOLIDATE_CHARS", "1000000000").start();
     server.configure_llm(&fake);
     let mut times = Vec::new();
-    for i in 0..RUNS {
+    for i in 0..runs() {
         server.restart();
         let mut ws = WsClient::connect(&server);
         ws.attach(chat, None);
@@ -117,7 +147,7 @@ fn dream_over_50_chats() -> (f64, usize) {
         Dream { chats: Arc::new(ChatStore::new(&root)), memory: Arc::new(MemoryFiles::new(&root)), llm: Arc::new(llm) };
     let mut times = Vec::new();
     let mut records = 0;
-    for _ in 0..RUNS {
+    for _ in 0..runs() {
         let t = Instant::now();
         let outcome = dream.run();
         times.push(ms(t.elapsed()));
@@ -141,7 +171,7 @@ const TURNS: usize = 20;
 /// of that turn's request, as `benches/server.rs` counts overhead).
 fn turn_times(ws: &mut WsClient, fake: &FakeLlm, chat: &str) -> (f64, f64) {
     let (mut times, mut server) = (Vec::new(), Vec::new());
-    for i in 0..=TURNS {
+    for i in 0..=turns() {
         let index = fake.chat_requests().len();
         let sent = Instant::now();
         ws.message(chat, &format!("bench turn {i}"), "openai_compatible");
@@ -178,7 +208,7 @@ fn long_chat() {
     fake.set_completion_fallback(Reply::completion("Earlier the user and the assistant exchanged numbered notes."));
     let home = fresh_home("bench-long");
     let (long, short) = ("long-chat-1", "short-chat-1");
-    write_history(&home, long, RECORDS, None);
+    write_history(&home, long, records(), None);
     write_history(&home, short, 2, None);
     let size = std::fs::metadata(home.join("memory").join(long).join("history.jsonl")).map_or(0, |m| m.len());
     let server = TestServer::builder().home(&home).start();
@@ -193,16 +223,17 @@ fn long_chat() {
     let (page_ms, page_bytes, cold_ms) = get_times(&server, &format!("/api/sessions/{long}/messages?limit=50"));
     let (older_ms, _, _) = get_times(&server, &format!("/api/sessions/{long}/messages?limit=50&before=40000"));
     let (all_ms, all_bytes, _) = get_times(&server, &format!("/api/sessions/{long}/messages"));
+    let (records, turns) = (records(), turns());
     println!(
-        "long chat, {RECORDS} records ({:.1} MB), no summary: turn {long_ms:.2} ms vs short chat {short_ms:.2} ms \
-(server's share {long_server:.2} vs {short_server:.2} ms; medians of {TURNS}); request to the model {} KB; RSS after {:.1} MiB (peak {:.1} MiB)",
+        "long chat, {records} records ({:.1} MB), no summary: turn {long_ms:.2} ms vs short chat {short_ms:.2} ms \
+(server's share {long_server:.2} vs {short_server:.2} ms; medians of {turns}); request to the model {} KB; RSS after {:.1} MiB (peak {:.1} MiB)",
         size as f64 / 1e6,
         last.raw.len() / 1000,
         rss_kib as f64 / 1024.0,
         hwm_kib as f64 / 1024.0
     );
     println!(
-        "messages, {RECORDS} records: first page (limit=50) {page_ms:.2} ms ({cold_ms:.1} ms the first time), \
+        "messages, {records} records: first page (limit=50) {page_ms:.2} ms ({cold_ms:.1} ms the first time), \
 {page_bytes} B; a page at item 40,000 {older_ms:.2} ms; whole list {all_ms:.1} ms, {} KB",
         all_bytes / 1000
     );
@@ -212,15 +243,16 @@ fn long_chat() {
 }
 
 fn main() {
-    println!("CashCode memory benchmarks (fake LLM, zero delay, median of {RUNS})");
+    let (runs, records) = (runs(), records());
+    println!("CashCode memory benchmarks (fake LLM, zero delay, median of {runs})");
     long_chat();
     if std::env::args().any(|a| a == "--long-only") {
         return;
     }
-    let with_summary = history_load(Some(RECORDS - 1000));
-    println!("history load, {RECORDS} records, summary near the end: first delta after restart {with_summary:.1} ms");
+    let with_summary = history_load(Some(records - 1000));
+    println!("history load, {records} records, summary near the end: first delta after restart {with_summary:.1} ms");
     let without = history_load(None);
-    println!("history load, {RECORDS} records, no summary:  first delta after restart {without:.1} ms");
+    println!("history load, {records} records, no summary:  first delta after restart {without:.1} ms");
     let (dream, batch) = dream_over_50_chats();
     println!("Dream run over 50 chats x 20 records (batch of {batch} records): {dream:.1} ms per run");
 }

@@ -1,6 +1,7 @@
 //! Skills benchmarks (`cargo bench --bench skills`): catalog scan and `skill_search` with 1,000
 //! installed skills, and the import of a ~10 MiB archive. Plain `harness = false` timing with
-//! std::time; prints one line per measurement.
+//! std::time; prints one line per measurement. Without `--bench` (`cargo test --bench skills`, a
+//! debug build) each measurement runs once: a smoke run.
 
 use std::fs;
 use std::io::{Cursor, Write};
@@ -23,6 +24,8 @@ fn home() -> PathBuf {
 }
 
 fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let iters = |n: u32| if bench { n } else { 1 };
     let data = home();
     let paths = install_skills(&data);
     let mut x: u64 = 42;
@@ -36,11 +39,11 @@ fn main() {
     let svc = SkillService::new(paths.clone(), probe).expect("service");
     assert_eq!(svc.catalog().records.len(), 1004);
 
-    time("catalog scan (refresh), 1,004 skills", 10, || svc.refresh().expect("refresh"));
+    time("catalog scan (refresh), 1,004 skills", iters(10), || svc.refresh().expect("refresh"));
     let turn = SkillTools::new(Arc::clone(&svc), Arc::new(StaticEnv(Default::default())));
-    time("skill_search 'weather report' (limit 8)", 200, || turn.search("weather report", 8));
-    time("skill_search '数据分析' (limit 20)", 200, || turn.search("数据分析", 20));
-    time("GET /api/skills?query=budget (page 1)", 200, || {
+    time("skill_search 'weather report' (limit 8)", iters(200), || turn.search("weather report", 8));
+    time("skill_search '数据分析' (limit 20)", iters(200), || turn.search("数据分析", 20));
+    time("GET /api/skills?query=budget (page 1)", iters(200), || {
         svc.list(&cashcode::skills::service::ListQuery { query: Some("budget".into()), ..Default::default() })
     });
 
@@ -57,7 +60,7 @@ fn main() {
     let zip = w.finish().expect("finish").into_inner();
     println!("archive size: {} bytes (limit {})", zip.len(), cashcode::skills::import::MAX_ARCHIVE_BYTES);
     assert!(zip.len() <= cashcode::skills::import::MAX_ARCHIVE_BYTES);
-    time("import 10 MiB archive (+ delete)", 5, || {
+    time("import 10 MiB archive (+ delete)", iters(5), || {
         svc.import_zip(&zip).expect("import");
         svc.delete("big-import").expect("delete");
     });

@@ -2,8 +2,9 @@
 # Installs everything CashCode needs on a fresh Debian/Ubuntu machine (idempotent): the Python
 # MCP SDK for mcp_servers/ into the checkout's virtual environment .venv/ (a Debian python3 is
 # "externally managed", PEP 668: pip refuses to install into it, and we never try), npm packages
-# for the web client and the MCP test servers, and (with --browser) Debian's chromium for the
-# browser tests. A missing prerequisite stops it with one line naming the command that fixes it.
+# for the web client and the MCP test servers, cargo-nextest (the runner of scripts/test.sh) at
+# its pinned version, and (with --browser) Debian's chromium for the browser tests. A missing
+# prerequisite stops it with one line naming the command that fixes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +30,14 @@ if [ -f client/package.json ] || [ -f mcp_servers/package.json ]; then
     fail "Node.js 20 or newer is required (found $found); install it with: curl -fsSL https://deb.nodesource.com/setup_22.x | ${sudo}bash - && ${sudo}apt-get install -y nodejs"
   fi
   command -v npm >/dev/null 2>&1 || fail "npm is missing; install it with: ${sudo}apt-get install -y npm"
+fi
+
+# scripts/test.sh runs the Rust tests with cargo-nextest; pinned so every machine runs the same.
+nextest_version=0.9.143
+if [ "$(cargo nextest --version 2>/dev/null | head -n1 | awk '{print $2}')" != "$nextest_version" ]; then
+  log "cargo-nextest $nextest_version (the test runner of scripts/test.sh)"
+  cargo install --locked cargo-nextest --version "$nextest_version" ||
+    fail "cargo install --locked cargo-nextest --version $nextest_version failed (cargo's message is above)"
 fi
 
 if [ -f mcp_servers/requirements.txt ]; then

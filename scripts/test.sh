@@ -34,8 +34,26 @@ cargo fmt --all -- --check || status=1
 section "cargo clippy"
 cargo clippy --all-targets --quiet -- -D warnings || status=1
 
-section "cargo test"
-cargo test --all-targets --no-fail-fast 2>&1 | tee "$log"
+# nextest prints one `Summary [..] N tests run: N passed (N slow), N failed, N timed out, ...`.
+count_nextest() {
+  local line p f t
+  line=$(grep -E 'Summary \[.*[0-9]+ tests? run:' "$log" | tail -1)
+  p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)
+  f=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+' || true)
+  t=$(grep -oE '[0-9]+ timed out' <<<"$line" | grep -oE '[0-9]+' || true)
+  passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0} + ${t:-0}))
+}
+
+# Unit, integration and real-MCP tests in one pool (.config/nextest.toml), then the benches'
+# smoke runs (`harness = false` binaries nextest cannot list; they print no test counts).
+section "cargo nextest"
+cargo nextest run --lib --bins --tests --no-fail-fast 2>&1 | tee "$log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+count_nextest
+
+# `--bench '*'`: the bench targets only (`--benches` would run the library's unit tests again).
+section "cargo test --bench '*' (smoke runs)"
+cargo test --bench '*' --no-fail-fast 2>&1 | tee "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 count_cargo
 

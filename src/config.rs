@@ -52,6 +52,8 @@ pub const MAX_MAX_CLIENTS: usize = 65_536;
 /// A WebSocket peer silent this long is pinged; silent for two of these, it is dropped
 /// (`CASHCODE_WS_PING_SECS`).
 pub const DEFAULT_WS_PING: Duration = Duration::from_secs(20);
+/// The `exec` tool's command timeout, the contract's 30 s (`CASHCODE_EXEC_TIMEOUT_SECS`).
+pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub const HELP: &str = "\
 cashcode - a locally hosted personal AI agent server
@@ -99,6 +101,7 @@ Environment only (the README lists every setting):
                          closed with code 1013 (try again later) after its handshake
   CASHCODE_WS_PING_SECS=S  ping a WebSocket client silent for S seconds and drop one silent
                          for two pings, 1..3600 (default 20)
+  CASHCODE_EXEC_TIMEOUT_SECS=S  the exec tool's command timeout, 1..86400 (default 30)
 
   Skill self-evolution (off by default; integers below their minimum are raised to it):
   SKILL_EVOLUTION_ENABLED=1            propose Skills from repeated successful turns (1/true/yes)
@@ -185,6 +188,8 @@ pub struct Config {
     pub max_clients: usize,
     /// Silence after which a WebSocket peer is pinged (twice: dropped).
     pub ws_ping: Duration,
+    /// The `exec` tool's command timeout (`CASHCODE_EXEC_TIMEOUT_SECS`).
+    pub exec_timeout: Duration,
     pub workers: usize,
     pub llm_timeout: Duration,
     /// A request body still arriving after this is cut with 408.
@@ -501,6 +506,8 @@ pub fn parse(
         vars.count("CASHCODE_REPLAY_TTL", 86_400, " seconds")?.map_or(DEFAULT_REPLAY_TTL, Duration::from_secs);
     let max_clients = vars.count("CASHCODE_MAX_CLIENTS", MAX_MAX_CLIENTS, "")?.unwrap_or(DEFAULT_MAX_CLIENTS);
     let ws_ping = vars.count("CASHCODE_WS_PING_SECS", 3600, "")?.map_or(DEFAULT_WS_PING, Duration::from_secs);
+    let exec_timeout =
+        vars.count("CASHCODE_EXEC_TIMEOUT_SECS", 86_400, " seconds")?.map_or(DEFAULT_EXEC_TIMEOUT, Duration::from_secs);
     let llm_timeout = vars
         .secs("CASHCODE_LLM_TIMEOUT", (Excluded(0.0), Excluded(86_400.0)), "seconds")?
         .unwrap_or(DEFAULT_LLM_TIMEOUT);
@@ -563,6 +570,7 @@ pub fn parse(
         replay_ttl,
         max_clients,
         ws_ping,
+        exec_timeout,
         workers,
         llm_timeout,
         http_body_timeout,
@@ -836,6 +844,11 @@ mod tests {
         }
         assert_eq!(run(&[], &[("CASHCODE_WS_PING_SECS", "2")]).unwrap().ws_ping, Duration::from_secs(2));
         assert_eq!(run(&[], &[]).unwrap().ws_ping, DEFAULT_WS_PING);
+        for bad in ["0", "-1", "x", "86401", "1.5"] {
+            assert!(run(&[], &[("CASHCODE_EXEC_TIMEOUT_SECS", bad)]).is_err(), "CASHCODE_EXEC_TIMEOUT_SECS={bad}");
+        }
+        assert_eq!(run(&[], &[("CASHCODE_EXEC_TIMEOUT_SECS", "2")]).unwrap().exec_timeout, Duration::from_secs(2));
+        assert_eq!(run(&[], &[]).unwrap().exec_timeout, Duration::from_secs(30));
         for bad in ["0", "-1", "x", "3601"] {
             assert!(run(&[], &[("CASHCODE_HTTP_BODY_TIMEOUT", bad)]).is_err(), "CASHCODE_HTTP_BODY_TIMEOUT={bad}");
         }

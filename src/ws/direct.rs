@@ -184,9 +184,16 @@ mod tests {
         got.extend(refs[next..].iter().flat_map(|t| frame(t)));
         assert_eq!(got.len(), want.len());
         assert!(got == want, "bytes differ from the frames in order");
-        // A socket with nothing free takes nothing.
+        // A socket with nothing free takes nothing. The kernel grows both buffers after the
+        // drain above (up to tcp_wmem's and tcp_rmem's maxima: 36 MiB on some hosts), so the
+        // attempts are bounded by those maxima, not by a count that fits the defaults.
+        let most = |f: &str| -> usize {
+            let text = std::fs::read_to_string(format!("/proc/sys/net/ipv4/{f}")).unwrap_or_default();
+            text.split_whitespace().nth(2).and_then(|n| n.parse().ok()).unwrap_or(8 << 20)
+        };
+        let attempts = (most("tcp_wmem") + most("tcp_rmem")) / refs[0].len() + 64;
         let mut full = false;
-        for _ in 0..64 {
+        for _ in 0..attempts {
             if send_texts(&server, &refs[..1]) == Sent::Nothing {
                 full = true;
                 break;

@@ -96,7 +96,7 @@ fn drain(
     mut r: impl Read + Send + 'static,
     into: Arc<Mutex<String>>,
     lines: Option<crossbeam_channel::Sender<String>>,
-) {
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut reader = BufReader::new(&mut r);
         let mut line = String::new();
@@ -112,7 +112,7 @@ fn drain(
                 }
             }
         }
-    });
+    })
 }
 
 impl TestServer {
@@ -244,6 +244,15 @@ impl TestServer {
     pub fn llm_json(&self) -> PathBuf {
         self.home.join("config/settings/llm.json")
     }
+    /// Waits until cashcode.log holds `marker` at least `count` times: a logged event after
+    /// which what a test checks has been decided. Returns the log then.
+    pub fn wait_log(&self, marker: &str, count: usize) -> String {
+        super::wait_for(&format!("{count} x {marker:?} in cashcode.log"), super::WAIT, || {
+            let log = self.log_text();
+            (log.matches(marker).count() >= count).then_some(log)
+        })
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(self.home.join("logs/cashcode.log")).unwrap_or_default()
     }
@@ -385,8 +394,10 @@ pub fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String,
     let mut child = cmd.spawn().expect("spawn cashcode");
     let out = Arc::new(Mutex::new(String::new()));
     let err = Arc::new(Mutex::new(String::new()));
-    drain(child.stdout.take().expect("stdout"), out.clone(), None);
-    drain(child.stderr.take().expect("stderr"), err.clone(), None);
+    let drains = [
+        drain(child.stdout.take().expect("stdout"), out.clone(), None),
+        drain(child.stderr.take().expect("stderr"), err.clone(), None),
+    ];
     let deadline = Deadline::after(START_LIMIT);
     let status = loop {
         if let Ok(Some(st)) = child.try_wait() {
@@ -399,8 +410,12 @@ pub fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String,
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    // Give the drain threads a moment to finish reading the closed pipes.
-    std::thread::sleep(Duration::from_millis(50));
+    // The drain threads end at the closed pipes' end; a stray grandchild could hold a pipe
+    // open, so the wait is bounded and what was read by then is returned.
+    let read_all = Deadline::after(super::WAIT);
+    while !drains.iter().all(|d| d.is_finished()) && !read_all.passed() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let _ = std::fs::remove_dir_all(&home);
     let o = out.lock().expect("lock").clone();
     let e = err.lock().expect("lock").clone();

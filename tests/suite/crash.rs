@@ -149,6 +149,18 @@ fn kill_mid_stream() {
     check_home(&server.home);
 }
 
+/// Whether a child of `parent` runs a command line containing `needle` (the exec tool's shell).
+fn command_running(parent: u32, needle: &str) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else { return false };
+    procs.filter_map(Result::ok).any(|p| {
+        let stat = std::fs::read_to_string(p.path().join("stat")).unwrap_or_default();
+        // `pid (comm) state ppid ...`: the comm may hold spaces, so split after its last `)`.
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+        ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(needle)
+    })
+}
+
 #[test]
 fn kill_during_tool_execution() {
     let fake = FakeLlm::start();
@@ -163,7 +175,8 @@ fn kill_during_tool_execution() {
     ]));
     ws.message(&chat, "use tools", "openai_compatible");
     ws.recv_until(|v| v["event"] == "tool_call" && v["call_id"] == "call_x");
-    std::thread::sleep(Duration::from_millis(200));
+    let pid = server.pid;
+    wait_for("the exec command running", WAIT, || command_running(pid, "touch after.txt").then_some(()));
     server.kill();
     drop(ws);
     assert!(server.home.join("workspace/before.txt").exists());

@@ -19,6 +19,16 @@ fn threads(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.count()).unwrap_or(0)
 }
 
+/// The server's WebSocket connection threads (`ws-client-<id>`) still alive. The last one to
+/// leave hands the heap's free pages back before it exits, so none left means that is done.
+fn client_threads(pid: u32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.starts_with("ws-client-"))
+        .count()
+}
+
 /// VmRSS in KiB.
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -112,7 +122,9 @@ fn load_round(server: &TestServer, fake: &FakeLlm, threads0: usize) -> Round {
         let n = threads(server.pid);
         (n <= threads0 + 2).then_some(n)
     });
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for("every connection thread gone", Duration::from_secs(30), || {
+        (client_threads(server.pid) == 0).then_some(())
+    });
     Round { wall, peak_threads, threads_after, rss_loaded, rss_after: rss_kib(server.pid) }
 }
 
@@ -127,7 +139,7 @@ fn two_hundred_clients_three_turns_each_then_back_to_baseline() {
     warm.message(&chat, "warm up", "openai_compatible");
     assert_eq!(warm.turn_events(&chat).last().expect("events")["event"], "done");
     warm.drop_socket();
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for("the warm-up connection's thread gone", WAIT, || (client_threads(server.pid) == 0).then_some(()));
     let (threads0, rss0) = (threads(server.pid), rss_kib(server.pid));
 
     // Round 1 grows the allocator's pools to their working size; round 2 must not grow them

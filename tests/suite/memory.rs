@@ -67,7 +67,8 @@ fn consolidation_writes_one_summary_and_the_next_turn_sends_summary_and_tail() {
     let recs = history_records(&server.home, &chat);
     assert_eq!(recs[2]["role"], "user", "keep_from_cursor points at a user record");
     assert_eq!(recs[2]["content"], "b".repeat(150));
-    std::thread::sleep(Duration::from_millis(300));
+    // The job that wrote it has ended (the last turn ended before: no other job can start).
+    server.wait_log(&format!("event=consolidation.completed chat_id={chat}"), 1);
     assert_eq!(summaries(&server.home, &chat).len(), 1, "exactly one summary record");
     assert_eq!(history_records(&server.home, &chat).len(), 7);
 
@@ -125,7 +126,8 @@ fn a_failing_summariser_writes_nothing() {
     wait_for("a summariser call answered", WAIT, || {
         background(&fake).iter().any(|r| r.handled.is_some()).then_some(())
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // The consolidator has taken the failure (and written nothing).
+    server.wait_log(&format!("event=consolidation.failed chat_id={chat}"), 1);
     let before = std::fs::read_to_string(server.chat_dir(&chat).join("history.jsonl")).expect("history");
     assert_eq!(history_records(&server.home, &chat).len(), 6);
     assert!(summaries(&server.home, &chat).is_empty());
@@ -141,7 +143,7 @@ fn a_failing_summariser_writes_nothing() {
     let after = std::fs::read_to_string(server.chat_dir(&chat).join("history.jsonl")).expect("history");
     assert!(after.starts_with(&before));
     wait_for("the second summariser attempt", WAIT, || (background(&fake).len() >= 2).then_some(()));
-    std::thread::sleep(Duration::from_millis(300));
+    server.wait_log(&format!("event=consolidation.failed chat_id={chat}"), 2);
     assert!(summaries(&server.home, &chat).is_empty());
 }
 
@@ -281,8 +283,12 @@ fn dream_processes_every_record_over_several_batches_and_keeps_snapshots() {
     wait_for("all cursors advanced", Duration::from_secs(30), || {
         (dream_cursors(&home) == Some(want.clone())).then_some(())
     });
-    // Let a further (empty) run happen: no model call for nothing new.
-    std::thread::sleep(Duration::from_millis(1500));
+    // A further run has found nothing new (logged after it decided): no model call for it.
+    wait_for("an empty Dream run after the last write", WAIT, || {
+        let log = server.log_text();
+        let last_write = log.rfind("event=dream.written")?;
+        log[last_write..].contains("event=dream.skipped reason=\"no new history\"").then_some(())
+    });
     let p1 = phase(&fake, PHASE1_START);
     let p2 = phase(&fake, PHASE2_START);
     let runs = p2.len();
@@ -333,8 +339,8 @@ fn dream_waits_for_a_model_and_refuses_a_destructive_rewrite() {
     std::fs::write(home.join("memory/MEMORY.md"), original).expect("MEMORY.md");
     let server = TestServer::builder().home(&home).env("DREAM_INTERVAL", "1").start();
     server.configure_llm(&fake);
-    // No turn yet: Dream has no model and asks nothing.
-    std::thread::sleep(Duration::from_millis(2500));
+    // No turn yet: Dream has no model and asks nothing (a run has decided so once it logs).
+    server.wait_log("event=dream.skipped", 1);
     assert!(background(&fake).is_empty(), "Dream called a model before any turn");
     assert!(server.log_text().contains("event=dream.skipped"), "the skip is logged");
 
@@ -374,7 +380,8 @@ fn a_failing_dream_phase_changes_nothing() {
         let p1 = phase(&fake, PHASE1_START);
         (p1.len() >= 2 && !phase(&fake, PHASE2_START).is_empty()).then_some(())
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // Both runs have ended (each logs its failure after it has given up).
+    server.wait_log("event=dream.failed", 2);
     assert!(server.log_text().contains("event=dream.failed"));
     assert_eq!(std::fs::read_to_string(home.join("memory/MEMORY.md")).expect("MEMORY.md"), original);
     assert_eq!(dream_cursors(&home), None, "cursors unchanged");

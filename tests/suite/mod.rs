@@ -17,6 +17,7 @@ mod load;
 mod long_chats;
 mod mcp_oauth;
 mod mcp_pins;
+mod mcp_real;
 mod mcp_venv;
 mod memory;
 mod memory_api;

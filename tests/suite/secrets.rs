@@ -158,8 +158,8 @@ fn no_secret_in_any_file_response_event_or_model_request() {
     assert!(std::fs::read_to_string(&llm_json).expect("llm.json").contains(KEY_MARKER));
     assert!(std::fs::read_to_string(&servers_json).expect("servers.json").contains(MCP_SECRET));
 
-    // Let buffered log lines land.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The last request's log line is written after its response: wait for it to land.
+    server.wait_log(r#"method="GET" route="/api/skills""#, 1);
     let mut files = Vec::new();
     files_under(&server.home, &mut files);
     let scanned: Vec<_> = files.iter().filter(|p| **p != llm_json && **p != servers_json).collect();
@@ -452,7 +452,8 @@ fn tool_results_are_redacted_of_known_secrets() {
     for r in fake.requests() {
         check(&format!("model request {}", r.path), &r.raw);
     }
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // A turn writes its log lines and history before its `done`: both turns are on disk.
+    server.wait_log(&format!("event=turn.completed chat_id={chat}"), 2);
     let mut files = Vec::new();
     files_under(&server.home.join("memory"), &mut files);
     files_under(&server.home.join("logs"), &mut files);

@@ -23,7 +23,7 @@ use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
 use crate::util::sync;
 
 /// The contract's command timeout.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_TIMEOUT: Duration = crate::config::DEFAULT_EXEC_TIMEOUT;
 /// Characters of output shown to the model.
 pub const MAX_OUTPUT_CHARS: usize = 4096;
 /// Bytes kept per stream (the rest is drained and only counted).

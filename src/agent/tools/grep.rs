@@ -379,25 +379,25 @@ mod tests {
     }
 
     /// A pattern that costs milliseconds per line over many lines stops at the call's deadline
-    /// with the matches found so far and a note.
+    /// with the matches found so far and a note. Asserted by what was found, not by wall time
+    /// (a loaded machine may pause the search anywhere): b.txt ends with a matching line that
+    /// a search reaching the end of the file would report, so its absence shows the deadline
+    /// stopped the search inside the file.
     #[test]
     fn deadline_returns_partial_results() {
         let sb = Sandbox::new();
         let slow_line = format!("{}\n", "a".repeat(300));
         sb.write("a.txt", "hit y\n");
-        sb.write("b.txt", &slow_line.repeat(10_000));
+        sb.write("b.txt", &format!("{}last y\n", slow_line.repeat(10_000)));
         let regex = Regex::new(r"(?:.(?=.*a))*y").unwrap();
         let glob = Glob::recursive("*").unwrap();
         let ws = Workspace::new(&sb.ctx).unwrap();
         let limit = std::time::Duration::from_millis(300);
-        let started = std::time::Instant::now();
         let out = search(&ws, &sb.ws, &regex, &glob, "p", &Budget::new(&sb.ctx.cancel, limit));
-        let elapsed = started.elapsed();
         assert_eq!(
             out.for_model,
             "Matched `p` (1):\n\na.txt:1: hit y\n\n(search stopped after 0.3s; results are partial)"
         );
-        assert!(elapsed < limit + std::time::Duration::from_secs(1), "{elapsed:?}");
     }
 
     /// A cancel flipped from another thread mid-grep over a big workspace ends the call promptly.

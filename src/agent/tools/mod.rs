@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::tool::Tool;
@@ -63,11 +64,17 @@ pub struct ToolSettings {
     /// `web_fetch` may reach loopback, private and link-local addresses
     /// (`CASHCODE_WEB_FETCH_ALLOW_PRIVATE`).
     pub web_fetch_allow_private: bool,
+    /// `exec`'s command timeout (`CASHCODE_EXEC_TIMEOUT_SECS`).
+    pub exec_timeout: Duration,
 }
 
 impl Default for ToolSettings {
     fn default() -> Self {
-        ToolSettings { web_search_url: web_search::DEFAULT_URL.to_string(), web_fetch_allow_private: false }
+        ToolSettings {
+            web_search_url: web_search::DEFAULT_URL.to_string(),
+            web_fetch_allow_private: false,
+            exec_timeout: exec::DEFAULT_TIMEOUT,
+        }
     }
 }
 
@@ -78,6 +85,7 @@ impl ToolSettings {
             s.web_search_url = url.clone();
         }
         s.web_fetch_allow_private = config.web_fetch_allow_private;
+        s.exec_timeout = config.exec_timeout;
         s
     }
 }
@@ -104,7 +112,7 @@ pub fn builtins_with(settings: &ToolSettings) -> Vec<Arc<dyn Tool>> {
         Arc::new(list_dir::ListDir),
         Arc::new(glob::Glob),
         Arc::new(grep::Grep),
-        Arc::new(exec::Exec::default()),
+        Arc::new(exec::Exec { timeout: settings.exec_timeout }),
     ]
 }
 
@@ -140,6 +148,8 @@ mod tests {
         assert!(!ToolSettings::from_config(&config).web_fetch_allow_private);
         config.web_fetch_allow_private = true;
         assert!(ToolSettings::from_config(&config).web_fetch_allow_private);
+        config.exec_timeout = Duration::from_secs(2);
+        assert_eq!(ToolSettings::from_config(&config).exec_timeout, Duration::from_secs(2));
         let _ = std::fs::remove_dir_all(home);
     }
 }

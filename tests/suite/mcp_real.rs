@@ -949,18 +949,36 @@ fn official_client_conformance_scenarios() {
     let suite = root().join("mcp_servers/node_modules/@modelcontextprotocol/conformance");
     assert!(suite.is_dir(), "the conformance suite is not installed: run `npm ci --prefix mcp_servers`");
     let client = env!("CARGO_BIN_EXE_cashcode-mcp-client");
-    for scenario in ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"] {
-        let out = Command::new("npx")
-            .args(["conformance", "client", "--command", client, "--scenario", scenario])
-            .current_dir(root().join("mcp_servers"))
-            .output()
-            .expect("run npx conformance");
-        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success() && text.contains("OVERALL: PASSED"),
-            "conformance scenario {scenario} failed:\n{text}"
-        );
+    let scenarios = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"];
+    for (scenario, (passed, text)) in scenarios.iter().zip(run_conformance(client, &scenarios)) {
+        assert!(passed, "conformance scenario {scenario} failed:\n{text}");
     }
+}
+
+/// Runs `npx conformance client` for each scenario, two at a time (each is a separate suite
+/// server on its own ephemeral port, mostly waiting on Node start-up; more at once would only
+/// compete for the CPU); returns, in the order given, whether it passed and its output.
+fn run_conformance(client: &str, scenarios: &[&str]) -> Vec<(bool, String)> {
+    const AT_ONCE: usize = 2;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = Mutex::new(vec![(false, String::new()); scenarios.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..AT_ONCE {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(scenario) = scenarios.get(i) else { return };
+                let out = Command::new("npx")
+                    .args(["conformance", "client", "--command", client, "--scenario", scenario])
+                    .current_dir(root().join("mcp_servers"))
+                    .output()
+                    .expect("run npx conformance");
+                let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+                let passed = out.status.success() && text.contains("OVERALL: PASSED");
+                results.lock().unwrap()[i] = (passed, text);
+            });
+        }
+    });
+    results.into_inner().unwrap()
 }
 
 /// The conformance suite's 19 `auth/*` client scenarios (OAuth: metadata discovery, client ID
@@ -1001,14 +1019,8 @@ fn official_client_conformance_auth_scenarios() {
         "auth/client-credentials-basic",
     ];
     let mut failed = Vec::new();
-    for scenario in scenarios {
-        let out = Command::new("npx")
-            .args(["conformance", "client", "--command", &client, "--scenario", scenario])
-            .current_dir(root().join("mcp_servers"))
-            .output()
-            .expect("run npx conformance");
-        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-        if !(out.status.success() && text.contains("OVERALL: PASSED")) {
+    for (scenario, (passed, text)) in scenarios.iter().zip(run_conformance(&client, &scenarios)) {
+        if !passed {
             failed.push(format!("--- {scenario} ---\n{text}"));
         }
     }
