@@ -1,5 +1,6 @@
-//! The chat-completions wire: the streamed request body ([`ChatRequest`]) and the one reading
-//! of a stream chunk ([`parse_chunk`]). Pure data; runs on the turn's worker.
+//! The chat-completions wire: the streamed request body ([`ChatRequest`], its messages and
+//! tool schemas serialised once and written as they are) and the one reading of a stream
+//! chunk ([`parse_chunk`]). Pure data; runs on the turn's worker.
 //!
 //! Providers differ in what they put in a chunk, so the chunk reading is lenient by design:
 //! any JSON value is a chunk, and a field of an unexpected type counts as absent. Only text
@@ -7,11 +8,81 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::io;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::Value;
+
+/// A streamed `POST /chat/completions` body. Fields in this order (the order serialising the
+/// same JSON object as a `Value` gives), so consecutive requests of a chat extend each other
+/// byte for byte and provider prompt caches keep hitting.
+#[derive(Serialize)]
+pub struct ChatRequest<'a> {
+    /// Runs of serialised messages, written as one list.
+    #[serde(serialize_with = "runs")]
+    messages: &'a [&'a [Box<RawValue>]],
+    model: &'a str,
+    stream: bool,
+    /// `"auto"` with tools; absent without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty", serialize_with = "raws")]
+    tools: &'a [Arc<RawValue>],
+}
+
+impl<'a> ChatRequest<'a> {
+    /// A streamed request; `tools` are serialised `tools[]` entries.
+    pub fn streamed(model: &'a str, messages: &'a [&'a [Box<RawValue>]], tools: &'a [Arc<RawValue>]) -> Self {
+        ChatRequest { messages, model, stream: true, tool_choice: (!tools.is_empty()).then_some("auto"), tools }
+    }
+
+    /// The body's bytes.
+    pub fn to_vec(&self) -> Vec<u8> {
+        // Sized up front: the body is mostly its raw parts, and growing it copies them again.
+        let messages: usize = self.messages.iter().flat_map(|run| run.iter()).map(|m| m.get().len() + 1).sum();
+        let tools: usize = self.tools.iter().map(|t| t.get().len() + 1).sum();
+        let mut body = Vec::with_capacity(messages + tools + 2 * self.model.len() + 128);
+        serde_json::to_writer(&mut body, self).expect("strings and raw JSON always serialise");
+        body
+    }
+
+    /// Characters of [`ChatRequest::to_vec`], counted as it is written rather than kept.
+    pub fn chars(&self) -> usize {
+        let mut n = CharCount(0);
+        serde_json::to_writer(&mut n, self).expect("strings and raw JSON always serialise");
+        n.0
+    }
+}
+
+/// Counts the characters of UTF-8 written to it (every byte but continuation bytes).
+struct CharCount(usize);
+
+impl io::Write for CharCount {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // serde_json writes whole strings or pieces cut at ASCII escapes: valid UTF-8 but for
+        // a writer of its own, which would then be counted byte by byte.
+        self.0 += match std::str::from_utf8(buf) {
+            Ok(s) => s.chars().count(),
+            Err(_) => buf.iter().filter(|&&b| (b as i8) >= -0x40).count(),
+        };
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn runs<S: Serializer>(runs: &[&[Box<RawValue>]], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(runs.iter().flat_map(|run| run.iter()))
+}
+
+fn raws<S: Serializer>(items: &[Arc<RawValue>], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(items.iter().map(|item| &**item))
+}
 
 /// What one chunk carries, in the order the stream consumer applies it.
 #[derive(Debug, PartialEq)]
@@ -340,6 +411,42 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    fn raw(v: Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&v).unwrap()
+    }
+
+    /// The body is what serialising the same object as a `Value` gives, and `chars` counts it.
+    #[test]
+    fn request_bodies() {
+        let head = [raw(json!({"role": "system", "content": "你好"}))];
+        let context =
+            [raw(json!({"role": "user", "content": "x\"y"})), raw(json!({"role": "assistant", "content": "z"}))];
+        let tail = [raw(json!({"role": "user", "content": "now"}))];
+        let tools: Vec<Arc<RawValue>> = [
+            json!({"type": "function", "function": {"name": "a", "description": "搜索"}}),
+            json!({"type": "function", "function": {"name": "b"}}),
+        ]
+        .into_iter()
+        .map(|t| Arc::from(raw(t)))
+        .collect();
+        for model in ["gpt-4o", "模型\"q\"", ""] {
+            for n in 0..=tools.len() {
+                for runs in [&[&head[..], &tail[..]][..], &[&head[..], &[], &context[..], &tail[..]][..]] {
+                    let body = ChatRequest::streamed(model, runs, &tools[..n]).to_vec();
+                    let text = String::from_utf8(body).unwrap();
+                    let messages: Vec<&Box<RawValue>> = runs.iter().flat_map(|r| r.iter()).collect();
+                    let mut expected = json!({"messages": messages, "model": model, "stream": true});
+                    if n > 0 {
+                        expected["tool_choice"] = json!("auto");
+                        expected["tools"] = json!(tools[..n].iter().map(|t| &**t).collect::<Vec<_>>());
+                    }
+                    assert_eq!(text, expected.to_string(), "{model} {n}");
+                    assert_eq!(ChatRequest::streamed(model, runs, &tools[..n]).chars(), text.chars().count());
+                }
+            }
+        }
+    }
 
     fn chunks(data: &str) -> Vec<Chunk<'_>> {
         parse_chunk(data).expect(data).into_chunks()
