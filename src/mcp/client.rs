@@ -20,6 +20,10 @@ use serde_json::{json, Map, Value};
 use super::auth::Authorizer;
 use super::elicit::{self, Answer};
 use super::jsonrpc::{self, Id};
+use super::messages::{
+    self, CallToolParams, CallToolResult, ClientCapabilities, ContentBlock, FormElicitation, Implementation,
+    InitializeParams, InitializeResult, ListToolsParams, ListToolsResult, ListedTool,
+};
 use super::transport::sse::SseTransport;
 use super::transport::stdio::{self, StdioTransport};
 use super::transport::streamable_http::StreamableHttpTransport;
@@ -136,17 +140,14 @@ pub struct CallResult {
 }
 
 impl CallResult {
-    /// Parses the `result` object of `tools/call`.
-    pub fn from_value(v: &Value) -> CallResult {
-        let content = v
-            .get("content")
-            .and_then(Value::as_array)
-            .map(|items| items.iter().map(parse_content).collect())
-            .unwrap_or_default();
+    /// Reads the `result` of `tools/call`: a content item that is not an object is an unknown
+    /// block, any other odd field is absent.
+    pub fn from_value(v: Value) -> CallResult {
+        let r: CallToolResult = messages::read(Some(v));
         CallResult {
-            content,
-            is_error: v.get("isError").and_then(Value::as_bool).unwrap_or(false),
-            structured: v.get("structuredContent").filter(|s| !s.is_null()).cloned(),
+            content: r.content.unwrap_or_default().into_iter().map(|c| content(c.unwrap_or_default())).collect(),
+            is_error: r.is_error,
+            structured: r.structured_content,
             progress_events: 0,
         }
     }
@@ -198,31 +199,29 @@ fn base64_len(data: &str) -> usize {
     s.len() * 3 / 4
 }
 
-fn parse_content(c: &Value) -> Content {
-    let s = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
-    match c.get("type").and_then(Value::as_str).unwrap_or("") {
-        "text" => Content::Text(s("text").unwrap_or_default()),
+fn content(c: ContentBlock) -> Content {
+    match c.kind.as_deref().unwrap_or("") {
+        "text" => Content::Text(c.text.unwrap_or_default()),
         "image" => Content::Image {
-            mime: s("mimeType").unwrap_or_else(|| "image".into()),
-            bytes: base64_len(c.get("data").and_then(Value::as_str).unwrap_or("")),
+            mime: c.mime_type.unwrap_or_else(|| "image".into()),
+            bytes: base64_len(c.data.as_deref().unwrap_or("")),
         },
         "audio" => Content::Audio {
-            mime: s("mimeType").unwrap_or_else(|| "audio".into()),
-            bytes: base64_len(c.get("data").and_then(Value::as_str).unwrap_or("")),
+            mime: c.mime_type.unwrap_or_else(|| "audio".into()),
+            bytes: base64_len(c.data.as_deref().unwrap_or("")),
         },
         "resource_link" => Content::ResourceLink {
-            uri: s("uri").unwrap_or_default(),
-            name: s("name").unwrap_or_default(),
-            description: s("description"),
+            uri: c.uri.unwrap_or_default(),
+            name: c.name.unwrap_or_default(),
+            description: c.description,
         },
         "resource" => {
-            let r = c.get("resource").cloned().unwrap_or(Value::Null);
-            let g = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_string);
+            let r = c.resource.unwrap_or_default();
             Content::Resource {
-                uri: g("uri").unwrap_or_default(),
-                mime: g("mimeType"),
-                text: g("text"),
-                blob_bytes: g("blob").map(|b| base64_len(&b)),
+                uri: r.uri.unwrap_or_default(),
+                mime: r.mime_type,
+                text: r.text,
+                blob_bytes: r.blob.map(|b| base64_len(&b)),
             }
         }
         other => Content::Unknown(text::take_chars(other, 40).to_string()),
@@ -337,30 +336,29 @@ impl Client {
     }
 
     fn handshake(&self, timeout: Duration) -> Result<()> {
-        let capabilities = if self.cfg.elicitation { json!({"elicitation": {"form": {}}}) } else { json!({}) };
-        let params = json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": capabilities,
-            "clientInfo": {"name": self.cfg.client_name, "version": self.cfg.client_version},
-        });
-        let call = Call { timeout, cancel: None, progress: false, ask: None };
-        let result = self.request_once("initialize", Some(params), &call)?;
-        let version = result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .ok_or_else(|| Error::Protocol("initialize result has no protocolVersion".into()))?;
-        if !SUPPORTED_VERSIONS.contains(&version) {
-            return Err(Error::UnsupportedVersion(text::take_chars(version, 40).to_string()));
-        }
-        let si = result.get("serverInfo");
-        let info = ServerInfo {
-            protocol_version: version.to_string(),
-            name: si.and_then(|s| s.get("name")).and_then(Value::as_str).unwrap_or("").to_string(),
-            version: si.and_then(|s| s.get("version")).and_then(Value::as_str).unwrap_or("").to_string(),
-            capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
-            instructions: result.get("instructions").and_then(Value::as_str).map(str::to_string),
+        let params = InitializeParams {
+            protocol_version: PROTOCOL_VERSION,
+            capabilities: ClientCapabilities { elicitation: self.cfg.elicitation.then(FormElicitation::default) },
+            client_info: Implementation { name: &self.cfg.client_name, version: &self.cfg.client_version },
         };
-        self.transport.set_protocol_version(version);
+        let call = Call { timeout, cancel: None, progress: false, ask: None };
+        let result = self.request_once("initialize", Some(to_params(&params)), &call)?;
+        let result: InitializeResult = messages::read(Some(result));
+        let version = result
+            .protocol_version
+            .ok_or_else(|| Error::Protocol("initialize result has no protocolVersion".into()))?;
+        if !SUPPORTED_VERSIONS.contains(&version.as_str()) {
+            return Err(Error::UnsupportedVersion(text::take_chars(&version, 40).to_string()));
+        }
+        let si = result.server_info.unwrap_or_default();
+        let info = ServerInfo {
+            protocol_version: version.clone(),
+            name: si.name.unwrap_or_default(),
+            version: si.version.unwrap_or_default(),
+            capabilities: result.capabilities.unwrap_or_else(|| json!({})),
+            instructions: result.instructions,
+        };
+        self.transport.set_protocol_version(&version);
         self.transport.open_notification_stream();
         self.notify("notifications/initialized", None)?;
         log::info!(
@@ -393,25 +391,22 @@ impl Client {
         let mut cursor: Option<String> = None;
         let mut seen_cursors = std::collections::HashSet::new();
         for _ in 0..MAX_LIST_PAGES {
-            let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
-            let result = self.request("tools/list", params, &call)?;
-            let page = result
-                .get("tools")
-                .and_then(Value::as_array)
-                .ok_or_else(|| Error::Protocol("tools/list result has no tools array".into()))?;
+            let params = cursor.as_deref().map(|c| to_params(&ListToolsParams { cursor: c }));
+            let result: ListToolsResult = messages::read(Some(self.request("tools/list", params, &call)?));
+            let page = result.tools.ok_or_else(|| Error::Protocol("tools/list result has no tools array".into()))?;
             for t in page {
-                match parse_tool(t) {
+                match t.and_then(tool_info) {
                     Some(tool) if !tools.iter().any(|x| x.name == tool.name) => tools.push(tool),
                     Some(_) => {}
                     None => log::warn!("mcp {}: skipping a tool without a name", self.server),
                 }
             }
-            match result.get("nextCursor").and_then(Value::as_str) {
+            match result.next_cursor {
                 Some(c) if !c.is_empty() => {
-                    if !seen_cursors.insert(c.to_string()) {
+                    if !seen_cursors.insert(c.clone()) {
                         return Err(Error::Protocol("tools/list repeated a cursor".into()));
                     }
-                    cursor = Some(c.to_string());
+                    cursor = Some(c);
                 }
                 _ => return Ok(tools),
             }
@@ -452,9 +447,9 @@ impl Client {
         ask: Option<Ask<'_>>,
     ) -> Result<CallResult> {
         let call = Call { timeout, cancel, progress: true, ask };
-        let params = json!({ "name": name, "arguments": arguments });
+        let params = to_params(&CallToolParams { name, arguments });
         let (result, progress) = self.request_counting("tools/call", Some(params), &call)?;
-        let mut r = CallResult::from_value(&result);
+        let mut r = CallResult::from_value(result);
         r.progress_events = progress;
         Ok(r)
     }
@@ -622,20 +617,23 @@ impl Drop for Client {
     }
 }
 
-fn parse_tool(t: &Value) -> Option<ToolInfo> {
-    let name = t.get("name")?.as_str()?.trim();
+/// A listed tool, or `None` without a name (not a string, or blank).
+fn tool_info(t: ListedTool) -> Option<ToolInfo> {
+    let name = t.name?;
+    let name = name.trim();
     if name.is_empty() {
         return None;
     }
     Some(ToolInfo {
         name: name.to_string(),
-        description: t.get("description").and_then(Value::as_str).map(str::to_string),
-        input_schema: t
-            .get("inputSchema")
-            .filter(|s| s.is_object())
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+        description: t.description,
+        input_schema: t.input_schema.unwrap_or_else(|| json!({"type": "object", "properties": {}})),
     })
+}
+
+/// Typed params as the JSON object a request carries (it gets `_meta` added on the way out).
+fn to_params<T: serde::Serialize>(params: &T) -> Value {
+    serde_json::to_value(params).expect("params of strings and JSON values always serialise")
 }
 
 #[cfg(test)]
@@ -654,7 +652,7 @@ mod tests {
             {"type": "hologram"}
         ], "isError": false});
         assert_eq!(
-            CallResult::from_value(&v).render(),
+            CallResult::from_value(v).render(),
             "hi\n[image image/png, 5 bytes]\n[audio audio/wav, 6 bytes]\n[resource link file:///a (a): the a file]\n\
              [resource mem://b, application/zip, 3 bytes]\n[resource mem://t]\ninner text\n[hologram content]"
         );
@@ -662,10 +660,10 @@ mod tests {
 
     #[test]
     fn errors_structured_and_empty_results() {
-        let r = CallResult::from_value(&json!({"content": [{"type": "text", "text": "bad input"}], "isError": true}));
+        let r = CallResult::from_value(json!({"content": [{"type": "text", "text": "bad input"}], "isError": true}));
         assert_eq!(r.render(), "Error: bad input");
-        let r = CallResult::from_value(&json!({"content": [], "structuredContent": {"sum": 3}}));
+        let r = CallResult::from_value(json!({"content": [], "structuredContent": {"sum": 3}}));
         assert_eq!(r.render(), "{\"sum\":3}");
-        assert_eq!(CallResult::from_value(&json!({})).render(), "(no output)");
+        assert_eq!(CallResult::from_value(json!({})).render(), "(no output)");
     }
 }

@@ -10,6 +10,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::messages::{self, ElicitRequestParams};
 use crate::util::text;
 
 /// At most this many properties in one form.
@@ -249,17 +250,18 @@ pub fn parse_form(schema: &Value) -> Result<Form, Invalid> {
 
 /// Checks `elicitation/create` params: form mode only (absent `mode` is form).
 pub fn parse_request(server: &str, params: Option<&Value>) -> Result<Request, Invalid> {
-    let p = params.and_then(Value::as_object).ok_or("elicitation/create needs params")?;
-    match p.get("mode").and_then(Value::as_str) {
+    let p = params.filter(|p| p.is_object()).ok_or("elicitation/create needs params")?;
+    let p: ElicitRequestParams = messages::read(Some(p.clone()));
+    match p.mode.as_deref() {
         None | Some("form") => {}
         Some(_) => return Err("only form mode elicitation is supported".into()),
     }
-    let message = p.get("message").and_then(Value::as_str).ok_or("elicitation/create needs a message")?;
-    let schema = p.get("requestedSchema").ok_or("elicitation/create needs a requestedSchema")?;
+    let message = p.message.ok_or("elicitation/create needs a message")?;
+    let schema = p.requested_schema.ok_or("elicitation/create needs a requestedSchema")?;
     Ok(Request {
         server: server.to_string(),
-        message: text::take_chars(message, MAX_MESSAGE_CHARS).to_string(),
-        form: parse_form(schema)?,
+        message: text::take_chars(&message, MAX_MESSAGE_CHARS).to_string(),
+        form: parse_form(&schema)?,
     })
 }
 

@@ -23,6 +23,7 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::{json, Value};
 
 use super::jsonrpc::{self, Id, Message};
+use super::messages::{self, ProgressParams};
 use super::{Error, Result};
 use crate::secrets::is_secret_name;
 use crate::util::url::{self, Origin};
@@ -356,8 +357,15 @@ impl Inbox {
     fn handle_notification(&self, method: &str, params: Option<Value>) {
         match method {
             "notifications/progress" => {
-                let token = params.as_ref().and_then(|p| p.get("progressToken")).map(token_text);
-                let Some(token) = token else { return };
+                let progress: ProgressParams = messages::read(params);
+                let Some(token) = progress.progress_token.as_ref().map(token_text) else { return };
+                log::trace!(
+                    "mcp {}: progress {:?} of {:?} ({} message chars)",
+                    self.server,
+                    progress.progress,
+                    progress.total,
+                    progress.message.as_deref().map_or(0, text::char_len)
+                );
                 let now_ms = (self.epoch.elapsed().as_millis() as u64).max(1);
                 let pending = lock(&self.pending);
                 if let Some(p) = pending.values().find(|p| p.progress_token.as_deref() == Some(&token)) {
