@@ -638,7 +638,202 @@ fn to_params<T: serde::Serialize>(params: &T) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{HashMap, VecDeque};
+
     use super::*;
+
+    /// Answers each request with the next scripted `result` for its method, at once, and
+    /// records what was sent.
+    struct Scripted {
+        inbox: Arc<Inbox>,
+        results: Mutex<HashMap<String, VecDeque<Value>>>,
+        sent: Arc<Mutex<Vec<Value>>>,
+    }
+
+    impl Transport for Scripted {
+        fn send(&self, msg: String, kind: Outgoing<'_>, _timeout: Duration) -> Result<()> {
+            let msg: Value = serde_json::from_str(&msg).expect("we send JSON");
+            if let Outgoing::Request(id) = kind {
+                let method = msg["method"].as_str().expect("a method").to_string();
+                let result = lock(&self.results).get_mut(&method).and_then(VecDeque::pop_front);
+                let result = result.unwrap_or_else(|| panic!("no result scripted for {method}"));
+                self.inbox.handle_text(&json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result}).to_string());
+            }
+            lock(&self.sent).push(msg);
+            Ok(())
+        }
+        fn close(&self) {}
+    }
+
+    /// A client whose server answers `initialize` with `init` and then `script`'s results.
+    fn scripted(init: Value, script: &[(&str, Value)], elicitation: bool) -> (Result<Client>, Arc<Mutex<Vec<Value>>>) {
+        let inbox = Inbox::new("t", vec![]);
+        let mut results: HashMap<String, VecDeque<Value>> = HashMap::new();
+        results.entry("initialize".into()).or_default().push_back(init);
+        for (method, result) in script {
+            results.entry(method.to_string()).or_default().push_back(result.clone());
+        }
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let transport = Scripted { inbox: inbox.clone(), results: Mutex::new(results), sent: sent.clone() };
+        let cfg = ClientConfig { elicitation, ..ClientConfig::default() };
+        (Client::with_transport("t", Box::new(transport), inbox, cfg, Instant::now()), sent)
+    }
+
+    fn init_ok() -> Value {
+        json!({"protocolVersion": "2025-06-18"})
+    }
+
+    #[test]
+    fn initialize_is_sent_typed_and_its_result_read_leniently() {
+        let (client, sent) = scripted(init_ok(), &[], true);
+        client.expect("connects");
+        let first = lock(&sent)[0].clone();
+        assert_eq!(
+            first["params"],
+            json!({"protocolVersion": PROTOCOL_VERSION, "capabilities": {"elicitation": {"form": {}}},
+                   "clientInfo": {"name": "cashcode", "version": env!("CARGO_PKG_VERSION")}})
+        );
+        assert_eq!(lock(&sent)[1], json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let (client, sent) = scripted(init_ok(), &[], false);
+        let info = client.expect("connects").server_info();
+        assert_eq!(lock(&sent)[0]["params"]["capabilities"], json!({}));
+        assert_eq!(
+            info,
+            ServerInfo { protocol_version: "2025-06-18".into(), capabilities: json!({}), ..ServerInfo::default() }
+        );
+        // Odd types read as absent; capabilities are passed on as they are.
+        let init = json!({"protocolVersion": "2025-11-25", "serverInfo": {"name": 7, "version": "1.0"},
+                          "capabilities": {"tools": {"listChanged": true}}, "instructions": ["x"]});
+        let info = scripted(init, &[], false).0.expect("connects").server_info();
+        assert_eq!(
+            info,
+            ServerInfo {
+                protocol_version: "2025-11-25".into(),
+                name: String::new(),
+                version: "1.0".into(),
+                capabilities: json!({"tools": {"listChanged": true}}),
+                instructions: None,
+            }
+        );
+        let info =
+            scripted(json!({"protocolVersion": "2024-11-05", "serverInfo": "s", "capabilities": null}), &[], false)
+                .0
+                .expect("connects")
+                .server_info();
+        assert_eq!((info.name.as_str(), info.capabilities), ("", Value::Null));
+        let info = scripted(json!({"protocolVersion": "2024-11-05", "instructions": "Use x."}), &[], false)
+            .0
+            .expect("connects")
+            .server_info();
+        assert_eq!(info.instructions.as_deref(), Some("Use x."));
+    }
+
+    #[test]
+    fn a_malformed_initialize_result_is_a_clear_error() {
+        for init in [json!({"protocolVersion": 2025}), json!({}), json!(5), json!("2025-06-18"), json!([init_ok()])] {
+            match scripted(init.clone(), &[], false).0 {
+                Err(Error::Protocol(m)) => assert_eq!(m, "initialize result has no protocolVersion", "{init}"),
+                other => panic!("{init}: {other:?}"),
+            }
+        }
+        let long = "9".repeat(100);
+        match scripted(json!({"protocolVersion": long}), &[], false).0 {
+            Err(Error::UnsupportedVersion(v)) => assert_eq!(v, "9".repeat(40)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tools_list_skips_tools_without_a_name_and_reads_odd_fields_as_absent() {
+        let page1 = json!({"tools": [
+            {"name": "  a "}, {"name": 5}, 7, null, {"name": ""}, {"name": "   "},
+            {"name": "b", "description": 3, "inputSchema": "x", "annotations": {"readOnlyHint": true}},
+            {"name": "a", "description": "a second a"},
+            {"name": "c", "description": "C", "inputSchema": {"type": "object", "properties": {"q": {}}}}
+        ], "nextCursor": "p2"});
+        let page2 = json!({"tools": [{"name": "d", "inputSchema": []}], "nextCursor": 9});
+        let (client, sent) = scripted(init_ok(), &[("tools/list", page1), ("tools/list", page2)], false);
+        let tools = client.expect("connects").list_tools().expect("listed");
+        let empty = json!({"type": "object", "properties": {}});
+        let tool = |name: &str, description: Option<&str>, input_schema: &Value| ToolInfo {
+            name: name.into(),
+            description: description.map(str::to_string),
+            input_schema: input_schema.clone(),
+        };
+        assert_eq!(
+            tools,
+            [
+                tool("a", None, &empty),
+                tool("b", None, &empty),
+                tool("c", Some("C"), &json!({"type": "object", "properties": {"q": {}}})),
+                tool("d", None, &empty),
+            ]
+        );
+        let lists: Vec<Value> = lock(&sent).iter().filter(|m| m["method"] == "tools/list").cloned().collect();
+        assert_eq!(
+            lists.iter().map(|m| m.get("params").cloned()).collect::<Vec<_>>(),
+            [None, Some(json!({"cursor": "p2"}))]
+        );
+        // An empty cursor ends the list too.
+        let (client, _) = scripted(init_ok(), &[("tools/list", json!({"tools": [], "nextCursor": ""}))], false);
+        assert_eq!(client.expect("connects").list_tools().expect("listed"), []);
+    }
+
+    #[test]
+    fn a_malformed_tools_list_is_a_clear_error() {
+        for result in [json!({"tools": "x"}), json!({"tools": {"name": "a"}}), json!({}), json!(null), json!([])] {
+            let (client, _) = scripted(init_ok(), &[("tools/list", result.clone())], false);
+            match client.expect("connects").list_tools() {
+                Err(Error::Protocol(m)) => assert_eq!(m, "tools/list result has no tools array", "{result}"),
+                other => panic!("{result}: {other:?}"),
+            }
+        }
+        let page = json!({"tools": [], "nextCursor": "same"});
+        let (client, _) = scripted(init_ok(), &[("tools/list", page.clone()), ("tools/list", page)], false);
+        match client.expect("connects").list_tools() {
+            Err(Error::Protocol(m)) => assert_eq!(m, "tools/list repeated a cursor"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tools_call_sends_typed_params_and_reads_any_result() {
+        let results = [
+            json!({"content": [{"type": "text", "text": "ok"}], "isError": "true", "structuredContent": null}),
+            json!(5),
+            json!({"content": "text", "structuredContent": [1]}),
+            json!({"content": [1, {"type": "text"}, {"type": 3}, {"type": "t".repeat(100)}, {"type": "image"},
+                               {"type": "resource", "resource": 7}, {"type": "resource_link", "uri": 1}]}),
+        ];
+        let script: Vec<(&str, Value)> = results.iter().map(|r| ("tools/call", r.clone())).collect();
+        let (client, sent) = scripted(init_ok(), &script, false);
+        let client = client.expect("connects");
+        let mut args = Map::new();
+        args.insert("q".into(), json!("x"));
+        let call = || client.call_tool("search", &args, None).expect("a result");
+        let r = call();
+        assert_eq!((r.content, r.is_error, r.structured), (vec![Content::Text("ok".into())], false, None));
+        let params = lock(&sent).last().expect("sent")["params"].clone();
+        assert_eq!(
+            params,
+            json!({"name": "search", "arguments": {"q": "x"}, "_meta": {"progressToken": "cashcode-2"}})
+        );
+        assert_eq!(call().render(), "(no output)");
+        assert_eq!(call().render(), "[1]");
+        let r = call();
+        assert_eq!(
+            r.content,
+            [
+                Content::Unknown(String::new()),
+                Content::Text(String::new()),
+                Content::Unknown(String::new()),
+                Content::Unknown("t".repeat(40)),
+                Content::Image { mime: "image".into(), bytes: 0 },
+                Content::Resource { uri: String::new(), mime: None, text: None, blob_bytes: None },
+                Content::ResourceLink { uri: String::new(), name: String::new(), description: None },
+            ]
+        );
+    }
 
     #[test]
     fn every_content_type_renders_without_raw_data() {

@@ -603,4 +603,32 @@ mod tests {
         let m = json!({"a": 1}).as_object().cloned().unwrap();
         assert_eq!(Answer::Accept(m).to_result(), json!({"action": "accept", "content": {"a": 1}}));
     }
+
+    /// Malformed params are refused with the reason the server gets back (-32602).
+    #[test]
+    fn malformed_requests_are_refused_with_a_reason() {
+        let schema = json!({"properties": {}});
+        for (params, why) in [
+            (None, "elicitation/create needs params"),
+            (Some(json!(5)), "elicitation/create needs params"),
+            (Some(json!(["m"])), "elicitation/create needs params"),
+            (
+                Some(json!({"mode": "url", "message": "m", "requestedSchema": schema})),
+                "only form mode elicitation is supported",
+            ),
+            (Some(json!({"requestedSchema": schema})), "elicitation/create needs a message"),
+            (Some(json!({"message": 3, "requestedSchema": schema})), "elicitation/create needs a message"),
+            (Some(json!({"message": "m"})), "elicitation/create needs a requestedSchema"),
+            (Some(json!({"message": "m", "requestedSchema": null})), "requestedSchema must be an object"),
+            (
+                Some(json!({"message": "m", "requestedSchema": {"type": "array"}})),
+                "requestedSchema must be of type object",
+            ),
+        ] {
+            assert_eq!(parse_request("s", params.as_ref()).unwrap_err(), why, "{params:?}");
+        }
+        // A mode that is not a string is no mode: form.
+        let r = parse_request("s", Some(&json!({"mode": 1, "message": "m", "requestedSchema": schema}))).unwrap();
+        assert_eq!((r.server.as_str(), r.message.as_str(), r.form.fields.len()), ("s", "m", 0));
+    }
 }

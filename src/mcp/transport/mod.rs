@@ -669,6 +669,24 @@ mod tests {
         assert!(!inbox.take_list_changed());
     }
 
+    /// Tokens compare as text; progress and total of any type, or params that are not an
+    /// object, never stop the reading.
+    #[test]
+    fn progress_tokens_compare_as_text_and_odd_params_are_ignored() {
+        let inbox = Inbox::new("t", vec![]);
+        let (_rx, mark) = inbox.register(Id::Num(4), Some("5".into())).unwrap();
+        let note = |params: &str| format!(r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{params}}}"#);
+        for params in ["5", "[]", r#"{"progress":1}"#, r#"{"progressToken":"6"}"#, r#"{"progressToken":null}"#] {
+            inbox.handle_text(&note(params));
+        }
+        inbox.handle_text(r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#);
+        assert_eq!(mark.count(), 0);
+        inbox.handle_text(&note(r#"{"progressToken":5,"progress":"half","total":{},"message":7}"#));
+        inbox.handle_text(&note(r#"{"progressToken":"5","progress":2,"total":3,"message":"two"}"#));
+        assert_eq!(mark.count(), 2);
+        assert_eq!(inbox.garbage_lines(), 0);
+    }
+
     #[test]
     fn close_fails_waiters_and_refuses_new_registrations() {
         let inbox = Inbox::new("t", vec!["s3cr3t-value".into()]);
