@@ -7,12 +7,14 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::prompt;
 use super::Deps;
 use crate::bus::TurnRequest;
 use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
+use crate::llm::wire::ChatRequest;
 use crate::memory_jobs::consolidator::Job;
 use crate::store::cache::ChatState;
 use crate::store::chats::{PendingTurn, Record};
@@ -152,14 +154,14 @@ pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         let hints = (!hints.is_empty()).then(|| hints.join("\n\n"));
         let system =
             prompt::system_prompt(deps.memory.soul().as_deref(), deps.memory.memory().as_deref(), hints.as_deref());
-        let mut m = String::new();
+        let mut m = Vec::new();
         push_message(&mut m, &json!({"role": "system", "content": system}));
         if !prep.system_bodies.is_empty() {
             let bodies = prep.system_bodies.join("\n\n---\n\n");
             let skills = format!("The user explicitly selected these Skills:\n\n{bodies}");
             push_message(&mut m, &json!({"role": "system", "content": skills}));
         }
-        let mut tail = String::new();
+        let mut tail = Vec::new();
         push_message(
             &mut tail,
             &json!({"role": "user", "content": prep.model_content.as_deref().unwrap_or(&req.content)}),
@@ -239,18 +241,17 @@ fn budgeted_body(
     deps: &Deps,
     state: &Mutex<ChatState>,
     model: &str,
-    head: &str,
-    tail: &str,
+    head: &[Box<RawValue>],
+    tail: &[Box<RawValue>],
     tools: &[Arc<dyn Tool>],
     budget: Option<usize>,
 ) -> Result<Vec<u8>, String> {
-    let schemas: Vec<Arc<str>> = tools.iter().map(|tool| deps.schemas.json(tool)).collect();
-    // Room for the context: what the request costs without any (one more comma joins the
-    // context in) is counted from its parts.
+    let schemas: Vec<Arc<RawValue>> = tools.iter().map(|tool| deps.schemas.json(tool)).collect();
+    // Room for the context: what the request costs without any.
     let room = match budget {
         None => usize::MAX,
         Some(budget) => {
-            let bare = request_chars(model, head.chars().count() + 1 + tail.chars().count(), &schemas);
+            let bare = ChatRequest::streamed(model, &[head, tail], &schemas).chars();
             if bare > budget {
                 return Err(format!(
                     "the request is larger than the context budget ({bare} > {budget} characters) even without the \
@@ -260,74 +261,19 @@ chat's earlier messages"
             budget - bare
         }
     };
-    // Built in place: the context is copied once, from the chat's cached JSON into the body.
-    let mut body =
-        String::with_capacity(head.len() + tail.len() + schemas.iter().map(|s| s.len() + 1).sum::<usize>() + 256);
-    body.push_str(BODY_OPEN);
-    body.push_str(head);
-    let left_out = lock(state).push_context(&mut body, room).1;
+    // Written under the chat's lock: the context goes from its cached serialisation straight
+    // into the body.
+    let mut st = lock(state);
+    let (context, _, left_out) = st.context(!(head.is_empty() && tail.is_empty()), room);
     if left_out {
         log::info!("event=turn.context_trimmed budget_chars={}", budget.unwrap_or(0));
     }
-    body.push(',');
-    body.push_str(tail);
-    close_body(&mut body, model, &schemas);
-    Ok(body.into_bytes())
+    Ok(ChatRequest::streamed(model, &[head, context.summary, context.rest, tail], &schemas).to_vec())
 }
 
-/// Appends one message to a comma-joined JSON list.
-fn push_message(messages: &mut String, m: &Value) {
-    if !messages.is_empty() {
-        messages.push(',');
-    }
-    messages.push_str(&m.to_string());
-}
-
-/// The streamed chat-completion request. Keys in the order `serde_json` writes a `Value`
-/// object (sorted), so the bytes are what serialising the same object gives.
-#[cfg(test)]
-fn request_body(model: &str, messages: &str, schemas: &[Arc<str>]) -> Vec<u8> {
-    let mut body = String::from(BODY_OPEN);
-    body.push_str(messages);
-    close_body(&mut body, model, schemas);
-    body.into_bytes()
-}
-
-/// What a request body starts with; its `messages` follow, then [`close_body`]. The pieces
-/// are shared with [`request_chars`], which counts what they build.
-const BODY_OPEN: &str = "{\"messages\":[";
-const MODEL_KEY: &str = "],\"model\":";
-const STREAM_FLAG: &str = ",\"stream\":true";
-const TOOLS_OPEN: &str = ",\"tool_choice\":\"auto\",\"tools\":[";
-
-/// Ends a request body after its messages: model, stream flag, tools.
-fn close_body(body: &mut String, model: &str, schemas: &[Arc<str>]) {
-    body.push_str(MODEL_KEY);
-    body.push_str(&Value::from(model).to_string());
-    body.push_str(STREAM_FLAG);
-    if !schemas.is_empty() {
-        body.push_str(TOOLS_OPEN);
-        for (i, s) in schemas.iter().enumerate() {
-            if i > 0 {
-                body.push(',');
-            }
-            body.push_str(s);
-        }
-        body.push(']');
-    }
-    body.push('}');
-}
-
-/// Characters of [`request_body`] for messages of `messages_chars` characters, counted from
-/// its parts instead of building it.
-fn request_chars(model: &str, messages_chars: usize, schemas: &[Arc<str>]) -> usize {
-    let fixed = BODY_OPEN.len() + MODEL_KEY.len() + STREAM_FLAG.len() + "}".len();
-    let tools = if schemas.is_empty() {
-        0
-    } else {
-        TOOLS_OPEN.len() + schemas.iter().map(|s| s.chars().count()).sum::<usize>() + (schemas.len() - 1) + "]".len()
-    };
-    fixed + messages_chars + Value::from(model).to_string().chars().count() + tools
+/// Appends one message, serialised.
+fn push_message(messages: &mut Vec<Box<RawValue>>, m: &Value) {
+    messages.push(serde_json::value::to_raw_value(m).expect("a Value always serialises"));
 }
 
 /// Executes one model step's tool calls in order. False when cancelled mid-step (the
@@ -335,7 +281,7 @@ fn request_chars(model: &str, messages_chars: usize, schemas: &[Arc<str>]) -> us
 fn run_tools(
     t: &mut Turn,
     completion: Completion,
-    messages: &mut String,
+    messages: &mut Vec<Box<RawValue>>,
     ctx: &TurnCtx,
     tools: &[Arc<dyn Tool>],
 ) -> bool {
@@ -546,25 +492,4 @@ fn visible_tools(deps: &Deps, ctx: &TurnCtx) -> Vec<Arc<dyn Tool>> {
     // requests, so provider prompt caches keep hitting.
     out.sort_by(|a, b| (a.name().starts_with("mcp_"), a.name()).cmp(&(b.name().starts_with("mcp_"), b.name())));
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn request_chars_counts_what_request_body_builds() {
-        let schemas: Vec<Arc<str>> = vec![
-            Arc::from(r#"{"type":"function","function":{"name":"a","description":"搜索"}}"#),
-            Arc::from(r#"{"type":"function","function":{"name":"b"}}"#),
-        ];
-        let messages = [r#"{"role":"system","content":"你好"}"#, r#"{"role":"user","content":"x\"y"}"#].join(",");
-        for model in ["gpt-4o", "模型\"q\"", ""] {
-            for n in 0..=schemas.len() {
-                let body = request_body(model, &messages, &schemas[..n]);
-                let chars = String::from_utf8(body).expect("UTF-8").chars().count();
-                assert_eq!(request_chars(model, messages.chars().count(), &schemas[..n]), chars, "{model} {n}");
-            }
-        }
-    }
 }

@@ -3,14 +3,13 @@
 //! stream's agent ([`blocking::interruptible`]), plus non-streamed completions (consolidation,
 //! Dream) and model discovery. Text deltas go straight to the turn's callback.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::settings::Settings;
+use super::wire::{parse_chunk, Chunk};
 use super::Provider;
 use crate::util::blocking;
 use crate::util::cancel::CancelToken;
@@ -346,28 +345,13 @@ impl LlmClient {
             if too_deep(data.as_bytes(), MAX_JSON_DEPTH).is_some() {
                 return Err(LlmError::Malformed("stream data is not JSON"));
             }
-            // The usual chunk shape is read into borrowed fields; anything else (or an odd
-            // type somewhere) goes through the general `Value` reading.
-            let fast = serde_json::from_str::<WireChunk>(data).ok();
-            let slow = match &fast {
-                Some(_) => None,
-                None => match serde_json::from_str::<Value>(data) {
-                    Ok(v) => Some(v),
-                    Err(_) => return Err(LlmError::Malformed("stream data is not JSON")),
-                },
-            };
-            let error = fast.as_ref().map_or_else(|| slow.as_ref().and_then(|v| v.get("error")), |f| f.error.as_ref());
-            if let Some(err) = error {
+            let chunk = parse_chunk(data).map_err(|_| LlmError::Malformed("stream data is not JSON"))?;
+            if let Some(err) = &chunk.error {
                 let msg = err.get("message").and_then(Value::as_str).unwrap_or("error in stream");
                 let status = err.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
                 return Err(LlmError::Http { status, message: self.short(msg) });
             }
-            let chunks = match (fast, &slow) {
-                (Some(f), _) => f.into_chunks(),
-                (None, Some(v)) => chunks_of(v),
-                (None, None) => Vec::new(),
-            };
-            for c in chunks {
+            for c in chunk.into_chunks() {
                 match c {
                     Chunk::Text(t) => {
                         out.content.push_str(&t);
@@ -610,116 +594,6 @@ impl Stream<'_> {
     }
 }
 
-#[derive(Debug, PartialEq)]
-enum Chunk<'a> {
-    Text(Cow<'a, str>),
-    ToolFragment { index: usize, id: Option<String>, name: Option<String>, arguments: Option<String> },
-    Finish(String),
-    Usage(Value),
-}
-
-/// A stream chunk in its usual shape, text borrowed from the event's data where it has no
-/// escapes. Unknown fields are skipped; a field of another type fails the parse, and the
-/// chunk is then read as a `Value` by [`chunks_of`].
-#[derive(Deserialize)]
-struct WireChunk<'a> {
-    #[serde(borrow, default)]
-    choices: Vec<WireChoice<'a>>,
-    #[serde(default)]
-    usage: Option<Value>,
-    #[serde(default)]
-    error: Option<Value>,
-}
-
-#[derive(Deserialize)]
-struct WireChoice<'a> {
-    #[serde(borrow, default)]
-    delta: Option<WireDelta<'a>>,
-    #[serde(borrow, default)]
-    message: Option<WireDelta<'a>>,
-    #[serde(borrow, default, deserialize_with = "borrowed")]
-    finish_reason: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct WireDelta<'a> {
-    #[serde(borrow, default, deserialize_with = "borrowed")]
-    content: Option<Cow<'a, str>>,
-    #[serde(default)]
-    tool_calls: Option<Vec<Value>>,
-}
-
-/// An optional string borrowed from the input when it has no escapes (serde borrows a bare
-/// `Cow` field, not one inside an `Option`).
-fn borrowed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
-    #[derive(Deserialize)]
-    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
-    Ok(Option::<Text>::deserialize(d)?.map(|t| t.0))
-}
-
-impl<'a> WireChunk<'a> {
-    /// The same chunks [`chunks_of`] finds in this data.
-    fn into_chunks(self) -> Vec<Chunk<'a>> {
-        let mut out = Vec::new();
-        if let Some(choice) = self.choices.into_iter().next() {
-            if let Some(d) = choice.delta.or(choice.message) {
-                if let Some(t) = d.content.filter(|t| !t.is_empty()) {
-                    out.push(Chunk::Text(t));
-                }
-                for (pos, c) in d.tool_calls.unwrap_or_default().iter().enumerate() {
-                    out.push(tool_fragment(c, pos));
-                }
-            }
-            if let Some(r) = choice.finish_reason {
-                out.push(Chunk::Finish(r.into_owned()));
-            }
-        }
-        if let Some(u) = self.usage.filter(Value::is_object) {
-            out.push(Chunk::Usage(u));
-        }
-        out
-    }
-}
-
-fn tool_fragment<'a>(c: &Value, pos: usize) -> Chunk<'a> {
-    let index = c.get("index").and_then(Value::as_u64).map(|i| i as usize).unwrap_or(pos);
-    let f = c.get("function");
-    Chunk::ToolFragment {
-        index,
-        id: c.get("id").and_then(Value::as_str).map(str::to_string),
-        name: f.and_then(|f| f.get("name")).and_then(Value::as_str).map(str::to_string),
-        arguments: f.and_then(|f| f.get("arguments")).and_then(|a| match a {
-            Value::String(s) => Some(s.clone()),
-            Value::Null => None,
-            other => Some(other.to_string()),
-        }),
-    }
-}
-
-fn chunks_of(v: &Value) -> Vec<Chunk<'_>> {
-    let mut out = Vec::new();
-    if let Some(choice) = v.pointer("/choices/0") {
-        let delta = choice.get("delta").or_else(|| choice.get("message"));
-        if let Some(d) = delta {
-            if let Some(t) = d.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                out.push(Chunk::Text(Cow::Borrowed(t)));
-            }
-            if let Some(calls) = d.get("tool_calls").and_then(Value::as_array) {
-                for (pos, c) in calls.iter().enumerate() {
-                    out.push(tool_fragment(c, pos));
-                }
-            }
-        }
-        if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
-            out.push(Chunk::Finish(r.to_string()));
-        }
-    }
-    if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-        out.push(Chunk::Usage(u.clone()));
-    }
-    out
-}
-
 /// Parses a non-streamed `chat.completion` body (nesting bounded first: the callers include
 /// the small-stacked `skill-evolution` thread).
 pub fn parse_completion(bytes: &[u8]) -> Result<Completion, LlmError> {
@@ -782,36 +656,6 @@ fn map_io(e: &std::io::Error, timeout: Duration) -> LlmError {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn typed_chunks_read_what_the_value_reading_reads() {
-        let cases = [
-            r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"},"logprobs":null,"finish_reason":null}]}"#,
-            r#"{"choices":[{"delta":{"content":"line\nwith \"escapes\" \u4f60\u597d"}}]}"#,
-            r#"{"choices":[{"delta":{"content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":3}}"#,
-            r#"{"choices":[{"message":{"content":"whole"}}]}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"c1","function":{"name":"grep","arguments":"{\"a\":"}}]}}]}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":{"k":1}}}]}}]}"#,
-            r#"{"choices":[],"usage":{"total_tokens":9}}"#,
-            r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"second choice"}}]}"#,
-            r#"{"usage":null}"#,
-        ];
-        let first = serde_json::from_str::<super::WireChunk>(cases[0]).unwrap().into_chunks();
-        assert!(matches!(&first[0], super::Chunk::Text(std::borrow::Cow::Borrowed("Hello"))), "{first:?}");
-        for data in cases {
-            let typed = serde_json::from_str::<super::WireChunk>(data).expect(data).into_chunks();
-            let v: serde_json::Value = serde_json::from_str(data).unwrap();
-            assert_eq!(typed, super::chunks_of(&v), "{data}");
-        }
-        // Odd types fail the typed reading, so such chunks take the general one.
-        for data in [
-            r#"{"choices":null}"#,
-            r#"{"choices":[{"delta":{"content":["part"]}}]}"#,
-            r#"{"choices":[{"delta":{"content":"x"},"finish_reason":1}]}"#,
-        ] {
-            assert!(serde_json::from_str::<super::WireChunk>(data).is_err(), "{data}");
-        }
-    }
-
     use super::*;
 
     #[test]

@@ -7,6 +7,7 @@ pub mod context;
 pub mod runtime;
 pub mod settings;
 pub mod views;
+pub mod wire;
 
 use std::fmt;
 

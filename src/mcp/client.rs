@@ -20,6 +20,10 @@ use serde_json::{json, Map, Value};
 use super::auth::Authorizer;
 use super::elicit::{self, Answer};
 use super::jsonrpc::{self, Id};
+use super::messages::{
+    self, CallToolParams, CallToolResult, ClientCapabilities, ContentBlock, FormElicitation, Implementation,
+    InitializeParams, InitializeResult, ListToolsParams, ListToolsResult, ListedTool,
+};
 use super::transport::sse::SseTransport;
 use super::transport::stdio::{self, StdioTransport};
 use super::transport::streamable_http::StreamableHttpTransport;
@@ -130,17 +134,14 @@ pub struct CallResult {
 }
 
 impl CallResult {
-    /// Parses the `result` object of `tools/call`.
-    pub fn from_value(v: &Value) -> CallResult {
-        let content = v
-            .get("content")
-            .and_then(Value::as_array)
-            .map(|items| items.iter().map(parse_content).collect())
-            .unwrap_or_default();
+    /// Reads the `result` of `tools/call`: a content item that is not an object is an unknown
+    /// block, any other odd field is absent.
+    pub fn from_value(v: Value) -> CallResult {
+        let r: CallToolResult = messages::read(Some(v));
         CallResult {
-            content,
-            is_error: v.get("isError").and_then(Value::as_bool).unwrap_or(false),
-            structured: v.get("structuredContent").filter(|s| !s.is_null()).cloned(),
+            content: r.content.unwrap_or_default().into_iter().map(|c| content(c.unwrap_or_default())).collect(),
+            is_error: r.is_error,
+            structured: r.structured_content,
             progress_events: 0,
         }
     }
@@ -192,31 +193,29 @@ fn base64_len(data: &str) -> usize {
     s.len() * 3 / 4
 }
 
-fn parse_content(c: &Value) -> Content {
-    let s = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
-    match c.get("type").and_then(Value::as_str).unwrap_or("") {
-        "text" => Content::Text(s("text").unwrap_or_default()),
+fn content(c: ContentBlock) -> Content {
+    match c.kind.as_deref().unwrap_or("") {
+        "text" => Content::Text(c.text.unwrap_or_default()),
         "image" => Content::Image {
-            mime: s("mimeType").unwrap_or_else(|| "image".into()),
-            bytes: base64_len(c.get("data").and_then(Value::as_str).unwrap_or("")),
+            mime: c.mime_type.unwrap_or_else(|| "image".into()),
+            bytes: base64_len(c.data.as_deref().unwrap_or("")),
         },
         "audio" => Content::Audio {
-            mime: s("mimeType").unwrap_or_else(|| "audio".into()),
-            bytes: base64_len(c.get("data").and_then(Value::as_str).unwrap_or("")),
+            mime: c.mime_type.unwrap_or_else(|| "audio".into()),
+            bytes: base64_len(c.data.as_deref().unwrap_or("")),
         },
         "resource_link" => Content::ResourceLink {
-            uri: s("uri").unwrap_or_default(),
-            name: s("name").unwrap_or_default(),
-            description: s("description"),
+            uri: c.uri.unwrap_or_default(),
+            name: c.name.unwrap_or_default(),
+            description: c.description,
         },
         "resource" => {
-            let r = c.get("resource").cloned().unwrap_or(Value::Null);
-            let g = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_string);
+            let r = c.resource.unwrap_or_default();
             Content::Resource {
-                uri: g("uri").unwrap_or_default(),
-                mime: g("mimeType"),
-                text: g("text"),
-                blob_bytes: g("blob").map(|b| base64_len(&b)),
+                uri: r.uri.unwrap_or_default(),
+                mime: r.mime_type,
+                text: r.text,
+                blob_bytes: r.blob.map(|b| base64_len(&b)),
             }
         }
         other => Content::Unknown(text::take_chars(other, 40).to_string()),
@@ -331,30 +330,29 @@ impl Client {
     }
 
     fn handshake(&self, timeout: Duration) -> Result<()> {
-        let capabilities = if self.cfg.elicitation { json!({"elicitation": {"form": {}}}) } else { json!({}) };
-        let params = json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": capabilities,
-            "clientInfo": {"name": self.cfg.client_name, "version": self.cfg.client_version},
-        });
-        let call = Call { timeout, cancel: None, progress: false, ask: None };
-        let result = self.request_once("initialize", Some(params), &call)?;
-        let version = result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .ok_or_else(|| Error::Protocol("initialize result has no protocolVersion".into()))?;
-        if !SUPPORTED_VERSIONS.contains(&version) {
-            return Err(Error::UnsupportedVersion(text::take_chars(version, 40).to_string()));
-        }
-        let si = result.get("serverInfo");
-        let info = ServerInfo {
-            protocol_version: version.to_string(),
-            name: si.and_then(|s| s.get("name")).and_then(Value::as_str).unwrap_or("").to_string(),
-            version: si.and_then(|s| s.get("version")).and_then(Value::as_str).unwrap_or("").to_string(),
-            capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
-            instructions: result.get("instructions").and_then(Value::as_str).map(str::to_string),
+        let params = InitializeParams {
+            protocol_version: PROTOCOL_VERSION,
+            capabilities: ClientCapabilities { elicitation: self.cfg.elicitation.then(FormElicitation::default) },
+            client_info: Implementation { name: &self.cfg.client_name, version: &self.cfg.client_version },
         };
-        self.transport.set_protocol_version(version);
+        let call = Call { timeout, cancel: None, progress: false, ask: None };
+        let result = self.request_once("initialize", Some(to_params(&params)), &call)?;
+        let result: InitializeResult = messages::read(Some(result));
+        let version = result
+            .protocol_version
+            .ok_or_else(|| Error::Protocol("initialize result has no protocolVersion".into()))?;
+        if !SUPPORTED_VERSIONS.contains(&version.as_str()) {
+            return Err(Error::UnsupportedVersion(text::take_chars(&version, 40).to_string()));
+        }
+        let si = result.server_info.unwrap_or_default();
+        let info = ServerInfo {
+            protocol_version: version.clone(),
+            name: si.name.unwrap_or_default(),
+            version: si.version.unwrap_or_default(),
+            capabilities: result.capabilities.unwrap_or_else(|| json!({})),
+            instructions: result.instructions,
+        };
+        self.transport.set_protocol_version(&version);
         self.transport.open_notification_stream();
         self.notify("notifications/initialized", None)?;
         log::info!(
@@ -387,25 +385,22 @@ impl Client {
         let mut cursor: Option<String> = None;
         let mut seen_cursors = std::collections::HashSet::new();
         for _ in 0..MAX_LIST_PAGES {
-            let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
-            let result = self.request("tools/list", params, &call)?;
-            let page = result
-                .get("tools")
-                .and_then(Value::as_array)
-                .ok_or_else(|| Error::Protocol("tools/list result has no tools array".into()))?;
+            let params = cursor.as_deref().map(|c| to_params(&ListToolsParams { cursor: c }));
+            let result: ListToolsResult = messages::read(Some(self.request("tools/list", params, &call)?));
+            let page = result.tools.ok_or_else(|| Error::Protocol("tools/list result has no tools array".into()))?;
             for t in page {
-                match parse_tool(t) {
+                match t.and_then(tool_info) {
                     Some(tool) if !tools.iter().any(|x| x.name == tool.name) => tools.push(tool),
                     Some(_) => {}
                     None => log::warn!("mcp {}: skipping a tool without a name", self.server),
                 }
             }
-            match result.get("nextCursor").and_then(Value::as_str) {
+            match result.next_cursor {
                 Some(c) if !c.is_empty() => {
-                    if !seen_cursors.insert(c.to_string()) {
+                    if !seen_cursors.insert(c.clone()) {
                         return Err(Error::Protocol("tools/list repeated a cursor".into()));
                     }
-                    cursor = Some(c.to_string());
+                    cursor = Some(c);
                 }
                 _ => return Ok(tools),
             }
@@ -446,9 +441,9 @@ impl Client {
         ask: Option<Ask<'_>>,
     ) -> Result<CallResult> {
         let call = Call { timeout, cancel, progress: true, ask };
-        let params = json!({ "name": name, "arguments": arguments });
+        let params = to_params(&CallToolParams { name, arguments });
         let (result, progress) = self.request_counting("tools/call", Some(params), &call)?;
-        let mut r = CallResult::from_value(&result);
+        let mut r = CallResult::from_value(result);
         r.progress_events = progress;
         Ok(r)
     }
@@ -616,25 +611,223 @@ impl Drop for Client {
     }
 }
 
-fn parse_tool(t: &Value) -> Option<ToolInfo> {
-    let name = t.get("name")?.as_str()?.trim();
+/// A listed tool, or `None` without a name (not a string, or blank).
+fn tool_info(t: ListedTool) -> Option<ToolInfo> {
+    let name = t.name?;
+    let name = name.trim();
     if name.is_empty() {
         return None;
     }
     Some(ToolInfo {
         name: name.to_string(),
-        description: t.get("description").and_then(Value::as_str).map(str::to_string),
-        input_schema: t
-            .get("inputSchema")
-            .filter(|s| s.is_object())
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+        description: t.description,
+        input_schema: t.input_schema.unwrap_or_else(|| json!({"type": "object", "properties": {}})),
     })
+}
+
+/// Typed params as the JSON object a request carries (it gets `_meta` added on the way out).
+fn to_params<T: serde::Serialize>(params: &T) -> Value {
+    serde_json::to_value(params).expect("params of strings and JSON values always serialise")
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{HashMap, VecDeque};
+
     use super::*;
+
+    /// Answers each request with the next scripted `result` for its method, at once, and
+    /// records what was sent.
+    struct Scripted {
+        inbox: Arc<Inbox>,
+        results: Mutex<HashMap<String, VecDeque<Value>>>,
+        sent: Arc<Mutex<Vec<Value>>>,
+    }
+
+    impl Transport for Scripted {
+        fn send(&self, msg: String, kind: Outgoing<'_>, _timeout: Duration) -> Result<()> {
+            let msg: Value = serde_json::from_str(&msg).expect("we send JSON");
+            if let Outgoing::Request(id) = kind {
+                let method = msg["method"].as_str().expect("a method").to_string();
+                let result = lock(&self.results).get_mut(&method).and_then(VecDeque::pop_front);
+                let result = result.unwrap_or_else(|| panic!("no result scripted for {method}"));
+                self.inbox.handle_text(&json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result}).to_string());
+            }
+            lock(&self.sent).push(msg);
+            Ok(())
+        }
+        fn close(&self) {}
+    }
+
+    /// A client whose server answers `initialize` with `init` and then `script`'s results.
+    fn scripted(init: Value, script: &[(&str, Value)], elicitation: bool) -> (Result<Client>, Arc<Mutex<Vec<Value>>>) {
+        let inbox = Inbox::new("t", vec![]);
+        let mut results: HashMap<String, VecDeque<Value>> = HashMap::new();
+        results.entry("initialize".into()).or_default().push_back(init);
+        for (method, result) in script {
+            results.entry(method.to_string()).or_default().push_back(result.clone());
+        }
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let transport = Scripted { inbox: inbox.clone(), results: Mutex::new(results), sent: sent.clone() };
+        let cfg = ClientConfig { elicitation, ..ClientConfig::default() };
+        (Client::with_transport("t", Box::new(transport), inbox, cfg, Instant::now()), sent)
+    }
+
+    fn init_ok() -> Value {
+        json!({"protocolVersion": "2025-06-18"})
+    }
+
+    #[test]
+    fn initialize_is_sent_typed_and_its_result_read_leniently() {
+        let (client, sent) = scripted(init_ok(), &[], true);
+        client.expect("connects");
+        let first = lock(&sent)[0].clone();
+        assert_eq!(
+            first["params"],
+            json!({"protocolVersion": PROTOCOL_VERSION, "capabilities": {"elicitation": {"form": {}}},
+                   "clientInfo": {"name": "cashcode", "version": env!("CARGO_PKG_VERSION")}})
+        );
+        assert_eq!(lock(&sent)[1], json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let (client, sent) = scripted(init_ok(), &[], false);
+        let info = client.expect("connects").server_info();
+        assert_eq!(lock(&sent)[0]["params"]["capabilities"], json!({}));
+        assert_eq!(
+            info,
+            ServerInfo { protocol_version: "2025-06-18".into(), capabilities: json!({}), ..ServerInfo::default() }
+        );
+        // Odd types read as absent; capabilities are passed on as they are.
+        let init = json!({"protocolVersion": "2025-11-25", "serverInfo": {"name": 7, "version": "1.0"},
+                          "capabilities": {"tools": {"listChanged": true}}, "instructions": ["x"]});
+        let info = scripted(init, &[], false).0.expect("connects").server_info();
+        assert_eq!(
+            info,
+            ServerInfo {
+                protocol_version: "2025-11-25".into(),
+                name: String::new(),
+                version: "1.0".into(),
+                capabilities: json!({"tools": {"listChanged": true}}),
+                instructions: None,
+            }
+        );
+        let info =
+            scripted(json!({"protocolVersion": "2024-11-05", "serverInfo": "s", "capabilities": null}), &[], false)
+                .0
+                .expect("connects")
+                .server_info();
+        assert_eq!((info.name.as_str(), info.capabilities), ("", Value::Null));
+        let info = scripted(json!({"protocolVersion": "2024-11-05", "instructions": "Use x."}), &[], false)
+            .0
+            .expect("connects")
+            .server_info();
+        assert_eq!(info.instructions.as_deref(), Some("Use x."));
+    }
+
+    #[test]
+    fn a_malformed_initialize_result_is_a_clear_error() {
+        for init in [json!({"protocolVersion": 2025}), json!({}), json!(5), json!("2025-06-18"), json!([init_ok()])] {
+            match scripted(init.clone(), &[], false).0 {
+                Err(Error::Protocol(m)) => assert_eq!(m, "initialize result has no protocolVersion", "{init}"),
+                other => panic!("{init}: {other:?}"),
+            }
+        }
+        let long = "9".repeat(100);
+        match scripted(json!({"protocolVersion": long}), &[], false).0 {
+            Err(Error::UnsupportedVersion(v)) => assert_eq!(v, "9".repeat(40)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tools_list_skips_tools_without_a_name_and_reads_odd_fields_as_absent() {
+        let page1 = json!({"tools": [
+            {"name": "  a "}, {"name": 5}, 7, null, {"name": ""}, {"name": "   "},
+            {"name": "b", "description": 3, "inputSchema": "x", "annotations": {"readOnlyHint": true}},
+            {"name": "a", "description": "a second a"},
+            {"name": "c", "description": "C", "inputSchema": {"type": "object", "properties": {"q": {}}}}
+        ], "nextCursor": "p2"});
+        let page2 = json!({"tools": [{"name": "d", "inputSchema": []}], "nextCursor": 9});
+        let (client, sent) = scripted(init_ok(), &[("tools/list", page1), ("tools/list", page2)], false);
+        let tools = client.expect("connects").list_tools().expect("listed");
+        let empty = json!({"type": "object", "properties": {}});
+        let tool = |name: &str, description: Option<&str>, input_schema: &Value| ToolInfo {
+            name: name.into(),
+            description: description.map(str::to_string),
+            input_schema: input_schema.clone(),
+        };
+        assert_eq!(
+            tools,
+            [
+                tool("a", None, &empty),
+                tool("b", None, &empty),
+                tool("c", Some("C"), &json!({"type": "object", "properties": {"q": {}}})),
+                tool("d", None, &empty),
+            ]
+        );
+        let lists: Vec<Value> = lock(&sent).iter().filter(|m| m["method"] == "tools/list").cloned().collect();
+        assert_eq!(
+            lists.iter().map(|m| m.get("params").cloned()).collect::<Vec<_>>(),
+            [None, Some(json!({"cursor": "p2"}))]
+        );
+        // An empty cursor ends the list too.
+        let (client, _) = scripted(init_ok(), &[("tools/list", json!({"tools": [], "nextCursor": ""}))], false);
+        assert_eq!(client.expect("connects").list_tools().expect("listed"), []);
+    }
+
+    #[test]
+    fn a_malformed_tools_list_is_a_clear_error() {
+        for result in [json!({"tools": "x"}), json!({"tools": {"name": "a"}}), json!({}), json!(null), json!([])] {
+            let (client, _) = scripted(init_ok(), &[("tools/list", result.clone())], false);
+            match client.expect("connects").list_tools() {
+                Err(Error::Protocol(m)) => assert_eq!(m, "tools/list result has no tools array", "{result}"),
+                other => panic!("{result}: {other:?}"),
+            }
+        }
+        let page = json!({"tools": [], "nextCursor": "same"});
+        let (client, _) = scripted(init_ok(), &[("tools/list", page.clone()), ("tools/list", page)], false);
+        match client.expect("connects").list_tools() {
+            Err(Error::Protocol(m)) => assert_eq!(m, "tools/list repeated a cursor"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tools_call_sends_typed_params_and_reads_any_result() {
+        let results = [
+            json!({"content": [{"type": "text", "text": "ok"}], "isError": "true", "structuredContent": null}),
+            json!(5),
+            json!({"content": "text", "structuredContent": [1]}),
+            json!({"content": [1, {"type": "text"}, {"type": 3}, {"type": "t".repeat(100)}, {"type": "image"},
+                               {"type": "resource", "resource": 7}, {"type": "resource_link", "uri": 1}]}),
+        ];
+        let script: Vec<(&str, Value)> = results.iter().map(|r| ("tools/call", r.clone())).collect();
+        let (client, sent) = scripted(init_ok(), &script, false);
+        let client = client.expect("connects");
+        let mut args = Map::new();
+        args.insert("q".into(), json!("x"));
+        let call = || client.call_tool("search", &args, None).expect("a result");
+        let r = call();
+        assert_eq!((r.content, r.is_error, r.structured), (vec![Content::Text("ok".into())], false, None));
+        let params = lock(&sent).last().expect("sent")["params"].clone();
+        assert_eq!(
+            params,
+            json!({"name": "search", "arguments": {"q": "x"}, "_meta": {"progressToken": "cashcode-2"}})
+        );
+        assert_eq!(call().render(), "(no output)");
+        assert_eq!(call().render(), "[1]");
+        let r = call();
+        assert_eq!(
+            r.content,
+            [
+                Content::Unknown(String::new()),
+                Content::Text(String::new()),
+                Content::Unknown(String::new()),
+                Content::Unknown("t".repeat(40)),
+                Content::Image { mime: "image".into(), bytes: 0 },
+                Content::Resource { uri: String::new(), mime: None, text: None, blob_bytes: None },
+                Content::ResourceLink { uri: String::new(), name: String::new(), description: None },
+            ]
+        );
+    }
 
     #[test]
     fn every_content_type_renders_without_raw_data() {
@@ -648,7 +841,7 @@ mod tests {
             {"type": "hologram"}
         ], "isError": false});
         assert_eq!(
-            CallResult::from_value(&v).render(),
+            CallResult::from_value(v).render(),
             "hi\n[image image/png, 5 bytes]\n[audio audio/wav, 6 bytes]\n[resource link file:///a (a): the a file]\n\
              [resource mem://b, application/zip, 3 bytes]\n[resource mem://t]\ninner text\n[hologram content]"
         );
@@ -656,10 +849,10 @@ mod tests {
 
     #[test]
     fn errors_structured_and_empty_results() {
-        let r = CallResult::from_value(&json!({"content": [{"type": "text", "text": "bad input"}], "isError": true}));
+        let r = CallResult::from_value(json!({"content": [{"type": "text", "text": "bad input"}], "isError": true}));
         assert_eq!(r.render(), "Error: bad input");
-        let r = CallResult::from_value(&json!({"content": [], "structuredContent": {"sum": 3}}));
+        let r = CallResult::from_value(json!({"content": [], "structuredContent": {"sum": 3}}));
         assert_eq!(r.render(), "{\"sum\":3}");
-        assert_eq!(CallResult::from_value(&json!({})).render(), "(no output)");
+        assert_eq!(CallResult::from_value(json!({})).render(), "(no output)");
     }
 }

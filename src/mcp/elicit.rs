@@ -10,6 +10,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::messages::{self, ElicitRequestParams};
 use crate::util::text;
 
 /// At most this many properties in one form.
@@ -249,17 +250,18 @@ pub fn parse_form(schema: &Value) -> Result<Form, Invalid> {
 
 /// Checks `elicitation/create` params: form mode only (absent `mode` is form).
 pub fn parse_request(server: &str, params: Option<&Value>) -> Result<Request, Invalid> {
-    let p = params.and_then(Value::as_object).ok_or("elicitation/create needs params")?;
-    match p.get("mode").and_then(Value::as_str) {
+    let p = params.filter(|p| p.is_object()).ok_or("elicitation/create needs params")?;
+    let p: ElicitRequestParams = messages::read(Some(p.clone()));
+    match p.mode.as_deref() {
         None | Some("form") => {}
         Some(_) => return Err("only form mode elicitation is supported".into()),
     }
-    let message = p.get("message").and_then(Value::as_str).ok_or("elicitation/create needs a message")?;
-    let schema = p.get("requestedSchema").ok_or("elicitation/create needs a requestedSchema")?;
+    let message = p.message.ok_or("elicitation/create needs a message")?;
+    let schema = p.requested_schema.ok_or("elicitation/create needs a requestedSchema")?;
     Ok(Request {
         server: server.to_string(),
-        message: text::take_chars(message, MAX_MESSAGE_CHARS).to_string(),
-        form: parse_form(schema)?,
+        message: text::take_chars(&message, MAX_MESSAGE_CHARS).to_string(),
+        form: parse_form(&schema)?,
     })
 }
 
@@ -600,5 +602,33 @@ mod tests {
         assert_eq!(Answer::Cancel.to_result(), json!({"action": "cancel"}));
         let m = json!({"a": 1}).as_object().cloned().unwrap();
         assert_eq!(Answer::Accept(m).to_result(), json!({"action": "accept", "content": {"a": 1}}));
+    }
+
+    /// Malformed params are refused with the reason the server gets back (-32602).
+    #[test]
+    fn malformed_requests_are_refused_with_a_reason() {
+        let schema = json!({"properties": {}});
+        for (params, why) in [
+            (None, "elicitation/create needs params"),
+            (Some(json!(5)), "elicitation/create needs params"),
+            (Some(json!(["m"])), "elicitation/create needs params"),
+            (
+                Some(json!({"mode": "url", "message": "m", "requestedSchema": schema})),
+                "only form mode elicitation is supported",
+            ),
+            (Some(json!({"requestedSchema": schema})), "elicitation/create needs a message"),
+            (Some(json!({"message": 3, "requestedSchema": schema})), "elicitation/create needs a message"),
+            (Some(json!({"message": "m"})), "elicitation/create needs a requestedSchema"),
+            (Some(json!({"message": "m", "requestedSchema": null})), "requestedSchema must be an object"),
+            (
+                Some(json!({"message": "m", "requestedSchema": {"type": "array"}})),
+                "requestedSchema must be of type object",
+            ),
+        ] {
+            assert_eq!(parse_request("s", params.as_ref()).unwrap_err(), why, "{params:?}");
+        }
+        // A mode that is not a string is no mode: form.
+        let r = parse_request("s", Some(&json!({"mode": 1, "message": "m", "requestedSchema": schema}))).unwrap();
+        assert_eq!((r.server.as_str(), r.message.as_str(), r.form.fields.len()), ("s", "m", 0));
     }
 }

@@ -23,6 +23,7 @@ pub mod extension;
 mod fuzz;
 pub mod jsonrpc;
 pub mod manager;
+pub mod messages;
 pub mod names;
 pub mod pins;
 pub mod refusal;

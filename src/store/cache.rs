@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::chats::{ChatStore, Record};
@@ -45,15 +46,16 @@ fn content_chars(records: &[Record]) -> usize {
     records.iter().map(|r| r.content.chars().count()).sum()
 }
 
-/// The comma-joined JSON of the context's model messages, with where each group starts. A
-/// group is one message, or an assistant tool-call message with its results: the unit the
-/// context budget keeps or drops, so a tool call never loses its result.
+/// The context's model messages, each serialised once, with where each group starts. A group
+/// is one message, or an assistant tool-call message with its results: the unit the context
+/// budget keeps or drops, so a tool call never loses its result.
 #[derive(Debug, Default)]
 struct Wire {
     covered: usize,
-    json: String,
-    /// (byte offset, characters before it) of each group in `json`.
+    messages: Vec<Box<RawValue>>,
+    /// (index of its first message, characters of the comma-joined list before it) of each group.
     groups: Vec<(usize, usize)>,
+    /// Characters of the messages joined by commas.
     chars: usize,
     /// The first group is the summary (always sent when the budget allows it).
     summary_head: bool,
@@ -62,18 +64,25 @@ struct Wire {
 impl Wire {
     fn push(&mut self, records: &[Record]) {
         for m in to_messages(records) {
-            let text = m.to_string();
-            if !self.json.is_empty() {
-                self.json.push(',');
+            let raw = serde_json::value::to_raw_value(&m).expect("a Value always serialises");
+            if !self.messages.is_empty() {
                 self.chars += 1;
             }
             if m["role"] != "tool" {
-                self.groups.push((self.json.len(), self.chars));
+                self.groups.push((self.messages.len(), self.chars));
             }
-            self.chars += text.chars().count();
-            self.json.push_str(&text);
+            self.chars += raw.get().chars().count();
+            self.messages.push(raw);
         }
     }
+}
+
+/// The part of a chat's context a request sends: the summary (when it fits), then the newest
+/// messages that fit. Borrowed from the cached serialisation.
+#[derive(Debug, Default)]
+pub struct Context<'a> {
+    pub summary: &'a [Box<RawValue>],
+    pub rest: &'a [Box<RawValue>],
 }
 
 impl ChatState {
@@ -169,55 +178,62 @@ impl ChatState {
     }
 
     /// The context as the comma-joined JSON of its model messages (empty when there are none):
-    /// byte for byte what serialising [`to_messages`] gives, built once and then extended.
-    pub fn messages_json(&mut self) -> &str {
-        &self.wire().json
+    /// byte for byte what serialising [`to_messages`] gives.
+    #[cfg(test)]
+    pub fn messages_json(&mut self) -> String {
+        let w = self.wire();
+        w.messages.iter().map(|m| m.get()).collect::<Vec<_>>().join(",")
     }
 
-    /// Appends to `out` (a comma-joined list) the summary and the newest groups of the context
-    /// that fit in `max_chars` characters, commas included. Returns the characters added and
-    /// whether anything of the context was left out.
-    pub fn push_context(&mut self, out: &mut String, max_chars: usize) -> (usize, bool) {
-        let sep = usize::from(!out.is_empty());
+    /// The summary and the newest groups of the context that fit in `max_chars` characters
+    /// as part of a comma-joined list, commas included (`after_others`: other messages are in
+    /// the list, so the context costs one comma more). Returns them, the characters they add,
+    /// and whether anything of the context was left out.
+    pub fn context(&mut self, after_others: bool, max_chars: usize) -> (Context<'_>, usize, bool) {
+        let sep = usize::from(after_others);
         let w = self.wire();
-        if w.json.is_empty() {
-            return (0, false);
+        if w.messages.is_empty() {
+            return (Context::default(), 0, false);
         }
         if w.chars + sep <= max_chars {
-            out.reserve(w.json.len() + 256);
-            if sep == 1 {
-                out.push(',');
-            }
-            out.push_str(&w.json);
-            return (w.chars + sep, false);
+            return (Context { summary: &[], rest: &w.messages }, w.chars + sep, false);
         }
         // The summary group, if it fits, then the newest groups that fit after it.
+        let mut out = Context::default();
         let mut added = 0;
         let mut head_end = 0; // index of the first group not in the head
         if w.summary_head {
-            let end = w.groups.get(1).map_or((w.json.len(), w.chars), |g| (g.0 - 1, g.1 - 1));
+            let end = w.groups.get(1).map_or((w.messages.len(), w.chars), |g| (g.0, g.1 - 1));
             if end.1 + sep <= max_chars {
-                if sep == 1 {
-                    out.push(',');
-                }
-                out.push_str(&w.json[..end.0]);
+                out.summary = &w.messages[..end.0];
                 added = end.1 + sep;
                 head_end = 1;
             }
         }
         let room = max_chars - added;
-        let tail_sep = usize::from(!out.is_empty());
+        let tail_sep = usize::from(after_others || added > 0);
         // The oldest group whose suffix (plus a comma) fits in the room.
         let from = w.groups[head_end..].iter().position(|g| w.chars - g.1 + tail_sep <= room).map(|i| i + head_end);
         if let Some(i) = from {
             let (at, before) = w.groups[i];
-            if tail_sep == 1 {
-                out.push(',');
-            }
-            out.push_str(&w.json[at..]);
+            out.rest = &w.messages[at..];
             added += w.chars - before + tail_sep;
         }
-        (added, true)
+        (out, added, true)
+    }
+
+    /// [`ChatState::context`] appended to `out`, a comma-joined list.
+    #[cfg(test)]
+    pub fn push_context(&mut self, out: &mut String, max_chars: usize) -> (usize, bool) {
+        let after_others = !out.is_empty();
+        let (ctx, added, left_out) = self.context(after_others, max_chars);
+        for m in ctx.summary.iter().chain(ctx.rest) {
+            if !out.is_empty() {
+                out.push(',');
+            }
+            out.push_str(m.get());
+        }
+        (added, left_out)
     }
 }
 

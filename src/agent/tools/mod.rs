@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde_json::value::RawValue;
+
 use crate::config::Config;
 use crate::tool::Tool;
 use crate::util::sync;
@@ -31,21 +33,22 @@ pub mod write_file;
 #[derive(Default)]
 pub struct SchemaCache(Mutex<HashMap<String, CachedSchema>>);
 
-/// The tool object a schema was serialised from, and the JSON text.
-type CachedSchema = (Arc<dyn Tool>, Arc<str>);
+/// The tool object a schema was serialised from, and the JSON.
+type CachedSchema = (Arc<dyn Tool>, Arc<RawValue>);
 
 impl SchemaCache {
     const MAX_ENTRIES: usize = 512;
 
-    /// `tool.schema()` as JSON text.
-    pub fn json(&self, tool: &Arc<dyn Tool>) -> Arc<str> {
+    /// `tool.schema()` serialised.
+    pub fn json(&self, tool: &Arc<dyn Tool>) -> Arc<RawValue> {
         let mut map = sync::lock(&self.0);
         if let Some((cached, json)) = map.get(tool.name()) {
             if Arc::ptr_eq(cached, tool) {
                 return Arc::clone(json);
             }
         }
-        let json: Arc<str> = tool.schema().to_string().into();
+        let json: Arc<RawValue> =
+            serde_json::value::to_raw_value(&tool.schema()).expect("a Value always serialises").into();
         if Arc::strong_count(tool) > 1 {
             if map.len() >= Self::MAX_ENTRIES {
                 map.clear();

@@ -23,6 +23,7 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::{json, Value};
 
 use super::jsonrpc::{self, Id, Message};
+use super::messages::{self, ProgressParams};
 use super::{Error, Result};
 use crate::secrets::is_secret_name;
 use crate::util::sync::lock;
@@ -357,8 +358,15 @@ impl Inbox {
     fn handle_notification(&self, method: &str, params: Option<Value>) {
         match method {
             "notifications/progress" => {
-                let token = params.as_ref().and_then(|p| p.get("progressToken")).map(token_text);
-                let Some(token) = token else { return };
+                let progress: ProgressParams = messages::read(params);
+                let Some(token) = progress.progress_token.as_ref().map(token_text) else { return };
+                log::trace!(
+                    "mcp {}: progress {:?} of {:?} ({} message chars)",
+                    self.server,
+                    progress.progress,
+                    progress.total,
+                    progress.message.as_deref().map_or(0, text::char_len)
+                );
                 let now_ms = (self.epoch.elapsed().as_millis() as u64).max(1);
                 let pending = lock(&self.pending);
                 if let Some(p) = pending.values().find(|p| p.progress_token.as_deref() == Some(&token)) {
@@ -655,6 +663,24 @@ mod tests {
         inbox.handle_text(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
         assert!(inbox.take_list_changed());
         assert!(!inbox.take_list_changed());
+    }
+
+    /// Tokens compare as text; progress and total of any type, or params that are not an
+    /// object, never stop the reading.
+    #[test]
+    fn progress_tokens_compare_as_text_and_odd_params_are_ignored() {
+        let inbox = Inbox::new("t", vec![]);
+        let (_rx, mark) = inbox.register(Id::Num(4), Some("5".into())).unwrap();
+        let note = |params: &str| format!(r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{params}}}"#);
+        for params in ["5", "[]", r#"{"progress":1}"#, r#"{"progressToken":"6"}"#, r#"{"progressToken":null}"#] {
+            inbox.handle_text(&note(params));
+        }
+        inbox.handle_text(r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#);
+        assert_eq!(mark.count(), 0);
+        inbox.handle_text(&note(r#"{"progressToken":5,"progress":"half","total":{},"message":7}"#));
+        inbox.handle_text(&note(r#"{"progressToken":"5","progress":2,"total":3,"message":"two"}"#));
+        assert_eq!(mark.count(), 2);
+        assert_eq!(inbox.garbage_lines(), 0);
     }
 
     #[test]
