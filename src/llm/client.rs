@@ -16,6 +16,7 @@ use crate::util::cancel::CancelToken;
 use crate::util::json::{too_deep, MAX_DEPTH as MAX_JSON_DEPTH};
 use crate::util::redact;
 use crate::util::sse::{SseError, SseReader};
+use crate::util::sync;
 
 /// Discovery (and the settings connection test) is bounded by 15 s in total.
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -211,7 +212,7 @@ impl LlmClient {
         if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(LlmError::Other("the server is stopping".into()));
         }
-        let agent = self.stream_agents.lock().ok().and_then(|mut a| a.pop()).unwrap_or_else(|| self.config.new_agent());
+        let agent = sync::lock(&self.stream_agents).pop().unwrap_or_else(|| self.config.new_agent());
         let mut stream = Stream { cancel, on_text, streamed };
         // A cancelled turn never takes a result, even one complete before the cancel landed.
         let result = blocking::interruptible(cancel, &agent, || self.read_stream(&agent, &body, &mut stream))
@@ -220,10 +221,9 @@ impl LlmClient {
             // A timed-out read leaves the connection in an unknown state: drop the agent.
             Err(LlmError::Cancelled | LlmError::Timeout(_)) => agent.shutdown(),
             _ => {
-                if let Ok(mut idle) = self.stream_agents.lock() {
-                    if idle.len() < MAX_IDLE_STREAM_AGENTS {
-                        idle.push(agent);
-                    }
+                let mut idle = sync::lock(&self.stream_agents);
+                if idle.len() < MAX_IDLE_STREAM_AGENTS {
+                    idle.push(agent);
                 }
             }
         }
@@ -456,10 +456,8 @@ impl LlmClient {
     pub fn shutdown(&self) {
         self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
         self.agent.clone().shutdown();
-        if let Ok(mut idle) = self.stream_agents.lock() {
-            for agent in idle.drain(..) {
-                agent.shutdown();
-            }
+        for agent in sync::lock(&self.stream_agents).drain(..) {
+            agent.shutdown();
         }
     }
 
