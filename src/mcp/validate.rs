@@ -45,6 +45,9 @@ pub(super) fn check_url(raw: &str) -> Result<String, ApiError> {
     if u.is_empty() || text::char_len(u) > 2048 {
         return Err(ApiError::unprocessable(MSG_URL));
     }
+    if let Some(why) = crate::util::url::tls_missing(u) {
+        return Err(ApiError::unprocessable(why));
+    }
     match Origin::check(u) {
         Ok(_) => Ok(u.to_string()),
         Err(UrlError::NotHttp) => Err(ApiError::unprocessable(MSG_URL_ABS)),
