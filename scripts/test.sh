@@ -38,6 +38,11 @@ cargo clippy --all-targets --quiet -- -D warnings || status=1
 section "cargo deny: advisories, licences, bans, sources (deny.toml)"
 bash scripts/deny.sh || status=1
 
+section "SBOM: the release's CycloneDX components equal Cargo.lock's packages (scripts/sbom.py)"
+sbom="$(mktemp)"
+{ python3 scripts/sbom.py "$sbom" && python3 scripts/sbom.py --check "$sbom"; } || status=1
+rm -f "$sbom"
+
 section "cargo test"
 cargo test --all-targets --no-fail-fast 2>&1 | tee "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
