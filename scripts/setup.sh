@@ -3,13 +3,18 @@
 # MCP SDK for mcp_servers/ into the checkout's virtual environment .venv/ (a Debian python3 is
 # "externally managed", PEP 668: pip refuses to install into it, and we never try), npm packages
 # for the web client and the MCP test servers, cargo-nextest (the runner of scripts/test.sh) at
-# its pinned version, and (with --browser) Debian's chromium for the browser tests. A missing
-# prerequisite stops it with one line naming the command that fixes it.
+# its pinned version, (with --browser) Debian's chromium for the browser tests and (with --audit)
+# cargo-deny for scripts/deny.sh. A missing prerequisite stops it with one line naming the command
+# that fixes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_browser=0
-for a in "$@"; do [ "$a" = "--browser" ] && want_browser=1; done
+want_audit=0
+for a in "$@"; do
+  [ "$a" = "--browser" ] && want_browser=1
+  [ "$a" = "--audit" ] && want_audit=1
+done
 
 log() { printf '\n== %s\n' "$*"; }
 # One line on stderr, then exit non-zero.
@@ -38,6 +43,17 @@ if [ "$(cargo nextest --version 2>/dev/null | head -n1 | awk '{print $2}')" != "
   log "cargo-nextest $nextest_version (the test runner of scripts/test.sh)"
   cargo install --locked cargo-nextest --version "$nextest_version" ||
     fail "cargo install --locked cargo-nextest --version $nextest_version failed (cargo's message is above)"
+fi
+
+# cargo-deny at a pinned version, built from its own lock file; kept when that version is
+# already installed, so a second run builds nothing.
+CARGO_DENY_VERSION=0.20.2
+if [ "$want_audit" = 1 ]; then
+  log "cargo-deny $CARGO_DENY_VERSION (dependency checks, deny.toml)"
+  if [ "$(cargo deny --version 2>/dev/null)" != "cargo-deny $CARGO_DENY_VERSION" ]; then
+    cargo install --locked --quiet cargo-deny --version "$CARGO_DENY_VERSION" ||
+      fail "installing cargo-deny $CARGO_DENY_VERSION failed (cargo's message is above)"
+  fi
 fi
 
 if [ -f mcp_servers/requirements.txt ]; then

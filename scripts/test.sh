@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test: formatting and lints, the Rust unit and integration tests (real binary,
-# fake LLM, real MCP servers), the web client's unit tests and its browser tests in headless
-# Debian chromium. Prints one summary line at the end.
+# Runs every test: formatting and lints, the dependency policy (cargo-deny, deny.toml), the Rust
+# unit and integration tests (real binary, fake LLM, real MCP servers), the core suites again
+# against the build without TLS and OAuth signing (--no-default-features), the web client's unit
+# tests and its browser tests in headless Debian chromium. Prints one summary line at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -15,7 +16,7 @@ if [ -x /usr/bin/python3 ]; then
   ln -s /usr/bin/python3 "$shim/python3"
   setup_path="$shim:$PATH"
 fi
-PATH=$setup_path bash scripts/setup.sh --browser
+PATH=$setup_path bash scripts/setup.sh --browser --audit
 setup_status=$?
 [ -z "${shim:-}" ] || rm -rf "$shim"
 [ "$setup_status" = 0 ] || { echo "setup failed"; exit 1; }
@@ -44,6 +45,14 @@ count_nextest() {
   passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0} + ${t:-0}))
 }
 
+section "cargo deny: advisories, licences, bans, sources (deny.toml)"
+bash scripts/deny.sh || status=1
+
+section "SBOM: the release's CycloneDX components equal Cargo.lock's packages (scripts/sbom.py)"
+sbom="$(mktemp)"
+{ python3 scripts/sbom.py "$sbom" && python3 scripts/sbom.py --check "$sbom"; } || status=1
+rm -f "$sbom"
+
 # Unit, integration and real-MCP tests in one pool (.config/nextest.toml), then the benches'
 # smoke runs (`harness = false` binaries nextest cannot list; they print no test counts).
 section "cargo nextest"
@@ -54,6 +63,14 @@ count_nextest
 # `--bench '*'`: the bench targets only (`--benches` would run the library's unit tests again).
 section "cargo test --bench '*' (smoke runs)"
 cargo test --bench '*' --no-fail-fast 2>&1 | tee "$log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+count_cargo
+
+# The same target directory: only crates whose features differ (ureq, ours) build again.
+section "cargo test --no-default-features: the build for local models (no TLS, no OAuth signing)"
+cargo test --no-default-features --lib --test all --no-fail-fast -- \
+  suite::ws_turns:: suite::skills_wire:: suite::startup:: suite::memory_api:: suite::llm_settings::https_endpoints_need_the_tls_feature \
+  suite::http_api:: suite::shutdown:: util:: skills:: mcp::auth:: 2>&1 | tee "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 count_cargo
 

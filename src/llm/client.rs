@@ -440,6 +440,9 @@ impl LlmClient {
     }
 
     fn map_err(&self, e: &ureq::Error) -> LlmError {
+        if let Some(why) = crate::util::url::tls_missing(&self.api_base) {
+            return LlmError::Other(why.into());
+        }
         match e {
             ureq::Error::Timeout(_) => LlmError::Timeout(self.timeout),
             ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => LlmError::Connect,

@@ -344,11 +344,12 @@ pub fn build(draft: &Draft, stored: &Settings) -> Result<Settings, InputError> {
     if key.chars().count() > MAX_KEY {
         return Err(InputError::Invalid("openai_compatible.api_key is too long".into()));
     }
-    Ok(Settings {
-        openai_base_url,
-        openai_api_key: key,
-        ollama_base_url: normalize_url("ollama.base_url", &draft.ollama_base_url, true).map_err(InputError::Invalid)?,
-    })
+    let ollama_base_url =
+        normalize_url("ollama.base_url", &draft.ollama_base_url, true).map_err(InputError::Invalid)?;
+    if let Some(why) = [&openai_base_url, &ollama_base_url].into_iter().find_map(|u| crate::util::url::tls_missing(u)) {
+        return Err(InputError::Invalid(why.into()));
+    }
+    Ok(Settings { openai_base_url, openai_api_key: key, ollama_base_url })
 }
 
 /// The new origin when reusing the stored key would send it somewhere else: a key is stored,

@@ -48,6 +48,9 @@ pub(super) fn check_url(raw: &str) -> Result<String, McpError> {
     if u.is_empty() || text::char_len(u) > 2048 {
         return Err(McpError::Invalid(MSG_URL.into()));
     }
+    if let Some(why) = crate::util::url::tls_missing(u) {
+        return Err(McpError::Invalid(why.into()));
+    }
     match Origin::check(u) {
         Ok(_) => Ok(u.to_string()),
         Err(UrlError::NotHttp) => Err(McpError::Invalid(MSG_URL_ABS.into())),

@@ -2,8 +2,6 @@
 //! validation with the contract's exact messages (docs/skills.md §2, docs/storage.md §7) and the content
 //! hash. Pure functions; any thread.
 
-use std::mem::MaybeUninit;
-
 use serde_yaml::Value;
 
 use super::{validate_name, Result, SkillError, MAX_SKILL_MD_BYTES};
@@ -171,66 +169,16 @@ pub fn parse(raw: &str, expected: Option<&str>) -> Result<Parsed> {
     })
 }
 
-/// Refuses `yaml` once it opens a collection deeper than [`MAX_DEPTH`]. It reads libyaml's
-/// events, from the same parser serde_yaml runs next, so the two agree on what nests (quotes,
-/// comments, block scalars, plain scalars over several lines), and it stops at the first level
-/// too deep, before the scanner's cost grows with the depth: linear time in all. Syntax errors
-/// are left to serde_yaml, which reports them with their position.
+/// Refuses `yaml` when it opens a collection deeper than [`MAX_DEPTH`], before serde_yaml (and
+/// libyaml's scanner, whose cost grows with the depth) sees it; see [`super::yaml_depth`]. Syntax
+/// errors are left to serde_yaml, which reports them with their position.
 fn check_depth(yaml: &str) -> Result<()> {
-    /// An initialised parser, deleted on every way out; boxed (as serde_yaml does) so it
-    /// never moves once initialised.
-    struct Parser(Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>>);
-    impl Drop for Parser {
-        fn drop(&mut self) {
-            // SAFETY: only built after `yaml_parser_initialize` succeeded; deleted once.
-            unsafe { unsafe_libyaml::yaml_parser_delete(self.0.as_mut_ptr()) }
-        }
-    }
-    let mut raw = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
-    // SAFETY: `raw` is writable memory for one parser; on failure nothing needs deleting.
-    if unsafe { unsafe_libyaml::yaml_parser_initialize(raw.as_mut_ptr()) }.fail {
-        return Err(SkillError::Internal("cannot start the YAML parser".into()));
-    }
-    let mut parser = Parser(raw);
-    let p = parser.0.as_mut_ptr();
-    // SAFETY: `p` is initialised; `yaml` outlives `parser`, which is dropped at the end of
-    // this function, so the input pointer stays valid for every parse call.
-    unsafe {
-        unsafe_libyaml::yaml_parser_set_encoding(p, unsafe_libyaml::YAML_UTF8_ENCODING);
-        unsafe_libyaml::yaml_parser_set_input_string(p, yaml.as_ptr(), yaml.len() as u64);
-    }
-    let mut depth = 0usize;
-    loop {
-        let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
-        // SAFETY: `p` is initialised; the event is written in full (zeroed first) on any result.
-        if unsafe { unsafe_libyaml::yaml_parser_parse(p, event.as_mut_ptr()) }.fail {
-            return Ok(());
-        }
-        // SAFETY: written by the call above; read once, then deleted once.
-        let (kind, mark) = unsafe {
-            let e = event.as_mut_ptr();
-            let read = ((*e).type_, (*e).start_mark);
-            unsafe_libyaml::yaml_event_delete(e);
-            read
-        };
-        match kind {
-            unsafe_libyaml::YAML_SEQUENCE_START_EVENT | unsafe_libyaml::YAML_MAPPING_START_EVENT => {
-                depth += 1;
-                if depth > MAX_DEPTH {
-                    return Err(SkillError::invalid(format!(
-                        "invalid YAML frontmatter: nesting deeper than {MAX_DEPTH} levels at line {} column {}",
-                        mark.line + 1,
-                        mark.column + 1
-                    )));
-                }
-            }
-            unsafe_libyaml::YAML_SEQUENCE_END_EVENT | unsafe_libyaml::YAML_MAPPING_END_EVENT => {
-                depth = depth.saturating_sub(1)
-            }
-            // After the end (or an error) libyaml hands out empty events.
-            unsafe_libyaml::YAML_STREAM_END_EVENT | unsafe_libyaml::YAML_NO_EVENT => return Ok(()),
-            _ => {}
-        }
+    match super::yaml_depth::too_deep(yaml) {
+        None => Ok(()),
+        Some(at) => Err(SkillError::invalid(format!(
+            "invalid YAML frontmatter: nesting deeper than {MAX_DEPTH} levels at line {} column {}",
+            at.line, at.column
+        ))),
     }
 }
 

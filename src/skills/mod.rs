@@ -28,6 +28,7 @@ pub mod search;
 pub mod service;
 pub mod tools;
 pub mod views;
+pub mod yaml_depth;
 
 /// Largest SKILL.md accepted, in UTF-8 bytes.
 pub const MAX_SKILL_MD_BYTES: usize = 80_000;

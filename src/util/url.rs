@@ -55,6 +55,17 @@ pub enum UrlError {
     Credentials,
 }
 
+/// The one message every boundary gives (LLM settings and calls, MCP server URLs and
+/// connections) for an `https://` URL in a build without the `tls` feature.
+pub const TLS_MISSING: &str =
+    "https:// endpoints need CashCode built with the `tls` feature (this build has it off); use an http:// endpoint";
+
+/// [`TLS_MISSING`] when `url` is an `https://` URL and this build has no TLS.
+pub fn tls_missing(url: &str) -> Option<&'static str> {
+    let https = parse_http(url).is_ok_and(|(_, scheme)| scheme == "https");
+    (https && !cfg!(feature = "tls")).then_some(TLS_MISSING)
+}
+
 /// `url` trimmed and parsed, with its scheme when that is http or https.
 fn parse_http(url: &str) -> Result<(Uri, &'static str), UrlError> {
     let uri: Uri = url.trim().parse().map_err(|_| UrlError::NotHttp)?;
@@ -211,6 +222,14 @@ fn normalise_host(host: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn https_needs_the_tls_feature() {
+        assert_eq!(tls_missing("http://127.0.0.1:11434/v1"), None);
+        assert_eq!(tls_missing("not a url"), None);
+        assert_eq!(tls_missing("HTTPS://api.example.com/v1"), (!cfg!(feature = "tls")).then_some(TLS_MISSING));
+        assert!(TLS_MISSING.contains("`tls` feature"));
+    }
 
     fn origin(url: &str) -> Option<String> {
         Origin::of(url).map(|o| o.to_string())

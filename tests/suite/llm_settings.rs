@@ -476,3 +476,30 @@ fn default_ports_case_and_trailing_dots_are_one_origin() {
     assert_eq!(file_json(&server)["openai_compatible"]["api_key"], "sk-tls-KEY");
     put(json!({"base_url": "https://provider.example:8443"})).expect(422, moved("https://provider.example:8443"));
 }
+
+/// A build without the `tls` feature (`--no-default-features`) refuses `https://` LLM and MCP
+/// endpoints at save and at the connection test with one message naming the feature; plain
+/// HTTP to a local provider works in both builds.
+#[test]
+fn https_endpoints_need_the_tls_feature() {
+    const TLS_MISSING: &str =
+        "https:// endpoints need CashCode built with the `tls` feature (this build has it off); use an http:// endpoint";
+    let server = TestServer::start();
+    let https = json!({"openai_compatible":{"base_url":"https://provider.example/v1","api_key":TEST_KEY},
+                       "ollama":{"base_url":""}});
+    let local =
+        json!({"openai_compatible":{"base_url":"","api_key":""},"ollama":{"base_url":"http://127.0.0.1:11434"}});
+    server.put("/api/settings/llm", &local).expect(200, public("", false, "http://127.0.0.1:11434"));
+    let mcp = json!({"name":"remote","type":"streamable_http","display_name":"Remote","description":"tls",
+                     "url":"https://mcp.example/mcp"});
+    if cfg!(feature = "tls") {
+        server.put("/api/settings/llm", &https).expect(200, public("https://provider.example/v1", true, ""));
+        assert_eq!(server.post("/api/mcp/servers", &mcp).status, 201);
+    } else {
+        server.put("/api/settings/llm", &https).expect(422, json!({"detail": TLS_MISSING}));
+        let mut test = https.clone();
+        test["provider"] = json!("openai_compatible");
+        server.post("/api/settings/llm/test", &test).expect(422, json!({"detail": TLS_MISSING}));
+        server.post("/api/mcp/servers", &mcp).expect(422, json!({"detail": TLS_MISSING}));
+    }
+}

@@ -13,7 +13,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::discovery::{endpoint_allowed, split_scopes, ServerMetadata};
-use super::pkce::{b64, b64_decode, b64url};
+use super::pkce::b64;
+#[cfg(feature = "oauth")]
+use super::pkce::{b64_decode, b64url};
 use super::tokens::{now_secs, ClientCreds, TokenSet, MAX_SECRET_LEN};
 use crate::mcp::{Error, Result};
 use crate::util::text;
@@ -292,6 +294,7 @@ fn oauth_error(v: &Value) -> String {
 
 /// An RFC 7523 client assertion signed with ES256: `iss` = `sub` = client id, `aud` = the
 /// issuer, five minutes valid, a random `jti`.
+#[cfg(feature = "oauth")]
 pub fn jwt_assertion(pem: &str, client_id: &str, audience: &str) -> Result<String> {
     use ring::rand::SystemRandom;
     use ring::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
@@ -312,6 +315,13 @@ pub fn jwt_assertion(pem: &str, client_id: &str, audience: &str) -> Result<Strin
     Ok(format!("{signing_input}.{}", b64url(sig.as_ref())))
 }
 
+/// A build without the `oauth` feature cannot sign: the client is refused, naming the feature.
+#[cfg(not(feature = "oauth"))]
+pub fn jwt_assertion(_pem: &str, _client_id: &str, _audience: &str) -> Result<String> {
+    Err(Error::Auth("private_key_jwt needs CashCode built with the `oauth` feature (this build has it off)".into()))
+}
+
+#[cfg(feature = "oauth")]
 fn pem_body(pem: &str) -> Option<Vec<u8>> {
     let start = pem.find("-----BEGIN PRIVATE KEY-----")? + "-----BEGIN PRIVATE KEY-----".len();
     let end = pem[start..].find("-----END PRIVATE KEY-----")? + start;
@@ -384,6 +394,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "oauth")]
     fn es256_assertions_verify_with_the_public_key() {
         use ring::signature::{
             EcdsaKeyPair, KeyPair, UnparsedPublicKey, ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING,

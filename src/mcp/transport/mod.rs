@@ -550,6 +550,9 @@ pub(crate) fn send_following(
 pub(crate) fn map_ureq(inbox: &Inbox, e: ureq::Error, what: &str) -> Error {
     match e {
         ureq::Error::Timeout(t) => Error::Connect(format!("{what} timed out ({t})")),
+        ureq::Error::TlsRequired if !cfg!(feature = "tls") => {
+            Error::Connect(format!("{what} failed: {}", crate::util::url::TLS_MISSING))
+        }
         other => Error::Connect(inbox.redact(&format!("{what} failed: {other}"))),
     }
 }
