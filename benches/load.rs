@@ -19,6 +19,9 @@
 //! Threads: the main thread drives the sequential parts; each concurrent client has its own
 //! thread; the fake LLM has its own threads.
 
+// Test code: helpers are `pub` for the other test modules, and an `unwrap` that fails fails the test.
+#![allow(unreachable_pub, clippy::unwrap_used)]
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

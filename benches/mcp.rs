@@ -3,6 +3,9 @@
 //! `tools/list`) per transport. Run with `cargo bench --bench mcp` (release build).
 //! Parts whose runtime is missing (Python SDK, Node packages) print why they were not measured.
 
+// Test code: helpers are `pub` for the other test modules, and an `unwrap` that fails fails the test.
+#![allow(unreachable_pub, clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
@@ -36,6 +39,7 @@ fn python_with_sdk() -> Option<String> {
 struct Proc(Child);
 impl Drop for Proc {
     fn drop(&mut self) {
+        // SAFETY: kill(2) takes plain integers and touches no memory of ours.
         unsafe {
             libc::kill(-(self.0.id() as i32), libc::SIGKILL);
         }

@@ -21,6 +21,9 @@
 //! Threads: the main thread drives everything (including the in-process Dream runs); the fake
 //! LLM and the server process are separate.
 
+// Test code: helpers are `pub` for the other test modules, and an `unwrap` that fails fails the test.
+#![allow(unreachable_pub, clippy::unwrap_used)]
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

@@ -10,6 +10,9 @@
 //! Threads: the main thread drives sequential runs; the concurrent runs use one thread per
 //! client; the fake LLM has its own threads.
 
+// Test code: helpers are `pub` for the other test modules, and an `unwrap` that fails fails the test.
+#![allow(unreachable_pub, clippy::unwrap_used)]
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

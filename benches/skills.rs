@@ -3,6 +3,9 @@
 //! std::time; prints one line per measurement. Without `--bench` (`cargo test --bench skills`, a
 //! debug build) each measurement runs once: a smoke run.
 
+// Test code: helpers are `pub` for the other test modules, and an `unwrap` that fails fails the test.
+#![allow(unreachable_pub, clippy::unwrap_used)]
+
 use std::fs;
 use std::io::{Cursor, Write};
 use std::path::PathBuf;

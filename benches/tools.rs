@@ -4,6 +4,9 @@
 //! `--bench` (`cargo test --bench tools`, a debug build) it is a smoke run: 1,000 files, one run
 //! of each pattern.
 
+// Test code: helpers are `pub` for the other test modules, and an `unwrap` that fails fails the test.
+#![allow(unreachable_pub, clippy::unwrap_used)]
+
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;

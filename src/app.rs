@@ -40,8 +40,8 @@ const WS_DRAIN: Duration = Duration::from_millis(100);
 
 /// A running server; [`Server::stop`] shuts it down.
 pub struct Server {
-    pub http_port: u16,
-    pub ws_port: u16,
+    pub(crate) http_port: u16,
+    pub(crate) ws_port: u16,
     pub agent: Arc<Agent>,
     pub hub: Arc<Hub>,
     shutdown: Arc<AtomicBool>,
@@ -55,7 +55,7 @@ pub struct Server {
     /// Dropping it stops the dream and housekeep timer threads.
     timers_stop: Option<crossbeam_channel::Sender<()>>,
     api: Arc<Api>,
-    pub mcp: Arc<McpManager>,
+    pub(crate) mcp: Arc<McpManager>,
 }
 
 #[derive(Debug)]

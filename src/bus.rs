@@ -19,7 +19,7 @@ use crate::util::sync;
 use crate::wire::Event;
 
 /// Messages that may wait behind a running turn of one chat.
-pub const MAX_QUEUED_PER_CHAT: usize = 64;
+pub(crate) const MAX_QUEUED_PER_CHAT: usize = 64;
 
 /// The sanitised `metadata` of a message (`ws::protocol::sanitize_metadata`).
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +41,7 @@ pub struct TurnRequest {
 }
 
 /// Where workers send events (the WebSocket hub in the server; a recorder in tests).
-pub trait EventSink: Send + Sync {
+pub(crate) trait EventSink: Send + Sync {
     /// Emits a chat-scoped event; returns its `seq`.
     fn emit(&self, chat_id: &str, event: &Event<'_>) -> u64;
     /// Emits events in order (sent together where they can be); returns the last one's `seq`.
@@ -55,7 +55,7 @@ pub trait EventSink: Send + Sync {
 
 /// What [`Bus::cancel`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cancelled {
+pub(crate) enum Cancelled {
     /// The running turn's token was cancelled; the turn ends itself.
     Running,
     /// No turn had started: the oldest queued one was dropped (its owner must be told).
@@ -73,7 +73,7 @@ struct ChatRun {
 /// The per-chat turn queues. A chat enters the map with the submit that finds it absent, which
 /// hands its id to one worker (or to `Dispatch::ready` to wait for one); that worker runs its
 /// turns until it finds the queue empty and removes it. So one worker at a time runs a chat.
-pub struct Bus {
+pub(crate) struct Bus {
     runs: Mutex<HashMap<String, ChatRun>>,
     dispatch: Mutex<Dispatch>,
 }
@@ -92,7 +92,7 @@ struct Dispatch {
 }
 
 /// One worker's end of the dispatch: where it is handed a chat while idle.
-pub struct Worker {
+pub(crate) struct Worker {
     tx: Sender<Option<String>>,
     rx: Receiver<Option<String>>,
 }
@@ -111,7 +111,7 @@ impl Default for Bus {
 }
 
 impl Bus {
-    pub fn new() -> Bus {
+    pub(crate) fn new() -> Bus {
         Bus { runs: Mutex::new(HashMap::new()), dispatch: Mutex::default() }
     }
 
@@ -124,7 +124,7 @@ impl Bus {
     }
 
     /// Queues a turn; `Err(detail)` when the chat's queue is full or the bus is closed.
-    pub fn submit(&self, req: TurnRequest) -> Result<(), String> {
+    pub(crate) fn submit(&self, req: TurnRequest) -> Result<(), String> {
         let mut runs = self.runs();
         let mut d = self.dispatch();
         if d.closed {
@@ -164,7 +164,7 @@ impl Bus {
 
     /// Cancels the chat's running turn, or, when none has started yet, drops the oldest queued
     /// one (a cancel sent right after its message must not be lost).
-    pub fn cancel(&self, chat_id: &str) -> Cancelled {
+    pub(crate) fn cancel(&self, chat_id: &str) -> Cancelled {
         let mut runs = self.runs();
         let Some(run) = runs.get_mut(chat_id) else { return Cancelled::Nothing };
         if let Some(tok) = &run.running {
@@ -179,7 +179,7 @@ impl Bus {
 
     /// For a chat being deleted: marks the running turn discarded (it writes nothing) and
     /// drops the queued ones; returns how many were dropped.
-    pub fn discard(&self, chat_id: &str) -> usize {
+    pub(crate) fn discard(&self, chat_id: &str) -> usize {
         let mut runs = self.runs();
         let Some(run) = runs.get_mut(chat_id) else { return 0 };
         if let Some(tok) = &run.running {
@@ -189,18 +189,19 @@ impl Bus {
     }
 
     /// Is a turn of this chat running?
-    pub fn running(&self, chat_id: &str) -> bool {
+    pub(crate) fn running(&self, chat_id: &str) -> bool {
         self.runs().get(chat_id).is_some_and(|r| r.running.is_some())
     }
 
     /// Is a turn of this chat running or queued?
-    pub fn busy(&self, chat_id: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn busy(&self, chat_id: &str) -> bool {
         self.runs().contains_key(chat_id)
     }
 
     /// Refuses new turns, drops the queued ones and cancels the running ones; idle workers are
     /// told to exit, busy ones exit once no chat is waiting for a worker.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         {
             let mut d = self.dispatch();
             d.closed = true;
@@ -218,7 +219,7 @@ impl Bus {
 
     /// Worker side: blocks until a chat has work; `None` once the bus is closed and no chat
     /// waits for a worker.
-    pub fn next_chat(&self, me: &Worker) -> Option<String> {
+    pub(crate) fn next_chat(&self, me: &Worker) -> Option<String> {
         {
             let mut d = self.dispatch();
             if let Some(chat) = d.ready.pop_front() {
@@ -234,7 +235,7 @@ impl Bus {
 
     /// Worker side: takes the chat's next turn and marks it running, or, when its queue is
     /// empty, forgets the chat (a later submit sends it to a worker again).
-    pub fn start_next(&self, chat_id: &str) -> Option<(TurnRequest, CancelToken)> {
+    pub(crate) fn start_next(&self, chat_id: &str) -> Option<(TurnRequest, CancelToken)> {
         let mut runs = self.runs();
         let run = runs.get_mut(chat_id)?;
         match run.queue.pop_front() {
@@ -251,7 +252,7 @@ impl Bus {
     }
 
     /// Worker side: the turn [`Bus::start_next`] returned has ended.
-    pub fn ended(&self, chat_id: &str) {
+    pub(crate) fn ended(&self, chat_id: &str) {
         if let Some(run) = self.runs().get_mut(chat_id) {
             run.running = None;
         }

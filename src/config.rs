@@ -14,46 +14,46 @@ use crate::secrets::{is_secret_name, Secrets, REDACTED};
 use crate::util::secret::Secret;
 use crate::util::url::is_loopback;
 
-pub const DEFAULT_HTTP_PORT: u16 = 8000;
-pub const DEFAULT_WS_PORT: u16 = 8765;
-pub const DEFAULT_HOST: &str = "127.0.0.1";
+pub(crate) const DEFAULT_HTTP_PORT: u16 = 8000;
+pub(crate) const DEFAULT_WS_PORT: u16 = 8765;
+pub(crate) const DEFAULT_HOST: &str = "127.0.0.1";
 /// Seconds between Dream runs.
-pub const DEFAULT_DREAM_INTERVAL_SECS: u64 = 300;
+pub(crate) const DEFAULT_DREAM_INTERVAL_SECS: u64 = 300;
 /// Characters of in-memory context that trigger consolidation.
-pub const DEFAULT_CONSOLIDATE_CHARS: usize = 40_000;
+pub(crate) const DEFAULT_CONSOLIDATE_CHARS: usize = 40_000;
 /// Most characters one model request may hold (`CASHCODE_CONTEXT_BUDGET_CHARS`): system prompt,
 /// tool schemas, context and the turn so far. Sized for common 128k-token models: about 50k
 /// tokens of English and, at the usual 0.6 tokens per CJK character, about 120k of Chinese.
-pub const DEFAULT_CONTEXT_BUDGET_CHARS: usize = 200_000;
+pub(crate) const DEFAULT_CONTEXT_BUDGET_CHARS: usize = 200_000;
 /// The smallest budget accepted: the system prompt and tool schemas alone take several thousand.
-pub const MIN_CONTEXT_BUDGET_CHARS: usize = 4_000;
+pub(crate) const MIN_CONTEXT_BUDGET_CHARS: usize = 4_000;
 /// The largest budget accepted.
-pub const MAX_CONTEXT_BUDGET_CHARS: usize = 1 << 30;
-pub const DEFAULT_WORKERS: usize = 32;
+pub(crate) const MAX_CONTEXT_BUDGET_CHARS: usize = 1 << 30;
+pub(crate) const DEFAULT_WORKERS: usize = 32;
 /// Largest accepted `CASHCODE_WORKERS`.
-pub const MAX_WORKERS: usize = 1024;
+pub(crate) const MAX_WORKERS: usize = 1024;
 /// Days a rotated log file is kept (`CASHCODE_LOG_RETENTION_DAYS`, at most 3650).
-pub const DEFAULT_LOG_RETENTION_DAYS: u32 = 10;
+pub(crate) const DEFAULT_LOG_RETENTION_DAYS: u32 = 10;
 /// Default browser origins allowed when `CASHCODE_ALLOWED_ORIGINS` is unset (the Vite dev server).
-pub const DEFAULT_ORIGINS: &[&str] = &["http://127.0.0.1:5173", "http://localhost:5173"];
+pub(crate) const DEFAULT_ORIGINS: &[&str] = &["http://127.0.0.1:5173", "http://localhost:5173"];
 /// LLM HTTP timeout for connect and for each read (the SDK's 60 s).
-pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(60);
 /// Time for a whole HTTP request body to arrive (`CASHCODE_HTTP_BODY_TIMEOUT`).
-pub const DEFAULT_HTTP_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_HTTP_BODY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the replay ring of a chat without subscribers and events is kept for `attach`
 /// replay (`CASHCODE_REPLAY_TTL`).
-pub const DEFAULT_REPLAY_TTL: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_REPLAY_TTL: Duration = Duration::from_secs(600);
 /// Concurrent WebSocket connections (`CASHCODE_MAX_CLIENTS`); past it a new one is closed
 /// with 1013 right after its handshake. Each costs a small-stack thread (two while a slow
 /// socket needs its writer) and about 35 KiB.
-pub const DEFAULT_MAX_CLIENTS: usize = 2048;
+pub(crate) const DEFAULT_MAX_CLIENTS: usize = 2048;
 /// Largest accepted `CASHCODE_MAX_CLIENTS`.
-pub const MAX_MAX_CLIENTS: usize = 65_536;
+pub(crate) const MAX_MAX_CLIENTS: usize = 65_536;
 /// A WebSocket peer silent this long is pinged; silent for two of these, it is dropped
 /// (`CASHCODE_WS_PING_SECS`).
-pub const DEFAULT_WS_PING: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_WS_PING: Duration = Duration::from_secs(20);
 /// The `exec` tool's command timeout, the contract's 30 s (`CASHCODE_EXEC_TIMEOUT_SECS`).
-pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub const HELP: &str = "\
 cashcode - a locally hosted personal AI agent server
@@ -113,7 +113,7 @@ Environment only (the README lists every setting):
 ";
 
 /// Tokens shorter than this draw a start-up warning.
-pub const MIN_TOKEN_CHARS: usize = 16;
+pub(crate) const MIN_TOKEN_CHARS: usize = 16;
 /// Largest token file read.
 const MAX_TOKEN_FILE_BYTES: u64 = 4096;
 
@@ -124,25 +124,25 @@ pub struct McpConfig {
     /// Connect, handshake and the first `tools/list`.
     pub connect_timeout: Duration,
     /// A tool call with no progress notification for this long fails.
-    pub call_timeout: Duration,
+    pub(crate) call_timeout: Duration,
     /// Every other request.
-    pub request_timeout: Duration,
+    pub(crate) request_timeout: Duration,
     /// Hard maximum of one tool call, progress or not (the user's time on a form excluded).
-    pub max_call_time: Duration,
+    pub(crate) max_call_time: Duration,
     /// How long a server's elicitation form waits for the user before it is declined.
-    pub elicitation_timeout: Duration,
+    pub(crate) elicitation_timeout: Duration,
 }
 
 /// MCP: spawn/open + initialize must finish within this.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// MCP: a tool call without progress fails after this (the original's 30 s).
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// MCP: `tools/list`, `ping` and other short requests.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// MCP: progress can extend a call up to this, never further.
-pub const DEFAULT_MAX_CALL_TIME: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_MAX_CALL_TIME: Duration = Duration::from_secs(600);
 /// `CASHCODE_MCP_ELICITATION_TIMEOUT` default.
-pub const DEFAULT_ELICITATION_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_ELICITATION_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Default for McpConfig {
     fn default() -> Self {
@@ -161,78 +161,78 @@ impl Default for McpConfig {
 /// redacted ([`Vars`]) and the registry prints only its size.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub http_host: String,
-    pub http_port: u16,
-    pub ws_host: String,
-    pub ws_port: u16,
+    pub(crate) http_host: String,
+    pub(crate) http_port: u16,
+    pub(crate) ws_host: String,
+    pub(crate) ws_port: u16,
     /// Browser origins allowed besides the server's own HTTP origin.
-    pub allowed_origins: Vec<String>,
+    pub(crate) allowed_origins: Vec<String>,
     /// From `CASHCODE_TOKEN` or the file named by `CASHCODE_TOKEN_FILE`.
-    pub token: Option<Secret<String>>,
+    pub(crate) token: Option<Secret<String>>,
     pub data_dir: PathBuf,
     pub memory_dir: PathBuf,
-    pub config_dir: PathBuf,
-    pub workspace_dir: PathBuf,
-    pub log_dir: PathBuf,
+    pub(crate) config_dir: PathBuf,
+    pub(crate) workspace_dir: PathBuf,
+    pub(crate) log_dir: PathBuf,
     /// Checkout holding `mcp_servers/` and `client/dist`, if one was found.
     pub project_dir: Option<PathBuf>,
-    pub client_dir: Option<PathBuf>,
+    pub(crate) client_dir: Option<PathBuf>,
     /// `None` disables Dream.
-    pub dream_interval: Option<Duration>,
-    pub consolidate_chars: usize,
+    pub(crate) dream_interval: Option<Duration>,
+    pub(crate) consolidate_chars: usize,
     /// Most characters one model request may hold (before the provider's own limit).
-    pub context_budget_chars: usize,
+    pub(crate) context_budget_chars: usize,
     /// How long a chat's recent events stay replayable after its last event with nobody attached.
-    pub replay_ttl: Duration,
+    pub(crate) replay_ttl: Duration,
     /// Concurrent WebSocket connections served; the next one is closed with 1013.
-    pub max_clients: usize,
+    pub(crate) max_clients: usize,
     /// Silence after which a WebSocket peer is pinged (twice: dropped).
-    pub ws_ping: Duration,
+    pub(crate) ws_ping: Duration,
     /// The `exec` tool's command timeout (`CASHCODE_EXEC_TIMEOUT_SECS`).
-    pub exec_timeout: Duration,
-    pub workers: usize,
-    pub llm_timeout: Duration,
+    pub(crate) exec_timeout: Duration,
+    pub(crate) workers: usize,
+    pub(crate) llm_timeout: Duration,
     /// A request body still arriving after this is cut with 408.
-    pub http_body_timeout: Duration,
-    pub log_retention_days: u32,
+    pub(crate) http_body_timeout: Duration,
+    pub(crate) log_retention_days: u32,
     /// `web_search` endpoint (`CASHCODE_WEB_SEARCH_URL`, an http(s) URL); `None` is the
     /// tool's default.
-    pub web_search_url: Option<String>,
+    pub(crate) web_search_url: Option<String>,
     /// `web_fetch` may connect to loopback, private and link-local addresses.
-    pub web_fetch_allow_private: bool,
+    pub(crate) web_fetch_allow_private: bool,
     pub mcp: McpConfig,
-    pub file_log_level: log::LevelFilter,
-    pub console_log_level: log::LevelFilter,
+    pub(crate) file_log_level: log::LevelFilter,
+    pub(crate) console_log_level: log::LevelFilter,
     /// `SKILL_EVOLUTION_*`.
-    pub skill_evolution: SkillEvolutionConfig,
+    pub(crate) skill_evolution: SkillEvolutionConfig,
     /// Legacy one-time migration inputs (read only when llm.json does not exist).
-    pub deepseek_api_key: Option<Secret<String>>,
-    pub deepseek_api_base: Option<String>,
+    pub(crate) deepseek_api_key: Option<Secret<String>>,
+    pub(crate) deepseek_api_base: Option<String>,
     /// Every variable seen (env + .env): the skills dependency probe checks `requires.env`
     /// against them. Settings are parsed into the typed fields above, never read from here.
-    pub vars: Vars,
+    pub(crate) vars: Vars,
     /// Known secret values, seeded with the token and the secret variables' values; shared
     /// (live) with the LLM runtime, the MCP manager, the turn loop and the logger.
-    pub secrets: Secrets,
+    pub(crate) secrets: Secrets,
     /// Problems worth telling the operator that do not stop start-up (a short token, a token
     /// file others can read); `app::run` logs them once logging is up.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Skill self-evolution (docs/skills.md §12): the switch and its thresholds, validated at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkillEvolutionConfig {
-    pub enabled: bool,
+pub(crate) struct SkillEvolutionConfig {
+    pub(crate) enabled: bool,
     /// Tool calls a successful turn needs before it counts as evidence.
-    pub min_tool_calls: usize,
+    pub(crate) min_tool_calls: usize,
     /// Evidence files with one fingerprint that trigger a proposal.
-    pub recurrence: usize,
+    pub(crate) recurrence: usize,
     /// Longest proposal prompt, in chars.
-    pub max_context_chars: usize,
+    pub(crate) max_context_chars: usize,
     /// Proposals generated at once.
-    pub max_concurrent: usize,
+    pub(crate) max_concurrent: usize,
     /// Evidence files kept (newest by mtime).
-    pub max_evidence: usize,
+    pub(crate) max_evidence: usize,
 }
 
 impl Default for SkillEvolutionConfig {
@@ -251,7 +251,7 @@ impl Default for SkillEvolutionConfig {
 impl SkillEvolutionConfig {
     /// Reads `SKILL_EVOLUTION_*` from `get` (trimmed, non-empty values): the switch is on for
     /// 1/true/yes (any case), integers are raised to their minimum, a non-integer is an error.
-    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self, Error> {
+    pub(crate) fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self, Error> {
         let d = SkillEvolutionConfig::default();
         let int = |key: &str, default: usize, min: usize| -> Result<usize, Error> {
             match get(key) {
@@ -327,7 +327,7 @@ pub fn from_args_env(args: impl IntoIterator<Item = String>, secrets: Vec<(Strin
 /// variable's value as redacted. The typed readers below are the one way `parse` reads a
 /// setting: the value trimmed, an empty one unset, a bad one an [`Error`] naming the variable.
 #[derive(Clone, Default)]
-pub struct Vars(BTreeMap<String, String>);
+pub(crate) struct Vars(BTreeMap<String, String>);
 
 impl fmt::Debug for Vars {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -342,7 +342,7 @@ const MCP_SECS: (Bound<f64>, Bound<f64>) = (Excluded(0.0), Included(86_400.0));
 
 impl Vars {
     /// Every variable, as given (the skills dependency probe).
-    pub fn map(&self) -> &BTreeMap<String, String> {
+    pub(crate) fn map(&self) -> &BTreeMap<String, String> {
         &self.0
     }
 
@@ -469,7 +469,7 @@ fn gather(
 }
 
 /// Pure core of [`from_args_env`], testable without touching the process environment.
-pub fn parse(
+pub(crate) fn parse(
     args: impl IntoIterator<Item = String>,
     env: BTreeMap<String, String>,
     cwd: &Path,
@@ -679,7 +679,7 @@ fn read_token_file(path: &Path, warnings: &mut Vec<String>) -> Result<String, Er
 }
 
 /// `CASHCODE_ALLOWED_ORIGINS`: comma list, trimmed, trailing `/` removed; empty -> the defaults.
-pub fn parse_origins(raw: Option<&str>) -> Vec<String> {
+pub(crate) fn parse_origins(raw: Option<&str>) -> Vec<String> {
     let list: Vec<String> = raw
         .unwrap_or("")
         .split(',')
@@ -694,7 +694,7 @@ pub fn parse_origins(raw: Option<&str>) -> Vec<String> {
 }
 
 /// `KEY=value` lines; `#` comments, optional `export`, single or double quotes.
-pub fn parse_dotenv(text: &str) -> Vec<(String, String)> {
+pub(crate) fn parse_dotenv(text: &str) -> Vec<(String, String)> {
     text.lines()
         .filter_map(|line| {
             let line = line.trim();

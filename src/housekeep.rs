@@ -11,7 +11,7 @@ use crate::ws::hub::Hub;
 
 /// Every `every` until `stop` disconnects: drops the replay rings idle past the hub's TTL and
 /// the cached chats unused for `idle` that no turn holds.
-pub fn run_loop(hub: &Hub, cache: &ChatCache, idle: Duration, every: Duration, stop: &Receiver<()>) {
+pub(crate) fn run_loop(hub: &Hub, cache: &ChatCache, idle: Duration, every: Duration, stop: &Receiver<()>) {
     let ticker = crossbeam_channel::tick(every);
     loop {
         crossbeam_channel::select! {

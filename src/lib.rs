@@ -12,14 +12,14 @@ pub mod util;
 
 // 1
 pub mod secrets;
-pub mod wire;
+pub(crate) mod wire;
 
 // 2
 pub mod config;
 pub mod llm;
-pub mod logging;
-pub mod net;
-pub mod security;
+pub(crate) mod logging;
+pub(crate) mod net;
+pub(crate) mod security;
 pub mod store;
 
 // 3
@@ -42,7 +42,7 @@ pub mod agent;
 pub mod ws;
 
 // 9
-pub mod housekeep;
+pub(crate) mod housekeep;
 pub mod http;
 
 // 10

@@ -30,7 +30,7 @@ struct Logger {
 
 /// Installs the logger; fails when the log directory cannot be created or written. `secrets`
 /// is the server's live registry of known secret values.
-pub fn init(
+pub(crate) fn init(
     dir: &Path,
     file_level: LevelFilter,
     console_level: LevelFilter,

@@ -5,9 +5,9 @@ use std::io;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 
 /// Accept backlog for both listeners.
-pub const BACKLOG: i32 = 4096;
+pub(crate) const BACKLOG: i32 = 4096;
 
-pub fn listen(host: &str, port: u16) -> io::Result<TcpListener> {
+pub(crate) fn listen(host: &str, port: u16) -> io::Result<TcpListener> {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let addr = (host, port)
         .to_socket_addrs()?
@@ -29,7 +29,7 @@ fn listen_addr(addr: SocketAddr) -> io::Result<TcpListener> {
 }
 
 /// Raises the soft open-files limit to the hard limit (1,000 clients need ~2,000 descriptors).
-pub fn raise_nofile_limit() {
+pub(crate) fn raise_nofile_limit() {
     #[cfg(unix)]
     {
         use nix::sys::resource::{getrlimit, setrlimit, Resource};

@@ -33,13 +33,13 @@ use std::sync::{Arc, RwLock};
 use crate::util::sync;
 
 /// The variable that carries the memfd number from the first image to the re-executed one.
-pub const FD_VAR: &str = "CASHCODE_SECRETS_FD";
+pub(crate) const FD_VAR: &str = "CASHCODE_SECRETS_FD";
 /// Known secret values shorter than this (in bytes) are not redacted: a short value such as
 /// `abc` occurs in ordinary output and replacing it would mangle results while protecting
 /// little. Tokens under 16 characters already get a start-up warning.
-pub const MIN_SECRET_LEN: usize = 6;
+pub(crate) const MIN_SECRET_LEN: usize = 6;
 /// What a redacted value is replaced with (the same marker as `util::redact`).
-pub const REDACTED: &str = "[REDACTED]";
+pub(crate) const REDACTED: &str = "[REDACTED]";
 /// Largest hand-over accepted (the whole set of secret variables).
 const MAX_HANDOVER_BYTES: u64 = 1 << 20;
 const MEMFD_NAME: &std::ffi::CStr = c"cashcode-secrets";
@@ -49,7 +49,7 @@ const MEMFD_NAME: &std::ffi::CStr = c"cashcode-secrets";
 /// `DEEPSEEK_API_KEY`, `OPENAI_API_KEY`, `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, …). Such
 /// variables are taken out of the server's environment at start-up, never reach `exec`
 /// commands, and their values are redacted from tool results.
-pub fn is_secret_name(name: &str) -> bool {
+pub(crate) fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
     ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"].iter().any(|m| n.contains(m))
 }
@@ -226,7 +226,7 @@ fn environ_block() -> Option<(usize, usize)> {
 /// secret variables; `llm`: the stored API key; `mcp`: configured header values and secret
 /// `env` values). Cheap to clone; all clones share one set.
 #[derive(Clone, Default)]
-pub struct Secrets {
+pub(crate) struct Secrets {
     inner: Arc<RwLock<Known>>,
 }
 
@@ -239,12 +239,12 @@ struct Known {
 }
 
 impl Secrets {
-    pub fn new() -> Secrets {
+    pub(crate) fn new() -> Secrets {
         Secrets::default()
     }
 
     /// Replaces the values known from `source`.
-    pub fn set(&self, source: &'static str, values: impl IntoIterator<Item = String>) {
+    pub(crate) fn set(&self, source: &'static str, values: impl IntoIterator<Item = String>) {
         let mut k = sync::write(&self.inner);
         let values: Vec<String> =
             values.into_iter().map(|v| v.trim().to_string()).filter(|v| v.len() >= MIN_SECRET_LEN).collect();
@@ -256,7 +256,7 @@ impl Secrets {
     }
 
     /// `text` with every known secret value replaced by [`REDACTED`]; borrowed when none occurs.
-    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let k = sync::read(&self.inner);
         let mut out = Cow::Borrowed(text);
         for secret in &k.all {
@@ -268,12 +268,8 @@ impl Secrets {
     }
 
     /// How many values are known (for tests and start-up logging; never the values).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         sync::read(&self.inner).all.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -5,18 +5,18 @@
 use crate::util::url::is_loopback;
 
 #[derive(Debug, Clone)]
-pub struct AccessPolicy {
+pub(crate) struct AccessPolicy {
     /// `CASHCODE_ALLOWED_ORIGINS` (or the Vite defaults).
-    pub allowed_origins: Vec<String>,
+    pub(crate) allowed_origins: Vec<String>,
     /// The origins of the client we serve ourselves.
-    pub own_origins: Vec<String>,
+    pub(crate) own_origins: Vec<String>,
     /// Whether both listeners are bound to loopback (then the Host header must be loopback too).
-    pub loopback_only: bool,
-    pub token: Option<String>,
+    pub(crate) loopback_only: bool,
+    pub(crate) token: Option<String>,
 }
 
 impl AccessPolicy {
-    pub fn new(
+    pub(crate) fn new(
         allowed: Vec<String>,
         http_host: &str,
         http_port: u16,
@@ -37,7 +37,7 @@ impl AccessPolicy {
 
     /// A request without Origin (a local script) passes; a browser Origin must be listed
     /// exactly (case-sensitive, as the original compares it).
-    pub fn origin_allowed(&self, origin: Option<&str>) -> bool {
+    pub(crate) fn origin_allowed(&self, origin: Option<&str>) -> bool {
         match origin {
             None => true,
             Some(o) => self.is_listed(o),
@@ -45,12 +45,12 @@ impl AccessPolicy {
     }
 
     /// Is `origin` one CORS should answer for?
-    pub fn is_listed(&self, origin: &str) -> bool {
+    pub(crate) fn is_listed(&self, origin: &str) -> bool {
         self.allowed_origins.iter().any(|a| a == origin) || self.own_origins.iter().any(|a| a == origin)
     }
 
     /// DNS rebinding guard: on a loopback bind the Host header must name a loopback host.
-    pub fn host_allowed(&self, host: Option<&str>) -> bool {
+    pub(crate) fn host_allowed(&self, host: Option<&str>) -> bool {
         if !self.loopback_only {
             return true;
         }
@@ -60,7 +60,7 @@ impl AccessPolicy {
 
     /// The token check; passes when no token is configured. `query_token` is for the
     /// WebSocket handshake only (a browser cannot set headers there); HTTP passes `None`.
-    pub fn token_ok(&self, authorization: Option<&str>, query_token: Option<&str>) -> bool {
+    pub(crate) fn token_ok(&self, authorization: Option<&str>, query_token: Option<&str>) -> bool {
         let Some(expected) = &self.token else {
             return true;
         };
@@ -73,7 +73,7 @@ impl AccessPolicy {
 }
 
 /// Compares without an early exit on the first differing byte.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let mut diff = (a.len() ^ b.len()) as u8 | u8::from(a.len() != b.len());
     for i in 0..a.len().max(b.len()) {
         let x = a.get(i).copied().unwrap_or(0);
@@ -84,7 +84,7 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Value of `name` in a query string (no percent-decoding needed for tokens we issue).
-pub fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
     query.split('&').find_map(|kv| kv.split_once('=').filter(|(k, _)| *k == name).map(|(_, v)| v))
 }
 

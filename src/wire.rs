@@ -10,16 +10,16 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 /// Turn error detail of a cancelled turn (and of queued turns dropped by a cancel).
-pub const CANCELLED: &str = "cancelled";
+pub(crate) const CANCELLED: &str = "cancelled";
 /// Code points of a tool's public text sent on `tool_result` (and shown in the transcript).
-pub const RESULT_PREVIEW: usize = 200;
+pub(crate) const RESULT_PREVIEW: usize = 200;
 
 /// One server event. `event` (the tag) is written first, then the fields in declaration order,
 /// which is the contract's order; [`Event::to_text`] appends the hub's `seq` last. Fields
 /// borrow: an event lives only until it is serialised.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event<'a> {
+pub(crate) enum Event<'a> {
     /// First frame of a connection.
     Ready {
         chat_id: &'a str,
@@ -102,13 +102,13 @@ pub enum Event<'a> {
 impl<'a> Event<'a> {
     /// The one way a failure reaches the wire: a frame rejection (to its connection; with
     /// `chat_id` when the frame named a valid one) or a turn's closing error (to the chat).
-    pub fn error(detail: &'a str, chat_id: Option<&'a str>) -> Self {
+    pub(crate) fn error(detail: &'a str, chat_id: Option<&'a str>) -> Self {
         Event::Error { detail, chat_id }
     }
 
     /// The JSON text: `{"event":…, fields…}`, and `,"seq":n` before the closing brace when
     /// `seq` is given (chat-scoped events).
-    pub fn to_text(&self, seq: Option<u64>) -> String {
+    pub(crate) fn to_text(&self, seq: Option<u64>) -> String {
         // Strings, numbers and JSON values only: serialising into a String cannot fail (a
         // non-finite float is written as null).
         let text = serde_json::to_string(self).expect("events hold only strings, numbers and JSON values");
@@ -124,7 +124,7 @@ fn is_false(b: &bool) -> bool {
 }
 
 /// `{"event":…}` -> `{"event":…,"seq":n}`, in place.
-pub fn with_seq(mut text: String, seq: u64) -> String {
+pub(crate) fn with_seq(mut text: String, seq: u64) -> String {
     debug_assert!(text.ends_with('}'));
     text.pop();
     text.push_str(",\"seq\":");
@@ -139,7 +139,7 @@ pub fn with_seq(mut text: String, seq: u64) -> String {
 /// the contract's texts in the contract's order. An unknown `type` is [`ClientFrame::Unknown`].
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum ClientFrame {
+pub(crate) enum ClientFrame {
     Ping,
     NewChat,
     Attach {

@@ -5,5 +5,8 @@
 //! `cargo nextest`, one process each).
 //! `suite::layering` starts nothing: it reads `src/` and checks the crate's module layers.
 
+// Test code: helpers are `pub` for the other test modules, and an `unwrap` that fails fails the test.
+#![allow(unreachable_pub, clippy::unwrap_used)]
+
 mod common;
 mod suite;

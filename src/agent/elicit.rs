@@ -21,7 +21,7 @@ use crate::util::sync;
 use crate::wire::Event;
 
 /// At most this many elicitations wait at once (across chats); more are declined.
-pub const MAX_PENDING: usize = 256;
+pub(crate) const MAX_PENDING: usize = 256;
 
 struct Waiting {
     chat_id: String,
@@ -29,7 +29,7 @@ struct Waiting {
     tx: Sender<Answer>,
 }
 
-pub struct Elicitations {
+pub(crate) struct Elicitations {
     sink: Arc<dyn EventSink>,
     timeout: Duration,
     pending: Mutex<HashMap<String, Waiting>>,
@@ -37,7 +37,7 @@ pub struct Elicitations {
 
 impl Elicitations {
     /// `timeout`: how long a user has to answer (`CASHCODE_MCP_ELICITATION_TIMEOUT`).
-    pub fn new(sink: Arc<dyn EventSink>, timeout: Duration) -> Elicitations {
+    pub(crate) fn new(sink: Arc<dyn EventSink>, timeout: Duration) -> Elicitations {
         Elicitations { sink, timeout, pending: Mutex::new(HashMap::new()) }
     }
 
@@ -46,13 +46,14 @@ impl Elicitations {
     }
 
     /// Elicitations waiting now (tests, diagnostics).
-    pub fn waiting(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
         self.pending().len()
     }
 
     /// An `elicitation_response` frame: `Err(detail)` for an id this chat is not waiting on
     /// (unknown, answered, timed out) or content the form refuses (the form stays open).
-    pub fn answer(&self, chat_id: &str, id: &str, action: &str, content: Option<&Value>) -> Result<(), String> {
+    pub(crate) fn answer(&self, chat_id: &str, id: &str, action: &str, content: Option<&Value>) -> Result<(), String> {
         let mut pending = self.pending();
         let waiting = match pending.get(id) {
             Some(w) if w.chat_id == chat_id => w,

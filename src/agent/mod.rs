@@ -3,10 +3,10 @@
 //! the closing `error` events of turns cancelled or discarded before they started. Holds the
 //! chat cache (`store::cache`) and the tool registry.
 
-pub mod elicit;
-pub mod prompt;
+pub(crate) mod elicit;
+pub(crate) mod prompt;
 pub mod tools;
-pub mod turn;
+pub(crate) mod turn;
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -24,40 +24,40 @@ use crate::wire::{Event, CANCELLED};
 const WORKER_STACK: usize = 1024 * 1024;
 
 /// Everything a turn needs, shared by all workers.
-pub struct Deps {
-    pub chats: Arc<ChatStore>,
-    pub cache: ChatCache,
-    pub memory: Arc<MemoryFiles>,
-    pub llm: Arc<LlmRuntime>,
-    pub sink: Arc<dyn EventSink>,
-    pub tools: Vec<Arc<dyn Tool>>,
+pub(crate) struct Deps {
+    pub(crate) chats: Arc<ChatStore>,
+    pub(crate) cache: ChatCache,
+    pub(crate) memory: Arc<MemoryFiles>,
+    pub(crate) llm: Arc<LlmRuntime>,
+    pub(crate) sink: Arc<dyn EventSink>,
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
     /// Serialised schemas of the long-lived tools.
-    pub schemas: tools::SchemaCache,
+    pub(crate) schemas: tools::SchemaCache,
     /// MCP, Skills: extra tools, preparation and prompt hints per turn.
-    pub extensions: Vec<Arc<dyn TurnExtension>>,
-    pub workspace: PathBuf,
-    pub protected: Vec<PathBuf>,
+    pub(crate) extensions: Vec<Arc<dyn TurnExtension>>,
+    pub(crate) workspace: PathBuf,
+    pub(crate) protected: Vec<PathBuf>,
     /// Context compression after long turns (absent in unit setups).
-    pub consolidator: Option<Arc<crate::memory_jobs::consolidator::Consolidator>>,
+    pub(crate) consolidator: Option<Arc<crate::memory_jobs::consolidator::Consolidator>>,
     /// Known secret values, redacted from every tool result and turn error.
-    pub secrets: crate::secrets::Secrets,
+    pub(crate) secrets: crate::secrets::Secrets,
     /// MCP elicitations waiting for this server's users (answered by WS frames).
-    pub elicitations: Arc<elicit::Elicitations>,
+    pub(crate) elicitations: Arc<elicit::Elicitations>,
 }
 
 pub struct Agent {
-    pub deps: Arc<Deps>,
+    pub(crate) deps: Arc<Deps>,
     /// The per-chat turn queues the workers pull from.
-    pub bus: Bus,
+    pub(crate) bus: Bus,
 }
 
 impl Agent {
-    pub fn new(deps: Deps) -> Arc<Agent> {
+    pub(crate) fn new(deps: Deps) -> Arc<Agent> {
         Arc::new(Agent { deps: Arc::new(deps), bus: Bus::new() })
     }
 
     /// Starts `n` workers; they exit when [`Agent::shutdown`] closes the bus.
-    pub fn spawn_workers(self: &Arc<Self>, n: usize) -> Vec<JoinHandle<()>> {
+    pub(crate) fn spawn_workers(self: &Arc<Self>, n: usize) -> Vec<JoinHandle<()>> {
         (0..n)
             .filter_map(|i| {
                 let me = Arc::clone(self);
@@ -77,7 +77,7 @@ impl Agent {
 
     /// Cancels the chat's running turn (it ends itself), or the oldest queued one, which is
     /// closed here with a `cancelled` error. True if a turn was cancelled.
-    pub fn cancel(&self, chat_id: &str) -> bool {
+    pub(crate) fn cancel(&self, chat_id: &str) -> bool {
         match self.bus.cancel(chat_id) {
             Cancelled::Running => true,
             Cancelled::Queued => {
@@ -90,7 +90,7 @@ impl Agent {
 
     /// For a chat being deleted: drops its queued turns, cancels the running one so it writes
     /// nothing, and waits (bounded) until it has ended.
-    pub fn discard(&self, chat_id: &str, within: std::time::Duration) {
+    pub(crate) fn discard(&self, chat_id: &str, within: std::time::Duration) {
         let deadline = std::time::Instant::now() + within;
         for _ in 0..self.bus.discard(chat_id) {
             self.deps.sink.emit(chat_id, &Event::error(CANCELLED, Some(chat_id)));
@@ -100,15 +100,10 @@ impl Agent {
         }
     }
 
-    /// Is a turn of this chat running or queued?
-    pub fn busy(&self, chat_id: &str) -> bool {
-        self.bus.busy(chat_id)
-    }
-
     /// Stops accepting turns and cancels the running ones (a cancelled turn keeps its streamed
     /// text, as on a user's cancel); workers exit once their turn has ended. Background
     /// consolidation stops too.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         self.bus.close();
         if let Some(c) = &self.deps.consolidator {
             c.close();

@@ -2,12 +2,13 @@
 //! MEMORY.md: no timestamps, no map iteration; volatile hints are appended after the stable part.
 
 /// Persona used when SOUL.md is missing or blank.
-pub const DEFAULT_PERSONA: &str = "You are CashCode, a capable local-first assistant with persistent memory.\n\
+pub(crate) const DEFAULT_PERSONA: &str = "You are CashCode, a capable local-first assistant with persistent memory.\n\
 Call `save_memory` when the user explicitly asks you to remember something durable (name, job, \
 preferences, ongoing projects). Do not save temporary queries or casual chat.";
 
 /// Fixed skill-usage rules appended to every system prompt.
-pub const SKILL_USAGE: &str = "Use `skill_search` to find reusable workflows (Skills), then `skill_load` an exact \
+pub(crate) const SKILL_USAGE: &str =
+    "Use `skill_search` to find reusable workflows (Skills), then `skill_load` an exact \
 result before following it. Skill bodies last only for the current turn; load them again in later turns. \
 When the user explicitly asks to create a Skill, load `skill-creator` and use `agent_skill_manage`. Never \
 create or edit managed Skill files with `write_file`, `edit_file`, `exec`, curl or ad-hoc HTTP. Claim \
@@ -16,7 +17,7 @@ through `agent_skill_manage`, or report the failure.";
 
 /// Stable part: persona, remembered information, skill usage. `hints` (recently activated
 /// skills) come last so everything before them stays cacheable.
-pub fn system_prompt(soul: Option<&str>, memory: Option<&str>, hints: Option<&str>) -> String {
+pub(crate) fn system_prompt(soul: Option<&str>, memory: Option<&str>, hints: Option<&str>) -> String {
     let mut s = String::with_capacity(2048);
     s.push_str(soul.map(str::trim).filter(|t| !t.is_empty()).unwrap_or(DEFAULT_PERSONA));
     if let Some(m) = memory.map(str::trim).filter(|t| !t.is_empty()) {

@@ -25,11 +25,11 @@ use crate::util::{rand, text, time};
 use crate::wire::{Event, CANCELLED, RESULT_PREVIEW};
 
 /// Model calls that may request tools; one more call without tools follows if all do.
-pub const MAX_ITERATIONS: usize = 5;
+pub(crate) const MAX_ITERATIONS: usize = 5;
 /// Appended to registry-level tool failures (unknown, not activated, crashed).
-pub const RETRY_HINT: &str = "\n\n[Analyze the error above and try a different approach.]";
+pub(crate) const RETRY_HINT: &str = "\n\n[Analyze the error above and try a different approach.]";
 /// Code points of the auto title.
-pub const TITLE_CHARS: usize = 40;
+pub(crate) const TITLE_CHARS: usize = 40;
 const MAX_ITERATIONS_NOTE: &str = "The maximum number of tool-call iterations was reached. Answer now with the best \
 available evidence, without calling tools.";
 
@@ -67,7 +67,7 @@ impl Turn<'_> {
 }
 
 /// Runs one turn to its closing event (`done` or `error`).
-pub fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
+pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
     let mut t = Turn {
         deps,
         req,

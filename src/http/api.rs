@@ -16,16 +16,16 @@ use crate::security::AccessPolicy;
 
 /// Services the HTTP handlers use.
 pub struct Api {
-    pub config: Arc<Config>,
-    pub policy: AccessPolicy,
-    pub agent: Arc<Agent>,
-    pub llm: Arc<LlmRuntime>,
-    pub mcp: Arc<McpManager>,
+    pub(crate) config: Arc<Config>,
+    pub(crate) policy: AccessPolicy,
+    pub(crate) agent: Arc<Agent>,
+    pub(crate) llm: Arc<LlmRuntime>,
+    pub(crate) mcp: Arc<McpManager>,
     /// The WebSocket port actually bound (for `/api/client-config`).
-    pub ws_port: u16,
-    pub skills: Arc<crate::skills::service::SkillService>,
-    pub evolution: Arc<crate::skills::evolution::Evolution>,
-    pub dream: Arc<crate::memory_jobs::dream::DreamControl>,
+    pub(crate) ws_port: u16,
+    pub(crate) skills: Arc<crate::skills::service::SkillService>,
+    pub(crate) evolution: Arc<crate::skills::evolution::Evolution>,
+    pub(crate) dream: Arc<crate::memory_jobs::dream::DreamControl>,
 }
 
 impl Api {
@@ -81,6 +81,6 @@ struct ClientConfig {
 }
 
 /// 405 unless `method` is one of `allowed`.
-pub fn only(method: &str, allowed: &[&str]) -> Option<Resp> {
+pub(crate) fn only(method: &str, allowed: &[&str]) -> Option<Resp> {
     (!allowed.contains(&method)).then(|| Resp::detail(405, "Method Not Allowed"))
 }

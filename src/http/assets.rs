@@ -23,7 +23,7 @@ fn content_type(path: &Path) -> &'static str {
 }
 
 /// `segments` are the gate's decoded segments of a non-API path.
-pub fn serve(dir: Option<&Path>, method: &str, segments: &[String]) -> Resp {
+pub(crate) fn serve(dir: Option<&Path>, method: &str, segments: &[String]) -> Resp {
     if method != "GET" && method != "HEAD" {
         return Resp::detail(405, "Method Not Allowed");
     }

@@ -15,10 +15,10 @@ use crate::util::sync;
 
 /// Bodies being read at once from all peers; with [`super::MAX_BODY`] this bounds what
 /// bodies in flight can hold (24 x 12 MiB).
-pub const MAX_BODY_READERS: usize = 24;
+pub(crate) const MAX_BODY_READERS: usize = 24;
 /// Bodies being read at once from one peer. A browser opens at most 6 connections to a host,
 /// so one page never meets it; a peer trickling more uploads than this gets 429 for the rest.
-pub const MAX_BODY_READERS_PER_PEER: usize = 6;
+pub(crate) const MAX_BODY_READERS_PER_PEER: usize = 6;
 /// tiny_http reads a body of at most this many bytes before it hands the request over, unless
 /// the client sent `Expect: 100-continue` (vendor/tiny_http/src/request.rs): such a body is
 /// already in memory and reading it cannot wait on the peer.
@@ -32,14 +32,14 @@ fn has_header(rq: &tiny_http::Request, name: &'static str) -> bool {
 
 /// Whether the body is still to come from the socket (tiny_http buffers small ones itself).
 /// Such a body left unread ends the connection (the patched tiny_http does not drain it).
-pub fn streamed(rq: &tiny_http::Request) -> bool {
+pub(crate) fn streamed(rq: &tiny_http::Request) -> bool {
     has_header(rq, "Transfer-Encoding")
         || rq.body_length().is_some_and(|n| n > PREREAD_BODY || (n > 0 && has_header(rq, "Expect")))
 }
 
 /// Whether reading this request's body can wait on the peer: it is streamed and [`read`]
 /// will not refuse it before reading.
-pub fn may_stall(rq: &tiny_http::Request) -> bool {
+pub(crate) fn may_stall(rq: &tiny_http::Request) -> bool {
     streamed(rq) && (has_header(rq, "Transfer-Encoding") || rq.body_length().is_some_and(|n| n <= MAX_BODY))
 }
 
@@ -54,7 +54,7 @@ fn closing(status: u16, msg: &str) -> Resp {
 /// before reading, a chunked body once it gets there; the patched tiny_http also caps a chunked
 /// body's framing), 408 when it is not all there within `timeout`, 400 when the peer breaks off
 /// or the chunking is malformed. Every refusal closes the connection.
-pub fn read(rq: &mut tiny_http::Request, timeout: Duration) -> Result<Vec<u8>, Resp> {
+pub(crate) fn read(rq: &mut tiny_http::Request, timeout: Duration) -> Result<Vec<u8>, Resp> {
     if has_header(rq, "Transfer-Encoding") {
         let deadline = Instant::now() + timeout;
         return read_within(rq.as_reader(), 0, deadline, Instant::now);
@@ -107,7 +107,7 @@ fn read_within(
 
 /// Which limit a refused [`Readers::acquire`] met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Full {
+pub(crate) enum Full {
     /// This peer already has its share of readers.
     Peer,
     /// Every reader is busy.
@@ -122,7 +122,7 @@ struct Counts {
 
 /// Counts the bodies being read, in all and per peer.
 #[derive(Debug)]
-pub struct Readers {
+pub(crate) struct Readers {
     max_total: usize,
     max_per_peer: usize,
     counts: Mutex<Counts>,
@@ -130,19 +130,19 @@ pub struct Readers {
 
 /// One body being read; dropping it frees the place.
 #[derive(Debug)]
-pub struct Permit {
+pub(crate) struct Permit {
     readers: Arc<Readers>,
     peer: Option<IpAddr>,
 }
 
 impl Readers {
-    pub fn new(max_total: usize, max_per_peer: usize) -> Readers {
+    pub(crate) fn new(max_total: usize, max_per_peer: usize) -> Readers {
         Readers { max_total, max_per_peer, counts: Mutex::new(Counts::default()) }
     }
 
     /// A place for one more body from `peer` (`None`: a peer without an address, counted in
     /// the total only). An IPv4 peer seen over IPv6 counts as itself.
-    pub fn acquire(self: &Arc<Self>, peer: Option<IpAddr>) -> Result<Permit, Full> {
+    pub(crate) fn acquire(self: &Arc<Self>, peer: Option<IpAddr>) -> Result<Permit, Full> {
         let peer = peer.map(|ip| ip.to_canonical());
         let mut counts = sync::lock(&self.counts);
         let mine = peer.and_then(|ip| counts.per_peer.get(&ip).copied()).unwrap_or(0);
@@ -160,7 +160,7 @@ impl Readers {
     }
 
     /// Bodies being read now (for tests and logs).
-    pub fn in_use(&self) -> usize {
+    pub(crate) fn in_use(&self) -> usize {
         sync::lock(&self.counts).total
     }
 }

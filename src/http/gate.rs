@@ -29,9 +29,9 @@ pub enum Target {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiPath {
     /// Percent-decoded segments after `api`: `/api/sessions/x` → `["sessions", "x"]`.
-    pub segments: Vec<String>,
+    pub(crate) segments: Vec<String>,
     /// The path ended in one `/` (answered with a 307 after the checks, docs/http-api.md §1).
-    pub trailing_slash: bool,
+    pub(crate) trailing_slash: bool,
 }
 
 /// How often a non-API path is percent-decoded when looking for a disguised `/api`
@@ -146,18 +146,18 @@ fn reads_as_api(path: &str) -> bool {
 
 /// `%XX` decoding (invalid escapes kept literally, invalid UTF-8 replaced): the one decoder
 /// for client-file segments and query parameters.
-pub fn decode_lossy(s: &str) -> String {
+pub(crate) fn decode_lossy(s: &str) -> String {
     percent_decode_str(s).decode_utf8_lossy().into_owned()
 }
 
 impl ApiPath {
-    pub fn segs(&self) -> Vec<&str> {
+    pub(crate) fn segs(&self) -> Vec<&str> {
         self.segments.iter().map(String::as_str).collect()
     }
 
     /// Needs the Origin check: every method but GET/HEAD/OPTIONS, and model discovery, which
     /// makes outbound calls with the stored key (docs/http-api.md §1 "LLM origin guard").
-    pub fn state_changing(&self, method: &str) -> bool {
+    pub(crate) fn state_changing(&self, method: &str) -> bool {
         match method {
             "GET" | "HEAD" => self.segs() == ["settings", "llm", "models"],
             "OPTIONS" => false,
@@ -168,14 +168,14 @@ impl ApiPath {
     /// The OAuth callback: a top-level navigation from the provider, so it carries neither the
     /// API token nor our Origin. It is bound instead to a pending flow by its unguessable,
     /// single-use, expiring `state` (`McpManager::oauth_callback`); GET only.
-    pub fn is_oauth_callback(&self, method: &str) -> bool {
+    pub(crate) fn is_oauth_callback(&self, method: &str) -> bool {
         method == "GET" && self.segs() == ["mcp", "oauth", "callback"]
     }
 }
 
 impl Target {
     /// Does this route wait on the network (run it on an `http-slow` thread)?
-    pub fn is_slow(&self, method: &str) -> bool {
+    pub(crate) fn is_slow(&self, method: &str) -> bool {
         let Target::Api(p) = self else { return false };
         match (method, p.segs().as_slice()) {
             (_, ["settings", "llm", _, ..]) => true,

@@ -13,7 +13,7 @@ use crate::llm::Provider;
 
 const UNREADABLE: &str = "the LLM settings file is invalid or unreadable";
 
-pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
+pub(crate) fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     match rest {
         [] => match m {
             "GET" => get(api),

@@ -17,7 +17,7 @@ use super::{Req, Resp};
 use crate::mcp::validate::ServerEntry;
 use crate::mcp::McpError;
 
-pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
+pub(crate) fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     let mcp = &api.mcp;
     match rest {
         [] => match m {
@@ -119,7 +119,7 @@ fn entry(req: &Req, named: Option<&str>) -> Result<(String, ServerEntry), Resp> 
 /// a page the user can close (the web client polls the server list). The page shows only the
 /// server name or a fixed, redacted reason; `no-store` keeps it out of caches and the query
 /// (the code) out of any later Referer.
-pub fn oauth_callback(api: &Api, m: &str, req: &Req) -> Resp {
+pub(crate) fn oauth_callback(api: &Api, m: &str, req: &Req) -> Resp {
     if let Some(r) = only(m, &["GET"]) {
         return r;
     }

@@ -26,7 +26,7 @@ const DREAM_BUSY: &str = "Dream is already running";
 /// every byte escaped as `\uXXXX`), so it is refused before parsing.
 const MAX_PUT_BODY: usize = MAX_FILE_BYTES * 6 + 4096;
 
-pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
+pub(crate) fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     match rest {
         [] => only(m, &["GET"]).unwrap_or_else(|| files(api)),
         ["snapshots"] => only(m, &["GET"]).unwrap_or_else(|| snapshots(api)),
@@ -44,7 +44,7 @@ pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     }
 }
 
-pub fn route_dream(api: &Api, m: &str, rest: &[&str]) -> Resp {
+pub(crate) fn route_dream(api: &Api, m: &str, rest: &[&str]) -> Resp {
     match rest {
         [] => only(m, &["GET"]).unwrap_or_else(|| Resp::ok(&dream_view(api, api.dream.state()))),
         ["run"] => only(m, &["POST"]).unwrap_or_else(|| match api.dream.request_run() {
@@ -175,15 +175,15 @@ fn dream_view(api: &Api, state: DreamState) -> DreamView {
 
 /// One editable file: `GET /api/memory/{memory|soul}` and inside the other answers.
 #[derive(Serialize)]
-pub struct FileView {
-    pub content: String,
+pub(crate) struct FileView {
+    pub(crate) content: String,
     /// `MEMORY.md` or `SOUL.md`.
-    pub file: &'static str,
+    pub(crate) file: &'static str,
     /// sha256 of the content as read; send it back as `expected_hash`.
-    pub hash: String,
+    pub(crate) hash: String,
     /// `memory` or `soul`.
-    pub name: &'static str,
-    pub size: usize,
+    pub(crate) name: &'static str,
+    pub(crate) size: usize,
 }
 
 impl FileView {
@@ -194,27 +194,27 @@ impl FileView {
 
 /// `GET /api/memory`.
 #[derive(Serialize)]
-pub struct FilesView {
-    pub max_bytes: usize,
-    pub memory: FileView,
-    pub soul: FileView,
+pub(crate) struct FilesView {
+    pub(crate) max_bytes: usize,
+    pub(crate) memory: FileView,
+    pub(crate) soul: FileView,
 }
 
 /// `PUT /api/memory/{memory|soul}` and `POST …/snapshots/{id}/restore`: the file now, and the
 /// snapshot that keeps what it replaced (`null` for SOUL.md or a blank file).
 #[derive(Serialize)]
-pub struct SavedView {
+pub(crate) struct SavedView {
     #[serde(flatten)]
-    pub file: FileView,
-    pub snapshot: Option<String>,
+    pub(crate) file: FileView,
+    pub(crate) snapshot: Option<String>,
 }
 
 #[derive(Serialize)]
-pub struct SnapshotItem {
+pub(crate) struct SnapshotItem {
     /// Epoch seconds (the snapshot file's mtime).
-    pub created_at: f64,
-    pub id: String,
-    pub size: u64,
+    pub(crate) created_at: f64,
+    pub(crate) id: String,
+    pub(crate) size: u64,
 }
 
 impl SnapshotItem {
@@ -225,33 +225,33 @@ impl SnapshotItem {
 
 /// `GET /api/memory/snapshots`: newest first, at most 200; `total` counts them all.
 #[derive(Serialize)]
-pub struct SnapshotsView {
-    pub snapshots: Vec<SnapshotItem>,
-    pub total: usize,
+pub(crate) struct SnapshotsView {
+    pub(crate) snapshots: Vec<SnapshotItem>,
+    pub(crate) total: usize,
 }
 
 /// `GET /api/memory/snapshots/{id}`.
 #[derive(Serialize)]
-pub struct SnapshotView {
-    pub content: String,
-    pub created_at: f64,
-    pub id: String,
-    pub size: u64,
+pub(crate) struct SnapshotView {
+    pub(crate) content: String,
+    pub(crate) created_at: f64,
+    pub(crate) id: String,
+    pub(crate) size: u64,
 }
 
 /// `GET /api/dream` and `POST /api/dream/run` (202).
 #[derive(Serialize)]
-pub struct DreamView {
+pub(crate) struct DreamView {
     /// Records one run distils at most.
-    pub batch_records: usize,
+    pub(crate) batch_records: usize,
     /// The timer is on (`DREAM_INTERVAL` > 0); "run now" works either way.
-    pub enabled: bool,
-    pub interval_sec: Option<u64>,
-    pub last_run: Option<LastRun>,
-    pub next_run_at: Option<f64>,
-    pub queued: bool,
-    pub running: bool,
-    pub undistilled: Undistilled,
+    pub(crate) enabled: bool,
+    pub(crate) interval_sec: Option<u64>,
+    pub(crate) last_run: Option<LastRun>,
+    pub(crate) next_run_at: Option<f64>,
+    pub(crate) queued: bool,
+    pub(crate) running: bool,
+    pub(crate) undistilled: Undistilled,
 }
 
 #[cfg(test)]

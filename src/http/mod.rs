@@ -7,16 +7,16 @@
 //! shutdown flag and [`tiny_http::Server::unblock`]s the loop, which then joins those threads.
 
 pub mod api;
-pub mod assets;
-pub mod body;
+pub(crate) mod assets;
+pub(crate) mod body;
 pub mod gate;
-pub mod llm_routes;
-pub mod mcp_routes;
-pub mod memory_routes;
-pub mod multipart;
-pub mod sessions;
-pub mod shape;
-pub mod skills_routes;
+pub(crate) mod llm_routes;
+pub(crate) mod mcp_routes;
+pub(crate) mod memory_routes;
+pub(crate) mod multipart;
+pub(crate) mod sessions;
+pub(crate) mod shape;
+pub(crate) mod skills_routes;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -31,11 +31,11 @@ use crate::security::{query_param, AccessPolicy};
 use crate::util::json::{too_deep, MAX_DEPTH as MAX_JSON_DEPTH};
 
 /// Largest request body (a 10 MiB skill ZIP plus multipart framing).
-pub const MAX_BODY: usize = 12 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 12 * 1024 * 1024;
 /// Concurrent slow-route threads.
 const MAX_SLOW: usize = 16;
 /// Read and write timeout of HTTP connections.
-pub const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a stopping server waits for requests still being handled (slow routes end early:
 /// stop shuts the LLM agents and MCP connections down under them).
 const STOP_DRAIN: Duration = Duration::from_secs(2);
@@ -56,18 +56,18 @@ pub struct Req {
 }
 
 impl Req {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
-    pub fn query_param(&self, name: &str) -> Option<String> {
+    pub(crate) fn query_param(&self, name: &str) -> Option<String> {
         query_param(&self.query, name).map(gate::decode_lossy)
     }
 
     /// The body as JSON; a 422 in pydantic's list form when it is not. Bodies nesting deeper
     /// than [`MAX_JSON_DEPTH`] are refused before parsing, so no handler thread's stack ever
     /// holds serde_json's full recursion.
-    pub fn json(&self) -> Result<Value, Resp> {
+    pub(crate) fn json(&self) -> Result<Value, Resp> {
         if let Some(at) = too_deep(&self.body, MAX_JSON_DEPTH) {
             let error = format!("nesting deeper than {MAX_JSON_DEPTH} levels at byte {at}");
             return Err(Resp::shape(vec![shape::Issue::json_invalid_at(at, error)]));
@@ -80,14 +80,14 @@ impl Req {
 #[derive(Debug, Clone)]
 pub struct Resp {
     pub status: u16,
-    pub content_type: &'static str,
+    pub(crate) content_type: &'static str,
     pub body: Vec<u8>,
-    pub headers: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 impl Resp {
     /// `v` as the JSON body (typed views and `Value`s alike).
-    pub fn json<T: Serialize + ?Sized>(status: u16, v: &T) -> Resp {
+    pub(crate) fn json<T: Serialize + ?Sized>(status: u16, v: &T) -> Resp {
         Resp {
             status,
             content_type: "application/json",
@@ -96,16 +96,16 @@ impl Resp {
         }
     }
 
-    pub fn ok<T: Serialize + ?Sized>(v: &T) -> Resp {
+    pub(crate) fn ok<T: Serialize + ?Sized>(v: &T) -> Resp {
         Resp::json(200, v)
     }
 
-    pub fn detail(status: u16, msg: &str) -> Resp {
+    pub(crate) fn detail(status: u16, msg: &str) -> Resp {
         Resp::json(status, &json!({"detail": msg}))
     }
 
     /// 422 with pydantic-style items `{type, loc, msg, input}` ([`shape::Issue`]).
-    pub fn shape<T: Serialize>(items: Vec<T>) -> Resp {
+    pub(crate) fn shape<T: Serialize>(items: Vec<T>) -> Resp {
         #[derive(Serialize)]
         struct Shape<T> {
             detail: Vec<T>,
@@ -113,11 +113,11 @@ impl Resp {
         Resp::json(422, &Shape { detail: items })
     }
 
-    pub fn no_content() -> Resp {
+    pub(crate) fn no_content() -> Resp {
         Resp { status: 204, content_type: "application/json", body: Vec::new(), headers: Vec::new() }
     }
 
-    pub fn text(status: u16, text: &str) -> Resp {
+    pub(crate) fn text(status: u16, text: &str) -> Resp {
         Resp { status, content_type: "text/plain; charset=utf-8", body: text.as_bytes().to_vec(), headers: Vec::new() }
     }
 }
@@ -229,13 +229,13 @@ fn guarded(req: &Req, api: &api::Api, request_id: &str) -> Resp {
 
 /// What tiny_http puts on each connection it accepts: every read and write of a request head,
 /// a body and a response waits at most [`SOCKET_TIMEOUT`], so a peer that stalls is dropped.
-pub fn connection_config() -> tiny_http::ConnectionConfig {
+pub(crate) fn connection_config() -> tiny_http::ConnectionConfig {
     tiny_http::ConnectionConfig { read_timeout: Some(SOCKET_TIMEOUT), write_timeout: Some(SOCKET_TIMEOUT) }
 }
 
 /// The `http` thread: serves until `shutdown` is set (checked every 250 ms, and at once after
 /// [`tiny_http::Server::unblock`]), then joins its body and slow-route threads.
-pub fn serve(server: Arc<tiny_http::Server>, api: Arc<api::Api>, shutdown: &AtomicBool) {
+pub(crate) fn serve(server: Arc<tiny_http::Server>, api: Arc<api::Api>, shutdown: &AtomicBool) {
     let slow = Arc::new(AtomicUsize::new(0));
     let readers = Arc::new(body::Readers::new(body::MAX_BODY_READERS, body::MAX_BODY_READERS_PER_PEER));
     // `http-body` and `http-slow` threads still running, joined on stop.

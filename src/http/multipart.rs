@@ -12,16 +12,16 @@
 use memchr::memmem;
 
 /// Longest boundary accepted (RFC 2046 allows 70; some clients go longer).
-pub const MAX_BOUNDARY: usize = 200;
+pub(crate) const MAX_BOUNDARY: usize = 200;
 /// Parts examined before giving up on finding the file.
-pub const MAX_PARTS: usize = 64;
+pub(crate) const MAX_PARTS: usize = 64;
 /// Largest header block of one part, in bytes.
-pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_HEADER_BYTES: usize = 8 * 1024;
 /// Most headers in one part.
-pub const MAX_PART_HEADERS: usize = 16;
+pub(crate) const MAX_PART_HEADERS: usize = 16;
 
 /// The `boundary` parameter of a `multipart/form-data` Content-Type.
-pub fn boundary(content_type: &str) -> Option<String> {
+pub(crate) fn boundary(content_type: &str) -> Option<String> {
     let (mime, params) = content_type.split_once(';')?;
     if !mime.trim().eq_ignore_ascii_case("multipart/form-data") {
         return None;
@@ -32,7 +32,7 @@ pub fn boundary(content_type: &str) -> Option<String> {
 
 /// The first part named `field` that carries a filename: `(filename, bytes)`. A part without
 /// a filename is not a file upload. `None` for anything malformed, truncated or over a bound.
-pub fn file<'a>(content_type: &str, body: &'a [u8], field: &str) -> Option<(String, &'a [u8])> {
+pub(crate) fn file<'a>(content_type: &str, body: &'a [u8], field: &str) -> Option<(String, &'a [u8])> {
     let delim = format!("--{}", boundary(content_type)?);
     let delim = delim.as_bytes();
     let finder = memmem::Finder::new(delim);

@@ -15,7 +15,7 @@ use crate::util::text;
 use crate::wire::RESULT_PREVIEW;
 use crate::ws::protocol::sanitize_list;
 
-pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
+pub(crate) fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     match rest {
         [] => only(m, &["GET"]).unwrap_or_else(|| list(api)),
         [id] => match m {
@@ -43,7 +43,7 @@ fn list(api: &Api) -> Resp {
 }
 
 /// Most items one page may ask for.
-pub const MAX_PAGE: i64 = 1000;
+pub(crate) const MAX_PAGE: i64 = 1000;
 
 /// `GET /api/sessions/{id}/messages[?limit=N[&before=K]][&tools=1]`. Without `limit` the
 /// whole list, byte for byte the original answer; with it, the at most N items just before

@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 use serde_json::{json, Map, Value};
 
 use super::{Req, Resp};
-pub use crate::util::pydantic::Issue;
+pub(crate) use crate::util::pydantic::Issue;
 
 /// Pydantic's lax boolean strings.
-pub fn parse_bool(s: &str) -> Option<bool> {
+pub(crate) fn parse_bool(s: &str) -> Option<bool> {
     match s.trim().to_lowercase().as_str() {
         "true" | "1" | "yes" | "on" | "t" | "y" => Some(true),
         "false" | "0" | "no" | "off" | "f" | "n" => Some(false),
@@ -24,7 +24,7 @@ pub fn parse_bool(s: &str) -> Option<bool> {
 }
 
 /// A JSON body under check.
-pub struct Body {
+pub(crate) struct Body {
     value: Value,
     fields: Map<String, Value>,
     issues: Vec<Issue>,
@@ -32,7 +32,7 @@ pub struct Body {
 
 impl Body {
     /// The request body, which must be a JSON object (else `model_attributes_type`).
-    pub fn object(req: &Req) -> Result<Body, Resp> {
+    pub(crate) fn object(req: &Req) -> Result<Body, Resp> {
         let value = req.json()?;
         match &value {
             Value::Object(m) => Ok(Body { fields: m.clone(), value, issues: Vec::new() }),
@@ -46,32 +46,27 @@ impl Body {
     }
 
     /// Any JSON value; a non-object simply has no fields (every required one is `missing`).
-    pub fn lenient(value: Value) -> Body {
+    pub(crate) fn lenient(value: Value) -> Body {
         let fields = value.as_object().cloned().unwrap_or_default();
         Body { value, fields, issues: Vec::new() }
     }
 
-    /// The body as sent.
-    pub fn value(&self) -> &Value {
-        &self.value
-    }
-
-    pub fn fields(&self) -> &Map<String, Value> {
+    pub(crate) fn fields(&self) -> &Map<String, Value> {
         &self.fields
     }
 
-    pub fn push(&mut self, issue: Issue) {
+    pub(crate) fn push(&mut self, issue: Issue) {
         self.issues.push(issue);
     }
 
     /// `missing` at `field`, with the whole body as input.
-    pub fn missing(&mut self, field: &str) {
+    pub(crate) fn missing(&mut self, field: &str) {
         let body = self.value.clone();
         self.push(Issue::new("missing", &["body", field], "Field required", body));
     }
 
     /// `extra_forbidden` at `field`.
-    pub fn extra(&mut self, field: &str) {
+    pub(crate) fn extra(&mut self, field: &str) {
         let v = self.fields.get(field).cloned().unwrap_or(Value::Null);
         self.push(Issue::new("extra_forbidden", &["body", field], "Extra inputs are not permitted", v));
     }
@@ -81,7 +76,7 @@ impl Body {
     }
 
     /// A required string.
-    pub fn required_str(&mut self, k: &str) -> Option<String> {
+    pub(crate) fn required_str(&mut self, k: &str) -> Option<String> {
         match self.fields.get(k).cloned() {
             None => {
                 self.missing(k);
@@ -96,7 +91,7 @@ impl Body {
     }
 
     /// A string that may be absent or `null` (`Some(None)`); `None` after an issue.
-    pub fn optional_str(&mut self, k: &str) -> Option<Option<String>> {
+    pub(crate) fn optional_str(&mut self, k: &str) -> Option<Option<String>> {
         match self.fields.get(k).cloned() {
             None | Some(Value::Null) => Some(None),
             Some(Value::String(s)) => Some(Some(s)),
@@ -109,7 +104,7 @@ impl Body {
 
     /// An object of strings that may be absent or `null` (`Some(None)`); every non-string
     /// value is an issue at its key.
-    pub fn string_map(&mut self, k: &str) -> Option<Option<BTreeMap<String, String>>> {
+    pub(crate) fn string_map(&mut self, k: &str) -> Option<Option<BTreeMap<String, String>>> {
         match self.fields.get(k).cloned() {
             None | Some(Value::Null) => Some(None),
             Some(Value::Object(m)) => {
@@ -137,7 +132,7 @@ impl Body {
 
     /// A lax boolean (true/false, 0/1, pydantic's strings); absent gives `default`, or
     /// `missing` when there is none.
-    pub fn lax_bool(&mut self, k: &str, default: Option<bool>) -> Option<bool> {
+    pub(crate) fn lax_bool(&mut self, k: &str, default: Option<bool>) -> Option<bool> {
         let v = match self.fields.get(k).cloned() {
             None => {
                 if default.is_none() {
@@ -165,7 +160,13 @@ impl Body {
 
     /// One of a fixed set of strings (`parse`), `default` when absent; else `literal_error`
     /// with `msg` (pydantic's "Input should be 'a', 'b' or 'c'").
-    pub fn literal<T>(&mut self, k: &str, default: T, parse: impl Fn(&str) -> Option<T>, msg: &str) -> Option<T> {
+    pub(crate) fn literal<T>(
+        &mut self,
+        k: &str,
+        default: T,
+        parse: impl Fn(&str) -> Option<T>,
+        msg: &str,
+    ) -> Option<T> {
         let Some(v) = self.fields.get(k).cloned() else {
             return Some(default);
         };
@@ -178,7 +179,7 @@ impl Body {
 
     /// `checked` when no check found an issue (each check that yields `None` records one),
     /// else the 422 with every issue.
-    pub fn done<T>(self, checked: Option<T>) -> Result<T, Resp> {
+    pub(crate) fn done<T>(self, checked: Option<T>) -> Result<T, Resp> {
         match checked {
             Some(v) if self.issues.is_empty() => Ok(v),
             _ => Err(Resp::shape(self.issues)),
@@ -187,18 +188,18 @@ impl Body {
 }
 
 /// Query parameters under check.
-pub struct Query<'a> {
+pub(crate) struct Query<'a> {
     req: &'a Req,
     issues: Vec<Issue>,
 }
 
 impl<'a> Query<'a> {
-    pub fn of(req: &'a Req) -> Query<'a> {
+    pub(crate) fn of(req: &'a Req) -> Query<'a> {
         Query { req, issues: Vec::new() }
     }
 
     /// A lax boolean parameter, `None` when absent (or after an issue).
-    pub fn bool(&mut self, key: &str) -> Option<bool> {
+    pub(crate) fn bool(&mut self, key: &str) -> Option<bool> {
         let raw = self.req.query_param(key)?;
         let b = parse_bool(&raw);
         if b.is_none() {
@@ -213,7 +214,7 @@ impl<'a> Query<'a> {
     }
 
     /// An integer parameter within `min..=max`, `None` when absent (or after an issue).
-    pub fn int(&mut self, key: &str, min: i64, max: i64) -> Option<i64> {
+    pub(crate) fn int(&mut self, key: &str, min: i64, max: i64) -> Option<i64> {
         let raw = self.req.query_param(key)?;
         let issue = match raw.trim().parse::<i64>() {
             Ok(n) if (min..=max).contains(&n) => return Some(n),
@@ -243,7 +244,7 @@ impl<'a> Query<'a> {
     }
 
     /// `Err` with a 422 when any parameter had an issue.
-    pub fn finish(self) -> Result<(), Resp> {
+    pub(crate) fn finish(self) -> Result<(), Resp> {
         if self.issues.is_empty() {
             Ok(())
         } else {

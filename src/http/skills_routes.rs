@@ -13,7 +13,7 @@ use crate::skills::service::{CreateRequest, ListQuery, ReplaceRequest};
 use crate::skills::views::{SkillVersions, SkillView};
 use crate::skills::{SkillError, Source};
 
-pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
+pub(crate) fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     match rest {
         [] => match m {
             "GET" => list(api, req),
@@ -48,7 +48,7 @@ pub fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     }
 }
 
-pub fn route_evolution(api: &Api, m: &str, rest: &[&str]) -> Resp {
+pub(crate) fn route_evolution(api: &Api, m: &str, rest: &[&str]) -> Resp {
     let evo = &api.evolution;
     match rest {
         ["proposals"] => only(m, &["GET"]).unwrap_or_else(|| Resp::ok(&evo.list())),

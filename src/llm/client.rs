@@ -19,8 +19,8 @@ use crate::util::sse::{SseError, SseReader};
 use crate::util::sync;
 
 /// Discovery (and the settings connection test) is bounded by 15 s in total.
-pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(15);
-pub const MAX_MODELS: usize = 500;
+pub(crate) const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const MAX_MODELS: usize = 500;
 /// Cap on a non-streamed response body and on an error body we read.
 const MAX_BODY: u64 = 8 * 1024 * 1024;
 const MAX_ERROR_BODY: u64 = 64 * 1024;
@@ -76,7 +76,7 @@ impl std::error::Error for LlmError {}
 
 impl LlmError {
     /// The friendly category used by the settings connection test and discovery.
-    pub fn category(&self) -> &'static str {
+    pub(crate) fn category(&self) -> &'static str {
         match self {
             LlmError::Timeout(_) => "Connection timed out; check the service address and network.",
             LlmError::Http { status: 401 | 403, .. } => "Authentication failed; check the API key.",
@@ -103,24 +103,24 @@ impl LlmError {
 
 /// One assembled tool call of a completion.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ToolCall {
-    pub id: String,
-    pub name: String,
-    pub arguments: String,
+pub(crate) struct ToolCall {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) arguments: String,
 }
 
 /// A finished model reply.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Completion {
-    pub content: String,
-    pub tool_calls: Vec<ToolCall>,
-    pub finish_reason: Option<String>,
-    pub usage: Option<Value>,
+pub(crate) struct Completion {
+    pub(crate) content: String,
+    pub(crate) tool_calls: Vec<ToolCall>,
+    pub(crate) finish_reason: Option<String>,
+    pub(crate) usage: Option<Value>,
 }
 
 /// A client bound to one provider's credentials.
 pub struct LlmClient {
-    pub provider: Provider,
+    pub(crate) provider: Provider,
     api_base: String,
     bearer: String,
     /// For discovery and non-streamed completions.
@@ -154,7 +154,7 @@ fn is_loopback_url(url: &str) -> bool {
 
 impl LlmClient {
     /// `None` when the provider is not ready in `settings`.
-    pub fn new(settings: &Settings, provider: Provider, timeout: Duration) -> Option<LlmClient> {
+    pub(crate) fn new(settings: &Settings, provider: Provider, timeout: Duration) -> Option<LlmClient> {
         if !settings.ready(provider) {
             return None;
         }
@@ -202,7 +202,7 @@ impl LlmClient {
     /// the model, so the call returns `Cancelled` at once; every read is bounded by the
     /// per-read timeout ([`blocking::interruptible`]). Every delta handed to `on_text` is also
     /// appended to `streamed`.
-    pub fn stream_chat(
+    pub(crate) fn stream_chat(
         &self,
         body: Vec<u8>,
         cancel: &CancelToken,
@@ -456,7 +456,7 @@ impl LlmClient {
     /// discovery) fail at once and later ones are refused, as the agent's sockets are shut;
     /// no new stream starts (streams in flight end with their turns' cancel), and idle
     /// stream connections close.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
         self.agent.clone().shutdown();
         for agent in sync::lock(&self.stream_agents).drain(..) {
@@ -465,7 +465,7 @@ impl LlmClient {
     }
 
     /// Non-streamed completion without tools (consolidation, Dream), bounded by `timeout`.
-    pub fn complete(&self, model: &str, messages: Vec<Value>, timeout: Duration) -> Result<String, LlmError> {
+    pub(crate) fn complete(&self, model: &str, messages: Vec<Value>, timeout: Duration) -> Result<String, LlmError> {
         let body = json!({"model": model, "messages": messages, "stream": false});
         let url = format!("{}/chat/completions", self.api_base);
         let started = Instant::now();
@@ -507,7 +507,7 @@ impl LlmClient {
 
     /// The request budget in characters this endpoint reports for `model`, once known; the
     /// first call starts the lookup in the background (`llm::context`).
-    pub fn context_chars(&self, model: &str) -> Option<usize> {
+    pub(crate) fn context_chars(&self, model: &str) -> Option<usize> {
         self.context.chars(model, || super::context::Endpoint {
             provider: self.provider,
             api_base: self.api_base.clone(),
@@ -517,7 +517,7 @@ impl LlmClient {
     }
 
     /// `GET <base>/models`: ids of the first 500 items, trimmed, unique, sorted case-insensitively.
-    pub fn list_models(&self) -> Result<Vec<String>, LlmError> {
+    pub(crate) fn list_models(&self) -> Result<Vec<String>, LlmError> {
         let resp = self
             .agent
             .get(&format!("{}/models", self.api_base))
@@ -540,7 +540,7 @@ impl LlmClient {
 }
 
 /// Discovery normalisation (docs/llm-settings.md §5).
-pub fn model_ids(v: &Value) -> Vec<String> {
+pub(crate) fn model_ids(v: &Value) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
     if let Some(items) = v.get("data").and_then(Value::as_array) {
         for item in items.iter().take(MAX_MODELS) {
@@ -597,7 +597,7 @@ impl Stream<'_> {
 
 /// Parses a non-streamed `chat.completion` body (nesting bounded first: the callers include
 /// the small-stacked `skill-evolution` thread).
-pub fn parse_completion(bytes: &[u8]) -> Result<Completion, LlmError> {
+pub(crate) fn parse_completion(bytes: &[u8]) -> Result<Completion, LlmError> {
     let not_json = LlmError::Malformed("response is not JSON");
     if too_deep(bytes, MAX_JSON_DEPTH).is_some() {
         return Err(not_json);

@@ -18,7 +18,7 @@ use crate::util::sync;
 
 /// Characters budgeted per reported token: conservative for English (about 4 per token) and
 /// close for CJK text (about 1.5), so a request within it fits the model.
-pub const CHARS_PER_TOKEN: u64 = 2;
+pub(crate) const CHARS_PER_TOKEN: u64 = 2;
 /// Largest discovery body read (`/api/show` carries the licence and template).
 const MAX_BODY: u64 = 4 * 1024 * 1024;
 /// Models remembered per client; past it the map starts again.
@@ -32,22 +32,22 @@ enum Lookup {
 
 /// Per-client cache of reported context lengths (tokens), by model.
 #[derive(Default)]
-pub struct ContextLengths {
+pub(crate) struct ContextLengths {
     known: Mutex<HashMap<String, Lookup>>,
 }
 
 /// What one lookup needs, cloned onto its thread.
-pub struct Endpoint {
-    pub provider: Provider,
-    pub api_base: String,
-    pub bearer: String,
-    pub agent: ureq::Agent,
+pub(crate) struct Endpoint {
+    pub(crate) provider: Provider,
+    pub(crate) api_base: String,
+    pub(crate) bearer: String,
+    pub(crate) agent: ureq::Agent,
 }
 
 impl ContextLengths {
     /// The budget in characters the provider allows for `model`, if known. The first call for
     /// a model starts its lookup in the background and answers `None`.
-    pub fn chars(self: &Arc<Self>, model: &str, endpoint: impl FnOnce() -> Endpoint) -> Option<usize> {
+    pub(crate) fn chars(self: &Arc<Self>, model: &str, endpoint: impl FnOnce() -> Endpoint) -> Option<usize> {
         {
             let mut known = sync::lock(&self.known);
             match known.get(model) {
@@ -122,7 +122,7 @@ fn tokens(v: &Value) -> Option<u64> {
 
 /// `num_ctx` from the `parameters` text (what the server actually runs with), else the first
 /// `*.context_length` of `model_info`.
-pub fn ollama_tokens(v: &Value) -> Option<u64> {
+pub(crate) fn ollama_tokens(v: &Value) -> Option<u64> {
     let from_params = v.get("parameters").and_then(Value::as_str).and_then(|p| {
         p.lines().find_map(|l| {
             let mut w = l.split_whitespace();
@@ -139,7 +139,7 @@ pub fn ollama_tokens(v: &Value) -> Option<u64> {
 }
 
 /// The context length in `model`'s entry of a `/models` list, under the names providers use.
-pub fn openai_tokens(v: &Value, model: &str) -> Option<u64> {
+pub(crate) fn openai_tokens(v: &Value, model: &str) -> Option<u64> {
     let entry = v.get("data")?.as_array()?.iter().take(super::client::MAX_MODELS).find(|m| m["id"] == model)?;
     ["context_length", "context_window", "max_context_length", "max_model_len", "max_input_tokens"]
         .iter()

@@ -2,12 +2,12 @@
 //! validation, the runtime that leases per-provider clients to turns, and the blocking
 //! streaming client itself.
 
-pub mod client;
-pub mod context;
+pub(crate) mod client;
+pub(crate) mod context;
 pub mod runtime;
 pub mod settings;
-pub mod views;
-pub mod wire;
+pub(crate) mod views;
+pub(crate) mod wire;
 
 use std::fmt;
 
@@ -19,16 +19,16 @@ pub enum Provider {
 }
 
 impl Provider {
-    pub const ALL: [Provider; 2] = [Provider::OpenAiCompatible, Provider::Ollama];
+    pub(crate) const ALL: [Provider; 2] = [Provider::OpenAiCompatible, Provider::Ollama];
 
-    pub fn id(self) -> &'static str {
+    pub(crate) fn id(self) -> &'static str {
         match self {
             Provider::OpenAiCompatible => "openai_compatible",
             Provider::Ollama => "ollama",
         }
     }
 
-    pub fn parse(s: &str) -> Option<Provider> {
+    pub(crate) fn parse(s: &str) -> Option<Provider> {
         match s {
             "openai_compatible" => Some(Provider::OpenAiCompatible),
             "ollama" => Some(Provider::Ollama),

@@ -58,7 +58,7 @@ impl LlmRuntime {
 
     /// Shares `secrets` (the server's registry) and tells it the current key; every later
     /// save updates it.
-    pub fn with_secrets(mut self, secrets: Secrets) -> LlmRuntime {
+    pub(crate) fn with_secrets(mut self, secrets: Secrets) -> LlmRuntime {
         self.secrets = secrets;
         if let Some(s) = self.settings() {
             self.publish_key(&s);
@@ -93,7 +93,7 @@ impl LlmRuntime {
     }
 
     /// Current settings, `None` if the file failed to load.
-    pub fn settings(&self) -> Option<Settings> {
+    pub(crate) fn settings(&self) -> Option<Settings> {
         self.read().settings.clone().ok()
     }
 
@@ -113,29 +113,20 @@ impl LlmRuntime {
     }
 
     /// The installed client for `provider`, without recording a selection (discovery).
-    pub fn client(&self, provider: Provider) -> Option<Arc<LlmClient>> {
+    pub(crate) fn client(&self, provider: Provider) -> Option<Arc<LlmClient>> {
         self.read().clients.iter().find(|c| c.provider == provider).cloned()
     }
 
-    /// Is a client installed for `provider`?
-    pub fn has(&self, provider: Provider) -> bool {
-        self.read().clients.iter().any(|c| c.provider == provider)
-    }
-
     /// The last selection with its client (Dream).
-    pub fn acquire_last(&self) -> Option<(Arc<LlmClient>, String)> {
+    pub(crate) fn acquire_last(&self) -> Option<(Arc<LlmClient>, String)> {
         let st = self.read();
         let (p, m) = st.last.clone()?;
         st.clients.iter().find(|c| c.provider == p).cloned().map(|c| (c, m))
     }
 
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
     /// Server stop: every installed client's background calls fail at once (see
     /// [`LlmClient::shutdown`]).
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         for c in &self.read().clients {
             c.shutdown();
         }

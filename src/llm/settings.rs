@@ -14,8 +14,8 @@ use crate::util::fsx;
 use crate::util::pydantic::Issue;
 use crate::util::url::Origin;
 
-pub const MAX_URL: usize = 2048;
-pub const MAX_KEY: usize = 16_384;
+pub(crate) const MAX_URL: usize = 2048;
+pub(crate) const MAX_KEY: usize = 16_384;
 
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Settings {
@@ -36,19 +36,19 @@ impl fmt::Debug for Settings {
 }
 
 impl Settings {
-    pub fn ready(&self, p: Provider) -> bool {
+    pub(crate) fn ready(&self, p: Provider) -> bool {
         match p {
             Provider::OpenAiCompatible => !self.openai_base_url.is_empty() && !self.openai_api_key.is_empty(),
             Provider::Ollama => !self.ollama_base_url.is_empty(),
         }
     }
 
-    pub fn configured(&self) -> bool {
+    pub(crate) fn configured(&self) -> bool {
         Provider::ALL.iter().any(|p| self.ready(*p))
     }
 
     /// Base for `/chat/completions` and `/models`.
-    pub fn api_base(&self, p: Provider) -> String {
+    pub(crate) fn api_base(&self, p: Provider) -> String {
         match p {
             Provider::OpenAiCompatible => self.openai_base_url.clone(),
             Provider::Ollama => format!("{}/v1", self.ollama_base_url),
@@ -56,7 +56,7 @@ impl Settings {
     }
 
     /// Bearer token sent to the provider (Ollama's is a fixed placeholder, not a secret).
-    pub fn bearer(&self, p: Provider) -> &str {
+    pub(crate) fn bearer(&self, p: Provider) -> &str {
         match p {
             Provider::OpenAiCompatible => &self.openai_api_key,
             Provider::Ollama => "ollama-local",
@@ -77,7 +77,7 @@ impl Settings {
 
 /// Why loading failed; never carries file content.
 #[derive(Debug)]
-pub struct LoadError;
+pub(crate) struct LoadError;
 
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -86,7 +86,7 @@ impl fmt::Display for LoadError {
 }
 
 /// Reads llm.json: `Ok(None)` when absent.
-pub fn load(path: &Path) -> Result<Option<Settings>, LoadError> {
+pub(crate) fn load(path: &Path) -> Result<Option<Settings>, LoadError> {
     let text = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -127,12 +127,12 @@ pub fn load(path: &Path) -> Result<Option<Settings>, LoadError> {
 }
 
 /// Atomic 0600 write of the version-2 file.
-pub fn save(path: &Path, s: &Settings) -> io::Result<()> {
+pub(crate) fn save(path: &Path, s: &Settings) -> io::Result<()> {
     fsx::write_atomic(path, s.to_file_json().as_bytes(), true)
 }
 
 /// Legacy migration: only when no file exists and `DEEPSEEK_API_KEY` is set.
-pub fn migrate_legacy(path: &Path, key: Option<&str>, base: Option<&str>) -> io::Result<bool> {
+pub(crate) fn migrate_legacy(path: &Path, key: Option<&str>, base: Option<&str>) -> io::Result<bool> {
     let Some(key) = key.map(str::trim).filter(|k| !k.is_empty()) else {
         return Ok(false);
     };
@@ -147,7 +147,7 @@ pub fn migrate_legacy(path: &Path, key: Option<&str>, base: Option<&str>) -> io:
 }
 
 /// URL rules of docs/http-api.md §5; empty stays empty (provider not configured).
-pub fn normalize_url(field: &str, raw: &str, ollama: bool) -> Result<String, String> {
+pub(crate) fn normalize_url(field: &str, raw: &str, ollama: bool) -> Result<String, String> {
     let v = raw.trim();
     if v.is_empty() {
         return Ok(String::new());
@@ -186,19 +186,19 @@ pub fn normalize_url(field: &str, raw: &str, ollama: bool) -> Result<String, Str
 /// A settings-API failure: 422 string detail, or 422 pydantic-style list (the HTTP layer
 /// renders both).
 #[derive(Debug, Clone, PartialEq)]
-pub enum InputError {
+pub(crate) enum InputError {
     Invalid(String),
     Shape(Vec<Issue>),
 }
 
 /// A parsed PUT (or /test) body before merging with the stored key.
 #[derive(Debug, Default)]
-pub struct Draft {
-    pub openai_base_url: String,
-    pub api_key: Option<String>,
-    pub clear_api_key: bool,
-    pub ollama_base_url: String,
-    pub provider: Option<Provider>,
+pub(crate) struct Draft {
+    pub(crate) openai_base_url: String,
+    pub(crate) api_key: Option<String>,
+    pub(crate) clear_api_key: bool,
+    pub(crate) ollama_base_url: String,
+    pub(crate) provider: Option<Provider>,
 }
 
 /// An issue at `body.<loc…>`.
@@ -208,7 +208,7 @@ fn shape(kind: &'static str, loc: &[&str], msg: &str, input: &Value) -> Issue {
 }
 
 /// Validates the body shape (unknown keys, types, required sections) like pydantic would.
-pub fn parse_body(body: &Value, with_provider: bool) -> Result<Draft, InputError> {
+pub(crate) fn parse_body(body: &Value, with_provider: bool) -> Result<Draft, InputError> {
     let mut errs = Vec::new();
     let Some(obj) = body.as_object() else {
         return Err(InputError::Shape(vec![shape(
@@ -325,7 +325,7 @@ pub fn parse_body(body: &Value, with_provider: bool) -> Result<Draft, InputError
 /// Applies the key rules and URL normalisation against the stored settings. A stored key was
 /// entered for the stored endpoint: it is kept only while the new base URL has the same
 /// [`Origin`], so a changed address can never carry it to another server.
-pub fn build(draft: &Draft, stored: &Settings) -> Result<Settings, InputError> {
+pub(crate) fn build(draft: &Draft, stored: &Settings) -> Result<Settings, InputError> {
     let key_given = draft.api_key.as_deref().map(str::trim).filter(|k| !k.is_empty());
     if draft.clear_api_key && key_given.is_some() {
         return Err(InputError::Invalid("api_key and clear_api_key cannot be submitted together".into()));

@@ -14,27 +14,27 @@ use super::Provider;
 
 /// `GET`/`PUT /api/settings/llm`: whether each provider is ready, never the key itself.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PublicView {
-    pub configured: bool,
-    pub ollama: OllamaView,
-    pub openai_compatible: OpenAiView,
+pub(crate) struct PublicView {
+    pub(crate) configured: bool,
+    pub(crate) ollama: OllamaView,
+    pub(crate) openai_compatible: OpenAiView,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct OllamaView {
-    pub base_url: String,
-    pub ready: bool,
+pub(crate) struct OllamaView {
+    pub(crate) base_url: String,
+    pub(crate) ready: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct OpenAiView {
-    pub api_key_configured: bool,
-    pub base_url: String,
-    pub ready: bool,
+pub(crate) struct OpenAiView {
+    pub(crate) api_key_configured: bool,
+    pub(crate) base_url: String,
+    pub(crate) ready: bool,
 }
 
 impl PublicView {
-    pub fn new(s: &Settings) -> PublicView {
+    pub(crate) fn new(s: &Settings) -> PublicView {
         PublicView {
             configured: s.configured(),
             ollama: OllamaView { base_url: s.ollama_base_url.clone(), ready: s.ready(Provider::Ollama) },
@@ -49,15 +49,15 @@ impl PublicView {
 
 /// `POST /api/settings/llm/test` when the provider answered its model list.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TestView {
-    pub message: String,
-    pub model_count: usize,
-    pub provider: &'static str,
-    pub success: bool,
+pub(crate) struct TestView {
+    pub(crate) message: String,
+    pub(crate) model_count: usize,
+    pub(crate) provider: &'static str,
+    pub(crate) success: bool,
 }
 
 impl TestView {
-    pub fn new(provider: Provider, model_count: usize) -> TestView {
+    pub(crate) fn new(provider: Provider, model_count: usize) -> TestView {
         TestView {
             message: format!("Connected, found {model_count} models"),
             model_count,
@@ -70,28 +70,28 @@ impl TestView {
 /// `GET /api/settings/llm/models`: every ready provider's models, and per provider whether it
 /// is ready and the category of its failure.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelsView {
-    pub models: Vec<ModelView>,
+pub(crate) struct ModelsView {
+    pub(crate) models: Vec<ModelView>,
     /// Keyed by provider id (a map, so sorted like the original).
-    pub providers: BTreeMap<&'static str, ProviderState>,
+    pub(crate) providers: BTreeMap<&'static str, ProviderState>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelView {
-    pub id: String,
-    pub provider: &'static str,
+pub(crate) struct ModelView {
+    pub(crate) id: String,
+    pub(crate) provider: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProviderState {
+pub(crate) struct ProviderState {
     /// The failure category, `null` when discovery worked or was not tried.
-    pub error: Option<String>,
-    pub ready: bool,
+    pub(crate) error: Option<String>,
+    pub(crate) ready: bool,
 }
 
 impl ModelsView {
     /// From each provider's readiness and discovery result, in probe order.
-    pub fn new(results: Vec<(Provider, bool, Result<Vec<String>, String>)>) -> ModelsView {
+    pub(crate) fn new(results: Vec<(Provider, bool, Result<Vec<String>, String>)>) -> ModelsView {
         let mut models = Vec::new();
         let mut providers = BTreeMap::new();
         for (p, ready, r) in results {

@@ -21,7 +21,7 @@ use serde_json::Value;
 /// same JSON object as a `Value` gives), so consecutive requests of a chat extend each other
 /// byte for byte and provider prompt caches keep hitting.
 #[derive(Serialize)]
-pub struct ChatRequest<'a> {
+pub(crate) struct ChatRequest<'a> {
     /// Runs of serialised messages, written as one list.
     #[serde(serialize_with = "runs")]
     messages: &'a [&'a [Box<RawValue>]],
@@ -36,12 +36,12 @@ pub struct ChatRequest<'a> {
 
 impl<'a> ChatRequest<'a> {
     /// A streamed request; `tools` are serialised `tools[]` entries.
-    pub fn streamed(model: &'a str, messages: &'a [&'a [Box<RawValue>]], tools: &'a [Arc<RawValue>]) -> Self {
+    pub(crate) fn streamed(model: &'a str, messages: &'a [&'a [Box<RawValue>]], tools: &'a [Arc<RawValue>]) -> Self {
         ChatRequest { messages, model, stream: true, tool_choice: (!tools.is_empty()).then_some("auto"), tools }
     }
 
     /// The body's bytes.
-    pub fn to_vec(&self) -> Vec<u8> {
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
         // Sized up front: the body is mostly its raw parts, and growing it copies them again.
         let messages: usize = self.messages.iter().flat_map(|run| run.iter()).map(|m| m.get().len() + 1).sum();
         let tools: usize = self.tools.iter().map(|t| t.get().len() + 1).sum();
@@ -51,7 +51,7 @@ impl<'a> ChatRequest<'a> {
     }
 
     /// Characters of [`ChatRequest::to_vec`], counted as it is written rather than kept.
-    pub fn chars(&self) -> usize {
+    pub(crate) fn chars(&self) -> usize {
         let mut n = CharCount(0);
         serde_json::to_writer(&mut n, self).expect("strings and raw JSON always serialise");
         n.0
@@ -86,7 +86,7 @@ fn raws<S: Serializer>(items: &[Arc<RawValue>], s: S) -> Result<S::Ok, S::Error>
 
 /// What one chunk carries, in the order the stream consumer applies it.
 #[derive(Debug, PartialEq)]
-pub enum Chunk<'a> {
+pub(crate) enum Chunk<'a> {
     Text(Cow<'a, str>),
     ToolFragment { index: usize, id: Option<String>, name: Option<String>, arguments: Option<String> },
     Finish(String),
@@ -96,11 +96,11 @@ pub enum Chunk<'a> {
 /// A stream chunk (`data:` of one SSE event): the first choice, `usage`, and an in-stream
 /// `error`. Text is borrowed from the data where it has no escapes.
 #[derive(Debug, Default)]
-pub struct StreamChunk<'a> {
+pub(crate) struct StreamChunk<'a> {
     choice: Option<ChunkChoice<'a>>,
     usage: Option<Value>,
     /// Any non-null value: the provider reports a failure mid-stream.
-    pub error: Option<Value>,
+    pub(crate) error: Option<Value>,
 }
 
 #[derive(Debug, Default)]
@@ -119,14 +119,14 @@ struct ChunkDelta<'a> {
 }
 
 /// Reads one chunk's data (already known to nest at most [`crate::util::json::MAX_DEPTH`]).
-pub fn parse_chunk(data: &str) -> serde_json::Result<StreamChunk<'_>> {
+pub(crate) fn parse_chunk(data: &str) -> serde_json::Result<StreamChunk<'_>> {
     serde_json::from_str::<Obj<StreamChunk>>(data).map(|o| o.0.unwrap_or_default())
 }
 
 impl<'a> StreamChunk<'a> {
     /// Text (non-empty), tool-call fragments, finish reason of the first choice, then usage
     /// (an object).
-    pub fn into_chunks(self) -> Vec<Chunk<'a>> {
+    pub(crate) fn into_chunks(self) -> Vec<Chunk<'a>> {
         let mut out = Vec::new();
         if let Some(choice) = self.choice {
             if let Some(d) = choice.delta.or(choice.message) {

@@ -6,10 +6,10 @@
 use serde_json::{Map, Value};
 
 /// Most activated tools kept per chat.
-pub const CAPACITY: usize = 50;
+pub(crate) const CAPACITY: usize = 50;
 
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ActivatedToolSet {
+pub(crate) struct ActivatedToolSet {
     /// Oldest first.
     entries: Vec<(String, f64)>,
     revision: u64,
@@ -17,7 +17,7 @@ pub struct ActivatedToolSet {
 
 impl ActivatedToolSet {
     /// Loads `metadata.activated_tools`; non-numeric timestamps count as 0, order is by time.
-    pub fn from_json(v: Option<&Value>) -> ActivatedToolSet {
+    pub(crate) fn from_json(v: Option<&Value>) -> ActivatedToolSet {
         let mut entries: Vec<(String, f64)> = match v {
             Some(Value::Object(m)) => m
                 .iter()
@@ -32,35 +32,37 @@ impl ActivatedToolSet {
         set
     }
 
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let m: Map<String, Value> = self.entries.iter().map(|(k, t)| (k.clone(), Value::from(*t))).collect();
         Value::Object(m)
     }
 
-    pub fn contains(&self, name: &str) -> bool {
+    pub(crate) fn contains(&self, name: &str) -> bool {
         self.entries.iter().any(|(k, _)| k == name)
     }
 
     /// Names, least recently used first.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().map(|(k, _)| k.as_str())
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// Bumped whenever membership changes (a cache key for visible tool definitions).
-    pub fn revision(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn revision(&self) -> u64 {
         self.revision
     }
 
     /// Adds `name` (or refreshes it). Returns true when it was not active before.
-    pub fn activate(&mut self, name: &str, now: f64) -> bool {
+    pub(crate) fn activate(&mut self, name: &str, now: f64) -> bool {
         if self.touch(name, now) {
             return false;
         }
@@ -71,7 +73,7 @@ impl ActivatedToolSet {
     }
 
     /// Marks `name` as just used; false when it is not active.
-    pub fn touch(&mut self, name: &str, now: f64) -> bool {
+    pub(crate) fn touch(&mut self, name: &str, now: f64) -> bool {
         match self.entries.iter().position(|(k, _)| k == name) {
             Some(i) => {
                 let (k, _) = self.entries.remove(i);
@@ -82,12 +84,14 @@ impl ActivatedToolSet {
         }
     }
 
-    pub fn deactivate(&mut self, name: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn deactivate(&mut self, name: &str) -> bool {
         self.remove_all(&[name.to_string()])
     }
 
     /// Drops every listed name (a disconnected server's tools); true if any was present.
-    pub fn remove_all(&mut self, names: &[String]) -> bool {
+    #[cfg(test)]
+    pub(crate) fn remove_all(&mut self, names: &[String]) -> bool {
         let before = self.entries.len();
         self.entries.retain(|(k, _)| !names.iter().any(|n| n == k));
         let changed = self.entries.len() != before;
@@ -106,7 +110,7 @@ impl ActivatedToolSet {
 }
 
 /// Removes `names` from a metadata object's `activated_tools`; true when it changed.
-pub fn purge_metadata(metadata: &mut Value, names: &[String]) -> bool {
+pub(crate) fn purge_metadata(metadata: &mut Value, names: &[String]) -> bool {
     let Some(Value::Object(at)) = metadata.get_mut("activated_tools") else {
         return false;
     };

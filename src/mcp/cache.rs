@@ -16,7 +16,7 @@ use crate::util::{fsx, time};
 
 /// First 16 hex chars of SHA-256 over the canonical runtime JSON (docs/storage.md §6). Headers are
 /// not part of it; stdio args are the resolved ones.
-pub fn fingerprint(spec: &TransportSpec) -> String {
+pub(crate) fn fingerprint(spec: &TransportSpec) -> String {
     let (command, args, env, url) = match spec {
         TransportSpec::Stdio(s) => (s.command.as_str(), s.args.clone(), s.env.clone(), ""),
         TransportSpec::Sse(h) | TransportSpec::StreamableHttp(h) => ("", Vec::new(), BTreeMap::new(), h.url.as_str()),
@@ -37,12 +37,12 @@ pub fn cache_path(data_dir: &Path, server: &str) -> PathBuf {
 
 /// A tool as remembered in the cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CachedTool {
-    pub name: String,
+pub(crate) struct CachedTool {
+    pub(crate) name: String,
     #[serde(default)]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     #[serde(rename = "inputSchema", default)]
-    pub input_schema: Value,
+    pub(crate) input_schema: Value,
 }
 
 #[derive(Serialize)]
@@ -55,7 +55,7 @@ struct CacheFile<'a> {
 }
 
 /// Writes the cache after a successful connect + listing.
-pub fn write_cache(data_dir: &Path, server: &str, fingerprint: &str, tools: &[ToolInfo]) -> std::io::Result<()> {
+pub(crate) fn write_cache(data_dir: &Path, server: &str, fingerprint: &str, tools: &[ToolInfo]) -> std::io::Result<()> {
     let file = CacheFile {
         transport_fingerprint: fingerprint,
         cached_at: time::utc_rfc3339_micros(),
@@ -77,7 +77,7 @@ pub fn write_cache(data_dir: &Path, server: &str, fingerprint: &str, tools: &[To
 
 /// Cached tools, or `None` when the file is missing, unparsable, not an object, written for
 /// another transport fingerprint, or without a `tools` list.
-pub fn read_cache(data_dir: &Path, server: &str, fingerprint: &str) -> Option<Vec<CachedTool>> {
+pub(crate) fn read_cache(data_dir: &Path, server: &str, fingerprint: &str) -> Option<Vec<CachedTool>> {
     let text = fsx::read_opt(&cache_path(data_dir, server)).ok()??;
     let v: Value = serde_json::from_str(&text).ok()?;
     let obj = v.as_object()?;
@@ -95,7 +95,7 @@ pub fn read_cache(data_dir: &Path, server: &str, fingerprint: &str) -> Option<Ve
 }
 
 /// Removes the cache file (config replaced or deleted); a missing file is fine.
-pub fn delete_cache(data_dir: &Path, server: &str) {
+pub(crate) fn delete_cache(data_dir: &Path, server: &str) {
     let p = cache_path(data_dir, server);
     if let Err(e) = std::fs::remove_file(&p) {
         if e.kind() != std::io::ErrorKind::NotFound {

@@ -23,14 +23,14 @@ use crate::util::text;
 /// Serialises as [`Kind::as_str`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Kind {
+pub(crate) enum Kind {
     Stdio,
     Sse,
     StreamableHttp,
 }
 
 impl Kind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Stdio => "stdio",
             Kind::Sse => "sse",
@@ -50,25 +50,25 @@ impl Kind {
 
 /// One configured server (built-in or user).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ServerConfig {
-    pub name: String,
-    pub kind: Kind,
-    pub display_name: String,
-    pub description: String,
+pub(crate) struct ServerConfig {
+    pub(crate) name: String,
+    pub(crate) kind: Kind,
+    pub(crate) display_name: String,
+    pub(crate) description: String,
     /// stdio only.
-    pub command: String,
-    pub args: Vec<String>,
-    pub env: BTreeMap<String, String>,
+    pub(crate) command: String,
+    pub(crate) args: Vec<String>,
+    pub(crate) env: BTreeMap<String, String>,
     /// HTTP kinds only (`""` for stdio).
-    pub url: String,
+    pub(crate) url: String,
     /// Stored in clear; every API view masks the values.
-    pub headers: BTreeMap<String, String>,
-    pub builtin: bool,
+    pub(crate) headers: BTreeMap<String, String>,
+    pub(crate) builtin: bool,
 }
 
 impl ServerConfig {
     /// Values that must never leave the process.
-    pub fn secrets(&self) -> Vec<String> {
+    pub(crate) fn secrets(&self) -> Vec<String> {
         let mut s: Vec<String> = self.headers.values().cloned().collect();
         s.extend(self.env.iter().filter(|(k, _)| crate::secrets::is_secret_name(k)).map(|(_, v)| v.clone()));
         s
@@ -97,7 +97,7 @@ pub struct Catalog {
 }
 
 /// `<data>/mcp/servers.json`.
-pub fn user_catalog_path(data_dir: &Path) -> PathBuf {
+pub(crate) fn user_catalog_path(data_dir: &Path) -> PathBuf {
     data_dir.join("mcp").join("servers.json")
 }
 
@@ -154,23 +154,19 @@ impl Catalog {
         Ok(Catalog { builtin, user, user_path, project_root: project_root.map(Path::to_path_buf) })
     }
 
-    pub fn get(&self, name: &str) -> Option<&ServerConfig> {
+    pub(crate) fn get(&self, name: &str) -> Option<&ServerConfig> {
         self.builtin.get(name).or_else(|| self.user.get(name))
     }
 
     /// Every entry, sorted by name (the catalog order of listings and search).
-    pub fn all(&self) -> Vec<&ServerConfig> {
+    pub(crate) fn all(&self) -> Vec<&ServerConfig> {
         let mut v: Vec<&ServerConfig> = self.builtin.values().chain(self.user.values()).collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
     }
 
-    pub fn project_root(&self) -> Option<&Path> {
-        self.project_root.as_deref()
-    }
-
     /// `POST /api/mcp/servers`: validates, refuses duplicates, persists.
-    pub fn create(&mut self, name: &str, entry: ServerEntry) -> Result<ServerConfig, McpError> {
+    pub(crate) fn create(&mut self, name: &str, entry: ServerEntry) -> Result<ServerConfig, McpError> {
         let cfg = validate_user(name, entry, None)?;
         if self.get(&cfg.name).is_some() {
             return Err(McpError::Exists(cfg.name));
@@ -185,7 +181,7 @@ impl Catalog {
 
     /// `PUT /api/mcp/servers/{name}`: unknown, built-in, then the rules; masked headers keep
     /// the stored secrets.
-    pub fn update(&mut self, name: &str, entry: ServerEntry) -> Result<ServerConfig, McpError> {
+    pub(crate) fn update(&mut self, name: &str, entry: ServerEntry) -> Result<ServerConfig, McpError> {
         self.check_mutable(name)?;
         let old = self.user.get(name).cloned();
         let cfg = validate_user(name, entry, old.as_ref())?;
@@ -200,7 +196,7 @@ impl Catalog {
     }
 
     /// `DELETE /api/mcp/servers/{name}`.
-    pub fn delete(&mut self, name: &str) -> Result<ServerConfig, McpError> {
+    pub(crate) fn delete(&mut self, name: &str) -> Result<ServerConfig, McpError> {
         self.check_mutable(name)?;
         let old = self.user.remove(name).ok_or_else(|| McpError::NotFound(name.to_string()))?;
         if let Err(e) = self.save_user() {
@@ -211,7 +207,7 @@ impl Catalog {
     }
 
     /// Unknown names are not found; built-ins are read-only.
-    pub fn check_mutable(&self, name: &str) -> Result<(), McpError> {
+    pub(crate) fn check_mutable(&self, name: &str) -> Result<(), McpError> {
         if self.builtin.contains_key(name) {
             return Err(McpError::ReadOnly);
         }
@@ -258,7 +254,7 @@ impl Catalog {
     /// root become absolute (flags such as `-m` are left alone); the cwd is the project root;
     /// a built-in entry whose command is a bare `python`/`python3` runs the checkout's virtual
     /// environment when there is one (see [`venv_python`]).
-    pub fn runtime_spec(&self, cfg: &ServerConfig) -> TransportSpec {
+    pub(crate) fn runtime_spec(&self, cfg: &ServerConfig) -> TransportSpec {
         match cfg.kind {
             Kind::Stdio => TransportSpec::Stdio(StdioSpec {
                 python: match &self.project_root {

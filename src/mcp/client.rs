@@ -35,9 +35,9 @@ use crate::util::sync::lock;
 use crate::util::text;
 
 /// The version we offer.
-pub const PROTOCOL_VERSION: &str = "2025-11-25";
+pub(crate) const PROTOCOL_VERSION: &str = "2025-11-25";
 /// Versions we accept in the server's reply (newest first).
-pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub(crate) const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 /// Page limit for `tools/list` (a server that never stops paginating is cut off).
 const MAX_LIST_PAGES: usize = 100;
 /// Timeout for handing a message to the transport (queue or POST).
@@ -72,7 +72,7 @@ impl std::fmt::Debug for AuthHandle {
 }
 
 /// Answers one `elicitation/create` of a call (blocks until the user, a timeout or cancel).
-pub type Ask<'a> = &'a dyn Fn(&elicit::Request) -> Answer;
+pub(crate) type Ask<'a> = &'a dyn Fn(&elicit::Request) -> Answer;
 
 /// At most this many elicitation requests of one call wait for its caller; more are declined.
 const ELICIT_QUEUE: usize = 4;
@@ -99,15 +99,15 @@ pub struct ServerInfo {
     pub protocol_version: String,
     pub name: String,
     pub version: String,
-    pub capabilities: Value,
-    pub instructions: Option<String>,
+    pub(crate) capabilities: Value,
+    pub(crate) instructions: Option<String>,
 }
 
 /// One tool as listed by the server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolInfo {
     pub name: String,
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// The raw `inputSchema` (an empty object schema when absent).
     pub input_schema: Value,
 }
@@ -136,7 +136,7 @@ pub struct CallResult {
 impl CallResult {
     /// Reads the `result` of `tools/call`: a content item that is not an object is an unknown
     /// block, any other odd field is absent.
-    pub fn from_value(v: Value) -> CallResult {
+    pub(crate) fn from_value(v: Value) -> CallResult {
         let r: CallToolResult = messages::read(Some(v));
         CallResult {
             content: r.content.unwrap_or_default().into_iter().map(|c| content(c.unwrap_or_default())).collect(),
@@ -266,7 +266,7 @@ impl Client {
     }
 
     /// Completes the handshake over an already open transport (tests drive in-memory ones).
-    pub fn with_transport(
+    pub(crate) fn with_transport(
         server: &str,
         transport: Box<dyn Transport>,
         inbox: Arc<Inbox>,
@@ -294,10 +294,6 @@ impl Client {
             return Err(e);
         }
         Ok(client)
-    }
-
-    pub fn server(&self) -> &str {
-        &self.server
     }
 
     pub fn server_info(&self) -> ServerInfo {
@@ -367,7 +363,7 @@ impl Client {
     }
 
     /// Sends a notification.
-    pub fn notify(&self, method: &str, params: Option<Value>) -> Result<()> {
+    pub(crate) fn notify(&self, method: &str, params: Option<Value>) -> Result<()> {
         let line = jsonrpc::notification(method, params.as_ref());
         self.transport.send(line, Outgoing::Notification, SEND_TIMEOUT)
     }

@@ -14,21 +14,21 @@ use super::messages::{self, ElicitRequestParams};
 use crate::util::text;
 
 /// At most this many properties in one form.
-pub const MAX_PROPERTIES: usize = 32;
+pub(crate) const MAX_PROPERTIES: usize = 32;
 /// Longest property name (chars).
-pub const MAX_NAME_CHARS: usize = 64;
+pub(crate) const MAX_NAME_CHARS: usize = 64;
 /// Longest message shown to the user (chars); longer ones are cut.
-pub const MAX_MESSAGE_CHARS: usize = 4000;
+pub(crate) const MAX_MESSAGE_CHARS: usize = 4000;
 /// Longest title or description (chars); longer ones are cut.
-pub const MAX_LABEL_CHARS: usize = 500;
+pub(crate) const MAX_LABEL_CHARS: usize = 500;
 /// At most this many options in one enum.
-pub const MAX_OPTIONS: usize = 100;
+pub(crate) const MAX_OPTIONS: usize = 100;
 /// Longest enum value or option title (chars).
-pub const MAX_OPTION_CHARS: usize = 200;
+pub(crate) const MAX_OPTION_CHARS: usize = 200;
 /// Longest string answer (chars), whatever `maxLength` says.
-pub const MAX_STRING_CHARS: usize = 10_000;
+pub(crate) const MAX_STRING_CHARS: usize = 10_000;
 /// Largest answer content, serialised (bytes).
-pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_CONTENT_BYTES: usize = 64 * 1024;
 
 /// What the user did (the result's `action`).
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +39,7 @@ pub enum Answer {
 }
 
 impl Answer {
-    pub fn action(&self) -> &'static str {
+    pub(crate) fn action(&self) -> &'static str {
         match self {
             Answer::Accept(_) => "accept",
             Answer::Decline => "decline",
@@ -48,7 +48,7 @@ impl Answer {
     }
 
     /// The `elicitation/create` result.
-    pub fn to_result(&self) -> Value {
+    pub(crate) fn to_result(&self) -> Value {
         match self {
             Answer::Accept(content) => json!({"action": "accept", "content": content}),
             other => json!({"action": other.action()}),
@@ -60,36 +60,36 @@ impl Answer {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
     /// The configured server name.
-    pub server: String,
+    pub(crate) server: String,
     /// Cut to [`MAX_MESSAGE_CHARS`].
-    pub message: String,
+    pub(crate) message: String,
     pub form: Form,
 }
 
 /// Asks a user (the chat's WebSocket clients). Blocks the calling worker until an answer,
 /// the timeout, or `cancel`; never longer than its own timeout.
-pub trait Elicitor: Send + Sync {
+pub(crate) trait Elicitor: Send + Sync {
     fn elicit(&self, chat_id: &str, request: &Request, cancel: Option<&crate::util::cancel::CancelToken>) -> Answer;
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Form {
-    pub fields: Vec<Field>,
+    pub(crate) fields: Vec<Field>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Field {
-    pub name: String,
-    pub title: Option<String>,
-    pub description: Option<String>,
-    pub required: bool,
-    pub kind: Kind,
+pub(crate) struct Field {
+    pub(crate) name: String,
+    pub(crate) title: Option<String>,
+    pub(crate) description: Option<String>,
+    pub(crate) required: bool,
+    pub(crate) kind: Kind,
     /// Checked against `kind`; an invalid default is dropped.
-    pub default: Option<Value>,
+    pub(crate) default: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Format {
+pub(crate) enum Format {
     Email,
     Uri,
     Date,
@@ -109,13 +109,13 @@ impl Format {
 
 /// One choice of an enum: the value sent back and its label.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Choice {
-    pub value: String,
-    pub title: Option<String>,
+pub(crate) struct Choice {
+    pub(crate) value: String,
+    pub(crate) title: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Text { min: Option<usize>, max: Option<usize>, format: Option<Format> },
     Number { integer: bool, min: Option<f64>, max: Option<f64> },
     Boolean,
@@ -124,7 +124,7 @@ pub enum Kind {
 }
 
 /// Why a request or an answer was refused; the text is safe to show (names, never values).
-pub type Invalid = String;
+pub(crate) type Invalid = String;
 
 fn label(v: Option<&Value>) -> Option<String> {
     v.and_then(Value::as_str).map(|s| text::take_chars(s.trim(), MAX_LABEL_CHARS).to_string()).filter(|s| !s.is_empty())
@@ -220,7 +220,7 @@ fn field(name: &str, schema: &Value, required: bool) -> Result<Field, Invalid> {
 }
 
 /// Checks a `requestedSchema`.
-pub fn parse_form(schema: &Value) -> Result<Form, Invalid> {
+pub(crate) fn parse_form(schema: &Value) -> Result<Form, Invalid> {
     let s = schema.as_object().ok_or("requestedSchema must be an object")?;
     if s.get("type").and_then(Value::as_str).is_some_and(|t| t != "object") {
         return Err("requestedSchema must be of type object".into());
@@ -249,7 +249,7 @@ pub fn parse_form(schema: &Value) -> Result<Form, Invalid> {
 }
 
 /// Checks `elicitation/create` params: form mode only (absent `mode` is form).
-pub fn parse_request(server: &str, params: Option<&Value>) -> Result<Request, Invalid> {
+pub(crate) fn parse_request(server: &str, params: Option<&Value>) -> Result<Request, Invalid> {
     let p = params.filter(|p| p.is_object()).ok_or("elicitation/create needs params")?;
     let p: ElicitRequestParams = messages::read(Some(p.clone()));
     match p.mode.as_deref() {
@@ -278,7 +278,7 @@ fn choices_json(choices: &[Choice]) -> Value {
 impl Form {
     /// The schema as the web client gets it: only the keys this module understands, enums
     /// always as `oneOf` of `{const, title}` (inside `items` for multi-select).
-    pub fn to_schema(&self) -> Value {
+    pub(crate) fn to_schema(&self) -> Value {
         let mut props = Map::new();
         for f in &self.fields {
             let mut m = Map::new();
@@ -342,7 +342,7 @@ impl Form {
 
     /// Checks accepted content: an object of known properties, every required one present,
     /// each value of its property's kind and within its bounds.
-    pub fn check(&self, content: &Value) -> Result<Map<String, Value>, Invalid> {
+    pub(crate) fn check(&self, content: &Value) -> Result<Map<String, Value>, Invalid> {
         let c = content.as_object().ok_or("content must be an object")?;
         if content.to_string().len() > MAX_CONTENT_BYTES {
             return Err(format!("content is larger than {MAX_CONTENT_BYTES} bytes"));

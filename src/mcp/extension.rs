@@ -29,7 +29,7 @@ use crate::util::time;
 const ACTIVATED_KEY: &str = "activated_tools";
 /// Longest MCP tool result (in chars) that enters the prompt and history; the original passed
 /// everything through, so one chatty tool could overflow the model's context.
-pub const MAX_TOOL_OUTPUT_CHARS: usize = 50_000;
+pub(crate) const MAX_TOOL_OUTPUT_CHARS: usize = 50_000;
 
 fn cap_output(text: String) -> String {
     let total = crate::util::text::char_len(&text);
@@ -72,7 +72,7 @@ impl McpExtension {
 
     /// Server `elicitation/create` requests during this extension's tool calls go to
     /// `elicitor` (the connections must declare the capability: `ClientConfig::elicitation`).
-    pub fn with_elicitor(mut self, elicitor: Arc<dyn Elicitor>) -> McpExtension {
+    pub(crate) fn with_elicitor(mut self, elicitor: Arc<dyn Elicitor>) -> McpExtension {
         self.elicitor = Some(elicitor);
         self
     }
@@ -148,7 +148,7 @@ impl TurnExtension for McpExtension {
 }
 
 /// One registered MCP tool as a model-callable tool.
-pub struct McpTool {
+pub(crate) struct McpTool {
     manager: Arc<McpManager>,
     tool: Arc<LiveTool>,
     elicitor: Option<Arc<dyn Elicitor>>,
@@ -224,7 +224,7 @@ impl Tool for McpTool {
 }
 
 /// `tool_search`: BM25 over cached and live MCP tools; live hits are activated.
-pub struct ToolSearch {
+pub(crate) struct ToolSearch {
     manager: Arc<McpManager>,
 }
 
@@ -298,7 +298,7 @@ impl Tool for ToolSearch {
 }
 
 /// `mcp_prepare`: connects a configured server (lazily) and activates all of its tools.
-pub struct McpPrepare {
+pub(crate) struct McpPrepare {
     manager: Arc<McpManager>,
 }
 
@@ -362,13 +362,13 @@ impl Tool for McpPrepare {
 
 /// What the skill tools need from MCP: the full registry (built-ins plus live MCP wrappers)
 /// and `mcp_prepare`-style connects of a skill's required servers.
-pub struct McpSkillEnv {
+pub(crate) struct McpSkillEnv {
     base: std::collections::HashSet<String>,
     manager: Arc<McpManager>,
 }
 
 impl McpSkillEnv {
-    pub fn new(base: std::collections::HashSet<String>, manager: Arc<McpManager>) -> McpSkillEnv {
+    pub(crate) fn new(base: std::collections::HashSet<String>, manager: Arc<McpManager>) -> McpSkillEnv {
         McpSkillEnv { base, manager }
     }
 }
@@ -386,7 +386,7 @@ impl crate::skills::tools::SkillEnv for McpSkillEnv {
 /// Removes `names` from `activated_tools` of every cached chat and of every metadata.json on
 /// disk (rewriting only files that change). `app` installs it as the manager's purge hook,
 /// with the agent's store and cache.
-pub fn purge_activations(store: &ChatStore, cache: &ChatCache, names: &[String]) {
+pub(crate) fn purge_activations(store: &ChatStore, cache: &ChatCache, names: &[String]) {
     let chats = match store.list() {
         Ok(c) => c,
         Err(e) => {

@@ -7,22 +7,20 @@ use serde_json::{json, Map, Value};
 
 use crate::util::json::{too_deep, MAX_DEPTH as MAX_JSON_DEPTH};
 
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const METHOD_NOT_FOUND: i64 = -32601;
-pub const INVALID_PARAMS: i64 = -32602;
-pub const INTERNAL_ERROR: i64 = -32603;
+pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
+pub(crate) const INTERNAL_ERROR: i64 = -32603;
 
 /// A request id: a string or an integer, never null. Other numbers are kept as their text so a
 /// server echoing `1.0` still matches nothing by accident rather than crashing.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Id {
+pub(crate) enum Id {
     Num(i64),
     Str(String),
 }
 
 impl Id {
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         match self {
             Id::Num(n) => json!(n),
             Id::Str(s) => json!(s),
@@ -49,15 +47,15 @@ impl std::fmt::Display for Id {
 
 /// The `error` member of a response.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RpcError {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
+pub(crate) struct RpcError {
+    pub(crate) code: i64,
+    pub(crate) message: String,
+    pub(crate) data: Option<Value>,
 }
 
 /// One inbound message.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Message {
+pub(crate) enum Message {
     Request { id: Id, method: String, params: Option<Value> },
     Notification { method: String, params: Option<Value> },
     Response { id: Id, outcome: Result<Value, RpcError> },
@@ -67,7 +65,7 @@ pub enum Message {
 /// each element; an element that is not a valid message is reported as `Err` with a reason.
 /// Frames nesting deeper than [`MAX_JSON_DEPTH`] are refused unparsed: the reader threads
 /// that call this have small stacks.
-pub fn parse(text: &str) -> Result<Vec<Result<Message, String>>, String> {
+pub(crate) fn parse(text: &str) -> Result<Vec<Result<Message, String>>, String> {
     if let Some(at) = too_deep(text.as_bytes(), MAX_JSON_DEPTH) {
         return Err(format!("invalid JSON (nesting deeper than {MAX_JSON_DEPTH} levels at byte {at})"));
     }
@@ -79,7 +77,7 @@ pub fn parse(text: &str) -> Result<Vec<Result<Message, String>>, String> {
 }
 
 /// Classifies a decoded JSON value as a request, notification or response.
-pub fn from_value(v: Value) -> Result<Message, String> {
+pub(crate) fn from_value(v: Value) -> Result<Message, String> {
     let Value::Object(mut obj) = v else {
         return Err("message is not a JSON object".into());
     };
@@ -110,7 +108,7 @@ pub fn from_value(v: Value) -> Result<Message, String> {
 }
 
 /// A compact request line (no embedded newlines: serde_json escapes them).
-pub fn request(id: &Id, method: &str, params: Option<&Value>) -> String {
+pub(crate) fn request(id: &Id, method: &str, params: Option<&Value>) -> String {
     let mut m = Map::new();
     m.insert("jsonrpc".into(), json!("2.0"));
     m.insert("id".into(), id.to_value());
@@ -122,7 +120,7 @@ pub fn request(id: &Id, method: &str, params: Option<&Value>) -> String {
 }
 
 /// A compact notification line.
-pub fn notification(method: &str, params: Option<&Value>) -> String {
+pub(crate) fn notification(method: &str, params: Option<&Value>) -> String {
     let mut m = Map::new();
     m.insert("jsonrpc".into(), json!("2.0"));
     m.insert("method".into(), json!(method));
@@ -133,12 +131,12 @@ pub fn notification(method: &str, params: Option<&Value>) -> String {
 }
 
 /// A success response to a server-initiated request.
-pub fn response_ok(id: &Id, result: Value) -> String {
+pub(crate) fn response_ok(id: &Id, result: Value) -> String {
     json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result}).to_string()
 }
 
 /// An error response to a server-initiated request.
-pub fn response_err(id: &Id, code: i64, message: &str) -> String {
+pub(crate) fn response_err(id: &Id, code: i64, message: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id.to_value(), "error": {"code": code, "message": message}}).to_string()
 }
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Reads `v` as `T` when it is an object, else `T::default()` (see the module header).
-pub fn read<T: DeserializeOwned + Default>(v: Option<Value>) -> T {
+pub(crate) fn read<T: DeserializeOwned + Default>(v: Option<Value>) -> T {
     object_as(v.unwrap_or(Value::Null)).unwrap_or_default()
 }
 
@@ -71,165 +71,165 @@ fn items<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Option<
 /// `initialize` params.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InitializeParams<'a> {
-    pub protocol_version: &'a str,
-    pub capabilities: ClientCapabilities,
-    pub client_info: Implementation<'a>,
+pub(crate) struct InitializeParams<'a> {
+    pub(crate) protocol_version: &'a str,
+    pub(crate) capabilities: ClientCapabilities,
+    pub(crate) client_info: Implementation<'a>,
 }
 
 /// What the client declares: elicitation in form mode, or nothing.
 #[derive(Debug, Default, Serialize)]
-pub struct ClientCapabilities {
+pub(crate) struct ClientCapabilities {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub elicitation: Option<FormElicitation>,
+    pub(crate) elicitation: Option<FormElicitation>,
 }
 
 /// `{"form": {}}`.
 #[derive(Debug, Default, Serialize)]
-pub struct FormElicitation {
-    pub form: Map<String, Value>,
+pub(crate) struct FormElicitation {
+    pub(crate) form: Map<String, Value>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct Implementation<'a> {
-    pub name: &'a str,
-    pub version: &'a str,
+pub(crate) struct Implementation<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) version: &'a str,
 }
 
 /// `initialize` result.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InitializeResult {
+pub(crate) struct InitializeResult {
     #[serde(default, deserialize_with = "text")]
-    pub protocol_version: Option<String>,
+    pub(crate) protocol_version: Option<String>,
     #[serde(default, deserialize_with = "present")]
-    pub capabilities: Option<Value>,
+    pub(crate) capabilities: Option<Value>,
     #[serde(default, deserialize_with = "nested")]
-    pub server_info: Option<ServerImplementation>,
+    pub(crate) server_info: Option<ServerImplementation>,
     #[serde(default, deserialize_with = "text")]
-    pub instructions: Option<String>,
+    pub(crate) instructions: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub struct ServerImplementation {
+pub(crate) struct ServerImplementation {
     #[serde(default, deserialize_with = "text")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     #[serde(default, deserialize_with = "text")]
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
 }
 
 /// `tools/list` params (one page).
 #[derive(Debug, Serialize)]
-pub struct ListToolsParams<'a> {
-    pub cursor: &'a str,
+pub(crate) struct ListToolsParams<'a> {
+    pub(crate) cursor: &'a str,
 }
 
 /// `tools/list` result: one page.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ListToolsResult {
+pub(crate) struct ListToolsResult {
     #[serde(default, deserialize_with = "items")]
-    pub tools: Option<Vec<Option<ListedTool>>>,
+    pub(crate) tools: Option<Vec<Option<ListedTool>>>,
     #[serde(default, deserialize_with = "text")]
-    pub next_cursor: Option<String>,
+    pub(crate) next_cursor: Option<String>,
 }
 
 /// One `tools[]` entry as listed (annotations and other keys are not read).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ListedTool {
+pub(crate) struct ListedTool {
     #[serde(default, deserialize_with = "text")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     #[serde(default, deserialize_with = "text")]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     #[serde(default, deserialize_with = "object")]
-    pub input_schema: Option<Value>,
+    pub(crate) input_schema: Option<Value>,
 }
 
 /// `tools/call` params (`_meta.progressToken` is added when the request is sent).
 #[derive(Debug, Serialize)]
-pub struct CallToolParams<'a> {
-    pub name: &'a str,
-    pub arguments: &'a Map<String, Value>,
+pub(crate) struct CallToolParams<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) arguments: &'a Map<String, Value>,
 }
 
 /// `tools/call` result.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CallToolResult {
+pub(crate) struct CallToolResult {
     #[serde(default, deserialize_with = "items")]
-    pub content: Option<Vec<Option<ContentBlock>>>,
+    pub(crate) content: Option<Vec<Option<ContentBlock>>>,
     #[serde(default, deserialize_with = "flag")]
-    pub is_error: bool,
+    pub(crate) is_error: bool,
     /// Null counts as absent.
     #[serde(default)]
-    pub structured_content: Option<Value>,
+    pub(crate) structured_content: Option<Value>,
 }
 
 /// One `content[]` block: the keys of every block type, each read if present.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ContentBlock {
+pub(crate) struct ContentBlock {
     #[serde(rename = "type", default, deserialize_with = "text")]
-    pub kind: Option<String>,
+    pub(crate) kind: Option<String>,
     #[serde(default, deserialize_with = "text")]
-    pub text: Option<String>,
+    pub(crate) text: Option<String>,
     #[serde(default, deserialize_with = "text")]
-    pub mime_type: Option<String>,
+    pub(crate) mime_type: Option<String>,
     /// Base64 of an image or audio block.
     #[serde(default, deserialize_with = "text")]
-    pub data: Option<String>,
+    pub(crate) data: Option<String>,
     #[serde(default, deserialize_with = "text")]
-    pub uri: Option<String>,
+    pub(crate) uri: Option<String>,
     #[serde(default, deserialize_with = "text")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     #[serde(default, deserialize_with = "text")]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     #[serde(default, deserialize_with = "nested")]
-    pub resource: Option<ResourceContents>,
+    pub(crate) resource: Option<ResourceContents>,
 }
 
 /// The `resource` of an embedded resource block.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ResourceContents {
+pub(crate) struct ResourceContents {
     #[serde(default, deserialize_with = "text")]
-    pub uri: Option<String>,
+    pub(crate) uri: Option<String>,
     #[serde(default, deserialize_with = "text")]
-    pub mime_type: Option<String>,
+    pub(crate) mime_type: Option<String>,
     #[serde(default, deserialize_with = "text")]
-    pub text: Option<String>,
+    pub(crate) text: Option<String>,
     #[serde(default, deserialize_with = "text")]
-    pub blob: Option<String>,
+    pub(crate) blob: Option<String>,
 }
 
 /// `elicitation/create` params.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ElicitRequestParams {
+pub(crate) struct ElicitRequestParams {
     /// Absent (or not a string) is form mode.
     #[serde(default, deserialize_with = "text")]
-    pub mode: Option<String>,
+    pub(crate) mode: Option<String>,
     #[serde(default, deserialize_with = "text")]
-    pub message: Option<String>,
+    pub(crate) message: Option<String>,
     /// Present even when null (then it is checked, and refused, as a schema).
     #[serde(default, deserialize_with = "present")]
-    pub requested_schema: Option<Value>,
+    pub(crate) requested_schema: Option<Value>,
 }
 
 /// `notifications/progress` params.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ProgressParams {
+pub(crate) struct ProgressParams {
     /// Any value; compared as text (see the inbox).
     #[serde(default, deserialize_with = "present")]
-    pub progress_token: Option<Value>,
+    pub(crate) progress_token: Option<Value>,
     #[serde(default, deserialize_with = "number")]
-    pub progress: Option<f64>,
+    pub(crate) progress: Option<f64>,
     #[serde(default, deserialize_with = "number")]
-    pub total: Option<f64>,
+    pub(crate) total: Option<f64>,
     #[serde(default, deserialize_with = "text")]
-    pub message: Option<String>,
+    pub(crate) message: Option<String>,
 }
 
 #[cfg(test)]

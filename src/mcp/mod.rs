@@ -12,7 +12,7 @@
 //! Nothing here runs a thread of its own except the per-connection reader/writer/stderr threads
 //! a transport spawns; callers (HTTP handlers, turn workers) block with deadlines.
 
-pub mod activation;
+pub(crate) mod activation;
 pub mod auth;
 pub mod cache;
 pub mod catalog;
@@ -21,19 +21,19 @@ pub mod elicit;
 pub mod extension;
 #[cfg(test)]
 mod fuzz;
-pub mod jsonrpc;
+pub(crate) mod jsonrpc;
 pub mod manager;
-pub mod messages;
-pub mod names;
-pub mod pins;
-pub mod refusal;
+pub(crate) mod messages;
+pub(crate) mod names;
+pub(crate) mod pins;
+pub(crate) mod refusal;
 pub mod search;
-pub mod status;
-pub mod tool;
+pub(crate) mod status;
+pub(crate) mod tool;
 
 pub mod transport;
 pub mod validate;
-pub mod views;
+pub(crate) mod views;
 
 use std::fmt;
 use std::time::Duration;
@@ -72,11 +72,11 @@ pub enum Error {
     Auth(String),
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// A short type label for status lines (`"<Type>: <message>"`, docs/http-api.md §6).
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Error::Config(_) => "ConfigError",
             Error::Spawn { .. } => "SpawnError",

@@ -7,16 +7,17 @@ use std::collections::HashMap;
 use sha2::{Digest, Sha256};
 
 /// Longest function name providers accept.
-pub const MAX_NAME: usize = 64;
+pub(crate) const MAX_NAME: usize = 64;
 
 /// Whether `name` is acceptable as a function name for every provider.
-pub fn is_valid(name: &str) -> bool {
+#[cfg(test)]
+pub(crate) fn is_valid(name: &str) -> bool {
     (1..=MAX_NAME).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// `mcp_{server}_{tool}` with every other character replaced by `_`; names over 64 bytes keep
 /// a readable head plus 8 hex chars of a hash of the original pair, so they stay unique.
-pub fn wrapped_name(server: &str, tool: &str) -> String {
+pub(crate) fn wrapped_name(server: &str, tool: &str) -> String {
     let raw = format!("mcp_{server}_{tool}");
     let clean: String =
         raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
@@ -36,7 +37,7 @@ fn hashed(clean: &str, server: &str, tool: &str) -> String {
 
 /// Wrapped name <-> (server, original tool name), unique across all live servers.
 #[derive(Debug, Default, Clone)]
-pub struct NameTable {
+pub(crate) struct NameTable {
     reverse: HashMap<String, (String, String)>,
     forward: HashMap<(String, String), String>,
 }
@@ -44,7 +45,7 @@ pub struct NameTable {
 impl NameTable {
     /// The name for `(server, tool)`, assigning one on first sight. Two originals that clean
     /// to the same name (`a.b` and `a_b`) get distinct names via the hash suffix.
-    pub fn assign(&mut self, server: &str, tool: &str) -> String {
+    pub(crate) fn assign(&mut self, server: &str, tool: &str) -> String {
         let key = (server.to_string(), tool.to_string());
         if let Some(n) = self.forward.get(&key) {
             return n.clone();
@@ -64,12 +65,12 @@ impl NameTable {
         name
     }
 
-    pub fn resolve(&self, wrapped: &str) -> Option<(&str, &str)> {
+    pub(crate) fn resolve(&self, wrapped: &str) -> Option<(&str, &str)> {
         self.reverse.get(wrapped).map(|(s, t)| (s.as_str(), t.as_str()))
     }
 
     /// Forgets every name of `server`; returns them.
-    pub fn remove_server(&mut self, server: &str) -> Vec<String> {
+    pub(crate) fn remove_server(&mut self, server: &str) -> Vec<String> {
         let names: Vec<String> =
             self.reverse.iter().filter(|(_, (s, _))| s == server).map(|(n, _)| n.clone()).collect();
         for n in &names {
@@ -78,13 +79,6 @@ impl NameTable {
             }
         }
         names
-    }
-
-    /// Forgets one tool's name.
-    pub fn remove(&mut self, wrapped: &str) {
-        if let Some(key) = self.reverse.remove(wrapped) {
-            self.forward.remove(&key);
-        }
     }
 }
 

@@ -24,19 +24,19 @@ use super::client::ToolInfo;
 use crate::util::{fsx, time};
 
 /// Most tools remembered per server (pinned plus pending); a server listing more is cut here.
-pub const MAX_PINNED_TOOLS: usize = 4096;
+pub(crate) const MAX_PINNED_TOOLS: usize = 4096;
 /// Largest pin file read back (a bigger one is treated as absent and rewritten).
 const MAX_FILE_BYTES: usize = 32 << 20;
 
 /// What a server is, for pinning: the configured command and args, or the URL.
-pub fn identity(cfg: &ServerConfig) -> String {
+pub(crate) fn identity(cfg: &ServerConfig) -> String {
     let canonical = json!({"args": cfg.args, "command": cfg.command, "kind": cfg.kind.as_str(), "url": cfg.url});
     crate::util::rand::to_hex(&Sha256::digest(canonical.to_string().as_bytes()))[..32].to_string()
 }
 
 /// SHA-256 (hex) of the tool's name, description and input schema, with object keys sorted at
 /// every depth so the server's key order does not matter.
-pub fn tool_hash(t: &ToolInfo) -> String {
+pub(crate) fn tool_hash(t: &ToolInfo) -> String {
     let canonical = json!({"description": t.description, "input_schema": sorted(&t.input_schema), "name": t.name});
     crate::util::rand::to_hex(&Sha256::digest(canonical.to_string().as_bytes()))
 }
@@ -52,7 +52,7 @@ fn sorted(v: &Value) -> Value {
     }
 }
 
-pub fn pins_path(data_dir: &Path, server: &str) -> PathBuf {
+pub(crate) fn pins_path(data_dir: &Path, server: &str) -> PathBuf {
     let safe: String =
         server.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
     data_dir.join("mcp").join("pins").join(format!("{safe}.json"))
@@ -60,15 +60,15 @@ pub fn pins_path(data_dir: &Path, server: &str) -> PathBuf {
 
 /// One version of a tool as it was seen.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Seen {
-    pub hash: String,
+pub(crate) struct Seen {
+    pub(crate) hash: String,
     #[serde(default)]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     #[serde(default)]
-    pub input_schema: Value,
+    pub(crate) input_schema: Value,
     /// UTC RFC 3339.
     #[serde(default)]
-    pub seen_at: String,
+    pub(crate) seen_at: String,
 }
 
 impl Seen {
@@ -84,19 +84,19 @@ impl Seen {
 
 /// The pin file of one server.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Pins {
-    pub identity: String,
+pub(crate) struct Pins {
+    pub(crate) identity: String,
     /// Approved versions by original tool name.
     #[serde(default)]
-    pub tools: BTreeMap<String, Seen>,
+    pub(crate) tools: BTreeMap<String, Seen>,
     /// Changed versions waiting for the user's approval, by original tool name.
     #[serde(default)]
-    pub pending: BTreeMap<String, Seen>,
+    pub(crate) pending: BTreeMap<String, Seen>,
 }
 
 impl Pins {
     /// The pins of `server` for `identity` (empty when missing, unreadable or for another identity).
-    pub fn load(data_dir: &Path, server: &str, identity: &str) -> Pins {
+    pub(crate) fn load(data_dir: &Path, server: &str, identity: &str) -> Pins {
         let path = pins_path(data_dir, server);
         let loaded = match fsx::read_opt(&path) {
             Ok(Some(text)) if text.len() <= MAX_FILE_BYTES => serde_json::from_str::<Pins>(&text).ok(),
@@ -112,7 +112,7 @@ impl Pins {
         }
     }
 
-    pub fn save(&self, data_dir: &Path, server: &str) -> std::io::Result<()> {
+    pub(crate) fn save(&self, data_dir: &Path, server: &str) -> std::io::Result<()> {
         let mut text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         text.push('\n');
         fsx::write_atomic(&pins_path(data_dir, server), text.as_bytes(), true)
@@ -121,7 +121,7 @@ impl Pins {
     /// Compares a fresh `tools/list` with the pins: unknown tools are pinned, a tool whose hash
     /// matches its pin is allowed (a pending change it reverted is dropped), a changed tool is
     /// recorded as pending. Returns the original names held back and whether the pins changed.
-    pub fn check(&mut self, tools: &[ToolInfo]) -> (Vec<String>, bool) {
+    pub(crate) fn check(&mut self, tools: &[ToolInfo]) -> (Vec<String>, bool) {
         let mut held = Vec::new();
         let mut changed = false;
         for t in tools {
@@ -148,7 +148,7 @@ impl Pins {
     }
 
     /// Original names held back now, for a listing the pins already know (no writes).
-    pub fn held_among(&self, tools: &[ToolInfo]) -> Vec<String> {
+    pub(crate) fn held_among(&self, tools: &[ToolInfo]) -> Vec<String> {
         tools
             .iter()
             .filter(|t| self.tools.get(&t.name).is_none_or(|pin| pin.hash != tool_hash(t)))
@@ -158,7 +158,7 @@ impl Pins {
 
     /// Pins the pending versions of `only` (every pending tool when `None`); returns the
     /// approved names. Names without a pending change are ignored.
-    pub fn approve(&mut self, only: Option<&[String]>) -> Vec<String> {
+    pub(crate) fn approve(&mut self, only: Option<&[String]>) -> Vec<String> {
         let names: Vec<String> =
             self.pending.keys().filter(|n| only.is_none_or(|o| o.iter().any(|x| x == *n))).cloned().collect();
         for n in &names {

@@ -16,9 +16,9 @@ use super::tool::LiveTool;
 use crate::util::bm25::{Index, Params};
 
 /// BM25 parameters of the `tool_search` contract.
-pub const PARAMS: Params = Params { k1: 1.5, b: 0.75 };
+pub(crate) const PARAMS: Params = Params { k1: 1.5, b: 0.75 };
 pub const DEFAULT_LIMIT: usize = 8;
-pub const MAX_LIMIT: usize = 50;
+pub(crate) const MAX_LIMIT: usize = 50;
 
 /// What a hit stands for.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,18 +34,18 @@ pub enum DocKind {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchDoc {
     pub server: String,
-    pub server_display: String,
-    pub server_description: String,
+    pub(crate) server_display: String,
+    pub(crate) server_description: String,
     pub kind: DocKind,
     /// Original tool name (empty for server entries).
     pub tool: String,
-    pub description: String,
-    pub text: String,
+    pub(crate) description: String,
+    pub(crate) text: String,
 }
 
 /// The documents of one configured server: its cached tools, each replaced by (or joined by)
 /// the live tool of the same original name, or the server's own entry when it has neither.
-pub fn server_docs(cfg: &ServerConfig, cached: &[CachedTool], live: &[Arc<LiveTool>]) -> Vec<SearchDoc> {
+pub(crate) fn server_docs(cfg: &ServerConfig, cached: &[CachedTool], live: &[Arc<LiveTool>]) -> Vec<SearchDoc> {
     let mut docs: Vec<SearchDoc> = cached
         .iter()
         .map(|t| {
@@ -80,7 +80,7 @@ pub fn server_docs(cfg: &ServerConfig, cached: &[CachedTool], live: &[Arc<LiveTo
 }
 
 impl SearchDoc {
-    pub fn server_entry(server: &str, display: &str, description: &str) -> SearchDoc {
+    pub(crate) fn server_entry(server: &str, display: &str, description: &str) -> SearchDoc {
         SearchDoc {
             server: server.into(),
             server_display: display.into(),
@@ -151,7 +151,7 @@ fn is_cjk(c: char) -> bool {
 }
 
 /// ASCII tokens (length >= 2, lower case) followed by CJK bigrams.
-pub fn tokenize(text: &str) -> Vec<String> {
+pub(crate) fn tokenize(text: &str) -> Vec<String> {
     let mut tokens: Vec<String> = text
         .split(|c: char| !c.is_ascii_alphanumeric())
         .flat_map(split_camel)
@@ -188,7 +188,8 @@ impl SearchIndex {
         SearchIndex { docs, index }
     }
 
-    pub fn docs(&self) -> &[SearchDoc] {
+    #[cfg(test)]
+    pub(crate) fn docs(&self) -> &[SearchDoc] {
         &self.docs
     }
 

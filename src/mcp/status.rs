@@ -6,12 +6,12 @@ use super::Error;
 use crate::util::{redact, text};
 
 /// Longest `status_error` shown.
-pub const MAX_STATUS_ERROR: usize = 500;
+pub(crate) const MAX_STATUS_ERROR: usize = 500;
 
 /// Serialises as [`Status::as_str`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub(crate) enum Status {
     #[default]
     Disconnected,
     Connecting,
@@ -20,7 +20,8 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn as_str(self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Status::Disconnected => "disconnected",
             Status::Connecting => "connecting",
@@ -31,7 +32,7 @@ impl Status {
 }
 
 /// `"<Type>: <message>"` on one line, every known secret replaced, generic redaction, ≤500 chars.
-pub fn redact_status(e: &Error, secrets: &[String]) -> String {
+pub(crate) fn redact_status(e: &Error, secrets: &[String]) -> String {
     redact_line(&format!("{}: {e}", e.kind()), secrets)
 }
 

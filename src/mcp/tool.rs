@@ -10,21 +10,21 @@ use super::client::ToolInfo;
 pub struct LiveTool {
     /// `mcp_{server}_{tool}`, provider-safe.
     pub name: String,
-    pub server: String,
-    pub original_name: String,
+    pub(crate) server: String,
+    pub(crate) original_name: String,
     /// The tool's description, or its name when it has none.
-    pub description: String,
+    pub(crate) description: String,
     /// Normalised for providers.
-    pub input_schema: Value,
+    pub(crate) input_schema: Value,
     /// As the server sent it.
-    pub raw_schema: Value,
-    pub raw_description: Option<String>,
+    pub(crate) raw_schema: Value,
+    pub(crate) raw_description: Option<String>,
 }
 
 impl LiveTool {
     /// The wrapper for `tool` of `server`, registered as `name`: a blank description becomes
     /// the tool's name, the schema is normalised.
-    pub fn new(name: String, server: &str, tool: &ToolInfo) -> LiveTool {
+    pub(crate) fn new(name: String, server: &str, tool: &ToolInfo) -> LiveTool {
         LiveTool {
             name,
             server: server.to_string(),
@@ -35,19 +35,13 @@ impl LiveTool {
             raw_description: tool.description.clone(),
         }
     }
-
-    /// The OpenAI `tools[]` entry.
-    pub fn schema(&self) -> Value {
-        json!({"type": "function", "function": {
-            "name": self.name, "description": self.description, "parameters": self.input_schema}})
-    }
 }
 
 /// Schema normalisation for providers (docs/tools-and-mcp.md §5, minus the original's quirk of
 /// turning untyped leaf properties into objects): a non-object schema becomes an empty object
 /// schema, the top level gets `type`/`properties`/`required` defaults, `$schema` is dropped,
 /// and `type: [X, "null"]` becomes `type: X, nullable: true` at every property level.
-pub fn normalize_schema(raw: &Value) -> Value {
+pub(crate) fn normalize_schema(raw: &Value) -> Value {
     let Value::Object(m) = raw else {
         return json!({"type": "object", "properties": {}, "required": []});
     };

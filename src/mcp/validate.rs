@@ -17,18 +17,18 @@ use crate::util::text::py_repr;
 use crate::util::url::{Origin, UrlError};
 
 /// The literal every header value is shown as.
-pub const MASK: &str = "********";
+pub(crate) const MASK: &str = "********";
 const MAX_HEADERS: usize = 32;
 
-pub const MSG_NAME: &str = "name must start with a lowercase letter or digit and contain only lowercase letters, digits, underscores, or hyphens (max 64)";
-pub const MSG_TYPE: &str = "user MCP servers support only the sse transport";
-pub const MSG_DISPLAY: &str = "display_name is required and must be at most 100 characters";
-pub const MSG_DESCRIPTION: &str = "description must be at most 1000 characters";
-pub const MSG_URL: &str = "url is required and must be at most 2048 characters";
-pub const MSG_URL_ABS: &str = "url must be an absolute HTTP(S) URL";
-pub const MSG_URL_CREDS: &str = "url must not contain embedded credentials";
-pub const MSG_HEADERS_MAX: &str = "headers may contain at most 32 entries";
-pub const MSG_READ_ONLY: &str = "built-in MCP servers are read-only";
+pub(crate) const MSG_NAME: &str = "name must start with a lowercase letter or digit and contain only lowercase letters, digits, underscores, or hyphens (max 64)";
+pub(crate) const MSG_TYPE: &str = "user MCP servers support only the sse transport";
+pub(crate) const MSG_DISPLAY: &str = "display_name is required and must be at most 100 characters";
+pub(crate) const MSG_DESCRIPTION: &str = "description must be at most 1000 characters";
+pub(crate) const MSG_URL: &str = "url is required and must be at most 2048 characters";
+pub(crate) const MSG_URL_ABS: &str = "url must be an absolute HTTP(S) URL";
+pub(crate) const MSG_URL_CREDS: &str = "url must not contain embedded credentials";
+pub(crate) const MSG_HEADERS_MAX: &str = "headers may contain at most 32 entries";
+pub(crate) const MSG_READ_ONLY: &str = "built-in MCP servers are read-only";
 
 pub(super) fn name_ok(name: &str) -> bool {
     let b = name.as_bytes();
@@ -101,16 +101,16 @@ pub(super) fn check_headers(
 pub struct ServerEntry {
     /// The transport type; empty means `sse`.
     #[serde(rename = "type", default, deserialize_with = "null_as_default")]
-    pub kind: String,
+    pub(crate) kind: String,
     #[serde(default, deserialize_with = "null_as_default")]
-    pub display_name: String,
+    pub(crate) display_name: String,
     #[serde(default, deserialize_with = "null_as_default")]
-    pub description: String,
+    pub(crate) description: String,
     #[serde(default, deserialize_with = "null_as_default")]
-    pub url: String,
+    pub(crate) url: String,
     /// Values in clear, or [`MASK`] to keep the stored value (update).
     #[serde(default, deserialize_with = "null_as_default")]
-    pub headers: BTreeMap<String, String>,
+    pub(crate) headers: BTreeMap<String, String>,
 }
 
 fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
@@ -120,7 +120,11 @@ fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: 
 /// Checks the entry `name` (create) or the entry stored under `name` (update) against the
 /// contract's rules, in the contract's order. `old` is the stored entry on update: masked
 /// header values take their secret from it.
-pub fn validate_user(name: &str, entry: ServerEntry, old: Option<&ServerConfig>) -> Result<ServerConfig, McpError> {
+pub(crate) fn validate_user(
+    name: &str,
+    entry: ServerEntry,
+    old: Option<&ServerConfig>,
+) -> Result<ServerConfig, McpError> {
     let name = name.trim().to_string();
     if !name_ok(&name) {
         return Err(McpError::Invalid(MSG_NAME.into()));

@@ -27,30 +27,35 @@ pub struct ServerView {
     /// token is held; never the token itself). Absent otherwise, so the bodies of servers
     /// without OAuth stay byte for byte what they were (the client reads absent as null).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub auth: Option<&'static str>,
-    pub builtin: bool,
-    pub connected: bool,
-    pub description: String,
-    pub display_name: String,
+    pub(crate) auth: Option<&'static str>,
+    pub(crate) builtin: bool,
+    pub(crate) connected: bool,
+    pub(crate) description: String,
+    pub(crate) display_name: String,
     /// Header names, each value the literal mask.
-    pub headers: BTreeMap<String, &'static str>,
-    pub mutable: bool,
-    pub name: String,
+    pub(crate) headers: BTreeMap<String, &'static str>,
+    pub(crate) mutable: bool,
+    pub(crate) name: String,
     /// Tools whose changed description or schema waits for the user's approval
     /// ([`super::pins`]); absent when none, so older clients see the same bytes.
     #[serde(skip_serializing_if = "is_zero")]
-    pub pending_changes: usize,
-    pub status: Status,
+    pub(crate) pending_changes: usize,
+    pub(crate) status: Status,
     /// The redacted status line of the last failure.
-    pub status_error: Option<String>,
-    pub tool_count: usize,
+    pub(crate) status_error: Option<String>,
+    pub(crate) tool_count: usize,
     #[serde(rename = "type")]
-    pub kind: Kind,
-    pub url: String,
+    pub(crate) kind: Kind,
+    pub(crate) url: String,
 }
 
 impl ServerView {
-    pub fn new(cfg: &ServerConfig, status: Status, status_error: Option<String>, tool_count: usize) -> ServerView {
+    pub(crate) fn new(
+        cfg: &ServerConfig,
+        status: Status,
+        status_error: Option<String>,
+        tool_count: usize,
+    ) -> ServerView {
         ServerView {
             auth: None,
             builtin: cfg.builtin,
@@ -73,13 +78,13 @@ impl ServerView {
 /// `GET /api/mcp/servers`: every server in catalog order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServerList {
-    pub servers: Vec<ServerView>,
+    pub(crate) servers: Vec<ServerView>,
 }
 
 /// Where a tool listing comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ToolSource {
+pub(crate) enum ToolSource {
     /// The live connection: the tools are registered and callable.
     Live,
     /// The tool-schema cache of an earlier connect: shown, not callable.
@@ -90,22 +95,22 @@ pub enum ToolSource {
 
 /// One tool of a listing.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolView {
-    pub callable: bool,
-    pub description: String,
-    pub input_schema: Value,
+pub(crate) struct ToolView {
+    pub(crate) callable: bool,
+    pub(crate) description: String,
+    pub(crate) input_schema: Value,
     /// The model-facing `mcp_{server}_{tool}` name.
-    pub name: String,
-    pub original_name: String,
-    pub source: ToolSource,
+    pub(crate) name: String,
+    pub(crate) original_name: String,
+    pub(crate) source: ToolSource,
     /// `"pending_approval"` for a tool held by pinning; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<&'static str>,
+    pub(crate) status: Option<&'static str>,
 }
 
 impl ToolView {
     /// A registered tool of the live connection.
-    pub fn live(t: &LiveTool) -> ToolView {
+    pub(crate) fn live(t: &LiveTool) -> ToolView {
         ToolView {
             callable: true,
             description: t.description.clone(),
@@ -118,7 +123,7 @@ impl ToolView {
     }
 
     /// A tool of `server` remembered in the cache, under the name it would be registered as.
-    pub fn cached(server: &str, t: CachedTool) -> ToolView {
+    pub(crate) fn cached(server: &str, t: CachedTool) -> ToolView {
         ToolView {
             callable: false,
             description: t.description.unwrap_or_default(),
@@ -131,7 +136,7 @@ impl ToolView {
     }
 
     /// A tool held by pinning: its new version, not callable until approved.
-    pub fn held(server: &str, tool: &str, new: &Seen, source: ToolSource) -> ToolView {
+    pub(crate) fn held(server: &str, tool: &str, new: &Seen, source: ToolSource) -> ToolView {
         ToolView {
             callable: false,
             description: new.description.clone().unwrap_or_default(),
@@ -147,18 +152,18 @@ impl ToolView {
 /// `GET /api/mcp/servers/{name}/tools`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolListing {
-    pub display_name: String,
-    pub server: String,
-    pub source: ToolSource,
-    pub status: Status,
-    pub status_error: Option<String>,
+    pub(crate) display_name: String,
+    pub(crate) server: String,
+    pub(crate) source: ToolSource,
+    pub(crate) status: Status,
+    pub(crate) status_error: Option<String>,
     /// Live tools only (0 when the listing comes from the cache).
-    pub tool_count: usize,
-    pub tools: Vec<ToolView>,
+    pub(crate) tool_count: usize,
+    pub(crate) tools: Vec<ToolView>,
 }
 
 /// The status of a tool held by pinning.
-pub const PENDING_APPROVAL: &str = "pending_approval";
+pub(crate) const PENDING_APPROVAL: &str = "pending_approval";
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
@@ -166,14 +171,14 @@ fn is_zero(n: &usize) -> bool {
 
 /// One version of a tool in a review.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Version {
-    pub description: String,
-    pub input_schema: Value,
-    pub seen_at: String,
+pub(crate) struct Version {
+    pub(crate) description: String,
+    pub(crate) input_schema: Value,
+    pub(crate) seen_at: String,
 }
 
 impl Version {
-    pub fn of(s: &Seen) -> Version {
+    pub(crate) fn of(s: &Seen) -> Version {
         Version {
             description: s.description.clone().unwrap_or_default(),
             input_schema: s.input_schema.clone(),
@@ -184,24 +189,24 @@ impl Version {
 
 /// A held tool: the approved version (`null` if none is known) and the changed one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Change {
-    pub name: String,
-    pub new: Version,
-    pub old: Option<Version>,
-    pub original_name: String,
+pub(crate) struct Change {
+    pub(crate) name: String,
+    pub(crate) new: Version,
+    pub(crate) old: Option<Version>,
+    pub(crate) original_name: String,
 }
 
 /// `GET /api/mcp/servers/{name}/changes` and the answer of its `approve`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChangeList {
-    pub changes: Vec<Change>,
-    pub server: String,
+pub(crate) struct ChangeList {
+    pub(crate) changes: Vec<Change>,
+    pub(crate) server: String,
 }
 
 /// `POST /api/mcp/servers/{name}/authorize`: the URL the browser opens to authorize.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Authorization {
-    pub authorization_url: String,
+pub(crate) struct Authorization {
+    pub(crate) authorization_url: String,
 }
 
 #[cfg(test)]

@@ -18,8 +18,8 @@ use crate::store::cache::{ChatState, SUMMARY_MARKER};
 use crate::store::chats::{ChatStore, Record};
 use crate::util::sync::{self, lock};
 
-pub const KEEP_RATIO: f64 = 0.5;
-pub const SUMMARY_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const KEEP_RATIO: f64 = 0.5;
+pub(crate) const SUMMARY_TIMEOUT: Duration = Duration::from_secs(120);
 const QUEUE: usize = 256;
 const SUMMARY_PROMPT: &str = "You summarise a conversation between a user and an assistant completely, keeping every key \
 fact: each question the user asked, the assistant's core answers, and any personal information the user mentioned. \
@@ -28,22 +28,22 @@ conversation into it (append, never replace). Write in the third person, in chro
 800 characters. Output only the summary.";
 
 /// A compression job for one chat.
-pub struct Job {
-    pub chat_id: String,
-    pub state: Arc<Mutex<ChatState>>,
-    pub client: Arc<LlmClient>,
-    pub model: String,
+pub(crate) struct Job {
+    pub(crate) chat_id: String,
+    pub(crate) state: Arc<Mutex<ChatState>>,
+    pub(crate) client: Arc<LlmClient>,
+    pub(crate) model: String,
 }
 
 /// What to compress: the records before `keep_from` and the cursor the summary keeps from.
 #[derive(Debug, PartialEq)]
-pub struct Plan {
-    pub compress: usize,
-    pub keep_from_cursor: u64,
+pub(crate) struct Plan {
+    pub(crate) compress: usize,
+    pub(crate) keep_from_cursor: u64,
 }
 
 /// Decides whether and where to cut (pure, on the cached records which carry cursors).
-pub fn plan(records: &[Record], threshold: usize) -> Option<Plan> {
+pub(crate) fn plan(records: &[Record], threshold: usize) -> Option<Plan> {
     let total: usize = records.iter().map(|r| r.content.chars().count()).sum();
     if total < threshold || records.is_empty() {
         return None;
@@ -70,7 +70,7 @@ pub fn plan(records: &[Record], threshold: usize) -> Option<Plan> {
     Some(Plan { compress: keep_from, keep_from_cursor: records[keep_from].cursor })
 }
 
-pub struct Consolidator {
+pub(crate) struct Consolidator {
     tx: Sender<Job>,
     running: Arc<Mutex<HashSet<String>>>,
     threshold: usize,
@@ -81,7 +81,7 @@ pub struct Consolidator {
 impl Consolidator {
     /// Starts the `consolidate` thread; it exits on [`Consolidator::close`] (or when the
     /// consolidator is dropped).
-    pub fn start(chats: Arc<ChatStore>, threshold: usize) -> (Arc<Consolidator>, std::thread::JoinHandle<()>) {
+    pub(crate) fn start(chats: Arc<ChatStore>, threshold: usize) -> (Arc<Consolidator>, std::thread::JoinHandle<()>) {
         let (tx, rx) = bounded::<Job>(QUEUE);
         let (stop, stopped) = bounded::<()>(0);
         let running = Arc::new(Mutex::new(HashSet::new()));
@@ -95,7 +95,7 @@ impl Consolidator {
 
     /// Called at the end of a successful turn: queues a job if the chat is over the threshold
     /// and no job for it is pending or running.
-    pub fn maybe_schedule(&self, job: Job) {
+    pub(crate) fn maybe_schedule(&self, job: Job) {
         let over = {
             let st = lock(&job.state);
             // The running total first: below the threshold there is nothing to plan.
@@ -116,7 +116,7 @@ impl Consolidator {
 
     /// Stops the thread: it finishes the job it is running (server stop shuts the LLM agents
     /// down, so a model call in flight fails at once) and runs no queued one.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         sync::lock(&self.stop).take();
     }
 }
@@ -150,7 +150,7 @@ fn work(
 }
 
 /// Runs one job. `Ok(false)` when nothing needed doing.
-pub fn consolidate(job: &Job, chats: &ChatStore, threshold: usize) -> Result<bool, String> {
+pub(crate) fn consolidate(job: &Job, chats: &ChatStore, threshold: usize) -> Result<bool, String> {
     let (transcript, plan) = {
         let st = lock(&job.state);
         let Some(plan) = plan(st.records(), threshold) else { return Ok(false) };

@@ -21,10 +21,10 @@ use crate::store::memory_files::MemoryFiles;
 use crate::util::sync;
 
 /// Records per run.
-pub const BATCH: usize = 50;
+pub(crate) const BATCH: usize = 50;
 /// Characters of transcript per run (the token bound).
-pub const MAX_CHARS: usize = 24_000;
-pub const PHASE_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const MAX_CHARS: usize = 24_000;
+pub(crate) const PHASE_TIMEOUT: Duration = Duration::from_secs(120);
 
 const PHASE1: &str = "You are a memory analyst. Read the newest conversation history together with the current \
 long-term memory and write a concise report listing: (1) facts to add (identity, preferences, ongoing projects), \
@@ -54,18 +54,18 @@ pub struct Dream {
 
 /// The last finished run, as `GET /api/dream` shows it and `.dream_status.json` keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LastRun {
+pub(crate) struct LastRun {
     /// Epoch seconds.
-    pub started_at: f64,
-    pub finished_at: f64,
+    pub(crate) started_at: f64,
+    pub(crate) finished_at: f64,
     /// `written`, `nothing_new`, `no_model`, `failed` or `rejected`.
-    pub outcome: String,
+    pub(crate) outcome: String,
     /// Why it failed or was rejected (redacted, at most 300 characters).
-    pub detail: Option<String>,
-    pub records: usize,
-    pub chats: usize,
+    pub(crate) detail: Option<String>,
+    pub(crate) records: usize,
+    pub(crate) chats: usize,
     /// `timer` or `manual`.
-    pub trigger: String,
+    pub(crate) trigger: String,
 }
 
 impl LastRun {
@@ -94,32 +94,32 @@ impl LastRun {
 
 /// What the routes read about Dream.
 #[derive(Debug, Clone, Default)]
-pub struct DreamState {
+pub(crate) struct DreamState {
     /// A run is under way on the `dream` thread.
-    pub running: bool,
+    pub(crate) running: bool,
     /// A manual run was asked for and has not started yet.
-    pub queued: bool,
-    pub last: Option<LastRun>,
+    pub(crate) queued: bool,
+    pub(crate) last: Option<LastRun>,
     /// Epoch seconds of the next timer run (`None` with the timer off).
-    pub next_run_at: Option<f64>,
+    pub(crate) next_run_at: Option<f64>,
 }
 
 /// Why `request_run` refused.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Busy;
+pub(crate) struct Busy;
 
 /// Shared between the `dream` thread and the HTTP routes.
-pub struct DreamControl {
+pub(crate) struct DreamControl {
     state: Mutex<DreamState>,
     kick: Sender<()>,
     kicked: Receiver<()>,
-    pub interval: Option<Duration>,
+    pub(crate) interval: Option<Duration>,
     status_path: PathBuf,
 }
 
 impl DreamControl {
     /// Loads the last run from `<memory>/.dream_status.json` (missing or corrupt: none).
-    pub fn new(memory_root: &std::path::Path, interval: Option<Duration>) -> DreamControl {
+    pub(crate) fn new(memory_root: &std::path::Path, interval: Option<Duration>) -> DreamControl {
         let status_path = memory_root.join(".dream_status.json");
         let last = crate::util::fsx::read_opt(&status_path)
             .ok()
@@ -134,12 +134,12 @@ impl DreamControl {
         sync::lock(&self.state)
     }
 
-    pub fn state(&self) -> DreamState {
+    pub(crate) fn state(&self) -> DreamState {
         self.lock().clone()
     }
 
     /// Asks the `dream` thread for a run now; `Busy` while one is queued or running.
-    pub fn request_run(&self) -> Result<DreamState, Busy> {
+    pub(crate) fn request_run(&self) -> Result<DreamState, Busy> {
         let mut st = self.lock();
         if st.running || st.queued {
             return Err(Busy);
@@ -179,7 +179,7 @@ impl DreamControl {
 
 /// The `dream` thread: one run per `control.interval` (if set) and one per "run now", until
 /// `shutdown` disconnects.
-pub fn run_loop(dream: &Dream, control: &DreamControl, shutdown: &Receiver<()>) {
+pub(crate) fn run_loop(dream: &Dream, control: &DreamControl, shutdown: &Receiver<()>) {
     let schedule = |control: &DreamControl| {
         control.interval.map(|every| {
             control.set_next(Some(crate::util::time::now_epoch() + every.as_secs_f64()));
@@ -218,21 +218,21 @@ pub fn run_loop(dream: &Dream, control: &DreamControl, shutdown: &Receiver<()>) 
 
 /// History Dream has not distilled yet: records past each chat's `.dream_cursor` entry.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Undistilled {
-    pub records: u64,
-    pub chats: usize,
+pub(crate) struct Undistilled {
+    pub(crate) records: u64,
+    pub(crate) chats: usize,
     /// Characters of their content, counted over at most [`UNDISTILLED_READ_BYTES`] of
     /// history; `chars_capped` says the count stopped there.
-    pub chars: u64,
-    pub chars_capped: bool,
+    pub(crate) chars: u64,
+    pub(crate) chars_capped: bool,
 }
 
 /// History bytes `undistilled` reads to count characters (the record count needs only tails).
-pub const UNDISTILLED_READ_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const UNDISTILLED_READ_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Counts the undistilled history (on the calling thread; reads each pending chat's history
 /// until [`UNDISTILLED_READ_BYTES`] are spent).
-pub fn undistilled(chats: &ChatStore, memory: &MemoryFiles) -> Undistilled {
+pub(crate) fn undistilled(chats: &ChatStore, memory: &MemoryFiles) -> Undistilled {
     let cursors = memory.dream_cursors();
     let mut out = Undistilled::default();
     let mut budget = UNDISTILLED_READ_BYTES;
@@ -384,7 +384,7 @@ fn strip_fence(s: &str) -> &str {
 }
 
 /// A rewrite that loses most of the file is refused unless the analysis asked for removals.
-pub fn destructive(old: &str, new: &str, analysis: &str) -> Option<&'static str> {
+pub(crate) fn destructive(old: &str, new: &str, analysis: &str) -> Option<&'static str> {
     let old_lines: Vec<&str> = old.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     if old_lines.len() < 3 {
         return None;

@@ -2,7 +2,7 @@
 //! thread) and the periodic MEMORY.md distillation (`dream`, a timer thread). The files they
 //! work on belong to the stores: `store::chats` (histories) and `store::memory_files` (MEMORY.md).
 
-pub mod consolidator;
+pub(crate) mod consolidator;
 pub mod dream;
 
 use crate::store::chats::Record;
@@ -10,7 +10,7 @@ use crate::util::text;
 
 /// One transcript line per record, `[<timestamp>] ROLE: content`, shared by both jobs.
 /// Tool steps are shortened: calls by name, results to their first 200 characters.
-pub fn transcript(records: &[&Record], marker: &str) -> String {
+pub(crate) fn transcript(records: &[&Record], marker: &str) -> String {
     let mut out = String::new();
     for r in records {
         let (role, content) = match r.role.as_str() {

@@ -14,28 +14,28 @@ use crate::tool::TurnCtx;
 use crate::util::{text, time};
 
 /// Most skills kept in a chat's `activated_skills`.
-pub const ACTIVATED_CAPACITY: usize = 12;
+pub(crate) const ACTIVATED_CAPACITY: usize = 12;
 /// Longest recent-skills prompt section, in chars.
-pub const SUMMARY_MAX_CHARS: usize = 1800;
+pub(crate) const SUMMARY_MAX_CHARS: usize = 1800;
 /// Most tools kept in a chat's `activated_tools` (shared with MCP activations).
-pub const ACTIVATED_TOOLS_CAPACITY: usize = 50;
+pub(crate) const ACTIVATED_TOOLS_CAPACITY: usize = 50;
 
 /// One entry of the chat's `activated_skills` (fields in the stored key order).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Activated {
-    pub description: String,
-    pub hash: String,
-    pub last_used: f64,
-    pub version: u64,
+pub(crate) struct Activated {
+    pub(crate) description: String,
+    pub(crate) hash: String,
+    pub(crate) last_used: f64,
+    pub(crate) version: u64,
 }
 
 /// The chat's `activated_skills` LRU (metadata.json).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ActivatedSkills(pub BTreeMap<String, Activated>);
+pub(crate) struct ActivatedSkills(pub(crate) BTreeMap<String, Activated>);
 
 impl ActivatedSkills {
     /// Reads the metadata value; malformed entries are dropped.
-    pub fn from_json(v: Option<&Value>) -> ActivatedSkills {
+    pub(crate) fn from_json(v: Option<&Value>) -> ActivatedSkills {
         let mut out = BTreeMap::new();
         if let Some(Value::Object(o)) = v {
             for (name, e) in o {
@@ -62,12 +62,12 @@ impl ActivatedSkills {
         s
     }
 
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::to_value(&self.0).expect("activated skills serialise")
     }
 
     /// Records a successful load now.
-    pub fn touch(&mut self, name: &str, description: &str, version: u64, hash: &str) {
+    pub(crate) fn touch(&mut self, name: &str, description: &str, version: u64, hash: &str) {
         // Strictly increasing stamps keep the LRU order exact for loads within one clock tick.
         let newest = self.0.values().map(|a| a.last_used).fold(0.0, f64::max);
         let now = time::now_epoch().max(newest + 1e-6);
@@ -100,7 +100,7 @@ impl ActivatedSkills {
     }
 
     /// Names, most recently used first.
-    pub fn recent_first(&self) -> Vec<(&String, &Activated)> {
+    pub(crate) fn recent_first(&self) -> Vec<(&String, &Activated)> {
         let mut v: Vec<_> = self.0.iter().collect();
         v.sort_by(|a, b| {
             b.1.last_used.partial_cmp(&a.1.last_used).unwrap_or(std::cmp::Ordering::Equal).then_with(|| a.0.cmp(b.0))
@@ -110,7 +110,7 @@ impl ActivatedSkills {
 
     /// The `## Recently activated Skills` prompt section, or `""` when no line qualifies.
     /// Deleted and disabled skills are skipped; a changed hash is marked stale.
-    pub fn summary(&self, svc: &SkillService) -> String {
+    pub(crate) fn summary(&self, svc: &SkillService) -> String {
         let cat = svc.catalog();
         let mut out = String::from(
             "## Recently activated Skills\nThese are hints only: call skill_load before relying on any of them.",
@@ -140,7 +140,7 @@ impl ActivatedSkills {
 }
 
 /// Adds MCP tool names to the turn's `activated_tools` LRU (`{name: epoch seconds}`, max 50).
-pub fn activate_tools(ctx: &TurnCtx, names: &[String]) {
+pub(crate) fn activate_tools(ctx: &TurnCtx, names: &[String]) {
     if names.is_empty() {
         return;
     }

@@ -11,7 +11,7 @@ use super::Result;
 use crate::util::fsx;
 
 /// `(package-relative path, bytes)` of every embedded file, grouped by package.
-pub const FILES: &[(&str, &str, &[u8])] = &[
+pub(crate) const FILES: &[(&str, &str, &[u8])] = &[
     ("chart-visualization", "SKILL.md", include_bytes!("builtin/chart-visualization/SKILL.md")),
     (
         "chart-visualization",

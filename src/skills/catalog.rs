@@ -16,22 +16,22 @@ use crate::tool::BUILTIN_NAMES;
 use crate::util::hash::sha256_hex;
 
 /// Diagnostics kept per refresh; more invalid packages are silently not listed.
-pub const MAX_INVALID: usize = 100;
+pub(crate) const MAX_INVALID: usize = 100;
 
 /// What the dependency check compares against.
 #[derive(Debug, Clone, Default)]
 pub struct DepProbe {
     /// Names in the full tool registry (MCP wrappers excluded: `mcp_*` never counts as missing).
-    pub tools: BTreeSet<String>,
+    pub(crate) tools: BTreeSet<String>,
     /// Configured (not necessarily connected) MCP server names.
-    pub mcp_servers: BTreeSet<String>,
+    pub(crate) mcp_servers: BTreeSet<String>,
     /// Environment (process env + .env), also the source of `PATH`.
-    pub vars: BTreeMap<String, String>,
+    pub(crate) vars: BTreeMap<String, String>,
 }
 
 /// The always-present tools of the base registry (docs/http-api.md §7): the built-ins, then
 /// `agent_skill_manage`.
-pub const BASE_TOOLS: [&str; BUILTIN_NAMES.len() + 1] = {
+pub(crate) const BASE_TOOLS: [&str; BUILTIN_NAMES.len() + 1] = {
     let mut all = ["agent_skill_manage"; BUILTIN_NAMES.len() + 1];
     let mut i = 0;
     while i < BUILTIN_NAMES.len() {
@@ -106,21 +106,21 @@ fn is_executable(p: &Path) -> bool {
 #[derive(Debug, Clone)]
 pub struct SkillRecord {
     /// The manifest with `body` emptied (bodies are read on demand, not kept in memory).
-    pub manifest: Manifest,
-    pub source: Source,
-    pub path: PathBuf,
-    pub enabled: bool,
-    pub missing: Vec<String>,
-    pub hash: String,
-    pub shadowed_sources: Vec<Source>,
+    pub(crate) manifest: Manifest,
+    pub(crate) source: Source,
+    pub(crate) path: PathBuf,
+    pub(crate) enabled: bool,
+    pub(crate) missing: Vec<String>,
+    pub(crate) hash: String,
+    pub(crate) shadowed_sources: Vec<Source>,
 }
 
 impl SkillRecord {
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.manifest.name
     }
 
-    pub fn availability(&self) -> &'static str {
+    pub(crate) fn availability(&self) -> &'static str {
         if !self.enabled {
             "disabled"
         } else if !self.missing.is_empty() {
@@ -133,11 +133,10 @@ impl SkillRecord {
 
 /// A package directory that failed the loader.
 #[derive(Debug, Clone)]
-pub struct InvalidEntry {
-    pub source: Source,
+pub(crate) struct InvalidEntry {
     /// The raw directory name inside the root (the label in the key may be bounded).
-    pub dir: String,
-    pub message: String,
+    pub(crate) dir: String,
+    pub(crate) message: String,
 }
 
 /// One immutable scan result.
@@ -145,13 +144,13 @@ pub struct InvalidEntry {
 pub struct Catalog {
     pub records: BTreeMap<String, Arc<SkillRecord>>,
     /// Keyed `<source>:<label>` (the invalid-delete selector).
-    pub invalid: BTreeMap<String, InvalidEntry>,
-    pub revision: u64,
+    pub(crate) invalid: BTreeMap<String, InvalidEntry>,
+    pub(crate) revision: u64,
     index: SkillIndex,
 }
 
 /// Scans `roots` (in precedence order, lowest first) into a catalog.
-pub fn scan(roots: &[(Source, PathBuf)], probe: &DepProbe, revision: u64) -> std::io::Result<Catalog> {
+pub(crate) fn scan(roots: &[(Source, PathBuf)], probe: &DepProbe, revision: u64) -> std::io::Result<Catalog> {
     let mut candidates: BTreeMap<String, Vec<SkillRecord>> = BTreeMap::new();
     let mut invalid = BTreeMap::new();
     let mut bin_cache = HashMap::new();
@@ -188,11 +187,7 @@ pub fn scan(roots: &[(Source, PathBuf)], probe: &DepProbe, revision: u64) -> std
                         let key = invalid_key(*source, &name, &invalid);
                         invalid.insert(
                             key,
-                            InvalidEntry {
-                                source: *source,
-                                dir: name.clone(),
-                                message: package::sanitize(e.message(), &[root, &path]),
-                            },
+                            InvalidEntry { dir: name.clone(), message: package::sanitize(e.message(), &[root, &path]) },
                         );
                     }
                 }
@@ -237,12 +232,12 @@ fn invalid_key(source: Source, name: &str, taken: &BTreeMap<String, InvalidEntry
 }
 
 impl Catalog {
-    pub fn get(&self, name: &str) -> Option<&Arc<SkillRecord>> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<SkillRecord>> {
         self.records.get(name)
     }
 
     /// Search over records; disabled ones only with `include_disabled`.
-    pub fn search(&self, query: &str, limit: usize, include_disabled: bool) -> Vec<(Arc<SkillRecord>, f64)> {
+    pub(crate) fn search(&self, query: &str, limit: usize, include_disabled: bool) -> Vec<(Arc<SkillRecord>, f64)> {
         self.index
             .rank(query, limit, include_disabled)
             .into_iter()
@@ -322,7 +317,7 @@ mod tests {
         let long = "x".repeat(100);
         let k = invalid_key(Source::User, &long, &taken);
         assert_eq!(k, format!("user:{}...", "x".repeat(77)));
-        taken.insert(k.clone(), InvalidEntry { source: Source::User, dir: long.clone(), message: String::new() });
+        taken.insert(k.clone(), InvalidEntry { dir: long.clone(), message: String::new() });
         let long2 = format!("{}y", "x".repeat(99));
         let k2 = invalid_key(Source::User, &long2, &taken);
         assert_eq!(k2, format!("user:{}...~{}", "x".repeat(68), &sha256_hex(long2.as_bytes())[..8]));

@@ -13,16 +13,16 @@ use super::tools::SkillTools;
 use crate::bus::TurnRequest;
 use crate::tool::{FinishedTurn, Preparation, Tool, TurnCtx, TurnExtension, TurnState};
 
-pub struct SkillsExtension {
-    pub tools: Arc<SkillTools>,
-    pub evolution: Arc<Evolution>,
+pub(crate) struct SkillsExtension {
+    pub(crate) tools: Arc<SkillTools>,
+    pub(crate) evolution: Arc<Evolution>,
     /// Timeout of the evolution generator's LLM call.
-    pub llm_timeout: Duration,
+    pub(crate) llm_timeout: Duration,
     visible: Vec<Arc<dyn Tool>>,
 }
 
 impl SkillsExtension {
-    pub fn new(tools: Arc<SkillTools>, evolution: Arc<Evolution>, llm_timeout: Duration) -> SkillsExtension {
+    pub(crate) fn new(tools: Arc<SkillTools>, evolution: Arc<Evolution>, llm_timeout: Duration) -> SkillsExtension {
         let visible = tools.tools();
         SkillsExtension { tools, evolution, llm_timeout, visible }
     }

@@ -13,52 +13,52 @@ use crate::util::hash::sha256_hex;
 /// flow depth (39,000 levels in 78 KB: 8.5 s in a release build) before serde_yaml's own limit
 /// of 128 levels applies, and serde_yaml's recursion needs ~4 KiB of stack a level in a debug
 /// build (~490 KiB at its limit; 32 levels: ~140 KiB, within every thread that parses skills).
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 
 /// Dependency lists of `requires` / `optional`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Deps {
-    pub tools: Vec<String>,
-    pub mcp_servers: Vec<String>,
-    pub bins: Vec<String>,
-    pub env: Vec<String>,
+pub(crate) struct Deps {
+    pub(crate) tools: Vec<String>,
+    pub(crate) mcp_servers: Vec<String>,
+    pub(crate) bins: Vec<String>,
+    pub(crate) env: Vec<String>,
 }
 
 /// A validated SKILL.md.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Manifest {
-    pub name: String,
+pub(crate) struct Manifest {
+    pub(crate) name: String,
     /// `None` when absent; the UI label falls back to `name`.
-    pub display_name: Option<String>,
-    pub description: String,
-    pub version: u64,
-    pub always: bool,
-    pub tags: Vec<String>,
-    pub triggers: Vec<String>,
-    pub requires: Deps,
-    pub optional: Deps,
+    pub(crate) display_name: Option<String>,
+    pub(crate) description: String,
+    pub(crate) version: u64,
+    pub(crate) always: bool,
+    pub(crate) tags: Vec<String>,
+    pub(crate) triggers: Vec<String>,
+    pub(crate) requires: Deps,
+    pub(crate) optional: Deps,
     /// Markdown after the frontmatter, trimmed, non-empty.
-    pub body: String,
+    pub(crate) body: String,
 }
 
 impl Manifest {
-    pub fn label(&self) -> &str {
+    pub(crate) fn label(&self) -> &str {
         self.display_name.as_deref().unwrap_or(&self.name)
     }
 }
 
 /// A parsed SKILL.md with its normalised text and hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Parsed {
-    pub manifest: Manifest,
+pub(crate) struct Parsed {
+    pub(crate) manifest: Manifest,
     /// The text with CRLF / lone CR turned into LF (what the hash covers).
-    pub text: String,
+    pub(crate) text: String,
     /// Lowercase hex SHA-256 of `text`.
-    pub hash: String,
+    pub(crate) hash: String,
 }
 
 /// CRLF and lone CR become LF (Python universal newlines).
-pub fn normalize_newlines(s: &str) -> String {
+pub(crate) fn normalize_newlines(s: &str) -> String {
     if !s.contains('\r') {
         return s.to_string();
     }
@@ -93,7 +93,7 @@ fn find_closing(text: &str, start: usize) -> Option<usize> {
 }
 
 /// Parses and validates a SKILL.md. `expected` is the package directory name, when known.
-pub fn parse(raw: &str, expected: Option<&str>) -> Result<Parsed> {
+pub(crate) fn parse(raw: &str, expected: Option<&str>) -> Result<Parsed> {
     let text = normalize_newlines(raw);
     if text.trim_matches(py_space).is_empty() {
         return Err(SkillError::invalid("SKILL.md cannot be empty"));
@@ -183,7 +183,8 @@ fn check_depth(yaml: &str) -> Result<()> {
 }
 
 /// The body of a SKILL.md without validating it (for previews of a package already read).
-pub fn body_of(text: &str) -> Option<String> {
+#[cfg(test)]
+pub(crate) fn body_of(text: &str) -> Option<String> {
     let text = normalize_newlines(text);
     split(&text).map(|(_, rest)| rest.trim_matches(py_space).to_string())
 }

@@ -20,9 +20,9 @@ use crate::util::fsx;
 /// Largest archive accepted (10 MiB).
 pub const MAX_ARCHIVE_BYTES: usize = 10 * 1024 * 1024;
 /// Most members (directory entries count).
-pub const MAX_MEMBERS: usize = 256;
+pub(crate) const MAX_MEMBERS: usize = 256;
 /// Largest total of declared (and actual) file sizes (20 MiB).
-pub const MAX_EXTRACTED_BYTES: u64 = 20 * 1024 * 1024;
+pub(crate) const MAX_EXTRACTED_BYTES: u64 = 20 * 1024 * 1024;
 
 const S_IFMT: u32 = 0o170_000;
 const S_IFDIR: u32 = 0o040_000;
@@ -43,7 +43,7 @@ struct Member {
 
 /// Checks `bytes` and extracts the package into a hidden temp dir under `user_root`.
 /// Returns the temp dir (removed on drop) and the parsed SKILL.md.
-pub fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
+pub(crate) fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)> {
     if bytes.len() < 4 || bytes.len() > MAX_ARCHIVE_BYTES || !bytes.starts_with(b"PK") {
         return Err(fail("invalid or oversized ZIP archive"));
     }
@@ -229,9 +229,9 @@ pub(crate) mod tests {
     use zip::write::SimpleFileOptions;
 
     /// One archive member for [`build`]: (name, bytes, unix mode or 0 for default).
-    pub type Entry<'a> = (&'a str, Vec<u8>, u32);
+    pub(crate) type Entry<'a> = (&'a str, Vec<u8>, u32);
 
-    pub fn build(entries: &[Entry<'_>]) -> Vec<u8> {
+    pub(crate) fn build(entries: &[Entry<'_>]) -> Vec<u8> {
         let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
         for (name, data, mode) in entries {
             let mut opts = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
@@ -251,7 +251,7 @@ pub(crate) mod tests {
     }
 
     /// Sets the general-purpose "encrypted" bit on every local and central header.
-    pub fn mark_encrypted(mut z: Vec<u8>) -> Vec<u8> {
+    pub(crate) fn mark_encrypted(mut z: Vec<u8>) -> Vec<u8> {
         let mut i = 0;
         while i + 10 < z.len() {
             if z[i..i + 4] == [0x50, 0x4b, 0x03, 0x04] {
@@ -265,7 +265,7 @@ pub(crate) mod tests {
     }
 
     /// Rewrites the external attributes of every central header (mode in the high 16 bits).
-    pub fn set_mode(mut z: Vec<u8>, mode: u32) -> Vec<u8> {
+    pub(crate) fn set_mode(mut z: Vec<u8>, mode: u32) -> Vec<u8> {
         let mut i = 0;
         while i + 42 < z.len() {
             if z[i..i + 4] == [0x50, 0x4b, 0x01, 0x02] {

@@ -19,7 +19,7 @@ use crate::tool::{Tool, ToolOutput, TurnCtx};
 use crate::util::text;
 
 /// `agent_skill_manage`: create-only authoring in the agent root (docs/skills.md §8).
-pub struct AgentSkillManage(pub Arc<SkillService>);
+pub(crate) struct AgentSkillManage(pub(crate) Arc<SkillService>);
 
 /// Only `create` is supported; any other value, or none, is `unsupported_action`.
 #[derive(Deserialize)]
@@ -69,7 +69,7 @@ fn support_files<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Str
 
 impl AgentSkillManage {
     /// The result of one call.
-    pub fn manage(&self, args: &Map<String, Value>) -> ManageReply {
+    pub(crate) fn manage(&self, args: &Map<String, Value>) -> ManageReply {
         let fail = |code: &'static str, detail: &str| {
             ManageReply::failed(code, package::sanitize(detail, &[&self.0.paths().agent]))
         };

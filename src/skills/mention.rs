@@ -6,7 +6,7 @@
 use super::is_valid_name;
 
 /// A leading `@name` (`^@([a-z0-9][a-z0-9._-]{0,63})(\s+|$)`): the name and the text after it.
-pub fn leading_mention(content: &str) -> Option<(String, String)> {
+pub(crate) fn leading_mention(content: &str) -> Option<(String, String)> {
     let rest = content.strip_prefix('@')?;
     let end = rest
         .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')))
@@ -20,7 +20,7 @@ pub fn leading_mention(content: &str) -> Option<(String, String)> {
 }
 
 /// Names to load for a turn: structured selections first, then the legacy `@name`, deduplicated.
-pub fn selected_skills(mentioned: &[String], content: &str) -> Vec<String> {
+pub(crate) fn selected_skills(mentioned: &[String], content: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let legacy = leading_mention(content).map(|(n, _)| n);
     for n in mentioned.iter().cloned().chain(legacy) {

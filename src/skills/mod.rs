@@ -11,47 +11,48 @@
 
 use std::fmt;
 
-pub mod activated;
+pub(crate) mod activated;
 pub mod builtin;
 pub mod catalog;
-pub mod evolution;
-pub mod ext;
-pub mod frontmatter;
+pub(crate) mod evolution;
+pub(crate) mod ext;
+pub(crate) mod frontmatter;
 #[cfg(test)]
 mod fuzz;
 pub mod import;
-pub mod manage;
-pub mod mention;
-pub mod package;
-pub mod read;
-pub mod search;
+pub(crate) mod manage;
+pub(crate) mod mention;
+pub(crate) mod package;
+pub(crate) mod read;
+pub(crate) mod search;
 pub mod service;
 pub mod tools;
-pub mod views;
-pub mod yaml_depth;
+pub(crate) mod views;
+pub(crate) mod yaml_depth;
 
 /// Largest SKILL.md accepted, in UTF-8 bytes.
-pub const MAX_SKILL_MD_BYTES: usize = 80_000;
+pub(crate) const MAX_SKILL_MD_BYTES: usize = 80_000;
 /// Largest support file (references/, templates/, scripts/, assets/), in bytes.
-pub const MAX_SUPPORT_FILE_BYTES: u64 = 200_000;
+pub(crate) const MAX_SUPPORT_FILE_BYTES: u64 = 200_000;
 /// Support directories allowed at a package root.
-pub const SUPPORT_DIRS: [&str; 4] = ["references", "templates", "scripts", "assets"];
+pub(crate) const SUPPORT_DIRS: [&str; 4] = ["references", "templates", "scripts", "assets"];
 
 /// The message for a name that breaks `^[a-z0-9][a-z0-9._-]{0,63}$`.
-pub const INVALID_NAME: &str = "invalid Skill name; use lowercase letters, numbers, dots, underscores, and hyphens";
+pub(crate) const INVALID_NAME: &str =
+    "invalid Skill name; use lowercase letters, numbers, dots, underscores, and hyphens";
 
 /// Where a package lives; the order is the precedence (later wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Source {
+pub(crate) enum Source {
     Builtin,
     User,
     Agent,
 }
 
 impl Source {
-    pub const ALL: [Source; 3] = [Source::Builtin, Source::User, Source::Agent];
+    pub(crate) const ALL: [Source; 3] = [Source::Builtin, Source::User, Source::Agent];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Source::Builtin => "builtin",
             Source::User => "user",
@@ -59,7 +60,7 @@ impl Source {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Source> {
+    pub(crate) fn parse(s: &str) -> Option<Source> {
         match s {
             "builtin" => Some(Source::Builtin),
             "user" => Some(Source::User),
@@ -68,7 +69,7 @@ impl Source {
         }
     }
 
-    pub fn mutable(self) -> bool {
+    pub(crate) fn mutable(self) -> bool {
         self != Source::Builtin
     }
 }
@@ -86,18 +87,18 @@ pub enum SkillError {
 }
 
 impl SkillError {
-    pub fn invalid(msg: impl Into<String>) -> Self {
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         SkillError::Invalid(msg.into())
     }
 
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         match self {
             SkillError::Permission(m) | SkillError::Conflict(m) | SkillError::Invalid(m) | SkillError::Internal(m) => m,
         }
     }
 
     /// HTTP status per the contract's mapping (case-insensitive "not found" test).
-    pub fn status(&self) -> u16 {
+    pub(crate) fn status(&self) -> u16 {
         match self {
             SkillError::Permission(_) => 403,
             SkillError::Conflict(_) => 409,
@@ -123,10 +124,10 @@ impl From<std::io::Error> for SkillError {
     }
 }
 
-pub type Result<T, E = SkillError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = SkillError> = std::result::Result<T, E>;
 
 /// `^[a-z0-9][a-z0-9._-]{0,63}$` (the caller trims first where the contract says so).
-pub fn is_valid_name(s: &str) -> bool {
+pub(crate) fn is_valid_name(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 64
@@ -135,7 +136,7 @@ pub fn is_valid_name(s: &str) -> bool {
 }
 
 /// Trims and checks a skill name, returning the canonical form.
-pub fn validate_name(s: &str) -> Result<String> {
+pub(crate) fn validate_name(s: &str) -> Result<String> {
     let t = s.trim();
     if is_valid_name(t) {
         Ok(t.to_string())

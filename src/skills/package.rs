@@ -15,15 +15,15 @@ use crate::util::{fsx, rand, text, time};
 
 /// A package that passed every loader check.
 #[derive(Debug, Clone)]
-pub struct Package {
-    pub parsed: Parsed,
+pub(crate) struct Package {
+    pub(crate) parsed: Parsed,
     /// `_meta.json` as an object (`{}` when absent or not an object).
-    pub meta: Map<String, Value>,
-    pub enabled: bool,
+    pub(crate) meta: Map<String, Value>,
+    pub(crate) enabled: bool,
 }
 
 /// The directory name of `dir` as text (lossy for non-UTF-8 names, which then fail the name rule).
-pub fn dir_name(dir: &Path) -> String {
+pub(crate) fn dir_name(dir: &Path) -> String {
     dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
@@ -41,7 +41,7 @@ fn truthy(v: &Value) -> bool {
 
 /// Reads and validates the package in `dir`; the frontmatter name must equal `expected`
 /// (the directory name when `None`).
-pub fn read_package(dir: &Path, expected: Option<&str>) -> Result<Package> {
+pub(crate) fn read_package(dir: &Path, expected: Option<&str>) -> Result<Package> {
     let meta = fs::metadata(dir).map_err(|_| SkillError::invalid("Skill package not found"))?;
     if !meta.is_dir() {
         return Err(SkillError::invalid("Skill package must be a directory"));
@@ -122,17 +122,17 @@ fn read_capped(path: &Path, cap: u64) -> Option<std::io::Result<Vec<u8>>> {
 
 /// Support trees nest at most this deep (directories below the support directory); deeper
 /// trees are refused rather than walked forever.
-pub const MAX_SUPPORT_DEPTH: usize = 32;
+pub(crate) const MAX_SUPPORT_DEPTH: usize = 32;
 /// Longest package path accepted from an archive or the API (bytes): with the depth limit it
 /// keeps every path the loader walks far below the file system's 4,096-byte `PATH_MAX`.
-pub const MAX_PATH_BYTES: usize = 1024;
+pub(crate) const MAX_PATH_BYTES: usize = 1024;
 /// Longest path component (bytes): the file system's own `NAME_MAX`.
-pub const MAX_COMPONENT_BYTES: usize = 255;
+pub(crate) const MAX_COMPONENT_BYTES: usize = 255;
 
 /// Refuses, before anything is written, a package-relative path (`/`-separated) that the
 /// loader would refuse once written for nesting deeper than [`MAX_SUPPORT_DEPTH`], with the
 /// loader's own message. `is_dir`: the path names a directory rather than a file.
-pub fn check_depth(path: &str, is_dir: bool) -> Result<()> {
+pub(crate) fn check_depth(path: &str, is_dir: bool) -> Result<()> {
     let parts: Vec<&str> = path.split('/').collect();
     let dirs_below_support = parts.len().saturating_sub(if is_dir { 1 } else { 2 });
     if dirs_below_support > MAX_SUPPORT_DEPTH {
@@ -186,7 +186,7 @@ fn check_link_inside(root: &Path, path: &Path, label: &str) -> Result<PathBuf> {
 }
 
 /// Normalises an API-supplied support path (`\` -> `/`, trimmed) and checks it.
-pub fn check_support_path(raw: &str) -> Result<String> {
+pub(crate) fn check_support_path(raw: &str) -> Result<String> {
     let p = raw.replace('\\', "/");
     let p = p.trim();
     let relative = SkillError::invalid("support path must be package-relative");
@@ -208,14 +208,14 @@ pub fn check_support_path(raw: &str) -> Result<String> {
 }
 
 /// `C:` style prefixes (rejected on every platform so packages stay portable).
-pub fn has_drive(p: &str) -> bool {
+pub(crate) fn has_drive(p: &str) -> bool {
     let b = p.as_bytes();
     b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':'
 }
 
 /// Writes a fresh package (SKILL.md, support files as UTF-8 text, `_meta.json`) into `dir`,
 /// which must not exist yet.
-pub fn write_package(
+pub(crate) fn write_package(
     dir: &Path,
     content: &str,
     support: &BTreeMap<String, String>,
@@ -238,14 +238,14 @@ pub fn write_package(
 }
 
 /// `_meta.json`, 2-space indent, no trailing newline, atomic.
-pub fn write_meta(dir: &Path, meta: &Map<String, Value>) -> Result<()> {
+pub(crate) fn write_meta(dir: &Path, meta: &Map<String, Value>) -> Result<()> {
     let text = serde_json::to_string_pretty(meta).map_err(|e| SkillError::Internal(e.to_string()))?;
     fsx::write_atomic(&dir.join("_meta.json"), text.as_bytes(), false)?;
     Ok(())
 }
 
 /// The server-owned `_meta.json` written on create and import.
-pub fn fresh_meta(source: Source, enabled: bool, reason: Option<&str>) -> Map<String, Value> {
+pub(crate) fn fresh_meta(source: Source, enabled: bool, reason: Option<&str>) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("source".into(), json!(source.as_str()));
     m.insert("enabled".into(), json!(enabled));
@@ -260,7 +260,7 @@ pub fn fresh_meta(source: Source, enabled: bool, reason: Option<&str>) -> Map<St
 
 /// Copies a tree byte for byte; symlinks are recreated as links (they were validated to stay
 /// inside the package, and a relative link stays valid in the copy).
-pub fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
+pub(crate) fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
     copy_level(src, dst, 0)
 }
 
@@ -295,23 +295,23 @@ fn copy_level(src: &Path, dst: &Path, depth: usize) -> std::io::Result<()> {
 }
 
 /// A hidden sibling name such as `.<stem>.<16 hex>.<ext>` inside `parent`.
-pub fn hidden_temp(parent: &Path, stem: &str, ext: &str) -> PathBuf {
+pub(crate) fn hidden_temp(parent: &Path, stem: &str, ext: &str) -> PathBuf {
     parent.join(format!(".{stem}.{}.{ext}", rand::hex(8)))
 }
 
 /// Removes a directory tree, ignoring "already gone"; its depth costs no stack
 /// ([`fsx::remove_tree`]).
-pub fn remove_tree(p: &Path) -> std::io::Result<()> {
+pub(crate) fn remove_tree(p: &Path) -> std::io::Result<()> {
     fsx::remove_tree(p)
 }
 
 /// `<epoch ms>-<8 hex>`: snapshot versions and evidence ids (string order = time order).
-pub fn version_id() -> String {
+pub(crate) fn version_id() -> String {
     format!("{}-{}", time::now_millis(), rand::hex(4))
 }
 
 /// Control characters become spaces, trimmed, at most `max` chars (`...` when cut).
-pub fn bounded(s: &str, max: usize) -> String {
+pub(crate) fn bounded(s: &str, max: usize) -> String {
     let clean: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let clean = clean.trim();
     if text::char_len(clean) > max {
@@ -323,7 +323,7 @@ pub fn bounded(s: &str, max: usize) -> String {
 
 /// A diagnostic safe to show: the given paths and any absolute path become `<path>`,
 /// secrets are redacted, control chars become spaces, at most 240 chars.
-pub fn sanitize(msg: &str, paths: &[&Path]) -> String {
+pub(crate) fn sanitize(msg: &str, paths: &[&Path]) -> String {
     let mut s = msg.to_string();
     let mut known: Vec<String> = paths
         .iter()
@@ -380,7 +380,7 @@ fn strip_absolute_paths(s: &str) -> String {
 }
 
 /// Where a package lives relative to its root must be a plain single component.
-pub fn is_plain_component(s: &str) -> bool {
+pub(crate) fn is_plain_component(s: &str) -> bool {
     let mut comps = Path::new(s).components();
     matches!((comps.next(), comps.next()), (Some(Component::Normal(_)), None)) && !s.contains('/') && !s.contains('\\')
 }
@@ -389,17 +389,17 @@ pub fn is_plain_component(s: &str) -> bool {
 pub(crate) mod tests {
     use super::*;
 
-    pub fn tmp(tag: &str) -> PathBuf {
+    pub(crate) fn tmp(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("cc-skills-{tag}-{}", rand::hex(6)));
         fs::create_dir_all(&d).unwrap();
         d
     }
 
-    pub fn skill_md(name: &str, extra: &str) -> String {
+    pub(crate) fn skill_md(name: &str, extra: &str) -> String {
         format!("---\nname: {name}\ndescription: Does {name} things\n{extra}---\n\n# {name}\n\nSteps.\n")
     }
 
-    pub fn make_pkg(root: &Path, name: &str, extra: &str) -> PathBuf {
+    pub(crate) fn make_pkg(root: &Path, name: &str, extra: &str) -> PathBuf {
         let d = root.join(name);
         fs::create_dir_all(&d).unwrap();
         fs::write(d.join("SKILL.md"), skill_md(name, extra)).unwrap();

@@ -22,7 +22,7 @@ fn not_found() -> SkillError {
 
 impl SkillService {
     /// Re-reads the effective package of a record (skill_load, detail, validate).
-    pub fn read(&self, rec: &SkillRecord) -> Result<Package> {
+    pub(crate) fn read(&self, rec: &SkillRecord) -> Result<Package> {
         package::read_package(&rec.path, Some(rec.name()))
     }
 
@@ -53,7 +53,7 @@ impl SkillService {
 
     /// `GET /api/skills/{name}`: record+path, the body preview (or the reason the package no
     /// longer loads) and the versions.
-    pub fn detail(&self, name: &str) -> Result<SkillView> {
+    pub(crate) fn detail(&self, name: &str) -> Result<SkillView> {
         let rec = self.get(name).ok_or_else(not_found)?;
         let mut v = SkillView::record(&rec, true);
         match self.read(&rec) {
@@ -70,7 +70,7 @@ impl SkillService {
     }
 
     /// `GET /api/skills/{name}/content`; refreshes first when the file changed on disk.
-    pub fn content(&self, name: &str) -> Result<SkillContent> {
+    pub(crate) fn content(&self, name: &str) -> Result<SkillContent> {
         if !is_valid_name(name) {
             return Err(SkillError::invalid(super::INVALID_NAME));
         }
@@ -93,7 +93,7 @@ impl SkillService {
     }
 
     /// `POST /api/skills/{name}/validate`: re-reads the package (an invalid one is still 200).
-    pub fn validate(&self, name: &str) -> Result<Validation> {
+    pub(crate) fn validate(&self, name: &str) -> Result<Validation> {
         let rec = self.get(name).ok_or_else(not_found)?;
         Ok(match self.read(&rec) {
             Ok(pkg) => Validation {
@@ -112,7 +112,7 @@ impl SkillService {
     }
 
     /// Parses candidate content as a package named `name` would (evolution validation).
-    pub fn check_content(name: &str, content: &str) -> Result<Parsed> {
+    pub(crate) fn check_content(name: &str, content: &str) -> Result<Parsed> {
         let name = validate_name(name)?;
         frontmatter::parse(content, Some(&name))
     }

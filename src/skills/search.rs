@@ -7,7 +7,7 @@ use crate::util::bm25::{Index, Params};
 
 /// Tokens of `text`: lowercase `[a-z0-9_.-]+` runs and single CJK ideographs (U+4E00–U+9FFF),
 /// then every 2-char window of the whitespace-free text that starts with a CJK ideograph.
-pub fn tokenize(text: &str) -> Vec<String> {
+pub(crate) fn tokenize(text: &str) -> Vec<String> {
     let lower = text.to_lowercase();
     let mut out = Vec::new();
     let mut run = String::new();
@@ -40,14 +40,14 @@ fn is_cjk(c: char) -> bool {
 }
 
 /// BM25 parameters of the skills contract.
-pub const PARAMS: Params = Params { k1: 1.2, b: 0.75 };
+pub(crate) const PARAMS: Params = Params { k1: 1.2, b: 0.75 };
 /// Added when the trimmed, lower-cased query equals a skill's name.
-pub const EXACT_NAME_BONUS: f64 = 10.0;
+pub(crate) const EXACT_NAME_BONUS: f64 = 10.0;
 /// Most results one query returns.
-pub const MAX_RESULTS: usize = 10_000;
+pub(crate) const MAX_RESULTS: usize = 10_000;
 
 /// The tokens of one skill document: name, display name, description, tags and triggers.
-pub fn doc_tokens(fields: &[&str]) -> Vec<String> {
+pub(crate) fn doc_tokens(fields: &[&str]) -> Vec<String> {
     tokenize(&fields.join(" "))
 }
 
@@ -69,7 +69,7 @@ impl Ranked {
 /// The search side of one catalog. Document frequencies and lengths are those of the eligible
 /// set, so there is one index over every record and one over the enabled ones.
 #[derive(Debug, Clone)]
-pub struct SkillIndex {
+pub(crate) struct SkillIndex {
     all: Ranked,
     enabled: Ranked,
 }
@@ -82,7 +82,7 @@ impl Default for SkillIndex {
 
 impl SkillIndex {
     /// Builds both indexes from `(name, tokens, enabled)`, given in name order.
-    pub fn build(docs: Vec<(String, Vec<String>, bool)>) -> SkillIndex {
+    pub(crate) fn build(docs: Vec<(String, Vec<String>, bool)>) -> SkillIndex {
         let enabled = docs.iter().filter(|d| d.2).map(|(n, t, _)| (n.clone(), t.clone())).collect();
         let all = docs.into_iter().map(|(n, t, _)| (n, t)).collect();
         SkillIndex { all: Ranked::build(all), enabled: Ranked::build(enabled) }
@@ -90,7 +90,7 @@ impl SkillIndex {
 
     /// Names with score > 0, sorted by score desc then name asc, at most `limit` (clamped to
     /// 1..=[`MAX_RESULTS`]); disabled skills only with `include_disabled`.
-    pub fn rank(&self, query: &str, limit: usize, include_disabled: bool) -> Vec<(&str, f64)> {
+    pub(crate) fn rank(&self, query: &str, limit: usize, include_disabled: bool) -> Vec<(&str, f64)> {
         let r = if include_disabled { &self.all } else { &self.enabled };
         let q = tokenize(query);
         if q.is_empty() || r.names.is_empty() {

@@ -52,7 +52,7 @@ impl SkillEnv for StaticEnv {
 /// [`SkillTools::begin_turn`]; `activated_skills` / `activated_tools` live in the turn's
 /// metadata working copy, so a failed turn drops them with everything else.
 pub struct SkillTools {
-    pub svc: Arc<SkillService>,
+    pub(crate) svc: Arc<SkillService>,
     env: RwLock<Arc<dyn SkillEnv>>,
     loaded: Mutex<HashMap<String, HashSet<(String, String)>>>,
 }
@@ -71,22 +71,17 @@ impl SkillTools {
         Arc::new(SkillTools { svc, env: RwLock::new(env), loaded: Mutex::new(HashMap::new()) })
     }
 
-    /// Replaces the registry/MCP view (when MCP comes up or its configuration changes).
-    pub fn set_env(&self, env: Arc<dyn SkillEnv>) {
-        *sync::write(&self.env) = env;
-    }
-
     fn env(&self) -> Arc<dyn SkillEnv> {
         Arc::clone(&sync::read(&self.env))
     }
 
     /// Starts a turn of `chat_id`: nothing is loaded yet.
-    pub fn begin_turn(&self, chat_id: &str) {
+    pub(crate) fn begin_turn(&self, chat_id: &str) {
         lock(&self.loaded).insert(chat_id.to_string(), HashSet::new());
     }
 
     /// Forgets the turn's loads.
-    pub fn end_turn(&self, chat_id: &str) {
+    pub(crate) fn end_turn(&self, chat_id: &str) {
         lock(&self.loaded).remove(chat_id);
     }
 
@@ -95,7 +90,7 @@ impl SkillTools {
     }
 
     /// The model-visible skill tools, in a stable order.
-    pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
+    pub(crate) fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
         vec![
             Arc::new(SkillSearch(Arc::clone(self))),
             Arc::new(SkillLoad(Arc::clone(self))),
@@ -105,7 +100,7 @@ impl SkillTools {
     }
 
     /// The recent-skills prompt section for a chat's metadata, if any line qualifies.
-    pub fn hints(&self, metadata: &Map<String, Value>) -> Option<String> {
+    pub(crate) fn hints(&self, metadata: &Map<String, Value>) -> Option<String> {
         let s = ActivatedSkills::from_json(metadata.get("activated_skills")).summary(&self.svc);
         (!s.is_empty()).then_some(s)
     }
@@ -121,7 +116,7 @@ impl SkillTools {
     }
 
     /// `skill_load` (docs/skills.md §6).
-    pub fn load(&self, ctx: &TurnCtx, name: &str) -> ToolOutput {
+    pub(crate) fn load(&self, ctx: &TurnCtx, name: &str) -> ToolOutput {
         let env = self.env();
         let cat = self.svc.catalog();
         let Some(rec) = cat.get(name).cloned() else {
@@ -204,7 +199,7 @@ impl SkillTools {
     }
 
     /// `skill_read_resource` (docs/skills.md §7).
-    pub fn read_resource(&self, ctx: &TurnCtx, name: &str, path: &str) -> ToolOutput {
+    pub(crate) fn read_resource(&self, ctx: &TurnCtx, name: &str, path: &str) -> ToolOutput {
         let not_loaded = ToolOutput::error("Error: load the Skill before reading its resources");
         let Some(rec) = self.svc.get(name) else {
             return not_loaded;
@@ -245,7 +240,7 @@ impl SkillTools {
     /// Explicit selection before the runner (`mentioned_skills` + a leading `@name`): loads
     /// each, returning the bodies for the turn-only system message and the receipts to persist,
     /// or the turn's error text.
-    pub fn explicit(&self, ctx: &TurnCtx, names: &[String]) -> Result<(Vec<String>, Vec<String>), String> {
+    pub(crate) fn explicit(&self, ctx: &TurnCtx, names: &[String]) -> Result<(Vec<String>, Vec<String>), String> {
         let mut bodies = Vec::new();
         let mut receipts = Vec::new();
         for n in names {
@@ -408,7 +403,7 @@ pub(crate) mod tests {
     use crate::skills::service::tests::{create, service};
     use crate::skills::Source;
 
-    pub fn env() -> Arc<dyn SkillEnv> {
+    pub(crate) fn env() -> Arc<dyn SkillEnv> {
         Arc::new(StaticEnv(BASE_TOOLS.iter().map(|s| s.to_string()).collect()))
     }
 
@@ -427,7 +422,7 @@ pub(crate) mod tests {
         }
     }
 
-    pub fn ctx(dir: &std::path::Path) -> TurnCtx {
+    pub(crate) fn ctx(dir: &std::path::Path) -> TurnCtx {
         TurnCtx {
             chat_id: "c1".into(),
             workspace: dir.to_path_buf(),

@@ -18,11 +18,11 @@ use super::frontmatter::Deps;
 
 /// `requires` / `optional` of a record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DepsView {
-    pub bins: Vec<String>,
-    pub env: Vec<String>,
-    pub mcp_servers: Vec<String>,
-    pub tools: Vec<String>,
+pub(crate) struct DepsView {
+    pub(crate) bins: Vec<String>,
+    pub(crate) env: Vec<String>,
+    pub(crate) mcp_servers: Vec<String>,
+    pub(crate) tools: Vec<String>,
 }
 
 impl From<&Deps> for DepsView {
@@ -39,49 +39,49 @@ impl From<&Deps> for DepsView {
 /// A skill record (`to_dict`) and the extras some answers add. The constructors say which
 /// answer carries which extra; an absent extra is not written at all.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SkillView {
-    pub always: bool,
-    pub availability: &'static str,
+pub(crate) struct SkillView {
+    pub(crate) always: bool,
+    pub(crate) availability: &'static str,
     /// Detail only: the body's first 4000 chars (when the package still loads).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub body_preview: Option<String>,
+    pub(crate) body_preview: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub body_truncated: Option<bool>,
-    pub description: String,
-    pub display_name: String,
-    pub enabled: bool,
-    pub hash: String,
-    pub missing: Vec<String>,
-    pub mutable: bool,
-    pub name: String,
+    pub(crate) body_truncated: Option<bool>,
+    pub(crate) description: String,
+    pub(crate) display_name: String,
+    pub(crate) enabled: bool,
+    pub(crate) hash: String,
+    pub(crate) missing: Vec<String>,
+    pub(crate) mutable: bool,
+    pub(crate) name: String,
     /// Every answer but skill_search.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub optional: Option<DepsView>,
+    pub(crate) optional: Option<DepsView>,
     /// The "+path" answers: the absolute package directory.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
+    pub(crate) path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub requires: Option<DepsView>,
+    pub(crate) requires: Option<DepsView>,
     /// skill_search only: BM25 rounded to 4 decimals.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub score: Option<f64>,
-    pub shadowed_sources: Vec<&'static str>,
+    pub(crate) score: Option<f64>,
+    pub(crate) shadowed_sources: Vec<&'static str>,
     /// Replace only: the snapshot taken before.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<String>,
-    pub source: &'static str,
-    pub tags: Vec<String>,
-    pub triggers: Vec<String>,
-    pub validation_errors: Vec<String>,
-    pub version: u64,
+    pub(crate) snapshot: Option<String>,
+    pub(crate) source: &'static str,
+    pub(crate) tags: Vec<String>,
+    pub(crate) triggers: Vec<String>,
+    pub(crate) validation_errors: Vec<String>,
+    pub(crate) version: u64,
     /// Detail only: snapshot versions, newest first.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub versions: Option<Vec<String>>,
+    pub(crate) versions: Option<Vec<String>>,
 }
 
 impl SkillView {
     /// A skill_search hit: the record without `requires`/`optional`, plus the score.
-    pub fn hit(rec: &SkillRecord, score: f64) -> SkillView {
+    pub(crate) fn hit(rec: &SkillRecord, score: f64) -> SkillView {
         let m = &rec.manifest;
         SkillView {
             always: m.always,
@@ -111,7 +111,7 @@ impl SkillView {
     }
 
     /// The record dict; `path` only with `with_path` (list items and imports have none).
-    pub fn record(rec: &SkillRecord, with_path: bool) -> SkillView {
+    pub(crate) fn record(rec: &SkillRecord, with_path: bool) -> SkillView {
         SkillView {
             optional: Some((&rec.manifest.optional).into()),
             path: with_path.then(|| rec.path.display().to_string()),
@@ -122,7 +122,7 @@ impl SkillView {
     }
 
     /// `PUT /api/skills/{name}`: record+path and the snapshot taken before.
-    pub fn replaced(rec: &SkillRecord, snapshot: String) -> SkillView {
+    pub(crate) fn replaced(rec: &SkillRecord, snapshot: String) -> SkillView {
         SkillView { snapshot: Some(snapshot), ..SkillView::record(rec, true) }
     }
 }
@@ -131,62 +131,62 @@ impl SkillView {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SkillList {
     /// Every invalid package of the last refresh, `<source>:<label>` -> `[message]`.
-    pub invalid: BTreeMap<String, [String; 1]>,
-    pub items: Vec<SkillView>,
-    pub page: usize,
-    pub page_size: usize,
-    pub total: usize,
+    pub(crate) invalid: BTreeMap<String, [String; 1]>,
+    pub(crate) items: Vec<SkillView>,
+    pub(crate) page: usize,
+    pub(crate) page_size: usize,
+    pub(crate) total: usize,
 }
 
 impl SkillList {
     /// The `invalid` object of a catalog.
-    pub fn invalid_of(cat: &Catalog) -> BTreeMap<String, [String; 1]> {
+    pub(crate) fn invalid_of(cat: &Catalog) -> BTreeMap<String, [String; 1]> {
         cat.invalid.iter().map(|(k, v)| (k.clone(), [v.message.clone()])).collect()
     }
 }
 
 /// `GET /api/skills/{name}/content`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SkillContent {
-    pub content: String,
-    pub display_name: String,
-    pub hash: String,
-    pub mutable: bool,
-    pub name: String,
-    pub source: &'static str,
+pub(crate) struct SkillContent {
+    pub(crate) content: String,
+    pub(crate) display_name: String,
+    pub(crate) hash: String,
+    pub(crate) mutable: bool,
+    pub(crate) name: String,
+    pub(crate) source: &'static str,
 }
 
 /// `POST /api/skills/{name}/validate`: `name` and `hash` only when the package loads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Validation {
-    pub errors: Vec<String>,
+pub(crate) struct Validation {
+    pub(crate) errors: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub hash: Option<String>,
+    pub(crate) hash: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    pub valid: bool,
+    pub(crate) name: Option<String>,
+    pub(crate) valid: bool,
 }
 
 /// `GET /api/skills/{name}/versions`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SkillVersions {
-    pub name: String,
-    pub versions: Vec<String>,
+pub(crate) struct SkillVersions {
+    pub(crate) name: String,
+    pub(crate) versions: Vec<String>,
 }
 
 /// `DELETE /api/skills/invalid/{source}/{directory}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct InvalidDeleted {
-    pub directory: String,
+pub(crate) struct InvalidDeleted {
+    pub(crate) directory: String,
     /// Relative to `<data>/skill-snapshots`.
-    pub snapshot: String,
-    pub source: &'static str,
+    pub(crate) snapshot: String,
+    pub(crate) source: &'static str,
 }
 
 /// What a proposal asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ProposalAction {
+pub(crate) enum ProposalAction {
     Create,
     Update,
 }
@@ -194,7 +194,7 @@ pub enum ProposalAction {
 /// pending -> rejected | applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ProposalStatus {
+pub(crate) enum ProposalStatus {
     Pending,
     Rejected,
     Applied,
@@ -202,55 +202,55 @@ pub enum ProposalStatus {
 
 /// Whether a proposal's candidate parsed as a package of its name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CandidateValidation {
-    pub errors: Vec<String>,
-    pub valid: bool,
+pub(crate) struct CandidateValidation {
+    pub(crate) errors: Vec<String>,
+    pub(crate) valid: bool,
 }
 
 /// A self-evolution proposal: the file `proposals/<id>.json` and the API object at once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Proposal {
-    pub action: ProposalAction,
+pub(crate) struct Proposal {
+    pub(crate) action: ProposalAction,
     /// `null` until applied; then the snapshot id (update) or `""` (create).
-    pub applied_version: Option<String>,
+    pub(crate) applied_version: Option<String>,
     /// The target's hash when the proposal was made (update), else `null`.
-    pub base_hash: Option<String>,
-    pub candidate_content: String,
+    pub(crate) base_hash: Option<String>,
+    pub(crate) candidate_content: String,
     /// Epoch seconds.
-    pub created_at: f64,
-    pub evidence_ids: Vec<String>,
-    pub fingerprint: String,
-    pub id: String,
-    pub name: String,
-    pub reason: String,
-    pub status: ProposalStatus,
+    pub(crate) created_at: f64,
+    pub(crate) evidence_ids: Vec<String>,
+    pub(crate) fingerprint: String,
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) reason: String,
+    pub(crate) status: ProposalStatus,
     /// Epoch seconds.
-    pub updated_at: f64,
-    pub validation: CandidateValidation,
+    pub(crate) updated_at: f64,
+    pub(crate) validation: CandidateValidation,
 }
 
 /// `GET /api/skill-evolution/proposals`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProposalList {
-    pub enabled: bool,
+pub(crate) struct ProposalList {
+    pub(crate) enabled: bool,
     /// Newest `created_at` first.
-    pub items: Vec<Proposal>,
+    pub(crate) items: Vec<Proposal>,
 }
 
 /// The `skill_search` tool result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchReply {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<&'static str>,
+    pub(crate) error: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub query: Option<String>,
-    pub skills: Vec<SkillView>,
+    pub(crate) query: Option<String>,
+    pub(crate) skills: Vec<SkillView>,
 }
 
 /// A failed `skill_load`, printed with Python spacing in this field order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "error", rename_all = "snake_case")]
-pub enum LoadError {
+pub(crate) enum LoadError {
     SkillNotFound { name: String, suggestions: Vec<String> },
     SkillDisabled { name: String },
     MissingDependency { name: String, missing: Vec<String> },
@@ -260,15 +260,15 @@ pub enum LoadError {
 
 /// The optional dependencies line of a loaded skill (compact, tools first).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct OptionalDeps<'a> {
-    pub tools: &'a [String],
-    pub mcp_servers: &'a [String],
+pub(crate) struct OptionalDeps<'a> {
+    pub(crate) tools: &'a [String],
+    pub(crate) mcp_servers: &'a [String],
 }
 
 /// The `agent_skill_manage` result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
-pub enum ManageReply {
+pub(crate) enum ManageReply {
     Created {
         action: &'static str,
         display_name: String,
@@ -287,7 +287,7 @@ pub enum ManageReply {
 }
 
 impl ManageReply {
-    pub fn created(rec: &SkillRecord) -> ManageReply {
+    pub(crate) fn created(rec: &SkillRecord) -> ManageReply {
         ManageReply::Created {
             action: "create",
             display_name: rec.manifest.label().to_string(),
@@ -299,11 +299,11 @@ impl ManageReply {
         }
     }
 
-    pub fn failed(code: &'static str, detail: String) -> ManageReply {
+    pub(crate) fn failed(code: &'static str, detail: String) -> ManageReply {
         ManageReply::Failed { action: "create", code, detail, success: false }
     }
 
-    pub fn succeeded(&self) -> bool {
+    pub(crate) fn succeeded(&self) -> bool {
         matches!(self, ManageReply::Created { .. })
     }
 }

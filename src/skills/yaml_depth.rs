@@ -16,9 +16,9 @@ const KEY_WINDOW: usize = 4 * 1024;
 /// The first collection opened deeper than [`MAX_DEPTH`]: its 1-based line and column (in
 /// characters), as libyaml marks the event that opens it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TooDeep {
-    pub line: usize,
-    pub column: usize,
+pub(crate) struct TooDeep {
+    pub(crate) line: usize,
+    pub(crate) column: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +85,7 @@ struct Scan<'a> {
 }
 
 /// Returns where `yaml` first opens a collection deeper than [`MAX_DEPTH`], if it does.
-pub fn too_deep(yaml: &str) -> Option<TooDeep> {
+pub(crate) fn too_deep(yaml: &str) -> Option<TooDeep> {
     too_deep_than(yaml, MAX_DEPTH)
 }
 

@@ -15,7 +15,7 @@ use super::chats::{ChatStore, Record};
 use crate::util::sync;
 
 /// Prefix of a consolidation summary when sent to the model (the original's "history summary").
-pub const SUMMARY_MARKER: &str = "[\u{5386}\u{53f2}\u{6458}\u{8981}]";
+pub(crate) const SUMMARY_MARKER: &str = "[\u{5386}\u{53f2}\u{6458}\u{8981}]";
 
 /// Chats kept in memory, and what their records may weigh together
 /// ([`crate::store::tail::weight`]); past either, the least recently used chats no turn holds
@@ -23,15 +23,15 @@ pub const SUMMARY_MARKER: &str = "[\u{5386}\u{53f2}\u{6458}\u{8981}]";
 /// chats in use at once (at 256 they evicted each other and every turn could reload its chat
 /// from disk) without keeping every burst's chats (each costs a few KiB even when short); the
 /// weight keeps a few long chats from holding more than about 16 million characters.
-pub const CACHE_CHATS: usize = 640;
-pub const CACHE_WEIGHT: usize = 16_000_000;
+pub(crate) const CACHE_CHATS: usize = 640;
+pub(crate) const CACHE_WEIGHT: usize = 16_000_000;
 
 #[derive(Debug, Default)]
-pub struct ChatState {
+pub(crate) struct ChatState {
     /// Records the model context is built from (last summary first, if any): the newest that
     /// weigh at most `keep_chars` (plus a quarter of slack, so trimming is rare).
     records: Vec<Record>,
-    pub metadata: Map<String, Value>,
+    pub(crate) metadata: Map<String, Value>,
     /// `to_messages(records)` serialised, and how many records it covers.
     wire: Option<Wire>,
     /// Characters of records kept in memory (0 = unbounded).
@@ -80,18 +80,19 @@ impl Wire {
 /// The part of a chat's context a request sends: the summary (when it fits), then the newest
 /// messages that fit. Borrowed from the cached serialisation.
 #[derive(Debug, Default)]
-pub struct Context<'a> {
-    pub summary: &'a [Box<RawValue>],
-    pub rest: &'a [Box<RawValue>],
+pub(crate) struct Context<'a> {
+    pub(crate) summary: &'a [Box<RawValue>],
+    pub(crate) rest: &'a [Box<RawValue>],
 }
 
 impl ChatState {
-    pub fn new(records: Vec<Record>, metadata: Map<String, Value>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(records: Vec<Record>, metadata: Map<String, Value>) -> Self {
         Self::bounded(records, metadata, 0)
     }
 
     /// A state that keeps at most about `keep_chars` of records in memory (0 = all).
-    pub fn bounded(records: Vec<Record>, metadata: Map<String, Value>, keep_chars: usize) -> Self {
+    pub(crate) fn bounded(records: Vec<Record>, metadata: Map<String, Value>, keep_chars: usize) -> Self {
         let weight = records.iter().map(crate::store::tail::weight).sum();
         let content_chars = content_chars(&records);
         let mut st = ChatState { records, metadata, wire: None, keep_chars, weight, content_chars };
@@ -99,18 +100,18 @@ impl ChatState {
         st
     }
 
-    pub fn records(&self) -> &[Record] {
+    pub(crate) fn records(&self) -> &[Record] {
         &self.records
     }
 
     /// Characters of the records' contents, kept up to date so a turn's end need not count.
-    pub fn content_chars(&self) -> usize {
+    pub(crate) fn content_chars(&self) -> usize {
         self.content_chars
     }
 
     /// Appends a persisted turn. The serialised messages grow by the new records alone when
     /// no tool step straddles the boundary (then both mappings are the same).
-    pub fn extend(&mut self, new: Vec<Record>) {
+    pub(crate) fn extend(&mut self, new: Vec<Record>) {
         let old = self.records.len();
         let clean =
             self.records.last().is_none_or(|r| r.role != "tool_calls") && new.first().is_none_or(|r| r.role != "tool");
@@ -155,7 +156,7 @@ impl ChatState {
     }
 
     /// Swaps in a new context (consolidation).
-    pub fn replace(&mut self, records: Vec<Record>) {
+    pub(crate) fn replace(&mut self, records: Vec<Record>) {
         self.weight = records.iter().map(crate::store::tail::weight).sum();
         self.content_chars = content_chars(&records);
         self.records = records;
@@ -180,7 +181,7 @@ impl ChatState {
     /// The context as the comma-joined JSON of its model messages (empty when there are none):
     /// byte for byte what serialising [`to_messages`] gives.
     #[cfg(test)]
-    pub fn messages_json(&mut self) -> String {
+    pub(crate) fn messages_json(&mut self) -> String {
         let w = self.wire();
         w.messages.iter().map(|m| m.get()).collect::<Vec<_>>().join(",")
     }
@@ -189,7 +190,7 @@ impl ChatState {
     /// as part of a comma-joined list, commas included (`after_others`: other messages are in
     /// the list, so the context costs one comma more). Returns them, the characters they add,
     /// and whether anything of the context was left out.
-    pub fn context(&mut self, after_others: bool, max_chars: usize) -> (Context<'_>, usize, bool) {
+    pub(crate) fn context(&mut self, after_others: bool, max_chars: usize) -> (Context<'_>, usize, bool) {
         let sep = usize::from(after_others);
         let w = self.wire();
         if w.messages.is_empty() {
@@ -224,7 +225,7 @@ impl ChatState {
 
     /// [`ChatState::context`] appended to `out`, a comma-joined list.
     #[cfg(test)]
-    pub fn push_context(&mut self, out: &mut String, max_chars: usize) -> (usize, bool) {
+    pub(crate) fn push_context(&mut self, out: &mut String, max_chars: usize) -> (usize, bool) {
         let after_others = !out.is_empty();
         let (ctx, added, left_out) = self.context(after_others, max_chars);
         for m in ctx.summary.iter().chain(ctx.rest) {
@@ -247,7 +248,7 @@ struct Cached {
     weight: usize,
 }
 
-pub struct ChatCache {
+pub(crate) struct ChatCache {
     store: Arc<ChatStore>,
     inner: Mutex<Cached>,
     /// [`CACHE_CHATS`] and [`CACHE_WEIGHT`] (smaller in tests).
@@ -258,13 +259,14 @@ pub struct ChatCache {
 }
 
 impl ChatCache {
-    pub fn new(store: Arc<ChatStore>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(store: Arc<ChatStore>) -> Self {
         Self::bounded(store, 0)
     }
 
     /// A cache that loads and keeps at most about `keep_chars` of each chat's newest context
     /// (the context budget), so a chat's memory does not grow with its history.
-    pub fn bounded(store: Arc<ChatStore>, keep_chars: usize) -> Self {
+    pub(crate) fn bounded(store: Arc<ChatStore>, keep_chars: usize) -> Self {
         ChatCache {
             store,
             inner: Mutex::new(Cached::default()),
@@ -275,12 +277,12 @@ impl ChatCache {
     }
 
     /// The per-chat bound given to [`ChatCache::bounded`] (0 = none).
-    pub fn keep_chars(&self) -> usize {
+    pub(crate) fn keep_chars(&self) -> usize {
         self.keep_chars
     }
 
     /// The chat's state, loading it from disk if it is not cached.
-    pub fn get(&self, chat_id: &str) -> Arc<Mutex<ChatState>> {
+    pub(crate) fn get(&self, chat_id: &str) -> Arc<Mutex<ChatState>> {
         {
             let mut g = self.cached();
             let c = &mut *g;
@@ -363,7 +365,7 @@ impl ChatCache {
     /// Drops the chats unused for `idle` that no turn holds, with their remembered history
     /// tails, so a server that went quiet gives their memory back. Returns how many.
     /// Called by the housekeeping timer.
-    pub fn expire_idle(&self, idle: Duration) -> usize {
+    pub(crate) fn expire_idle(&self, idle: Duration) -> usize {
         let mut expired = Vec::new();
         {
             let mut g = self.cached();
@@ -389,34 +391,32 @@ impl ChatCache {
     }
 
     /// The cached state, if any (rename updates it without loading).
-    pub fn peek(&self, chat_id: &str) -> Option<Arc<Mutex<ChatState>>> {
+    pub(crate) fn peek(&self, chat_id: &str) -> Option<Arc<Mutex<ChatState>>> {
         self.cached().map.get(chat_id).map(|e| Arc::clone(&e.1))
     }
 
     /// Drops a chat from memory (deleted chats must not resurrect old context).
-    pub fn forget(&self, chat_id: &str) {
+    pub(crate) fn forget(&self, chat_id: &str) {
         let mut c = self.cached();
         if let Some((_, _, w)) = c.map.remove(chat_id) {
             c.weight -= w;
         }
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.cached().map.len()
     }
 
     /// What the cached chats weighed when last seen.
-    pub fn weight(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn weight(&self) -> usize {
         self.cached().weight
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
 /// Maps context records to model messages (docs/storage.md §3.1 "Mapping").
-pub fn to_messages(records: &[Record]) -> Vec<Value> {
+pub(crate) fn to_messages(records: &[Record]) -> Vec<Value> {
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         match r.role.as_str() {

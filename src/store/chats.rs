@@ -17,33 +17,33 @@ use serde_json::{Map, Value};
 use crate::util::{fsx, sync, time};
 
 /// Title shown for chats without one (the original's Chinese "New chat").
-pub const DEFAULT_TITLE: &str = "\u{65b0}\u{5bf9}\u{8bdd}";
+pub(crate) const DEFAULT_TITLE: &str = "\u{65b0}\u{5bf9}\u{8bdd}";
 const LOCK_STRIPES: usize = 64;
 /// Write-ahead file of the running turn's user message.
 const PENDING: &str = ".pending_turn.json";
 
 /// One line of history.jsonl, fields in the original's key order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     #[serde(default)]
-    pub cursor: u64,
+    pub(crate) cursor: u64,
     #[serde(default)]
-    pub timestamp: String,
-    pub role: String,
+    pub(crate) timestamp: String,
+    pub(crate) role: String,
     #[serde(default, deserialize_with = "string_or_empty")]
-    pub content: String,
+    pub(crate) content: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub mentioned_skills: Option<Value>,
+    pub(crate) mentioned_skills: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub selected_mcp_connectors: Option<Value>,
+    pub(crate) selected_mcp_connectors: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub tool_calls: Option<Value>,
+    pub(crate) tool_calls: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub tool_call_id: Option<String>,
+    pub(crate) tool_call_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub keep_from_cursor: Option<u64>,
+    pub(crate) keep_from_cursor: Option<u64>,
 }
 
 fn string_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -55,7 +55,7 @@ fn string_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::
 }
 
 impl Record {
-    pub fn new(role: &str, content: impl Into<String>) -> Self {
+    pub(crate) fn new(role: &str, content: impl Into<String>) -> Self {
         Record {
             cursor: 0,
             timestamp: String::new(),
@@ -73,33 +73,33 @@ impl Record {
 
 /// What reading history.jsonl found.
 #[derive(Debug, Default)]
-pub struct History {
-    pub records: Vec<Record>,
+pub(crate) struct History {
+    pub(crate) records: Vec<Record>,
     /// Lines that did not parse (a torn last line after a crash, or foreign garbage).
-    pub skipped_lines: usize,
+    pub(crate) skipped_lines: usize,
     /// The file did not end with a newline (a torn tail).
-    pub torn_tail: bool,
+    pub(crate) torn_tail: bool,
 }
 
 /// A turn's write-ahead record, open until the turn has ended ([`ChatStore::begin_turn`]).
 /// Kept rather than removed when blanked: see [`fsx::write_ahead`] for what a file per turn
 /// costs.
 #[derive(Debug)]
-pub struct PendingTurn(fsx::WriteAhead);
+pub(crate) struct PendingTurn(fsx::WriteAhead);
 
 impl PendingTurn {
     /// Blanks the write-ahead file: recovery skips a blank one, start-up removes it.
-    pub fn end(self) {
+    pub(crate) fn end(self) {
         let _ = self.0.blank();
     }
 }
 
 /// A row of `GET /api/sessions`.
 #[derive(Debug, Clone, Serialize)]
-pub struct SessionInfo {
-    pub chat_id: String,
-    pub title: String,
-    pub updated_at: String,
+pub(crate) struct SessionInfo {
+    pub(crate) chat_id: String,
+    pub(crate) title: String,
+    pub(crate) updated_at: String,
 }
 
 pub struct ChatStore {
@@ -121,7 +121,7 @@ struct Tail {
 const MAX_TAILS: usize = 4096;
 
 /// `^[A-Za-z0-9_:-]{1,64}$`
-pub fn valid_chat_id(id: &str) -> bool {
+pub(crate) fn valid_chat_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'-'))
 }
 
@@ -134,21 +134,17 @@ impl ChatStore {
         }
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// The chat's directory; `None` for ids that are not valid chat ids.
-    pub fn dir(&self, id: &str) -> Option<PathBuf> {
+    pub(crate) fn dir(&self, id: &str) -> Option<PathBuf> {
         valid_chat_id(id).then(|| self.root.join(id))
     }
 
-    pub fn exists(&self, id: &str) -> bool {
+    pub(crate) fn exists(&self, id: &str) -> bool {
         self.dir(id).is_some_and(|d| d.is_dir())
     }
 
     /// Every chat directory (non-hidden, valid id), newest first by history mtime.
-    pub fn list(&self) -> io::Result<Vec<SessionInfo>> {
+    pub(crate) fn list(&self) -> io::Result<Vec<SessionInfo>> {
         let rd = match fs::read_dir(&self.root) {
             Ok(rd) => rd,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -182,7 +178,7 @@ impl ChatStore {
     }
 
     /// Reads every parsable record of history.jsonl (missing file -> empty).
-    pub fn read_history(&self, id: &str) -> io::Result<History> {
+    pub(crate) fn read_history(&self, id: &str) -> io::Result<History> {
         let Some(dir) = self.dir(id) else {
             return Ok(History::default());
         };
@@ -196,7 +192,7 @@ impl ChatStore {
 
     /// Records the model context is rebuilt from (docs/storage.md §3.1 "Model context rebuild"):
     /// the last summary and the records it keeps, or everything when there is no summary.
-    pub fn load_context(&self, id: &str) -> io::Result<History> {
+    pub(crate) fn load_context(&self, id: &str) -> io::Result<History> {
         let mut h = self.read_history(id)?;
         h.records = context_after_summary(std::mem::take(&mut h.records));
         Ok(h)
@@ -204,7 +200,7 @@ impl ChatStore {
 
     /// [`ChatStore::load_context`] limited to the newest records weighing at most `max_chars`
     /// (0 = no limit), read from the end of the file (`store::tail`).
-    pub fn load_context_within(&self, id: &str, max_chars: usize) -> io::Result<History> {
+    pub(crate) fn load_context_within(&self, id: &str, max_chars: usize) -> io::Result<History> {
         if max_chars == 0 {
             return self.load_context(id);
         }
@@ -216,13 +212,13 @@ impl ChatStore {
     }
 
     /// Path of a chat's history.jsonl, for readers in `store::tail` (None for a bad id).
-    pub fn history_path(&self, id: &str) -> Option<PathBuf> {
+    pub(crate) fn history_path(&self, id: &str) -> Option<PathBuf> {
         self.dir(id).map(|d| d.join("history.jsonl"))
     }
 
     /// Appends `records` as one write with consecutive cursors and one timestamp; fills in
     /// their `cursor` and `timestamp`. A torn tail gets a newline first so no record merges with it.
-    pub fn append(&self, id: &str, records: &mut [Record]) -> io::Result<()> {
+    pub(crate) fn append(&self, id: &str, records: &mut [Record]) -> io::Result<()> {
         if records.is_empty() {
             return Ok(());
         }
@@ -275,17 +271,18 @@ impl ChatStore {
     }
 
     /// How many chats' tails are remembered.
-    pub fn remembered_tails(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn remembered_tails(&self) -> usize {
         sync::lock(&self.tails).len()
     }
 
     /// Forgets the remembered tail of `id` (it is re-read from disk when needed).
-    pub fn forget_tail(&self, id: &str) {
+    pub(crate) fn forget_tail(&self, id: &str) {
         sync::lock(&self.tails).remove(id);
     }
 
     /// Chat `id`'s last written cursor (cheap: `.cursor` and the history's last 4 KiB).
-    pub fn last_cursor_of(&self, id: &str) -> io::Result<u64> {
+    pub(crate) fn last_cursor_of(&self, id: &str) -> io::Result<u64> {
         match self.dir(id) {
             Some(dir) => self.last_cursor(&dir),
             None => Ok(0),
@@ -315,7 +312,7 @@ impl ChatStore {
     /// `.pending_turn.json` (one write; recovery treats a blank or torn file as nothing
     /// pending) so a crash mid-turn cannot lose it. [`PendingTurn::end`] blanks it after the
     /// turn was appended (or failed while the process lived).
-    pub fn begin_turn(&self, id: &str, user: &Record) -> io::Result<PendingTurn> {
+    pub(crate) fn begin_turn(&self, id: &str, user: &Record) -> io::Result<PendingTurn> {
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let start = match self.known_tail(id, &dir.join("history.jsonl"))? {
             Some(t) => t.cursor,
@@ -328,7 +325,7 @@ impl ChatStore {
     /// After a crash: appends the user message of every interrupted turn that is not already
     /// in history (the crash may have hit between the append and the blanking of its
     /// write-ahead). Returns how many chats were repaired.
-    pub fn recover_pending(&self) -> usize {
+    pub(crate) fn recover_pending(&self) -> usize {
         let Ok(rd) = fs::read_dir(&self.root) else { return 0 };
         let mut repaired = 0;
         for entry in rd.flatten() {
@@ -355,7 +352,7 @@ impl ChatStore {
     }
 
     /// metadata.json as an object; missing or corrupt -> empty.
-    pub fn read_metadata(&self, id: &str) -> Map<String, Value> {
+    pub(crate) fn read_metadata(&self, id: &str) -> Map<String, Value> {
         self.dir(id)
             .and_then(|d| fs::read(d.join("metadata.json")).ok())
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
@@ -367,14 +364,14 @@ impl ChatStore {
     }
 
     /// Rewrites metadata.json atomically (2-space indent, no trailing newline).
-    pub fn write_metadata(&self, id: &str, meta: &Map<String, Value>) -> io::Result<()> {
+    pub(crate) fn write_metadata(&self, id: &str, meta: &Map<String, Value>) -> io::Result<()> {
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let text = serde_json::to_string_pretty(meta).map_err(io::Error::other)?;
         fsx::write_replace(&dir.join("metadata.json"), text.as_bytes())
     }
 
     /// Removes the chat directory; `Ok(false)` when it did not exist.
-    pub fn delete(&self, id: &str) -> io::Result<bool> {
+    pub(crate) fn delete(&self, id: &str) -> io::Result<bool> {
         let Some(dir) = self.dir(id) else {
             return Ok(false);
         };
@@ -420,7 +417,7 @@ fn needs_newline(path: &Path) -> io::Result<bool> {
 }
 
 /// Parses JSONL bytes, skipping blank and unparsable lines.
-pub fn parse_history(bytes: &[u8]) -> History {
+pub(crate) fn parse_history(bytes: &[u8]) -> History {
     let mut h = History { torn_tail: !bytes.is_empty() && !bytes.ends_with(b"\n"), ..History::default() };
     for line in bytes.split(|b| *b == b'\n') {
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -435,7 +432,7 @@ pub fn parse_history(bytes: &[u8]) -> History {
 }
 
 /// The last summary (if any) followed by the records it keeps.
-pub fn context_after_summary(records: Vec<Record>) -> Vec<Record> {
+pub(crate) fn context_after_summary(records: Vec<Record>) -> Vec<Record> {
     let Some(si) = records.iter().rposition(|r| r.role == "summary") else {
         return records;
     };

@@ -13,20 +13,20 @@ use crate::util::hash::sha256_hex;
 use crate::util::{fsx, sync, time};
 
 /// Largest MEMORY.md or SOUL.md the HTTP editor writes (both go into every system prompt).
-pub const MAX_FILE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_FILE_BYTES: usize = 64 * 1024;
 
 /// Snapshots listed by [`MemoryFiles::snapshot_list`] (newest first).
-pub const MAX_LISTED_SNAPSHOTS: usize = 200;
+pub(crate) const MAX_LISTED_SNAPSHOTS: usize = 200;
 
 /// One of the two editable files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Which {
+pub(crate) enum Which {
     Memory,
     Soul,
 }
 
 impl Which {
-    pub fn parse(s: &str) -> Option<Which> {
+    pub(crate) fn parse(s: &str) -> Option<Which> {
         match s {
             "memory" => Some(Which::Memory),
             "soul" => Some(Which::Soul),
@@ -34,14 +34,14 @@ impl Which {
         }
     }
 
-    pub fn key(self) -> &'static str {
+    pub(crate) fn key(self) -> &'static str {
         match self {
             Which::Memory => "memory",
             Which::Soul => "soul",
         }
     }
 
-    pub fn file_name(self) -> &'static str {
+    pub(crate) fn file_name(self) -> &'static str {
         match self {
             Which::Memory => "MEMORY.md",
             Which::Soul => "SOUL.md",
@@ -51,22 +51,22 @@ impl Which {
 
 /// A file as read: its text (missing = empty) and the sha256 of those bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileText {
-    pub content: String,
-    pub hash: String,
+pub(crate) struct FileText {
+    pub(crate) content: String,
+    pub(crate) hash: String,
 }
 
 /// One MEMORY.md snapshot.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SnapshotInfo {
-    pub id: u64,
-    pub created_at: f64,
-    pub size: u64,
+pub(crate) struct SnapshotInfo {
+    pub(crate) id: u64,
+    pub(crate) created_at: f64,
+    pub(crate) size: u64,
 }
 
 /// Why an editor write was refused.
 #[derive(Debug)]
-pub enum WriteError {
+pub(crate) enum WriteError {
     /// The file no longer has the hash the editor read.
     Changed,
     TooLarge,
@@ -86,7 +86,7 @@ pub struct MemoryFiles {
 
 /// Result of `append_fact`.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Append {
+pub(crate) enum Append {
     Saved,
     AlreadyPresent,
     Empty,
@@ -97,26 +97,22 @@ impl MemoryFiles {
         MemoryFiles { root: root.to_path_buf(), lock: Mutex::new(()) }
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     fn guard(&self) -> MutexGuard<'_, ()> {
         sync::lock(&self.lock)
     }
 
     /// SOUL.md text, `None` when missing or blank.
-    pub fn soul(&self) -> Option<String> {
+    pub(crate) fn soul(&self) -> Option<String> {
         read_nonblank(&self.root.join("SOUL.md"))
     }
 
     /// MEMORY.md text, `None` when missing or blank.
-    pub fn memory(&self) -> Option<String> {
+    pub(crate) fn memory(&self) -> Option<String> {
         read_nonblank(&self.root.join("MEMORY.md"))
     }
 
     /// save_memory: appends `[YYYY-MM-DD HH:MM] <fact>` unless the fact already occurs.
-    pub fn append_fact(&self, fact: &str) -> io::Result<Append> {
+    pub(crate) fn append_fact(&self, fact: &str) -> io::Result<Append> {
         let fact = fact.trim();
         if fact.is_empty() {
             return Ok(Append::Empty);
@@ -135,7 +131,7 @@ impl MemoryFiles {
     }
 
     /// `which` as the editor sees it.
-    pub fn read(&self, which: Which) -> io::Result<FileText> {
+    pub(crate) fn read(&self, which: Which) -> io::Result<FileText> {
         let content = fsx::read_opt(&self.root.join(which.file_name()))?.unwrap_or_default();
         let hash = sha256_hex(content.as_bytes());
         Ok(FileText { content, hash })
@@ -144,7 +140,12 @@ impl MemoryFiles {
     /// The editor's write: refused when `expected_hash` is given and the file changed since it
     /// was read. MEMORY.md keeps its previous content as a snapshot first (so an edit is
     /// undoable); returns that snapshot's id.
-    pub fn write(&self, which: Which, content: &str, expected_hash: Option<&str>) -> Result<Option<u64>, WriteError> {
+    pub(crate) fn write(
+        &self,
+        which: Which,
+        content: &str,
+        expected_hash: Option<&str>,
+    ) -> Result<Option<u64>, WriteError> {
         if content.len() > MAX_FILE_BYTES {
             return Err(WriteError::TooLarge);
         }
@@ -164,7 +165,7 @@ impl MemoryFiles {
 
     /// Puts snapshot `id` back as MEMORY.md, snapshotting the current file first (so a restore
     /// is undoable too). `Ok(None)` when there is no such snapshot.
-    pub fn restore(&self, id: u64) -> io::Result<Option<Option<u64>>> {
+    pub(crate) fn restore(&self, id: u64) -> io::Result<Option<Option<u64>>> {
         let _g = self.guard();
         let Some(old) = fsx::read_opt(&self.snapshot_path(id))? else { return Ok(None) };
         let path = self.root.join("MEMORY.md");
@@ -175,12 +176,12 @@ impl MemoryFiles {
     }
 
     /// Snapshot `id`'s text, `None` when absent.
-    pub fn snapshot_text(&self, id: u64) -> io::Result<Option<String>> {
+    pub(crate) fn snapshot_text(&self, id: u64) -> io::Result<Option<String>> {
         fsx::read_opt(&self.snapshot_path(id))
     }
 
     /// The newest [`MAX_LISTED_SNAPSHOTS`] snapshots, newest first, and how many there are.
-    pub fn snapshot_list(&self) -> io::Result<(Vec<SnapshotInfo>, usize)> {
+    pub(crate) fn snapshot_list(&self) -> io::Result<(Vec<SnapshotInfo>, usize)> {
         let all = self.snapshots()?;
         let total = all.len();
         let list = all
@@ -221,7 +222,7 @@ impl MemoryFiles {
     /// Replaces MEMORY.md with `text` if it still equals `expected` (Dream's guarded write),
     /// keeping the previous content as `.memory-snapshots/MEMORY.<n>.md`. Returns false when
     /// MEMORY.md changed underneath (the caller retries next run).
-    pub fn replace_memory(&self, expected: &str, text: &str) -> io::Result<bool> {
+    pub(crate) fn replace_memory(&self, expected: &str, text: &str) -> io::Result<bool> {
         let _g = self.guard();
         let path = self.root.join("MEMORY.md");
         let current = fsx::read_opt(&path)?.unwrap_or_default();
@@ -234,7 +235,7 @@ impl MemoryFiles {
     }
 
     /// Numbered MEMORY.md snapshots, oldest first.
-    pub fn snapshots(&self) -> io::Result<Vec<(u64, PathBuf)>> {
+    pub(crate) fn snapshots(&self) -> io::Result<Vec<(u64, PathBuf)>> {
         let dir = self.root.join(".memory-snapshots");
         let mut out = Vec::new();
         match fs::read_dir(&dir) {
@@ -256,7 +257,7 @@ impl MemoryFiles {
     }
 
     /// `.dream_cursor`: `{chat_id: last processed cursor}`; missing or corrupt -> empty.
-    pub fn dream_cursors(&self) -> BTreeMap<String, u64> {
+    pub(crate) fn dream_cursors(&self) -> BTreeMap<String, u64> {
         fsx::read_opt(&self.root.join(".dream_cursor"))
             .ok()
             .flatten()
@@ -265,7 +266,7 @@ impl MemoryFiles {
             .unwrap_or_default()
     }
 
-    pub fn write_dream_cursors(&self, cursors: &BTreeMap<String, u64>) -> io::Result<()> {
+    pub(crate) fn write_dream_cursors(&self, cursors: &BTreeMap<String, u64>) -> io::Result<()> {
         let text = serde_json::to_string(cursors).map_err(io::Error::other)?;
         fsx::write_atomic(&self.root.join(".dream_cursor"), text.as_bytes(), false)
     }

@@ -1,8 +1,8 @@
 //! On-disk stores. Each owns its files and is their only writer; callers never build paths.
 
-pub mod cache;
+pub(crate) mod cache;
 pub mod chats;
 pub mod memory_files;
-pub mod paging;
-pub mod seq;
-pub mod tail;
+pub(crate) mod paging;
+pub(crate) mod seq;
+pub(crate) mod tail;

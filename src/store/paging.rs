@@ -23,14 +23,14 @@ const MAX_FILES: usize = 64;
 const SIG: usize = 64;
 
 /// Which records are items: the role of a line, read cheaply.
-pub type Item = fn(&[u8]) -> bool;
+pub(crate) type Item = fn(&[u8]) -> bool;
 
 /// One page of the messages endpoint: the item lines `start..start + lines.len()` in file
 /// order and how many items the history holds.
-pub struct Page {
-    pub total: usize,
-    pub start: usize,
-    pub lines: Vec<Vec<u8>>,
+pub(crate) struct Page {
+    pub(crate) total: usize,
+    pub(crate) start: usize,
+    pub(crate) lines: Vec<Vec<u8>>,
 }
 
 /// What is known of one file up to `len` (always just after a newline).
@@ -121,7 +121,7 @@ fn still_valid(idx: &Index, ino: (u64, u64), len: u64, file: &mut fs::File) -> i
 
 /// The at most `limit` items just before item index `before` (default: the end), where an
 /// item is a line whose role passes `item`.
-pub fn page(path: &Path, limit: usize, before: Option<usize>, item: Item) -> io::Result<Page> {
+pub(crate) fn page(path: &Path, limit: usize, before: Option<usize>, item: Item) -> io::Result<Page> {
     let mut file = match fs::File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Page { total: 0, start: 0, lines: Vec::new() }),

@@ -18,18 +18,18 @@ const FILE: &str = ".seq";
 /// hub writes a mark above every seq it hands out before handing them out, in blocks of
 /// `SEQ_BLOCK` (ws/hub.rs), and the exact last seq at a clean stop; a chat met for the first
 /// time since start goes on from its mark, so `seq` never goes backwards across restarts.
-pub trait SeqMarks: Send + Sync {
+pub(crate) trait SeqMarks: Send + Sync {
     fn load(&self, chat_id: &str) -> u64;
     /// False when the mark could not be written (then the hub tries again on the next event).
     fn save(&self, chat_id: &str, mark: u64) -> bool;
 }
 
-pub struct SeqFiles {
+pub(crate) struct SeqFiles {
     chats: Arc<ChatStore>,
 }
 
 impl SeqFiles {
-    pub fn new(chats: Arc<ChatStore>) -> SeqFiles {
+    pub(crate) fn new(chats: Arc<ChatStore>) -> SeqFiles {
         SeqFiles { chats }
     }
 

@@ -14,7 +14,7 @@ const BLOCK: usize = 64 * 1024;
 
 /// Calls `f` with each line of the file from the last to the first (without the newline;
 /// blank pieces included, callers skip them) until it returns false. A missing file has none.
-pub fn for_each_line_rev(path: &Path, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<()> {
+pub(crate) fn for_each_line_rev(path: &Path, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<()> {
     let mut file = match fs::File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -47,13 +47,13 @@ pub fn for_each_line_rev(path: &Path, mut f: impl FnMut(&[u8]) -> bool) -> io::R
 }
 
 /// True for a line that holds nothing.
-pub fn blank(line: &[u8]) -> bool {
+pub(crate) fn blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 
 /// The value of a record line's `role`, read without parsing: the first `"role"` key outside
 /// a string escape, then `:` and a string. `None` when the line is not an object with one.
-pub fn quick_role(line: &[u8]) -> Option<&[u8]> {
+pub(crate) fn quick_role(line: &[u8]) -> Option<&[u8]> {
     let line = line.trim_ascii();
     if !line.starts_with(b"{") || !line.ends_with(b"}") {
         return None;
@@ -74,7 +74,7 @@ pub fn quick_role(line: &[u8]) -> Option<&[u8]> {
 }
 
 /// Characters a record weighs in the context (what its model message costs, roughly).
-pub fn weight(r: &Record) -> usize {
+pub(crate) fn weight(r: &Record) -> usize {
     r.content.chars().count() + r.tool_calls.as_ref().map_or(0, |v| v.to_string().len()) + 48
 }
 
@@ -83,7 +83,7 @@ pub fn weight(r: &Record) -> usize {
 /// no tool step loses its call. Reads backwards: only the kept tail is parsed, and lines
 /// further back are only searched for the summary. Returns the records and the unparsable
 /// lines met.
-pub fn load_context_within(path: &Path, max_chars: usize) -> io::Result<(Vec<Record>, usize)> {
+pub(crate) fn load_context_within(path: &Path, max_chars: usize) -> io::Result<(Vec<Record>, usize)> {
     let mut rev: Vec<Record> = Vec::new();
     let mut summary: Option<Record> = None;
     let mut chars = 0usize;

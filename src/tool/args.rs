@@ -24,25 +24,25 @@ use serde_json::{Map, Value};
 use super::ToolOutput;
 
 /// `args` as the tool's `T`, or the refusal to hand back to the model.
-pub fn parse_args<'a, T: Deserialize<'a>>(args: &'a Map<String, Value>) -> Result<T, ToolOutput> {
+pub(crate) fn parse_args<'a, T: Deserialize<'a>>(args: &'a Map<String, Value>) -> Result<T, ToolOutput> {
     read_args(args).map_err(ToolOutput::from)
 }
 
 /// `args` as `T`, or which argument is wrong and how (for tools that word refusals their own way).
-pub fn read_args<'a, T: Deserialize<'a>>(args: &'a Map<String, Value>) -> Result<T, ArgError> {
+pub(crate) fn read_args<'a, T: Deserialize<'a>>(args: &'a Map<String, Value>) -> Result<T, ArgError> {
     T::deserialize(ArgsDe(args))
 }
 
 /// Why the arguments do not fit, and which one.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ArgError {
+pub(crate) struct ArgError {
     /// The argument at fault, as the model spells it.
-    pub field: &'static str,
-    pub problem: Problem,
+    pub(crate) field: &'static str,
+    pub(crate) problem: Problem,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Problem {
+pub(crate) enum Problem {
     /// Absent or `null`.
     Missing,
     /// Present with a value the field does not take (wrong type, unknown variant, out of
@@ -111,12 +111,12 @@ impl de::Error for ArgError {
 
 /// Readers for arguments the tools have always been lenient about: a value of the wrong type
 /// counts as absent instead of being refused. Use as `#[serde(deserialize_with = "…")]`.
-pub mod lenient {
+pub(crate) mod lenient {
     use serde::{Deserialize, Deserializer};
     use serde_json::Value;
 
     /// The string, or `""` for anything else (absent, null, a number, …).
-    pub fn string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    pub(crate) fn string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
         Ok(match Option::<Value>::deserialize(d)? {
             Some(Value::String(s)) => s,
             _ => String::new(),
@@ -124,12 +124,12 @@ pub mod lenient {
     }
 
     /// A non-negative integer; anything else (a float, a negative number, a numeric string) is `None`.
-    pub fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    pub(crate) fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
         Ok(Option::<Value>::deserialize(d)?.and_then(|v| v.as_u64()))
     }
 
     /// Any JSON number as a float; anything else (a numeric string too) is `None`.
-    pub fn f64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    pub(crate) fn f64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
         Ok(Option::<Value>::deserialize(d)?.and_then(|v| v.as_f64()))
     }
 }

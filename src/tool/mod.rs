@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 
 use crate::util::cancel::CancelToken;
 
-pub mod args;
-pub mod workspace;
+pub(crate) mod args;
+pub(crate) mod workspace;
 
 /// What a tool call produced, in the contract's three projections (docs/agent-and-memory.md §13).
 #[derive(Debug, Clone, PartialEq)]
@@ -21,36 +21,36 @@ pub struct ToolOutput {
     /// Text the model sees in the `tool` message.
     pub for_model: String,
     /// Text for the client's `tool_result` preview (cut to 200 code points on the wire); defaults to `for_model`.
-    pub preview: Option<String>,
+    pub(crate) preview: Option<String>,
     /// Text stored in history.jsonl; defaults to `for_model`.
-    pub for_history: Option<String>,
+    pub(crate) for_history: Option<String>,
     /// A structured failure: counted as failed by later consumers (skill evolution).
     pub failed: bool,
 }
 
 impl ToolOutput {
-    pub fn ok(text: impl Into<String>) -> Self {
+    pub(crate) fn ok(text: impl Into<String>) -> Self {
         ToolOutput { for_model: text.into(), preview: None, for_history: None, failed: false }
     }
 
     /// A failure reported to the model as text starting with `Error`.
-    pub fn error(text: impl Into<String>) -> Self {
+    pub(crate) fn error(text: impl Into<String>) -> Self {
         let t = text.into();
         let t = if t.starts_with("Error") { t } else { format!("Error: {t}") };
         ToolOutput { for_model: t, preview: None, for_history: None, failed: true }
     }
 
-    pub fn preview_text(&self) -> &str {
+    pub(crate) fn preview_text(&self) -> &str {
         self.preview.as_deref().unwrap_or(&self.for_model)
     }
 
-    pub fn history_text(&self) -> &str {
+    pub(crate) fn history_text(&self) -> &str {
         self.for_history.as_deref().unwrap_or(&self.for_model)
     }
 
     /// Every projection with the known secret values replaced (the turn loop's one redaction
     /// of tool results before they reach events, history and the model).
-    pub fn redacted(self, secrets: &crate::secrets::Secrets) -> ToolOutput {
+    pub(crate) fn redacted(self, secrets: &crate::secrets::Secrets) -> ToolOutput {
         let clean = |t: String| match secrets.redact(&t) {
             std::borrow::Cow::Borrowed(_) => t,
             std::borrow::Cow::Owned(r) => r,
@@ -75,7 +75,7 @@ pub struct TurnState {
 }
 
 /// Metadata keys a turn owns; everything else (e.g. a title renamed mid-turn) is left alone.
-pub const TURN_METADATA_KEYS: [&str; 2] = ["activated_tools", "activated_skills"];
+pub(crate) const TURN_METADATA_KEYS: [&str; 2] = ["activated_tools", "activated_skills"];
 
 /// Everything a tool may touch, so tools never reach for globals.
 #[derive(Clone)]
@@ -100,24 +100,24 @@ impl TurnCtx {
 #[derive(Debug, Default)]
 pub struct Preparation {
     /// Bodies joined into one extra system message after the main one (explicit skills).
-    pub system_bodies: Vec<String>,
+    pub(crate) system_bodies: Vec<String>,
     /// Assistant receipts persisted right after the user record (`[Skill loaded: …]`).
-    pub receipts: Vec<String>,
+    pub(crate) receipts: Vec<String>,
     /// The user content the model sees, when it differs from the stored one (legacy `@name`).
-    pub model_content: Option<String>,
+    pub(crate) model_content: Option<String>,
 }
 
 /// A turn that completed and was persisted, as extensions see it afterwards (skill evolution).
 pub struct FinishedTurn<'a> {
-    pub req: &'a crate::bus::TurnRequest,
+    pub(crate) req: &'a crate::bus::TurnRequest,
     /// This turn's records as appended to history.jsonl (user, receipts, tool steps, answer).
-    pub records: &'a [crate::store::chats::Record],
+    pub(crate) records: &'a [crate::store::chats::Record],
     /// The tool-iteration limit was hit (the answer came from the forced final call).
-    pub hit_limit: bool,
+    pub(crate) hit_limit: bool,
     /// Cancelled after some text was streamed (what was shown is kept).
-    pub cancelled: bool,
+    pub(crate) cancelled: bool,
     /// The LLM client the turn used, for background follow-ups.
-    pub client: &'a Arc<crate::llm::client::LlmClient>,
+    pub(crate) client: &'a Arc<crate::llm::client::LlmClient>,
 }
 
 /// A pluggable part of every turn (MCP, Skills). All methods have neutral defaults.
@@ -160,7 +160,7 @@ pub trait Tool: Send + Sync {
 }
 
 /// Formats a duration the way tool messages quote it (`30s`, `0.3s`).
-pub fn fmt_secs(d: Duration) -> String {
+pub(crate) fn fmt_secs(d: Duration) -> String {
     if d.subsec_millis() == 0 {
         format!("{}s", d.as_secs())
     } else {
@@ -170,7 +170,7 @@ pub fn fmt_secs(d: Duration) -> String {
 
 /// The built-in tools' names in the contract's order (docs/tools-and-mcp.md §1): the one list of
 /// them, which `agent::tools::builtins_with` is tested against and the skills' base registry builds on.
-pub const BUILTIN_NAMES: [&str; 10] = [
+pub(crate) const BUILTIN_NAMES: [&str; 10] = [
     "save_memory",
     "web_fetch",
     "web_search",

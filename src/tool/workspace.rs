@@ -22,14 +22,14 @@ use crate::util::cancel::CancelToken;
 /// Symlinks followed while resolving one path before giving up (Linux's own limit).
 const MAX_SYMLINKS: usize = 40;
 /// Directory entries a single walk may visit, so a huge tree cannot stall a turn.
-pub const MAX_WALK_ENTRIES: usize = 200_000;
+pub(crate) const MAX_WALK_ENTRIES: usize = 200_000;
 /// Directory depth a walk descends to.
 const MAX_WALK_DEPTH: usize = 64;
 /// Wall time one `glob` or `grep` call may take; then it reports what it found so far.
-pub const SEARCH_TIME_LIMIT: Duration = Duration::from_secs(10);
+pub(crate) const SEARCH_TIME_LIMIT: Duration = Duration::from_secs(10);
 
 /// The time and cancel bound of one search call, polled by the walk and by grep's line loop.
-pub struct Budget {
+pub(crate) struct Budget {
     deadline: Instant,
     limit: Duration,
     cancel: CancelToken,
@@ -37,7 +37,7 @@ pub struct Budget {
 
 /// Why a search stopped before it was done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Halt {
+pub(crate) enum Halt {
     /// The turn was cancelled: the caller drops its results.
     Cancelled,
     /// [`Budget`]'s deadline passed: the caller reports what it has, with a note.
@@ -46,13 +46,13 @@ pub enum Halt {
 
 impl Budget {
     /// A budget of `limit` from now, ended early by `cancel`.
-    pub fn new(cancel: &CancelToken, limit: Duration) -> Self {
+    pub(crate) fn new(cancel: &CancelToken, limit: Duration) -> Self {
         Budget { deadline: Instant::now() + limit, limit, cancel: cancel.clone() }
     }
 
     /// `Err` once the turn is cancelled or the deadline has passed (cheap: one atomic load and
     /// a clock read).
-    pub fn check(&self) -> Result<(), Halt> {
+    pub(crate) fn check(&self) -> Result<(), Halt> {
         if self.cancel.is_cancelled() {
             Err(Halt::Cancelled)
         } else if Instant::now() >= self.deadline {
@@ -63,55 +63,55 @@ impl Budget {
     }
 
     /// The note a timed-out search appends to its partial results.
-    pub fn timeout_note(&self) -> String {
+    pub(crate) fn timeout_note(&self) -> String {
         format!("search stopped after {}; results are partial", super::fmt_secs(self.limit))
     }
 }
 
 /// The workspace root and the protected Skill roots of one turn, both fully resolved.
-pub struct Workspace {
+pub(crate) struct Workspace {
     root: PathBuf,
     protected: Vec<PathBuf>,
 }
 
 /// What a resolved walk entry is (symlinks are classified by their in-workspace target).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Dir,
     File,
     Other,
 }
 
 /// One entry found by [`Workspace::walk`].
-pub struct Entry {
+pub(crate) struct Entry {
     /// Path components relative to the walk's base, as (lossy) UTF-8 for pattern matching.
-    pub rel: Vec<String>,
+    pub(crate) rel: Vec<String>,
     /// The path as seen in the workspace (link path for symlinks).
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// The symlink-free path to open (equal to `path` unless the entry is a symlink).
-    pub real: PathBuf,
-    pub kind: Kind,
+    pub(crate) real: PathBuf,
+    pub(crate) kind: Kind,
 }
 
 /// Whether a walk should go on.
-pub enum Flow {
+pub(crate) enum Flow {
     Continue,
     Stop,
 }
 
 /// Result of a walk: whether it hit [`MAX_WALK_ENTRIES`] or its [`Budget`] ran out.
-pub struct WalkStats {
-    pub truncated: bool,
-    pub halted: Option<Halt>,
+pub(crate) struct WalkStats {
+    pub(crate) truncated: bool,
+    pub(crate) halted: Option<Halt>,
 }
 
 impl Workspace {
     /// Resolves the turn's workspace and Skill roots. Fails when the workspace does not exist.
-    pub fn new(ctx: &TurnCtx) -> Result<Self, String> {
+    pub(crate) fn new(ctx: &TurnCtx) -> Result<Self, String> {
         Self::from_paths(&ctx.workspace, &ctx.protected)
     }
 
-    pub fn from_paths(workspace: &Path, protected: &[PathBuf]) -> Result<Self, String> {
+    pub(crate) fn from_paths(workspace: &Path, protected: &[PathBuf]) -> Result<Self, String> {
         let root = fs::canonicalize(workspace)
             .map_err(|e| format!("the working directory {} is not available ({})", workspace.display(), e.kind()))?;
         // Relative roots are taken from the process's working directory (as Python's realpath
@@ -121,12 +121,12 @@ impl Workspace {
         Ok(Workspace { root, protected })
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     /// The workspace of `ctx` and `raw` resolved in it (the first step of every file tool).
-    pub fn resolve_in(ctx: &TurnCtx, raw: &str) -> Result<(Self, PathBuf), String> {
+    pub(crate) fn resolve_in(ctx: &TurnCtx, raw: &str) -> Result<(Self, PathBuf), String> {
         let ws = Self::new(ctx)?;
         let path = ws.resolve(raw)?;
         Ok((ws, path))
@@ -134,7 +134,7 @@ impl Workspace {
 
     /// Resolves a tool's `path` argument (relative to the workspace, or absolute) to a
     /// symlink-free absolute path inside the workspace; anything else is refused.
-    pub fn resolve(&self, raw: &str) -> Result<PathBuf, String> {
+    pub(crate) fn resolve(&self, raw: &str) -> Result<PathBuf, String> {
         if raw.contains('\0') {
             return Err(format!("Path '{}' contains a NUL byte", raw.escape_debug()));
         }
@@ -153,17 +153,17 @@ impl Workspace {
     }
 
     /// True when the symlink-free `path` lies inside the workspace (or is its root).
-    pub fn contains(&self, path: &Path) -> bool {
+    pub(crate) fn contains(&self, path: &Path) -> bool {
         path.starts_with(&self.root)
     }
 
     /// True when the symlink-free `path` lies inside a protected Skill root.
-    pub fn is_protected(&self, path: &Path) -> bool {
+    pub(crate) fn is_protected(&self, path: &Path) -> bool {
         self.protected.iter().any(|p| path.starts_with(p))
     }
 
     /// The workspace-relative display form of a path inside the workspace (`.` for the root).
-    pub fn rel(&self, path: &Path) -> String {
+    pub(crate) fn rel(&self, path: &Path) -> String {
         match path.strip_prefix(&self.root) {
             Ok(r) if r.as_os_str().is_empty() => ".".to_string(),
             Ok(r) => r.to_string_lossy().into_owned(),
@@ -175,7 +175,7 @@ impl Workspace {
     /// opened with `openat(…, O_NOFOLLOW)`, so a symlink swapped in after resolution cannot lead
     /// the read outside. FIFOs and devices are refused (opened non-blocking, so a FIFO cannot
     /// hang the turn).
-    pub fn open_read(&self, resolved: &Path, raw: &str) -> Result<File, String> {
+    pub(crate) fn open_read(&self, resolved: &Path, raw: &str) -> Result<File, String> {
         let (dir, name) = self.open_parent(resolved, raw, false)?;
         let f = open_at(&dir, &name, libc::O_RDONLY).map_err(|e| open_error(raw, &e))?;
         self.verify_fd(&f, raw)?;
@@ -190,7 +190,7 @@ impl Workspace {
     /// writing. Parents are created and entered one `openat`/`mkdirat` at a time with
     /// `O_NOFOLLOW`, so a symlink raced into any component cannot redirect the write (or a
     /// directory creation) outside the workspace or into a Skill root. Not truncated here.
-    pub fn open_write(&self, resolved: &Path, raw: &str, create: bool) -> Result<File, String> {
+    pub(crate) fn open_write(&self, resolved: &Path, raw: &str, create: bool) -> Result<File, String> {
         if resolved == self.root {
             return Err(format!("{raw} is a directory"));
         }
@@ -213,14 +213,14 @@ impl Workspace {
 
     /// Creates a new file (never an existing one) at a path below the root, parents made and
     /// entered without following symlinks. For extracting archives into a fresh directory.
-    pub fn create_new(&self, resolved: &Path, raw: &str) -> Result<File, String> {
+    pub(crate) fn create_new(&self, resolved: &Path, raw: &str) -> Result<File, String> {
         let (dir, name) = self.open_parent(resolved, raw, true)?;
         self.verify_fd(&dir, raw)?;
         open_at(&dir, &name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL).map_err(|e| open_error(raw, &e))
     }
 
     /// Creates a directory and its parents below the root without following symlinks.
-    pub fn create_dirs(&self, resolved: &Path, raw: &str) -> Result<(), String> {
+    pub(crate) fn create_dirs(&self, resolved: &Path, raw: &str) -> Result<(), String> {
         let (dir, name) = self.open_parent(resolved, raw, true)?;
         mkdir_at(&dir, &name, raw)?;
         let made = open_at(&dir, &name, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|_| outside(raw))?;
@@ -230,7 +230,7 @@ impl Workspace {
     /// Opens a resolved directory for listing. Like [`Workspace::open_read`], every component
     /// below the root is entered with `O_NOFOLLOW`, so a symlink swapped in after resolution
     /// cannot turn the listing to a directory outside; list it with [`read_names`].
-    pub fn open_dir(&self, resolved: &Path, raw: &str) -> Result<File, String> {
+    pub(crate) fn open_dir(&self, resolved: &Path, raw: &str) -> Result<File, String> {
         let dir = if resolved == self.root {
             self.open_root()?
         } else {
@@ -282,7 +282,7 @@ impl Workspace {
     }
 
     /// Refuses writes that land in a Skill root (the message names `agent_skill_manage`).
-    pub fn check_writable(&self, resolved: &Path, raw: &str) -> Result<(), String> {
+    pub(crate) fn check_writable(&self, resolved: &Path, raw: &str) -> Result<(), String> {
         if !self.contains(resolved) {
             return Err(outside(raw));
         }
@@ -310,7 +310,7 @@ impl Workspace {
     /// Symlinks are never descended into; a symlink is reported (classified by its target) only
     /// when its target resolves inside the workspace, so nothing outside can leak. `budget` is
     /// checked before every entry.
-    pub fn walk(&self, base: &Path, budget: &Budget, visit: &mut dyn FnMut(Entry) -> Flow) -> WalkStats {
+    pub(crate) fn walk(&self, base: &Path, budget: &Budget, visit: &mut dyn FnMut(Entry) -> Flow) -> WalkStats {
         let mut walk = Walk { seen: 0, budget, halted: None };
         let mut rel = Vec::new();
         if let Ok(dir) = self.open_dir(base, "") {
@@ -395,7 +395,7 @@ struct Walk<'b> {
 }
 
 /// The contract's refusal text for a path outside the workspace.
-pub fn outside(raw: &str) -> String {
+pub(crate) fn outside(raw: &str) -> String {
     format!("Path '{raw}' is outside the working directory; access denied")
 }
 
@@ -416,7 +416,7 @@ fn mkdir_at(dir: &File, name: &OsStr, raw: &str) -> Result<(), String> {
 /// The entries of an open directory with their types as listed (symlinks not followed). Read
 /// through the descriptor's `/proc/self/fd` (or `/dev/fd`) link, which names the opened
 /// directory itself however its path has changed since.
-pub fn read_names(dir: &File) -> io::Result<Vec<(OsString, fs::FileType)>> {
+pub(crate) fn read_names(dir: &File) -> io::Result<Vec<(OsString, fs::FileType)>> {
     let fd = dir.as_raw_fd();
     let link = if cfg!(target_os = "linux") { format!("/proc/self/fd/{fd}") } else { format!("/dev/fd/{fd}") };
     let mut out = Vec::new();
@@ -451,7 +451,7 @@ fn open_error(raw: &str, e: &io::Error) -> String {
 /// resolves `raw` against the symlink-free directory `base`, following every symlink met on the
 /// way (up to [`MAX_SYMLINKS`]) and treating `..` after resolution, so `link/..` means the link
 /// target's parent, as the kernel does. Missing components are appended as they are.
-pub fn resolve_from(base: &Path, raw: &Path) -> io::Result<PathBuf> {
+pub(crate) fn resolve_from(base: &Path, raw: &Path) -> io::Result<PathBuf> {
     let mut cur = if raw.is_absolute() { PathBuf::from("/") } else { base.to_path_buf() };
     let mut queue: VecDeque<OsString> = VecDeque::new();
     push_components(&mut queue, raw, false);
@@ -504,13 +504,13 @@ fn push_components(queue: &mut VecDeque<OsString>, p: &Path, front: bool) {
 }
 
 /// True when the first 512 bytes contain a NUL (the contract's binary-file test).
-pub fn looks_binary(head: &[u8]) -> bool {
+pub(crate) fn looks_binary(head: &[u8]) -> bool {
     head.iter().take(512).any(|&b| b == 0)
 }
 
 /// Python's `str.splitlines()`: splits on \n, \r\n, \r, \v, \f, \x1c–\x1e, \x85, U+2028, U+2029;
 /// no trailing empty line for a final terminator.
-pub fn split_lines(s: &str) -> Vec<&str> {
+pub(crate) fn split_lines(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut it = s.char_indices().peekable();
@@ -549,11 +549,11 @@ pub(crate) mod tests {
 
     /// A fresh temp tree: `<tmp>/ws` (workspace), `<tmp>/outside/secret.txt`, and
     /// `<tmp>/ws/skills/user` as a protected root. Removed on drop.
-    pub struct Sandbox {
-        pub tmp: PathBuf,
-        pub ws: PathBuf,
-        pub outside: PathBuf,
-        pub ctx: TurnCtx,
+    pub(crate) struct Sandbox {
+        pub(crate) tmp: PathBuf,
+        pub(crate) ws: PathBuf,
+        pub(crate) outside: PathBuf,
+        pub(crate) ctx: TurnCtx,
     }
 
     impl Drop for Sandbox {
@@ -565,7 +565,7 @@ pub(crate) mod tests {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
     impl Sandbox {
-        pub fn new() -> Sandbox {
+        pub(crate) fn new() -> Sandbox {
             let tmp = std::env::temp_dir().join(format!(
                 "cc-tools-{}-{}-{}",
                 std::process::id(),
@@ -590,18 +590,18 @@ pub(crate) mod tests {
             Sandbox { tmp, ws, outside, ctx }
         }
 
-        pub fn write(&self, rel: &str, text: &str) {
+        pub(crate) fn write(&self, rel: &str, text: &str) {
             let p = self.ws.join(rel);
             fs::create_dir_all(p.parent().unwrap()).unwrap();
             fs::write(p, text).unwrap();
         }
 
-        pub fn link(&self, rel: &str, target: &Path) {
+        pub(crate) fn link(&self, rel: &str, target: &Path) {
             symlink(target, self.ws.join(rel)).unwrap();
         }
 
         /// Runs `tool` with `args` (a JSON object) in this sandbox.
-        pub fn call(&self, tool: &dyn crate::tool::Tool, args: serde_json::Value) -> crate::tool::ToolOutput {
+        pub(crate) fn call(&self, tool: &dyn crate::tool::Tool, args: serde_json::Value) -> crate::tool::ToolOutput {
             tool.run(args.as_object().expect("arguments are an object"), &self.ctx)
         }
     }

@@ -14,7 +14,7 @@ use super::cancel::CancelToken;
 
 /// Why [`wait`] returned without a result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// The turn's token was cancelled.
     Cancelled,
     /// The deadline passed.
@@ -26,7 +26,7 @@ pub enum Stop {
 /// Runs `call` on this thread; a cancel meanwhile shuts `agent`, closing the socket under a
 /// read still waiting. `None` when the token is cancelled by the time `call` returns: what a
 /// shut socket made it return (an error, or a body cut short) is never a result.
-pub fn interruptible<T>(cancel: &CancelToken, agent: &ureq::Agent, call: impl FnOnce() -> T) -> Option<T> {
+pub(crate) fn interruptible<T>(cancel: &CancelToken, agent: &ureq::Agent, call: impl FnOnce() -> T) -> Option<T> {
     let out = {
         let closing = agent.clone();
         let _closer = cancel.on_cancel(move || closing.shutdown());
@@ -37,7 +37,7 @@ pub fn interruptible<T>(cancel: &CancelToken, agent: &ureq::Agent, call: impl Fn
 
 /// Waits for one value on `rx` until `deadline`, waking at once when `cancel` fires. A token
 /// already cancelled wins over a value already there: a cancelled turn never takes a late result.
-pub fn wait<T>(rx: &Receiver<T>, cancel: Option<&CancelToken>, deadline: Instant) -> Result<T, Stop> {
+pub(crate) fn wait<T>(rx: &Receiver<T>, cancel: Option<&CancelToken>, deadline: Instant) -> Result<T, Stop> {
     let Some(cancel) = cancel else {
         return rx.recv_deadline(deadline).map_err(|e| match e {
             RecvTimeoutError::Timeout => Stop::Overdue,

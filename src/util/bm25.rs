@@ -9,16 +9,16 @@ use std::collections::HashMap;
 
 /// The two free parameters of BM25.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Params {
+pub(crate) struct Params {
     /// Term-frequency saturation.
-    pub k1: f64,
+    pub(crate) k1: f64,
     /// Length normalisation (0 = none, 1 = full).
-    pub b: f64,
+    pub(crate) b: f64,
 }
 
 /// An inverted index: per token, the documents holding it with their term frequency.
 #[derive(Debug, Clone)]
-pub struct Index {
+pub(crate) struct Index {
     params: Params,
     postings: HashMap<String, Vec<(u32, u32)>>,
     doc_len: Vec<u32>,
@@ -27,7 +27,7 @@ pub struct Index {
 
 impl Index {
     /// Indexes `docs` (each a token list) in order; a document's position is its id.
-    pub fn build<D, T>(params: Params, docs: D) -> Index
+    pub(crate) fn build<D, T>(params: Params, docs: D) -> Index
     where
         D: IntoIterator<Item = T>,
         T: IntoIterator<Item = String>,
@@ -52,17 +52,19 @@ impl Index {
     }
 
     /// Number of documents.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.doc_len.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.doc_len.is_empty()
     }
 
     /// BM25 of every document against `query`; each occurrence of a query token counts again
     /// (duplicates weigh more). Documents sharing no token keep 0.
-    pub fn score(&self, query: &[String]) -> Scores {
+    pub(crate) fn score(&self, query: &[String]) -> Scores {
         let Params { k1, b } = self.params;
         let n = self.doc_len.len() as f64;
         let mut scores = Scores { values: vec![0.0; self.doc_len.len()], touched: Vec::new() };
@@ -84,7 +86,7 @@ impl Index {
 
 /// Per-document scores of one query.
 #[derive(Debug, Clone)]
-pub struct Scores {
+pub(crate) struct Scores {
     values: Vec<f64>,
     /// Documents that received any addition, in first-touch order.
     touched: Vec<u32>,
@@ -93,7 +95,7 @@ pub struct Scores {
 impl Scores {
     /// Adds `amount` (> 0) to document `doc`: a term's share, or a caller's bonus such as an
     /// exact-name match. Scores only grow, so a document is listed in `touched` once.
-    pub fn add(&mut self, doc: usize, amount: f64) {
+    pub(crate) fn add(&mut self, doc: usize, amount: f64) {
         let Some(v) = self.values.get_mut(doc) else { return };
         if *v == 0.0 {
             self.touched.push(doc as u32);
@@ -102,7 +104,7 @@ impl Scores {
     }
 
     /// Documents with a positive score, best first, ties in document order, at most `limit`.
-    pub fn ranked(self, limit: usize) -> Vec<(usize, f64)> {
+    pub(crate) fn ranked(self, limit: usize) -> Vec<(usize, f64)> {
         let Scores { values, touched } = self;
         let mut hits: Vec<(usize, f64)> =
             touched.into_iter().map(|d| (d as usize, values[d as usize])).filter(|(_, s)| *s > 0.0).collect();

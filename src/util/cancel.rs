@@ -37,7 +37,7 @@ struct State {
 
 /// A registered closer: dropping it unregisters the closer (the call it guards is over).
 #[must_use = "the closer is unregistered when this guard drops"]
-pub struct OnCancel<'a> {
+pub(crate) struct OnCancel<'a> {
     token: &'a CancelToken,
     id: u64,
 }
@@ -87,7 +87,7 @@ impl CancelToken {
     /// Registers `close` to run on cancel, for as long as the returned guard lives: it must
     /// make the blocking call it guards return promptly (shut its socket). On a token already
     /// cancelled it runs at once. It runs at most once, on the cancelling thread.
-    pub fn on_cancel(&self, close: impl FnOnce() + Send + 'static) -> OnCancel<'_> {
+    pub(crate) fn on_cancel(&self, close: impl FnOnce() + Send + 'static) -> OnCancel<'_> {
         let mut st = self.lock();
         let id = st.next_id;
         st.next_id += 1;
@@ -103,21 +103,21 @@ impl CancelToken {
     }
 
     /// Cancels and forbids persisting anything (the chat is being deleted).
-    pub fn discard(&self) {
+    pub(crate) fn discard(&self) {
         self.inner.discard.store(true, Ordering::SeqCst);
         self.cancel();
     }
 
-    pub fn is_discarded(&self) -> bool {
+    pub(crate) fn is_discarded(&self) -> bool {
         self.inner.discard.load(Ordering::SeqCst)
     }
 
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.inner.flag.load(Ordering::SeqCst)
     }
 
     /// A receiver that becomes ready (disconnected) when the token is cancelled.
-    pub fn wait_chan(&self) -> &Receiver<()> {
+    pub(crate) fn wait_chan(&self) -> &Receiver<()> {
         &self.inner.rx
     }
 }

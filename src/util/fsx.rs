@@ -12,12 +12,12 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 /// Mode of every directory the server creates for its own data.
-pub const DIR_MODE: u32 = 0o700;
+pub(crate) const DIR_MODE: u32 = 0o700;
 /// Mode of every file the server creates for its own data.
-pub const FILE_MODE: u32 = 0o600;
+pub(crate) const FILE_MODE: u32 = 0o600;
 
 /// `create_dir_all`, with each directory it creates made [`DIR_MODE`].
-pub fn create_private_dirs(path: &Path) -> io::Result<()> {
+pub(crate) fn create_private_dirs(path: &Path) -> io::Result<()> {
     let mut b = fs::DirBuilder::new();
     b.recursive(true);
     #[cfg(unix)]
@@ -26,7 +26,7 @@ pub fn create_private_dirs(path: &Path) -> io::Result<()> {
 }
 
 /// `create_dir` (one level, must not exist), made [`DIR_MODE`].
-pub fn create_private_dir(path: &Path) -> io::Result<()> {
+pub(crate) fn create_private_dir(path: &Path) -> io::Result<()> {
     let mut b = fs::DirBuilder::new();
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut b, DIR_MODE);
@@ -36,7 +36,7 @@ pub fn create_private_dir(path: &Path) -> io::Result<()> {
 /// Narrows an existing directory to [`DIR_MODE`] when group or others may enter it (an older
 /// install made it 0755), so the files inside, whatever their modes, are out of their reach.
 /// Best effort: a failure (not the owner) is logged.
-pub fn tighten_dir(path: &Path) {
+pub(crate) fn tighten_dir(path: &Path) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -52,14 +52,14 @@ pub fn tighten_dir(path: &Path) {
 
 /// Creates (or truncates) `path` with [`FILE_MODE`] and writes `bytes`; for files written once
 /// into a fresh directory (Skill packages).
-pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut f = private_options().write(true).create(true).truncate(true).open(path)?;
     f.write_all(bytes)
 }
 
 /// `fs::copy` whose copy keeps only the owner's permission bits of the source (a script's
 /// execute bit survives, group and other bits do not).
-pub fn copy_private(from: &Path, to: &Path) -> io::Result<u64> {
+pub(crate) fn copy_private(from: &Path, to: &Path) -> io::Result<u64> {
     let mut src = File::open(from)?;
     let mut dst = private_options().write(true).create(true).truncate(true).open(to)?;
     let n = io::copy(&mut src, &mut dst)?;
@@ -75,7 +75,7 @@ pub fn copy_private(from: &Path, to: &Path) -> io::Result<u64> {
 /// Narrows a tree the server just wrote with other modes (a ZIP extracted through the
 /// workspace's confined writes): directories become [`DIR_MODE`], files keep only their
 /// owner's bits. Symlinks are not followed.
-pub fn make_tree_private(root: &Path) -> io::Result<()> {
+pub(crate) fn make_tree_private(root: &Path) -> io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -103,13 +103,13 @@ fn private_options() -> OpenOptions {
 /// Writes `bytes` to `path` atomically via `.<name>.<pid>.<hex>.tmp` + rename, with fsync. The
 /// file is [`FILE_MODE`]; missing parents are created [`DIR_MODE`]. With `private` (files
 /// holding secrets) an existing parent directory is narrowed to 0700 as well.
-pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> {
     replace(path, bytes, private, true)
 }
 
 /// Like [`write_atomic`] without fsync: never half-written after a process crash (the rename
 /// is atomic), for per-turn files on the hot path; power-loss durability is the file system's.
-pub fn write_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace(path, bytes, false, false)
 }
 
@@ -147,7 +147,7 @@ fn replace(path: &Path, bytes: &[u8], private: bool, sync: bool) -> io::Result<(
 /// as the old one replaces it in that single write, so a process crash leaves the old or the
 /// new value, never an empty file (the original truncates first); a shorter one is truncated
 /// to first.
-pub fn overwrite_counter(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn overwrite_counter(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
     let f = private_options().write(true).create(true).truncate(false).open(path)?;
     let old = f.metadata()?.len();
@@ -163,7 +163,7 @@ const WRITE_AHEAD_KEEP: u64 = 4096;
 /// A write-ahead file [`write_ahead`] wrote, kept open until its work is done: blanking it
 /// then needs no second open of its path.
 #[derive(Debug)]
-pub struct WriteAhead {
+pub(crate) struct WriteAhead {
     file: File,
     len: u64,
 }
@@ -173,7 +173,7 @@ impl WriteAhead {
     /// [`WRITE_AHEAD_KEEP`] bytes first) through the descriptor that wrote it: readers see
     /// nothing pending, and the next [`write_ahead`] reuses the file. If the file was removed
     /// meanwhile (its chat deleted), the write lands in the removed file, harmlessly.
-    pub fn blank(self) -> io::Result<()> {
+    pub(crate) fn blank(self) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
         if self.len > WRITE_AHEAD_KEEP {
             self.file.set_len(WRITE_AHEAD_KEEP)?;
@@ -191,7 +191,7 @@ impl WriteAhead {
 /// old text or the new one; only an old text more than [`WRITE_AHEAD_KEEP`] bytes longer is
 /// cut first, which leaves nothing that parses until the write. A missing parent directory
 /// is created [`DIR_MODE`]; a failed write removes the file.
-pub fn write_ahead(path: &Path, bytes: &[u8]) -> io::Result<WriteAhead> {
+pub(crate) fn write_ahead(path: &Path, bytes: &[u8]) -> io::Result<WriteAhead> {
     use std::os::unix::fs::FileExt;
     let f = open_creating_parent(path, private_options().write(true).create(true))?;
     let old = f.metadata()?.len();
@@ -233,7 +233,7 @@ fn open_creating_parent(path: &Path, opts: &OpenOptions) -> io::Result<File> {
 
 /// Opens `path` for appending (created [`FILE_MODE`], its directory [`DIR_MODE`], when
 /// missing), for [`append_to`].
-pub fn open_append(path: &Path) -> io::Result<File> {
+pub(crate) fn open_append(path: &Path) -> io::Result<File> {
     open_creating_parent(path, private_options().create(true).append(true))
 }
 
@@ -242,7 +242,7 @@ pub fn open_append(path: &Path) -> io::Result<File> {
 /// power-loss durability is left to the file system so a turn does not pay an fsync on the
 /// hot path. A write that fails part-way (disk full) is cut back off, so the file never
 /// keeps half a record.
-pub fn append_to(f: &mut File, before: u64, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn append_to(f: &mut File, before: u64, bytes: &[u8]) -> io::Result<()> {
     f.write_all(bytes).inspect_err(|_| {
         // Best effort: if even the truncate fails, readers still skip the torn line.
         let _ = f.set_len(before);
@@ -250,14 +250,14 @@ pub fn append_to(f: &mut File, before: u64, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Flushes a directory entry after a rename (ignored where unsupported).
-pub fn sync_dir(dir: &Path) {
+pub(crate) fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
 }
 
 /// Reads a file as UTF-8 text; a missing file is `Ok(None)`.
-pub fn read_opt(path: &Path) -> io::Result<Option<String>> {
+pub(crate) fn read_opt(path: &Path) -> io::Result<Option<String>> {
     match fs::read(path) {
         Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -272,7 +272,7 @@ pub fn read_opt(path: &Path) -> io::Result<Option<String>> {
 /// `root` (`O_NOFOLLOW`), and one found below a child of `root` is first moved up to a fresh
 /// name directly under `root` (`renameat` moves a link itself, never its target). At most
 /// three descriptors are open at a time and no path is longer than `root` plus one name.
-pub fn remove_tree(root: &Path) -> io::Result<()> {
+pub(crate) fn remove_tree(root: &Path) -> io::Result<()> {
     use nix::fcntl::renameat;
     use nix::unistd::UnlinkatFlags;
     match fs::symlink_metadata(root) {

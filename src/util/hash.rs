@@ -2,7 +2,7 @@
 //! short stable ids derived from them. Pure; any thread.
 
 /// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     super::rand::to_hex(&sha2::Sha256::digest(bytes))
 }

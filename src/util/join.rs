@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 const POLL: Duration = Duration::from_millis(1);
 
 /// Joins `h` if it ends before `deadline`; otherwise returns its name (still running).
-pub fn join_until(h: JoinHandle<()>, deadline: Instant) -> Result<(), String> {
+pub(crate) fn join_until(h: JoinHandle<()>, deadline: Instant) -> Result<(), String> {
     while !h.is_finished() && Instant::now() < deadline {
         std::thread::sleep(POLL);
     }

@@ -6,13 +6,13 @@
 /// Deepest JSON a peer may send over HTTP bodies, MCP messages and model replies: far beyond
 /// what those wire shapes use (JSON Schemas in MCP tool lists nest about 20 levels), and it
 /// costs serde_json about 120 KiB of stack in a debug build, 30 KiB in release.
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// The byte offset of the first `[` or `{` in `bytes` that opens a level deeper than `max`,
 /// or `None` when the text never nests deeper. Brackets inside strings do not count. On text
 /// that is not JSON the answer is meaningless but harmless: serde_json reads the same bytes
 /// left to right, so it cannot nest deeper than this count before it meets the error.
-pub fn too_deep(bytes: &[u8], max: usize) -> Option<usize> {
+pub(crate) fn too_deep(bytes: &[u8], max: usize) -> Option<usize> {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;

@@ -74,7 +74,7 @@ pub fn tune_at_startup<T>(prepare: impl FnOnce(&mut std::process::Command) -> T)
 /// Hands heap pages freed by a burst of work back to the OS. glibc keeps freed pages in its
 /// arenas (one per busy thread), so without this the process would hold a burst's high-water
 /// RSS for the rest of its life.
-pub fn release_free_memory() {
+pub(crate) fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns unused pages to the OS; it has no preconditions and
     // glibc makes it thread-safe (it takes each arena's lock). Raw libc: a glibc extension no

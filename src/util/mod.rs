@@ -6,24 +6,24 @@
 //! acquisition that recovers from poisoning (`sync`). Any thread may call them. The bottom
 //! layer: nothing here imports another module of the crate.
 
-pub mod blocking;
-pub mod bm25;
+pub(crate) mod blocking;
+pub(crate) mod bm25;
 pub mod cancel;
-pub mod fsx;
-pub mod hash;
-pub mod join;
-pub mod json;
+pub(crate) mod fsx;
+pub(crate) mod hash;
+pub(crate) mod join;
+pub(crate) mod json;
 pub mod malloc;
 
 #[cfg(test)]
-pub mod prng;
-pub mod pydantic;
-pub mod pyjson;
-pub mod rand;
-pub mod redact;
-pub mod secret;
-pub mod sse;
-pub mod sync;
-pub mod text;
-pub mod time;
-pub mod url;
+pub(crate) mod prng;
+pub(crate) mod pydantic;
+pub(crate) mod pyjson;
+pub(crate) mod rand;
+pub(crate) mod redact;
+pub(crate) mod secret;
+pub(crate) mod sse;
+pub(crate) mod sync;
+pub(crate) mod text;
+pub(crate) mod time;
+pub(crate) mod url;

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 /// One part of an issue's location.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
-pub enum Loc {
+pub(crate) enum Loc {
     Key(String),
     /// A position (the column of a JSON syntax error).
     Index(usize),
@@ -17,34 +17,34 @@ pub enum Loc {
 
 /// One 422 item. Fields in wire order (the original's key-sorted JSON).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Issue {
+pub(crate) struct Issue {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ctx: Option<Value>,
-    pub input: Value,
-    pub loc: Vec<Loc>,
-    pub msg: String,
+    pub(crate) ctx: Option<Value>,
+    pub(crate) input: Value,
+    pub(crate) loc: Vec<Loc>,
+    pub(crate) msg: String,
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
 }
 
 impl Issue {
-    pub fn new(kind: &'static str, loc: &[&str], msg: impl Into<String>, input: Value) -> Issue {
+    pub(crate) fn new(kind: &'static str, loc: &[&str], msg: impl Into<String>, input: Value) -> Issue {
         Issue { ctx: None, input, loc: loc.iter().map(|s| Loc::Key(s.to_string())).collect(), msg: msg.into(), kind }
     }
 
-    pub fn with_ctx(mut self, ctx: Value) -> Issue {
+    pub(crate) fn with_ctx(mut self, ctx: Value) -> Issue {
         self.ctx = Some(ctx);
         self
     }
 
     /// The body is not JSON: pydantic's `json_invalid` at the error's column.
-    pub fn json_invalid(e: &serde_json::Error) -> Issue {
+    pub(crate) fn json_invalid(e: &serde_json::Error) -> Issue {
         Issue::json_invalid_at(e.column(), e.to_string())
     }
 
     /// `json_invalid` at a byte position, with `error` as its context (nesting refused before
     /// parsing, see [`crate::util::json::too_deep`]).
-    pub fn json_invalid_at(pos: usize, error: String) -> Issue {
+    pub(crate) fn json_invalid_at(pos: usize, error: String) -> Issue {
         Issue {
             ctx: Some(json!({ "error": error })),
             input: json!({}),

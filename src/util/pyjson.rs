@@ -33,7 +33,7 @@ impl Formatter for PyFormatter {
 }
 
 /// `value` printed like Python's `json.dumps(value, ensure_ascii=False)`.
-pub fn to_string<T: Serialize + ?Sized>(value: &T) -> String {
+pub(crate) fn to_string<T: Serialize + ?Sized>(value: &T) -> String {
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::with_formatter(&mut out, PyFormatter);
     // Our wire types have string keys and no fallible Serialize impls; writing to a Vec

@@ -8,28 +8,28 @@
 //! and a failure anyway is a panic (a bug in the host) rather than an id made up quietly.
 
 /// Whether the OS entropy source answers; `app::run` refuses to start when it does not.
-pub fn check() -> Result<(), String> {
+pub(crate) fn check() -> Result<(), String> {
     let mut probe = [0u8; 16];
     getrandom::fill(&mut probe).map_err(|e| format!("the OS entropy source is unavailable: {e}"))
 }
 
 /// Fills `buf` with random bytes. Panics if the OS entropy source fails (see the module note:
 /// [`check`] has already succeeded at start-up).
-pub fn fill(buf: &mut [u8]) {
+pub(crate) fn fill(buf: &mut [u8]) {
     if let Err(e) = getrandom::fill(buf) {
         panic!("the OS entropy source failed after start-up: {e}");
     }
 }
 
 /// `n` random bytes as lowercase hex (`2n` characters).
-pub fn hex(n: usize) -> String {
+pub(crate) fn hex(n: usize) -> String {
     let mut buf = vec![0u8; n];
     fill(&mut buf);
     to_hex(&buf)
 }
 
 /// Lowercase hex of `bytes`.
-pub fn to_hex(bytes: &[u8]) -> String {
+pub(crate) fn to_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
@@ -40,7 +40,7 @@ pub fn to_hex(bytes: &[u8]) -> String {
 }
 
 /// A random version-4 UUID, lowercase and hyphenated.
-pub fn uuid4() -> String {
+pub(crate) fn uuid4() -> String {
     let mut b = [0u8; 16];
     fill(&mut b);
     b[6] = (b[6] & 0x0f) | 0x40;
@@ -50,7 +50,7 @@ pub fn uuid4() -> String {
 }
 
 /// A random u64 in `1..2^53` (safe as a JSON number in every client).
-pub fn js_safe_id() -> u64 {
+pub(crate) fn js_safe_id() -> u64 {
     let mut b = [0u8; 8];
     fill(&mut b);
     (u64::from_le_bytes(b) & ((1u64 << 53) - 1)).max(1)

@@ -4,7 +4,7 @@
 const LABELS: &[&str] = &["api_key", "api-key", "apikey", "authorization", "x-api-key", "secret", "password", "token"];
 
 /// Replaces secrets in `s` with `[REDACTED]`, plus every exact occurrence of `known` secrets.
-pub fn redact_with(s: &str, known: &[&str]) -> String {
+pub(crate) fn redact_with(s: &str, known: &[&str]) -> String {
     let mut out = s.to_string();
     for k in known {
         let k = k.trim();
@@ -22,7 +22,7 @@ fn may_start(b: u8) -> bool {
 }
 
 /// Replaces bearer tokens, `sk-` keys and labelled secrets with `[REDACTED]`.
-pub fn redact(s: &str) -> String {
+pub(crate) fn redact(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let bytes = s.as_bytes();
     let lower = s.to_ascii_lowercase();

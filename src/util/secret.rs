@@ -7,15 +7,15 @@ use std::fmt;
 /// A secret value (an access token, an API key). Wrap it where it enters (configuration) and
 /// expose it only where it is used (comparing a token, sending a key).
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret<T>(T);
+pub(crate) struct Secret<T>(T);
 
 impl<T> Secret<T> {
-    pub fn new(value: T) -> Secret<T> {
+    pub(crate) fn new(value: T) -> Secret<T> {
         Secret(value)
     }
 
     /// The value itself, for the one place that needs it.
-    pub fn expose(&self) -> &T {
+    pub(crate) fn expose(&self) -> &T {
         &self.0
     }
 }

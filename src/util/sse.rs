@@ -11,24 +11,24 @@ use std::fmt;
 use std::io::{self, Read};
 
 /// Longest accepted line in bytes (an MCP `tools/list` reply arrives as one `data:` line).
-pub const DEFAULT_MAX_LINE: usize = 8 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_LINE: usize = 8 * 1024 * 1024;
 /// Largest accepted event (joined data) in bytes.
-pub const DEFAULT_MAX_EVENT: usize = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_EVENT: usize = 16 * 1024 * 1024;
 const READ_CHUNK: usize = 8 * 1024;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SseEvent {
+pub(crate) struct SseEvent {
     /// The `event` field, `"message"` when absent or empty.
-    pub event: String,
+    pub(crate) event: String,
     /// The joined `data` lines (empty for a bare `data:`).
-    pub data: String,
+    pub(crate) data: String,
     /// The `id` field if this event block carried one.
-    pub id: Option<String>,
+    pub(crate) id: Option<String>,
 }
 
 #[derive(Debug)]
-pub enum SseError {
+pub(crate) enum SseError {
     Io(io::Error),
     /// A line exceeded the cap (bytes seen so far).
     LineTooLong(usize),
@@ -62,7 +62,7 @@ impl From<io::Error> for SseError {
 }
 
 /// Incremental parser; call [`SseReader::next_event`] until it returns `Ok(None)` (end of stream).
-pub struct SseReader<R> {
+pub(crate) struct SseReader<R> {
     inner: R,
     buf: Box<[u8]>,
     pos: usize,
@@ -78,11 +78,11 @@ pub struct SseReader<R> {
 }
 
 impl<R: Read> SseReader<R> {
-    pub fn new(inner: R) -> Self {
+    pub(crate) fn new(inner: R) -> Self {
         Self::with_limits(inner, DEFAULT_MAX_LINE, DEFAULT_MAX_EVENT)
     }
 
-    pub fn with_limits(inner: R, max_line: usize, max_event: usize) -> Self {
+    pub(crate) fn with_limits(inner: R, max_line: usize, max_event: usize) -> Self {
         SseReader {
             inner,
             buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
@@ -99,18 +99,18 @@ impl<R: Read> SseReader<R> {
     }
 
     /// The last `id` seen (for `Last-Event-ID` on reconnect).
-    pub fn last_event_id(&self) -> &str {
+    pub(crate) fn last_event_id(&self) -> &str {
         &self.last_event_id
     }
 
     /// The last valid `retry` value in milliseconds.
-    pub fn retry_ms(&self) -> Option<u64> {
+    pub(crate) fn retry_ms(&self) -> Option<u64> {
         self.retry_ms
     }
 
     /// Reads until the next dispatched event. At end of stream an unterminated event with
     /// data is still dispatched (lenient: some servers omit the final blank line).
-    pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
+    pub(crate) fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
         self.next_event_with(&mut || Ok(()))
     }
 
@@ -119,7 +119,7 @@ impl<R: Read> SseReader<R> {
     /// already parsed (text to send on) hands it over there, so nothing waits on the network
     /// while events that arrived together are handled together. An error from `before_read`
     /// is returned instead of reading (a caller's own deadline).
-    pub fn next_event_with(
+    pub(crate) fn next_event_with(
         &mut self,
         before_read: &mut dyn FnMut() -> io::Result<()>,
     ) -> Result<Option<SseEvent>, SseError> {

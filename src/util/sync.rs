@@ -13,23 +13,23 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard
 use std::time::Duration;
 
 /// `m.lock()`, taking the guard even when an earlier holder panicked.
-pub fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// `l.read()`, taking the guard even when an earlier writer panicked.
-pub fn read<T: ?Sized>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+pub(crate) fn read<T: ?Sized>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// `l.write()`, taking the guard even when an earlier writer panicked.
-pub fn write<T: ?Sized>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+pub(crate) fn write<T: ?Sized>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// `cv.wait_timeout(guard, dur)`, the guard back even when the mutex was poisoned meanwhile;
 /// whether the wait timed out is left to the caller's own deadline.
-pub fn wait_timeout<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>, dur: Duration) -> MutexGuard<'a, T> {
+pub(crate) fn wait_timeout<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>, dur: Duration) -> MutexGuard<'a, T> {
     cv.wait_timeout(guard, dur).unwrap_or_else(PoisonError::into_inner).0
 }
 

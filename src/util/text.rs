@@ -1,7 +1,7 @@
 //! Text helpers counted in Unicode scalar values (the original's Python `str` semantics).
 
 /// The first `n` code points of `s` (never splits a UTF-8 sequence).
-pub fn take_chars(s: &str, n: usize) -> &str {
+pub(crate) fn take_chars(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
         Some((i, _)) => &s[..i],
         None => s,
@@ -9,17 +9,18 @@ pub fn take_chars(s: &str, n: usize) -> &str {
 }
 
 /// Number of code points in `s`.
-pub fn char_len(s: &str) -> usize {
+pub(crate) fn char_len(s: &str) -> usize {
     s.chars().count()
 }
 
 /// Collapses every whitespace run to one space and trims both ends.
-pub fn collapse_ws(s: &str) -> String {
+pub(crate) fn collapse_ws(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Cuts `s` to at most `max` bytes on a char boundary, appending `marker` when cut.
-pub fn cap_bytes(s: &str, max: usize, marker: &str) -> String {
+#[cfg(test)]
+pub(crate) fn cap_bytes(s: &str, max: usize, marker: &str) -> String {
     if s.len() <= max {
         return s.to_string();
     }
@@ -31,7 +32,7 @@ pub fn cap_bytes(s: &str, max: usize, marker: &str) -> String {
 }
 
 /// Python `repr` of a string (single quotes unless it contains `'` and no `"`).
-pub fn py_repr(s: &str) -> String {
+pub(crate) fn py_repr(s: &str) -> String {
     let use_double = s.contains('\'') && !s.contains('"');
     let q = if use_double { '"' } else { '\'' };
     let mut out = String::with_capacity(s.len() + 2);

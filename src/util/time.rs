@@ -6,20 +6,20 @@ use super::sync;
 
 /// Broken-down local time of a Unix timestamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Local {
-    pub year: i32,
-    pub month: u32,
-    pub day: u32,
-    pub hour: u32,
-    pub minute: u32,
-    pub second: u32,
+pub(crate) struct Local {
+    pub(crate) year: i32,
+    pub(crate) month: u32,
+    pub(crate) day: u32,
+    pub(crate) hour: u32,
+    pub(crate) minute: u32,
+    pub(crate) second: u32,
     /// Offset from UTC in seconds (east positive).
-    pub offset: i64,
+    pub(crate) offset: i64,
 }
 
 impl Local {
     /// `YYYY-MM-DD<sep>HH:MM:SS`.
-    pub fn ymd_hms(&self, sep: char) -> String {
+    pub(crate) fn ymd_hms(&self, sep: char) -> String {
         format!(
             "{:04}-{:02}-{:02}{sep}{:02}:{:02}:{:02}",
             self.year, self.month, self.day, self.hour, self.minute, self.second
@@ -27,7 +27,7 @@ impl Local {
     }
 
     /// `+HH:MM` (or `+HHMM` without `colon`).
-    pub fn offset_str(&self, colon: bool) -> String {
+    pub(crate) fn offset_str(&self, colon: bool) -> String {
         let sign = if self.offset < 0 { '-' } else { '+' };
         let off = self.offset.abs();
         let colon = if colon { ":" } else { "" };
@@ -36,17 +36,17 @@ impl Local {
 }
 
 /// Seconds since the epoch as a float (the original's `time.time()`).
-pub fn now_epoch() -> f64 {
+pub(crate) fn now_epoch() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// Milliseconds since the epoch.
-pub fn now_millis() -> u128 {
+pub(crate) fn now_millis() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0)
 }
 
 /// Local broken-down time for `secs` since the epoch.
-pub fn local(secs: i64) -> Local {
+pub(crate) fn local(secs: i64) -> Local {
     // Every log line and history append asks for the current second; glibc's conversion
     // (a lock and the zone rules) is most of their time, so the last answer is kept.
     static LAST: std::sync::Mutex<Option<(i64, Local)>> = std::sync::Mutex::new(None);
@@ -68,6 +68,7 @@ fn convert(secs: i64) -> Local {
         // SAFETY: `tm` is plain data; localtime_r only writes into it and reads `t`. Raw libc:
         // nix and std wrap no local-time call, and a time-zone crate would be far larger.
         let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        // SAFETY: as above: `t` and `tm` are valid for the call; localtime_r keeps no pointer.
         let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
         if ok {
             return Local {
@@ -85,7 +86,7 @@ fn convert(secs: i64) -> Local {
 }
 
 /// UTC broken-down time (civil-from-days, proleptic Gregorian).
-pub fn utc(secs: i64) -> Local {
+pub(crate) fn utc(secs: i64) -> Local {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let z = days + 719_468;
@@ -113,30 +114,30 @@ fn now_secs() -> i64 {
 }
 
 /// `YYYY-MM-DD HH:MM` local (history timestamps, save_memory lines).
-pub fn minute_stamp() -> String {
+pub(crate) fn minute_stamp() -> String {
     let t = local(now_secs());
     format!("{:04}-{:02}-{:02} {:02}:{:02}", t.year, t.month, t.day, t.hour, t.minute)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS` local without offset (session list `updated_at`).
-pub fn local_iso_naive(secs: i64) -> String {
+pub(crate) fn local_iso_naive(secs: i64) -> String {
     local(secs).ymd_hms('T')
 }
 
 /// `YYYY-MM-DDTHH:MM:SS+HH:MM` local with offset (session_updated `updated_at`).
-pub fn local_iso_offset_now() -> String {
+pub(crate) fn local_iso_offset_now() -> String {
     let t = local(now_secs());
     format!("{}{}", t.ymd_hms('T'), t.offset_str(true))
 }
 
 /// RFC 3339 UTC with microseconds (`2026-11-30T01:40:18.811534+00:00`).
-pub fn utc_rfc3339_micros() -> String {
+pub(crate) fn utc_rfc3339_micros() -> String {
     let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     format!("{}.{:06}+00:00", utc(d.as_secs() as i64).ymd_hms('T'), d.subsec_micros())
 }
 
 /// Local `YYYY-MM-DD` date (log rotation, snapshot names).
-pub fn local_date(secs: i64) -> String {
+pub(crate) fn local_date(secs: i64) -> String {
     let t = local(secs);
     format!("{:04}-{:02}-{:02}", t.year, t.month, t.day)
 }

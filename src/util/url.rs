@@ -13,25 +13,25 @@ use ureq::http::uri::{Authority, Uri};
 /// Where an http(s) URL connects, normalised for comparison: lower-case scheme and host, no
 /// trailing dots on the host, IPv6 in its canonical form, the default port filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
+pub(crate) struct Origin {
     /// `http` or `https`.
-    pub scheme: &'static str,
+    pub(crate) scheme: &'static str,
     /// Lower-case host; IPv6 keeps its brackets.
-    pub host: String,
-    pub port: u16,
+    pub(crate) host: String,
+    pub(crate) port: u16,
 }
 
 impl Origin {
     /// The origin of an absolute `http(s)://host[:port]…` URL; `None` for anything else,
     /// including URLs with user info and ports that are not a `u16`.
-    pub fn of(url: &str) -> Option<Origin> {
+    pub(crate) fn of(url: &str) -> Option<Origin> {
         Origin::check(url).ok()
     }
 
     /// Like [`Origin::of`], saying why a URL has none: user info is [`UrlError::Credentials`]
     /// (a URL that is otherwise fine but names a user is refused for that reason), anything
     /// else [`UrlError::NotHttp`].
-    pub fn check(url: &str) -> Result<Origin, UrlError> {
+    pub(crate) fn check(url: &str) -> Result<Origin, UrlError> {
         let (uri, scheme) = parse_http(url)?;
         let authority = uri.authority().ok_or(UrlError::NotHttp)?;
         if authority.as_str().contains('@') {
@@ -48,7 +48,7 @@ impl Origin {
 
 /// Why a URL is not a usable absolute http(s) URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UrlError {
+pub(crate) enum UrlError {
     /// Not absolute, not http or https, no host, a bad port, or not a URL at all.
     NotHttp,
     /// `user[:password]@` in the authority.
@@ -57,11 +57,11 @@ pub enum UrlError {
 
 /// The one message every boundary gives (LLM settings and calls, MCP server URLs and
 /// connections) for an `https://` URL in a build without the `tls` feature.
-pub const TLS_MISSING: &str =
+pub(crate) const TLS_MISSING: &str =
     "https:// endpoints need CashCode built with the `tls` feature (this build has it off); use an http:// endpoint";
 
 /// [`TLS_MISSING`] when `url` is an `https://` URL and this build has no TLS.
-pub fn tls_missing(url: &str) -> Option<&'static str> {
+pub(crate) fn tls_missing(url: &str) -> Option<&'static str> {
     let https = parse_http(url).is_ok_and(|(_, scheme)| scheme == "https");
     (https && !cfg!(feature = "tls")).then_some(TLS_MISSING)
 }
@@ -81,7 +81,7 @@ fn parse_http(url: &str) -> Result<(Uri, &'static str), UrlError> {
 /// resolved against the absolute http(s) URL `base` (RFC 3986 §5.2; fragments dropped), as an
 /// MCP server's SSE `endpoint` event or a redirect's `Location` may name it. `None` when `base`
 /// has no http(s) origin. The result is not checked: callers compare its [`Origin`].
-pub fn join(base: &str, reference: &str) -> Option<String> {
+pub(crate) fn join(base: &str, reference: &str) -> Option<String> {
     Origin::check(base).ok()?;
     resolve(base, reference)
 }
@@ -90,7 +90,7 @@ pub fn join(base: &str, reference: &str) -> Option<String> {
 /// user info included (a URL that was fetched as given, as `web_fetch` does). Fragments are
 /// dropped: they never reach a server. `None` when `base` is not such a URL; the result is not
 /// checked (an absolute `reference` comes back as it is, whatever its scheme).
-pub fn resolve(base: &str, reference: &str) -> Option<String> {
+pub(crate) fn resolve(base: &str, reference: &str) -> Option<String> {
     let reference = reference.trim();
     let reference = reference.split('#').next().unwrap_or("");
     if has_scheme(reference) {
@@ -170,14 +170,14 @@ impl fmt::Display for Origin {
 
 /// The host an authority such as a `Host` header names, as given (IPv6 with brackets);
 /// `None` when it does not parse or carries user info.
-pub fn host(authority: &str) -> Option<String> {
+pub(crate) fn host(authority: &str) -> Option<String> {
     let a: Authority = authority.trim().parse().ok()?;
     split(&a).map(|(h, _)| h.to_string())
 }
 
 /// Whether a host name (IPv6 with or without brackets, a trailing dot allowed) is `localhost`
 /// or a loopback address.
-pub fn is_loopback(host: &str) -> bool {
+pub(crate) fn is_loopback(host: &str) -> bool {
     let h = host.trim_end_matches('.').trim_start_matches('[').trim_end_matches(']');
     h.eq_ignore_ascii_case("localhost") || h.parse::<std::net::IpAddr>().map(|ip| ip.is_loopback()).unwrap_or(false)
 }

@@ -121,7 +121,7 @@ fn handshake(stream: TcpStream, id: u64, policy: &AccessPolicy) -> Option<WebSoc
 /// A connection over `CASHCODE_MAX_CLIENTS`: the handshake completes (so a browser sees a
 /// close code rather than a failed connection), then a close with 1013 (Try Again Later).
 /// The peer's close reply is awaited at most [`REFUSE_LINGER`].
-pub fn refuse_full(stream: TcpStream, id: u64, shared: &WsShared) {
+pub(crate) fn refuse_full(stream: TcpStream, id: u64, shared: &WsShared) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
@@ -138,7 +138,7 @@ pub fn refuse_full(stream: TcpStream, id: u64, shared: &WsShared) {
 }
 
 /// Serves one connection until it closes.
-pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
+pub(crate) fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
@@ -156,7 +156,7 @@ pub fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
             .spawn(move || write_loop(stream, &rx, &conn))
     });
     let client_id = format!("client-{}", crate::util::rand::hex(6));
-    let conn = Conn::with_writer(id, client_id.clone(), tx, conn_stream, start);
+    let conn = Conn::with_writer(id, tx, conn_stream, start);
     ws.get_mut().conn = Some(Arc::clone(&conn));
 
     let chat_id = crate::util::rand::uuid4();

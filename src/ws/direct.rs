@@ -11,7 +11,7 @@ use std::net::TcpStream;
 
 /// What [`send_texts`] managed to write.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Sent {
+pub(crate) enum Sent {
     /// Every frame.
     All,
     /// The first `whole` frames, then `rest`: the unwritten end of frame `whole` (empty when
@@ -22,10 +22,10 @@ pub enum Sent {
 }
 
 /// Frames written by one `sendmsg` at most (two iovecs each, far below `IOV_MAX`).
-pub const MAX_FRAMES: usize = 64;
+pub(crate) const MAX_FRAMES: usize = 64;
 
 /// The header of an unmasked, final server-to-client text frame of `len` bytes (RFC 6455 §5.2).
-pub fn text_header(len: usize) -> ([u8; 10], usize) {
+pub(crate) fn text_header(len: usize) -> ([u8; 10], usize) {
     let mut h = [0u8; 10];
     h[0] = 0x81;
     if len < 126 {
@@ -45,7 +45,7 @@ pub fn text_header(len: usize) -> ([u8; 10], usize) {
 /// Writes text frames without blocking, up to [`MAX_FRAMES`] of them with one `sendmsg`
 /// (frames that arrive together leave together).
 #[cfg(target_os = "linux")]
-pub fn send_texts<T: AsRef<str>>(stream: &TcpStream, texts: &[T]) -> Sent {
+pub(crate) fn send_texts<T: AsRef<str>>(stream: &TcpStream, texts: &[T]) -> Sent {
     use std::io::IoSlice;
     let mut whole = 0;
     for batch in texts.chunks(MAX_FRAMES) {
@@ -93,18 +93,18 @@ pub fn send_texts<T: AsRef<str>>(stream: &TcpStream, texts: &[T]) -> Sent {
 
 /// Writes bytes without blocking; how many it took (`None`: nothing).
 #[cfg(target_os = "linux")]
-pub fn send_bytes(stream: &TcpStream, bytes: &[u8]) -> Option<usize> {
+pub(crate) fn send_bytes(stream: &TcpStream, bytes: &[u8]) -> Option<usize> {
     let sent = socket2::SockRef::from(stream).send_with_flags(bytes, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL);
     sent.ok().filter(|n| *n > 0 || bytes.is_empty())
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn send_bytes(_stream: &TcpStream, _bytes: &[u8]) -> Option<usize> {
+pub(crate) fn send_bytes(_stream: &TcpStream, _bytes: &[u8]) -> Option<usize> {
     None
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn send_texts<T: AsRef<str>>(_stream: &TcpStream, _texts: &[T]) -> Sent {
+pub(crate) fn send_texts<T: AsRef<str>>(_stream: &TcpStream, _texts: &[T]) -> Sent {
     Sent::Nothing
 }
 

@@ -23,30 +23,30 @@ use crate::util::sync;
 use crate::wire::{self, Event};
 
 /// Events kept per chat for replay.
-pub const RING_CAPACITY: usize = 4096;
+pub(crate) const RING_CAPACITY: usize = 4096;
 /// Expired chats whose last seq is remembered (about 100 bytes each); past this they are all
 /// forgotten at once.
-pub const MAX_RETIRED: usize = 100_000;
+pub(crate) const MAX_RETIRED: usize = 100_000;
 /// Frames queued for one connection; a client this far behind is dropped.
-pub const OUT_QUEUE: usize = 4096;
+pub(crate) const OUT_QUEUE: usize = 4096;
 /// Chats one connection is subscribed to at most: joining one more leaves the one it joined
 /// first, so a client attaching to ever new chats cannot grow the hub without bound.
-pub const MAX_CHATS_PER_CONN: usize = 1024;
+pub(crate) const MAX_CHATS_PER_CONN: usize = 1024;
 const PRUNE_EVERY: Duration = Duration::from_secs(30);
 /// Seqs reserved per write of a chat's high-water mark ([`SeqMarks`]): a chat's mark is
 /// written once per this many events, never per event.
-pub const SEQ_BLOCK: u64 = 1024;
+pub(crate) const SEQ_BLOCK: u64 = 1024;
 
 /// A connection's outbound queue. The cap ([`OUT_QUEUE`]) is checked on every push
 /// ([`Conn::send`], [`push`]) rather than by a bounded channel: crossbeam allocates a bounded
 /// channel's every slot up front (160 KiB here), while an unbounded one grows in 31-slot
 /// blocks. Per connection that was most of a 1,000-client burst's 190 MiB peak.
-pub fn out_queue() -> (Sender<Out>, Receiver<Out>) {
+pub(crate) fn out_queue() -> (Sender<Out>, Receiver<Out>) {
     crossbeam_channel::unbounded()
 }
 
 /// Queues `out` unless the queue already holds [`OUT_QUEUE`] frames.
-pub fn push(tx: &Sender<Out>, out: Out) -> Result<(), TrySendError<Out>> {
+pub(crate) fn push(tx: &Sender<Out>, out: Out) -> Result<(), TrySendError<Out>> {
     if tx.len() >= OUT_QUEUE {
         return Err(TrySendError::Full(out));
     }
@@ -65,7 +65,7 @@ pub enum Out {
 }
 
 /// Starts a connection's writer thread (`ws-writer-N`), which drains its queue.
-pub type StartWriter = Box<dyn FnOnce(&Arc<Conn>) -> std::io::Result<JoinHandle<()>> + Send>;
+pub(crate) type StartWriter = Box<dyn FnOnce(&Arc<Conn>) -> std::io::Result<JoinHandle<()>> + Send>;
 
 /// A connection's writer thread. Most connections never need one: their frames go straight to
 /// the socket. It is started by the first frame that has to be queued (a socket that did not
@@ -79,8 +79,7 @@ enum Writer {
 
 /// One WebSocket connection as the hub sees it.
 pub struct Conn {
-    pub id: u64,
-    pub client_id: String,
+    pub(crate) id: u64,
     tx: Sender<Out>,
     closed: AtomicBool,
     stream: Option<TcpStream>,
@@ -97,31 +96,18 @@ pub struct Conn {
 
 impl Conn {
     /// A connection whose queue is read by the caller (no writer thread).
-    pub fn new(id: u64, client_id: String, tx: Sender<Out>, stream: Option<TcpStream>) -> Arc<Conn> {
-        Self::build(id, client_id, tx, stream, None)
+    pub fn new(id: u64, tx: Sender<Out>, stream: Option<TcpStream>) -> Arc<Conn> {
+        Self::build(id, tx, stream, None)
     }
 
     /// A connection on `stream` whose writer thread `start` starts when first needed.
-    pub fn with_writer(
-        id: u64,
-        client_id: String,
-        tx: Sender<Out>,
-        stream: TcpStream,
-        start: StartWriter,
-    ) -> Arc<Conn> {
-        Self::build(id, client_id, tx, Some(stream), Some(start))
+    pub(crate) fn with_writer(id: u64, tx: Sender<Out>, stream: TcpStream, start: StartWriter) -> Arc<Conn> {
+        Self::build(id, tx, Some(stream), Some(start))
     }
 
-    fn build(
-        id: u64,
-        client_id: String,
-        tx: Sender<Out>,
-        stream: Option<TcpStream>,
-        start: Option<StartWriter>,
-    ) -> Arc<Conn> {
+    fn build(id: u64, tx: Sender<Out>, stream: Option<TcpStream>, start: Option<StartWriter>) -> Arc<Conn> {
         Arc::new_cyclic(|me| Conn {
             id,
-            client_id,
             tx,
             closed: AtomicBool::new(false),
             stream,
@@ -168,7 +154,7 @@ impl Conn {
 
     /// The reader thread, when the connection is over: a running writer writes what is
     /// queued and stops (joined here), then the socket is shut.
-    pub fn end(&self) {
+    pub(crate) fn end(&self) {
         let w = std::mem::replace(&mut *self.writer(), Writer::Ended);
         if let Writer::Running(h) = w {
             if push(&self.tx, Out::Close).is_err() {
@@ -212,7 +198,7 @@ impl Conn {
 
     /// Sends a frame: text directly when that cannot block ([`Conn::send_direct`]), else
     /// queued; a full queue marks the connection dead and shuts its socket.
-    pub fn send(&self, out: Out) -> bool {
+    pub(crate) fn send(&self, out: Out) -> bool {
         if self.closed.load(Ordering::Relaxed) {
             return false;
         }
@@ -247,7 +233,7 @@ impl Conn {
     }
 
     /// Sends text frames in order, as [`Conn::send`] does one (together when they go direct).
-    pub fn send_all(&self, texts: &[Arc<str>]) -> bool {
+    pub(crate) fn send_all(&self, texts: &[Arc<str>]) -> bool {
         !self.closed.load(Ordering::Relaxed) && self.send_direct(texts)
     }
 
@@ -269,16 +255,16 @@ impl Conn {
         }
     }
 
-    pub fn send_text(&self, text: impl Into<Arc<str>>) -> bool {
+    pub(crate) fn send_text(&self, text: impl Into<Arc<str>>) -> bool {
         self.send(Out::Text(text.into()))
     }
 
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Relaxed)
     }
 
     /// Marks the connection closed and shuts the socket so both its threads end.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         if !self.closed.swap(true, Ordering::SeqCst) {
             if let Some(s) = &self.stream {
                 let _ = s.shutdown(Shutdown::Both);
@@ -338,12 +324,13 @@ pub struct Hub {
 impl Hub {
     /// `ring_ttl`: how long a quiet chat without subscribers stays replayable (the config's
     /// `replay_ttl`).
-    pub fn new(ring_ttl: Duration) -> Hub {
+    #[cfg(test)]
+    pub(crate) fn new(ring_ttl: Duration) -> Hub {
         Hub::build(ring_ttl, None)
     }
 
     /// A hub whose chats' seqs survive restarts through `marks`.
-    pub fn with_marks(ring_ttl: Duration, marks: Arc<dyn SeqMarks>) -> Hub {
+    pub(crate) fn with_marks(ring_ttl: Duration, marks: Arc<dyn SeqMarks>) -> Hub {
         Hub::build(ring_ttl, Some(marks))
     }
 
@@ -354,7 +341,7 @@ impl Hub {
 
     /// Server stop: writes every live chat's exact last seq as its mark, so after a clean
     /// restart a client that saw everything needs no reload.
-    pub fn persist_seqs(&self) {
+    pub(crate) fn persist_seqs(&self) {
         let Some(marks) = &self.marks else { return };
         for (id, chan) in
             self.with(|inner| inner.chats.iter().map(|(id, c)| (id.clone(), Arc::clone(c))).collect::<Vec<_>>())
@@ -369,7 +356,7 @@ impl Hub {
     /// Drops the rings of chats idle past the TTL without subscribers (also done lazily on
     /// `emit`, but a server that went quiet after a burst emits nothing). Returns how many.
     /// Called by the housekeeping timer.
-    pub fn prune_idle(&self) -> usize {
+    pub(crate) fn prune_idle(&self) -> usize {
         self.with(|inner| prune(inner, true))
     }
 
@@ -418,7 +405,7 @@ impl Hub {
 
     /// Subscribes, sends `attached` and replays events with seq > `after_seq`, atomically
     /// with respect to new events so the client sees neither a gap nor a duplicate.
-    pub fn attach(&self, chat_id: &str, conn: &Arc<Conn>, after_seq: Option<u64>) {
+    pub(crate) fn attach(&self, chat_id: &str, conn: &Arc<Conn>, after_seq: Option<u64>) {
         let left = self.with_chan(chat_id, false, |chan| {
             let left = join(chan, chat_id, conn);
             let reload = after_seq.is_some_and(|a| a < chan.replay_from);
@@ -454,19 +441,20 @@ impl Hub {
     }
 
     /// Current subscriber count of a chat (tests, diagnostics).
-    pub fn subscribers(&self, chat_id: &str) -> usize {
+    pub(crate) fn subscribers(&self, chat_id: &str) -> usize {
         self.with(|inner| inner.chats.get(chat_id).cloned()).map_or(0, |c| lock_chan(&c).subs.len())
     }
 
     /// Number of chats with a live ring (diagnostics, leak checks).
-    pub fn chats(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn chats(&self) -> usize {
         self.with(|inner| inner.chats.len())
     }
 
     /// Server stop, first step: every connection closes once the frames already queued for it
     /// are written (its writer thread sends them, then shuts the socket), so clients receive the
     /// closing events of the turns that were just cancelled.
-    pub fn close_all(&self) {
+    pub(crate) fn close_all(&self) {
         for chan in self.channels() {
             for c in &lock_chan(&chan).subs {
                 c.send(Out::Close);
@@ -476,7 +464,7 @@ impl Hub {
 
     /// Server stop, for connections still open after [`Hub::close_all`] had its moment (a
     /// client not reading): their sockets are shut now, which ends both their threads.
-    pub fn shut_all(&self) {
+    pub(crate) fn shut_all(&self) {
         for chan in self.channels() {
             for c in &lock_chan(&chan).subs {
                 c.close();
@@ -613,8 +601,8 @@ mod tests {
         let hub = Hub::new(Duration::from_secs(600));
         let (tx1, rx1) = bounded(16);
         let (tx2, rx2) = bounded(16);
-        let a = Conn::new(1, "client-a".into(), tx1, None);
-        let b = Conn::new(2, "client-b".into(), tx2, None);
+        let a = Conn::new(1, tx1, None);
+        let b = Conn::new(2, tx2, None);
         hub.subscribe("c", &a);
         assert_eq!(hub.emit("c", &delta("x")), 1);
         assert_eq!(hub.emit("c", &delta("y")), 2);
@@ -634,7 +622,7 @@ mod tests {
     fn idle_rings_expire_and_seq_continues() {
         let hub = Hub::new(Duration::from_millis(50));
         let (tx, rx) = bounded(16);
-        let a = Conn::new(1, "client-a".into(), tx, None);
+        let a = Conn::new(1, tx, None);
         hub.subscribe("c", &a);
         hub.emit("c", &delta(""));
         hub.emit("idle", &delta(""));
@@ -647,7 +635,7 @@ mod tests {
         assert_eq!(hub.chats(), 0);
         assert_eq!(hub.emit("c", &delta("")), 2, "seq restarted after the ring expired");
         let (tx2, rx2) = bounded(16);
-        hub.attach("idle", &Conn::new(2, "client-b".into(), tx2, None), Some(0));
+        hub.attach("idle", &Conn::new(2, tx2, None), Some(0));
         // Its event 1 left with the ring: a client that has not seen it must reload.
         assert_eq!(texts(&rx2), [r#"{"event":"attached","chat_id":"idle","last_seq":1,"reload":true}"#]);
         drop(rx);
@@ -657,7 +645,7 @@ mod tests {
     fn fresh_chats_leave_nothing_behind_and_retired_seqs_are_capped() {
         let hub = Hub::new(Duration::ZERO);
         let (tx, _rx) = bounded(16);
-        let conn = Conn::new(1, "client-a".into(), tx, None);
+        let conn = Conn::new(1, tx, None);
         hub.subscribe("fresh", &conn);
         hub.disconnect(&conn);
         assert_eq!(hub.prune_idle(), 1);
@@ -681,7 +669,7 @@ mod tests {
     fn a_connection_queue_holds_out_queue_frames_then_drops_the_client() {
         let hub = Hub::new(Duration::from_secs(600));
         let (tx, rx) = out_queue();
-        let conn = Conn::new(1, "client-q".into(), tx, None);
+        let conn = Conn::new(1, tx, None);
         hub.subscribe("c", &conn);
         for _ in 0..OUT_QUEUE {
             hub.emit("c", &delta(""));
@@ -700,7 +688,7 @@ mod tests {
         let a = hub.lookup("a", false);
         let _writing = lock_chan(&a);
         let (tx, rx) = bounded(16);
-        hub.subscribe("b", &Conn::new(1, "client-b".into(), tx, None));
+        hub.subscribe("b", &Conn::new(1, tx, None));
         assert_eq!(hub.emit("b", &delta("x")), 1);
         assert_eq!(texts(&rx).len(), 1);
         assert_eq!(hub.chats(), 2);
@@ -710,7 +698,7 @@ mod tests {
     fn a_connection_joining_ever_new_chats_stays_in_the_newest_ones() {
         let hub = Hub::new(Duration::ZERO);
         let (tx, _rx) = out_queue();
-        let conn = Conn::new(1, "client-f".into(), tx, None);
+        let conn = Conn::new(1, tx, None);
         let flood = MAX_CHATS_PER_CONN + 500;
         for i in 0..flood {
             if i % 2 == 0 {
@@ -769,7 +757,7 @@ mod tests {
     fn slow_client_is_dropped_not_waited_on() {
         let hub = Hub::new(Duration::from_secs(600));
         let (tx, _rx) = bounded(2);
-        let slow = Conn::new(1, "client-s".into(), tx, None);
+        let slow = Conn::new(1, tx, None);
         hub.subscribe("c", &slow);
         for _ in 0..5 {
             hub.emit("c", &delta(""));
@@ -802,7 +790,7 @@ mod seq_tests {
 
     fn attached(hub: &Hub, after: Option<u64>) -> String {
         let (tx, rx) = bounded(8192);
-        hub.attach("c", &Conn::new(9, "client-z".into(), tx, None), after);
+        hub.attach("c", &Conn::new(9, tx, None), after);
         match rx.try_recv() {
             Ok(Out::Text(t)) => t.to_string(),
             _ => panic!("no attached"),

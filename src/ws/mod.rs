@@ -4,10 +4,10 @@
 //! completes its handshake and is closed with 1013 (Try Again Later). The hub fans events out;
 //! `crate::wire` holds the event and frame types, `protocol` validates frames.
 
-pub mod client;
+pub(crate) mod client;
 mod direct;
 pub mod hub;
-pub mod protocol;
+pub(crate) mod protocol;
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -20,25 +20,25 @@ use crate::security::AccessPolicy;
 use crate::util::sync;
 
 /// Stack for per-client threads: they parse frames and format events, nothing deep.
-pub const CLIENT_STACK: usize = 128 * 1024;
+pub(crate) const CLIENT_STACK: usize = 128 * 1024;
 /// Connections over the client cap being told so (handshake, 1013 close) at one time; past
 /// this a connection over the cap is dropped without a handshake, so a flood cannot turn the
 /// refusals themselves into unbounded threads.
-pub const MAX_REFUSING: usize = 64;
+pub(crate) const MAX_REFUSING: usize = 64;
 
 /// Shared by every client thread.
-pub struct WsShared {
-    pub hub: Arc<hub::Hub>,
-    pub agent: Arc<Agent>,
-    pub policy: AccessPolicy,
-    pub shutdown: AtomicBool,
+pub(crate) struct WsShared {
+    pub(crate) hub: Arc<hub::Hub>,
+    pub(crate) agent: Arc<Agent>,
+    pub(crate) policy: AccessPolicy,
+    pub(crate) shutdown: AtomicBool,
     /// Connections admitted and not yet ended (counted at accept, so handshakes in flight
     /// count against [`WsShared::max_clients`]).
-    pub live_clients: AtomicUsize,
+    pub(crate) live_clients: AtomicUsize,
     /// `CASHCODE_MAX_CLIENTS`.
-    pub max_clients: usize,
+    pub(crate) max_clients: usize,
     /// `CASHCODE_WS_PING_SECS`: a peer silent this long is pinged, twice this long dropped.
-    pub ping_interval: Duration,
+    pub(crate) ping_interval: Duration,
     /// Connections over the cap whose refusal is in progress (at most [`MAX_REFUSING`]).
     refusing: AtomicUsize,
     next_id: AtomicU64,
@@ -48,7 +48,7 @@ pub struct WsShared {
 }
 
 impl WsShared {
-    pub fn new(
+    pub(crate) fn new(
         hub: Arc<hub::Hub>,
         agent: Arc<Agent>,
         policy: AccessPolicy,
@@ -77,14 +77,14 @@ impl WsShared {
 
     /// Server stop, after the hub closed every connection: joins the client threads until
     /// `deadline`; returns the names of those still running then.
-    pub fn join_clients(&self, deadline: Instant) -> Vec<String> {
+    pub(crate) fn join_clients(&self, deadline: Instant) -> Vec<String> {
         let clients = std::mem::take(&mut *sync::lock(&self.clients));
         clients.into_iter().filter_map(|h| crate::util::join::join_until(h, deadline).err()).collect()
     }
 }
 
 /// Accept loop; returns when `shared.shutdown` is set (woken by a self-connect).
-pub fn accept_loop(listener: TcpListener, shared: Arc<WsShared>) {
+pub(crate) fn accept_loop(listener: TcpListener, shared: Arc<WsShared>) {
     for stream in listener.incoming() {
         if shared.shutdown.load(Ordering::SeqCst) {
             break;

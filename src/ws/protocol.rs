@@ -11,18 +11,18 @@ use crate::util::text::py_repr;
 use crate::wire::ClientFrame;
 
 /// Largest accepted incoming message (bytes); bigger ones get an error event.
-pub const MAX_MESSAGE: usize = 1024 * 1024;
+pub(crate) const MAX_MESSAGE: usize = 1024 * 1024;
 /// At most this many skill + MCP selections per message.
-pub const MAX_SELECTIONS: usize = 8;
+pub(crate) const MAX_SELECTIONS: usize = 8;
 /// Deepest frame parsed. The contract's deepest shape is 4 levels (envelope, `metadata`, a
 /// selection list, its entries); extra fields are ignored but still parsed, so leave room.
 /// serde_json needs about 60 KiB of stack for 32 levels in a debug build, which the 128 KiB
 /// `ws-client` thread has; its own limit (128 levels) needs about 230 KiB and would overflow it.
-pub const MAX_FRAME_DEPTH: usize = 32;
+pub(crate) const MAX_FRAME_DEPTH: usize = 32;
 
 /// A validated client frame.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Frame {
+pub(crate) enum Frame {
     Ping,
     NewChat,
     Attach {
@@ -53,21 +53,21 @@ fn valid_elicitation_id(id: &str) -> bool {
 
 /// A frame rejection: the detail and, when known, the chat it concerns.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Reject {
-    pub detail: String,
-    pub chat_id: Option<String>,
+pub(crate) struct Reject {
+    pub(crate) detail: String,
+    pub(crate) chat_id: Option<String>,
 }
 
 fn reject(detail: impl Into<String>, chat_id: Option<&str>) -> Reject {
     Reject { detail: detail.into(), chat_id: chat_id.map(str::to_string) }
 }
 
-pub fn valid_chat_id(id: &str) -> bool {
+pub(crate) fn valid_chat_id(id: &str) -> bool {
     crate::store::chats::valid_chat_id(id)
 }
 
 /// Parses one text message into a frame.
-pub fn parse_frame(text: &str) -> Result<Frame, Reject> {
+pub(crate) fn parse_frame(text: &str) -> Result<Frame, Reject> {
     let envelope = || reject("typed JSON envelope required", None);
     if !text.trim_start().starts_with('{') {
         return Err(envelope());
@@ -120,7 +120,7 @@ pub fn parse_frame(text: &str) -> Result<Frame, Reject> {
 }
 
 /// The metadata sanitiser (docs/ws-protocol.md §3.1), in the original's check order.
-pub fn sanitize_metadata(meta: Option<&Value>) -> Result<Selection, String> {
+pub(crate) fn sanitize_metadata(meta: Option<&Value>) -> Result<Selection, String> {
     let meta = match meta {
         None | Some(Value::Null) => return Err("llm selection is required".into()),
         Some(Value::Object(m)) => m,
@@ -161,7 +161,12 @@ fn valid_identity(s: &str, allow_dot: bool) -> bool {
 }
 
 /// One selection list: null -> empty; identities validated; duplicates dropped; labels cleaned.
-pub fn sanitize_list(meta: &Map<String, Value>, field: &str, key: &str, allow_dot: bool) -> Result<Vec<Value>, String> {
+pub(crate) fn sanitize_list(
+    meta: &Map<String, Value>,
+    field: &str,
+    key: &str,
+    allow_dot: bool,
+) -> Result<Vec<Value>, String> {
     let items = match meta.get(field) {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(a)) => a,

@@ -66,6 +66,7 @@ impl Pinned {
 
 /// SIGKILLs the stdio child and waits until the server has noticed (status disconnected).
 fn kill_child(server: &TestServer, pid: i32) {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
     }

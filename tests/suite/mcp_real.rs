@@ -90,6 +90,7 @@ struct ServerProcess(Child);
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
+        // SAFETY: kill(2) takes plain integers and touches no memory of ours.
         unsafe {
             libc::kill(-(self.0.id() as i32), libc::SIGKILL);
         }
@@ -1147,7 +1148,7 @@ fn start_server(
 /// Submits a message and collects the chat's events until `done` or `error`.
 fn run_turn(server: &cashcode::app::Server, chat_id: &str, content: &str) -> Vec<Value> {
     let (tx, rx) = crossbeam_channel::bounded(4096);
-    let conn = cashcode::ws::hub::Conn::new(7, "test".into(), tx, None);
+    let conn = cashcode::ws::hub::Conn::new(7, tx, None);
     server.hub.subscribe(chat_id, &conn);
     server
         .agent
@@ -1623,6 +1624,7 @@ fn starts(log: &Path) -> usize {
 
 fn kill_pid_file(mgr: &McpManager, pid: &Path) {
     let pid: i32 = std::fs::read_to_string(pid).unwrap().trim().parse().unwrap();
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
     }

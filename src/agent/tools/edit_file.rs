@@ -13,9 +13,9 @@ use crate::tool::workspace::Workspace;
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 /// Largest file edit_file loads.
-pub const MAX_EDIT_BYTES: u64 = 8 << 20;
+pub(crate) const MAX_EDIT_BYTES: u64 = 8 << 20;
 
-pub struct EditFile;
+pub(crate) struct EditFile;
 
 #[derive(Deserialize)]
 struct Args {

@@ -23,11 +23,11 @@ use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
 use crate::util::sync;
 
 /// The contract's command timeout.
-pub const DEFAULT_TIMEOUT: Duration = crate::config::DEFAULT_EXEC_TIMEOUT;
+pub(crate) const DEFAULT_TIMEOUT: Duration = crate::config::DEFAULT_EXEC_TIMEOUT;
 /// Characters of output shown to the model.
-pub const MAX_OUTPUT_CHARS: usize = 4096;
+pub(crate) const MAX_OUTPUT_CHARS: usize = 4096;
 /// Bytes kept per stream (the rest is drained and only counted).
-pub const MAX_CAPTURE_BYTES: usize = 64 << 10;
+pub(crate) const MAX_CAPTURE_BYTES: usize = 64 << 10;
 /// How long pipes may stay open after the shell exited (a background child holding them)
 /// before the group is killed.
 const PIPE_GRACE: Duration = Duration::from_secs(1);
@@ -39,8 +39,8 @@ struct Args {
     command: String,
 }
 
-pub struct Exec {
-    pub timeout: Duration,
+pub(crate) struct Exec {
+    pub(crate) timeout: Duration,
 }
 
 impl Default for Exec {

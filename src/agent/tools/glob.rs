@@ -14,9 +14,9 @@ use crate::tool::workspace::{Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRI
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 /// Matches listed.
-pub const MAX_RESULTS: usize = 100;
+pub(crate) const MAX_RESULTS: usize = 100;
 
-pub struct Glob;
+pub(crate) struct Glob;
 
 #[derive(Deserialize)]
 struct Args {

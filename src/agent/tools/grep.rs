@@ -24,13 +24,13 @@ use crate::tool::{Tool, ToolOutput, TurnCtx};
 use crate::util::text::take_chars;
 
 /// Matching lines reported.
-pub const MAX_RESULTS: usize = 50;
+pub(crate) const MAX_RESULTS: usize = 50;
 /// Bytes searched per file (the rest of a larger file is not searched).
-pub const MAX_FILE_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 4 << 20;
 /// Bytes read per call over all files.
-pub const MAX_TOTAL_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_TOTAL_BYTES: u64 = 256 << 20;
 /// Characters of a matching line shown (minified files have megabyte lines).
-pub const MAX_LINE_CHARS: usize = 400;
+pub(crate) const MAX_LINE_CHARS: usize = 400;
 /// Lines that may exhaust the backtracking limit before the search gives up: a pattern that
 /// does so this often is hopeless, and each such line costs milliseconds.
 const MAX_EXHAUSTED_LINES: usize = 10;

@@ -13,9 +13,9 @@ use crate::tool::workspace::{read_names, resolve_from, Workspace};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 /// Entries shown before the "(showing first …)" note.
-pub const MAX_ENTRIES: usize = 200;
+pub(crate) const MAX_ENTRIES: usize = 200;
 
-pub struct ListDir;
+pub(crate) struct ListDir;
 
 #[derive(Deserialize)]
 struct Args {

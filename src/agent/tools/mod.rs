@@ -12,26 +12,26 @@ use crate::config::Config;
 use crate::tool::Tool;
 use crate::util::sync;
 
-pub mod edit_file;
-pub mod exec;
-pub mod glob;
+pub(crate) mod edit_file;
+pub(crate) mod exec;
+pub(crate) mod glob;
 pub mod grep;
-pub mod list_dir;
-pub mod netguard;
-pub mod pattern;
-pub mod read_file;
-pub mod regex;
-pub mod save_memory;
-pub mod web_fetch;
-pub mod web_search;
-pub mod write_file;
+pub(crate) mod list_dir;
+pub(crate) mod netguard;
+pub(crate) mod pattern;
+pub(crate) mod read_file;
+pub(crate) mod regex;
+pub(crate) mod save_memory;
+pub(crate) mod web_fetch;
+pub(crate) mod web_search;
+pub(crate) mod write_file;
 
 /// Serialised `tools[]` entries, so a model request does not rebuild the schemas of the same
 /// tools every call. Only long-lived tool objects are kept (built-ins, skill tools: somebody
 /// else holds them too); tools an extension builds per call are serialised each time. An entry
 /// is reused for the very same object only, so a changed tool never gets a stale schema.
 #[derive(Default)]
-pub struct SchemaCache(Mutex<HashMap<String, CachedSchema>>);
+pub(crate) struct SchemaCache(Mutex<HashMap<String, CachedSchema>>);
 
 /// The tool object a schema was serialised from, and the JSON.
 type CachedSchema = (Arc<dyn Tool>, Arc<RawValue>);
@@ -40,7 +40,7 @@ impl SchemaCache {
     const MAX_ENTRIES: usize = 512;
 
     /// `tool.schema()` serialised.
-    pub fn json(&self, tool: &Arc<dyn Tool>) -> Arc<RawValue> {
+    pub(crate) fn json(&self, tool: &Arc<dyn Tool>) -> Arc<RawValue> {
         let mut map = sync::lock(&self.0);
         if let Some((cached, json)) = map.get(tool.name()) {
             if Arc::ptr_eq(cached, tool) {
@@ -61,14 +61,14 @@ impl SchemaCache {
 
 /// Tunables of the built-in tools, injected at construction (no globals).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ToolSettings {
+pub(crate) struct ToolSettings {
     /// Instant Answer endpoint for `web_search` (`CASHCODE_WEB_SEARCH_URL`).
-    pub web_search_url: String,
+    pub(crate) web_search_url: String,
     /// `web_fetch` may reach loopback, private and link-local addresses
     /// (`CASHCODE_WEB_FETCH_ALLOW_PRIVATE`).
-    pub web_fetch_allow_private: bool,
+    pub(crate) web_fetch_allow_private: bool,
     /// `exec`'s command timeout (`CASHCODE_EXEC_TIMEOUT_SECS`).
-    pub exec_timeout: Duration,
+    pub(crate) exec_timeout: Duration,
 }
 
 impl Default for ToolSettings {
@@ -82,7 +82,7 @@ impl Default for ToolSettings {
 }
 
 impl ToolSettings {
-    pub fn from_config(config: &Config) -> Self {
+    pub(crate) fn from_config(config: &Config) -> Self {
         let mut s = ToolSettings::default();
         if let Some(url) = &config.web_search_url {
             s.web_search_url = url.clone();
@@ -94,13 +94,14 @@ impl ToolSettings {
 }
 
 /// The built-in tools with default settings, in the stable order the model sees them.
-pub fn builtins() -> Vec<Arc<dyn Tool>> {
+#[cfg(test)]
+pub(crate) fn builtins() -> Vec<Arc<dyn Tool>> {
     builtins_with(&ToolSettings::default())
 }
 
 /// The built-in tools in the contract's order (docs/tools-and-mcp.md §1); the order never changes
 /// between requests, so tool lists stay cache-stable.
-pub fn builtins_with(settings: &ToolSettings) -> Vec<Arc<dyn Tool>> {
+pub(crate) fn builtins_with(settings: &ToolSettings) -> Vec<Arc<dyn Tool>> {
     let policy = netguard::AddrPolicy::from_allow_private(settings.web_fetch_allow_private);
     vec![
         Arc::new(save_memory::SaveMemory),

@@ -14,7 +14,7 @@ use ureq::unversioned::transport::NextTimeout;
 
 /// Why an address is not reachable through `web_fetch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Blocked {
+pub(crate) enum Blocked {
     /// `0.0.0.0/8`, `::` (connecting to them reaches this host).
     Unspecified,
     /// `127.0.0.0/8`, `::1`.
@@ -54,7 +54,7 @@ impl fmt::Display for Blocked {
 
 /// `None` for a public internet address, else why it is refused. IPv6 forms that carry an
 /// IPv4 address (mapped, compatible, SIIT, NAT64, 6to4, Teredo) are judged by that address.
-pub fn classify(ip: IpAddr) -> Option<Blocked> {
+pub(crate) fn classify(ip: IpAddr) -> Option<Blocked> {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
         IpAddr::V6(v6) => classify_v6(v6),
@@ -125,7 +125,7 @@ fn classify_v6(ip: Ipv6Addr) -> Option<Blocked> {
 /// octal (leading `0`) or hex (`0x`), the last part filling the remaining bytes, so
 /// `2130706433`, `0x7f.1`, `0177.0.0.1` and `127.1` are all 127.0.0.1. Parsing these ourselves
 /// makes the check independent of how the C library would read them.
-pub fn parse_ipv4_loose(host: &str) -> Option<Ipv4Addr> {
+pub(crate) fn parse_ipv4_loose(host: &str) -> Option<Ipv4Addr> {
     let parts: Vec<&str> = host.split('.').collect();
     if parts.is_empty() || parts.len() > 4 {
         return None;
@@ -156,7 +156,7 @@ pub fn parse_ipv4_loose(host: &str) -> Option<Ipv4Addr> {
 
 /// Which resolved addresses `web_fetch` may connect to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AddrPolicy {
+pub(crate) enum AddrPolicy {
     /// Public internet addresses only (the default).
     PublicOnly,
     /// Every address (`CASHCODE_WEB_FETCH_ALLOW_PRIVATE=1`).
@@ -168,7 +168,7 @@ pub enum AddrPolicy {
 }
 
 impl AddrPolicy {
-    pub fn from_allow_private(allow: bool) -> Self {
+    pub(crate) fn from_allow_private(allow: bool) -> Self {
         if allow {
             AddrPolicy::Any
         } else {
@@ -177,7 +177,7 @@ impl AddrPolicy {
     }
 
     /// `Err(why)` when `ip` may not be contacted.
-    pub fn check(self, ip: IpAddr) -> Result<(), Blocked> {
+    pub(crate) fn check(self, ip: IpAddr) -> Result<(), Blocked> {
         match self {
             AddrPolicy::Any => Ok(()),
             AddrPolicy::PublicOnly => classify(ip).map_or(Ok(()), Err),
@@ -191,10 +191,10 @@ impl AddrPolicy {
 
 /// The resolver refused every address of a host; travels inside `ureq::Error::Io`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
-    pub host: String,
-    pub ip: IpAddr,
-    pub why: Blocked,
+pub(crate) struct Refused {
+    pub(crate) host: String,
+    pub(crate) ip: IpAddr,
+    pub(crate) why: Blocked,
 }
 
 impl fmt::Display for Refused {
@@ -212,7 +212,7 @@ impl std::error::Error for Refused {}
 
 impl Refused {
     /// The refusal inside a ureq error, if that is what it is.
-    pub fn from_ureq(e: &ureq::Error) -> Option<&Refused> {
+    pub(crate) fn from_ureq(e: &ureq::Error) -> Option<&Refused> {
         match e {
             ureq::Error::Io(io) => io.get_ref()?.downcast_ref::<Refused>(),
             _ => None,
@@ -223,13 +223,13 @@ impl Refused {
 /// Resolves like ureq's default resolver (numeric hosts without DNS), then keeps only the
 /// addresses the policy allows; ureq connects to nothing else.
 #[derive(Debug)]
-pub struct GuardedResolver {
-    pub policy: AddrPolicy,
+pub(crate) struct GuardedResolver {
+    pub(crate) policy: AddrPolicy,
     inner: DefaultResolver,
 }
 
 impl GuardedResolver {
-    pub fn new(policy: AddrPolicy) -> Self {
+    pub(crate) fn new(policy: AddrPolicy) -> Self {
         GuardedResolver { policy, inner: DefaultResolver::default() }
     }
 }

@@ -9,20 +9,20 @@
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 /// Longest pattern accepted, in characters.
-pub const MAX_PATTERN_CHARS: usize = 1_000;
+pub(crate) const MAX_PATTERN_CHARS: usize = 1_000;
 
 /// A compiled glob, matched against paths relative to the walk base.
 #[derive(Debug, Clone)]
-pub struct Glob {
+pub(crate) struct Glob {
     matcher: GlobSet,
     /// A trailing `/` in the pattern: only directories match.
-    pub dir_only: bool,
+    pub(crate) dir_only: bool,
 }
 
 impl Glob {
     /// Compiles `pattern` with rglob semantics: it may match at any depth below the base, so
     /// `*.py` means `**/*.py` (docs/tools-and-mcp.md §3 `glob`).
-    pub fn recursive(pattern: &str) -> Result<Glob, String> {
+    pub(crate) fn recursive(pattern: &str) -> Result<Glob, String> {
         if pattern.trim().is_empty() {
             return Err("empty pattern".into());
         }
@@ -70,7 +70,7 @@ impl Glob {
     }
 
     /// True when the path components match the whole pattern.
-    pub fn matches(&self, comps: &[String]) -> bool {
+    pub(crate) fn matches(&self, comps: &[String]) -> bool {
         self.matcher.is_match(comps.join("/"))
     }
 }

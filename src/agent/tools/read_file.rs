@@ -12,11 +12,11 @@ use crate::tool::workspace::{split_lines, Workspace};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 /// Lines returned before the truncation note.
-pub const MAX_LINES: usize = 500;
+pub(crate) const MAX_LINES: usize = 500;
 /// Bytes read from one file; the rest is reported, not loaded.
-pub const MAX_READ_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_READ_BYTES: u64 = 1 << 20;
 
-pub struct ReadFile;
+pub(crate) struct ReadFile;
 
 #[derive(Deserialize)]
 struct Args {

@@ -15,7 +15,7 @@ use std::fmt;
 
 /// Longest pattern accepted, in characters. Model-written patterns are short; the cap bounds
 /// the compile work for everything after it.
-pub const MAX_PATTERN_CHARS: usize = 1_000;
+pub(crate) const MAX_PATTERN_CHARS: usize = 1_000;
 /// Backtracking steps one line search may take (fancy-regex counts them per search); the
 /// default of one million lets a single hostile line run for seconds.
 const BACKTRACK_LIMIT: usize = 200_000;
@@ -25,17 +25,17 @@ const SIZE_LIMIT: usize = 2 << 20;
 const DFA_SIZE_LIMIT: usize = 2 << 20;
 /// Groups open at once. fancy-regex parses and compiles groups recursively (its own cap is
 /// 64, which needs about 1 MiB of stack in a debug build); Python patterns seldom nest five.
-pub const MAX_NESTING: usize = 16;
+pub(crate) const MAX_NESTING: usize = 16;
 /// Instructions of fancy-regex's backtracking program.
 const MAX_PROGRAM: usize = 100_000;
 /// Longest line (bytes) a backtracking pattern is evaluated on. Look-around inside a repeat
 /// rescans the rest of the line at every step without counting as backtracking, so the cost of
 /// one line grows with its length squared; the cap keeps one line to a fraction of a second.
-pub const MAX_BACKTRACK_LINE_BYTES: usize = 2_048;
+pub(crate) const MAX_BACKTRACK_LINE_BYTES: usize = 2_048;
 
 /// A pattern that cannot be compiled, worded for the model.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Error(pub String);
+pub(crate) struct Error(pub(crate) String);
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -45,10 +45,10 @@ impl fmt::Display for Error {
 
 /// The search of one line ran out of its backtracking budget.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Exhausted;
+pub(crate) struct Exhausted;
 
 #[derive(Debug)]
-pub struct Regex {
+pub(crate) struct Regex {
     re: fancy_regex::Regex,
     backtracks: bool,
     /// A match inside a line is also a match inside the whole text (see [`Regex::could_match`]).
@@ -56,7 +56,7 @@ pub struct Regex {
 }
 
 impl Regex {
-    pub fn new(pattern: &str) -> Result<Regex, Error> {
+    pub(crate) fn new(pattern: &str) -> Result<Regex, Error> {
         let chars = pattern.chars().count();
         if chars > MAX_PATTERN_CHARS {
             return Err(Error(format!("the pattern is too long ({chars} characters, at most {MAX_PATTERN_CHARS})")));
@@ -75,7 +75,7 @@ impl Regex {
     /// True when the pattern needs the backtracking engine (look-around, backreferences,
     /// atomic groups, possessive quantifiers, conditionals): its lines are capped at
     /// [`MAX_BACKTRACK_LINE_BYTES`] and each search costs more than a linear scan.
-    pub fn backtracks(&self) -> bool {
+    pub(crate) fn backtracks(&self) -> bool {
         self.backtracks
     }
 
@@ -84,12 +84,12 @@ impl Regex {
     /// depend on where the line starts or ends: without `^ $ \A \Z` a match in a line is a
     /// match in the text (`\b` sees the line break as the non-word context a line end is), and
     /// without look-around or backreferences the scan is linear-time.
-    pub fn could_match(&self, text: &str) -> bool {
+    pub(crate) fn could_match(&self, text: &str) -> bool {
         !self.whole_text || self.re.is_match(text).unwrap_or(true)
     }
 
     /// Whether the pattern matches anywhere in `line` (Python `re.search`).
-    pub fn is_match(&self, line: &str) -> Result<bool, Exhausted> {
+    pub(crate) fn is_match(&self, line: &str) -> Result<bool, Exhausted> {
         self.re.is_match(line).map_err(|_| Exhausted)
     }
 }
@@ -448,10 +448,10 @@ mod tests {
 
     #[test]
     fn literals_classes_and_anchors() {
-        assert!(m("fn main", "pub fn main() {"));
+        assert!(m("fn main", "pub(crate) fn main() {"));
         assert!(!m("fn main", "fn  main"));
-        assert!(m("^pub", "pub fn"));
-        assert!(!m("^fn", "pub fn"));
+        assert!(m("^pub", "pub(crate) fn"));
+        assert!(!m("^fn", "pub(crate) fn"));
         assert!(m(r"\)$", "call()"));
         assert!(m("a.c", "xabcx"));
         assert!(m("[a-c]{3}", "zzcabzz"));

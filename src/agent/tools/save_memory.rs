@@ -7,7 +7,7 @@ use crate::store::memory_files::Append;
 use crate::tool::args::{lenient, parse_args};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
-pub struct SaveMemory;
+pub(crate) struct SaveMemory;
 
 #[derive(Deserialize)]
 struct Args {

@@ -26,18 +26,18 @@ use crate::util::blocking;
 use crate::util::cancel::CancelToken;
 
 /// The contract's overall fetch timeout.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Bytes downloaded at most; the rest of a larger body is not read.
-pub const DEFAULT_MAX_BYTES: u64 = 2 << 20;
+pub(crate) const DEFAULT_MAX_BYTES: u64 = 2 << 20;
 /// Characters of text returned.
-pub const MAX_TEXT_CHARS: usize = 3000;
+pub(crate) const MAX_TEXT_CHARS: usize = 3000;
 /// Characters of text counted for the `total N chars` note; once a page has more, the rest
 /// is not read and the note says `total over N chars`.
-pub const MAX_COUNTED_CHARS: usize = 30_000;
+pub(crate) const MAX_COUNTED_CHARS: usize = 30_000;
 /// Redirect hops followed (each target is checked again).
-pub const MAX_REDIRECTS: usize = 10;
+pub(crate) const MAX_REDIRECTS: usize = 10;
 /// The contract's User-Agent for web_fetch and web_search.
-pub const USER_AGENT: &str = "Mozilla/5.0 (compatible; CashCode/1.0)";
+pub(crate) const USER_AGENT: &str = "Mozilla/5.0 (compatible; CashCode/1.0)";
 /// Connect timeout (never longer than the overall timeout).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes asked of the body per read; the deadline and cancel token are checked between reads.
@@ -46,11 +46,11 @@ const READ_CHUNK: usize = 8 * 1024;
 const REFUSAL_NOTE: &str = "web_fetch only reaches public internet addresses, not loopback, private, \
                             link-local or other internal networks";
 
-pub struct WebFetch {
-    pub timeout: Duration,
-    pub max_bytes: u64,
+pub(crate) struct WebFetch {
+    pub(crate) timeout: Duration,
+    pub(crate) max_bytes: u64,
     /// Which resolved addresses may be contacted.
-    pub policy: AddrPolicy,
+    pub(crate) policy: AddrPolicy,
 }
 
 impl Default for WebFetch {
@@ -60,14 +60,14 @@ impl Default for WebFetch {
 }
 
 impl WebFetch {
-    pub fn new(policy: AddrPolicy) -> Self {
+    pub(crate) fn new(policy: AddrPolicy) -> Self {
         WebFetch { timeout: DEFAULT_TIMEOUT, max_bytes: DEFAULT_MAX_BYTES, policy }
     }
 }
 
 /// A ureq agent with the tool timeouts; HTTP error statuses come back as responses. Used by
 /// `web_search`, whose endpoint is configured by the operator, not chosen by the model.
-pub fn http_agent(timeout: Duration) -> ureq::Agent {
+pub(crate) fn http_agent(timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .timeout_connect(Some(CONNECT_TIMEOUT.min(timeout)))
@@ -95,7 +95,7 @@ fn fetch_agent(timeout: Duration, policy: AddrPolicy) -> ureq::Agent {
 }
 
 /// True for timeouts from ureq, whether raised directly or from the body reader.
-pub fn is_timeout(e: &ureq::Error) -> bool {
+pub(crate) fn is_timeout(e: &ureq::Error) -> bool {
     match e {
         ureq::Error::Timeout(_) => true,
         ureq::Error::Io(io) => is_io_timeout(io),
@@ -318,7 +318,8 @@ fn read_text(body: &mut dyn Read, budget: &Budget, max_bytes: u64) -> Result<Pag
 /// Readable text from HTML (or any text): drops script/style/noscript/template elements and
 /// comments, removes tags (block-level ones become line breaks), decodes entities, collapses
 /// blanks. The whole text, uncut.
-pub fn html_to_text(html: &str) -> String {
+#[cfg(test)]
+pub(crate) fn html_to_text(html: &str) -> String {
     let mut extractor = Extractor::new(usize::MAX, usize::MAX);
     extractor.feed_str(html);
     extractor.finish().text
@@ -326,11 +327,11 @@ pub fn html_to_text(html: &str) -> String {
 
 /// Extracted text: its first `keep` characters and how many there are in all.
 #[derive(Debug, PartialEq)]
-pub struct Text {
-    pub text: String,
-    pub total: usize,
+pub(crate) struct Text {
+    pub(crate) text: String,
+    pub(crate) total: usize,
     /// More than the counting limit: `total` is only a lower bound.
-    pub over: bool,
+    pub(crate) over: bool,
 }
 
 /// Elements whose content is not text, dropped up to their closing tag (or the end).
@@ -374,7 +375,7 @@ enum State {
 /// The streaming HTML-to-text state machine: bytes in (any chunking), text out. Every input
 /// byte is decoded once and passes through a constant number of states; only a failed entity
 /// re-reads its at most [`MAX_ENTITY`] bytes, so the pass is linear.
-pub struct Extractor {
+pub(crate) struct Extractor {
     /// The start of a UTF-8 sequence split across chunks (at most 3 bytes).
     carry: Vec<u8>,
     state: State,
@@ -390,7 +391,7 @@ pub struct Extractor {
 
 impl Extractor {
     /// Keeps the first `keep` characters of text and counts up to `count_limit` of them.
-    pub fn new(keep: usize, count_limit: usize) -> Self {
+    pub(crate) fn new(keep: usize, count_limit: usize) -> Self {
         Extractor {
             carry: Vec::new(),
             state: State::Text,
@@ -406,7 +407,7 @@ impl Extractor {
     /// Feeds the next bytes (decoded as UTF-8, invalid sequences as U+FFFD, like
     /// `String::from_utf8_lossy` on the whole body). True once the counting limit is passed:
     /// further input cannot change what is kept.
-    pub fn feed(&mut self, bytes: &[u8]) -> bool {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> bool {
         let joined;
         let mut rest = bytes;
         if !self.carry.is_empty() {
@@ -440,7 +441,7 @@ impl Extractor {
         self.tidy.out.enough()
     }
 
-    pub fn feed_str(&mut self, s: &str) {
+    pub(crate) fn feed_str(&mut self, s: &str) {
         for c in s.chars() {
             self.char(c);
         }
@@ -448,7 +449,7 @@ impl Extractor {
 
     /// Ends the input: an incomplete UTF-8 sequence becomes U+FFFD, a pending `<` or failed
     /// `&` is text, unclosed tags, comments and raw-text elements run to the end.
-    pub fn finish(mut self) -> Text {
+    pub(crate) fn finish(mut self) -> Text {
         if !self.carry.is_empty() {
             self.carry.clear();
             self.char('\u{fffd}');
@@ -797,7 +798,7 @@ pub(crate) mod tests {
 
     /// A one-route local server answering every request with `status`, `content_type`,
     /// `body`, after `delay`. Returns the base URL; the thread ends after `requests`.
-    pub fn serve(
+    pub(crate) fn serve(
         status: u16,
         content_type: &'static str,
         body: Vec<u8>,

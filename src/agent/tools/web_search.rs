@@ -17,20 +17,20 @@ use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
 use crate::util::blocking;
 
 /// The public Instant Answer endpoint.
-pub const DEFAULT_URL: &str = "https://api.duckduckgo.com/";
+pub(crate) const DEFAULT_URL: &str = "https://api.duckduckgo.com/";
 /// The contract's search timeout.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Related topics listed.
-pub const MAX_TOPICS: usize = 10;
+pub(crate) const MAX_TOPICS: usize = 10;
 /// Largest API response read.
 const MAX_RESPONSE_BYTES: u64 = 2 << 20;
 
 /// Bytes read from the response between two checks of the token and deadline.
 const READ_STEP: usize = 16 * 1024;
 
-pub struct WebSearch {
-    pub base_url: String,
-    pub timeout: Duration,
+pub(crate) struct WebSearch {
+    pub(crate) base_url: String,
+    pub(crate) timeout: Duration,
 }
 
 #[derive(Deserialize)]
@@ -132,7 +132,7 @@ fn fetch(agent: &ureq::Agent, base_url: &str, query: &str, budget: &Budget) -> R
 }
 
 /// The contract's text rendering of an Instant Answer response.
-pub fn format_answer(query: &str, v: &Value) -> String {
+pub(crate) fn format_answer(query: &str, v: &Value) -> String {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").trim().to_string();
     let mut lines = vec![format!("Search: {query}"), String::new()];
     let abstract_text = s(v, "Abstract");

@@ -11,7 +11,7 @@ use crate::tool::args::parse_args;
 use crate::tool::workspace::Workspace;
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
-pub struct WriteFile;
+pub(crate) struct WriteFile;
 
 #[derive(Deserialize)]
 struct Args {

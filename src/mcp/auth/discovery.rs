@@ -18,16 +18,16 @@ const MAX_URL: usize = 2048;
 
 /// What a `Bearer` challenge said.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Challenge {
-    pub resource_metadata: Option<String>,
-    pub scope: Option<Vec<String>>,
-    pub error: Option<String>,
+pub(crate) struct Challenge {
+    pub(crate) resource_metadata: Option<String>,
+    pub(crate) scope: Option<Vec<String>>,
+    pub(crate) error: Option<String>,
 }
 
 impl Challenge {
     /// Parses the `Bearer` challenge of a `WWW-Authenticate` value (other schemes and
     /// unknown parameters are skipped; quoted strings may hold commas and `\"`).
-    pub fn parse(header: &str) -> Challenge {
+    pub(crate) fn parse(header: &str) -> Challenge {
         let header = crate::util::text::take_chars(header, MAX_CHALLENGE);
         let mut out = Challenge::default();
         let mut in_bearer = false;
@@ -46,7 +46,7 @@ impl Challenge {
         out
     }
 
-    pub fn insufficient_scope(&self) -> bool {
+    pub(crate) fn insufficient_scope(&self) -> bool {
         self.error.as_deref() == Some("insufficient_scope")
     }
 }
@@ -111,7 +111,7 @@ fn params(s: &str) -> Vec<(String, Option<String>)> {
 }
 
 /// Scopes are space-separated; duplicates dropped, order kept, count capped.
-pub fn split_scopes(s: &str) -> Vec<String> {
+pub(crate) fn split_scopes(s: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for sc in s.split_ascii_whitespace() {
         if sc.len() <= 256 && !out.iter().any(|o| o == sc) && out.len() < MAX_SCOPES {
@@ -123,7 +123,7 @@ pub fn split_scopes(s: &str) -> Vec<String> {
 
 /// An endpoint or metadata URL we may contact: absolute, no user info, https, or plain http
 /// only on a loopback host (SECURITY.md: OAuth traffic never goes out in clear text).
-pub fn endpoint_allowed(url: &str) -> bool {
+pub(crate) fn endpoint_allowed(url: &str) -> bool {
     if url.len() > MAX_URL || url.contains('#') {
         return false;
     }
@@ -144,14 +144,14 @@ fn split_url(url: &str) -> Option<(String, String)> {
 
 /// The server URL without query and fragment: the `resource` we ask tokens for when the
 /// server publishes no metadata (RFC 8707 §2: no fragment).
-pub fn canonical_resource(server_url: &str) -> Option<String> {
+pub(crate) fn canonical_resource(server_url: &str) -> Option<String> {
     let (base, path) = split_url(server_url)?;
     Some(format!("{}{path}", base.to_ascii_lowercase()))
 }
 
 /// Where to look for the protected-resource metadata when the challenge names none: the
 /// path-based location first, then the root (RFC 9728 §3.1; MCP 2025-11-25).
-pub fn prm_locations(server_url: &str) -> Vec<String> {
+pub(crate) fn prm_locations(server_url: &str) -> Vec<String> {
     let Some((base, path)) = split_url(server_url) else { return Vec::new() };
     let mut out = Vec::new();
     if !path.is_empty() {
@@ -164,7 +164,7 @@ pub fn prm_locations(server_url: &str) -> Vec<String> {
 /// Where to look for the authorization-server metadata of `issuer`, in the spec's order:
 /// with a path, RFC 8414 path insertion, OpenID path insertion, OpenID path appending;
 /// without one, RFC 8414 then OpenID.
-pub fn as_metadata_locations(issuer: &str) -> Vec<String> {
+pub(crate) fn as_metadata_locations(issuer: &str) -> Vec<String> {
     let Some((base, path)) = split_url(issuer) else { return Vec::new() };
     if path.is_empty() {
         vec![
@@ -183,7 +183,7 @@ pub fn as_metadata_locations(issuer: &str) -> Vec<String> {
 /// Whether the metadata's `resource` covers the server URL: same origin, and its path is the
 /// server path or a parent of it on a segment boundary (RFC 9728 §3.3 asks for identity; MCP
 /// servers at `/mcp` commonly publish their origin).
-pub fn resource_matches(resource: &str, server_url: &str) -> bool {
+pub(crate) fn resource_matches(resource: &str, server_url: &str) -> bool {
     if resource.contains('#') {
         return false;
     }
@@ -197,14 +197,14 @@ pub fn resource_matches(resource: &str, server_url: &str) -> bool {
 
 /// The protected-resource metadata fields we use.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ResourceMetadata {
-    pub resource: Option<String>,
-    pub authorization_servers: Vec<String>,
-    pub scopes_supported: Option<Vec<String>>,
+pub(crate) struct ResourceMetadata {
+    pub(crate) resource: Option<String>,
+    pub(crate) authorization_servers: Vec<String>,
+    pub(crate) scopes_supported: Option<Vec<String>>,
 }
 
 impl ResourceMetadata {
-    pub fn from_json(v: &Value) -> Option<ResourceMetadata> {
+    pub(crate) fn from_json(v: &Value) -> Option<ResourceMetadata> {
         let o = v.as_object()?;
         Some(ResourceMetadata {
             resource: o.get("resource").and_then(Value::as_str).filter(|s| s.len() <= MAX_URL).map(String::from),
@@ -219,21 +219,21 @@ impl ResourceMetadata {
 
 /// The authorization-server metadata fields we use (RFC 8414 §2).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ServerMetadata {
-    pub issuer: Option<String>,
-    pub authorization_endpoint: Option<String>,
-    pub token_endpoint: String,
-    pub registration_endpoint: Option<String>,
-    pub grant_types_supported: Option<Vec<String>>,
-    pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
-    pub code_challenge_methods_supported: Option<Vec<String>>,
-    pub client_id_metadata_document_supported: bool,
+pub(crate) struct ServerMetadata {
+    pub(crate) issuer: Option<String>,
+    pub(crate) authorization_endpoint: Option<String>,
+    pub(crate) token_endpoint: String,
+    pub(crate) registration_endpoint: Option<String>,
+    pub(crate) grant_types_supported: Option<Vec<String>>,
+    pub(crate) token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    pub(crate) code_challenge_methods_supported: Option<Vec<String>>,
+    pub(crate) client_id_metadata_document_supported: bool,
     /// True when built from the 2025-03-26 fallback (no metadata document at all).
-    pub fallback: bool,
+    pub(crate) fallback: bool,
 }
 
 impl ServerMetadata {
-    pub fn from_json(v: &Value) -> Option<ServerMetadata> {
+    pub(crate) fn from_json(v: &Value) -> Option<ServerMetadata> {
         let o = v.as_object()?;
         let url = |k: &str| o.get(k).and_then(Value::as_str).filter(|s| s.len() <= MAX_URL).map(String::from);
         let list = |k: &str| o.get(k).map(|s| strings(Some(s)));
@@ -255,7 +255,7 @@ impl ServerMetadata {
 
     /// The 2025-03-26 defaults for a server without metadata: `/authorize`, `/token` and
     /// `/register` at the authorization base URL (the MCP server's origin).
-    pub fn fallback(base: &str) -> ServerMetadata {
+    pub(crate) fn fallback(base: &str) -> ServerMetadata {
         let base = base.trim_end_matches('/');
         ServerMetadata {
             issuer: Some(base.to_string()),
@@ -269,11 +269,11 @@ impl ServerMetadata {
 
     /// PKCE S256 is advertised. A metadata document without `code_challenge_methods_supported`
     /// means no PKCE, and the spec says to refuse; only the no-metadata fallback is exempt.
-    pub fn supports_s256(&self) -> bool {
+    pub(crate) fn supports_s256(&self) -> bool {
         self.fallback || self.code_challenge_methods_supported.as_ref().is_some_and(|m| m.iter().any(|x| x == "S256"))
     }
 
-    pub fn supports_grant(&self, grant: &str) -> bool {
+    pub(crate) fn supports_grant(&self, grant: &str) -> bool {
         match &self.grant_types_supported {
             Some(g) => g.iter().any(|x| x == grant),
             // RFC 8414 §2: the default is authorization_code and implicit.
@@ -281,7 +281,7 @@ impl ServerMetadata {
         }
     }
 
-    pub fn supports_auth_method(&self, method: &str) -> bool {
+    pub(crate) fn supports_auth_method(&self, method: &str) -> bool {
         match &self.token_endpoint_auth_methods_supported {
             Some(m) => m.iter().any(|x| x == method),
             // RFC 8414 §2: the default is client_secret_basic.

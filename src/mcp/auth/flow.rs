@@ -21,7 +21,7 @@ use crate::mcp::{Error, Result};
 use crate::util::text;
 
 /// Whole-exchange limit of one OAuth request.
-pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest document or token response read.
 const MAX_BODY: u64 = 256 * 1024;
 /// Deepest JSON accepted from metadata, registration and token responses.
@@ -32,7 +32,7 @@ const MAX_AGENT_REDIRECTS: usize = 5;
 /// One ureq agent for every OAuth request: explicit timeouts, statuses as values, no
 /// redirects of its own.
 #[derive(Clone)]
-pub struct Http {
+pub(crate) struct Http {
     agent: ureq::Agent,
 }
 
@@ -43,13 +43,13 @@ impl Default for Http {
 }
 
 /// A metadata fetch: the document, or why there is none (a status or a non-JSON body).
-pub enum Fetched {
+pub(crate) enum Fetched {
     Json(Value),
     Missing(u16),
 }
 
 impl Http {
-    pub fn new(timeout: Duration) -> Http {
+    pub(crate) fn new(timeout: Duration) -> Http {
         let agent = ureq::Agent::config_builder()
             .timeout_connect(Some(timeout))
             .timeout_global(Some(timeout))
@@ -62,7 +62,7 @@ impl Http {
     }
 
     /// GETs a metadata document (the URL must already have passed [`endpoint_allowed`]).
-    pub fn get_json(&self, url: &str) -> Result<Fetched> {
+    pub(crate) fn get_json(&self, url: &str) -> Result<Fetched> {
         let resp = self
             .agent
             .get(url)
@@ -126,13 +126,13 @@ fn net_error(url: &str, e: ureq::Error) -> Error {
 }
 
 /// `scheme://authority/path` of a URL, cut to 200 characters (no query: it may hold secrets).
-pub fn short(url: &str) -> String {
+pub(crate) fn short(url: &str) -> String {
     let no_query = url.split(['?', '#']).next().unwrap_or("");
     text::take_chars(no_query, 200).to_string()
 }
 
 /// Percent-encodes everything but RFC 3986 unreserved characters (query and form values).
-pub fn enc(s: &str) -> String {
+pub(crate) fn enc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
@@ -160,15 +160,20 @@ pub fn query_params(url: &str) -> Vec<(String, String)> {
 }
 
 /// What we ask a registration endpoint for.
-pub struct Registration<'a> {
-    pub client_name: &'a str,
-    pub redirect_uri: &'a str,
-    pub scope: Option<String>,
+pub(crate) struct Registration<'a> {
+    pub(crate) client_name: &'a str,
+    pub(crate) redirect_uri: &'a str,
+    pub(crate) scope: Option<String>,
 }
 
 /// Dynamic client registration (RFC 7591): a public client when the server takes `none`,
 /// else a confidential one with the method it supports.
-pub fn register(http: &Http, meta: &ServerMetadata, endpoint: &str, r: &Registration<'_>) -> Result<ClientCreds> {
+pub(crate) fn register(
+    http: &Http,
+    meta: &ServerMetadata,
+    endpoint: &str,
+    r: &Registration<'_>,
+) -> Result<ClientCreds> {
     let method = ["none", "client_secret_basic", "client_secret_post"]
         .into_iter()
         .find(|m| meta.supports_auth_method(m))
@@ -200,7 +205,7 @@ pub fn register(http: &Http, meta: &ServerMetadata, endpoint: &str, r: &Registra
 
 /// The token-endpoint authentication for a client: a key signs a JWT, a secret goes the way
 /// the server supports (Basic first, the RFC 6749 default), nothing means a public client.
-pub fn choose_auth_method(meta: &ServerMetadata, has_secret: bool, has_key: bool) -> String {
+pub(crate) fn choose_auth_method(meta: &ServerMetadata, has_secret: bool, has_key: bool) -> String {
     if has_key {
         "private_key_jwt".into()
     } else if !has_secret {
@@ -213,14 +218,20 @@ pub fn choose_auth_method(meta: &ServerMetadata, has_secret: bool, has_key: bool
 }
 
 /// What a token request carries besides the client authentication.
-pub struct Grant {
-    pub form: Vec<(String, String)>,
-    pub scopes: Vec<String>,
+pub(crate) struct Grant {
+    pub(crate) form: Vec<(String, String)>,
+    pub(crate) scopes: Vec<String>,
 }
 
 /// One token request; the client authenticates as its `auth_method` says. `audience` is the
 /// issuer, the `aud` of a `private_key_jwt` assertion.
-pub fn token(http: &Http, endpoint: &str, audience: &str, client: &ClientCreds, grant: Grant) -> Result<TokenSet> {
+pub(crate) fn token(
+    http: &Http,
+    endpoint: &str,
+    audience: &str,
+    client: &ClientCreds,
+    grant: Grant,
+) -> Result<TokenSet> {
     let mut form = grant.form;
     let mut basic = None;
     match client.auth_method.as_str() {
@@ -295,7 +306,7 @@ fn oauth_error(v: &Value) -> String {
 /// An RFC 7523 client assertion signed with ES256: `iss` = `sub` = client id, `aud` = the
 /// issuer, five minutes valid, a random `jti`.
 #[cfg(feature = "oauth")]
-pub fn jwt_assertion(pem: &str, client_id: &str, audience: &str) -> Result<String> {
+pub(crate) fn jwt_assertion(pem: &str, client_id: &str, audience: &str) -> Result<String> {
     use ring::rand::SystemRandom;
     use ring::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
     let der = pem_body(pem).ok_or_else(|| Error::Auth("the private key is not a PKCS#8 PEM".into()))?;
@@ -317,7 +328,7 @@ pub fn jwt_assertion(pem: &str, client_id: &str, audience: &str) -> Result<Strin
 
 /// A build without the `oauth` feature cannot sign: the client is refused, naming the feature.
 #[cfg(not(feature = "oauth"))]
-pub fn jwt_assertion(_pem: &str, _client_id: &str, _audience: &str) -> Result<String> {
+pub(crate) fn jwt_assertion(_pem: &str, _client_id: &str, _audience: &str) -> Result<String> {
     Err(Error::Auth("private_key_jwt needs CashCode built with the `oauth` feature (this build has it off)".into()))
 }
 
@@ -331,7 +342,7 @@ fn pem_body(pem: &str) -> Option<Vec<u8>> {
 /// Follows an authorization URL with GET, as a browser would without a person: the test
 /// providers of the conformance suite redirect at once to the redirect URI with the code.
 /// Returns that redirect (the callback URL). Every hop must pass [`endpoint_allowed`].
-pub fn follow_headless(http: &Http, url: &str, redirect_uri: &str) -> Result<String> {
+pub(crate) fn follow_headless(http: &Http, url: &str, redirect_uri: &str) -> Result<String> {
     let mut current = url.to_string();
     for _ in 0..MAX_AGENT_REDIRECTS {
         if !endpoint_allowed(&current) {

@@ -17,10 +17,10 @@
 //! is a bounded HTTP exchange. Tokens are never logged or returned: `Debug` hides them, and
 //! every value is published to the server's redaction registry as soon as it is known.
 
-pub mod discovery;
+pub(crate) mod discovery;
 pub mod flow;
 pub mod pkce;
-pub mod tokens;
+pub(crate) mod tokens;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,9 +33,9 @@ use super::{Error, Result};
 use crate::util::sync::lock;
 
 /// Authorizations (or refreshes) one request may trigger before it fails.
-pub const MAX_ROUNDS: usize = 3;
+pub(crate) const MAX_ROUNDS: usize = 3;
 /// How long a pending browser flow may wait for its callback.
-pub const FLOW_TTL: Duration = Duration::from_secs(600);
+pub(crate) const FLOW_TTL: Duration = Duration::from_secs(600);
 
 /// What the transport asks before and after each request.
 pub trait Authorizer: Send + Sync {
@@ -47,7 +47,7 @@ pub trait Authorizer: Send + Sync {
 }
 
 /// How the authorization URL is visited.
-pub trait UserAgent: Send + Sync {
+pub(crate) trait UserAgent: Send + Sync {
     /// `Ok(Some(callback_url))` when the agent completed the visit itself; `Ok(None)` when a
     /// person must (the flow then waits for the callback route).
     fn visit(&self, http: &Http, authorization_url: &str, redirect_uri: &str) -> Result<Option<String>>;
@@ -59,7 +59,7 @@ pub trait UserAgent: Send + Sync {
 }
 
 /// Follows the URL with GET (the conformance suite's providers redirect at once).
-pub struct Headless;
+pub(crate) struct Headless;
 
 impl UserAgent for Headless {
     fn visit(&self, http: &Http, url: &str, redirect_uri: &str) -> Result<Option<String>> {
@@ -68,7 +68,7 @@ impl UserAgent for Headless {
 }
 
 /// The server's agent: the user's browser, through the web client.
-pub struct Browser;
+pub(crate) struct Browser;
 
 impl UserAgent for Browser {
     fn visit(&self, _: &Http, _: &str, _: &str) -> Result<Option<String>> {
@@ -81,7 +81,7 @@ impl UserAgent for Browser {
 
 /// Which grant to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum GrantChoice {
+pub(crate) enum GrantChoice {
     /// Authorization code, unless a pre-registered client meets a server that offers only
     /// `client_credentials`.
     #[default]
@@ -92,27 +92,27 @@ pub enum GrantChoice {
 
 /// How this client presents itself.
 #[derive(Debug, Clone, Default)]
-pub struct Settings {
-    pub client_name: String,
-    pub redirect_uri: String,
+pub(crate) struct Settings {
+    pub(crate) client_name: String,
+    pub(crate) redirect_uri: String,
     /// An https URL of our client ID metadata document, used as `client_id` where the server
     /// supports it (`client_id_metadata_document_supported`).
-    pub client_metadata_url: Option<String>,
+    pub(crate) client_metadata_url: Option<String>,
     /// A client registered out of band (its `auth_method` may be empty: chosen from metadata).
-    pub preregistered: Option<ClientCreds>,
-    pub grant: GrantChoice,
+    pub(crate) preregistered: Option<ClientCreds>,
+    pub(crate) grant: GrantChoice,
 }
 
 /// A browser flow waiting for its callback: bound to one `state`, used once, expiring.
-pub struct PendingFlow {
-    pub state: String,
-    pub url: String,
+pub(crate) struct PendingFlow {
+    pub(crate) state: String,
+    pub(crate) url: String,
     verifier: String,
     redirect_uri: String,
     found: Found,
     client: ClientCreds,
     scopes: Vec<String>,
-    pub created: Instant,
+    pub(crate) created: Instant,
 }
 
 impl std::fmt::Debug for PendingFlow {
@@ -122,7 +122,7 @@ impl std::fmt::Debug for PendingFlow {
 }
 
 impl PendingFlow {
-    pub fn expired(&self) -> bool {
+    pub(crate) fn expired(&self) -> bool {
         self.created.elapsed() > FLOW_TTL
     }
 
@@ -173,7 +173,7 @@ pub struct OAuth {
 }
 
 impl OAuth {
-    pub fn new(server_url: &str, settings: Settings, agent: Arc<dyn UserAgent>) -> OAuth {
+    pub(crate) fn new(server_url: &str, settings: Settings, agent: Arc<dyn UserAgent>) -> OAuth {
         OAuth {
             server_url: server_url.to_string(),
             settings,
@@ -186,7 +186,7 @@ impl OAuth {
     }
 
     /// Keeps tokens in `store` (loaded now, written after every change).
-    pub fn with_store(mut self, store: TokenStore) -> OAuth {
+    pub(crate) fn with_store(mut self, store: TokenStore) -> OAuth {
         let stored = store.load(&self.server_url);
         self.store = Some(store);
         lock(&self.inner).stored = stored;
@@ -195,7 +195,7 @@ impl OAuth {
     }
 
     /// Tells `sink` every secret value (tokens, client secrets) whenever they change.
-    pub fn with_secret_sink(mut self, sink: SecretSink) -> OAuth {
+    pub(crate) fn with_secret_sink(mut self, sink: SecretSink) -> OAuth {
         self.on_secrets = Some(sink);
         self.publish();
         self
@@ -210,12 +210,12 @@ impl OAuth {
     }
 
     /// Whether a token is held (maybe expired but refreshable).
-    pub fn authorized(&self) -> bool {
+    pub(crate) fn authorized(&self) -> bool {
         lock(&self.inner).stored.as_ref().and_then(|s| s.tokens.as_ref()).is_some()
     }
 
     /// Forgets the tokens (and the registered client), on disk too.
-    pub fn sign_out(&self) -> std::io::Result<()> {
+    pub(crate) fn sign_out(&self) -> std::io::Result<()> {
         lock(&self.inner).stored = None;
         if let Some(s) = &self.store {
             s.delete()?;
@@ -489,7 +489,7 @@ impl OAuth {
     }
 
     /// A browser flow for the server's authorize route.
-    pub fn begin(&self) -> Result<PendingFlow> {
+    pub(crate) fn begin(&self) -> Result<PendingFlow> {
         let mut challenge = lock(&self.inner).last.clone();
         if challenge == Challenge::default() {
             self.probe();
@@ -500,7 +500,7 @@ impl OAuth {
 
     /// Completes a flow from its callback URL's parameters: checks `state` (constant time),
     /// refuses an expired flow or a provider error, exchanges the code with the verifier.
-    pub fn finish(&self, flow: PendingFlow, params: &[(String, String)]) -> Result<()> {
+    pub(crate) fn finish(&self, flow: PendingFlow, params: &[(String, String)]) -> Result<()> {
         let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         if !get("state").is_some_and(|s| pkce::same(s, &flow.state)) {
             return Err(Error::Auth("the callback's state does not match the flow".into()));

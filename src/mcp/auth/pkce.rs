@@ -9,9 +9,9 @@ use crate::util::rand;
 
 /// One PKCE pair: the verifier stays with us, the challenge goes in the authorization URL.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Pkce {
-    pub verifier: String,
-    pub challenge: String,
+pub(crate) struct Pkce {
+    pub(crate) verifier: String,
+    pub(crate) challenge: String,
 }
 
 impl std::fmt::Debug for Pkce {
@@ -23,7 +23,7 @@ impl std::fmt::Debug for Pkce {
 impl Pkce {
     /// 32 random bytes -> a 43-character verifier (RFC 7636 §4.1 allows 43..128 of
     /// `[A-Za-z0-9-._~]`; base64url without padding stays inside that set).
-    pub fn new() -> Pkce {
+    pub(crate) fn new() -> Pkce {
         let mut bytes = [0u8; 32];
         rand::fill(&mut bytes);
         let verifier = b64url(&bytes);
@@ -44,28 +44,29 @@ pub fn challenge_of(verifier: &str) -> String {
 }
 
 /// A fresh unguessable `state` (and single-use flow key): 32 random bytes, base64url.
-pub fn new_state() -> String {
+pub(crate) fn new_state() -> String {
     let mut bytes = [0u8; 32];
     rand::fill(&mut bytes);
     b64url(&bytes)
 }
 
-pub fn b64url(bytes: &[u8]) -> String {
+pub(crate) fn b64url(bytes: &[u8]) -> String {
     URL_SAFE_NO_PAD.encode(bytes)
 }
 
-pub fn b64(bytes: &[u8]) -> String {
+pub(crate) fn b64(bytes: &[u8]) -> String {
     STANDARD.encode(bytes)
 }
 
 /// Decodes standard base64 ignoring whitespace (PEM bodies); `None` on anything else.
-pub fn b64_decode(text: &str) -> Option<Vec<u8>> {
+#[cfg(any(test, feature = "oauth"))]
+pub(crate) fn b64_decode(text: &str) -> Option<Vec<u8>> {
     let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
     STANDARD.decode(compact.as_bytes()).ok()
 }
 
 /// Constant-time comparison of two short strings (the `state` check).
-pub fn same(a: &str, b: &str) -> bool {
+pub(crate) fn same(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     if a.len() != b.len() {
         return false;

@@ -11,31 +11,31 @@ use serde::{Deserialize, Serialize};
 use crate::util::fsx;
 
 /// Longest token or secret we accept from a peer.
-pub const MAX_SECRET_LEN: usize = 8 * 1024;
+pub(crate) const MAX_SECRET_LEN: usize = 8 * 1024;
 /// Largest stored file read back.
 const MAX_FILE: usize = 256 * 1024;
 /// A token this close to its expiry counts as expired (clock skew, the request's own time).
 const EXPIRY_MARGIN_SECS: u64 = 30;
 
 #[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TokenSet {
-    pub access_token: String,
+pub(crate) struct TokenSet {
+    pub(crate) access_token: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refresh_token: Option<String>,
+    pub(crate) refresh_token: Option<String>,
     /// Unix seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<u64>,
+    pub(crate) expires_at: Option<u64>,
     /// The scopes we asked for (what step-up compares against).
     #[serde(default)]
-    pub requested_scopes: Vec<String>,
+    pub(crate) requested_scopes: Vec<String>,
 }
 
 impl TokenSet {
-    pub fn expired(&self) -> bool {
+    pub(crate) fn expired(&self) -> bool {
         self.expires_at.is_some_and(|at| now_secs() + EXPIRY_MARGIN_SECS >= at)
     }
 
-    pub fn secrets(&self) -> Vec<String> {
+    pub(crate) fn secrets(&self) -> Vec<String> {
         std::iter::once(self.access_token.clone()).chain(self.refresh_token.clone()).collect()
     }
 }
@@ -53,20 +53,20 @@ impl std::fmt::Debug for TokenSet {
 
 /// A client identity at one authorization server.
 #[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ClientCreds {
-    pub client_id: String,
+pub(crate) struct ClientCreds {
+    pub(crate) client_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_secret: Option<String>,
+    pub(crate) client_secret: Option<String>,
     /// `none`, `client_secret_basic`, `client_secret_post` or `private_key_jwt`.
     #[serde(default)]
-    pub auth_method: String,
+    pub(crate) auth_method: String,
     /// PKCS#8 PEM of an ES256 key, for `private_key_jwt` (pre-registered clients only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub private_key_pem: Option<String>,
+    pub(crate) private_key_pem: Option<String>,
 }
 
 impl ClientCreds {
-    pub fn secrets(&self) -> Vec<String> {
+    pub(crate) fn secrets(&self) -> Vec<String> {
         self.client_secret.iter().chain(self.private_key_pem.iter()).cloned().collect()
     }
 }
@@ -83,21 +83,21 @@ impl std::fmt::Debug for ClientCreds {
 
 /// One server's stored authorization.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Stored {
+pub(crate) struct Stored {
     /// The server URL it was obtained for; a stored file for another URL is ignored.
-    pub server_url: String,
-    pub issuer: String,
-    pub token_endpoint: String,
-    pub resource: String,
+    pub(crate) server_url: String,
+    pub(crate) issuer: String,
+    pub(crate) token_endpoint: String,
+    pub(crate) resource: String,
     /// A client this server registered for us (dynamic registration), reused next time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client: Option<ClientCreds>,
+    pub(crate) client: Option<ClientCreds>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<TokenSet>,
+    pub(crate) tokens: Option<TokenSet>,
 }
 
 impl Stored {
-    pub fn secrets(&self) -> Vec<String> {
+    pub(crate) fn secrets(&self) -> Vec<String> {
         let mut v = self.tokens.as_ref().map(TokenSet::secrets).unwrap_or_default();
         v.extend(self.client.as_ref().map(ClientCreds::secrets).unwrap_or_default());
         v
@@ -106,22 +106,23 @@ impl Stored {
 
 /// The file of one server's authorization.
 #[derive(Debug, Clone)]
-pub struct TokenStore {
+pub(crate) struct TokenStore {
     path: PathBuf,
 }
 
 impl TokenStore {
     /// `<data>/mcp/oauth/<server>.json`; `server` is a validated catalog name.
-    pub fn new(data_dir: &Path, server: &str) -> TokenStore {
+    pub(crate) fn new(data_dir: &Path, server: &str) -> TokenStore {
         TokenStore { path: data_dir.join("mcp").join("oauth").join(format!("{server}.json")) }
     }
 
-    pub fn path(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The stored authorization for `server_url`, if any (unreadable or foreign files: none).
-    pub fn load(&self, server_url: &str) -> Option<Stored> {
+    pub(crate) fn load(&self, server_url: &str) -> Option<Stored> {
         let text = fsx::read_opt(&self.path).ok()??;
         if text.len() > MAX_FILE || crate::util::json::too_deep(text.as_bytes(), 8).is_some() {
             return None;
@@ -130,12 +131,12 @@ impl TokenStore {
         (s.server_url == server_url).then_some(s)
     }
 
-    pub fn save(&self, s: &Stored) -> std::io::Result<()> {
+    pub(crate) fn save(&self, s: &Stored) -> std::io::Result<()> {
         let bytes = serde_json::to_vec_pretty(s).map_err(std::io::Error::other)?;
         fsx::write_atomic(&self.path, &bytes, true)
     }
 
-    pub fn delete(&self) -> std::io::Result<()> {
+    pub(crate) fn delete(&self) -> std::io::Result<()> {
         match std::fs::remove_file(&self.path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
@@ -143,7 +144,7 @@ impl TokenStore {
     }
 }
 
-pub fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 

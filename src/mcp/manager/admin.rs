@@ -75,7 +75,7 @@ impl McpManager {
     }
 
     /// `GET /api/mcp/servers/{name}/changes`: each held tool's approved and new version.
-    pub fn changes(&self, name: &str) -> Result<ChangeList, McpError> {
+    pub(crate) fn changes(&self, name: &str) -> Result<ChangeList, McpError> {
         let cfg = self.configured(name)?;
         let p = self.pins_of(&cfg);
         let changes = p
@@ -93,7 +93,7 @@ impl McpManager {
 
     /// `POST /api/mcp/servers/{name}/changes/approve`: pins the pending versions of `only`
     /// (original names; all when `None`) and, when connected, registers them at once.
-    pub fn approve_changes(&self, name: &str, only: Option<&[String]>) -> Result<ChangeList, McpError> {
+    pub(crate) fn approve_changes(&self, name: &str, only: Option<&[String]>) -> Result<ChangeList, McpError> {
         let cfg = self.configured(name)?;
         let slot = self.slot(name);
         let _c = lock(&slot.connect);
@@ -123,7 +123,7 @@ impl McpManager {
     }
 
     /// Whether `tool` (original name) of `server` has a change waiting for approval.
-    pub fn is_held(&self, server: &str, tool: &str) -> bool {
+    pub(crate) fn is_held(&self, server: &str, tool: &str) -> bool {
         self.server_config(server).is_some_and(|c| self.pins_of(&c).pending.contains_key(tool))
     }
 }

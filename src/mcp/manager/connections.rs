@@ -273,7 +273,11 @@ impl McpManager {
     /// Connects `server` for a call of one of its tools, on a helper thread, so the caller
     /// waits at most the connect budget (connect + `tools/list`) and wakes on `cancel`.
     /// Concurrent callers share one attempt (the connect lock and `attempts` coalesce them).
-    pub fn reconnect_for_call(self: &Arc<Self>, server: &str, cancel: &CancelToken) -> std::result::Result<(), String> {
+    pub(crate) fn reconnect_for_call(
+        self: &Arc<Self>,
+        server: &str,
+        cancel: &CancelToken,
+    ) -> std::result::Result<(), String> {
         use crate::util::blocking::Stop;
         if self.user_off(server) {
             return Err("the user disconnected it; connect it in the MCP market or with mcp_prepare".into());

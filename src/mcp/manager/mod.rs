@@ -41,7 +41,7 @@ mod connections;
 mod oauth;
 mod tools;
 
-pub use oauth::{oauth_redirect_uri, OAUTH_CALLBACK_PATH};
+pub(crate) use oauth::{oauth_redirect_uri, OAUTH_CALLBACK_PATH};
 
 const NOT_CONFIGURED: &str = "MCP server is not configured";
 const GONE: &str = "connection is no longer available";
@@ -55,7 +55,7 @@ pub struct ManagerConfig {
 
 impl ManagerConfig {
     /// The client defaults with the timeouts of `config.mcp` (parsed and checked at start-up).
-    pub fn from_config(config: &crate::config::Config) -> ManagerConfig {
+    pub(crate) fn from_config(config: &crate::config::Config) -> ManagerConfig {
         let t = config.mcp;
         let client = ClientConfig {
             connect_timeout: t.connect_timeout,
@@ -150,7 +150,7 @@ impl McpManager {
 
     /// Shares `secrets` (the server's registry) and tells it the catalog's secrets; every
     /// later create, update and delete updates it.
-    pub fn with_secrets(mut self, secrets: crate::secrets::Secrets) -> McpManager {
+    pub(crate) fn with_secrets(mut self, secrets: crate::secrets::Secrets) -> McpManager {
         self.secrets = secrets;
         self.publish_secrets();
         self
@@ -169,7 +169,7 @@ impl McpManager {
 
     /// Installs what runs after the catalog changed (create, update, delete): the skill
     /// catalog's refresh, whose MCP dependency checks depend on the configured servers.
-    pub fn set_catalog_hook(&self, f: impl Fn() + Send + Sync + 'static) {
+    pub(crate) fn set_catalog_hook(&self, f: impl Fn() + Send + Sync + 'static) {
         *lock(&self.catalog_hook) = Some(Arc::new(f));
     }
 
@@ -181,11 +181,7 @@ impl McpManager {
         }
     }
 
-    pub fn config(&self) -> &ManagerConfig {
-        &self.cfg
-    }
-
-    pub fn server_config(&self, name: &str) -> Option<ServerConfig> {
+    pub(crate) fn server_config(&self, name: &str) -> Option<ServerConfig> {
         lock(&self.catalog).get(name).cloned()
     }
 
@@ -195,7 +191,7 @@ impl McpManager {
     }
 
     /// Configured server names in catalog order.
-    pub fn server_names(&self) -> Vec<String> {
+    pub(crate) fn server_names(&self) -> Vec<String> {
         lock(&self.catalog).all().into_iter().map(|c| c.name.clone()).collect()
     }
 

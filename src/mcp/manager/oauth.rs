@@ -15,13 +15,13 @@ use crate::mcp::McpError;
 use crate::util::sync::lock;
 
 /// The callback route of browser OAuth flows (`http::mcp_routes`).
-pub const OAUTH_CALLBACK_PATH: &str = "/api/mcp/oauth/callback";
+pub(crate) const OAUTH_CALLBACK_PATH: &str = "/api/mcp/oauth/callback";
 /// Browser flows waiting for their callback at once (older ones are dropped first).
 const MAX_PENDING_FLOWS: usize = 16;
 
 /// Where OAuth providers send the browser back: CashCode's own callback route on its HTTP
 /// listener (loopback and wildcard binds as `127.0.0.1`).
-pub fn oauth_redirect_uri(http_host: &str, port: u16) -> String {
+pub(crate) fn oauth_redirect_uri(http_host: &str, port: u16) -> String {
     let h = http_host;
     let host = if crate::util::url::is_loopback(h) || h == "0.0.0.0" || h == "::" || h == "[::]" {
         "127.0.0.1".to_string()
@@ -36,7 +36,7 @@ pub fn oauth_redirect_uri(http_host: &str, port: u16) -> String {
 impl McpManager {
     /// Sets the OAuth redirect URI ([`oauth_redirect_uri`] of the bound HTTP listener), before
     /// any request is served.
-    pub fn set_oauth_redirect(&self, uri: String) {
+    pub(crate) fn set_oauth_redirect(&self, uri: String) {
         *lock(&self.redirect_uri) = uri;
     }
 
@@ -102,7 +102,7 @@ impl McpManager {
 
     /// `POST /api/mcp/servers/{name}/authorize`: starts a browser flow and returns the URL
     /// to open. Network-bound (discovery, maybe registration).
-    pub fn authorize(&self, name: &str) -> Result<Authorization, McpError> {
+    pub(crate) fn authorize(&self, name: &str) -> Result<Authorization, McpError> {
         let cfg = self.configured(name)?;
         let oauth = self.oauth_for(&cfg).ok_or(McpError::NoOAuth)?;
         let flow = oauth.begin().map_err(|e| {
@@ -128,7 +128,7 @@ impl McpManager {
     /// `GET /api/mcp/oauth/callback`: the flow named by `state` is taken out (single use,
     /// whatever the outcome) and completed. Returns the server's name, or why not (already
     /// redacted, safe to show).
-    pub fn oauth_callback(&self, params: &[(String, String)]) -> std::result::Result<String, String> {
+    pub(crate) fn oauth_callback(&self, params: &[(String, String)]) -> std::result::Result<String, String> {
         let state = params.iter().find(|(k, _)| k == "state").map(|(_, v)| v.as_str()).unwrap_or("");
         let taken = lock(&self.flows).remove(state);
         let Some((name, flow)) = taken else {
@@ -155,7 +155,7 @@ impl McpManager {
     }
 
     /// `POST /api/mcp/servers/{name}/sign-out`: disconnects and forgets the tokens.
-    pub fn sign_out(&self, name: &str) -> Result<ServerView, McpError> {
+    pub(crate) fn sign_out(&self, name: &str) -> Result<ServerView, McpError> {
         let cfg = self.configured(name)?;
         self.disconnect_inner(name, true);
         if let Some(o) = self.oauth_for(&cfg) {

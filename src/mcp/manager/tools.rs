@@ -25,7 +25,7 @@ use crate::util::text;
 
 impl McpManager {
     /// Every live tool of every server (after list_changed refreshes), sorted by name.
-    pub fn live_tools(&self) -> Vec<Arc<LiveTool>> {
+    pub(crate) fn live_tools(&self) -> Vec<Arc<LiveTool>> {
         let names: Vec<String> = lock(&self.slots).keys().cloned().collect();
         let mut out: Vec<Arc<LiveTool>> = names.iter().flat_map(|n| self.live_tools_of(n)).collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -52,7 +52,7 @@ impl McpManager {
     }
 
     /// The registered tool behind a model-facing name.
-    pub fn lookup(&self, wrapped: &str) -> Option<Arc<LiveTool>> {
+    pub(crate) fn lookup(&self, wrapped: &str) -> Option<Arc<LiveTool>> {
         let server = lock(&self.names).resolve(wrapped).map(|(s, _)| s.to_string())?;
         self.live_tools_of(&server).into_iter().find(|t| t.name == wrapped)
     }
@@ -79,7 +79,7 @@ impl McpManager {
     }
 
     /// [`McpManager::call_on`] whose server may ask the user through `ask` (elicitation).
-    pub fn call_on_asking(
+    pub(crate) fn call_on_asking(
         &self,
         server: &str,
         tool: &str,
@@ -119,7 +119,7 @@ impl McpManager {
     /// Activated tools of servers that are not connected (after a restart or a crash), built
     /// from the tool-schema cache of their last connect (approved tools only), restricted to
     /// the model-facing names in `wanted`. Calling one reconnects its server on demand.
-    pub fn dormant_tools(&self, wanted: &[&str]) -> Vec<Arc<LiveTool>> {
+    pub(crate) fn dormant_tools(&self, wanted: &[&str]) -> Vec<Arc<LiveTool>> {
         let cfgs: Vec<ServerConfig> = lock(&self.catalog).all().into_iter().cloned().collect();
         let mut out = Vec::new();
         for cfg in cfgs {

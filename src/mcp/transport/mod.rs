@@ -8,9 +8,9 @@
 //! Threads: each transport spawns its own reader thread(s) (named `mcp-<server>-…`); callers
 //! block only on their own reply channel with a deadline (see `client.rs`).
 
-pub mod sse;
-pub mod stdio;
-pub mod streamable_http;
+pub(crate) mod sse;
+pub(crate) mod stdio;
+pub(crate) mod streamable_http;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufRead};
@@ -31,7 +31,7 @@ use crate::util::url::{self, Origin};
 use crate::util::{redact, text};
 
 /// What a caller's reply channel carries: the `result`, or why there is none.
-pub type Reply = Result<Value>;
+pub(crate) type Reply = Result<Value>;
 
 /// How to reach one server, after catalog resolution (absolute args, resolved command).
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +64,7 @@ pub struct HttpSpec {
 impl TransportSpec {
     /// Values that must never appear in errors or logs: header values and env values whose
     /// key looks secret (docs/tools-and-mcp.md §11; the server-wide [`is_secret_name`]).
-    pub fn secrets(&self) -> Vec<String> {
+    pub(crate) fn secrets(&self) -> Vec<String> {
         match self {
             TransportSpec::Stdio(s) => {
                 s.env.iter().filter(|(k, _)| is_secret_name(k)).map(|(_, v)| v.clone()).collect()
@@ -76,14 +76,14 @@ impl TransportSpec {
 
 /// What is being sent, so HTTP transports know whether a reply body is expected.
 #[derive(Debug, Clone, Copy)]
-pub enum Outgoing<'a> {
+pub(crate) enum Outgoing<'a> {
     Request(&'a Id),
     Notification,
     Response,
 }
 
 /// Bytes in and out for one server connection.
-pub trait Transport: Send + Sync {
+pub(crate) trait Transport: Send + Sync {
     /// Sends one compact JSON-RPC message; waits at most `timeout` for the hand-off.
     /// A request's reply is delivered to the [`Inbox`], never returned here.
     fn send(&self, msg: String, kind: Outgoing<'_>, timeout: Duration) -> Result<()>;
@@ -113,18 +113,18 @@ struct Pending {
 }
 
 /// A server-to-client request handed to a waiting caller: its id and params.
-pub type ServerRequest = (Id, Option<Value>);
+pub(crate) type ServerRequest = (Id, Option<Value>);
 
 /// When the last progress notification for a request arrived.
 #[derive(Default)]
-pub struct ProgressMark {
+pub(crate) struct ProgressMark {
     /// Milliseconds since the inbox's epoch, 0 = none yet.
     last_ms: AtomicU64,
     count: AtomicU64,
 }
 
 impl ProgressMark {
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.count.load(Ordering::SeqCst)
     }
 }
@@ -132,7 +132,7 @@ impl ProgressMark {
 type Replier = Box<dyn Fn(String) + Send + Sync>;
 
 /// Per-connection routing state shared by the transport's reader thread(s) and callers.
-pub struct Inbox {
+pub(crate) struct Inbox {
     server: String,
     epoch: Instant,
     pending: Mutex<HashMap<Id, Pending>>,
@@ -149,7 +149,7 @@ pub struct Inbox {
 const MAX_GARBAGE_LOGS: u64 = 5;
 
 impl Inbox {
-    pub fn new(server: &str, secrets: Vec<String>) -> Arc<Inbox> {
+    pub(crate) fn new(server: &str, secrets: Vec<String>) -> Arc<Inbox> {
         Arc::new(Inbox {
             server: server.to_string(),
             epoch: Instant::now(),
@@ -163,29 +163,34 @@ impl Inbox {
         })
     }
 
-    pub fn server(&self) -> &str {
+    pub(crate) fn server(&self) -> &str {
         &self.server
     }
 
     /// Installs how server requests are answered (must not block: queue or spawn).
-    pub fn set_replier(&self, f: Replier) {
+    pub(crate) fn set_replier(&self, f: Replier) {
         let _ = self.replier.set(f);
     }
 
     /// Set before `initialize` when the client declares elicitation: `elicitation/create` is
     /// then routed to calls registered with [`Inbox::register_eliciting`], else refused -32601.
-    pub fn set_elicitation(&self, on: bool) {
+    pub(crate) fn set_elicitation(&self, on: bool) {
         self.elicitation.store(on, Ordering::SeqCst);
     }
 
     /// Registers `id` before its request is written, so a fast reply cannot be lost.
-    pub fn register(&self, id: Id, progress_token: Option<String>) -> Result<(Receiver<Reply>, Arc<ProgressMark>)> {
+    #[cfg(test)]
+    pub(crate) fn register(
+        &self,
+        id: Id,
+        progress_token: Option<String>,
+    ) -> Result<(Receiver<Reply>, Arc<ProgressMark>)> {
         self.register_eliciting(id, progress_token, None)
     }
 
     /// [`Inbox::register`] for a call whose caller can ask a user: `elicit` receives the
     /// server's `elicitation/create` requests while the call is pending.
-    pub fn register_eliciting(
+    pub(crate) fn register_eliciting(
         &self,
         id: Id,
         progress_token: Option<String>,
@@ -201,7 +206,7 @@ impl Inbox {
     }
 
     /// Answers a server request (from the reader thread or a caller; never blocks).
-    pub fn reply(&self, line: String) {
+    pub(crate) fn reply(&self, line: String) {
         match self.replier.get() {
             Some(r) => r(line),
             None => log::warn!("mcp {}: no replier for server request", self.server),
@@ -209,23 +214,23 @@ impl Inbox {
     }
 
     /// Drops a pending entry (timeout, cancel, send failure); a late reply is then ignored.
-    pub fn forget(&self, id: &Id) {
+    pub(crate) fn forget(&self, id: &Id) {
         lock(&self.pending).remove(id);
     }
 
     /// Delivers a transport-level outcome for `id` (Streamable HTTP POST failures).
-    pub fn deliver(&self, id: &Id, reply: Reply) {
+    pub(crate) fn deliver(&self, id: &Id, reply: Reply) {
         if let Some(p) = lock(&self.pending).remove(id) {
             let _ = p.tx.try_send(reply);
         }
     }
 
-    pub fn is_pending(&self, id: &Id) -> bool {
+    pub(crate) fn is_pending(&self, id: &Id) -> bool {
         lock(&self.pending).contains_key(id)
     }
 
     /// Marks the connection dead and fails every waiter with `reason` (first reason wins).
-    pub fn close(&self, reason: &str) {
+    pub(crate) fn close(&self, reason: &str) {
         let reason = {
             let mut closed = lock(&self.closed);
             if closed.is_none() {
@@ -239,21 +244,22 @@ impl Inbox {
         }
     }
 
-    pub fn closed_reason(&self) -> Option<String> {
+    pub(crate) fn closed_reason(&self) -> Option<String> {
         lock(&self.closed).clone()
     }
 
     /// True once after the server announced `notifications/tools/list_changed`.
-    pub fn take_list_changed(&self) -> bool {
+    pub(crate) fn take_list_changed(&self) -> bool {
         self.list_changed.swap(false, Ordering::SeqCst)
     }
 
-    pub fn garbage_lines(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn garbage_lines(&self) -> u64 {
         self.garbage_lines.load(Ordering::SeqCst)
     }
 
     /// Last progress time of a registered request's mark, if any arrived.
-    pub fn last_progress(&self, mark: &ProgressMark) -> Option<Instant> {
+    pub(crate) fn last_progress(&self, mark: &ProgressMark) -> Option<Instant> {
         match mark.last_ms.load(Ordering::SeqCst) {
             0 => None,
             ms => Some(self.epoch + Duration::from_millis(ms)),
@@ -261,13 +267,13 @@ impl Inbox {
     }
 
     /// Redacts known secrets and generic secret shapes from text about this connection.
-    pub fn redact(&self, s: &str) -> String {
+    pub(crate) fn redact(&self, s: &str) -> String {
         let known: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
         redact::redact_with(s, &known)
     }
 
     /// Handles one inbound text frame (a stdio line or an SSE `data`).
-    pub fn handle_text(&self, text: &str) {
+    pub(crate) fn handle_text(&self, text: &str) {
         let trimmed = text.trim();
         if trimmed.is_empty() {
             return;
@@ -398,7 +404,7 @@ fn token_text(v: &Value) -> String {
 
 /// Result of [`read_capped_line`].
 #[derive(Debug, PartialEq, Eq)]
-pub enum LineRead {
+pub(crate) enum LineRead {
     Line,
     Eof,
     /// The line exceeded the cap; its remainder was consumed and `buf` holds the first `max` bytes.
@@ -407,7 +413,7 @@ pub enum LineRead {
 
 /// Reads one `\n`-terminated line into `buf` (terminator and a trailing CR stripped) without
 /// ever holding more than `max` bytes of it.
-pub fn read_capped_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<LineRead> {
+pub(crate) fn read_capped_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<LineRead> {
     buf.clear();
     let mut too_long = false;
     let mut any = false;
@@ -473,11 +479,11 @@ pub(crate) fn body_snippet(inbox: &Inbox, body: &str) -> String {
 /// Settings for the ureq agents of the HTTP transports.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HttpTimeouts {
-    pub connect: Duration,
+    pub(crate) connect: Duration,
     /// Whole-exchange cap (`None` for long-lived streams).
-    pub global: Option<Duration>,
+    pub(crate) global: Option<Duration>,
     /// Idle cap per socket read (headers included).
-    pub per_read: Option<Duration>,
+    pub(crate) per_read: Option<Duration>,
 }
 
 /// One ureq agent: explicit timeouts, status codes as values (we read error bodies), small

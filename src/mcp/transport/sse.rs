@@ -22,7 +22,7 @@ use crate::util::sse::SseReader;
 use crate::util::url::{self, Origin};
 
 /// Idle limit on the event stream (the original's 300 s SSE read timeout).
-pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Largest POST response body we read (it is normally `Accepted`).
 const MAX_POST_BODY: u64 = 64 * 1024;
 /// Concurrent reply threads allowed; beyond that replies to server requests are dropped.
@@ -30,7 +30,7 @@ const MAX_REPLIERS: usize = 4;
 /// Timeout of a reply POST to a server request.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub struct SseTransport {
+pub(crate) struct SseTransport {
     server: String,
     inbox: Arc<Inbox>,
     agent: ureq::Agent,
@@ -44,7 +44,7 @@ pub struct SseTransport {
 
 impl SseTransport {
     /// Opens the stream and waits (at most `connect_timeout`) for the `endpoint` event.
-    pub fn connect(server: &str, spec: &HttpSpec, inbox: Arc<Inbox>, connect_timeout: Duration) -> Result<Self> {
+    pub(crate) fn connect(server: &str, spec: &HttpSpec, inbox: Arc<Inbox>, connect_timeout: Duration) -> Result<Self> {
         let base = Origin::of(&spec.url).ok_or_else(|| Error::Config("url must be an absolute HTTP(S) URL".into()))?;
         let closed = Arc::new(AtomicBool::new(false));
         let (ep_tx, ep_rx) = crossbeam_channel::bounded::<Result<String>>(1);

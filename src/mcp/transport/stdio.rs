@@ -26,9 +26,9 @@ use crate::util::text;
 /// None of them is secret, so the start-up removal of secret variables from the server's
 /// environment changes nothing for MCP servers: a catalog entry that needs a key (say
 /// `GITHUB_TOKEN`) has always had to name it in its own `env`, which is passed as configured.
-pub const ENV_ALLOWLIST: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+pub(crate) const ENV_ALLOWLIST: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
 /// Largest stdout line (one JSON-RPC message) accepted before the connection is failed.
-pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// Longest stderr line kept (the rest of the line is dropped).
 const MAX_STDERR_LINE: usize = 2000;
 /// Stderr lines logged per connection; after that only counted.
@@ -38,11 +38,11 @@ const STDERR_TAIL: usize = 5;
 /// Queued outbound lines before `send` waits.
 const WRITE_QUEUE: usize = 256;
 /// How long close waits after closing stdin before SIGTERM, and after SIGTERM before SIGKILL.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(2);
 const TERM_GRACE: Duration = Duration::from_secs(1);
 
 /// A running stdio server.
-pub struct StdioTransport {
+pub(crate) struct StdioTransport {
     server: String,
     inbox: Arc<Inbox>,
     child: Arc<Mutex<Option<Child>>>,
@@ -55,7 +55,7 @@ pub struct StdioTransport {
 
 impl StdioTransport {
     /// Starts the child and its three threads. `grace` is how long close waits for a clean exit.
-    pub fn spawn(server: &str, spec: &StdioSpec, inbox: Arc<Inbox>, grace: Duration) -> Result<Self> {
+    pub(crate) fn spawn(server: &str, spec: &StdioSpec, inbox: Arc<Inbox>, grace: Duration) -> Result<Self> {
         let mut cmd = build_command(spec);
         let program = inbox.redact(&Path::new(cmd.get_program()).display().to_string());
         let mut child = cmd.spawn().map_err(|e| Error::Spawn { command: inbox.redact(&spec.command), source: e })?;
@@ -118,10 +118,6 @@ impl StdioTransport {
         }
         log::info!("event=mcp.stdio.started server={server} pid={pid} program={program:?}");
         Ok(t)
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.pid
     }
 }
 
@@ -207,7 +203,7 @@ fn build_command(spec: &StdioSpec) -> Command {
 /// `python` falls back to `python3` (and vice versa) when only the other exists, so the shipped
 /// catalog works on systems without a `python` alias. A relative command with a slash is taken
 /// relative to `cwd`.
-pub fn resolve_command(command: &str, python: Option<&Path>, path: Option<&str>, cwd: Option<&Path>) -> PathBuf {
+pub(crate) fn resolve_command(command: &str, python: Option<&Path>, path: Option<&str>, cwd: Option<&Path>) -> PathBuf {
     if command.contains('/') {
         let p = PathBuf::from(command);
         return match (p.is_relative(), cwd) {

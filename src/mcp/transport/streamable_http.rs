@@ -61,7 +61,7 @@ struct Shared {
     auth: OnceLock<Arc<dyn Authorizer>>,
 }
 
-pub struct StreamableHttpTransport {
+pub(crate) struct StreamableHttpTransport {
     shared: Arc<Shared>,
     inbox: Arc<Inbox>,
     get_stream: Mutex<Option<JoinHandle<()>>>,
@@ -70,7 +70,7 @@ pub struct StreamableHttpTransport {
 impl StreamableHttpTransport {
     /// Prepares the transport; nothing is sent until `initialize`. `max_exchange` caps one
     /// request's whole HTTP exchange (the hard maximum of a tool call plus a margin).
-    pub fn new(
+    pub(crate) fn new(
         server: &str,
         spec: &HttpSpec,
         inbox: Arc<Inbox>,
@@ -136,7 +136,7 @@ impl StreamableHttpTransport {
 impl StreamableHttpTransport {
     /// Lets `auth` supply bearer tokens and answer 401/403 challenges. Ignored when the
     /// configured headers hold an `Authorization` of their own (the owner's choice wins).
-    pub fn with_auth(self, auth: Option<Arc<dyn Authorizer>>) -> Self {
+    pub(crate) fn with_auth(self, auth: Option<Arc<dyn Authorizer>>) -> Self {
         let own = self.shared.headers.keys().any(|k| k.eq_ignore_ascii_case("authorization"));
         if let (Some(a), false) = (auth, own) {
             let _ = self.shared.auth.set(a);

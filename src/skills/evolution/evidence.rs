@@ -17,16 +17,16 @@ use crate::util::{text, time};
 
 /// What a finished, persisted turn hands to evolution.
 #[derive(Debug, Clone, Default)]
-pub struct TurnTrace {
-    pub chat_id: String,
-    pub user: String,
-    pub assistant: String,
+pub(crate) struct TurnTrace {
+    pub(crate) chat_id: String,
+    pub(crate) user: String,
+    pub(crate) assistant: String,
     /// Every tool call name in order (duplicates count; explicit @-loads excluded).
-    pub tools: Vec<String>,
+    pub(crate) tools: Vec<String>,
     /// Persisted tool-message texts.
-    pub tool_receipts: Vec<String>,
+    pub(crate) tool_receipts: Vec<String>,
     /// No failed tool call and the iteration limit not hit.
-    pub success: bool,
+    pub(crate) success: bool,
 }
 
 impl TurnTrace {
@@ -34,7 +34,7 @@ impl TurnTrace {
     /// record (the answer), every `tool` record (explicit-selection receipts are `assistant`
     /// records, so they never count). A tool failed when its stored text says so by the
     /// runner's rule (docs/agent-and-memory.md §13).
-    pub fn from_records(chat_id: &str, records: &[crate::store::chats::Record], hit_limit: bool) -> TurnTrace {
+    pub(crate) fn from_records(chat_id: &str, records: &[crate::store::chats::Record], hit_limit: bool) -> TurnTrace {
         let user = records.iter().find(|r| r.role == "user").map(|r| r.content.clone()).unwrap_or_default();
         let assistant = records.last().filter(|r| r.role == "assistant").map(|r| r.content.clone()).unwrap_or_default();
         let tool_records: Vec<_> = records.iter().filter(|r| r.role == "tool").collect();
@@ -52,7 +52,7 @@ impl TurnTrace {
 
 /// The runner's error rule: text starting with `Error`, or a JSON object with a truthy
 /// `error` or `success: false`.
-pub fn tool_text_failed(text: &str) -> bool {
+pub(crate) fn tool_text_failed(text: &str) -> bool {
     let t = text.trim_start();
     if t.starts_with("Error") {
         return true;
@@ -78,26 +78,26 @@ pub fn tool_text_failed(text: &str) -> bool {
 
 /// One evidence file (fields in the stored key order).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Evidence {
+pub(crate) struct Evidence {
     /// Redacted, at most 2500 chars.
-    pub assistant: String,
+    pub(crate) assistant: String,
     /// First 12 hex of SHA-256 of the chat id.
-    pub chat_id_hash: String,
+    pub(crate) chat_id_hash: String,
     /// Epoch seconds.
-    pub created_at: f64,
-    pub fingerprint: String,
+    pub(crate) created_at: f64,
+    pub(crate) fingerprint: String,
     /// `<epoch ms>-<8 hex>`, also the file name.
-    pub id: String,
+    pub(crate) id: String,
     /// Redacted, each at most 500 chars.
-    pub tool_receipts: Vec<String>,
-    pub tools: Vec<String>,
+    pub(crate) tool_receipts: Vec<String>,
+    pub(crate) tools: Vec<String>,
     /// Redacted, at most 2000 chars.
-    pub user: String,
+    pub(crate) user: String,
 }
 
 impl Evidence {
     /// The redacted record of `t`, stamped now.
-    pub fn of(t: &TurnTrace, fingerprint: String) -> Evidence {
+    pub(crate) fn of(t: &TurnTrace, fingerprint: String) -> Evidence {
         Evidence {
             assistant: sanitize_evidence(&t.assistant, 2500),
             chat_id_hash: sha256_hex(t.chat_id.as_bytes())[..12].to_string(),
@@ -112,28 +112,28 @@ impl Evidence {
 }
 
 /// The `evidence/` directory.
-pub struct EvidenceDir {
-    pub dir: PathBuf,
+pub(crate) struct EvidenceDir {
+    pub(crate) dir: PathBuf,
     /// Files kept after each write.
-    pub max: usize,
+    pub(crate) max: usize,
 }
 
 impl EvidenceDir {
     /// Writes `e` (atomically), then prunes to the newest [`EvidenceDir::max`] files.
-    pub fn record(&self, e: &Evidence) -> Result<()> {
+    pub(crate) fn record(&self, e: &Evidence) -> Result<()> {
         write_json(&self.dir.join(format!("{}.json", e.id)), e)?;
         self.prune();
         Ok(())
     }
 
     /// Every readable evidence file.
-    pub fn all(&self) -> Vec<Evidence> {
+    pub(crate) fn all(&self) -> Vec<Evidence> {
         read_all(&self.dir)
     }
 
     /// The last `n` files with fingerprint `fp`, oldest first (by `created_at`, then id), or
     /// `None` when fewer than `n` exist.
-    pub fn recurring(&self, fp: &str, n: usize) -> Option<Vec<Evidence>> {
+    pub(crate) fn recurring(&self, fp: &str, n: usize) -> Option<Vec<Evidence>> {
         let mut matches: Vec<Evidence> = self.all().into_iter().filter(|e| e.fingerprint == fp).collect();
         if matches.len() < n {
             return None;
@@ -172,7 +172,7 @@ impl EvidenceDir {
 
 /// Lowercase, standalone digit runs -> `#`, whitespace collapsed, first 500 chars, then
 /// `|` + sorted unique tool names joined by `|`; SHA-256, first 24 hex.
-pub fn fingerprint(user: &str, tools: &[String]) -> String {
+pub(crate) fn fingerprint(user: &str, tools: &[String]) -> String {
     let lower: Vec<char> = user.to_lowercase().chars().collect();
     let word = |c: char| c.is_alphanumeric() || c == '_';
     let mut out = String::with_capacity(lower.len());
@@ -207,7 +207,7 @@ const SECRET_LABELS: [&str; 6] = ["api_key", "api-key", "apikey", "token", "pass
 
 /// Evidence redaction: `label: value` / `label=value` -> `label=[REDACTED]`, skill-load receipts
 /// -> `[Skill loaded receipt]`, plus the shared redactor (bearer tokens, `sk-` keys); then cut.
-pub fn sanitize_evidence(s: &str, max: usize) -> String {
+pub(crate) fn sanitize_evidence(s: &str, max: usize) -> String {
     let mut out = String::with_capacity(s.len());
     let b = s.as_bytes();
     let mut i = 0;

@@ -6,8 +6,8 @@
 //! [`crate::config::SkillEvolutionConfig`]. Turn workers call [`Evolution::schedule_turn`]; the
 //! HTTP thread calls the proposal methods.
 
-pub mod evidence;
-pub mod proposals;
+pub(crate) mod evidence;
+pub(crate) mod proposals;
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -22,8 +22,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+pub(crate) use self::evidence::TurnTrace;
 use self::evidence::{fingerprint, Evidence, EvidenceDir};
-pub use self::evidence::{sanitize_evidence, tool_text_failed, TurnTrace};
 use self::proposals::Proposals;
 use super::package;
 use super::service::SkillService;
@@ -34,7 +34,7 @@ use crate::util::sync::{self, lock};
 use crate::util::{fsx, text};
 
 /// The proposal generator: OpenAI-style messages in, the model's reply text out.
-pub type Generator = dyn Fn(&[Value]) -> std::result::Result<String, String> + Send + Sync;
+pub(crate) type Generator = dyn Fn(&[Value]) -> std::result::Result<String, String> + Send + Sync;
 
 /// How long a queued turn waits for a free evolution slot before it is dropped.
 const SLOT_WAIT: Duration = Duration::from_secs(300);
@@ -89,8 +89,8 @@ struct SlimSkill<'a> {
 }
 
 /// The evolution service.
-pub struct Evolution {
-    pub cfg: SkillEvolutionConfig,
+pub(crate) struct Evolution {
+    pub(crate) cfg: SkillEvolutionConfig,
     evidence: EvidenceDir,
     proposals: Proposals,
     skills: Arc<SkillService>,
@@ -127,7 +127,7 @@ fn read_all<T: DeserializeOwned>(dir: &Path) -> Vec<T> {
 }
 
 impl Evolution {
-    pub fn new(cfg: SkillEvolutionConfig, skills: Arc<SkillService>) -> Arc<Evolution> {
+    pub(crate) fn new(cfg: SkillEvolutionConfig, skills: Arc<SkillService>) -> Arc<Evolution> {
         let base = skills.paths().evolution.clone();
         Arc::new(Evolution {
             evidence: EvidenceDir { dir: base.join("evidence"), max: cfg.max_evidence },
@@ -143,13 +143,13 @@ impl Evolution {
     }
 
     /// Whether a finished turn qualifies for evidence.
-    pub fn gate(&self, t: &TurnTrace) -> bool {
+    pub(crate) fn gate(&self, t: &TurnTrace) -> bool {
         self.cfg.enabled && t.success && t.tools.len() >= self.cfg.min_tool_calls
     }
 
     /// Called after every persisted turn: when the gate passes, processes the turn on a
     /// background thread (at most `max_concurrent` at once). Returns whether it was queued.
-    pub fn schedule_turn(self: &Arc<Self>, trace: TurnTrace, generator: Arc<Generator>) -> bool {
+    pub(crate) fn schedule_turn(self: &Arc<Self>, trace: TurnTrace, generator: Arc<Generator>) -> bool {
         if !self.gate(&trace) || self.stopping.load(Ordering::SeqCst) {
             return false;
         }
@@ -194,7 +194,7 @@ impl Evolution {
 
     /// Refuses new turns and wakes the ones waiting for a slot (they drop their evidence).
     /// A generator call under way ends with the LLM runtime's shutdown.
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         let (m, cv) = &self.slots;
         let _g = lock(m);
@@ -202,7 +202,7 @@ impl Evolution {
     }
 
     /// Joins the `skill-evolution` threads by `deadline`; returns the names of those still running.
-    pub fn join_until(&self, deadline: Instant) -> Vec<String> {
+    pub(crate) fn join_until(&self, deadline: Instant) -> Vec<String> {
         let threads = std::mem::take(&mut *lock(&self.threads));
         threads.into_iter().filter_map(|t| crate::util::join::join_until(t, deadline).err()).collect()
     }
@@ -233,7 +233,7 @@ impl Evolution {
 
     /// Records the evidence and, on recurrence, asks the generator for a proposal.
     /// Returns the new proposal, if one was stored.
-    pub fn process_turn(&self, t: &TurnTrace, generator: &Generator) -> Result<Option<Proposal>> {
+    pub(crate) fn process_turn(&self, t: &TurnTrace, generator: &Generator) -> Result<Option<Proposal>> {
         if !self.gate(t) {
             return Ok(None);
         }
@@ -304,22 +304,22 @@ impl Evolution {
     // ----- API -------------------------------------------------------------------------
 
     /// `GET /api/skill-evolution/proposals`.
-    pub fn list(&self) -> ProposalList {
+    pub(crate) fn list(&self) -> ProposalList {
         ProposalList { enabled: self.cfg.enabled, items: self.proposals.list() }
     }
 
     /// `GET …/{id}`.
-    pub fn get(&self, id: &str) -> Result<Proposal> {
+    pub(crate) fn get(&self, id: &str) -> Result<Proposal> {
         self.proposals.get(id)
     }
 
     /// `POST …/{id}/reject`.
-    pub fn reject(&self, id: &str) -> Result<Proposal> {
+    pub(crate) fn reject(&self, id: &str) -> Result<Proposal> {
         self.proposals.reject(id)
     }
 
     /// `POST …/{id}/approve`.
-    pub fn approve(&self, id: &str) -> Result<Proposal> {
+    pub(crate) fn approve(&self, id: &str) -> Result<Proposal> {
         self.proposals.approve(id)
     }
 }

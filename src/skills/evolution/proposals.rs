@@ -18,7 +18,7 @@ use crate::skills::{Result, SkillError, Source};
 use crate::util::{rand, text, time};
 
 /// The `proposals/` directory.
-pub struct Proposals {
+pub(crate) struct Proposals {
     dir: PathBuf,
     skills: Arc<SkillService>,
     /// Serialises proposal files (storing, approve, reject).
@@ -30,12 +30,12 @@ fn not_found() -> SkillError {
 }
 
 impl Proposals {
-    pub fn new(dir: PathBuf, skills: Arc<SkillService>) -> Proposals {
+    pub(crate) fn new(dir: PathBuf, skills: Arc<SkillService>) -> Proposals {
         Proposals { dir, skills, lock: Mutex::new(()) }
     }
 
     /// Holds the proposal lock (the recurrence check takes it too).
-    pub fn guard(&self) -> MutexGuard<'_, ()> {
+    pub(crate) fn guard(&self) -> MutexGuard<'_, ()> {
         lock(&self.lock)
     }
 
@@ -44,7 +44,7 @@ impl Proposals {
     }
 
     /// Every readable proposal, newest `created_at` first (id breaks ties).
-    pub fn list(&self) -> Vec<Proposal> {
+    pub(crate) fn list(&self) -> Vec<Proposal> {
         let mut items: Vec<Proposal> = read_all(&self.dir);
         items.sort_by(|a, b| {
             b.created_at.partial_cmp(&a.created_at).unwrap_or(std::cmp::Ordering::Equal).then_with(|| b.id.cmp(&a.id))
@@ -54,7 +54,7 @@ impl Proposals {
 
     /// A pending or applied proposal with this fingerprint stops new generation (rejected ones
     /// do not). Call with the lock held.
-    pub fn blocked(&self, fp: &str) -> bool {
+    pub(crate) fn blocked(&self, fp: &str) -> bool {
         read_all::<Proposal>(&self.dir)
             .iter()
             .any(|p| p.fingerprint == fp && matches!(p.status, ProposalStatus::Pending | ProposalStatus::Applied))
@@ -63,7 +63,7 @@ impl Proposals {
     /// Stores the generator's `reply` as a pending proposal unless the fingerprint got blocked
     /// meanwhile. A reply that is not one JSON object asking to create a skill, or to update an
     /// agent skill, is dropped (`Ok(None)`); an invalid candidate is stored with its errors.
-    pub fn store(&self, reply: &str, evidence: &[Evidence], fp: &str) -> Result<Option<Proposal>> {
+    pub(crate) fn store(&self, reply: &str, evidence: &[Evidence], fp: &str) -> Result<Option<Proposal>> {
         let _g = self.guard();
         if self.blocked(fp) {
             return Ok(None);
@@ -117,7 +117,7 @@ impl Proposals {
     }
 
     /// `GET …/{id}`.
-    pub fn get(&self, id: &str) -> Result<Proposal> {
+    pub(crate) fn get(&self, id: &str) -> Result<Proposal> {
         if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
             return Err(not_found());
         }
@@ -134,7 +134,7 @@ impl Proposals {
     }
 
     /// `POST …/{id}/reject`.
-    pub fn reject(&self, id: &str) -> Result<Proposal> {
+    pub(crate) fn reject(&self, id: &str) -> Result<Proposal> {
         let _g = self.guard();
         let mut p = self.pending(id)?;
         p.status = ProposalStatus::Rejected;
@@ -145,7 +145,7 @@ impl Proposals {
 
     /// `POST …/{id}/approve`: re-validates, then creates an agent skill or replaces one
     /// (agent-owned only, at the base hash, snapshot first). Never applied automatically.
-    pub fn approve(&self, id: &str) -> Result<Proposal> {
+    pub(crate) fn approve(&self, id: &str) -> Result<Proposal> {
         let _g = self.guard();
         let mut p = self.pending(id)?;
         if !p.validation.valid {

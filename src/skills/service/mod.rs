@@ -23,18 +23,18 @@ mod snapshots;
 use crate::util::{fsx, time};
 
 /// Read-only message for every mutation of a built-in.
-pub const BUILTIN_READ_ONLY: &str = "built-in Skills are read-only";
+pub(crate) const BUILTIN_READ_ONLY: &str = "built-in Skills are read-only";
 /// Stale `expected_hash`.
-pub const CONTENT_CHANGED: &str = "Skill content changed since it was read";
+pub(crate) const CONTENT_CHANGED: &str = "Skill content changed since it was read";
 
 /// Where skills live on disk.
 #[derive(Debug, Clone)]
 pub struct SkillPaths {
     pub builtin: PathBuf,
     pub user: PathBuf,
-    pub agent: PathBuf,
-    pub snapshots: PathBuf,
-    pub evolution: PathBuf,
+    pub(crate) agent: PathBuf,
+    pub(crate) snapshots: PathBuf,
+    pub(crate) evolution: PathBuf,
 }
 
 impl SkillPaths {
@@ -49,17 +49,12 @@ impl SkillPaths {
         }
     }
 
-    pub fn root(&self, s: Source) -> &Path {
+    pub(crate) fn root(&self, s: Source) -> &Path {
         match s {
             Source::Builtin => &self.builtin,
             Source::User => &self.user,
             Source::Agent => &self.agent,
         }
-    }
-
-    /// Directories the file tools must not write into (all three roots).
-    pub fn protected_roots(&self) -> Vec<PathBuf> {
-        vec![self.builtin.clone(), self.user.clone(), self.agent.clone()]
     }
 
     fn ensure(&self) -> std::io::Result<()> {
@@ -76,25 +71,25 @@ pub type ProbeFn = dyn Fn() -> DepProbe + Send + Sync;
 
 /// A create request (`POST /api/skills`, `agent_skill_manage`, approved evolution proposals).
 #[derive(Debug, Clone)]
-pub struct CreateRequest {
-    pub name: String,
-    pub content: String,
-    pub source: Source,
-    pub support_files: BTreeMap<String, String>,
-    pub enabled: bool,
+pub(crate) struct CreateRequest {
+    pub(crate) name: String,
+    pub(crate) content: String,
+    pub(crate) source: Source,
+    pub(crate) support_files: BTreeMap<String, String>,
+    pub(crate) enabled: bool,
     /// `creation_reason` in `_meta.json` (agent-created skills only).
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 /// A replace request (`PUT /api/skills/{name}`, approved update proposals).
 #[derive(Debug, Clone, Default)]
-pub struct ReplaceRequest {
-    pub content: String,
+pub(crate) struct ReplaceRequest {
+    pub(crate) content: String,
     /// `None`: keep every other file byte for byte; `Some`: rebuild with exactly these files.
-    pub support_files: Option<BTreeMap<String, String>>,
-    pub expected_hash: Option<String>,
+    pub(crate) support_files: Option<BTreeMap<String, String>>,
+    pub(crate) expected_hash: Option<String>,
     /// Evolution may only touch agent skills.
-    pub agent_only: bool,
+    pub(crate) agent_only: bool,
 }
 
 /// `GET /api/skills` filters (already parsed and bounds-checked by the route).
@@ -115,10 +110,10 @@ impl Default for ListQuery {
 }
 
 /// Removes a hidden build directory when dropped unless it was published.
-pub struct TempDir(pub(crate) Option<PathBuf>);
+pub(crate) struct TempDir(pub(crate) Option<PathBuf>);
 
 impl TempDir {
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.0.as_deref().expect("temp dir is present until published")
     }
 
@@ -198,7 +193,7 @@ impl SkillService {
     /// The server's service: roots under the data dir, the embedded built-ins installed, and
     /// a dependency probe over `tools` (the full registry) and the config's variables. MCP
     /// server names come later through [`SkillService::set_probe`].
-    pub fn from_config(cfg: &crate::config::Config, tools: BTreeSet<String>) -> Result<Arc<SkillService>> {
+    pub(crate) fn from_config(cfg: &crate::config::Config, tools: BTreeSet<String>) -> Result<Arc<SkillService>> {
         let paths = SkillPaths::under(&cfg.data_dir);
         super::builtin::install(&paths.builtin)?;
         let vars = cfg.vars.map().clone();
@@ -208,12 +203,12 @@ impl SkillService {
         )
     }
 
-    pub fn paths(&self) -> &SkillPaths {
+    pub(crate) fn paths(&self) -> &SkillPaths {
         &self.paths
     }
 
     /// Replaces the dependency probe and refreshes (after MCP config changes too).
-    pub fn set_probe(&self, probe: Arc<ProbeFn>) -> Result<()> {
+    pub(crate) fn set_probe(&self, probe: Arc<ProbeFn>) -> Result<()> {
         *sync::write(&self.probe) = probe;
         self.refresh()
     }
@@ -223,7 +218,7 @@ impl SkillService {
         Arc::clone(&lock(&self.catalog))
     }
 
-    pub fn get(&self, name: &str) -> Option<Arc<SkillRecord>> {
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<SkillRecord>> {
         self.catalog().get(name).cloned()
     }
 
@@ -266,7 +261,7 @@ impl SkillService {
     }
 
     /// Sources whose root already holds an entry called `name` (valid or not).
-    pub fn sources_holding(&self, name: &str) -> Vec<Source> {
+    pub(crate) fn sources_holding(&self, name: &str) -> Vec<Source> {
         Source::ALL.into_iter().filter(|s| fs::symlink_metadata(self.paths.root(*s).join(name)).is_ok()).collect()
     }
 
@@ -282,7 +277,7 @@ impl SkillService {
     // ----- mutations -------------------------------------------------------------------
 
     /// Creates a package in the user or agent root.
-    pub fn create(&self, req: CreateRequest) -> Result<Arc<SkillRecord>> {
+    pub(crate) fn create(&self, req: CreateRequest) -> Result<Arc<SkillRecord>> {
         let name = validate_name(&req.name)?;
         let parsed = frontmatter::parse(&req.content, Some(&name))?;
         if req.source == Source::Builtin {
@@ -324,7 +319,7 @@ impl SkillService {
 
     /// Replaces a mutable package's SKILL.md (and optionally its support files).
     /// Validates before touching anything: a rejected edit changes nothing and adds no version.
-    pub fn replace(&self, name: &str, req: ReplaceRequest) -> Result<(Arc<SkillRecord>, String)> {
+    pub(crate) fn replace(&self, name: &str, req: ReplaceRequest) -> Result<(Arc<SkillRecord>, String)> {
         let _g = lock(&self.op);
         let rec = self.mutable_record(name, req.agent_only)?;
         if let Some(expected) = req.expected_hash.as_deref().filter(|h| !h.is_empty()) {
@@ -372,7 +367,7 @@ impl SkillService {
     }
 
     /// Sets `enabled` in `_meta.json` (read-modify-write).
-    pub fn set_enabled(&self, name: &str, enabled: bool) -> Result<Arc<SkillRecord>> {
+    pub(crate) fn set_enabled(&self, name: &str, enabled: bool) -> Result<Arc<SkillRecord>> {
         let _g = lock(&self.op);
         let rec = self.mutable_record(name, false)?;
         let pkg = package::read_package(&rec.path, Some(name))?;
@@ -446,7 +441,7 @@ pub(crate) mod tests {
     use crate::skills::views::SkillView;
     use std::sync::atomic::Ordering;
 
-    pub fn service(tag: &str) -> (PathBuf, Arc<SkillService>) {
+    pub(crate) fn service(tag: &str) -> (PathBuf, Arc<SkillService>) {
         let data = tmp(tag);
         let paths = SkillPaths::under(&data);
         crate::skills::builtin::install(&paths.builtin).unwrap();
@@ -454,7 +449,7 @@ pub(crate) mod tests {
         (data, svc)
     }
 
-    pub fn create(svc: &SkillService, name: &str, source: Source, extra: &str) -> Arc<SkillRecord> {
+    pub(crate) fn create(svc: &SkillService, name: &str, source: Source, extra: &str) -> Arc<SkillRecord> {
         svc.create(CreateRequest {
             name: name.into(),
             content: skill_md(name, extra),
@@ -467,7 +462,7 @@ pub(crate) mod tests {
     }
 
     /// Every path below `dir`, sorted (to prove an operation changed nothing).
-    pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    pub(crate) fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
         let mut out = Vec::new();
         fn walk(d: &Path, base: &Path, out: &mut Vec<(String, Vec<u8>)>) {
             let Ok(rd) = fs::read_dir(d) else { return };
@@ -487,7 +482,7 @@ pub(crate) mod tests {
         out
     }
 
-    pub fn req(content: String) -> ReplaceRequest {
+    pub(crate) fn req(content: String) -> ReplaceRequest {
         ReplaceRequest { content, ..Default::default() }
     }
 

@@ -30,7 +30,7 @@ impl SkillService {
     }
 
     /// Snapshot versions, newest first (`[]` for built-ins).
-    pub fn versions(&self, name: &str) -> Result<Vec<String>> {
+    pub(crate) fn versions(&self, name: &str) -> Result<Vec<String>> {
         let rec = self.get(name).ok_or_else(|| SkillError::invalid("Skill not found"))?;
         Ok(self.versions_of(&rec))
     }
@@ -54,7 +54,7 @@ impl SkillService {
     }
 
     /// Restores a snapshot (validated first), snapshotting the current state before.
-    pub fn rollback(&self, name: &str, version: &str) -> Result<Arc<SkillRecord>> {
+    pub(crate) fn rollback(&self, name: &str, version: &str) -> Result<Arc<SkillRecord>> {
         if version.contains("..") || !package::is_plain_component(version) || version.starts_with('.') {
             return Err(SkillError::invalid("invalid snapshot version"));
         }
@@ -76,7 +76,7 @@ impl SkillService {
 
     /// Moves an invalid package (a diagnostic key of the last refresh) into
     /// `<snapshots>/invalid/<source>/<id>/<version>`.
-    pub fn delete_invalid(&self, source: &str, directory: &str) -> Result<InvalidDeleted> {
+    pub(crate) fn delete_invalid(&self, source: &str, directory: &str) -> Result<InvalidDeleted> {
         let source = Source::parse(source).ok_or_else(|| SkillError::invalid("invalid Skill source"))?;
         if source == Source::Builtin {
             return Err(SkillError::Permission(BUILTIN_READ_ONLY.into()));
