@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::settings::Settings;
-use super::wire::{parse_chunk, Chunk};
+use super::wire::{parse_chunk, Chunk, CompletionRequest};
 use super::Provider;
 use crate::util::blocking;
 use crate::util::cancel::CancelToken;
@@ -466,7 +466,7 @@ impl LlmClient {
 
     /// Non-streamed completion without tools (consolidation, Dream), bounded by `timeout`.
     pub(crate) fn complete(&self, model: &str, messages: Vec<Value>, timeout: Duration) -> Result<String, LlmError> {
-        let body = json!({"model": model, "messages": messages, "stream": false});
+        let body = CompletionRequest::new(model, &messages).to_vec();
         let url = format!("{}/chat/completions", self.api_base);
         let started = Instant::now();
         let mut attempt = 0;
@@ -481,10 +481,7 @@ impl LlmClient {
                 .header("Authorization", &format!("Bearer {}", self.bearer))
                 .header("Content-Type", "application/json")
                 .header("Accept", "application/json");
-            let result = req
-                .send(serde_json::to_vec(&body).unwrap_or_default())
-                .map_err(|e| (self.map_err(&e), None))
-                .and_then(|r| self.check_status(r));
+            let result = req.send(&body[..]).map_err(|e| (self.map_err(&e), None)).and_then(|r| self.check_status(r));
             match result {
                 Ok(resp) => {
                     let bytes = resp
@@ -658,6 +655,7 @@ fn map_io(e: &std::io::Error, timeout: Duration) -> LlmError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn model_ids_are_normalised() {

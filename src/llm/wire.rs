@@ -34,6 +34,26 @@ pub(crate) struct ChatRequest<'a> {
     tools: &'a [Arc<RawValue>],
 }
 
+/// A non-streamed request without tools (consolidation, Dream, skill evolution); the same key
+/// order as [`ChatRequest`].
+#[derive(Debug, Serialize)]
+pub(crate) struct CompletionRequest<'a> {
+    messages: &'a [Value],
+    model: &'a str,
+    stream: bool,
+}
+
+impl<'a> CompletionRequest<'a> {
+    pub(crate) fn new(model: &'a str, messages: &'a [Value]) -> Self {
+        CompletionRequest { messages, model, stream: false }
+    }
+
+    /// The body's bytes.
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("strings and JSON values always serialise")
+    }
+}
+
 impl<'a> ChatRequest<'a> {
     /// A streamed request; `tools` are serialised `tools[]` entries.
     pub(crate) fn streamed(model: &'a str, messages: &'a [&'a [Box<RawValue>]], tools: &'a [Arc<RawValue>]) -> Self {
@@ -518,5 +538,13 @@ mod tests {
         for bad in ["", "{", r#"{"choices":[}"#, "{} x"] {
             assert!(parse_chunk(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_completion_request_is_the_bytes_the_json_map_gave() {
+        let messages =
+            vec![json!({"role": "user", "content": "hi \u{1F600}"}), json!({"role": "system", "content": ""})];
+        let want = serde_json::to_vec(&json!({"model": "m", "messages": messages, "stream": false})).unwrap();
+        assert_eq!(CompletionRequest::new("m", &messages).to_vec(), want);
     }
 }
