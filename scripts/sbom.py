@@ -9,7 +9,10 @@ checksum. Deterministic: no timestamp or serial number beyond what the inputs fi
 import json
 import subprocess
 import sys
-import tomllib
+try:
+    import tomllib  # Python 3.11+
+except ModuleNotFoundError:  # Ubuntu 22.04's 3.10: Cargo.lock's flat [[package]] tables suffice
+    tomllib = None
 import uuid
 from pathlib import Path
 
@@ -18,8 +21,20 @@ CRATES_IO = "registry+https://github.com/rust-lang/crates.io-index"
 
 
 def lock_packages():
-    lock = tomllib.loads((ROOT / "Cargo.lock").read_text())
-    return lock["package"]
+    text = (ROOT / "Cargo.lock").read_text()
+    if tomllib is not None:
+        return tomllib.loads(text)["package"]
+    # Cargo writes each package as `[[package]]` followed by `key = "string"` lines and a
+    # `dependencies = [...]` list; only the string keys are read here.
+    packages = []
+    for block in text.split("[[package]]")[1:]:
+        pkg = {}
+        for line in block.splitlines():
+            key, sep, value = line.partition(" = ")
+            if sep and value.startswith('"') and value.endswith('"'):
+                pkg[key.strip()] = value[1:-1]
+        packages.append(pkg)
+    return packages
 
 
 def ref(name, version):
