@@ -507,9 +507,10 @@ mod test {
         let out = answer(client);
         assert!(
             out.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
-            "{out}"
+            "{}",
+            out
         );
-        assert!(out.contains("\r\nConnection: close\r\n"), "{out}");
+        assert!(out.contains("\r\nConnection: close\r\n"), "{}", out);
     }
 
     #[test]
@@ -580,8 +581,8 @@ mod test {
         assert!(conn.next().is_none());
         drop(conn);
         let out = answer(client);
-        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
-        assert!(out.contains("\r\nConnection: close\r\n"), "{out}");
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{}", out);
+        assert!(out.contains("\r\nConnection: close\r\n"), "{}", out);
     }
 
     // (cashcode patch) strict framing: the spellings a proxy could read differently.
@@ -601,7 +602,7 @@ mod test {
             &["Transfer-Encoding: chunked"][..],
             &["transfer-encoding: CHUNKED", "Expect: 100-continue"][..],
         ] {
-            assert_eq!(super::check_framing(&head(lines)), Ok(()), "{lines:?}");
+            assert_eq!(super::check_framing(&head(lines)), Ok(()), "{:?}", lines);
         }
     }
 
@@ -635,7 +636,7 @@ mod test {
             &["Host: a", "host: b"][..],
             &["Origin: http://a", "Origin: http://b"][..],
         ] {
-            assert!(super::check_framing(&head(lines)).is_err(), "{lines:?}");
+            assert!(super::check_framing(&head(lines)).is_err(), "{:?}", lines);
         }
     }
 
@@ -654,7 +655,7 @@ mod test {
             b"X-A: \x00",
             b"X-A: \x7f",
         ] {
-            assert!(!super::is_plain_field_line(line), "{line:?}");
+            assert!(!super::is_plain_field_line(line), "{:?}", line);
         }
     }
 
@@ -666,9 +667,9 @@ mod test {
         assert!(conn.next().is_none());
         drop(conn);
         let out = answer(client);
-        assert!(out.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{out}");
-        assert!(out.contains("\r\nConnection: close\r\n"), "{out}");
-        assert_eq!(out.matches("HTTP/1.1").count(), 1, "{out}");
+        assert!(out.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{}", out);
+        assert!(out.contains("\r\nConnection: close\r\n"), "{}", out);
+        assert_eq!(out.matches("HTTP/1.1").count(), 1, "{}", out);
 
         let folded = b"GET / HTTP/1.1\r\nX-A: b\r\n Content-Length: 5\r\n\r\nhello".to_vec();
         let (mut conn, client) = connection(folded);

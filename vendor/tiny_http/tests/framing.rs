@@ -50,11 +50,15 @@ fn refused(server: &Server, port: u16, fields: &str, body: &str) {
     let out = exchange(port, sent.as_bytes());
     assert!(
         out.starts_with("HTTP/1.1 400 Bad Request\r\n"),
-        "{fields:?}: {out:?}"
+        "{:?}: {:?}",
+        fields,
+        out
     );
     assert!(
         out.contains("\r\nConnection: close\r\n"),
-        "{fields:?}: {out:?}"
+        "{:?}: {:?}",
+        fields,
+        out
     );
     assert_eq!(
         out.matches("HTTP/1.1 ").count(),
@@ -63,7 +67,8 @@ fn refused(server: &Server, port: u16, fields: &str, body: &str) {
     );
     assert!(
         server.try_recv().unwrap().is_none(),
-        "{fields:?}: a request reached the application"
+        "{:?}: a request reached the application",
+        fields
     );
 }
 
@@ -158,9 +163,9 @@ fn plain_lengths_chunked_bodies_and_keep_alive_still_work() {
         big.len()
     );
     let out = exchange(port, sent.as_bytes());
-    assert_eq!(out.matches("HTTP/1.1 200 OK\r\n").count(), 4, "{out:?}");
-    assert!(out.contains("POST /a hello"), "{out:?}");
-    assert!(out.contains("POST /b abc"), "{out:?}");
-    assert!(out.contains(&format!("POST /c {big}")), "{out:?}");
-    assert!(out.ends_with("GET /d "), "{out:?}");
+    assert_eq!(out.matches("HTTP/1.1 200 OK\r\n").count(), 4, "{:?}", out);
+    assert!(out.contains("POST /a hello"), "{:?}", out);
+    assert!(out.contains("POST /b abc"), "{:?}", out);
+    assert!(out.contains(&format!("POST /c {big}")), "{:?}", out);
+    assert!(out.ends_with("GET /d "), "{:?}", out);
 }
