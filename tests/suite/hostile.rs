@@ -63,6 +63,9 @@ const WS_FLOOD: Duration = Duration::from_secs(20);
 const MCP_REPLY: Duration = Duration::from_secs(10);
 /// Header flood until the server cuts it (unbounded: reads all 300 MiB into memory).
 const HEADER_FLOOD: Duration = Duration::from_secs(10);
+/// Ambiguous body framing refused from the head (lenient: the first `Content-Length` won, or
+/// the body was read as the next request).
+const FRAMING: Duration = Duration::from_secs(10);
 
 /// Probe pacing: ~40 probes a second is enough to see a stall without loading the box.
 const PROBE_EVERY: Duration = Duration::from_millis(25);
@@ -1630,4 +1633,98 @@ fn ten_thousand_header_fields_are_refused() {
         Answer::Http(code, body) => assert_eq!(code, 431, "answered {code} {}", head(&body)),
         Answer::Closed(_) => {}
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request framing: every spelling a proxy in front could read differently is a 400 and a close,
+// answered by the vendored tiny_http before the application or any body byte.
+
+/// Sends each of `spellings` (header lines, each ending in CRLF) in a POST whose body is a
+/// whole second request, and requires tiny_http's own empty 400 for each (the application's
+/// 400s have a JSON body; a parsed second request would be a second answer).
+fn framing_row(name: &'static str, spellings: &[&str]) {
+    let mut row = Row::new(name, FRAMING);
+    let answers = row.run(|row, deadline| {
+        let port = row.server.http_port;
+        let smuggled = format!("GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+        spellings
+            .iter()
+            .map(|fields| {
+                let head = format!(
+                    "POST /api/sessions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{fields}Connection: close\r\n\r\n"
+                );
+                Ok((*fields, raw_http(port, head, smuggled.clone().into_bytes(), deadline)?))
+            })
+            .collect::<Result<Vec<_>, String>>()
+    });
+    for (fields, answer) in answers {
+        match answer {
+            Answer::Http(code, body) => {
+                assert_eq!((code, body.as_str()), (400, ""), "{fields:?}: answered {code} {}", head(&body))
+            }
+            Answer::Closed(why) => panic!("{fields:?}: closed without the 400 ({why})"),
+        }
+    }
+}
+
+#[test]
+fn duplicate_or_malformed_content_lengths_are_400() {
+    framing_row(
+        "http: duplicate or malformed Content-Length",
+        &[
+            "Content-Length: 2\r\nContent-Length: 40\r\n",
+            "Content-Length: 40\r\nContent-Length: 40\r\n",
+            "Content-Length: +2\r\n",
+            "Content-Length: 2, 2\r\n",
+            "Content-Length: 2 2\r\n",
+            "Content-Length: 0x2\r\n",
+            "Content-Length:\r\n",
+            "Content-Length: 18446744073709551616\r\n",
+        ],
+    );
+}
+
+#[test]
+fn content_length_with_transfer_encoding_is_400() {
+    framing_row(
+        "http: Content-Length with Transfer-Encoding",
+        &[
+            "Content-Length: 40\r\nTransfer-Encoding: chunked\r\n",
+            "Transfer-Encoding: chunked\r\nContent-Length: 0\r\n",
+        ],
+    );
+}
+
+#[test]
+fn transfer_encodings_other_than_chunked_are_400() {
+    framing_row(
+        "http: Transfer-Encoding other than chunked",
+        &[
+            "Transfer-Encoding: xchunked\r\n",
+            "Transfer-Encoding: gzip, chunked\r\n",
+            "Transfer-Encoding: chunked, chunked\r\n",
+            "Transfer-Encoding:\r\n",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+        ],
+    );
+}
+
+#[test]
+fn duplicate_host_or_origin_is_400() {
+    framing_row(
+        "http: duplicate Host or Origin",
+        &[
+            "Host: 127.0.0.1\r\n",
+            "Host: evil.example\r\n",
+            "Origin: http://evil.example\r\nOrigin: http://127.0.0.1\r\n",
+        ],
+    );
+}
+
+#[test]
+fn folded_header_lines_and_bare_line_breaks_are_400() {
+    framing_row(
+        "http: folded header lines and bare line breaks",
+        &["X-A: b\r\n Content-Length: 2\r\n", "X-A: b\nContent-Length: 2\r\n", "X-A: b\rContent-Length: 2\r\n"],
+    );
 }

@@ -62,6 +62,8 @@ enum ReadError {
     /// (cashcode patch) the head is longer than MAX_HEAD_BYTES or has more than
     /// MAX_HEADER_FIELDS fields
     HeadTooLarge,
+    /// (cashcode patch) the head frames its body ambiguously (see `check_framing`)
+    BadFraming(HTTPVersion),
 }
 
 impl ClientConnection {
@@ -166,6 +168,11 @@ impl ClientConnection {
                     if headers.len() == MAX_HEADER_FIELDS {
                         return Err(ReadError::HeadTooLarge);
                     }
+                    // (cashcode patch) a folded line or a control character (a bare CR or LF
+                    // among them) is a line boundary some other parser sees differently
+                    if !is_plain_field_line(line.as_bytes()) {
+                        return Err(ReadError::BadFraming(version));
+                    }
                     headers.push(match FromStr::from_str(line.as_str().trim()) {
                         // TODO: remove this conversion
                         Ok(h) => h,
@@ -178,6 +185,11 @@ impl ClientConnection {
 
             (method, path, version, headers)
         };
+
+        // (cashcode patch) refused while nothing of the body is read and before `100 Continue`
+        if check_framing(&headers).is_err() {
+            return Err(ReadError::BadFraming(version));
+        }
 
         // building the writer for the request
         let writer = self.sink.next().unwrap();
@@ -275,6 +287,17 @@ impl Iterator for ClientConnection {
                     return None; // the rest of the head is still unread: closing
                 }
 
+                // (cashcode patch) where this body ends is in doubt, so is where the next
+                // request would start: closing
+                Err(ReadError::BadFraming(ver)) => {
+                    let writer = self.sink.next().unwrap();
+                    let response = Response::new_empty(StatusCode(400)).with_header(
+                        Header::from_bytes(&b"Connection"[..], &b"close"[..]).unwrap(),
+                    );
+                    response.raw_print(writer, ver, &[], false, None).ok();
+                    return None;
+                }
+
                 Err(ReadError::ReadIoError(_)) => return None,
 
                 Ok(rq) => rq,
@@ -318,6 +341,71 @@ impl Iterator for ClientConnection {
             return Some(rq);
         }
     }
+}
+
+/// (cashcode patch) Whether a header line is one field on one line: it does not start with
+/// whitespace (an obsolete folded continuation, RFC 9112 5.2) and holds no control character
+/// but HTAB (a bare CR or LF, RFC 9112 2.2). A proxy that reads either as a line boundary, or
+/// a fold as part of the previous field, would see different headers than this server.
+fn is_plain_field_line(line: &[u8]) -> bool {
+    let folded = matches!(line.first(), Some(b' ' | b'\t'));
+    !folded && line.iter().all(|&b| b == b'\t' || !b.is_ascii_control())
+}
+
+/// (cashcode patch) Why a head's body framing is refused. Behind a proxy, any spelling the
+/// proxy and this server could read differently lets one client's body be taken as another
+/// request (request smuggling), so only the unambiguous ones pass (RFC 9112 6.1, 6.3, 7;
+/// RFC 9110 8.6):
+/// at most one `Content-Length`, of 1*DIGIT fitting a u64 and a usize (no sign, no list);
+/// at most one `Transfer-Encoding`, exactly `chunked` (any case); never both; at most one
+/// `Host` and one `Origin` (which the application checks: a proxy and the application must not
+/// pick different ones). Values arrive trimmed of surrounding SP/HTAB (`Header::from_str`;
+/// other whitespace is a control character, refused by `is_plain_field_line`).
+fn check_framing(headers: &[Header]) -> Result<(), &'static str> {
+    use std::convert::TryFrom;
+
+    let count = |name: &'static str| headers.iter().filter(|h| h.field.equiv(name)).count();
+    let value = |name: &'static str| {
+        headers
+            .iter()
+            .find(|h| h.field.equiv(name))
+            .map(|h| h.value.as_str())
+    };
+    if count("Content-Length") > 1 {
+        return Err("more than one Content-Length");
+    }
+    if count("Transfer-Encoding") > 1 {
+        return Err("more than one Transfer-Encoding");
+    }
+    if count("Host") > 1 {
+        return Err("more than one Host");
+    }
+    if count("Origin") > 1 {
+        return Err("more than one Origin");
+    }
+    let length = value("Content-Length");
+    let coding = value("Transfer-Encoding");
+    if length.is_some() && coding.is_some() {
+        return Err("both Content-Length and Transfer-Encoding");
+    }
+    if let Some(length) = length {
+        let digits = !length.is_empty() && length.bytes().all(|b| b.is_ascii_digit());
+        // `u64::from_str` alone would take a leading `+`
+        let fits = length
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| usize::try_from(n).ok())
+            .is_some();
+        if !digits || !fits {
+            return Err("a Content-Length that is not one decimal number");
+        }
+    }
+    if let Some(coding) = coding {
+        if !coding.eq_ignore_ascii_case("chunked") {
+            return Err("a Transfer-Encoding other than chunked");
+        }
+    }
+    Ok(())
 }
 
 /// Parses a "HTTP/1.1" string.
@@ -419,9 +507,10 @@ mod test {
         let out = answer(client);
         assert!(
             out.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
-            "{out}"
+            "{}",
+            out
         );
-        assert!(out.contains("\r\nConnection: close\r\n"), "{out}");
+        assert!(out.contains("\r\nConnection: close\r\n"), "{}", out);
     }
 
     #[test]
@@ -492,7 +581,100 @@ mod test {
         assert!(conn.next().is_none());
         drop(conn);
         let out = answer(client);
-        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
-        assert!(out.contains("\r\nConnection: close\r\n"), "{out}");
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{}", out);
+        assert!(out.contains("\r\nConnection: close\r\n"), "{}", out);
+    }
+
+    // (cashcode patch) strict framing: the spellings a proxy could read differently.
+
+    fn head(lines: &[&str]) -> Vec<Header> {
+        lines.iter().map(|l| l.parse().expect("a header")).collect()
+    }
+
+    #[test]
+    fn unambiguous_framing_passes() {
+        for lines in [
+            &[][..],
+            &["Host: a", "Origin: http://a", "Content-Length: 0"][..],
+            &["Content-Length: 12"][..],
+            &["Content-Length:  007 "][..],
+            &["Content-Length:\t18446744073709551615\t"][..],
+            &["Transfer-Encoding: chunked"][..],
+            &["transfer-encoding: CHUNKED", "Expect: 100-continue"][..],
+        ] {
+            assert_eq!(super::check_framing(&head(lines)), Ok(()), "{:?}", lines);
+        }
+    }
+
+    #[test]
+    fn ambiguous_framing_is_refused() {
+        for lines in [
+            &["Content-Length: 2", "Content-Length: 3"][..],
+            &["Content-Length: 2", "content-length: 2"][..],
+            &["Content-Length: +2"][..],
+            &["Content-Length: -2"][..],
+            &["Content-Length: 2, 2"][..],
+            &["Content-Length: 2,2"][..],
+            &["Content-Length: 2 2"][..],
+            &["Content-Length: 0x10"][..],
+            &["Content-Length: 2a"][..],
+            &["Content-Length: 1e3"][..],
+            &["Content-Length:"][..],
+            &["Content-Length: 18446744073709551616"][..],
+            &["Content-Length: 99999999999999999999999"][..],
+            &["Content-Length: 2", "Transfer-Encoding: chunked"][..],
+            &["Transfer-Encoding: chunked", "Content-Length: 0"][..],
+            &["Transfer-Encoding: xchunked"][..],
+            &["Transfer-Encoding: chunkedx"][..],
+            &["Transfer-Encoding: gzip, chunked"][..],
+            &["Transfer-Encoding: chunked, chunked"][..],
+            &["Transfer-Encoding: gzip"][..],
+            &["Transfer-Encoding: identity"][..],
+            &["Transfer-Encoding:"][..],
+            &["Transfer-Encoding: chunked", "Transfer-Encoding: chunked"][..],
+            &["Host: a", "Host: a"][..],
+            &["Host: a", "host: b"][..],
+            &["Origin: http://a", "Origin: http://b"][..],
+        ] {
+            assert!(super::check_framing(&head(lines)).is_err(), "{:?}", lines);
+        }
+    }
+
+    #[test]
+    fn folded_lines_and_control_characters_are_refused() {
+        assert!(super::is_plain_field_line(b"X-A: b\tc"));
+        assert!(super::is_plain_field_line(b"Content-Length: 5"));
+        for line in [
+            &b" Content-Length: 5"[..],
+            b"\tContent-Length: 5",
+            b"X-A: b\nContent-Length: 5",
+            b"X-A: b\rContent-Length: 5",
+            b"Content-Length: 5\r",
+            b"Content-Length: \x0b5",
+            b"Content-Length: 5\x0c",
+            b"X-A: \x00",
+            b"X-A: \x7f",
+        ] {
+            assert!(!super::is_plain_field_line(line), "{:?}", line);
+        }
+    }
+
+    #[test]
+    fn ambiguous_framing_is_400_with_connection_close_before_the_body() {
+        let smuggled = b"POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 30\r\n\r\n\
+            GET /smuggled HTTP/1.1\r\n\r\n";
+        let (mut conn, client) = connection(smuggled.to_vec());
+        assert!(conn.next().is_none());
+        drop(conn);
+        let out = answer(client);
+        assert!(out.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{}", out);
+        assert!(out.contains("\r\nConnection: close\r\n"), "{}", out);
+        assert_eq!(out.matches("HTTP/1.1").count(), 1, "{}", out);
+
+        let folded = b"GET / HTTP/1.1\r\nX-A: b\r\n Content-Length: 5\r\n\r\nhello".to_vec();
+        let (mut conn, client) = connection(folded);
+        assert!(conn.next().is_none());
+        drop(conn);
+        assert!(answer(client).starts_with("HTTP/1.1 400 "));
     }
 }
