@@ -643,8 +643,7 @@ pub(crate) mod tests {
         assert_eq!(read.for_model, refused);
         let write = sb.call(&WriteFile, json!({"path": "planted.txt", "content": "pwned"}));
         assert_eq!((write.failed, write.for_model.as_str()), (true, refused.as_str()));
-        let edit =
-            sb.call(&EditFile, json!({"path": "planted.txt", "old_string": "TOPSECRET", "new_string": "pwned"}));
+        let edit = sb.call(&EditFile, json!({"path": "planted.txt", "old_string": "TOPSECRET", "new_string": "pwned"}));
         assert_eq!((edit.failed, edit.for_model.as_str()), (true, refused.as_str()));
         assert_eq!(fs::read_to_string(sb.outside.join("secret.txt")).unwrap(), "TOPSECRET\n");
         // Once the other link is gone the file is an ordinary workspace file again.
