@@ -8,6 +8,9 @@ fn main() -> ExitCode {
     // Before any thread: secrets leave the environment (tools must not read them back), then
     // the allocator re-exec, which hands them to the new image out of band.
     let secrets = cashcode::secrets::take_from_environment();
+    // Then no other inherited descriptor may reach a child (the secrets memfd is closed by now;
+    // the re-exec's own hand-over is made after this).
+    cashcode::util::fds::close_inherited_on_exec();
     cashcode::util::malloc::tune_at_startup(|again| cashcode::secrets::hand_over(again, &secrets));
     match config::from_args_env(std::env::args().skip(1), secrets) {
         Ok(Command::Help) => {

@@ -11,7 +11,7 @@ use std::ffi::{CString, OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -183,6 +183,12 @@ impl Workspace {
         if !meta.is_file() {
             return Err(format!("{raw} is not a file"));
         }
+        // Checked on the open descriptor (no window to swap the file): a hard link is not a
+        // symlink, so O_NOFOLLOW and the /proc check both pass, yet its content may be a file
+        // outside the workspace that someone linked in.
+        if meta.nlink() > 1 {
+            return Err(hard_linked(raw));
+        }
         Ok(f)
     }
 
@@ -207,6 +213,12 @@ impl Workspace {
         let meta = f.metadata().map_err(|e| format!("Write failed: {e}"))?;
         if !meta.is_file() {
             return Err(format!("{raw} is not a regular file"));
+        }
+        // Refused rather than replaced through a temp file + rename: the callers (write_file,
+        // edit_file) read and write through this one descriptor, and an edit would first read
+        // the linked content, which may be outside the workspace. Checked on the descriptor.
+        if meta.nlink() > 1 {
+            return Err(hard_linked(raw));
         }
         Ok(f)
     }
@@ -397,6 +409,12 @@ struct Walk<'b> {
 /// The contract's refusal text for a path outside the workspace.
 pub(crate) fn outside(raw: &str) -> String {
     format!("Path '{raw}' is outside the working directory; access denied")
+}
+
+/// The refusal text for a regular file with more than one hard link (its other names may be
+/// outside the workspace).
+pub(crate) fn hard_linked(raw: &str) -> String {
+    format!("Error: {raw} has other hard links; refusing to read or change it through the workspace")
 }
 
 fn cstring(name: &OsStr, raw: &str) -> Result<CString, String> {
@@ -600,10 +618,38 @@ pub(crate) mod tests {
             symlink(target, self.ws.join(rel)).unwrap();
         }
 
+        /// Plants `rel` as a hard link to `<outside>/secret.txt` (same file system: both in tmp).
+        pub(crate) fn hard_link_secret(&self, rel: &str) {
+            fs::hard_link(self.outside.join("secret.txt"), self.ws.join(rel)).unwrap();
+        }
+
         /// Runs `tool` with `args` (a JSON object) in this sandbox.
         pub(crate) fn call(&self, tool: &dyn crate::tool::Tool, args: serde_json::Value) -> crate::tool::ToolOutput {
             tool.run(args.as_object().expect("arguments are an object"), &self.ctx)
         }
+    }
+
+    /// A hard link to a file outside is neither read nor changed by the file tools (refused on
+    /// the opened descriptor's link count); the outside file keeps its content.
+    #[test]
+    fn hard_links_are_refused_by_read_write_and_edit() {
+        use crate::agent::tools::{edit_file::EditFile, read_file::ReadFile, write_file::WriteFile};
+        use serde_json::json;
+        let sb = Sandbox::new();
+        sb.hard_link_secret("planted.txt");
+        let refused = hard_linked("planted.txt");
+        let read = sb.call(&ReadFile, json!({"path": "planted.txt"}));
+        assert!(read.failed && !read.for_model.contains("TOPSECRET"), "{}", read.for_model);
+        assert_eq!(read.for_model, refused);
+        let write = sb.call(&WriteFile, json!({"path": "planted.txt", "content": "pwned"}));
+        assert_eq!((write.failed, write.for_model.as_str()), (true, refused.as_str()));
+        let edit = sb.call(&EditFile, json!({"path": "planted.txt", "old_string": "TOPSECRET", "new_string": "pwned"}));
+        assert_eq!((edit.failed, edit.for_model.as_str()), (true, refused.as_str()));
+        assert_eq!(fs::read_to_string(sb.outside.join("secret.txt")).unwrap(), "TOPSECRET\n");
+        // Once the other link is gone the file is an ordinary workspace file again.
+        fs::remove_file(sb.outside.join("secret.txt")).unwrap();
+        assert!(sb.call(&ReadFile, json!({"path": "planted.txt"})).for_model.contains("TOPSECRET"));
+        assert!(!sb.call(&WriteFile, json!({"path": "planted.txt", "content": "mine"})).failed);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 pub(crate) mod blocking;
 pub(crate) mod bm25;
 pub mod cancel;
+pub mod fds;
 pub(crate) mod fsx;
 pub(crate) mod hash;
 pub(crate) mod join;

@@ -23,6 +23,8 @@ pub struct TestServer {
     pub http_port: u16,
     pub ws_port: u16,
     env: Vec<(String, String)>,
+    /// A file the server inherits at this descriptor number without FD_CLOEXEC.
+    inherit: Option<(i32, PathBuf)>,
     child: Option<Child>,
     stderr: Arc<Mutex<String>>,
     stdout: Arc<Mutex<String>>,
@@ -38,11 +40,18 @@ pub struct TestServer {
 pub struct ServerBuilder {
     home: Option<PathBuf>,
     env: Vec<(String, String)>,
+    inherit: Option<(i32, PathBuf)>,
 }
 
 impl ServerBuilder {
     pub fn env(mut self, k: &str, v: &str) -> Self {
         self.env.push((k.into(), v.into()));
+        self
+    }
+    /// The server inherits `path`, open for reading, at descriptor `fd` without FD_CLOEXEC (as
+    /// from a shell's `exec 5<file`).
+    pub fn inherit_fd(mut self, fd: i32, path: &Path) -> Self {
+        self.inherit = Some((fd, path.to_path_buf()));
         self
     }
     /// Uses an existing (pre-populated) home instead of a fresh one.
@@ -79,6 +88,7 @@ impl ServerBuilder {
             http_port: 0,
             ws_port: 0,
             env,
+            inherit: self.inherit,
             child: None,
             stderr: Arc::new(Mutex::new(String::new())),
             stdout: Arc::new(Mutex::new(String::new())),
@@ -117,7 +127,7 @@ fn drain(
 
 impl TestServer {
     pub fn builder() -> ServerBuilder {
-        ServerBuilder { home: None, env: Vec::new() }
+        ServerBuilder { home: None, env: Vec::new(), inherit: None }
     }
 
     /// A server in a fresh home with the default environment.
@@ -138,8 +148,30 @@ impl TestServer {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
+        // Opened here (close-on-exec, so only the dup below reaches the server); kept open until
+        // the spawn returned.
+        let inherited =
+            self.inherit.as_ref().map(|(fd, path)| (*fd, std::fs::File::open(path).expect("inherited file")));
+        if let Some((target, file)) = &inherited {
+            use std::os::unix::io::AsRawFd;
+            use std::os::unix::process::CommandExt;
+            let (target, source) = (*target, file.as_raw_fd());
+            // SAFETY: the closure runs in the forked child before exec and calls only dup2 and
+            // fcntl, both async-signal-safe, on `source` (open until the spawn returns) and the
+            // child's own `target`; it allocates nothing and touches no lock.
+            unsafe {
+                cmd.pre_exec(move || {
+                    // dup2 onto itself keeps the flags: FD_CLOEXEC is cleared either way.
+                    if libc::dup2(source, target) < 0 || libc::fcntl(target, libc::F_SETFD, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         let started = Instant::now();
         let mut child = cmd.spawn().expect("spawn cashcode");
+        drop(inherited);
         self.pid = child.id();
         let (tx, rx) = unbounded();
         drain(child.stdout.take().expect("stdout"), self.stdout.clone(), Some(tx));

@@ -145,6 +145,25 @@ fn exec_commands_start_with_no_signal_blocked() {
     assert_eq!(r.model_text, format!("$ {command}\nexit code: 0\n\n0000000000000000"));
 }
 
+/// A descriptor the server inherits without FD_CLOEXEC (`exec 5<secret; cashcode`) is marked
+/// close-on-exec at start-up, so an `exec` command does not get it.
+#[test]
+fn an_inherited_descriptor_does_not_reach_exec_commands() {
+    let fake = FakeLlm::start();
+    let secret = fresh_home("inherited").join("secret.txt");
+    std::fs::create_dir_all(secret.parent().expect("parent")).expect("dir");
+    std::fs::write(&secret, "INHERITED\n").expect("secret");
+    let server = TestServer::builder().inherit_fd(5, &secret).start();
+    server.configure_llm(&fake);
+    std::fs::create_dir_all(server.home.join("workspace")).expect("workspace");
+    let mut ws = WsClient::connect(&server);
+    let command = "readlink /proc/$$/fd/5 || echo closed; cat <&5 || echo unreadable";
+    let r = tool_turn(&server, &fake, &mut ws, "exec", &json!({ "command": command }));
+    assert!(!r.model_text.contains("secret.txt") && !r.model_text.contains("INHERITED"), "{:?}", r.model_text);
+    assert!(r.model_text.contains("closed") && r.model_text.contains("unreadable"), "{:?}", r.model_text);
+    let _ = std::fs::remove_dir_all(secret.parent().expect("parent"));
+}
+
 #[test]
 fn web_tools_through_a_turn() {
     let (page, _stop_page) = static_http(
@@ -183,6 +202,36 @@ fn web_tools_through_a_turn() {
     assert!(t.contains("Source: https://en.wikipedia.org/wiki/Rust"), "{t:?}");
     assert!(t.contains("- Cargo - the package manager\n  https://duckduckgo.com/Cargo"), "{t:?}");
     assert!(t.contains("- Clippy - lints\n  https://duckduckgo.com/Clippy"), "{t:?}");
+}
+
+/// A hard link planted in the workspace to a file outside is not a symlink, so the path checks
+/// pass: read, write and edit refuse it on the opened file's link count, grep skips it and says
+/// so, and the outside file is unchanged.
+#[test]
+fn file_tools_refuse_a_hard_link_to_a_file_outside() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let workspace = server.home.join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    let secret_dir = fresh_home("hardlinked");
+    let secret = secret_dir.join("secret.txt");
+    std::fs::write(&secret, "TOPSECRET-LINE\n").expect("secret");
+    std::fs::hard_link(&secret, workspace.join("planted.txt")).expect("hard link");
+    let mut ws = WsClient::connect(&server);
+    let refused = "Error: planted.txt has other hard links; refusing to read or change it through the workspace";
+    for (tool, args) in [
+        ("read_file", json!({"path":"planted.txt"})),
+        ("write_file", json!({"path":"planted.txt","content":"pwned"})),
+        ("edit_file", json!({"path":"planted.txt","old_string":"TOPSECRET","new_string":"pwned"})),
+    ] {
+        let r = tool_turn(&server, &fake, &mut ws, tool, &args);
+        assert_eq!(r.model_text, refused, "{tool}");
+    }
+    let r = tool_turn(&server, &fake, &mut ws, "grep", &json!({"pattern":"TOPSECRET"}));
+    assert!(!r.model_text.contains("TOPSECRET-LINE"), "{:?}", r.model_text);
+    assert!(r.model_text.contains("with other hard links were not searched"), "{:?}", r.model_text);
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), "TOPSECRET-LINE\n");
+    let _ = std::fs::remove_dir_all(&secret_dir);
 }
 
 /// Workspace = the home (so the Skill roots under `data/skills` lie inside it); a secret file

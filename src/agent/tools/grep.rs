@@ -18,7 +18,7 @@ use super::pattern::Glob;
 use super::regex::{Exhausted, Regex, MAX_BACKTRACK_LINE_BYTES};
 use crate::tool::args::parse_args;
 use crate::tool::workspace::{
-    looks_binary, split_lines, Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT,
+    hard_linked, looks_binary, split_lines, Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT,
 };
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 use crate::util::text::take_chars;
@@ -110,6 +110,8 @@ struct Limits {
     /// The first line that ran out of backtracking steps (path, line number) and how many did.
     exhausted: Option<(String, usize, usize)>,
     timed_out: bool,
+    /// Files not searched because they have more than one hard link (the first one's path).
+    hard_linked: Option<(String, usize)>,
 }
 
 fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str, budget: &Budget) -> ToolOutput {
@@ -146,8 +148,15 @@ fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str
             break;
         }
         let rel = ws.rel(shown_path);
-        let Ok(file) = ws.open_read(real, &rel) else {
-            continue;
+        let file = match ws.open_read(real, &rel) {
+            Ok(f) => f,
+            Err(e) => {
+                // A hard-linked file's content may be outside the workspace: not searched, said.
+                if e == hard_linked(&rel) {
+                    limits.hard_linked.get_or_insert_with(|| (rel.clone(), 0)).1 += 1;
+                }
+                continue;
+            }
         };
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         let mut bytes = Vec::new();
@@ -228,6 +237,12 @@ fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str
             limits.long_lines
         ));
     }
+    if let Some((rel, n)) = &limits.hard_linked {
+        notes.push(format!(
+            "{n} file(s) with other hard links were not searched (their content may be outside the \
+             working directory), the first: {rel}"
+        ));
+    }
     if limits.walk_truncated {
         notes.push(format!("search stopped after {MAX_WALK_ENTRIES} directory entries"));
     }
@@ -264,6 +279,20 @@ mod tests {
         a.insert("path".into(), json!(path));
         a.insert("file_pattern".into(), json!(fp));
         Grep.run(&a, &sb.ctx)
+    }
+
+    /// A hard-linked file (its content may be outside) is not searched, and the output says so.
+    #[test]
+    fn skips_hard_linked_files_and_says_so() {
+        let sb = Sandbox::new();
+        sb.hard_link_secret("planted.txt");
+        sb.write("own.txt", "TOPSECRET here too\n");
+        let out = run(&sb, "TOPSECRET", "", "").for_model;
+        assert_eq!(
+            out,
+            "Matched `TOPSECRET` (1):\n\nown.txt:1: TOPSECRET here too\n\n(1 file(s) with other hard links were \
+             not searched (their content may be outside the working directory), the first: planted.txt)"
+        );
     }
 
     #[test]
