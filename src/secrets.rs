@@ -44,14 +44,42 @@ pub(crate) const REDACTED: &str = "[REDACTED]";
 const MAX_HANDOVER_BYTES: u64 = 1 << 20;
 const MEMFD_NAME: &std::ffi::CStr = c"cashcode-secrets";
 
-/// Whether an environment variable holds a secret: its name contains `KEY`, `TOKEN`,
-/// `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL`, any case (`CASHCODE_TOKEN`,
-/// `DEEPSEEK_API_KEY`, `OPENAI_API_KEY`, `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, …). Such
-/// variables are taken out of the server's environment at start-up, never reach `exec`
-/// commands, and their values are redacted from tool results.
+/// Whether an environment variable holds a secret, by its name, any case:
+/// - it contains `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL` anywhere
+///   (`CASHCODE_TOKEN`, `DEEPSEEK_API_KEY`, `AWS_SECRET_ACCESS_KEY`, `X_CREDENTIALS`, …);
+/// - or one of its `_`-separated words is `PASS`, `PAT`, `AUTH` or `CREDS` (`DB_PASS`,
+///   `GITHUB_PAT`, `NPM_AUTH`, `AWS_CREDS`, `MY_AUTH_HEADER`). These short markers are matched
+///   as whole words only, so ordinary names that merely contain them stay visible: `PATH`,
+///   `PATTERN`, `PASSAGE`, `COMPASS`, `AUTHOR`, and `XAUTHORITY` (the X11 cookie's file
+///   *path*, which X clients run by `exec` need; the cookie itself is not in the variable).
+///
+/// Such variables are taken out of the server's environment at start-up, never reach `exec`
+/// commands, and their values are redacted from tool results. A variable with another name
+/// whose value carries URL credentials counts too ([`is_secret_var`]).
 pub(crate) fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
     ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"].iter().any(|m| n.contains(m))
+        || n.split('_').any(|w| ["PASS", "PAT", "AUTH", "CREDS"].contains(&w))
+}
+
+/// Whether the variable `name=value` is secret: a secret name ([`is_secret_name`]) or a value
+/// holding a URL with a password (`postgres://app:hunter22@db/app`, whatever the name, e.g.
+/// `DATABASE_URL`). The whole value is then the secret: it is taken out of the environment
+/// and redacted whole, and its password alone is redacted too ([`url_passwords`]).
+pub(crate) fn is_secret_var(name: &str, value: &str) -> bool {
+    is_secret_name(name) || url_passwords(value).next().is_some()
+}
+
+/// The non-empty passwords of the URLs in `text` (`scheme://user:password@host…`). A user name
+/// alone (`ssh://git@host`) is not a credential here: it is the common, public case.
+pub(crate) fn url_passwords(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices("://").filter_map(move |(i, _)| {
+        let rest = &text[i + 3..];
+        let authority = &rest[..rest.find(['/', '?', '#', ' ', '\t', '\n', '"', '\'']).unwrap_or(rest.len())];
+        let userinfo = &authority[..authority.rfind('@')?];
+        let (_, password) = userinfo.split_once(':')?;
+        (!password.is_empty()).then_some(password)
+    })
 }
 
 /// Takes every secret variable out of the process environment and returns them (UTF-8 ones;
@@ -59,8 +87,10 @@ pub(crate) fn is_secret_name(name: &str) -> bool {
 /// memfd. Call first thing in `main`, before any thread starts: it changes the environment.
 pub fn take_from_environment() -> Vec<(String, String)> {
     let mut taken = receive();
-    let names: Vec<std::ffi::OsString> =
-        std::env::vars_os().map(|(k, _)| k).filter(|k| is_secret_name(&k.to_string_lossy())).collect();
+    let names: Vec<std::ffi::OsString> = std::env::vars_os()
+        .filter(|(k, v)| is_secret_var(&k.to_string_lossy(), &v.to_string_lossy()))
+        .map(|(k, _)| k)
+        .collect();
     for name in names {
         if let (Ok(k), Some(Ok(v))) = (name.clone().into_string(), std::env::var_os(&name).map(|v| v.into_string())) {
             taken.push((k, v));
@@ -293,6 +323,79 @@ mod tests {
         for name in ["PATH", "HOME", "CASHCODE_HOME", "DEEPSEEK_API_BASE", "LANG"] {
             assert!(!is_secret_name(name), "{name}");
         }
+    }
+
+    #[test]
+    fn wider_secret_names_by_word() {
+        let secret = [
+            "DB_PASS",
+            "db_pass",
+            "PASS",
+            "GITHUB_PAT",
+            "GH_PAT_2",
+            "NPM_AUTH",
+            "MY_AUTH_HEADER",
+            "AUTH",
+            "AWS_CREDS",
+            "GCP_CREDS_JSON",
+            "SMTP_PASS_WORD",
+            "API_KEY",
+            "SESSION_TOKEN",
+            "X_CREDENTIALS",
+            "MYSQL_PASSWORD",
+        ];
+        for name in secret {
+            assert!(is_secret_name(name), "{name} should be secret");
+        }
+        let ordinary = [
+            "PATH",
+            "LD_LIBRARY_PATH",
+            "PYTHONPATH",
+            "PATTERN",
+            "FILE_PATTERN",
+            "PASSAGE",
+            "COMPASS",
+            "BYPASS_CACHE",
+            "AUTHOR",
+            "GIT_AUTHOR_NAME",
+            "XAUTHORITY",
+            "OAUTHLIB_INSECURE",
+            "PATCH_LEVEL",
+            "HOME",
+            "PWD",
+            "LANG",
+        ];
+        for name in ordinary {
+            assert!(!is_secret_name(name), "{name} should not be secret");
+        }
+    }
+
+    #[test]
+    fn url_credentials_make_a_value_secret() {
+        let with = [
+            "postgres://app:hunter22@db.internal:5432/app",
+            "https://user:tok3n@example.com",
+            "http://proxy.local:8080 https://u:p4ss@mirror/",
+            "redis://:s3cret-pass@cache:6379",
+        ];
+        for v in with {
+            assert!(is_secret_var("DATABASE_URL", v), "{v}");
+        }
+        assert_eq!(url_passwords(with[0]).collect::<Vec<_>>(), ["hunter22"]);
+        assert_eq!(url_passwords(with[2]).collect::<Vec<_>>(), ["p4ss"]);
+        assert_eq!(url_passwords(with[3]).collect::<Vec<_>>(), ["s3cret-pass"]);
+        let without = [
+            "https://example.com/path?q=a:b@c",
+            "ssh://git@github.com/x/y",
+            "http://localhost:8080",
+            "user:pass@host",
+            "https://user:@host/",
+            "/usr/bin:/bin",
+        ];
+        for v in without {
+            assert!(!is_secret_var("SOME_URL", v), "{v}");
+        }
+        assert!(is_secret_var("DB_PASS", "x"), "a secret name needs no URL");
     }
 
     #[test]
