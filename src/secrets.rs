@@ -266,6 +266,47 @@ struct Known {
     /// Every value of at least [`MIN_SECRET_LEN`] bytes, deduplicated, longest first (so a
     /// value that contains another is replaced whole).
     all: Vec<String>,
+    /// What [`Secrets::redact`] looks for: `all` and their encoded forms ([`encoded_forms`]),
+    /// deduplicated, longest first.
+    patterns: Vec<String>,
+}
+
+/// Shortest encoded form looked for: the inner base64 runs of a short value are a few
+/// characters and would match ordinary text.
+const MIN_FORM_LEN: usize = 8;
+
+/// The encodings of `value` a command may print it in: standard base64 with and without
+/// padding, URL-safe base64 (both), lower- and upper-case hex; and, since base64 of a value
+/// inside a longer stream depends on where it starts, for each start offset 0, 1, 2 (mod 3)
+/// the run of base64 characters that depend on the value alone (in both alphabets). Forms
+/// under [`MIN_FORM_LEN`] characters are left out.
+fn encoded_forms(value: &str) -> Vec<String> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    use base64::Engine as _;
+    let bytes = value.as_bytes();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut forms = vec![
+        STANDARD.encode(bytes),
+        STANDARD_NO_PAD.encode(bytes),
+        URL_SAFE.encode(bytes),
+        URL_SAFE_NO_PAD.encode(bytes),
+        hex.to_ascii_uppercase(),
+        hex,
+    ];
+    for shift in 0..3usize {
+        let mut shifted = vec![0u8; shift];
+        shifted.extend_from_slice(bytes);
+        let encoded = STANDARD_NO_PAD.encode(&shifted);
+        // Characters before `start` hold bits of the bytes before the value; from `end` on,
+        // bits of the bytes after it.
+        let (start, end) = ((shift * 8).div_ceil(6), (shifted.len() * 8) / 6);
+        if let Some(inner) = encoded.get(start..end) {
+            forms.push(inner.replace('+', "-").replace('/', "_"));
+            forms.push(inner.to_string());
+        }
+    }
+    forms.retain(|f| f.len() >= MIN_FORM_LEN && f != value);
+    forms
 }
 
 impl Secrets {
@@ -282,14 +323,19 @@ impl Secrets {
         let mut all: Vec<String> = k.by_source.values().flatten().cloned().collect();
         all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         all.dedup();
+        let mut patterns: Vec<String> = all.iter().flat_map(|v| encoded_forms(v)).chain(all.iter().cloned()).collect();
+        patterns.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        patterns.dedup();
         k.all = all;
+        k.patterns = patterns;
     }
 
-    /// `text` with every known secret value replaced by [`REDACTED`]; borrowed when none occurs.
+    /// `text` with every known secret value, and its base64 and hex forms ([`encoded_forms`]),
+    /// replaced by [`REDACTED`]; borrowed when none occurs. One linear scan per pattern.
     pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let k = sync::read(&self.inner);
         let mut out = Cow::Borrowed(text);
-        for secret in &k.all {
+        for secret in &k.patterns {
             if out.contains(secret.as_str()) {
                 out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
             }
@@ -416,6 +462,69 @@ mod tests {
         assert!(matches!(s.redact("clean"), Cow::Borrowed(_)));
         let dbg = format!("{s:?}");
         assert!(!dbg.contains("sk-second") && !dbg.contains("tok-abc"), "{dbg}");
+    }
+
+    #[test]
+    fn encoded_forms_of_known_values_are_redacted() {
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        use base64::Engine as _;
+        let key = "sk-live-0123456789abcdef?>";
+        let s = Secrets::new();
+        s.set("llm", [key.to_string()]);
+        let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+        for shown in [
+            STANDARD.encode(key),
+            STANDARD.encode(key).trim_end_matches('=').to_string(),
+            URL_SAFE_NO_PAD.encode(key),
+            hex.clone(),
+            hex.to_uppercase(),
+        ] {
+            let text = format!("out: {shown}\n");
+            assert_eq!(s.redact(&text), "out: [REDACTED]\n", "{shown}");
+        }
+        // Inside a longer base64 stream, at each of the three alignments: the characters that
+        // depend on the key alone are gone.
+        for prefix in ["", "a", "ab", "abc", "abcd"] {
+            let stream = STANDARD.encode(format!("{prefix}{key}-and-more-text"));
+            let out = s.redact(&stream);
+            assert!(out.contains(REDACTED), "{prefix:?}: {out}");
+            let decodable: String = out.replace(REDACTED, "");
+            assert!(decodable.len() < stream.len() - 24, "{prefix:?}: {out}");
+        }
+        // A short value's encodings are short too: not looked for.
+        s.set("llm", ["abcdef".to_string()]);
+        assert!(encoded_forms("abcdef").iter().all(|f| f.len() >= MIN_FORM_LEN));
+        assert_eq!(s.redact("YWJjZGVm"), "[REDACTED]", "the full base64 of a 6-byte value is 8 characters");
+        assert_eq!(s.len(), 1, "len counts values, not forms");
+    }
+
+    #[test]
+    fn redaction_time_on_a_mebibyte_with_ten_secrets() {
+        let s = Secrets::new();
+        let keys: Vec<String> = (0..10).map(|i| format!("sk-secret-value-{i:02}-0123456789abcdef")).collect();
+        s.set("config", keys.clone());
+        let mut text = String::with_capacity(1 << 20);
+        let mut i = 0;
+        while text.len() < 1 << 20 {
+            text.push_str("some ordinary tool output line with numbers 12345 and words\n");
+            if i % 1000 == 0 {
+                text.push_str(&keys[i / 1000 % 10]);
+            }
+            i += 1;
+        }
+        let t = std::time::Instant::now();
+        let out = s.redact(&text);
+        let with_forms = t.elapsed();
+        let t = std::time::Instant::now();
+        let mut plain = Cow::Borrowed(text.as_str());
+        for k in &keys {
+            if plain.contains(k.as_str()) {
+                plain = Cow::Owned(plain.replace(k.as_str(), REDACTED));
+            }
+        }
+        let values_only = t.elapsed();
+        assert_eq!(out, plain);
+        println!("1 MiB, 10 secrets: values only {values_only:?}, with encoded forms {with_forms:?}");
     }
 
     #[cfg(target_os = "linux")]
