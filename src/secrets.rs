@@ -267,8 +267,9 @@ struct Known {
     /// value that contains another is replaced whole).
     all: Vec<String>,
     /// What [`Secrets::redact`] looks for: `all` and their encoded forms ([`encoded_forms`]),
-    /// deduplicated, longest first.
+    /// deduplicated; hex forms (lower case) are matched ignoring ASCII case.
     patterns: Vec<String>,
+    hex_patterns: Vec<String>,
 }
 
 /// Shortest encoded form looked for: the inner base64 runs of a short value are a few
@@ -276,7 +277,7 @@ struct Known {
 const MIN_FORM_LEN: usize = 8;
 
 /// The encodings of `value` a command may print it in: standard base64 with and without
-/// padding, URL-safe base64 (both), lower- and upper-case hex; and, since base64 of a value
+/// padding, URL-safe base64 (both); and, since base64 of a value
 /// inside a longer stream depends on where it starts, for each start offset 0, 1, 2 (mod 3)
 /// the run of base64 characters that depend on the value alone (in both alphabets). Forms
 /// under [`MIN_FORM_LEN`] characters are left out.
@@ -284,14 +285,11 @@ fn encoded_forms(value: &str) -> Vec<String> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
     use base64::Engine as _;
     let bytes = value.as_bytes();
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let mut forms = vec![
         STANDARD.encode(bytes),
         STANDARD_NO_PAD.encode(bytes),
         URL_SAFE.encode(bytes),
         URL_SAFE_NO_PAD.encode(bytes),
-        hex.to_ascii_uppercase(),
-        hex,
     ];
     for shift in 0..3usize {
         let mut shifted = vec![0u8; shift];
@@ -324,23 +322,74 @@ impl Secrets {
         all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         all.dedup();
         let mut patterns: Vec<String> = all.iter().flat_map(|v| encoded_forms(v)).chain(all.iter().cloned()).collect();
-        patterns.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        patterns.sort();
         patterns.dedup();
+        k.hex_patterns = all.iter().map(|v| v.bytes().map(|b| format!("{b:02x}")).collect()).collect();
         k.all = all;
         k.patterns = patterns;
     }
 
     /// `text` with every known secret value, and its base64 and hex forms ([`encoded_forms`]),
-    /// replaced by [`REDACTED`]; borrowed when none occurs. One linear scan per pattern.
+    /// replaced by [`REDACTED`]; borrowed when none occurs.
+    ///
+    /// Matching ignores line breaks: a value cut by `fold`, or split between a command's stdout
+    /// and stderr (the `exec` result joins them with a newline), is still found, and the whole
+    /// span, line breaks included, is replaced. Hex forms match in any letter case. Overlapping
+    /// matches are replaced as one span. Cost: one copy of the text without `\r`/`\n`, one
+    /// lower-cased copy, and one linear scan per pattern.
     pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let k = sync::read(&self.inner);
-        let mut out = Cow::Borrowed(text);
-        for secret in &k.patterns {
-            if out.contains(secret.as_str()) {
-                out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
-            }
+        if k.patterns.is_empty() {
+            return Cow::Borrowed(text);
         }
-        out
+        // `flat` is `text` without CR/LF (still UTF-8: only ASCII bytes go); `breaks[i]` is the
+        // index in `flat` before which the i-th removed byte stood.
+        let mut breaks = Vec::new();
+        let flat: Cow<str> = if text.contains(['\n', '\r']) {
+            let mut f = String::with_capacity(text.len());
+            for ch in text.chars() {
+                if ch == '\n' || ch == '\r' {
+                    breaks.push(f.len());
+                } else {
+                    f.push(ch);
+                }
+            }
+            Cow::Owned(f)
+        } else {
+            Cow::Borrowed(text)
+        };
+        let lower = flat.to_ascii_lowercase();
+        let mut hits: Vec<(usize, usize)> = Vec::new();
+        let mut find =
+            |hay: &str, pattern: &str| hits.extend(hay.match_indices(pattern).map(|(s, m)| (s, s + m.len())));
+        for p in &k.patterns {
+            find(&flat, p);
+        }
+        for p in &k.hex_patterns {
+            find(&lower, p);
+        }
+        if hits.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        hits.sort_unstable();
+        let original = |f: usize| f + breaks.partition_point(|&b| b <= f);
+        let mut out = String::with_capacity(text.len());
+        let mut done = 0;
+        let mut i = 0;
+        while i < hits.len() {
+            let (start, mut end) = hits[i];
+            i += 1;
+            while i < hits.len() && hits[i].0 < end {
+                end = end.max(hits[i].1);
+                i += 1;
+            }
+            let (s, e) = (original(start), original(end - 1) + 1);
+            out.push_str(&text[done..s]);
+            out.push_str(REDACTED);
+            done = e;
+        }
+        out.push_str(&text[done..]);
+        Cow::Owned(out)
     }
 
     /// How many values are known (for tests and start-up logging; never the values).
@@ -472,6 +521,8 @@ mod tests {
         let s = Secrets::new();
         s.set("llm", [key.to_string()]);
         let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+        let mixed: String =
+            hex.chars().enumerate().map(|(i, c)| if i % 2 == 0 { c.to_ascii_uppercase() } else { c }).collect();
         for shown in [
             STANDARD.encode(key),
             STANDARD.encode(key).trim_end_matches('=').to_string(),
@@ -496,6 +547,28 @@ mod tests {
         assert!(encoded_forms("abcdef").iter().all(|f| f.len() >= MIN_FORM_LEN));
         assert_eq!(s.redact("YWJjZGVm"), "[REDACTED]", "the full base64 of a 6-byte value is 8 characters");
         assert_eq!(s.len(), 1, "len counts values, not forms");
+    }
+
+    #[test]
+    fn values_split_by_line_breaks_or_between_stdout_and_stderr_are_redacted() {
+        let key = "sk-live-0123456789abcdef";
+        let s = Secrets::new();
+        s.set("llm", [key.to_string()]);
+        // `fold -w 10`, CRLF, and the exec result's stdout + "\n" + stderr join.
+        for text in
+            ["sk-live-01\n23456789ab\ncdef\n", "sk-live-01\r\n23456789abcdef", "out sk-live-0123\n456789abcdef err"]
+        {
+            let out = s.redact(text);
+            assert!(!out.replace(['\n', '\r'], "").contains("0123456789"), "{text:?} -> {out:?}");
+            assert!(out.contains(REDACTED), "{text:?} -> {out:?}");
+        }
+        assert_eq!(s.redact("a\nsk-live-01\n23456789abcdef\nb"), "a\n[REDACTED]\nb");
+        // The split between stdout and stderr goes through the one redaction as one text.
+        assert_eq!(s.redact("x\nsk-live-0123456789abcdef\n"), "x\n[REDACTED]\n");
+        // Adjacent values stay two markers; text without a value is borrowed.
+        s.set("config", ["tok-abcdefgh".to_string()]);
+        assert_eq!(s.redact(&format!("{key}tok-abcdefgh")), "[REDACTED][REDACTED]");
+        assert!(matches!(s.redact("clean\nlines\r\n"), Cow::Borrowed(_)));
     }
 
     #[test]
