@@ -527,8 +527,9 @@ mod tests {
             STANDARD.encode(key),
             STANDARD.encode(key).trim_end_matches('=').to_string(),
             URL_SAFE_NO_PAD.encode(key),
-            hex.clone(),
             hex.to_uppercase(),
+            hex,
+            mixed,
         ] {
             let text = format!("out: {shown}\n");
             assert_eq!(s.redact(&text), "out: [REDACTED]\n", "{shown}");
