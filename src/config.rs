@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::secrets::{is_secret_name, is_secret_var, url_passwords, Secrets, REDACTED};
+use crate::secrets::{is_secret_name, url_passwords, Secrets, REDACTED};
 use crate::util::secret::Secret;
 use crate::util::url::is_loopback;
 
@@ -332,7 +332,9 @@ pub(crate) struct Vars(BTreeMap<String, String>);
 impl fmt::Debug for Vars {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
-            .entries(self.0.iter().map(|(k, v)| (k, if is_secret_var(k, v) { REDACTED } else { v.as_str() })))
+            .entries(self.0.iter().map(|(k, v)| {
+                (k, if is_secret_name(k) || url_passwords(v).next().is_some() { REDACTED } else { v.as_str() })
+            }))
             .finish()
     }
 }
@@ -1081,6 +1083,7 @@ mod tests {
             ("DATABASE_URL".to_string(), "postgres://app:hunter22-pw@db/app".to_string()),
             ("DB_PASS".to_string(), "pass-VALUE-1".to_string()),
             ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+            ("HTTPS_PROXY".to_string(), "http://me:proxy-pw-77@proxy:3128".to_string()),
         ]));
         let s = known_secrets(&vars, None);
         assert_eq!(s.redact("url=postgres://app:hunter22-pw@db/app"), "url=[REDACTED]");
@@ -1088,8 +1091,15 @@ mod tests {
             s.redact("pw=hunter22-pw db=pass-VALUE-1 p=/usr/bin:/bin"),
             "pw=[REDACTED] db=[REDACTED] p=/usr/bin:/bin"
         );
+        assert_eq!(s.redact("p=proxy-pw-77"), "p=[REDACTED]", "a proxy's password is redacted too");
         let dbg = format!("{vars:?}");
-        assert!(!dbg.contains("hunter22") && !dbg.contains("pass-VALUE") && dbg.contains("/usr/bin:/bin"), "{dbg}");
+        assert!(
+            !dbg.contains("proxy-pw")
+                && !dbg.contains("hunter22")
+                && !dbg.contains("pass-VALUE")
+                && dbg.contains("/usr/bin:/bin"),
+            "{dbg}"
+        );
     }
 
     #[test]

@@ -66,8 +66,13 @@ pub(crate) fn is_secret_name(name: &str) -> bool {
 /// holding a URL with a password (`postgres://app:hunter22@db/app`, whatever the name, e.g.
 /// `DATABASE_URL`). The whole value is then the secret: it is taken out of the environment
 /// and redacted whole, and its password alone is redacted too ([`url_passwords`]).
+///
+/// Proxy variables (`HTTP_PROXY`, `https_proxy`, `ALL_PROXY`, … any name ending in `_PROXY`)
+/// stay in the environment even with a password: the LLM client and `exec` commands read
+/// them there, and taking them out would silently bypass the proxy. Their values are still
+/// registered for redaction (`config::known_secrets`).
 pub(crate) fn is_secret_var(name: &str, value: &str) -> bool {
-    is_secret_name(name) || url_passwords(value).next().is_some()
+    is_secret_name(name) || (!name.to_ascii_uppercase().ends_with("_PROXY") && url_passwords(value).next().is_some())
 }
 
 /// The non-empty passwords of the URLs in `text` (`scheme://user:password@host…`). A user name
@@ -475,6 +480,7 @@ mod tests {
         ];
         for v in with {
             assert!(is_secret_var("DATABASE_URL", v), "{v}");
+            assert!(!is_secret_var("https_proxy", v) && !is_secret_var("ALL_PROXY", v), "proxies stay: {v}");
         }
         assert_eq!(url_passwords(with[0]).collect::<Vec<_>>(), ["hunter22"]);
         assert_eq!(url_passwords(with[2]).collect::<Vec<_>>(), ["p4ss"]);
