@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::secrets::{is_secret_name, Secrets, REDACTED};
+use crate::secrets::{is_secret_name, url_passwords, Secrets, REDACTED};
 use crate::util::secret::Secret;
 use crate::util::url::is_loopback;
 
@@ -332,7 +332,9 @@ pub(crate) struct Vars(BTreeMap<String, String>);
 impl fmt::Debug for Vars {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
-            .entries(self.0.iter().map(|(k, v)| (k, if is_secret_name(k) { REDACTED } else { v.as_str() })))
+            .entries(self.0.iter().map(|(k, v)| {
+                (k, if is_secret_name(k) || url_passwords(v).next().is_some() { REDACTED } else { v.as_str() })
+            }))
             .finish()
     }
 }
@@ -620,8 +622,14 @@ fn read_token(vars: &Vars, cwd: &Path, warnings: &mut Vec<String>) -> Result<Opt
 fn known_secrets(vars: &Vars, token: Option<&str>) -> Secrets {
     let names_place = |k: &str| ["_FILE", "_PATH", "_DIR"].iter().any(|s| k.to_ascii_uppercase().ends_with(s));
     let secrets = Secrets::new();
-    let secret_vars = vars.map().iter().filter(|(k, _)| is_secret_name(k) && !names_place(k)).map(|(_, v)| v.clone());
-    secrets.set("config", token.map(str::to_string).into_iter().chain(secret_vars));
+    let mut values: Vec<String> = token.map(str::to_string).into_iter().collect();
+    for (k, v) in vars.map() {
+        if is_secret_name(k) && !names_place(k) || url_passwords(v).next().is_some() {
+            values.push(v.clone());
+            values.extend(url_passwords(v).map(str::to_string));
+        }
+    }
+    secrets.set("config", values);
     secrets
 }
 
@@ -1067,6 +1075,31 @@ mod tests {
         assert!(!c.warnings[0].contains("short-tok"), "the warning must not show the token");
         assert_eq!(run(&[], &[("CASHCODE_TOKEN", "0123456789abcdef")]).unwrap().warnings, Vec::<String>::new());
         assert_eq!(run(&[], &[]).unwrap().warnings, Vec::<String>::new());
+    }
+
+    #[test]
+    fn url_credentials_and_word_named_variables_are_known_secrets() {
+        let vars = Vars(BTreeMap::from([
+            ("DATABASE_URL".to_string(), "postgres://app:hunter22-pw@db/app".to_string()),
+            ("DB_PASS".to_string(), "pass-VALUE-1".to_string()),
+            ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+            ("HTTPS_PROXY".to_string(), "http://me:proxy-pw-77@proxy:3128".to_string()),
+        ]));
+        let s = known_secrets(&vars, None);
+        assert_eq!(s.redact("url=postgres://app:hunter22-pw@db/app"), "url=[REDACTED]");
+        assert_eq!(
+            s.redact("pw=hunter22-pw db=pass-VALUE-1 p=/usr/bin:/bin"),
+            "pw=[REDACTED] db=[REDACTED] p=/usr/bin:/bin"
+        );
+        assert_eq!(s.redact("p=proxy-pw-77"), "p=[REDACTED]", "a proxy's password is redacted too");
+        let dbg = format!("{vars:?}");
+        assert!(
+            !dbg.contains("proxy-pw")
+                && !dbg.contains("hunter22")
+                && !dbg.contains("pass-VALUE")
+                && dbg.contains("/usr/bin:/bin"),
+            "{dbg}"
+        );
     }
 
     #[test]

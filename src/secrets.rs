@@ -44,14 +44,47 @@ pub(crate) const REDACTED: &str = "[REDACTED]";
 const MAX_HANDOVER_BYTES: u64 = 1 << 20;
 const MEMFD_NAME: &std::ffi::CStr = c"cashcode-secrets";
 
-/// Whether an environment variable holds a secret: its name contains `KEY`, `TOKEN`,
-/// `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL`, any case (`CASHCODE_TOKEN`,
-/// `DEEPSEEK_API_KEY`, `OPENAI_API_KEY`, `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, …). Such
-/// variables are taken out of the server's environment at start-up, never reach `exec`
-/// commands, and their values are redacted from tool results.
+/// Whether an environment variable holds a secret, by its name, any case:
+/// - it contains `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL` anywhere
+///   (`CASHCODE_TOKEN`, `DEEPSEEK_API_KEY`, `AWS_SECRET_ACCESS_KEY`, `X_CREDENTIALS`, …);
+/// - or one of its `_`-separated words is `PASS`, `PAT`, `AUTH` or `CREDS` (`DB_PASS`,
+///   `GITHUB_PAT`, `NPM_AUTH`, `AWS_CREDS`, `MY_AUTH_HEADER`). These short markers are matched
+///   as whole words only, so ordinary names that merely contain them stay visible: `PATH`,
+///   `PATTERN`, `PASSAGE`, `COMPASS`, `AUTHOR`, and `XAUTHORITY` (the X11 cookie's file
+///   *path*, which X clients run by `exec` need; the cookie itself is not in the variable).
+///
+/// Such variables are taken out of the server's environment at start-up, never reach `exec`
+/// commands, and their values are redacted from tool results. A variable with another name
+/// whose value carries URL credentials counts too ([`is_secret_var`]).
 pub(crate) fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
     ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"].iter().any(|m| n.contains(m))
+        || n.split('_').any(|w| ["PASS", "PAT", "AUTH", "CREDS"].contains(&w))
+}
+
+/// Whether the variable `name=value` is secret: a secret name ([`is_secret_name`]) or a value
+/// holding a URL with a password (`postgres://app:hunter22@db/app`, whatever the name, e.g.
+/// `DATABASE_URL`). The whole value is then the secret: it is taken out of the environment
+/// and redacted whole, and its password alone is redacted too ([`url_passwords`]).
+///
+/// Proxy variables (`HTTP_PROXY`, `https_proxy`, `ALL_PROXY`, … any name ending in `_PROXY`)
+/// stay in the environment even with a password: the LLM client and `exec` commands read
+/// them there, and taking them out would silently bypass the proxy. Their values are still
+/// registered for redaction (`config::known_secrets`).
+pub(crate) fn is_secret_var(name: &str, value: &str) -> bool {
+    is_secret_name(name) || (!name.to_ascii_uppercase().ends_with("_PROXY") && url_passwords(value).next().is_some())
+}
+
+/// The non-empty passwords of the URLs in `text` (`scheme://user:password@host…`). A user name
+/// alone (`ssh://git@host`) is not a credential here: it is the common, public case.
+pub(crate) fn url_passwords(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices("://").filter_map(move |(i, _)| {
+        let rest = &text[i + 3..];
+        let authority = &rest[..rest.find(['/', '?', '#', ' ', '\t', '\n', '"', '\'']).unwrap_or(rest.len())];
+        let userinfo = &authority[..authority.rfind('@')?];
+        let (_, password) = userinfo.split_once(':')?;
+        (!password.is_empty()).then_some(password)
+    })
 }
 
 /// Takes every secret variable out of the process environment and returns them (UTF-8 ones;
@@ -59,8 +92,10 @@ pub(crate) fn is_secret_name(name: &str) -> bool {
 /// memfd. Call first thing in `main`, before any thread starts: it changes the environment.
 pub fn take_from_environment() -> Vec<(String, String)> {
     let mut taken = receive();
-    let names: Vec<std::ffi::OsString> =
-        std::env::vars_os().map(|(k, _)| k).filter(|k| is_secret_name(&k.to_string_lossy())).collect();
+    let names: Vec<std::ffi::OsString> = std::env::vars_os()
+        .filter(|(k, v)| is_secret_var(&k.to_string_lossy(), &v.to_string_lossy()))
+        .map(|(k, _)| k)
+        .collect();
     for name in names {
         if let (Ok(k), Some(Ok(v))) = (name.clone().into_string(), std::env::var_os(&name).map(|v| v.into_string())) {
             taken.push((k, v));
@@ -236,6 +271,45 @@ struct Known {
     /// Every value of at least [`MIN_SECRET_LEN`] bytes, deduplicated, longest first (so a
     /// value that contains another is replaced whole).
     all: Vec<String>,
+    /// What [`Secrets::redact`] looks for: `all` and their encoded forms ([`encoded_forms`]),
+    /// deduplicated; hex forms (lower case) are matched ignoring ASCII case.
+    patterns: Vec<String>,
+    hex_patterns: Vec<String>,
+}
+
+/// Shortest encoded form looked for: the inner base64 runs of a short value are a few
+/// characters and would match ordinary text.
+const MIN_FORM_LEN: usize = 8;
+
+/// The encodings of `value` a command may print it in: standard base64 with and without
+/// padding, URL-safe base64 (both); and, since base64 of a value
+/// inside a longer stream depends on where it starts, for each start offset 0, 1, 2 (mod 3)
+/// the run of base64 characters that depend on the value alone (in both alphabets). Forms
+/// under [`MIN_FORM_LEN`] characters are left out.
+fn encoded_forms(value: &str) -> Vec<String> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    use base64::Engine as _;
+    let bytes = value.as_bytes();
+    let mut forms = vec![
+        STANDARD.encode(bytes),
+        STANDARD_NO_PAD.encode(bytes),
+        URL_SAFE.encode(bytes),
+        URL_SAFE_NO_PAD.encode(bytes),
+    ];
+    for shift in 0..3usize {
+        let mut shifted = vec![0u8; shift];
+        shifted.extend_from_slice(bytes);
+        let encoded = STANDARD_NO_PAD.encode(&shifted);
+        // Characters before `start` hold bits of the bytes before the value; from `end` on,
+        // bits of the bytes after it.
+        let (start, end) = ((shift * 8).div_ceil(6), (shifted.len() * 8) / 6);
+        if let Some(inner) = encoded.get(start..end) {
+            forms.push(inner.replace('+', "-").replace('/', "_"));
+            forms.push(inner.to_string());
+        }
+    }
+    forms.retain(|f| f.len() >= MIN_FORM_LEN && f != value);
+    forms
 }
 
 impl Secrets {
@@ -252,19 +326,75 @@ impl Secrets {
         let mut all: Vec<String> = k.by_source.values().flatten().cloned().collect();
         all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         all.dedup();
+        let mut patterns: Vec<String> = all.iter().flat_map(|v| encoded_forms(v)).chain(all.iter().cloned()).collect();
+        patterns.sort();
+        patterns.dedup();
+        k.hex_patterns = all.iter().map(|v| v.bytes().map(|b| format!("{b:02x}")).collect()).collect();
         k.all = all;
+        k.patterns = patterns;
     }
 
-    /// `text` with every known secret value replaced by [`REDACTED`]; borrowed when none occurs.
+    /// `text` with every known secret value, and its base64 and hex forms ([`encoded_forms`]),
+    /// replaced by [`REDACTED`]; borrowed when none occurs.
+    ///
+    /// Matching ignores line breaks: a value cut by `fold`, or split between a command's stdout
+    /// and stderr (the `exec` result joins them with a newline), is still found, and the whole
+    /// span, line breaks included, is replaced. Hex forms match in any letter case. Overlapping
+    /// matches are replaced as one span. Cost: one copy of the text without `\r`/`\n`, one
+    /// lower-cased copy, and one linear scan per pattern.
     pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let k = sync::read(&self.inner);
-        let mut out = Cow::Borrowed(text);
-        for secret in &k.all {
-            if out.contains(secret.as_str()) {
-                out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
-            }
+        if k.patterns.is_empty() {
+            return Cow::Borrowed(text);
         }
-        out
+        // `flat` is `text` without CR/LF (still UTF-8: only ASCII bytes go); `breaks[i]` is the
+        // index in `flat` before which the i-th removed byte stood.
+        let mut breaks = Vec::new();
+        let flat: Cow<str> = if text.contains(['\n', '\r']) {
+            let mut f = String::with_capacity(text.len());
+            for ch in text.chars() {
+                if ch == '\n' || ch == '\r' {
+                    breaks.push(f.len());
+                } else {
+                    f.push(ch);
+                }
+            }
+            Cow::Owned(f)
+        } else {
+            Cow::Borrowed(text)
+        };
+        let lower = flat.to_ascii_lowercase();
+        let mut hits: Vec<(usize, usize)> = Vec::new();
+        let mut find =
+            |hay: &str, pattern: &str| hits.extend(hay.match_indices(pattern).map(|(s, m)| (s, s + m.len())));
+        for p in &k.patterns {
+            find(&flat, p);
+        }
+        for p in &k.hex_patterns {
+            find(&lower, p);
+        }
+        if hits.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        hits.sort_unstable();
+        let original = |f: usize| f + breaks.partition_point(|&b| b <= f);
+        let mut out = String::with_capacity(text.len());
+        let mut done = 0;
+        let mut i = 0;
+        while i < hits.len() {
+            let (start, mut end) = hits[i];
+            i += 1;
+            while i < hits.len() && hits[i].0 < end {
+                end = end.max(hits[i].1);
+                i += 1;
+            }
+            let (s, e) = (original(start), original(end - 1) + 1);
+            out.push_str(&text[done..s]);
+            out.push_str(REDACTED);
+            done = e;
+        }
+        out.push_str(&text[done..]);
+        Cow::Owned(out)
     }
 
     /// How many values are known (for tests and start-up logging; never the values).
@@ -296,6 +426,80 @@ mod tests {
     }
 
     #[test]
+    fn wider_secret_names_by_word() {
+        let secret = [
+            "DB_PASS",
+            "db_pass",
+            "PASS",
+            "GITHUB_PAT",
+            "GH_PAT_2",
+            "NPM_AUTH",
+            "MY_AUTH_HEADER",
+            "AUTH",
+            "AWS_CREDS",
+            "GCP_CREDS_JSON",
+            "SMTP_PASS_WORD",
+            "API_KEY",
+            "SESSION_TOKEN",
+            "X_CREDENTIALS",
+            "MYSQL_PASSWORD",
+        ];
+        for name in secret {
+            assert!(is_secret_name(name), "{name} should be secret");
+        }
+        let ordinary = [
+            "PATH",
+            "LD_LIBRARY_PATH",
+            "PYTHONPATH",
+            "PATTERN",
+            "FILE_PATTERN",
+            "PASSAGE",
+            "COMPASS",
+            "BYPASS_CACHE",
+            "AUTHOR",
+            "GIT_AUTHOR_NAME",
+            "XAUTHORITY",
+            "OAUTHLIB_INSECURE",
+            "PATCH_LEVEL",
+            "HOME",
+            "PWD",
+            "LANG",
+        ];
+        for name in ordinary {
+            assert!(!is_secret_name(name), "{name} should not be secret");
+        }
+    }
+
+    #[test]
+    fn url_credentials_make_a_value_secret() {
+        let with = [
+            "postgres://app:hunter22@db.internal:5432/app",
+            "https://user:tok3n@example.com",
+            "http://proxy.local:8080 https://u:p4ss@mirror/",
+            "redis://:s3cret-pass@cache:6379",
+        ];
+        for v in with {
+            assert!(is_secret_var("DATABASE_URL", v), "{v}");
+            assert!(!is_secret_var("https_proxy", v) && !is_secret_var("ALL_PROXY", v), "proxies stay: {v}");
+        }
+        assert_eq!(url_passwords(with[0]).collect::<Vec<_>>(), ["hunter22"]);
+        assert_eq!(url_passwords(with[2]).collect::<Vec<_>>(), ["p4ss"]);
+        assert_eq!(url_passwords(with[3]).collect::<Vec<_>>(), ["s3cret-pass"]);
+        let without = [
+            "https://example.com/path?q=a:b@c",
+            "ssh://git@github.com/x/y",
+            "http://localhost:8080",
+            "user:pass@host",
+            "https://user:@host/",
+            "/usr/bin:/bin",
+        ];
+        for v in without {
+            assert!(!is_secret_var("SOME_URL", v), "{v}");
+        }
+        assert!(is_secret_var("DB_PASS", "x"), "a secret name needs no URL");
+    }
+
+    #[test]
     fn redacts_known_values_by_source_and_updates_live() {
         let s = Secrets::new();
         assert_eq!(s.redact("nothing known"), "nothing known");
@@ -313,6 +517,94 @@ mod tests {
         assert!(matches!(s.redact("clean"), Cow::Borrowed(_)));
         let dbg = format!("{s:?}");
         assert!(!dbg.contains("sk-second") && !dbg.contains("tok-abc"), "{dbg}");
+    }
+
+    #[test]
+    fn encoded_forms_of_known_values_are_redacted() {
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        use base64::Engine as _;
+        let key = "sk-live-0123456789abcdef?>";
+        let s = Secrets::new();
+        s.set("llm", [key.to_string()]);
+        let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+        let mixed: String =
+            hex.chars().enumerate().map(|(i, c)| if i % 2 == 0 { c.to_ascii_uppercase() } else { c }).collect();
+        for shown in [
+            STANDARD.encode(key),
+            STANDARD.encode(key).trim_end_matches('=').to_string(),
+            URL_SAFE_NO_PAD.encode(key),
+            hex.to_uppercase(),
+            hex,
+            mixed,
+        ] {
+            let text = format!("out: {shown}\n");
+            assert_eq!(s.redact(&text), "out: [REDACTED]\n", "{shown}");
+        }
+        // Inside a longer base64 stream, at each of the three alignments: the characters that
+        // depend on the key alone are gone.
+        for prefix in ["", "a", "ab", "abc", "abcd"] {
+            let stream = STANDARD.encode(format!("{prefix}{key}-and-more-text"));
+            let out = s.redact(&stream);
+            assert!(out.contains(REDACTED), "{prefix:?}: {out}");
+            let decodable: String = out.replace(REDACTED, "");
+            assert!(decodable.len() < stream.len() - 24, "{prefix:?}: {out}");
+        }
+        // A short value's encodings are short too: not looked for.
+        s.set("llm", ["abcdef".to_string()]);
+        assert!(encoded_forms("abcdef").iter().all(|f| f.len() >= MIN_FORM_LEN));
+        assert_eq!(s.redact("YWJjZGVm"), "[REDACTED]", "the full base64 of a 6-byte value is 8 characters");
+        assert_eq!(s.len(), 1, "len counts values, not forms");
+    }
+
+    #[test]
+    fn values_split_by_line_breaks_or_between_stdout_and_stderr_are_redacted() {
+        let key = "sk-live-0123456789abcdef";
+        let s = Secrets::new();
+        s.set("llm", [key.to_string()]);
+        // `fold -w 10`, CRLF, and the exec result's stdout + "\n" + stderr join.
+        for text in
+            ["sk-live-01\n23456789ab\ncdef\n", "sk-live-01\r\n23456789abcdef", "out sk-live-0123\n456789abcdef err"]
+        {
+            let out = s.redact(text);
+            assert!(!out.replace(['\n', '\r'], "").contains("0123456789"), "{text:?} -> {out:?}");
+            assert!(out.contains(REDACTED), "{text:?} -> {out:?}");
+        }
+        assert_eq!(s.redact("a\nsk-live-01\n23456789abcdef\nb"), "a\n[REDACTED]\nb");
+        // The split between stdout and stderr goes through the one redaction as one text.
+        assert_eq!(s.redact("x\nsk-live-0123456789abcdef\n"), "x\n[REDACTED]\n");
+        // Adjacent values stay two markers; text without a value is borrowed.
+        s.set("config", ["tok-abcdefgh".to_string()]);
+        assert_eq!(s.redact(&format!("{key}tok-abcdefgh")), "[REDACTED][REDACTED]");
+        assert!(matches!(s.redact("clean\nlines\r\n"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn redaction_time_on_a_mebibyte_with_ten_secrets() {
+        let s = Secrets::new();
+        let keys: Vec<String> = (0..10).map(|i| format!("sk-secret-value-{i:02}-0123456789abcdef")).collect();
+        s.set("config", keys.clone());
+        let mut text = String::with_capacity(1 << 20);
+        let mut i = 0;
+        while text.len() < 1 << 20 {
+            text.push_str("some ordinary tool output line with numbers 12345 and words\n");
+            if i % 1000 == 0 {
+                text.push_str(&keys[i / 1000 % 10]);
+            }
+            i += 1;
+        }
+        let t = std::time::Instant::now();
+        let out = s.redact(&text);
+        let with_forms = t.elapsed();
+        let t = std::time::Instant::now();
+        let mut plain = Cow::Borrowed(text.as_str());
+        for k in &keys {
+            if plain.contains(k.as_str()) {
+                plain = Cow::Owned(plain.replace(k.as_str(), REDACTED));
+            }
+        }
+        let values_only = t.elapsed();
+        assert_eq!(out, plain);
+        println!("1 MiB, 10 secrets: values only {values_only:?}, with encoded forms {with_forms:?}");
     }
 
     #[cfg(target_os = "linux")]

@@ -293,9 +293,14 @@ fn run_tools(
         }
         seen.push(c.id.clone());
     }
+    // The arguments as stored, shown and replayed to the model are cleaned of known secret
+    // values (a key the model wrote into a command); the tool itself gets them as written.
     let wire: Vec<Value> = calls
         .iter()
-        .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+        .map(|c| {
+            let arguments = t.deps.secrets.redact(&c.arguments);
+            json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": arguments}})
+        })
         .collect();
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     let label =

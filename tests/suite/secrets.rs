@@ -464,6 +464,85 @@ fn tool_results_are_redacted_of_known_secrets() {
     check("stderr", &server.stderr_text());
 }
 
+/// A secret the model writes into a tool call's arguments reaches the tool as written, but the
+/// `tool_call` record in history, `?tools=1`, the WebSocket events and the replay to the model
+/// carry it redacted; exec output that prints a secret in base64, folded across lines, or split
+/// between stdout and stderr is redacted too. Secrets here come by name word (`GITHUB_PAT`) and
+/// by a URL password in an ordinary name (`DATABASE_URL`).
+#[test]
+fn tool_call_arguments_and_encoded_or_split_output_are_redacted() {
+    const PAT: &str = "ghp-PatSecret-44556677";
+    const DB_PW: &str = "DbPw-Secret-4242";
+    let fake = FakeLlm::start();
+    let server = TestServer::builder()
+        .env("CASHCODE_TOKEN", ENV_TOKEN)
+        .env("GITHUB_PAT", PAT)
+        .env("DATABASE_URL", &format!("postgres://app:{DB_PW}@db/app"))
+        .start();
+    let r = authed(&server, "PUT", "/api/settings/llm", Some(&llm_body(&fake.base(), &fake.base())));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut ws = authed_ws(&server);
+    let chat = ws.chat_id.clone();
+    let write = json!({"command": format!("printf %s '{ENV_TOKEN} {PAT} {DB_PW}' > args.txt")}).to_string();
+    let b64 = json!({"command": format!("printf %s 'x{PAT}' | base64")}).to_string();
+    let fold = json!({"command": format!("printf %s '{ENV_TOKEN}' | fold -w 7")}).to_string();
+    let split = json!({"command": "printf %s \"$(cut -c1-9 args.txt)\"; printf %s \"$(cut -c10-30 args.txt)\" >&2"})
+        .to_string();
+    fake.push(Reply::tool_calls(&[
+        ToolCallSpec::new("call_write", "exec", &[&write]),
+        ToolCallSpec::new("call_b64", "exec", &[&b64]),
+        ToolCallSpec::new("call_fold", "exec", &[&fold]),
+        ToolCallSpec::new("call_split", "exec", &[&split]),
+    ]));
+    fake.push(Reply::text(&["Done."]));
+    ws.message(&chat, "use the keys", "openai_compatible");
+    assert_eq!(ws.turn_events(&chat).last().expect("events")["event"], "done", "{:?}", ws.log);
+
+    // The tool got the arguments as written.
+    let written = std::fs::read_to_string(server.home.join("workspace/args.txt")).expect("args.txt");
+    assert_eq!(written, format!("{ENV_TOKEN} {PAT} {DB_PW}"));
+    let reqs = fake.chat_requests();
+    assert_eq!(reqs.len(), 2);
+    let msgs = req_messages(&reqs[1].body);
+    let result = |id: &str| {
+        msgs.iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_else(|| panic!("no result {id}"))
+            .to_string()
+    };
+    for id in ["call_b64", "call_fold", "call_split"] {
+        assert!(result(id).contains("[REDACTED]"), "{id}: {}", result(id));
+    }
+    let calls = msgs.iter().find(|m| m["tool_calls"].is_array()).expect("tool_calls message").to_string();
+    assert!(calls.contains("[REDACTED]"), "{calls}");
+
+    let history = authed(&server, "GET", &format!("/api/sessions/{chat}/messages?tools=1"), None);
+    assert_eq!(history.status, 200, "{}", history.body);
+    let history = history.body;
+    assert!(history.contains("[REDACTED]"), "{history}");
+    let b64_inner = "ZWNyZXQtNDQ1"; // in the base64 of "xghp-PatSecret-44556677"
+    let check = |what: &str, text: &str| {
+        for s in [ENV_TOKEN, PAT, DB_PW, "0123456789", b64_inner] {
+            assert!(!text.contains(s), "{s:?} leaked into {what}");
+        }
+    };
+    check("WebSocket events", &serde_json::to_string(&ws.log).expect("json"));
+    check("?tools=1", &history);
+    for r in fake.requests() {
+        check(&format!("model request {}", r.path), &r.raw);
+    }
+    server.wait_log(&format!("event=turn.completed chat_id={chat}"), 1);
+    let mut files = Vec::new();
+    files_under(&server.home.join("memory"), &mut files);
+    files_under(&server.home.join("logs"), &mut files);
+    assert!(files.iter().any(|p| p.ends_with("history.jsonl")));
+    for p in &files {
+        check(&p.display().to_string(), &String::from_utf8_lossy(&std::fs::read(p).expect("read")));
+    }
+    check("stderr", &server.stderr_text());
+}
+
 /// `CASHCODE_TOKEN_FILE`: the token comes from the file (trimmed) and guards the API; a short
 /// token and a file others can read are warned about on stderr and in the log, without the
 /// token itself.

@@ -109,8 +109,8 @@ impl Tool for Exec {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        for (name, _) in std::env::vars_os() {
-            if crate::secrets::is_secret_name(&name.to_string_lossy()) {
+        for (name, value) in std::env::vars_os() {
+            if crate::secrets::is_secret_var(&name.to_string_lossy(), &value.to_string_lossy()) {
                 cmd.env_remove(name);
             }
         }
