@@ -363,7 +363,12 @@ impl Secrets {
         } else {
             Cow::Borrowed(text)
         };
-        let lower = flat.to_ascii_lowercase();
+        // Hex forms are matched in any case; most texts (log lines) need no lowered copy.
+        let lower: Cow<str> = if !k.hex_patterns.is_empty() && flat.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(flat.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(&flat)
+        };
         let mut hits: Vec<(usize, usize)> = Vec::new();
         let mut find =
             |hay: &str, pattern: &str| hits.extend(hay.match_indices(pattern).map(|(s, m)| (s, s + m.len())));
