@@ -1,4 +1,4 @@
-//! Tool calls waiting for the owner (docs/ws-protocol.md §4.3): [`Approvals::check`] is the
+//! Tool calls waiting for the owner (docs/ws-protocol.md §4.1): [`Approvals::check`] is the
 //! turn loop's gate before every tool call. It takes the policy's decision
 //! (`tool::approval::decide`, from the tool, its arguments, whether the kernel confines `exec`,
 //! the owner's policy and this chat's grants) and, when that says ask, emits

@@ -1,4 +1,4 @@
-//! `/api/settings/approvals` (docs/http-api.md §9): the owner's approval policy
+//! `/api/settings/approvals` (docs/http-api.md §10): the owner's approval policy
 //! (`tool::approval`), read and replaced whole. The decision itself is made by the turn loop
 //! (`agent::approvals`); this only stores what the owner chose. Runs on the HTTP thread.
 

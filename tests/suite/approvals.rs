@@ -1,4 +1,4 @@
-//! Approvals over the real WebSocket (docs/ws-protocol.md §4.3, docs/http-api.md §9): the fake
+//! Approvals over the real WebSocket (docs/ws-protocol.md §4.1, docs/http-api.md §10): the fake
 //! model asks `exec` for an unconfined run (`sandbox_permissions: require_escalated`), the
 //! chat's client gets `approval_request` and answers. Approve runs the command, deny and the
 //! timeout decline it (the model reads that the owner declined), "approve for this chat"

@@ -1,4 +1,4 @@
-// Approvals (server `approval_request` / `approval_end` events, docs/ws-protocol.md §4.3) and the
+// Approvals (server `approval_request` / `approval_end` events, docs/ws-protocol.md §4.1) and the
 // Safety settings (`/api/settings/approvals`, `/api/settings/sandbox`): what the dialog shows
 // and the frames it sends. The server alone decides; the client only relays the owner's answer
 // for one request id of one chat. Pure functions.
