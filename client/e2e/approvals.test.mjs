@@ -3,14 +3,14 @@
 // approving allows, keeps focus inside, and the chat is badged while it waits. Approve once runs
 // the command, Deny (Escape) gives the model the declined result, Approve for this chat covers
 // the next same simple command (and nothing else). Settings → Safety shows the sandbox status
-// (or "unknown" when the server does not report one) and saves the policy.
+// (or "unknown" when the server does not report one) and saves the policy. Both screens pass axe.
 // Needs `npm run build` and the debug binary.
 import assert from 'node:assert/strict'
 import { existsSync, mkdirSync, rmSync } from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { startFakeLlm } from './fakeLlm.mjs'
-import { launchBrowser, openApp, screenshot, startServer, until, withServerLog } from './harness.mjs'
+import { assertAccessible, launchBrowser, openApp, screenshot, startServer, until, withServerLog } from './harness.mjs'
 
 describe('approvals in the web client', { concurrency: 1 }, () => {
   let fake, server, browser, page, workspace
@@ -83,6 +83,7 @@ describe('approvals in the web client', { concurrency: 1 }, () => {
       assert.ok(await d.evaluate((x) => x.contains(document.activeElement)), `focus left the dialog after ${i + 1} tabs`)
     }
     assert.ok(!existsSync(path.join(workspace, 'once.txt')), 'nothing runs before the answer')
+    await assertAccessible(page, 'the approval dialog')
     await screenshot(page, 'approval-dialog')
     await d.getByTestId('approval-once').click()
     await d.waitFor({ state: 'detached' })
@@ -131,6 +132,7 @@ describe('approvals in the web client', { concurrency: 1 }, () => {
     const sandbox = await server.api('GET', '/settings/sandbox')
     if (sandbox.status === 200) await page.getByTestId('sandbox-status').waitFor()
     else await page.getByTestId('sandbox-unknown').waitFor()
+    await assertAccessible(page, 'the Safety page')
     const row = page.getByTestId('policy-exec_escalated')
     assert.equal(await row.inputValue(), 'ask')
     await row.selectOption('deny')
