@@ -146,6 +146,16 @@ pub fn start(config: Config) -> Result<Server, Error> {
     mcp_config.client.elicitation = true;
     let mcp = Arc::new(McpManager::new(mcp_config, mcp_catalog).with_secrets(config.secrets.clone()));
     let elicitations = Arc::new(crate::agent::elicit::Elicitations::new(hub.clone(), config.mcp.elicitation_timeout));
+    // MERGE POINT with the `sandbox` branch: this is `tool::sandbox`'s start-up probe (is
+    // `exec` confined here?). Where it says no, every `exec` asks the owner first. Until the
+    // two branches are joined, `exec` keeps running as it always has (unasked).
+    let sandbox_active = true;
+    let approvals = Arc::new(crate::agent::approvals::Approvals::new(
+        hub.clone(),
+        config.approval_timeout,
+        sandbox_active,
+        Arc::new(crate::tool::approval::PolicyStore::load(&config.config_dir)),
+    ));
 
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
     let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config));
@@ -197,6 +207,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         consolidator: Some(consolidator),
         secrets: config.secrets.clone(),
         elicitations,
+        approvals,
     });
 
     {

@@ -52,6 +52,9 @@ pub(crate) const MAX_MAX_CLIENTS: usize = 65_536;
 /// A WebSocket peer silent this long is pinged; silent for two of these, it is dropped
 /// (`CASHCODE_WS_PING_SECS`).
 pub(crate) const DEFAULT_WS_PING: Duration = Duration::from_secs(20);
+/// How long an approval request waits for the owner before it counts as declined
+/// (`CASHCODE_APPROVAL_TIMEOUT`).
+pub(crate) const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
 /// The `exec` tool's command timeout, the contract's 30 s (`CASHCODE_EXEC_TIMEOUT_SECS`).
 pub(crate) const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -102,6 +105,8 @@ Environment only (the README lists every setting):
   CASHCODE_WS_PING_SECS=S  ping a WebSocket client silent for S seconds and drop one silent
                          for two pings, 1..3600 (default 20)
   CASHCODE_EXEC_TIMEOUT_SECS=S  the exec tool's command timeout, 1..86400 (default 30)
+  CASHCODE_APPROVAL_TIMEOUT=S  how long a tool call waits for the owner's approval before
+                         it is declined, 1..86400 (default 120)
 
   Skill self-evolution (off by default; integers below their minimum are raised to it):
   SKILL_EVOLUTION_ENABLED=1            propose Skills from repeated successful turns (1/true/yes)
@@ -190,6 +195,8 @@ pub struct Config {
     pub(crate) ws_ping: Duration,
     /// The `exec` tool's command timeout (`CASHCODE_EXEC_TIMEOUT_SECS`).
     pub(crate) exec_timeout: Duration,
+    /// How long an approval request waits for the owner (`CASHCODE_APPROVAL_TIMEOUT`).
+    pub(crate) approval_timeout: Duration,
     pub(crate) workers: usize,
     pub(crate) llm_timeout: Duration,
     /// A request body still arriving after this is cut with 408.
@@ -510,6 +517,9 @@ pub(crate) fn parse(
     let ws_ping = vars.count("CASHCODE_WS_PING_SECS", 3600, "")?.map_or(DEFAULT_WS_PING, Duration::from_secs);
     let exec_timeout =
         vars.count("CASHCODE_EXEC_TIMEOUT_SECS", 86_400, " seconds")?.map_or(DEFAULT_EXEC_TIMEOUT, Duration::from_secs);
+    let approval_timeout = vars
+        .count("CASHCODE_APPROVAL_TIMEOUT", 86_400, " seconds")?
+        .map_or(DEFAULT_APPROVAL_TIMEOUT, Duration::from_secs);
     let llm_timeout = vars
         .secs("CASHCODE_LLM_TIMEOUT", (Excluded(0.0), Excluded(86_400.0)), "seconds")?
         .unwrap_or(DEFAULT_LLM_TIMEOUT);
@@ -573,6 +583,7 @@ pub(crate) fn parse(
         max_clients,
         ws_ping,
         exec_timeout,
+        approval_timeout,
         workers,
         llm_timeout,
         http_body_timeout,
@@ -857,6 +868,11 @@ mod tests {
         }
         assert_eq!(run(&[], &[("CASHCODE_EXEC_TIMEOUT_SECS", "2")]).unwrap().exec_timeout, Duration::from_secs(2));
         assert_eq!(run(&[], &[]).unwrap().exec_timeout, Duration::from_secs(30));
+        for bad in ["0", "-1", "x", "86401", "1.5"] {
+            assert!(run(&[], &[("CASHCODE_APPROVAL_TIMEOUT", bad)]).is_err(), "CASHCODE_APPROVAL_TIMEOUT={bad}");
+        }
+        assert_eq!(run(&[], &[("CASHCODE_APPROVAL_TIMEOUT", "5")]).unwrap().approval_timeout, Duration::from_secs(5));
+        assert_eq!(run(&[], &[]).unwrap().approval_timeout, DEFAULT_APPROVAL_TIMEOUT);
         for bad in ["0", "-1", "x", "3601"] {
             assert!(run(&[], &[("CASHCODE_HTTP_BODY_TIMEOUT", bad)]).is_err(), "CASHCODE_HTTP_BODY_TIMEOUT={bad}");
         }

@@ -91,6 +91,27 @@ pub(crate) enum Event<'a> {
         id: &'a str,
         action: &'a str,
     },
+    /// A tool call waits for the owner's approval (`agent::approvals`; our extension):
+    /// `arguments` redacted, `justification` the model's (or null), `grants` in words what
+    /// each approval allows, `working_dir` where it would run. Answered by an
+    /// `approval_response` frame within `timeout_sec`, else declined.
+    ApprovalRequest {
+        chat_id: &'a str,
+        id: &'a str,
+        tool_name: &'a str,
+        arguments: &'a Value,
+        justification: Option<&'a str>,
+        grants: &'a str,
+        working_dir: &'a str,
+        timeout_sec: u64,
+    },
+    /// The approval request is over (answered here or in another tab, timed out, cancelled):
+    /// `decision` is what the server did (`approve`, `approve_for_chat` or `deny`).
+    ApprovalEnd {
+        chat_id: &'a str,
+        id: &'a str,
+        decision: &'a str,
+    },
     /// Build with [`Event::error`].
     Error {
         detail: &'a str,
@@ -166,6 +187,15 @@ pub(crate) enum ClientFrame {
         #[serde(default)]
         content: Option<Value>,
     },
+    /// The owner's answer to an `approval_request` event (our extension).
+    ApprovalResponse {
+        #[serde(default, deserialize_with = "lenient")]
+        chat_id: Option<String>,
+        #[serde(default, deserialize_with = "lenient")]
+        id: Option<String>,
+        #[serde(default, deserialize_with = "lenient")]
+        decision: Option<String>,
+    },
     Message {
         #[serde(default, deserialize_with = "lenient")]
         chat_id: Option<String>,
@@ -195,6 +225,7 @@ mod tests {
     fn every_event_kind_pinned_bytes() {
         let c = "c-1";
         let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "string"}}});
+        let args = serde_json::json!({"command": "git push"});
         let cases: Vec<(Event, Option<u64>, &str)> = vec![
             (
                 Event::Ready { chat_id: c, client_id: "client-0a1b2c3d4e5f" },
@@ -284,6 +315,25 @@ mod tests {
                 Event::ElicitationEnd { chat_id: c, id: "el-1", action: "decline" },
                 Some(11),
                 r#"{"event":"elicitation_end","chat_id":"c-1","id":"el-1","action":"decline","seq":11}"#,
+            ),
+            (
+                Event::ApprovalRequest {
+                    chat_id: c,
+                    id: "ap-1",
+                    tool_name: "exec",
+                    arguments: &args,
+                    justification: None,
+                    grants: "Approve once: …",
+                    working_dir: "/w",
+                    timeout_sec: 120,
+                },
+                Some(12),
+                r#"{"event":"approval_request","chat_id":"c-1","id":"ap-1","tool_name":"exec","arguments":{"command":"git push"},"justification":null,"grants":"Approve once: …","working_dir":"/w","timeout_sec":120,"seq":12}"#,
+            ),
+            (
+                Event::ApprovalEnd { chat_id: c, id: "ap-1", decision: "deny" },
+                Some(13),
+                r#"{"event":"approval_end","chat_id":"c-1","id":"ap-1","decision":"deny","seq":13}"#,
             ),
             (
                 Event::error(CANCELLED, Some(c)),

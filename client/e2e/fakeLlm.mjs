@@ -3,6 +3,8 @@
 //   [tool]  first call streams two save_memory tool calls; after the tool results, a short answer
 //   [slow]  a long answer streamed slowly (cancel / reconnect tests)
 //   [fail]  HTTP 500 (the turn fails; the client shows the error inline)
+//   [escalate] CMD  one `exec` call of CMD (the rest of the line) asking to leave the sandbox
+//           (`sandbox_permissions: require_escalated`); after the result, "Result: <tool text>"
 //   [wait]  15 s of empty heartbeat deltas before any content (cancel before any text)
 //   else    a Markdown answer with a heading, a table and a fenced code block
 import http from 'node:http'
@@ -87,7 +89,13 @@ export async function startFakeLlm() {
     }
 
     const plan = []
-    if (text.includes('[tool]') && !afterTools) {
+    const escalate = /\[escalate\] ?(.*)/.exec(text)
+    if (escalate && !afterTools) {
+      const args = { command: escalate[1].trim(), sandbox_permissions: 'require_escalated', justification: 'The task needs files outside the workspace.' }
+      plan.push({ tools: true, calls: [[`call_esc_${state.requests.length}`, 'exec', JSON.stringify(args)]] })
+    } else if (escalate) {
+      plan.push({ text: `Result: ${messages[messages.length - 1].content}`, size: 16, delay: 5 })
+    } else if (text.includes('[tool]') && !afterTools) {
       plan.push({ tools: true })
     } else if (text.includes('[tool]')) {
       plan.push({ text: TOOL_REPLY, size: 8, delay: 15 })
@@ -107,10 +115,12 @@ export async function startFakeLlm() {
         ? {
             role: 'assistant',
             content: null,
-            tool_calls: [
-              { id: 'call_1', type: 'function', function: { name: 'save_memory', arguments: '{"content":"The user likes green tea."}' } },
-              { id: 'call_2', type: 'function', function: { name: 'save_memory', arguments: '{"content":"The user works on CashCode."}' } },
-            ],
+            tool_calls: step.calls
+              ? step.calls.map(([id, name, args]) => ({ id, type: 'function', function: { name, arguments: args } }))
+              : [
+                  { id: 'call_1', type: 'function', function: { name: 'save_memory', arguments: '{"content":"The user likes green tea."}' } },
+                  { id: 'call_2', type: 'function', function: { name: 'save_memory', arguments: '{"content":"The user works on CashCode."}' } },
+                ],
           }
         : { role: 'assistant', content: step.text ?? (step.words ?? []).join(' ') }
       if (step.wait) await sleep(step.wait)
@@ -136,13 +146,13 @@ export async function startFakeLlm() {
           await sleep(100)
         }
       } else if (step.tools) {
-        const calls = [
-          ['call_1', '{"content": "The user likes green tea."}'],
-          ['call_2', '{"content": "The user works on CashCode."}'],
+        const calls = step.calls ?? [
+          ['call_1', 'save_memory', '{"content": "The user likes green tea."}'],
+          ['call_2', 'save_memory', '{"content": "The user works on CashCode."}'],
         ]
         for (let i = 0; i < calls.length; i++) {
-          const [id, args] = calls[i]
-          write(chunk({ tool_calls: [{ index: i, id, type: 'function', function: { name: 'save_memory', arguments: '' } }] }))
+          const [id, name, args] = calls[i]
+          write(chunk({ tool_calls: [{ index: i, id, type: 'function', function: { name, arguments: '' } }] }))
           for (let p = 0; p < args.length; p += 7) {
             write(chunk({ tool_calls: [{ index: i, function: { arguments: args.slice(p, p + 7) } }] }))
             await sleep(5)

@@ -1,5 +1,6 @@
 // Application shell: resolves endpoints, owns the WebSocket and the chat state machine, and
-// switches between the in-memory views (chat, MCP Market, Skill Market, Memory, LLM Settings).
+// switches between the in-memory views (chat, MCP Market, Skill Market, Memory, LLM Settings,
+// Safety). Approval requests of the open chat are shown as a dialog, other chats get a badge.
 
 import { lazy, Suspense, useCallback, useEffect, useReducer, useRef, useState } from 'react'
 import { tr, useT } from './i18n'
@@ -15,6 +16,8 @@ import { TitleBar } from './components/TitleBar'
 import { Spinner } from './components/ui'
 import { ElicitationDialog, type ElicitAction } from './components/ElicitationDialog'
 import { responseFrame, type Elicitation } from './lib/elicitation'
+import { ApprovalDialog } from './components/ApprovalDialog'
+import { approvalFrame, type Approval, type ApprovalDecision } from './lib/approvals'
 import type { MessageFrame, Selection } from './lib/selections'
 
 interface QueuedMessage {
@@ -27,6 +30,7 @@ const McpMarket = lazy(() => import('./components/McpMarket').then((m) => ({ def
 const SkillMarket = lazy(() => import('./components/SkillMarket').then((m) => ({ default: m.SkillMarket })))
 const LlmSettingsView = lazy(() => import('./components/LlmSettings').then((m) => ({ default: m.LlmSettingsView })))
 const MemoryPage = lazy(() => import('./components/MemoryPage').then((m) => ({ default: m.MemoryPage })))
+const SafetyPage = lazy(() => import('./components/SafetyPage').then((m) => ({ default: m.SafetyPage })))
 
 /** Items per history request: the newest page first, older ones on scroll-back. */
 const HISTORY_PAGE = 50
@@ -263,6 +267,16 @@ export function App() {
     }
   }
 
+  // The open chat's first approval request is shown; others are badged in the sidebar.
+  const approval: Approval | undefined = active ? state.approvals[active]?.[0] : undefined
+  const approvalElsewhere = Object.entries(state.approvals).find(([id, list]) => id !== active && list.length)?.[1][0]
+  const answerApproval = (a: Approval, decision: ApprovalDecision) => {
+    // The dialog closes on the server's `approval_end`; an answer that did not leave keeps it.
+    if (!socketRef.current?.send(approvalFrame(a, decision))) {
+      dispatch({ type: 'banner', text: t('approval.notConnected') })
+    }
+  }
+
   const cancel = (chatId: string) => {
     if (!socketRef.current?.send({ type: 'cancel', chat_id: chatId })) {
       dispatch({ type: 'banner', text: tr('app.offlineCancel') })
@@ -285,6 +299,7 @@ export function App() {
           sessions={state.sessions}
           activeChatId={state.activeChatId}
           generating={state.generating}
+          waiting={state.approvals}
           onNewChat={onNewChat}
           onSelect={onSelectChat}
           onRename={onRename}
@@ -320,7 +335,23 @@ export function App() {
               </button>
             </div>
           )}
-          {form && view === 'chat' && (
+          {approvalElsewhere && (
+            <div role="status" className="flex items-center gap-3 border-b border-amber-900/60 bg-amber-950/50 px-4 py-2 text-sm text-amber-200">
+              <span className="min-w-0 flex-1 break-words">{t('approval.otherChat')}</span>
+              <button
+                type="button"
+                onClick={() => onSelectChat(approvalElsewhere.chatId)}
+                className="rounded px-2 py-0.5 text-amber-100 hover:bg-amber-900/50"
+                data-testid="approval-open"
+              >
+                {t('elicit.open')}
+              </button>
+            </div>
+          )}
+          {approval && view === 'chat' && (
+            <ApprovalDialog key={approval.id} request={approval} onAnswer={(d) => answerApproval(approval, d)} />
+          )}
+          {!approval && form && view === 'chat' && (
             <ElicitationDialog key={form.id} form={form} onAnswer={(action, content) => answerForm(form, action, content)} />
           )}
           <div className="min-h-0 flex-1">
@@ -353,6 +384,7 @@ export function App() {
               {view === 'mcp-market' && <McpMarket />}
               {view === 'skill-market' && <SkillMarket />}
               {view === 'memory' && <MemoryPage />}
+              {view === 'safety' && <SafetyPage />}
               {view === 'llm-settings' && <LlmSettingsView onSaved={() => setLlmVersion((v) => v + 1)} />}
             </Suspense>
           </div>

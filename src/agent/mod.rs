@@ -3,6 +3,7 @@
 //! the closing `error` events of turns cancelled or discarded before they started. Holds the
 //! chat cache (`store::cache`) and the tool registry.
 
+pub(crate) mod approvals;
 pub(crate) mod elicit;
 pub(crate) mod prompt;
 pub mod tools;
@@ -43,6 +44,8 @@ pub(crate) struct Deps {
     pub(crate) secrets: crate::secrets::Secrets,
     /// MCP elicitations waiting for this server's users (answered by WS frames).
     pub(crate) elicitations: Arc<elicit::Elicitations>,
+    /// The gate before every tool call: the owner's policy and the requests waiting for them.
+    pub(crate) approvals: Arc<approvals::Approvals>,
 }
 
 pub struct Agent {

@@ -129,6 +129,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         memory: Arc::clone(&deps.memory),
         cancel: cancel.clone(),
         state: Arc::new(Mutex::new(TurnState { metadata: lock(&state).metadata.clone(), turn_tools: Vec::new() })),
+        confinement: Default::default(),
     };
     let mut prep = Preparation::default();
     for ext in &deps.extensions {
@@ -334,9 +335,17 @@ fn run_tools(
             tools = &fresh;
         }
         let out = match tools.iter().find(|tool| tool.name() == call.name) {
-            Some(tool) => std::panic::catch_unwind(AssertUnwindSafe(|| tool.run(&args, ctx))).unwrap_or_else(|_| {
-                ToolOutput::error(format!("Error executing {}: the tool crashed{RETRY_HINT}", call.name))
-            }),
+            // The one approval gate (`agent::approvals`): the server decides how, or whether,
+            // the call runs; nothing in the call's arguments or the client's frames can.
+            Some(tool) => match t.deps.approvals.check(tool.as_ref(), &args, ctx, &t.deps.secrets) {
+                Err(refused) => refused,
+                Ok(confinement) => {
+                    let call_ctx = TurnCtx { confinement, ..ctx.clone() };
+                    std::panic::catch_unwind(AssertUnwindSafe(|| tool.run(&args, &call_ctx))).unwrap_or_else(|_| {
+                        ToolOutput::error(format!("Error executing {}: the tool crashed{RETRY_HINT}", call.name))
+                    })
+                }
+            },
             // The contract's text has no "Error" prefix; it still counts as a failure.
             None if call.name.starts_with("mcp_") => ToolOutput {
                 for_model: format!("Tool '{}' is not activated, cannot execute.{RETRY_HINT}", call.name),

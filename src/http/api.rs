@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::gate::Target;
-use super::{assets, llm_routes, mcp_routes, memory_routes, sessions, skills_routes, Req, Resp};
+use super::{assets, llm_routes, mcp_routes, memory_routes, safety_routes, sessions, skills_routes, Req, Resp};
 use crate::agent::Agent;
 use crate::config::Config;
 use crate::llm::runtime::LlmRuntime;
@@ -47,6 +47,7 @@ impl Api {
             ["client-config"] => only(m, &["GET"]).unwrap_or_else(|| self.client_config(req)),
             ["sessions", rest @ ..] => sessions::route(self, m, rest, req),
             ["settings", "llm", rest @ ..] => llm_routes::route(self, m, rest, req),
+            ["settings", "approvals"] => safety_routes::route_approvals(self, m, req),
             ["mcp", "servers", rest @ ..] => mcp_routes::route(self, m, rest, req),
             ["mcp", "oauth", "callback"] => mcp_routes::oauth_callback(self, m, req),
             ["skills", rest @ ..] => skills_routes::route(self, m, rest, req),

@@ -167,6 +167,10 @@ impl Tool for McpTool {
         self.tool.input_schema.clone()
     }
 
+    fn mcp_server(&self) -> Option<&str> {
+        Some(&self.tool.server)
+    }
+
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
         {
             // A successful routing of an activated tool refreshes its LRU position.

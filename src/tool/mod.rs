@@ -12,7 +12,9 @@ use serde_json::{Map, Value};
 
 use crate::util::cancel::CancelToken;
 
+pub(crate) mod approval;
 pub(crate) mod args;
+pub use approval::Confinement;
 pub(crate) mod workspace;
 
 /// What a tool call produced, in the contract's three projections (docs/agent-and-memory.md §13).
@@ -88,6 +90,9 @@ pub struct TurnCtx {
     pub memory: Arc<crate::store::memory_files::MemoryFiles>,
     pub cancel: CancelToken,
     pub state: Arc<Mutex<TurnState>>,
+    /// How this call's `exec` child runs: set per call by the turn loop from the approval
+    /// decision (`approval::decide`), never from the call's arguments.
+    pub confinement: Confinement,
 }
 
 impl TurnCtx {
@@ -149,6 +154,11 @@ pub trait Tool: Send + Sync {
     fn parameters(&self) -> Value;
     /// Runs the call. Failures are `ToolOutput::error`, never panics or `Err`.
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput;
+
+    /// The MCP server behind this tool, whose row of the approval policy applies.
+    fn mcp_server(&self) -> Option<&str> {
+        None
+    }
 
     /// The OpenAI `tools[]` entry for this tool.
     fn schema(&self) -> Value {

@@ -604,6 +604,7 @@ pub(crate) mod tests {
                 memory: Arc::new(MemoryFiles::new(&tmp.join("memory"))),
                 cancel: CancelToken::new(),
                 state: Default::default(),
+                confinement: Default::default(),
             };
             Sandbox { tmp, ws, outside, ctx }
         }

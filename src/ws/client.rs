@@ -234,10 +234,25 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
             let chat_id = crate::util::rand::uuid4();
             shared.hub.attach(&chat_id, conn, None);
         }
-        Frame::Attach { chat_id, after_seq } => shared.hub.attach(&chat_id, conn, after_seq),
+        Frame::Attach { chat_id, after_seq } => {
+            shared.hub.attach(&chat_id, conn, after_seq);
+            // Requests still waiting are shown again, whatever the replay held.
+            for event in shared.agent.deps.approvals.pending_events(&chat_id) {
+                conn.send_text(event);
+            }
+        }
         Frame::Cancel { chat_id } => {
             conn.send_text(Event::StopAck { chat_id: &chat_id }.to_text(None));
             shared.agent.cancel(&chat_id);
+        }
+        Frame::ApprovalResponse { chat_id, id, decision } => {
+            // Only a request waiting in this very chat under this id is answered.
+            let answered = crate::agent::approvals::Answer::parse(&decision)
+                .ok_or_else(|| "invalid approval decision".to_string())
+                .and_then(|a| shared.agent.deps.approvals.answer(&chat_id, &id, a));
+            if let Err(detail) = answered {
+                send_error(conn, &detail, None);
+            }
         }
         Frame::ElicitationResponse { chat_id, id, action, content } => {
             // No `chat_id` on the error: the turn goes on and the form stays open.

@@ -37,6 +37,13 @@ pub(crate) enum Frame {
         content: String,
         selection: Selection,
     },
+    /// `decision` is `approve`, `approve_for_chat` or `deny`; whether it answers anything is
+    /// `agent::approvals`' call (the chat and id must match a request waiting).
+    ApprovalResponse {
+        chat_id: String,
+        id: String,
+        decision: String,
+    },
     /// `action` is `accept`, `decline` or `cancel`; `content` is checked by the elicitation.
     ElicitationResponse {
         chat_id: String,
@@ -46,7 +53,7 @@ pub(crate) enum Frame {
     },
 }
 
-/// Elicitation ids are ours (`agent::elicit`): short, plain.
+/// Elicitation and approval ids are ours (`agent::elicit`, `agent::approvals`): short, plain.
 fn valid_elicitation_id(id: &str) -> bool {
     (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
@@ -114,6 +121,18 @@ pub(crate) fn parse_frame(text: &str) -> Result<Frame, Reject> {
                 _ => return Err(reject("elicitation action must be accept, decline or cancel", None)),
             };
             Ok(Frame::ElicitationResponse { chat_id, id, action, content })
+        }
+        ClientFrame::ApprovalResponse { chat_id: id, id: approval, decision } => {
+            let chat_id = chat_id(id)?;
+            let id = match approval {
+                Some(a) if valid_elicitation_id(&a) => a,
+                _ => return Err(reject("invalid approval id", None)),
+            };
+            let decision = match decision.as_deref() {
+                Some(d @ ("approve" | "approve_for_chat" | "deny")) => d.to_string(),
+                _ => return Err(reject("approval decision must be approve, approve_for_chat or deny", None)),
+            };
+            Ok(Frame::ApprovalResponse { chat_id, id, decision })
         }
         ClientFrame::Unknown => Err(reject(format!("unknown type: {}", py_repr(kind)), None)),
     }

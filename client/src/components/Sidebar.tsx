@@ -1,5 +1,6 @@
 // Sidebar: new chat, markets, collapsible history (rename / delete), and the settings menu
-// (LLM Settings and the interface language, remembered in localStorage by the i18n provider).
+// (LLM Settings, Safety and the interface language, remembered in localStorage by the i18n
+// provider). A chat waiting for the owner's approval carries a badge.
 
 import { useEffect, useRef, useState } from 'react'
 import {
@@ -12,6 +13,8 @@ import {
   MoreHorizontal,
   Pencil,
   Settings,
+  ShieldAlert,
+  ShieldCheck,
   SlidersHorizontal,
   Sparkles,
   Trash2,
@@ -30,6 +33,8 @@ interface Props {
   sessions: SessionInfo[]
   activeChatId: string | null
   generating: GeneratingMap
+  /** chats with a tool call waiting for approval */
+  waiting: Record<string, unknown>
   onNewChat: () => void
   onSelect: (chatId: string) => void
   onRename: (chatId: string, title: string) => void
@@ -75,6 +80,7 @@ function SessionRow({
   s,
   active,
   busy,
+  waiting,
   onSelect,
   onRename,
   onAskDelete,
@@ -82,6 +88,8 @@ function SessionRow({
   s: SessionInfo
   active: boolean
   busy: boolean
+  /** a tool call in this chat waits for the owner's approval */
+  waiting: boolean
   onSelect: () => void
   onRename: (title: string) => void
   onAskDelete: () => void
@@ -153,6 +161,17 @@ function SessionRow({
         <span className={`flex items-center gap-1.5 truncate text-sm ${active ? 'text-zinc-50' : 'text-zinc-300'}`}>
           {busy && <Spinner size={12} className="shrink-0 text-sky-400" />}
           <span className="truncate" data-testid="session-title">{s.title}</span>
+          {waiting && (
+            <span
+              role="status"
+              title={t('approval.waiting')}
+              data-testid="approval-badge"
+              className="ml-auto flex shrink-0 items-center gap-0.5 rounded-full bg-amber-500/20 px-1.5 py-0.5 text-[10px] font-medium text-amber-300"
+            >
+              <ShieldAlert size={11} aria-hidden />
+              <span className="sr-only">{t('approval.waiting')}</span>
+            </span>
+          )}
         </span>
         <span className="block text-[11px] text-zinc-500">{relativeTime(s.updated_at, Date.now(), lang)}</span>
       </button>
@@ -311,6 +330,7 @@ export function Sidebar(p: Props) {
                     s={s}
                     active={p.view === 'chat' && s.chat_id === p.activeChatId}
                     busy={Boolean(p.generating[s.chat_id])}
+                    waiting={Boolean(p.waiting[s.chat_id])}
                     onSelect={() => p.onSelect(s.chat_id)}
                     onRename={(title) => p.onRename(s.chat_id, title)}
                     onAskDelete={() => setConfirm(s.chat_id)}
@@ -335,11 +355,23 @@ export function Sidebar(p: Props) {
               >
                 <SlidersHorizontal size={15} /> {t('sidebar.llmSettings')}
               </button>
+              <button
+                role="menuitem"
+                type="button"
+                data-testid="nav-safety"
+                onClick={() => {
+                  setSettingsMenu(false)
+                  p.onView('safety')
+                }}
+                className="flex w-full items-center gap-2 px-3 py-2 text-sm text-zinc-200 hover:bg-zinc-800"
+              >
+                <ShieldCheck size={15} /> {t('sidebar.safety')}
+              </button>
               <LanguageItems />
             </div>
           )}
           <NavButton
-            active={p.view === 'llm-settings'}
+            active={p.view === 'llm-settings' || p.view === 'safety'}
             icon={<Settings size={17} />}
             label={t('sidebar.settings')}
             onClick={() => setSettingsMenu((m) => !m)}

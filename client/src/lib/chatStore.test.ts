@@ -269,3 +269,33 @@ describe('elicitation forms', () => {
     expect(s.elicitations).toEqual({})
   })
 })
+
+describe('approval requests', () => {
+  const req = (id: string, seq?: number): ServerEvent => ({
+    event: 'approval_request',
+    chat_id: 'c1',
+    id,
+    tool_name: 'exec',
+    arguments: { command: 'git push' },
+    justification: null,
+    grants: 'Approve once: …',
+    working_dir: '/w',
+    timeout_sec: 120,
+    ...(seq === undefined ? {} : { seq }),
+  })
+
+  it('opens on the event, is replaced when sent again on attach, closes on approval_end or the turn end', () => {
+    let s = run(started(), ws(req('ap-1', 2)), ws(req('ap-2', 3)))
+    expect(s.approvals.c1.map((a) => a.id)).toEqual(['ap-1', 'ap-2'])
+    // The re-send after `attach` carries no seq: the same id, not a second request.
+    s = run(s, ws(req('ap-1')))
+    expect(s.approvals.c1.map((a) => a.id)).toEqual(['ap-2', 'ap-1'])
+    s = run(s, ws({ event: 'approval_end', chat_id: 'c1', id: 'ap-1', decision: 'deny', seq: 4 }))
+    expect(s.approvals.c1.map((a) => a.id)).toEqual(['ap-2'])
+    s = run(s, ws({ event: 'done', chat_id: 'c1', duration_sec: 1, seq: 5 }))
+    expect(s.approvals.c1).toBeUndefined()
+    // A malformed request (an id that is not a string) is not shown.
+    s = run(started(), ws({ ...req('ap-3', 2), id: 7 }))
+    expect(s.approvals.c1).toBeUndefined()
+  })
+})

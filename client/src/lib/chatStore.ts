@@ -3,6 +3,7 @@
 
 import { tr, type MessageKey } from '../i18n'
 import { startGenerating, stopGenerating, type GeneratingMap } from './generation'
+import { approvalFromEvent, type Approval } from './approvals'
 import { fromEvent, type Elicitation } from './elicitation'
 import { normaliseReceipts, type Selection } from './selections'
 import type { HistoryMessage, SessionInfo } from './types'
@@ -65,6 +66,8 @@ export interface State {
   awaitingNewChat: boolean
   /** MCP forms waiting for an answer, by chat (opened by `elicitation`, closed by `elicitation_end`) */
   elicitations: Record<string, Elicitation[]>
+  /** tool calls waiting for the owner's approval, by chat (`approval_request` … `approval_end`) */
+  approvals: Record<string, Approval[]>
 }
 
 export const initialState: State = {
@@ -76,6 +79,7 @@ export const initialState: State = {
   banner: null,
   awaitingNewChat: false,
   elicitations: {},
+  approvals: {},
 }
 
 export type ServerEvent = { event: string; [k: string]: unknown }
@@ -147,9 +151,17 @@ function withForms(state: State, chatId: string, forms: Elicitation[]): State {
   return { ...state, elicitations: next }
 }
 
-/** A turn that ended has no open form left (its calls are over). */
+function withApprovals(state: State, chatId: string, list: Approval[]): State {
+  const next = { ...state.approvals }
+  if (list.length) next[chatId] = list
+  else delete next[chatId]
+  return { ...state, approvals: next }
+}
+
+/** A turn that ended has no open form or approval request left (its calls are over). */
 function closeForms(state: State, chatId: string): State {
-  return state.elicitations[chatId] ? withForms(state, chatId, []) : state
+  const s = state.elicitations[chatId] ? withForms(state, chatId, []) : state
+  return s.approvals[chatId] ? withApprovals(s, chatId, []) : s
 }
 
 /**
@@ -288,6 +300,18 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
     case 'elicitation_end': {
       const s = put(state, chat.messages)
       return withForms(s, chatId, (s.elicitations[chatId] ?? []).filter((f) => f.id !== ev.id))
+    }
+    case 'approval_request': {
+      const req = approvalFromEvent(ev, Date.now())
+      const s = put(state, chat.messages)
+      if (!req || req.chatId !== chatId) return s
+      // Sent again on attach: the same id replaces the one shown (its countdown restarts).
+      const open = (s.approvals[chatId] ?? []).filter((a) => a.id !== req.id)
+      return withApprovals(s, chatId, [...open, req])
+    }
+    case 'approval_end': {
+      const s = put(state, chat.messages)
+      return withApprovals(s, chatId, (s.approvals[chatId] ?? []).filter((a) => a.id !== ev.id))
     }
     case 'error': {
       const detail = str(ev.detail) ?? tr('chat.unknownError')
@@ -456,6 +480,8 @@ function reduceEvent(state: State, ev: ServerEvent): State {
     case 'session_updated':
     case 'elicitation':
     case 'elicitation_end':
+    case 'approval_request':
+    case 'approval_end':
       if (!chatId) return state
       return applyChatEvent(state, chatId, ev) ?? state
     default:

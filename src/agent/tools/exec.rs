@@ -5,6 +5,8 @@
 //! per stream and shown cut to 4096 characters. Environment variables whose names look like
 //! secrets (`crate::secrets::is_secret_name`) are not passed to the command; the server took
 //! them out of its own environment at start-up, so this only guards against one set later.
+//! How the child runs (`ctx.confinement`) is the turn loop's decision (`tool::approval`): the
+//! `sandbox_permissions` argument only asks for it.
 
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -14,12 +16,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{after, bounded, select, Receiver};
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use crate::tool::approval::ExecArgs;
 use crate::tool::args::parse_args;
 use crate::tool::workspace::Workspace;
-use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
+use crate::tool::{fmt_secs, Confinement, Tool, ToolOutput, TurnCtx};
 use crate::util::sync;
 
 /// The contract's command timeout.
@@ -33,11 +35,6 @@ pub(crate) const MAX_CAPTURE_BYTES: usize = 64 << 10;
 const PIPE_GRACE: Duration = Duration::from_secs(1);
 /// How long to wait for the kernel to deliver SIGKILL and the shell to be reaped.
 const REAP_WAIT: Duration = Duration::from_secs(5);
-
-#[derive(Deserialize)]
-struct Args {
-    command: String,
-}
 
 pub(crate) struct Exec {
     pub(crate) timeout: Duration,
@@ -71,19 +68,36 @@ impl Tool for Exec {
     fn description(&self) -> &str {
         "Run a shell command (sh -c) in the working directory and return its exit code and \
          output (stdout then stderr, cut to 4096 characters). Commands are killed after 30 \
-         seconds. Ask the user before running anything destructive."
+         seconds. Commands run in a sandbox: they may read and write the working directory and \
+         read the system, with no network. When a command truly needs the network or files \
+         outside, set sandbox_permissions to \"require_escalated\" and say why in \
+         justification: the owner is asked first and may decline. Ask the user before running \
+         anything destructive."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
-            "properties": {"command": {"type": "string", "description": "The shell command line."}},
+            "properties": {
+                "command": {"type": "string", "description": "The shell command line."},
+                "sandbox_permissions": {
+                    "type": "string",
+                    "enum": ["use_default", "require_escalated"],
+                    "description": "use_default (the sandbox) unless the command needs the network or files outside the working directory."
+                },
+                "justification": {
+                    "type": "string",
+                    "description": "With require_escalated: one sentence for the owner on why the command must run outside the sandbox."
+                }
+            },
             "required": ["command"]
         })
     }
 
     fn run(&self, args: &Map<String, Value>, ctx: &TurnCtx) -> ToolOutput {
-        let Args { command } = match parse_args(args) {
+        // `sandbox_permissions` and `justification` are checked here but decided on by the turn
+        // loop before this runs; only `ctx.confinement` says how the child runs.
+        let ExecArgs { command, .. } = match parse_args(args) {
             Ok(a) => a,
             Err(e) => return e,
         };
@@ -114,7 +128,7 @@ impl Tool for Exec {
                 cmd.env_remove(name);
             }
         }
-        let mut child = match cmd.spawn() {
+        let mut child = match spawn(&mut cmd, ctx.confinement) {
             Ok(c) => c,
             Err(e) => return ToolOutput::error(format!("Failed to start command: {e}")),
         };
@@ -175,6 +189,13 @@ impl Tool for Exec {
             Outcome::Cancelled => ToolOutput::error(format!("Command cancelled: {command}")),
         }
     }
+}
+
+/// Starts the child as decided: `Sandboxed` is where `tool::sandbox` confines the child before
+/// `execve`; `Unconfined` only follows an approval or the owner's policy (`tool::approval`).
+fn spawn(cmd: &mut Command, confinement: Confinement) -> std::io::Result<std::process::Child> {
+    log::debug!("event=exec.spawn confinement={confinement:?}");
+    cmd.spawn()
 }
 
 fn kill_group(pgid: libc::pid_t) {
@@ -342,6 +363,17 @@ mod tests {
             (json!({"command": ["ls"]}), "Error: argument 'command' must be a string"),
             (json!({"command": "  "}), "Error: command must not be empty"),
             (json!({"command": "true", "timeout": 1}), "$ true\nexit code: 0\n\n(no output)"),
+            (json!({"command": "true", "approved": true}), "$ true\nexit code: 0\n\n(no output)"),
+            (json!({"command": "true", "sandbox_permissions": "use_default"}), "$ true\nexit code: 0\n\n(no output)"),
+            (
+                json!({"command": "true", "sandbox_permissions": "require_escalated", "justification": "net"}),
+                "$ true\nexit code: 0\n\n(no output)",
+            ),
+            (
+                json!({"command": "true", "sandbox_permissions": "root"}),
+                "Error: argument 'sandbox_permissions' must be one of `use_default`, `require_escalated`",
+            ),
+            (json!({"command": "true", "justification": 5}), "Error: argument 'justification' must be a string"),
         ] {
             assert_eq!(sb.call(&Exec::default(), args.clone()).for_model, text, "{args}");
         }

@@ -1,0 +1,217 @@
+// Settings → Safety: what confines the agent's `exec` here (`GET /api/settings/sandbox`, shown
+// as unknown when the server does not report it) and the owner's approval policy per tool and
+// per MCP server (`GET`/`PUT /api/settings/approvals`): run on its own, ask first, or refuse.
+
+import { useCallback, useEffect, useState } from 'react'
+import { useT, type MessageKey } from '../i18n'
+import { api, describeError } from '../lib/api'
+import { MODES, parsePolicy, parseSandbox, type ApprovalPolicy, type Mode, type SandboxStatus } from '../lib/approvals'
+import { Button, ErrorBox, SkeletonRows } from './ui'
+
+const MODE_KEYS: Record<Mode, MessageKey> = { auto: 'safety.mode.auto', ask: 'safety.mode.ask', deny: 'safety.mode.deny' }
+
+function Layer({ label, on, detail }: { label: string; on: boolean; detail?: string }) {
+  const t = useT()
+  return (
+    <li className="flex items-center justify-between gap-3 py-1.5">
+      <span className="text-zinc-300">{label}</span>
+      <span className={on ? 'text-emerald-400' : 'text-amber-400'}>
+        {t(on ? 'safety.on' : 'safety.off')}
+        {detail ? ` (${detail})` : ''}
+      </span>
+    </li>
+  )
+}
+
+function SandboxCard({ status }: { status: SandboxStatus | null | 'unknown' }) {
+  const t = useT()
+  if (status === null) return <SkeletonRows count={2} />
+  if (status === 'unknown') {
+    return (
+      <p className="text-sm text-amber-300" data-testid="sandbox-unknown">
+        {t('safety.sandboxUnknown')}
+      </p>
+    )
+  }
+  return (
+    <div data-testid="sandbox-status">
+      <p className={`mb-2 text-sm font-medium ${status.active ? 'text-emerald-400' : 'text-amber-400'}`}>
+        {t(status.active ? 'safety.sandboxActive' : 'safety.sandboxInactive')}
+      </p>
+      {status.reason && <p className="mb-2 text-xs text-zinc-400">{status.reason}</p>}
+      <ul className="divide-y divide-zinc-800 text-sm">
+        <Layer label={t('safety.landlock')} on={status.landlock.active} detail={status.landlock.abi !== null ? `ABI ${status.landlock.abi}` : undefined} />
+        <Layer label={t('safety.seccomp')} on={status.seccomp.active} />
+        <Layer label={t('safety.noNewPrivs')} on={status.noNewPrivs} />
+        <Layer label={t('safety.nonDumpable')} on={status.nonDumpable} />
+        <li className="flex items-center justify-between gap-3 py-1.5">
+          <span className="text-zinc-300">{t('safety.network')}</span>
+          <span className={status.network === 'off' ? 'text-emerald-400' : 'text-amber-400'}>
+            {t(status.network === 'off' ? 'safety.networkOff' : 'safety.networkOn')}
+          </span>
+        </li>
+      </ul>
+      {(status.writeRoots.length > 0 || status.readRoots.length > 0) && (
+        <details className="mt-2 text-xs text-zinc-400">
+          <summary className="cursor-pointer select-none">{t('safety.roots')}</summary>
+          <p className="mt-1 font-medium text-zinc-300">{t('safety.writeRoots')}</p>
+          <ul className="font-mono">{status.writeRoots.map((r) => <li key={r}>{r}</li>)}</ul>
+          <p className="mt-1 font-medium text-zinc-300">{t('safety.readRoots')}</p>
+          <ul className="font-mono">{status.readRoots.map((r) => <li key={r}>{r}</li>)}</ul>
+        </details>
+      )}
+    </div>
+  )
+}
+
+function ModeSelect({ label, value, onChange, testId }: { label: string; value: Mode; onChange: (m: Mode) => void; testId: string }) {
+  const t = useT()
+  return (
+    <select
+      aria-label={label}
+      value={value}
+      onChange={(e) => onChange(e.target.value as Mode)}
+      data-testid={testId}
+      className="rounded-md border border-zinc-700 bg-zinc-950 px-2 py-1 text-sm text-zinc-100"
+    >
+      {MODES.map((m) => (
+        <option key={m} value={m}>
+          {t(MODE_KEYS[m])}
+        </option>
+      ))}
+    </select>
+  )
+}
+
+function toolLabel(t: ReturnType<typeof useT>, name: string): string {
+  if (name === 'exec') return t('safety.row.exec')
+  if (name === 'exec_escalated') return t('safety.row.execEscalated')
+  return name
+}
+
+export function SafetyPage() {
+  const t = useT()
+  const [sandbox, setSandbox] = useState<SandboxStatus | null | 'unknown'>(null)
+  const [policy, setPolicy] = useState<ApprovalPolicy | null>(null)
+  const [draft, setDraft] = useState<ApprovalPolicy | null>(null)
+  const [loadError, setLoadError] = useState<string | null>(null)
+  const [busy, setBusy] = useState(false)
+  const [result, setResult] = useState<{ ok: boolean; text: string } | null>(null)
+
+  const load = useCallback(async () => {
+    setLoadError(null)
+    try {
+      const p = parsePolicy(await api.get('/settings/approvals'))
+      setPolicy(p)
+      setDraft(p)
+    } catch (e) {
+      setLoadError(describeError(e))
+    }
+    try {
+      setSandbox(parseSandbox(await api.get('/settings/sandbox')) ?? 'unknown')
+    } catch {
+      // A server without the route (404) or one that fails to say: shown as unknown.
+      setSandbox('unknown')
+    }
+  }, [])
+
+  useEffect(() => {
+    void load()
+  }, [load])
+
+  const set = (group: keyof ApprovalPolicy, name: string, m: Mode) => {
+    setResult(null)
+    setDraft((d) => (d ? { ...d, [group]: { ...d[group], [name]: m } } : d))
+  }
+
+  const save = async () => {
+    if (!draft) return
+    setBusy(true)
+    setResult(null)
+    try {
+      const p = parsePolicy(await api.put('/settings/approvals', draft))
+      setPolicy(p)
+      setDraft(p)
+      setResult({ ok: true, text: t('safety.saved') })
+    } catch (e) {
+      setResult({ ok: false, text: describeError(e) })
+    } finally {
+      setBusy(false)
+    }
+  }
+
+  const changed = JSON.stringify(draft) !== JSON.stringify(policy)
+  const servers = draft ? Object.keys(draft.mcp_servers).sort() : []
+
+  return (
+    <div className="h-full overflow-y-auto" data-testid="safety-page">
+      <div className="mx-auto max-w-2xl px-4 py-6 sm:px-6">
+        <header className="mb-5">
+          <h1 className="text-xl font-semibold text-zinc-50">{t('safety.title')}</h1>
+          <p className="mt-0.5 text-sm text-zinc-400">{t('safety.intro')}</p>
+        </header>
+        <section className="mb-6 rounded-xl border border-zinc-800 bg-zinc-900/40 p-4" aria-labelledby="safety-sandbox">
+          <h2 id="safety-sandbox" className="mb-3 text-sm font-semibold text-zinc-200">
+            {t('safety.sandbox')}
+          </h2>
+          <SandboxCard status={sandbox} />
+        </section>
+        <section className="rounded-xl border border-zinc-800 bg-zinc-900/40 p-4" aria-labelledby="safety-policy">
+          <h2 id="safety-policy" className="mb-1 text-sm font-semibold text-zinc-200">
+            {t('safety.policy')}
+          </h2>
+          <p className="mb-3 text-xs text-zinc-500">{t('safety.policyIntro')}</p>
+          {loadError ? (
+            <ErrorBox message={loadError} onRetry={() => void load()} />
+          ) : !draft ? (
+            <SkeletonRows count={4} />
+          ) : (
+            <>
+              <table className="w-full text-sm">
+                <thead>
+                  <tr className="text-left text-xs text-zinc-500">
+                    <th className="py-1 font-medium">{t('safety.colTool')}</th>
+                    <th className="py-1 font-medium">{t('safety.colMode')}</th>
+                  </tr>
+                </thead>
+                <tbody className="divide-y divide-zinc-800">
+                  {Object.entries(draft.tools).map(([name, mode]) => (
+                    <tr key={name}>
+                      <td className="py-1.5 font-mono text-zinc-300">{toolLabel(t, name)}</td>
+                      <td className="py-1.5">
+                        <ModeSelect label={toolLabel(t, name)} value={mode} onChange={(m) => set('tools', name, m)} testId={`policy-${name}`} />
+                      </td>
+                    </tr>
+                  ))}
+                  {servers.map((name) => (
+                    <tr key={`mcp-${name}`}>
+                      <td className="py-1.5 text-zinc-300">{t('safety.row.mcp', { server: name })}</td>
+                      <td className="py-1.5">
+                        <ModeSelect
+                          label={t('safety.row.mcp', { server: name })}
+                          value={draft.mcp_servers[name]}
+                          onChange={(m) => set('mcp_servers', name, m)}
+                          testId={`policy-mcp-${name}`}
+                        />
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+              <div className="mt-4 flex items-center gap-3">
+                <Button variant="primary" disabled={!changed || busy} onClick={() => void save()} data-testid="safety-save">
+                  {t('common.save')}
+                </Button>
+                {result && (
+                  <span role="status" className={`text-sm ${result.ok ? 'text-emerald-400' : 'text-red-400'}`}>
+                    {result.text}
+                  </span>
+                )}
+              </div>
+            </>
+          )}
+        </section>
+      </div>
+    </div>
+  )
+}

@@ -1,0 +1,726 @@
+//! Which tool calls run on their own, which are asked of the owner and which are refused
+//! (docs/tools-and-mcp.md §3.1): the owner's [`Policy`] (per built-in tool and per MCP server,
+//! stored in `<config>/settings/approvals.json` by [`PolicyStore`]), the `exec` arguments that
+//! ask for an unconfined run, the test that a command is *simple* (so an "approve for this
+//! chat" may cover its repeats), and [`decide`], the one pure function that makes the call from
+//! the tool, its arguments, whether the kernel confines `exec`, the policy and the chat's
+//! grants. Nothing a client or the model sends beyond the tool's own arguments takes part, and
+//! of those only `command` and `sandbox_permissions` do: an `"approved": true` is just ignored.
+//!
+//! Pure apart from [`PolicyStore`]'s file (read at start-up, written by `PUT
+//! /api/settings/approvals` on the HTTP thread); [`decide`] runs on the turn's worker.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::tool::args::read_args;
+
+/// The policy's row for an `exec` that runs outside the sandbox (asked for by the model, or
+/// every `exec` where the kernel offers no confinement).
+pub(crate) const EXEC_ESCALATED: &str = "exec_escalated";
+/// MCP servers named in a policy, at most.
+pub(crate) const MAX_MCP_ENTRIES: usize = 256;
+/// Longest command [`simple_command`] looks at; a longer one is never simple.
+const MAX_SIMPLE_BYTES: usize = 4096;
+/// Most words of a simple command.
+const MAX_SIMPLE_WORDS: usize = 256;
+/// Programs that run their arguments as further commands: a grant for their first argument
+/// would cover any command, so they are never granted for a chat.
+const RUNNERS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "fish", "csh", "tcsh", "busybox", "env", "sudo", "doas", "su", "xargs", "eval",
+    "exec", "command", "builtin", "nohup", "timeout", "nice", "ionice", "setsid", "time", "strace", "watch", "script",
+    "chroot", "unshare", "nsenter", "flock", "stdbuf", "parallel", "find",
+];
+
+/// What the policy says about a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Mode {
+    Auto,
+    Ask,
+    Deny,
+}
+
+/// How `exec`'s child runs: inside the kernel sandbox (`tool::sandbox`), or as the owner's own
+/// process, which only an approval (or the owner's policy) allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Confinement {
+    #[default]
+    Sandboxed,
+    Unconfined,
+}
+
+/// The owner's policy. Built-in tools missing from `tools` and MCP servers missing from
+/// `mcp_servers` take the defaults ([`Policy::default_mode`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Policy {
+    pub(crate) tools: BTreeMap<String, Mode>,
+    pub(crate) mcp_servers: BTreeMap<String, Mode>,
+}
+
+impl Policy {
+    /// The rows of the tools table: every built-in, with the escalated `exec` after `exec`.
+    pub(crate) fn tool_rows() -> impl Iterator<Item = &'static str> {
+        crate::tool::BUILTIN_NAMES.into_iter().flat_map(|n| {
+            let extra = (n == "exec").then_some(EXEC_ESCALATED);
+            std::iter::once(n).chain(extra)
+        })
+    }
+
+    /// Defaults: an escalated `exec` asks, everything else runs.
+    pub(crate) fn default_mode(row: &str) -> Mode {
+        if row == EXEC_ESCALATED {
+            Mode::Ask
+        } else {
+            Mode::Auto
+        }
+    }
+
+    fn tool(&self, row: &str) -> Mode {
+        self.tools.get(row).copied().unwrap_or_else(|| Policy::default_mode(row))
+    }
+
+    fn mcp(&self, server: &str) -> Mode {
+        self.mcp_servers.get(server).copied().unwrap_or(Mode::Auto)
+    }
+
+    /// The `GET` body: every tool row filled in, the MCP servers named (`servers`: the
+    /// configured ones, shown with their mode even when the policy has none).
+    pub(crate) fn to_json<'a>(&self, servers: impl IntoIterator<Item = &'a str>) -> Value {
+        let tools: Map<String, Value> = Policy::tool_rows().map(|r| (r.to_string(), json!(self.tool(r)))).collect();
+        let mut mcp: BTreeMap<String, Mode> = self.mcp_servers.clone();
+        for s in servers {
+            mcp.entry(s.to_string()).or_insert(Mode::Auto);
+        }
+        json!({"tools": tools, "mcp_servers": mcp})
+    }
+
+    /// The stored form: only what differs from the defaults.
+    fn to_stored(&self) -> Value {
+        let tools: BTreeMap<&str, Mode> =
+            self.tools.iter().filter(|(k, v)| Policy::default_mode(k) != **v).map(|(k, v)| (k.as_str(), *v)).collect();
+        let mcp: BTreeMap<&str, Mode> =
+            self.mcp_servers.iter().filter(|(_, v)| **v != Mode::Auto).map(|(k, v)| (k.as_str(), *v)).collect();
+        json!({"tools": tools, "mcp_servers": mcp})
+    }
+
+    /// A policy from JSON (`PUT` body or the stored file): `Err` names the first unknown tool,
+    /// invalid server name, mode that is not `auto`/`ask`/`deny`, or a shape that is not
+    /// `{"tools": {...}, "mcp_servers": {...}}` (both optional).
+    pub(crate) fn from_json(v: &Value) -> Result<Policy, PolicyError> {
+        let bad = |path: &[&str], kind: &'static str, why: &str| {
+            Err(PolicyError { path: path.iter().map(|s| s.to_string()).collect(), kind, msg: why.to_string() })
+        };
+        let dict = "Input should be a valid dictionary";
+        let Some(obj) = v.as_object() else {
+            return bad(&[], "dict_type", dict);
+        };
+        let mut policy = Policy::default();
+        for (key, target) in [("tools", 0), ("mcp_servers", 1)] {
+            let entries = match obj.get(key) {
+                None | Some(Value::Null) => continue,
+                Some(Value::Object(m)) => m,
+                Some(_) => return bad(&[key], "dict_type", dict),
+            };
+            if target == 1 && entries.len() > MAX_MCP_ENTRIES {
+                return bad(&[key], "too_long", &format!("Value error, at most {MAX_MCP_ENTRIES} servers"));
+            }
+            for (name, mode) in entries {
+                if target == 0 && !Policy::tool_rows().any(|r| r == name) {
+                    return bad(&[key, name], "extra_forbidden", "Extra inputs are not permitted");
+                }
+                if target == 1 && !valid_server_name(name) {
+                    return bad(&[key, name], "value_error", "Value error, invalid server name");
+                }
+                let Ok(mode) = Mode::deserialize(mode) else {
+                    return bad(&[key, name], "enum", "Input should be 'auto', 'ask' or 'deny'");
+                };
+                let map = if target == 0 { &mut policy.tools } else { &mut policy.mcp_servers };
+                map.insert(name.clone(), mode);
+            }
+        }
+        Ok(policy)
+    }
+}
+
+/// Why a policy was refused: where (keys from the top), pydantic's error type, the message.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PolicyError {
+    pub(crate) path: Vec<String>,
+    pub(crate) kind: &'static str,
+    pub(crate) msg: String,
+}
+
+/// MCP server names as the catalog allows them (letters, digits, `_ - .`, 1..=64).
+fn valid_server_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+}
+
+/// The policy in force, and its file.
+pub(crate) struct PolicyStore {
+    path: PathBuf,
+    current: RwLock<Policy>,
+}
+
+impl PolicyStore {
+    /// `<config>/settings/approvals.json`, read now; a missing file is the defaults, an
+    /// unreadable or invalid one too, with a warning (the defaults ask for every escalation).
+    pub(crate) fn load(config_dir: &Path) -> PolicyStore {
+        let path = config_dir.join("settings").join("approvals.json");
+        let policy = match crate::util::fsx::read_opt(&path) {
+            Ok(None) => Policy::default(),
+            Ok(Some(text)) => match serde_json::from_str::<Value>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|v| Policy::from_json(&v).map_err(|e| format!("{}: {}", e.path.join("."), e.msg)))
+            {
+                Ok(p) => p,
+                Err(why) => {
+                    log::warn!("event=approvals.policy_invalid path={} reason={why:?}", path.display());
+                    Policy::default()
+                }
+            },
+            Err(e) => {
+                log::warn!("event=approvals.policy_unreadable path={} error_kind={:?}", path.display(), e.kind());
+                Policy::default()
+            }
+        };
+        PolicyStore { path, current: RwLock::new(policy) }
+    }
+
+    pub(crate) fn get(&self) -> Policy {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Writes the file (0600, atomic) and then puts the policy in force.
+    pub(crate) fn set(&self, policy: Policy) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(&policy.to_stored()).expect("a policy always serialises");
+        crate::util::fsx::write_atomic(&self.path, &bytes, true)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = policy;
+        Ok(())
+    }
+}
+
+/// `exec`'s `sandbox_permissions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum SandboxPermissions {
+    #[default]
+    UseDefault,
+    RequireEscalated,
+}
+
+/// `exec`'s arguments, read the same way by the tool and by [`decide`].
+#[derive(Debug, Deserialize)]
+pub(crate) struct ExecArgs {
+    pub(crate) command: String,
+    pub(crate) sandbox_permissions: Option<SandboxPermissions>,
+    pub(crate) justification: Option<String>,
+}
+
+/// A simple command: its program and first argument, as the shell will see them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SimpleCommand {
+    pub(crate) program: String,
+    pub(crate) first_arg: Option<String>,
+}
+
+/// What an "approve for this chat" allows later in the same chat without asking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Grant {
+    /// Escalated `exec` of simple commands with this program and first argument.
+    Command(SimpleCommand),
+    /// Every call of this tool (a tool the policy asks about).
+    Tool(String),
+}
+
+/// The program and first argument of `command` when it is one plain command: words of
+/// letters, digits and `_ @ % + = : , . / -` (no `=` in the program: no assignment prefix),
+/// or quoted ('…' anything but `'`; "…" anything but `$`, `` ` ``, `\` and `!`), separated
+/// by spaces or tabs. Anything else (operators, expansions, redirections, globs, braces,
+/// parentheses, backslashes, `~`, `#`, newlines, control characters, an empty word, a
+/// program that runs its arguments as commands, a first argument that is an option) is
+/// `None`: the command is asked again.
+pub(crate) fn simple_command(command: &str) -> Option<SimpleCommand> {
+    if command.len() > MAX_SIMPLE_BYTES {
+        return None;
+    }
+    let mut words: Vec<String> = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => {
+                if let Some(w) = word.take() {
+                    words.push(w);
+                }
+            }
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        c if c.is_control() && c != '\t' => return None,
+                        c => w.push(c),
+                    }
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '$' | '`' | '\\' | '!' => return None,
+                        c if c.is_control() && c != '\t' => return None,
+                        c => w.push(c),
+                    }
+                }
+            }
+            c if c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c) => word.get_or_insert_with(String::new).push(c),
+            // Non-ASCII letters are plain text to the shell (no operator is non-ASCII).
+            c if !c.is_ascii() && c.is_alphanumeric() => word.get_or_insert_with(String::new).push(c),
+            _ => return None,
+        }
+        if words.len() > MAX_SIMPLE_WORDS {
+            return None;
+        }
+    }
+    if let Some(w) = word.take() {
+        words.push(w);
+    }
+    let mut it = words.into_iter();
+    let program = it.next()?;
+    let base = program.rsplit('/').next().unwrap_or(&program);
+    if program.is_empty() || program.contains('=') || program.starts_with('-') || RUNNERS.contains(&base) {
+        return None;
+    }
+    // An option first (`python3 -c …`, `git -C dir …`) would grant whatever follows it.
+    let first_arg = it.next();
+    if first_arg.as_deref().is_some_and(|a| a.is_empty() || a.starts_with('-')) {
+        return None;
+    }
+    Some(SimpleCommand { program, first_arg })
+}
+
+/// Why a call was not run, for the model and the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The owner's policy refuses this tool.
+    Policy,
+    /// The owner said no.
+    Denied,
+    /// Nobody answered in time.
+    Timeout,
+    /// No client was attached to the chat to ask.
+    Nobody,
+    /// Too many requests wait already.
+    Busy,
+    /// The turn was cancelled while waiting.
+    Cancelled,
+}
+
+impl Refusal {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Policy => "policy",
+            Refusal::Denied => "denied",
+            Refusal::Timeout => "timeout",
+            Refusal::Nobody => "nobody_attached",
+            Refusal::Busy => "too_many_pending",
+            Refusal::Cancelled => "turn_cancelled",
+        }
+    }
+
+    /// The tool result the model reads, so it can adapt instead of retrying blindly.
+    pub(crate) fn for_model(self, tool: &str, escalated: bool) -> String {
+        let what = if escalated {
+            format!("run this `{tool}` call outside the sandbox")
+        } else {
+            format!("run this `{tool}` call")
+        };
+        let why = match self {
+            Refusal::Policy => "the owner's approval policy refuses it",
+            Refusal::Denied => "the owner declined",
+            Refusal::Timeout => "the owner declined (no answer in time)",
+            Refusal::Nobody => "the owner declined (nobody was there to ask)",
+            Refusal::Busy => "the owner declined (too many requests were waiting)",
+            Refusal::Cancelled => "the owner declined (the turn was cancelled)",
+        };
+        let hint = if escalated {
+            " Nothing was run. Do the work inside the sandbox (the workspace, no network), or tell the user what you need and why."
+        } else {
+            " Nothing was run. Try another way or tell the user what you need."
+        };
+        format!("Error: Not approved: {why} to {what}.{hint}")
+    }
+}
+
+/// What [`decide`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Run now, confined as given.
+    Auto(Confinement),
+    /// Ask the owner; on approval run confined as given; `grant` is what "approve for this
+    /// chat" would allow later (`None`: nothing beyond this call, so it asks again).
+    Ask {
+        confinement: Confinement,
+        escalated: bool,
+        grant: Option<Grant>,
+    },
+    Deny {
+        escalated: bool,
+    },
+}
+
+/// The decision for one call of `tool` (`mcp_server`: the server of an MCP tool) with `args`:
+/// `sandbox_active` whether the kernel confines `exec` here; `grants` the chat's
+/// approvals-for-this-chat. Arguments `exec` would refuse run as `Auto` (the tool refuses them
+/// without running anything).
+pub(crate) fn decide(
+    tool: &str,
+    mcp_server: Option<&str>,
+    args: &Map<String, Value>,
+    sandbox_active: bool,
+    policy: &Policy,
+    grants: &[Grant],
+) -> Decision {
+    if let Some(server) = mcp_server {
+        return by_mode(policy.mcp(server), tool, grants);
+    }
+    if tool != "exec" {
+        if !Policy::tool_rows().any(|r| r == tool) {
+            return Decision::Auto(Confinement::Sandboxed);
+        }
+        return by_mode(policy.tool(tool), tool, grants);
+    }
+    let Ok(exec) = read_args::<ExecArgs>(args) else {
+        return Decision::Auto(Confinement::Sandboxed);
+    };
+    let asked = exec.sandbox_permissions == Some(SandboxPermissions::RequireEscalated);
+    let escalated = asked || !sandbox_active;
+    if !escalated {
+        return match policy.tool("exec") {
+            Mode::Auto => Decision::Auto(Confinement::Sandboxed),
+            Mode::Deny => Decision::Deny { escalated: false },
+            Mode::Ask => {
+                let grant = Some(Grant::Tool("exec".into()));
+                if grants.contains(&Grant::Tool("exec".into())) {
+                    return Decision::Auto(Confinement::Sandboxed);
+                }
+                Decision::Ask { confinement: Confinement::Sandboxed, escalated: false, grant }
+            }
+        };
+    }
+    // An unconfined run also passes the plain `exec` row: denying `exec` denies it all.
+    if policy.tool("exec") == Mode::Deny {
+        return Decision::Deny { escalated: true };
+    }
+    match policy.tool(EXEC_ESCALATED) {
+        Mode::Auto => Decision::Auto(Confinement::Unconfined),
+        Mode::Deny => Decision::Deny { escalated: true },
+        Mode::Ask => {
+            let grant = simple_command(&exec.command).map(Grant::Command);
+            if grant.as_ref().is_some_and(|g| grants.contains(g)) {
+                return Decision::Auto(Confinement::Unconfined);
+            }
+            Decision::Ask { confinement: Confinement::Unconfined, escalated: true, grant }
+        }
+    }
+}
+
+fn by_mode(mode: Mode, tool: &str, grants: &[Grant]) -> Decision {
+    let grant = Grant::Tool(tool.to_string());
+    match mode {
+        Mode::Auto => Decision::Auto(Confinement::Sandboxed),
+        Mode::Deny => Decision::Deny { escalated: false },
+        Mode::Ask if grants.contains(&grant) => Decision::Auto(Confinement::Sandboxed),
+        Mode::Ask => Decision::Ask { confinement: Confinement::Sandboxed, escalated: false, grant: Some(grant) },
+    }
+}
+
+/// In words, what approving allows (the event's `grants`).
+pub(crate) fn grants_text(tool: &str, escalated: bool, grant: Option<&Grant>) -> String {
+    let once = if escalated {
+        "Approve once: runs this one command outside the sandbox, with your own rights: every file you can \
+         reach and the network."
+            .to_string()
+    } else {
+        format!("Approve once: runs this one `{tool}` call.")
+    };
+    let chat = match grant {
+        Some(Grant::Command(c)) => {
+            let head = match &c.first_arg {
+                Some(a) => format!("{} {}", c.program, a),
+                None => c.program.clone(),
+            };
+            format!(
+                " Approve for this chat: also runs later simple `{head} …` commands outside the sandbox in this chat \
+                 without asking (anything else still asks)."
+            )
+        }
+        Some(Grant::Tool(t)) => {
+            format!(" Approve for this chat: also runs later `{t}` calls in this chat without asking.")
+        }
+        None => " Approve for this chat: counts as approve once (this command is not a simple command).".to_string(),
+    };
+    once + &chat
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exec_args(command: &str, perm: Option<&str>) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("command".into(), json!(command));
+        if let Some(p) = perm {
+            m.insert("sandbox_permissions".into(), json!(p));
+        }
+        m
+    }
+
+    fn git_push() -> Grant {
+        Grant::Command(SimpleCommand { program: "git".into(), first_arg: Some("push".into()) })
+    }
+
+    #[test]
+    fn defaults_by_sandbox_state() {
+        let p = Policy::default();
+        let plain = exec_args("ls", None);
+        let esc = exec_args("ls", Some("require_escalated"));
+        assert_eq!(decide("exec", None, &plain, true, &p, &[]), Decision::Auto(Confinement::Sandboxed));
+        assert_eq!(
+            decide("exec", None, &exec_args("ls", Some("use_default")), true, &p, &[]),
+            Decision::Auto(Confinement::Sandboxed)
+        );
+        let ask = Decision::Ask {
+            confinement: Confinement::Unconfined,
+            escalated: true,
+            grant: Some(Grant::Command(SimpleCommand { program: "ls".into(), first_arg: None })),
+        };
+        assert_eq!(decide("exec", None, &esc, true, &p, &[]), ask);
+        // Without a sandbox every exec is an escalation.
+        assert_eq!(decide("exec", None, &plain, false, &p, &[]), ask);
+        assert_eq!(decide("exec", None, &esc, false, &p, &[]), ask);
+        for tool in ["read_file", "write_file", "edit_file", "web_fetch", "grep"] {
+            for active in [true, false] {
+                assert_eq!(decide(tool, None, &Map::new(), active, &p, &[]), Decision::Auto(Confinement::Sandboxed));
+            }
+        }
+        assert_eq!(decide("mcp_x_y", Some("x"), &Map::new(), true, &p, &[]), Decision::Auto(Confinement::Sandboxed));
+        // Tools outside the table (skills, tool_search) run.
+        assert_eq!(decide("skill_load", None, &Map::new(), false, &p, &[]), Decision::Auto(Confinement::Sandboxed));
+    }
+
+    #[test]
+    fn owner_policy_rows() {
+        let p =
+            Policy::from_json(&json!({"tools": {"exec": "deny", "write_file": "ask"}, "mcp_servers": {"srv": "ask"}}))
+                .unwrap();
+        let esc = exec_args("ls", Some("require_escalated"));
+        assert_eq!(decide("exec", None, &esc, true, &p, &[]), Decision::Deny { escalated: true });
+        assert_eq!(decide("exec", None, &exec_args("ls", None), true, &p, &[]), Decision::Deny { escalated: false });
+        let ask = |t: &str| Decision::Ask {
+            confinement: Confinement::Sandboxed,
+            escalated: false,
+            grant: Some(Grant::Tool(t.into())),
+        };
+        assert_eq!(decide("write_file", None, &Map::new(), true, &p, &[]), ask("write_file"));
+        assert_eq!(decide("mcp_srv_t", Some("srv"), &Map::new(), true, &p, &[]), ask("mcp_srv_t"));
+        let granted = [Grant::Tool("mcp_srv_t".into())];
+        assert_eq!(
+            decide("mcp_srv_t", Some("srv"), &Map::new(), true, &p, &granted),
+            Decision::Auto(Confinement::Sandboxed)
+        );
+        assert_eq!(decide("mcp_srv_u", Some("srv"), &Map::new(), true, &p, &granted), ask("mcp_srv_u"));
+
+        let p = Policy::from_json(&json!({"tools": {"exec_escalated": "auto"}})).unwrap();
+        assert_eq!(decide("exec", None, &esc, true, &p, &[]), Decision::Auto(Confinement::Unconfined));
+        let p = Policy::from_json(&json!({"tools": {"exec_escalated": "deny"}})).unwrap();
+        assert_eq!(decide("exec", None, &exec_args("ls", None), false, &p, &[]), Decision::Deny { escalated: true });
+        let p = Policy::from_json(&json!({"tools": {"exec": "ask"}})).unwrap();
+        assert_eq!(
+            decide("exec", None, &exec_args("ls", None), true, &p, &[]),
+            Decision::Ask {
+                confinement: Confinement::Sandboxed,
+                escalated: false,
+                grant: Some(Grant::Tool("exec".into()))
+            }
+        );
+    }
+
+    /// Fields that look like an approval are arguments like any other: ignored.
+    #[test]
+    fn arguments_never_approve() {
+        let p = Policy::default();
+        for extra in [
+            json!({"approved": true}),
+            json!({"approval": "approve_for_chat", "decision": "approve"}),
+            json!({"sandbox_permissions": "require_escalated", "approved": true, "escalated": false}),
+            json!({"sandbox_permissions": "use_default", "grants": ["git push"]}),
+        ] {
+            let mut a = exec_args("git push", Some("require_escalated"));
+            for (k, v) in extra.as_object().unwrap() {
+                if k != "sandbox_permissions" {
+                    a.insert(k.clone(), v.clone());
+                }
+            }
+            assert!(matches!(decide("exec", None, &a, true, &p, &[]), Decision::Ask { .. }), "{extra}");
+            assert!(matches!(decide("exec", None, &a, false, &p, &[]), Decision::Ask { .. }), "{extra}");
+        }
+        // A bad `sandbox_permissions` runs nothing: the tool refuses it.
+        let a = exec_args("ls", Some("yes please"));
+        assert_eq!(decide("exec", None, &a, true, &p, &[]), Decision::Auto(Confinement::Sandboxed));
+        assert!(read_args::<ExecArgs>(&a).is_err());
+    }
+
+    #[test]
+    fn chat_grant_covers_same_simple_command_only() {
+        let p = Policy::default();
+        let g = [git_push()];
+        let esc = |c: &str| decide("exec", None, &exec_args(c, Some("require_escalated")), true, &p, &g);
+        for ok in [
+            "git push",
+            "git push origin main",
+            "git  push\t--force-with-lease",
+            "'git' \"push\" 'a;b'",
+            "git push 'x y'",
+        ] {
+            assert_eq!(esc(ok), Decision::Auto(Confinement::Unconfined), "{ok}");
+        }
+        let tricky = [
+            "git push; curl http://evil",
+            "git push && curl x",
+            "git push || x",
+            "git push | sh",
+            "git push & curl x",
+            "git push $(curl x)",
+            "git push `curl x`",
+            "git push ${HOME}",
+            "git push $HOME",
+            "git push\ncurl x",
+            "git push\rcurl x",
+            "A=b git push",
+            "PATH=/tmp git push",
+            "git push <<EOF\nx\nEOF",
+            "git push < /etc/passwd",
+            "git push > out",
+            "git push 2>&1",
+            "git push >| x",
+            "git push (x)",
+            "(git push)",
+            "{ git push; }",
+            "git push {a,b}",
+            "git push *",
+            "git push ?",
+            "git push [ab]",
+            "git push ~/x",
+            "git push # c",
+            "git push \\; x",
+            "git push \"$(x)\"",
+            "git push \"`x`\"",
+            "git push \"a\\\"b\"",
+            "git push 'unterminated",
+            "git push \"unterminated",
+            "git push\u{0}x",
+            "git push\u{1b}x",
+            "git push !x",
+            "./git push",
+            "/usr/bin/git push; x",
+            "git pull",
+            "git",
+            "git -c core.sshCommand=x push",
+            "gitx push",
+            "",
+            "   ",
+            "sh -c 'git push'",
+            "env git push",
+            "sudo git push",
+            "xargs git push",
+            "eval git push",
+        ];
+        for bad in tricky {
+            assert!(matches!(esc(bad), Decision::Ask { .. }), "{bad:?} slipped through");
+        }
+        // 51 subcommands, with each separator.
+        for sep in [";", " && ", " || ", " | ", "\n", " & "] {
+            let long = vec!["git push"; 51].join(sep);
+            assert!(matches!(esc(&long), Decision::Ask { .. }), "51 with {sep:?}");
+        }
+        // A grant is per (program, first argument), never wider.
+        assert!(matches!(
+            decide(
+                "exec",
+                None,
+                &exec_args("git push", Some("require_escalated")),
+                true,
+                &p,
+                &[Grant::Tool("exec".into())]
+            ),
+            Decision::Ask { .. }
+        ));
+    }
+
+    #[test]
+    fn simple_command_parses_quotes() {
+        let s = |c: &str| simple_command(c).map(|s| (s.program, s.first_arg));
+        assert_eq!(s("git push"), Some(("git".into(), Some("push".into()))));
+        assert_eq!(s("'gi't p\"us\"h"), Some(("git".into(), Some("push".into()))));
+        assert_eq!(s("echo 'a;b|c>d$e'"), Some(("echo".into(), Some("a;b|c>d$e".into()))));
+        assert_eq!(s("ls"), Some(("ls".into(), None)));
+        assert_eq!(s("python3 -c 'x'"), None);
+        assert_eq!(s("python3 run.py -v"), Some(("python3".into(), Some("run.py".into()))));
+        assert_eq!(s("git ''"), None);
+        assert_eq!(s("''"), None);
+        assert_eq!(s(&"a ".repeat(300)), None);
+        assert_eq!(s(&format!("echo {}", "a".repeat(5000))), None);
+        // Every ASCII punctuation character the shell may treat specially, unquoted, refuses.
+        for c in "!\"#$&'()*;<>?[\\]`{|}~\n".chars() {
+            assert_eq!(s(&format!("git push{c}x")), None, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn policy_json_round_trip_and_refusals() {
+        let p =
+            Policy::from_json(&json!({"tools": {"exec": "ask", "read_file": "auto"}, "mcp_servers": {"a.b": "deny"}}))
+                .unwrap();
+        let shown = p.to_json(["other"]);
+        assert_eq!(shown["tools"]["exec"], "ask");
+        assert_eq!(shown["tools"]["exec_escalated"], "ask");
+        assert_eq!(shown["tools"]["write_file"], "auto");
+        assert_eq!(shown["mcp_servers"], json!({"a.b": "deny", "other": "auto"}));
+        assert_eq!(Policy::from_json(&shown).unwrap().to_stored(), p.to_stored());
+        assert_eq!(p.to_stored(), json!({"tools": {"exec": "ask"}, "mcp_servers": {"a.b": "deny"}}));
+        for (v, path) in [
+            (json!([]), vec![]),
+            (json!({"tools": []}), vec!["tools"]),
+            (json!({"tools": {"rm": "auto"}}), vec!["tools", "rm"]),
+            (json!({"tools": {"exec": "yes"}}), vec!["tools", "exec"]),
+            (json!({"tools": {"exec": true}}), vec!["tools", "exec"]),
+            (json!({"mcp_servers": {"a b": "ask"}}), vec!["mcp_servers", "a b"]),
+        ] {
+            let p = Policy::from_json(&v).unwrap_err().path;
+            assert_eq!(p, path.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "{v}");
+        }
+    }
+
+    #[test]
+    fn store_writes_private_file_and_reloads() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("cc-approvals-{}", crate::util::rand::hex(4)));
+        let store = PolicyStore::load(&dir);
+        assert_eq!(store.get(), Policy::default());
+        let p = Policy::from_json(&json!({"tools": {"exec_escalated": "deny"}})).unwrap();
+        store.set(p.clone()).unwrap();
+        let path = dir.join("settings").join("approvals.json");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(PolicyStore::load(&dir).get(), p);
+        std::fs::write(&path, "{\"tools\": {\"exec\": \"maybe\"}}").unwrap();
+        assert_eq!(PolicyStore::load(&dir).get(), Policy::default());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
