@@ -36,6 +36,8 @@ pub(crate) const MAX_HANDSHAKES_PER_PEER: usize = 16;
 pub(crate) const MAX_PARKED: usize = 1024;
 /// Connections of one peer waiting for a handshake thread.
 pub(crate) const MAX_PARKED_PER_PEER: usize = 256;
+/// Parked connections asked whether their request head is complete, per handshake ended.
+pub(crate) const MAX_READY_CHECKS: usize = 256;
 
 /// The address a peer is counted by: IPv4 (also when mapped into IPv6) as is, IPv6 by its
 /// /64, the block one host is usually given.
@@ -194,14 +196,26 @@ impl<T> Gate<T> {
         Admit::Parked
     }
 
-    /// A handshake for `peer` ended (or its thread never started); returns the oldest parked
-    /// connection that may run now, already counted as running, for the caller to serve.
-    pub(crate) fn finish(&self, peer: IpAddr, now: Instant) -> Option<Pending<T>> {
+    /// A handshake for `peer` ended (or its thread never started); returns the parked
+    /// connection to serve next, already counted as running: among those whose peer has room,
+    /// the oldest that is `ready` (its whole request head has arrived, so its handshake takes
+    /// microseconds; at most [`MAX_READY_CHECKS`] are asked), else the oldest. So an owner
+    /// whose browser sent its head at once is not kept waiting behind connections that
+    /// trickle theirs, even from the same address.
+    pub(crate) fn finish(&self, peer: IpAddr, now: Instant, mut ready: impl FnMut(&T) -> bool) -> Option<Pending<T>> {
         let mut s = sync::lock(&self.state);
         s.running_total = s.running_total.saturating_sub(1);
         dec(&mut s.running, &peer);
         s.sweep(now);
-        let i = s.parked.iter().position(|p| s.has_room(&self.limits, &p.peer))?;
+        let i = {
+            let mut eligible = s.parked.iter().enumerate().filter(|(_, p)| s.has_room(&self.limits, &p.peer));
+            let first = eligible.next()?.0;
+            std::iter::once(first)
+                .chain(eligible.map(|(i, _)| i))
+                .take(MAX_READY_CHECKS)
+                .find(|&i| ready(&s.parked[i].item))
+                .unwrap_or(first)
+        };
         let mut next = s.parked.remove(i)?;
         dec(&mut s.parked_per_peer, &next.peer);
         s.start(next.peer);
@@ -277,10 +291,10 @@ mod tests {
         assert!(matches!(g.admit("c1", c, now), Admit::Parked));
         assert!(matches!(g.admit("c2", c, now), Admit::Refused("c2", Full::All)));
         // a1 ends: the oldest parked that fits is a3 (a has room again).
-        let next = g.finish(a1.peer, now).expect("a3 runs");
+        let next = g.finish(a1.peer, now, |_| false).expect("a3 runs");
         assert_eq!((next.item, next.peer), ("a3", a));
         // b1 ends: b has room, a does not (a2, a3 run) -> b3, not a4.
-        assert_eq!(g.finish(b1.peer, now).expect("b3 runs").item, "b3");
+        assert_eq!(g.finish(b1.peer, now, |_| false).expect("b3 runs").item, "b3");
         assert_eq!(g.counts(), (4, 3));
     }
 
@@ -297,7 +311,7 @@ mod tests {
         // At t0 + 11 s, 3 has waited past `parked_for`; 4 (parked at 3 s) has not, and its
         // handshake gets the whole deadline from now.
         let later = t0 + Duration::from_secs(11);
-        let four = g.finish(p, later).expect("4 runs");
+        let four = g.finish(p, later, |_| false).expect("4 runs");
         assert_eq!((four.item, four.deadline), (4, later + SMALL.deadline));
         assert_eq!(g.counts(), (2, 0));
         for n in [5, 6, 7] {
@@ -311,6 +325,24 @@ mod tests {
         assert_eq!(g.counts().1, 0);
     }
 
+    /// A parked connection whose head has arrived goes before older ones still trickling
+    /// theirs, from the same peer too; without one, the oldest goes.
+    #[test]
+    fn a_parked_connection_with_its_head_complete_goes_first() {
+        let g = Gate::new(SMALL);
+        let now = Instant::now();
+        let p = ip("127.0.0.2");
+        let t1 = run(g.admit("trickle-1", p, now));
+        let t2 = run(g.admit("trickle-2", p, now));
+        for n in ["trickle-3", "owner", "trickle-4"] {
+            assert!(matches!(g.admit(n, p, now), Admit::Parked));
+        }
+        let next = g.finish(t1.peer, now, |item| *item == "owner").expect("one runs");
+        assert_eq!(next.item, "owner");
+        let next = g.finish(t2.peer, now, |_| false).expect("one runs");
+        assert_eq!(next.item, "trickle-3");
+    }
+
     #[test]
     fn finishing_without_parked_connections_frees_the_slot() {
         let g = Gate::new(SMALL);
@@ -318,7 +350,7 @@ mod tests {
         let p = ip("127.0.0.2");
         let a = run(g.admit((), p, now));
         let _b = run(g.admit((), p, now));
-        assert!(g.finish(a.peer, now).is_none());
+        assert!(g.finish(a.peer, now, |_| false).is_none());
         assert_eq!(g.counts(), (1, 0));
         run(g.admit((), p, now));
     }

@@ -157,6 +157,10 @@ fn handshake(io: ReaderIo, id: u64, policy: &AccessPolicy) -> Option<WebSocket<R
 /// completed, takes a client slot and starts the connection's `ws-client-N` thread, or, past
 /// `CASHCODE_MAX_CLIENTS`, closes it with 1013.
 pub(crate) fn handshake_and_start(stream: TcpStream, id: u64, deadline: Instant, shared: &Arc<WsShared>) {
+    // Accepted non-blocking (so it could wait parked); reads here wait, under the deadline.
+    if stream.set_nonblocking(false).is_err() {
+        return;
+    }
     let _ = stream.set_nodelay(true);
     let io = ReaderIo { stream, conn: None, handshake: Some((deadline, Arc::clone(shared))) };
     let Some(mut ws) = handshake(io, id, &shared.policy) else { return };

@@ -130,8 +130,13 @@ pub(crate) fn accept_loop(listener: TcpListener, shared: Arc<WsShared>) {
                 continue;
             }
         };
-        // Gone already (reset before we got to it): nothing to serve.
+        // Gone already (reset before we got to it): nothing to serve. Non-blocking while it
+        // waits, so `head_complete` can look at it without waiting (the handshake thread makes
+        // it blocking again).
         let Ok(peer) = stream.peer_addr() else { continue };
+        if stream.set_nonblocking(true).is_err() {
+            continue;
+        }
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         match shared.handshakes.admit((stream, id), admit::peer_key(peer.ip()), now) {
@@ -154,12 +159,20 @@ pub(crate) fn accept_loop(listener: TcpListener, shared: Arc<WsShared>) {
     shared.handshakes.clear();
 }
 
-/// A connection refused before its handshake: a short 503 if the socket takes it at once
-/// (a fresh socket's buffer is empty), then closed; no thread is spent on it.
+/// A connection refused before its handshake (non-blocking): a short 503 if the socket takes
+/// it at once (a fresh socket's buffer is empty), then closed; no thread is spent on it.
 fn refuse_busy(mut stream: TcpStream) {
     use std::io::Write;
-    if stream.set_nonblocking(true).is_ok() {
-        let _ = stream.write(BUSY);
+    let _ = stream.write(BUSY);
+}
+
+/// Whether a parked (non-blocking) connection's whole request head has arrived, looking at
+/// its first 4 KiB without taking them (a browser sends its head in one packet).
+fn head_complete(stream: &TcpStream) -> bool {
+    let mut buf = [0u8; 4096];
+    match stream.peek(&mut buf) {
+        Ok(n) => buf[..n].windows(4).any(|w| w == b"\r\n\r\n"),
+        Err(_) => false,
     }
 }
 
@@ -176,7 +189,7 @@ fn start_handshake(first: admit::Pending<(TcpStream, u64)>, shared: &Arc<WsShare
             if !s2.shutdown.load(Ordering::SeqCst) {
                 client::handshake_and_start(stream, id, p.deadline, &s2);
             }
-            next = s2.handshakes.finish(p.peer, Instant::now());
+            next = s2.handshakes.finish(p.peer, Instant::now(), |(stream, _)| head_complete(stream));
         }
     });
     match spawned {
@@ -185,9 +198,9 @@ fn start_handshake(first: admit::Pending<(TcpStream, u64)>, shared: &Arc<WsShare
             drop(clients);
             // The closure never ran: its connection is dropped and its slot freed; a parked
             // connection this hands back is dropped too (no thread could start for it either).
-            let mut next = shared.handshakes.finish(peer, Instant::now());
+            let mut next = shared.handshakes.finish(peer, Instant::now(), |_| false);
             while let Some(p) = next {
-                next = shared.handshakes.finish(p.peer, Instant::now());
+                next = shared.handshakes.finish(p.peer, Instant::now(), |_| false);
             }
             log::error!("event=ws.handshake.spawn_failed error=\"{e}\"");
         }

@@ -201,6 +201,43 @@ fn a_trickling_handshake_is_dropped_at_the_deadline_and_a_parked_owner_is_then_s
     });
 }
 
+/// The figure case, all from one address: 40 tricklers with `CASHCODE_MAX_CLIENTS=40`
+/// (before: they held all 40 client slots and the owner got 1013 for as long as they
+/// trickled). Now they hold 16 handshake threads and 24 parking places and no client slot; the
+/// owner, on the same address, sends its head at once, so the first handshake thread to free
+/// up (at the deadline of a trickler) takes it ahead of the 24 parked tricklers.
+#[test]
+fn an_owner_on_the_tricklers_address_is_served_when_the_first_handshake_thread_frees() {
+    let server = TestServer::builder().env("CASHCODE_MAX_CLIENTS", "40").start();
+    let mut tricklers: Vec<Trickler> = (0..40).map(|_| Trickler::open([127, 0, 0, 2], server.ws_port)).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = std::sync::Arc::clone(&stop);
+    let dripper = std::thread::spawn(move || {
+        let until = Deadline::after(3 * HANDSHAKE_DEADLINE + WAIT);
+        while !stop2.load(std::sync::atomic::Ordering::SeqCst) && !until.passed() {
+            for t in &mut tricklers {
+                t.drip();
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    let started = std::time::Instant::now();
+    let stream = connect_from([127, 0, 0, 2], server.ws_port);
+    stream.set_read_timeout(Some(WAIT)).expect("read timeout");
+    let (mut ws, _) = tungstenite::client(format!("ws://127.0.0.1:{}/", server.ws_port), stream)
+        .expect("the owner's handshake completes");
+    let first = ws.read().expect("the first frame");
+    let waited = started.elapsed();
+    let v: serde_json::Value = serde_json::from_str(first.to_text().expect("text")).expect("JSON");
+    assert_eq!(v["event"], "ready", "{v}");
+    assert!(waited <= HANDSHAKE_DEADLINE + DEADLINE_SLACK, "the owner waited {waited:?}");
+    println!("owner on the address of 40 tricklers (MAX_CLIENTS=40) served after {waited:?}");
+    ws.get_ref().set_read_timeout(Some(Duration::from_millis(100))).expect("read timeout");
+    ping(&mut ws);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    dripper.join().expect("dripper");
+}
+
 /// Under a descriptor limit far below what a flood needs (`prlimit` on the running server), a
 /// flood of unfinished handshakes makes `accept` fail with EMFILE; the listener logs, pauses and
 /// retries, and once the flood is released a client is served again within seconds.
