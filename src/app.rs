@@ -158,7 +158,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
     ));
 
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
-    let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config));
+    let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config), &config.secrets);
     let mut registry: std::collections::BTreeSet<String> = builtin_tools.iter().map(|t| t.name().to_string()).collect();
     // The skill tools are always visible too, so a skill may require them (the original
     // reported them missing).

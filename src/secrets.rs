@@ -312,6 +312,17 @@ fn encoded_forms(value: &str) -> Vec<String> {
     forms
 }
 
+/// What [`Secrets::redact`] ignores between a secret's characters: ASCII whitespace, the
+/// vertical tab included (which `char::is_ascii_whitespace` leaves out).
+fn is_gap(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// `value` without the bytes [`Secrets::redact`] ignores.
+fn without_whitespace(value: &str) -> String {
+    value.chars().filter(|c| !c.is_ascii() || !is_gap(*c as u8)).collect()
+}
+
 impl Secrets {
     pub(crate) fn new() -> Secrets {
         Secrets::default()
@@ -326,7 +337,10 @@ impl Secrets {
         let mut all: Vec<String> = k.by_source.values().flatten().cloned().collect();
         all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         all.dedup();
-        let mut patterns: Vec<String> = all.iter().flat_map(|v| encoded_forms(v)).chain(all.iter().cloned()).collect();
+        // A value is looked for without its own whitespace, as the text is searched without
+        // any (see `redact`); its encoded forms have none.
+        let mut patterns: Vec<String> =
+            all.iter().flat_map(|v| encoded_forms(v)).chain(all.iter().map(|v| without_whitespace(v))).collect();
         patterns.sort();
         patterns.dedup();
         k.hex_patterns = all.iter().map(|v| v.bytes().map(|b| format!("{b:02x}")).collect()).collect();
@@ -337,28 +351,32 @@ impl Secrets {
     /// `text` with every known secret value, and its base64 and hex forms ([`encoded_forms`]),
     /// replaced by [`REDACTED`]; borrowed when none occurs.
     ///
-    /// Matching ignores line breaks: a value cut by `fold`, or split between a command's stdout
-    /// and stderr (the `exec` result joins them with a newline), is still found, and the whole
-    /// span, line breaks included, is replaced. Hex forms match in any letter case. Overlapping
-    /// matches are replaced as one span. Cost: one copy of the text without `\r`/`\n`, one
-    /// lower-cased copy, and one linear scan per pattern.
+    /// Matching ignores ASCII whitespace (line breaks, spaces, tabs, CR, vertical tabs, form
+    /// feeds): a value cut by `fold`, spread out with spaces or tabs, or split between a
+    /// command's stdout and stderr (`exec` redacts their join, see `agent::tools::exec`), is
+    /// still found, and the whole span, whitespace inside it included, is replaced. Hex forms
+    /// match in any letter case. Overlapping matches are replaced as one span. Cost: one copy
+    /// of the text without whitespace, one lower-cased copy, and one linear scan per pattern.
     pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let k = sync::read(&self.inner);
         if k.patterns.is_empty() {
             return Cow::Borrowed(text);
         }
-        // `flat` is `text` without CR/LF (still UTF-8: only ASCII bytes go); `breaks[i]` is the
-        // index in `flat` before which the i-th removed byte stood.
+        // `flat` is `text` without ASCII whitespace (still UTF-8: only ASCII bytes go);
+        // `breaks[i]` is the index in `flat` before which the i-th removed byte stood.
         let mut breaks = Vec::new();
-        let flat: Cow<str> = if text.contains(['\n', '\r']) {
+        let flat: Cow<str> = if text.bytes().any(is_gap) {
+            // Copied in runs between gaps (gaps are ASCII, so every run is whole UTF-8).
             let mut f = String::with_capacity(text.len());
-            for ch in text.chars() {
-                if ch == '\n' || ch == '\r' {
+            let mut run = 0;
+            for (i, b) in text.bytes().enumerate() {
+                if is_gap(b) {
+                    f.push_str(&text[run..i]);
                     breaks.push(f.len());
-                } else {
-                    f.push(ch);
+                    run = i + 1;
                 }
             }
+            f.push_str(&text[run..]);
             Cow::Owned(f)
         } else {
             Cow::Borrowed(text)
@@ -581,6 +599,36 @@ mod tests {
         s.set("config", ["tok-abcdefgh".to_string()]);
         assert_eq!(s.redact(&format!("{key}tok-abcdefgh")), "[REDACTED][REDACTED]");
         assert!(matches!(s.redact("clean\nlines\r\n"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn values_split_by_spaces_tabs_or_carriage_returns_are_redacted() {
+        let key = "sk-live-0123456789abcdef";
+        let s = Secrets::new();
+        s.set("llm", [key.to_string()]);
+        for text in [
+            "sk-live-0123 456789abcdef",
+            "sk-live-0123\t456789abcdef",
+            "sk-live-0123\r456789abcdef",
+            "s k - l i v e - 0 1 2 3 4 5 6 7 8 9 a b c d e f",
+            "sk-live-01\t \r\n 23456789ab\x0bcd\x0cef",
+            // stdout ending in a space, then the exec join's newline, then stderr
+            "out sk-live-0123 \n456789abcdef err",
+        ] {
+            let out = s.redact(text);
+            let flat = without_whitespace(&out);
+            assert!(!flat.contains("0123456789") && !flat.contains(key), "{text:?} -> {out:?}");
+            assert!(out.contains(REDACTED), "{text:?} -> {out:?}");
+        }
+        // Only the span goes; the whitespace around it stays.
+        assert_eq!(s.redact("a sk-live-0123 456789abcdef\tb"), "a [REDACTED]\tb");
+        assert_eq!(s.redact("key:\tsk-live-0123456789abcdef  "), "key:\t[REDACTED]  ");
+        // A value with whitespace of its own is found however it is spaced.
+        s.set("config", ["correct horse battery staple".to_string()]);
+        for text in ["pw=correct horse battery staple;", "pw=correcthorse\tbattery\nstaple;"] {
+            assert_eq!(s.redact(text), "pw=[REDACTED];", "{text:?}");
+        }
+        assert!(matches!(s.redact("plain words\tand lines\n"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! One WebSocket connection: the handshake (Origin, Host and token checks), then this thread
-//! reads and handles frames, pings a peer that went quiet and drops one that stays silent.
+//! One WebSocket connection: the handshake (Origin, Host and token checks, under one deadline
+//! for the whole of it) on a `ws-handshake` thread, then, on its `ws-client-N` thread, reading
+//! and handling frames, pinging a peer that went quiet and dropping one that stays silent.
 //! Every frame (events, pings, pong and close replies) goes straight to the socket when that
 //! cannot block (`Conn::send`, `ws::direct`); what the socket does not take at once is queued
 //! for a `ws-writer-N` thread, started then, which owns every write that may wait. A slow
@@ -26,9 +27,10 @@ use crate::security::query_param;
 use crate::security::AccessPolicy;
 use crate::wire::Event;
 
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a refused connection waits for the peer's close reply.
 const REFUSE_LINGER: Duration = Duration::from_secs(2);
+/// During the handshake, reads wake at least this often to see the deadline and server stop.
+const HANDSHAKE_SLICE: Duration = Duration::from_millis(250);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Hard cap on one message; past [`MAX_MESSAGE`] we answer with an error but keep reading.
 const HARD_MAX_MESSAGE: usize = 16 * 1024 * 1024;
@@ -44,22 +46,55 @@ fn ws_config() -> WebSocketConfig {
 
 /// The reader side's stream: reads the socket; writes go straight to the socket during the
 /// handshake and through the connection afterwards (direct when that cannot block, else
-/// queued for the writer thread), so frames never interleave.
-struct ReaderIo {
+/// queued for the writer thread), so frames never interleave. During the handshake every read
+/// and write is held to the handshake's deadline: a peer sending a few bytes now and then
+/// gains nothing, the whole handshake ends at the deadline.
+pub(crate) struct ReaderIo {
     stream: TcpStream,
     conn: Option<Arc<Conn>>,
+    /// The handshake's deadline and the server's stop flag; `None` once it completed.
+    handshake: Option<(Instant, Arc<WsShared>)>,
+}
+
+/// The error a read or write gets once the handshake's deadline passed (or the server stops).
+fn expired() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "handshake deadline passed")
+}
+
+impl ReaderIo {
+    /// Time left for the handshake, at most `slice`; an error once none is left.
+    fn handshake_time(&self, slice: Duration) -> io::Result<Option<Duration>> {
+        let Some((deadline, shared)) = &self.handshake else { return Ok(None) };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || shared.shutdown.load(Ordering::Relaxed) {
+            return Err(expired());
+        }
+        Ok(Some(left.min(slice)))
+    }
 }
 
 impl Read for ReaderIo {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.stream.read(buf)
+        loop {
+            let Some(wait) = self.handshake_time(HANDSHAKE_SLICE)? else { return self.stream.read(buf) };
+            self.stream.set_read_timeout(Some(wait))?;
+            match self.stream.read(buf) {
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
+                r => return r,
+            }
+        }
     }
 }
 
 impl Write for ReaderIo {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match &self.conn {
-            None => self.stream.write(buf),
+            None => {
+                if let Some(wait) = self.handshake_time(Duration::MAX)? {
+                    self.stream.set_write_timeout(Some(wait))?;
+                }
+                self.stream.write(buf)
+            }
             Some(conn) => {
                 if !conn.send(Out::Raw(buf.to_vec())) {
                     return Err(io::Error::new(io::ErrorKind::BrokenPipe, "connection closed"));
@@ -91,7 +126,7 @@ fn refuse(status: u16, msg: &str) -> ErrorResponse {
 
 /// The server side of the opening handshake (Host, Origin and token checks); `None` when it
 /// failed or was refused (logged).
-fn handshake(stream: TcpStream, id: u64, policy: &AccessPolicy) -> Option<WebSocket<ReaderIo>> {
+fn handshake(io: ReaderIo, id: u64, policy: &AccessPolicy) -> Option<WebSocket<ReaderIo>> {
     #[allow(clippy::result_large_err)] // the error type is tungstenite's
     let callback = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
         if !policy.host_allowed(header(req, "host")) {
@@ -106,7 +141,7 @@ fn handshake(stream: TcpStream, id: u64, policy: &AccessPolicy) -> Option<WebSoc
         }
         Ok(resp)
     };
-    match tungstenite::accept_hdr_with_config(ReaderIo { stream, conn: None }, callback, Some(ws_config())) {
+    match tungstenite::accept_hdr_with_config(io, callback, Some(ws_config())) {
         Ok(ws) => Some(ws),
         Err(e) => {
             log::info!(
@@ -118,32 +153,52 @@ fn handshake(stream: TcpStream, id: u64, policy: &AccessPolicy) -> Option<WebSoc
     }
 }
 
-/// A connection over `CASHCODE_MAX_CLIENTS`: the handshake completes (so a browser sees a
-/// close code rather than a failed connection), then a close with 1013 (Try Again Later).
-/// The peer's close reply is awaited at most [`REFUSE_LINGER`].
-pub(crate) fn refuse_full(stream: TcpStream, id: u64, shared: &WsShared) {
+/// Runs the handshake of one connection (on a `ws-handshake` thread) by `deadline`; once it
+/// completed, takes a client slot and starts the connection's `ws-client-N` thread, or, past
+/// `CASHCODE_MAX_CLIENTS`, closes it with 1013.
+pub(crate) fn handshake_and_start(stream: TcpStream, id: u64, deadline: Instant, shared: &Arc<WsShared>) {
+    // Accepted non-blocking (so it could wait parked); reads here wait, under the deadline.
+    if stream.set_nonblocking(false).is_err() {
+        return;
+    }
     let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let Some(mut ws) = handshake(stream, id, &shared.policy) else { return };
+    let io = ReaderIo { stream, conn: None, handshake: Some((deadline, Arc::clone(shared))) };
+    let Some(mut ws) = handshake(io, id, &shared.policy) else { return };
+    ws.get_mut().handshake = None;
+    let _ = ws.get_mut().stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    if shared.live_clients.fetch_add(1, Ordering::SeqCst) >= shared.max_clients {
+        shared.live_clients.fetch_sub(1, Ordering::SeqCst);
+        refuse_full(ws, id, shared);
+        return;
+    }
+    super::start_client(ws, id, shared);
+}
+
+/// A connection over `CASHCODE_MAX_CLIENTS`: the handshake completed (so a browser sees a
+/// close code rather than a failed connection); now a close with 1013 (Try Again Later). The
+/// peer's close reply is awaited at most [`REFUSE_LINGER`] (less at server stop).
+fn refuse_full(mut ws: WebSocket<ReaderIo>, id: u64, shared: &WsShared) {
     log::warn!("event=ws.client.refused reason=max_clients max={} conn={id}", shared.max_clients);
     let frame = CloseFrame { code: CloseCode::Again, reason: "too many clients, try again later".into() };
     if ws.close(Some(frame)).is_err() {
         return;
     }
-    let _ = ws.get_mut().stream.set_read_timeout(Some(REFUSE_LINGER));
+    let _ = ws.get_mut().stream.set_read_timeout(Some(HANDSHAKE_SLICE));
     let deadline = Instant::now() + REFUSE_LINGER;
-    // Frames the peer sent meanwhile are dropped; a read error includes the close completing.
-    while Instant::now() < deadline && ws.read().is_ok() {}
+    // Frames the peer sent meanwhile are dropped; another error includes the close completing.
+    while Instant::now() < deadline && !shared.shutdown.load(Ordering::Relaxed) {
+        match ws.read() {
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(e))
+                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
 }
 
-/// Serves one connection until it closes.
-pub(crate) fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let Ok(conn_stream) = stream.try_clone() else { return };
-    let Some(mut ws) = handshake(stream, id, &shared.policy) else { return };
+/// Serves one connection whose handshake completed until it closes (its `ws-client-N` thread).
+pub(crate) fn serve(mut ws: WebSocket<ReaderIo>, id: u64, shared: &WsShared) {
+    let Ok(conn_stream) = ws.get_ref().stream.try_clone() else { return };
     // Reads wake after a ping interval of silence, to ping the peer or drop it.
     let ping_interval = shared.ping_interval;
     let _ = ws.get_mut().stream.set_read_timeout(Some(ping_interval));
@@ -165,7 +220,9 @@ pub(crate) fn serve(stream: TcpStream, id: u64, shared: &WsShared) {
     log::debug!("event=ws.client.connected conn={id}");
 
     let (mut last_seen, mut last_ping) = (Instant::now(), Instant::now());
-    loop {
+    // Checked before the first read too: a client subscribed after the hub closed every
+    // connection at stop ends here instead of waiting for its peer.
+    while !shared.shutdown.load(Ordering::SeqCst) {
         let msg = match ws.read() {
             Ok(m) => m,
             Err(tungstenite::Error::Capacity(_)) => {

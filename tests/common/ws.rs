@@ -230,3 +230,75 @@ impl WsClient {
         let _ = self.ws.get_ref().shutdown(std::net::Shutdown::Both);
     }
 }
+
+/// A TCP connection to `port` on 127.0.0.1 from the loopback source address `src` (any
+/// 127.x.y.z works on Linux without configuration), so tests can play several peers.
+pub fn connect_from(src: [u8; 4], port: u16) -> TcpStream {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+    let from = std::net::SocketAddr::from((src, 0));
+    socket.bind(&from.into()).unwrap_or_else(|e| panic!("bind to {from}: {e}"));
+    let to = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    socket.connect(&to.into()).unwrap_or_else(|e| panic!("connect {from} -> {to}: {e}"));
+    let s: TcpStream = socket.into();
+    s.set_nodelay(true).expect("nodelay");
+    s
+}
+
+/// Whether the server ended this connection: a read without waiting sees the end, a reset,
+/// or an answer (a refusal before the handshake is a 503 and a close); `false` while the
+/// connection is open and silent.
+pub fn ended_by_server(s: &TcpStream) -> bool {
+    use std::io::Read;
+    s.set_nonblocking(true).expect("nonblocking");
+    let mut buf = [0u8; 256];
+    let ended = !matches!((&*s).read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+    s.set_nonblocking(false).expect("blocking");
+    ended
+}
+
+/// A peer that opens a WebSocket handshake and never finishes it: the request line and
+/// `Host` at once, then one 130-byte header line per [`Trickler::drip`] (enough bytes per
+/// packet to pass tungstenite's own small-packet check, so only a deadline ends it).
+pub struct Trickler {
+    pub stream: TcpStream,
+    pub opened: Instant,
+    /// When the server was first seen to have ended it.
+    pub ended: Option<Duration>,
+    drips: usize,
+}
+
+impl Trickler {
+    pub fn open(src: [u8; 4], port: u16) -> Trickler {
+        use std::io::Write;
+        let mut stream = connect_from(src, port);
+        stream.set_write_timeout(Some(Duration::from_secs(5))).expect("write timeout");
+        let opened = Instant::now();
+        let start = format!(
+            "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Version: 13\r\n"
+        );
+        let _ = stream.write_all(start.as_bytes());
+        Trickler { stream, opened, ended: None, drips: 0 }
+    }
+
+    /// Sends one more header line unless the server already ended the connection; returns
+    /// whether it is still open.
+    pub fn drip(&mut self) -> bool {
+        use std::io::Write;
+        if self.ended.is_some() {
+            return false;
+        }
+        if ended_by_server(&self.stream) {
+            self.ended = Some(self.opened.elapsed());
+            return false;
+        }
+        self.drips += 1;
+        let line = format!("X-Pad-{:04}: {}\r\n", self.drips, "a".repeat(130 - 14));
+        if self.stream.write_all(line.as_bytes()).is_err() {
+            self.ended = Some(self.opened.elapsed());
+            return false;
+        }
+        true
+    }
+}

@@ -26,6 +26,7 @@ use tungstenite::protocol::frame::coding::{Data, OpCode};
 use tungstenite::protocol::frame::Frame;
 use tungstenite::{Message, WebSocket};
 
+use crate::common::ws::Trickler;
 use crate::common::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -59,6 +60,10 @@ const JSON_BODY: Duration = Duration::from_secs(5);
 const WS_FRAMES: Duration = Duration::from_secs(10);
 /// 10,000 frames, of which the ~100 the per-chat queue admits run real turns.
 const WS_FLOOD: Duration = Duration::from_secs(20);
+/// WebSocket handshakes that never finish (unbounded: each held a client slot for as long as
+/// it sent a byte every 10 s; 40 of them locked the owner out with 1013 for an hour). The
+/// handshake deadline is 5 s (`ws::admit::HANDSHAKE_DEADLINE`).
+const WS_HANDSHAKE: Duration = Duration::from_secs(10);
 /// MCP connect or call against a hostile peer (here: connect 5 s, requests and calls 3 s).
 const MCP_REPLY: Duration = Duration::from_secs(10);
 /// Header flood until the server cuts it (unbounded: reads all 300 MiB into memory).
@@ -1779,4 +1784,38 @@ fn folded_header_lines_and_bare_line_breaks_are_400() {
         "http: folded header lines and bare line breaks",
         &["X-A: b\r\n Content-Length: 2\r\n", "X-A: b\nContent-Length: 2\r\n", "X-A: b\rContent-Length: 2\r\n"],
     );
+}
+
+#[test]
+fn ws_300_trickling_handshakes_from_one_peer_hold_no_client_slot() {
+    // Two client slots: the owner's row client and the follow-up turn's.
+    let mut row =
+        Row::with_env("ws: 300 trickling handshakes, MAX_CLIENTS=2", WS_HANDSHAKE, &[("CASHCODE_MAX_CLIENTS", "2")]);
+    // The tricklers and the owner stay open through the follow-up turn.
+    let (_held, ended) = row.run(|row, _deadline| {
+        let mut tricklers: Vec<Trickler> =
+            (0..300).map(|_| Trickler::open([127, 0, 0, 2], row.server.ws_port)).collect();
+        let mut owner = WsClient::connect(&row.server);
+        owner.ping_sync();
+        let ended = tricklers.iter_mut().map(Trickler::drip).filter(|open| !open).count();
+        Ok(((tricklers, owner), ended))
+    });
+    row.note(&format!("{ended} of 300 closed at once (past the peer's 16 running + 256 parked)"));
+}
+
+#[test]
+fn ws_handshake_trickling_130_bytes_a_second_is_dropped_at_the_deadline() {
+    let mut row = Row::new("ws: a handshake trickling 130 bytes/s", WS_HANDSHAKE);
+    let lasted = row.run(|row, deadline| {
+        let mut t = Trickler::open([127, 0, 0, 2], row.server.ws_port);
+        while t.drip() {
+            if deadline.passed() {
+                return Err("the trickling handshake is still open".into());
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        Ok(t.ended.expect("ended"))
+    });
+    row.note(&format!("dropped after {lasted:.1?}"));
+    assert!(lasted >= Duration::from_secs(4), "dropped after {lasted:?}, before the 5 s deadline");
 }

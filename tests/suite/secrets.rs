@@ -543,6 +543,59 @@ fn tool_call_arguments_and_encoded_or_split_output_are_redacted() {
     check("stderr", &server.stderr_text());
 }
 
+/// A key printed spaced out, split by a tab or by a space and CR between stdout and stderr, or
+/// straddling exec's 4096-character cut reaches neither the model, the events nor history in
+/// any part (the commands read the key from a file, so no argument carries it).
+#[test]
+fn exec_output_spaced_split_or_cut_is_redacted_end_to_end() {
+    const PAT: &str = "ghp-PatSecret-44556677";
+    let fake = FakeLlm::start();
+    let server = TestServer::builder().env("GITHUB_PAT", PAT).start();
+    server.configure_llm(&fake);
+    let ws_dir = server.home.join("workspace");
+    std::fs::create_dir_all(&ws_dir).expect("workspace");
+    std::fs::write(ws_dir.join("k.txt"), PAT).expect("key file");
+    let commands = [
+        ("call_spaced", "sed 's/./& /g' k.txt"),
+        ("call_tab", "printf '%s\\t%s' \"$(cut -c1-9 k.txt)\" \"$(cut -c10- k.txt)\""),
+        ("call_streams", "printf '%s \\r' \"$(cut -c1-9 k.txt)\"; cut -c10- k.txt >&2"),
+        ("call_cut", "printf '%4090s' '' | tr ' ' x; cat k.txt"),
+    ];
+    let calls: Vec<ToolCallSpec> = commands
+        .iter()
+        .map(|(id, cmd)| ToolCallSpec::new(id, "exec", &[&json!({ "command": cmd }).to_string()]))
+        .collect();
+    fake.push(Reply::tool_calls(&calls));
+    fake.push(Reply::text(&["Done."]));
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    ws.message(&chat, "print the key", "openai_compatible");
+    assert_eq!(ws.turn_events(&chat).last().expect("events")["event"], "done", "{:?}", ws.log);
+    let reqs = fake.chat_requests();
+    let msgs = req_messages(&reqs[1].body);
+    let fragments = ["PatSecret", "44556677", "ghp-P"];
+    for (id, _) in commands {
+        let result = msgs
+            .iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_else(|| panic!("no result {id}"));
+        assert!(result.contains("[RED"), "{id}: {result}");
+        let flat: String = result.chars().filter(|c| !c.is_ascii_whitespace() && *c != '\u{b}').collect();
+        for f in fragments {
+            assert!(!flat.contains(f), "{id}: {f:?} in {result:?}");
+        }
+    }
+    let history = server.get(&format!("/api/sessions/{chat}/messages?tools=1")).body;
+    let events = serde_json::to_string(&ws.log).expect("json");
+    for (what, text) in [("history", history), ("events", events)] {
+        let flat: String = text.replace("\\t", "").replace("\\r", "").replace("\\n", "").replace([' ', '\t'], "");
+        for f in fragments {
+            assert!(!flat.contains(f), "{f:?} in {what}");
+        }
+    }
+}
+
 /// `CASHCODE_TOKEN_FILE`: the token comes from the file (trimmed) and guards the API; a short
 /// token and a file others can read are warned about on stderr and in the log, without the
 /// token itself.

@@ -38,11 +38,13 @@ const REAP_WAIT: Duration = Duration::from_secs(5);
 
 pub(crate) struct Exec {
     pub(crate) timeout: Duration,
+    /// Known secret values, redacted from stdout and stderr together before the output is cut.
+    pub(crate) secrets: crate::secrets::Secrets,
 }
 
 impl Default for Exec {
     fn default() -> Self {
-        Exec { timeout: DEFAULT_TIMEOUT }
+        Exec { timeout: DEFAULT_TIMEOUT, secrets: crate::secrets::Secrets::new() }
     }
 }
 
@@ -172,7 +174,7 @@ impl Tool for Exec {
             kill_group(pgid);
             wait_pipes(&pipe_rx, PIPE_GRACE);
         }
-        let text = combined(&out, &err);
+        let text = combined(&out, &err, &self.secrets);
         match outcome {
             Outcome::Exited(st) => {
                 let code = st.code().unwrap_or_else(|| -st.signal().unwrap_or(0));
@@ -240,8 +242,11 @@ fn wait_pipes(rx: &Receiver<()>, grace: Duration) -> bool {
     }
 }
 
-/// stdout then stderr, decoded lossily, cut to [`MAX_OUTPUT_CHARS`] with the total noted.
-fn combined(out: &Mutex<Capture>, err: &Mutex<Capture>) -> String {
+/// stdout then stderr, decoded lossily, redacted as one text (a secret split between the two
+/// streams is found whole; the turn loop redacts every tool result again), then cut to
+/// [`MAX_OUTPUT_CHARS`] with the total noted: redacting first, so the cut cannot leave the
+/// start of a secret behind.
+fn combined(out: &Mutex<Capture>, err: &Mutex<Capture>, secrets: &crate::secrets::Secrets) -> String {
     let (o, e) = (sync::lock(out), sync::lock(err));
     let mut text = String::from_utf8_lossy(&o.bytes).into_owned();
     let stderr = String::from_utf8_lossy(&e.bytes);
@@ -249,6 +254,7 @@ fn combined(out: &Mutex<Capture>, err: &Mutex<Capture>) -> String {
         text.push('\n');
     }
     text.push_str(&stderr);
+    let text = secrets.redact(&text).into_owned();
     let uncaptured = (o.total - o.bytes.len() as u64) + (e.total - e.bytes.len() as u64);
     let chars = text.chars().count() as u64 + uncaptured;
     let text = text.trim_end().to_string();
@@ -294,7 +300,7 @@ mod tests {
     #[test]
     fn timeout_kills_the_whole_group() {
         let sb = Sandbox::new();
-        let exec = Exec { timeout: Duration::from_millis(300) };
+        let exec = Exec { timeout: Duration::from_millis(300), ..Exec::default() };
         let start = Instant::now();
         let out = run(&sb, &exec, "sleep 30 & echo $! > bg.pid; echo started; wait");
         assert!(start.elapsed() < Duration::from_secs(5));
@@ -377,5 +383,25 @@ mod tests {
         ] {
             assert_eq!(sb.call(&Exec::default(), args.clone()).for_model, text, "{args}");
         }
+    }
+
+    /// stdout and stderr are redacted together and before the cut: a key split between the
+    /// streams (with a space and the join's newline between its halves) goes whole, and a key
+    /// straddling the 4096-character cut leaves no prefix behind.
+    #[test]
+    fn output_is_redacted_over_both_streams_before_it_is_cut() {
+        let sb = Sandbox::new();
+        let key = "sk-live-0123456789abcdef";
+        let exec = Exec::default();
+        exec.secrets.set("llm", [key.to_string()]);
+        let out = run(&sb, &exec, "printf 'a sk-live-0123 '; printf '456789abcdef b' >&2");
+        assert_eq!(
+            out.for_model,
+            "$ printf 'a sk-live-0123 '; printf '456789abcdef b' >&2\nexit code: 0\n\na [REDACTED] b"
+        );
+        let out = run(&sb, &exec, "printf '%4090s' '' | tr ' ' x; printf '\\n%s\\n' 'sk-live-0123456789abcdef' >&2");
+        let body = out.for_model.split_once("\n\n").map(|(_, b)| b).unwrap_or_default();
+        assert!(body.starts_with(&"x".repeat(4090)), "{body:?}");
+        assert!(!body.contains("sk-l") && body.contains("[RED"), "{body:?}");
     }
 }

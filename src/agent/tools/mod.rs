@@ -96,12 +96,12 @@ impl ToolSettings {
 /// The built-in tools with default settings, in the stable order the model sees them.
 #[cfg(test)]
 pub(crate) fn builtins() -> Vec<Arc<dyn Tool>> {
-    builtins_with(&ToolSettings::default())
+    builtins_with(&ToolSettings::default(), &crate::secrets::Secrets::new())
 }
 
 /// The built-in tools in the contract's order (docs/tools-and-mcp.md §1); the order never changes
 /// between requests, so tool lists stay cache-stable.
-pub(crate) fn builtins_with(settings: &ToolSettings) -> Vec<Arc<dyn Tool>> {
+pub(crate) fn builtins_with(settings: &ToolSettings, secrets: &crate::secrets::Secrets) -> Vec<Arc<dyn Tool>> {
     let policy = netguard::AddrPolicy::from_allow_private(settings.web_fetch_allow_private);
     vec![
         Arc::new(save_memory::SaveMemory),
@@ -116,7 +116,7 @@ pub(crate) fn builtins_with(settings: &ToolSettings) -> Vec<Arc<dyn Tool>> {
         Arc::new(list_dir::ListDir),
         Arc::new(glob::Glob),
         Arc::new(grep::Grep),
-        Arc::new(exec::Exec { timeout: settings.exec_timeout }),
+        Arc::new(exec::Exec { timeout: settings.exec_timeout, secrets: secrets.clone() }),
     ]
 }
 
