@@ -1,10 +1,13 @@
 //! The HTTP front door, run on the `http` thread: [`gate::classify`] decides once where a
 //! request goes, tiny_http requests become [`Req`] carrying that decision, the router turns
 //! them into [`Resp`]; CORS, the Origin/Host/token checks and `X-Request-ID` are applied here,
-//! once. Routes that wait on the network (LLM discovery, MCP connect) run on a short-lived
-//! `http-slow` thread so they never stall the others, and a body that may arrive slowly on a
-//! short-lived `http-body` thread under a per-peer permit ([`body`]). Server stop sets the
-//! shutdown flag and [`tiny_http::Server::unblock`]s the loop, which then joins those threads.
+//! once. The checks run on the head, before a body reader is taken or a body byte read
+//! (`answer_from_head`); the connection caps and the head deadline tiny_http enforces are
+//! `connection_config`. Routes that wait on the network (LLM discovery, MCP connect) run on a
+//! short-lived `http-slow` thread so they never stall the others, and a body that may arrive
+//! slowly on a short-lived `http-body` thread under a per-peer permit ([`body`]). Server stop
+//! sets the shutdown flag and [`tiny_http::Server::unblock`]s the loop, which then joins those
+//! threads.
 
 pub mod api;
 pub(crate) mod assets;
