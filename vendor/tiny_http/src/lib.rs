@@ -218,7 +218,10 @@ impl AcceptTrouble {
 
     fn accepted(&mut self) {
         if self.failed > 0 {
-            log::warn!("event=http.accept.resumed after_failures={}", self.failed);
+            // rate limited too: under descriptor pressure accepts can fail and succeed in turn
+            if self.due() {
+                log::warn!("event=http.accept.resumed after_failures={}", self.failed);
+            }
             self.failed = 0;
         }
     }
