@@ -210,8 +210,7 @@ impl AcceptTrouble {
             // about one connection only: the next may be fine
             IoErrorKind::ConnectionAborted
             | IoErrorKind::ConnectionReset
-            | IoErrorKind::Interrupted
-            | IoErrorKind::WouldBlock => Duration::ZERO,
+            | IoErrorKind::Interrupted => Duration::ZERO,
             _ => ACCEPT_RETRY_PAUSE,
         }
     }
