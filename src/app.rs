@@ -264,8 +264,12 @@ pub fn start(config: Config) -> Result<Server, Error> {
             .map_err(|e| Error(format!("cannot start ws-accept: {e}")))?,
     );
 
+    let http_limits = crate::http::conn_limits::for_process(crate::http::conn_limits::Limits {
+        max_connections: config.max_http_connections,
+        max_per_peer: config.max_http_connections_per_peer,
+    });
     let http_server = Arc::new(
-        tiny_http::Server::from_listener_with_config(http_listener, None, crate::http::connection_config())
+        tiny_http::Server::from_listener_with_config(http_listener, None, crate::http::connection_config(&http_limits))
             .map_err(|e| Error(format!("cannot start the HTTP server: {e}")))?,
     );
     let api = Arc::new(Api {

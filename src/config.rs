@@ -49,6 +49,12 @@ pub(crate) const DEFAULT_REPLAY_TTL: Duration = Duration::from_secs(600);
 pub(crate) const DEFAULT_MAX_CLIENTS: usize = 2048;
 /// Largest accepted `CASHCODE_MAX_CLIENTS`.
 pub(crate) const MAX_MAX_CLIENTS: usize = 65_536;
+/// HTTP connections open at once (`CASHCODE_MAX_HTTP_CONNECTIONS`); one more is answered 503
+/// and closed before a thread is spent on it. Each holds a thread and a descriptor.
+pub(crate) const DEFAULT_MAX_HTTP_CONNECTIONS: usize = 512;
+/// HTTP connections open at once from one peer IP (`CASHCODE_MAX_HTTP_CONNECTIONS_PER_PEER`).
+/// A browser opens at most 6 to a host; a reverse proxy is one peer for all its users.
+pub(crate) const DEFAULT_MAX_HTTP_CONNECTIONS_PER_PEER: usize = 128;
 /// A WebSocket peer silent this long is pinged; silent for two of these, it is dropped
 /// (`CASHCODE_WS_PING_SECS`).
 pub(crate) const DEFAULT_WS_PING: Duration = Duration::from_secs(20);
@@ -102,6 +108,10 @@ Environment only (the README lists every setting):
                          min 4000); a smaller context length reported by the provider wins
   CASHCODE_MAX_CLIENTS=N concurrent WebSocket clients, 1..65536 (default 2048); one more is
                          closed with code 1013 (try again later) after its handshake
+  CASHCODE_MAX_HTTP_CONNECTIONS=N  HTTP connections open at once, 1..65536 (default 512);
+                         one more is answered 503 and closed at once
+  CASHCODE_MAX_HTTP_CONNECTIONS_PER_PEER=N  the same from one IP address (default 128)
+                         (both lowered at start-up to fit the open-files limit, logged)
   CASHCODE_WS_PING_SECS=S  ping a WebSocket client silent for S seconds and drop one silent
                          for two pings, 1..3600 (default 20)
   CASHCODE_EXEC_TIMEOUT_SECS=S  the exec tool's command timeout, 1..86400 (default 30)
@@ -191,6 +201,10 @@ pub struct Config {
     pub(crate) replay_ttl: Duration,
     /// Concurrent WebSocket connections served; the next one is closed with 1013.
     pub(crate) max_clients: usize,
+    /// HTTP connections open at once, in all and from one peer IP (before the start-up check
+    /// against the open-files limit, `http::conn_limits`).
+    pub(crate) max_http_connections: usize,
+    pub(crate) max_http_connections_per_peer: usize,
     /// Silence after which a WebSocket peer is pinged (twice: dropped).
     pub(crate) ws_ping: Duration,
     /// The `exec` tool's command timeout (`CASHCODE_EXEC_TIMEOUT_SECS`).
@@ -514,6 +528,11 @@ pub(crate) fn parse(
     let replay_ttl =
         vars.count("CASHCODE_REPLAY_TTL", 86_400, " seconds")?.map_or(DEFAULT_REPLAY_TTL, Duration::from_secs);
     let max_clients = vars.count("CASHCODE_MAX_CLIENTS", MAX_MAX_CLIENTS, "")?.unwrap_or(DEFAULT_MAX_CLIENTS);
+    let max_http_connections =
+        vars.count("CASHCODE_MAX_HTTP_CONNECTIONS", 65_536, "")?.unwrap_or(DEFAULT_MAX_HTTP_CONNECTIONS);
+    let max_http_connections_per_peer = vars
+        .count("CASHCODE_MAX_HTTP_CONNECTIONS_PER_PEER", 65_536, "")?
+        .unwrap_or(DEFAULT_MAX_HTTP_CONNECTIONS_PER_PEER);
     let ws_ping = vars.count("CASHCODE_WS_PING_SECS", 3600, "")?.map_or(DEFAULT_WS_PING, Duration::from_secs);
     let exec_timeout =
         vars.count("CASHCODE_EXEC_TIMEOUT_SECS", 86_400, " seconds")?.map_or(DEFAULT_EXEC_TIMEOUT, Duration::from_secs);
@@ -581,6 +600,8 @@ pub(crate) fn parse(
         context_budget_chars,
         replay_ttl,
         max_clients,
+        max_http_connections,
+        max_http_connections_per_peer,
         ws_ping,
         exec_timeout,
         approval_timeout,
@@ -931,6 +952,18 @@ mod tests {
         assert_eq!(err("CASHCODE_REPLAY_TTL", "0"), "CASHCODE_REPLAY_TTL must be 1..86400 seconds, got '0'");
         assert_eq!(ok("CASHCODE_MAX_CLIENTS", "65536").max_clients, 65_536);
         assert_eq!(err("CASHCODE_MAX_CLIENTS", "65537"), "CASHCODE_MAX_CLIENTS must be 1..65536, got '65537'");
+        assert_eq!(d.max_http_connections, DEFAULT_MAX_HTTP_CONNECTIONS);
+        assert_eq!(d.max_http_connections_per_peer, DEFAULT_MAX_HTTP_CONNECTIONS_PER_PEER);
+        assert_eq!(ok("CASHCODE_MAX_HTTP_CONNECTIONS", "8").max_http_connections, 8);
+        assert_eq!(ok("CASHCODE_MAX_HTTP_CONNECTIONS_PER_PEER", "2").max_http_connections_per_peer, 2);
+        assert_eq!(
+            err("CASHCODE_MAX_HTTP_CONNECTIONS", "0"),
+            "CASHCODE_MAX_HTTP_CONNECTIONS must be 1..65536, got '0'"
+        );
+        assert_eq!(
+            err("CASHCODE_MAX_HTTP_CONNECTIONS_PER_PEER", "65537"),
+            "CASHCODE_MAX_HTTP_CONNECTIONS_PER_PEER must be 1..65536, got '65537'"
+        );
         assert_eq!(ok("CASHCODE_WS_PING_SECS", "3600").ws_ping, Duration::from_secs(3600));
         assert_eq!(err("CASHCODE_WS_PING_SECS", "0"), "CASHCODE_WS_PING_SECS must be 1..3600, got '0'");
 

@@ -1,14 +1,18 @@
 //! The HTTP front door, run on the `http` thread: [`gate::classify`] decides once where a
 //! request goes, tiny_http requests become [`Req`] carrying that decision, the router turns
 //! them into [`Resp`]; CORS, the Origin/Host/token checks and `X-Request-ID` are applied here,
-//! once. Routes that wait on the network (LLM discovery, MCP connect) run on a short-lived
-//! `http-slow` thread so they never stall the others, and a body that may arrive slowly on a
-//! short-lived `http-body` thread under a per-peer permit ([`body`]). Server stop sets the
-//! shutdown flag and [`tiny_http::Server::unblock`]s the loop, which then joins those threads.
+//! once. The checks run on the head, before a body reader is taken or a body byte read
+//! (`answer_from_head`); the connection caps and the head deadline tiny_http enforces are
+//! `connection_config`. Routes that wait on the network (LLM discovery, MCP connect) run on a
+//! short-lived `http-slow` thread so they never stall the others, and a body that may arrive
+//! slowly on a short-lived `http-body` thread under a per-peer permit ([`body`]). Server stop
+//! sets the shutdown flag and [`tiny_http::Server::unblock`]s the loop, which then joins those
+//! threads.
 
 pub mod api;
 pub(crate) mod assets;
 pub(crate) mod body;
+pub(crate) mod conn_limits;
 pub mod gate;
 pub(crate) mod llm_routes;
 pub(crate) mod mcp_routes;
@@ -37,6 +41,10 @@ pub(crate) const MAX_BODY: usize = 12 * 1024 * 1024;
 const MAX_SLOW: usize = 16;
 /// Read and write timeout of HTTP connections.
 pub(crate) const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
+/// Time for a whole request head, from when its connection is ready to read it (accepted, or
+/// the previous request's body read): a peer trickling a head, or idling on a keep-alive
+/// connection, holds it no longer. Browsers send a head in one piece.
+pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a stopping server waits for requests still being handled (slow routes end early:
 /// stop shuts the LLM agents and MCP connections down under them).
 const STOP_DRAIN: Duration = Duration::from_secs(2);
@@ -123,7 +131,9 @@ impl Resp {
     }
 }
 
-fn to_req(rq: &mut tiny_http::Request, target: Target, body_timeout: Duration) -> Result<Req, Resp> {
+/// The request's head as the checks and the router see it, with an empty body: the body is
+/// read only once the head has passed [`answer_from_head`].
+fn head_of(rq: &tiny_http::Request, target: Target) -> Req {
     let url = rq.url().to_string();
     let (path, query) = match url.split_once('?') {
         Some((p, q)) => (p.to_string(), q.to_string()),
@@ -134,32 +144,36 @@ fn to_req(rq: &mut tiny_http::Request, target: Target, body_timeout: Duration) -
         .iter()
         .map(|h| (h.field.as_str().as_str().to_ascii_lowercase(), h.value.as_str().to_string()))
         .collect();
-    let body = body::read(rq, body_timeout)?;
-    Ok(Req { method: rq.method().as_str().to_ascii_uppercase(), path, target, query, headers, body })
+    Req { method: rq.method().as_str().to_ascii_uppercase(), path, target, query, headers, body: Vec::new() }
 }
 
 fn header(name: &str, value: &str) -> Option<tiny_http::Header> {
     tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).ok()
 }
 
-/// Applies policy, routes, and writes the response; `target` is the gate's decision for `rq`.
-fn handle(mut rq: tiny_http::Request, target: Target, api: &api::Api) {
-    let started = std::time::Instant::now();
+/// Reads the body of a request whose head passed, routes it and writes the response; runs on
+/// `http` for requests whose body is already in memory, else on the request's own thread.
+fn handle(mut rq: tiny_http::Request, mut req: Req, api: &api::Api) {
+    let started = Instant::now();
     let request_id = crate::util::rand::hex(16);
-    let req = to_req(&mut rq, target, api.config.http_body_timeout);
-    let (resp, origin) = match req {
-        Ok(req) => {
-            let origin = req.header("origin").map(str::to_string);
-            (guarded(&req, api, &request_id), origin)
+    let resp = match body::read(&mut rq, api.config.http_body_timeout) {
+        Ok(body) => {
+            req.body = body;
+            routed(&req, api, &request_id)
         }
-        Err(resp) => (resp, None),
+        Err(resp) => resp,
     };
+    respond(rq, &req, resp, api, &request_id, started);
+}
+
+/// Writes `resp` with the request id and, for a listed Origin, the CORS headers.
+fn respond(rq: tiny_http::Request, req: &Req, resp: Resp, api: &api::Api, request_id: &str, started: Instant) {
     let status = resp.status;
     let mut out = tiny_http::Response::from_data(resp.body).with_status_code(resp.status);
     let mut headers =
-        vec![("Content-Type".to_string(), resp.content_type.to_string()), ("X-Request-ID".into(), request_id.clone())];
-    if let Some(o) = origin.filter(|o| api.policy.is_listed(o)) {
-        headers.push(("Access-Control-Allow-Origin".into(), o));
+        vec![("Content-Type".to_string(), resp.content_type.to_string()), ("X-Request-ID".into(), request_id.into())];
+    if let Some(o) = req.header("origin").filter(|o| api.policy.is_listed(o)) {
+        headers.push(("Access-Control-Allow-Origin".into(), o.to_string()));
         headers.push(("Access-Control-Allow-Credentials".into(), "true".into()));
         headers.push(("Vary".into(), "Origin".into()));
     }
@@ -169,28 +183,32 @@ fn handle(mut rq: tiny_http::Request, target: Target, api: &api::Api) {
             out.add_header(h);
         }
     }
-    let method = rq.method().as_str().to_string();
-    let route = rq.url().split('?').next().unwrap_or("").to_string();
     let _ = rq.respond(out);
     log::debug!(
-        "event=http.request.completed request_id={request_id} method={method:?} route={:?} status={status} duration_ms={:.2}",
-        crate::util::text::take_chars(&route, 200),
+        "event=http.request.completed request_id={request_id} method={:?} route={:?} status={status} duration_ms={:.2}",
+        req.method,
+        crate::util::text::take_chars(&req.path, 200),
         started.elapsed().as_secs_f64() * 1000.0
     );
 }
 
-fn guarded(req: &Req, api: &api::Api, request_id: &str) -> Resp {
+/// The answer when the head alone decides it: refused for its Host (403), its path (400),
+/// its Origin (403) or a missing token (401), or a CORS preflight. Every trust check of a
+/// request is here, and runs before its body is touched: before a body reader is taken,
+/// before `100 Continue` (which tiny_http sends only when the body is first read) and
+/// before any byte of a body still on the wire is read.
+fn answer_from_head(req: &Req, api: &api::Api) -> Option<Resp> {
     let policy: &AccessPolicy = &api.policy;
     if !policy.host_allowed(req.header("host")) {
-        return Resp::detail(403, "Host is not allowed");
+        return Some(Resp::detail(403, "Host is not allowed"));
     }
     if let Target::Refused(reason) = &req.target {
-        return Resp::detail(400, reason);
+        return Some(Resp::detail(400, reason));
     }
     let origin = req.header("origin");
     // CORS preflight.
     if req.method == "OPTIONS" && req.header("access-control-request-method").is_some() {
-        return match origin {
+        return Some(match origin {
             Some(o) if policy.is_listed(o) => {
                 let mut r = Resp::text(200, "OK");
                 r.headers.push((
@@ -204,21 +222,27 @@ fn guarded(req: &Req, api: &api::Api, request_id: &str) -> Resp {
                 r
             }
             _ => Resp::text(400, "Disallowed CORS origin"),
-        };
+        });
     }
     match &req.target {
         Target::Api(path) => {
             if path.state_changing(&req.method) && !policy.origin_allowed(origin) {
-                return Resp::detail(403, "Origin is not allowed");
+                return Some(Resp::detail(403, "Origin is not allowed"));
             }
             // HTTP takes the token from `Authorization` only: a `?token=` ends up in logs,
             // browser history and Referer headers.
             if !path.is_oauth_callback(&req.method) && !policy.token_ok(req.header("authorization"), None) {
-                return Resp::detail(401, "a valid token is required");
+                return Some(Resp::detail(401, "a valid token is required"));
             }
         }
         Target::Static(_) | Target::Refused(_) => {}
     }
+    None
+}
+
+/// The router's answer to a request whose head passed [`answer_from_head`]; a panicking
+/// handler is a 500 with the request id.
+fn routed(req: &Req, api: &api::Api, request_id: &str) -> Resp {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| api.route(req))) {
         Ok(r) => r,
         Err(_) => {
@@ -228,19 +252,35 @@ fn guarded(req: &Req, api: &api::Api, request_id: &str) -> Resp {
     }
 }
 
-/// What tiny_http puts on each connection it accepts: every read and write of a request head,
-/// a body and a response waits at most [`SOCKET_TIMEOUT`], so a peer that stalls is dropped.
-pub(crate) fn connection_config() -> tiny_http::ConnectionConfig {
-    tiny_http::ConnectionConfig { read_timeout: Some(SOCKET_TIMEOUT), write_timeout: Some(SOCKET_TIMEOUT) }
+/// The whole decision for a request already read: the head's answer, else the router's.
+#[cfg(test)]
+fn guarded(req: &Req, api: &api::Api, request_id: &str) -> Resp {
+    answer_from_head(req, api).unwrap_or_else(|| routed(req, api, request_id))
+}
+
+/// What tiny_http puts on each connection it accepts and how many it keeps open: every read
+/// and write waits at most [`SOCKET_TIMEOUT`], a whole request head at most
+/// [`HEAD_TIMEOUT`], and connections past `limits` are refused by its accept thread.
+pub(crate) fn connection_config(limits: &conn_limits::Limits) -> tiny_http::ConnectionConfig {
+    tiny_http::ConnectionConfig {
+        read_timeout: Some(SOCKET_TIMEOUT),
+        write_timeout: Some(SOCKET_TIMEOUT),
+        head_timeout: Some(HEAD_TIMEOUT),
+        max_connections: Some(limits.max_connections),
+        max_per_peer: Some(limits.max_per_peer),
+    }
 }
 
 /// The `http` thread: serves until `shutdown` is set (checked every 250 ms, and at once after
-/// [`tiny_http::Server::unblock`]), then joins its body and slow-route threads.
+/// [`tiny_http::Server::unblock`]), then joins its body and slow-route threads. A request's
+/// head is checked here first ([`answer_from_head`]); only a head that passes may take a body
+/// reader and have its body read.
 pub(crate) fn serve(server: Arc<tiny_http::Server>, api: Arc<api::Api>, shutdown: &AtomicBool) {
     let slow = Arc::new(AtomicUsize::new(0));
     let readers = Arc::new(body::Readers::new(body::MAX_BODY_READERS, body::MAX_BODY_READERS_PER_PEER));
     // `http-body` and `http-slow` threads still running, joined on stop.
     let mut helpers: Vec<JoinHandle<()>> = Vec::new();
+    let mut recv_failures = 0u64;
     loop {
         let rq = match server.recv_timeout(Duration::from_millis(250)) {
             Ok(Some(rq)) => rq,
@@ -250,12 +290,28 @@ pub(crate) fn serve(server: Arc<tiny_http::Server>, api: Arc<api::Api>, shutdown
                 }
                 continue;
             }
+            // Serving goes on: one failed request or connection is no reason to stop.
             Err(e) => {
-                log::error!("event=http.recv.failed error_kind={:?}", e.kind());
-                break;
+                if shutdown.load(Ordering::SeqCst) {
+                    break;
+                }
+                recv_failures += 1;
+                if recv_failures.is_power_of_two() {
+                    log::error!("event=http.recv.failed error_kind={:?} failures={recv_failures}", e.kind());
+                }
+                continue;
             }
         };
-        let target = gate::classify(rq.url());
+        let started = Instant::now();
+        let req = head_of(&rq, gate::classify(rq.url()));
+        if let Some(mut resp) = answer_from_head(&req, &api) {
+            // A body still on the wire is never read: the connection ends with this answer.
+            if body::streamed(&rq) {
+                resp.headers.push(("Connection".into(), "close".into()));
+            }
+            respond(rq, &req, resp, &api, &crate::util::rand::hex(16), started);
+            continue;
+        }
         // A body that may arrive slowly is read on the request's own thread, never on this
         // one, and only while its peer and the server have a reader to spare: a peer trickling
         // uploads holds at most its share, and requests without a body never wait for one.
@@ -276,15 +332,15 @@ pub(crate) fn serve(server: Arc<tiny_http::Server>, api: Arc<api::Api>, shutdown
         } else {
             None
         };
-        if !target.is_slow(&rq.method().as_str().to_ascii_uppercase()) {
+        if !req.target.is_slow(&req.method) {
             let Some(permit) = permit else {
-                handle(rq, target, &api);
+                handle(rq, req, &api);
                 continue;
             };
             let api2 = Arc::clone(&api);
             let spawned =
                 std::thread::Builder::new().name("http-body".into()).stack_size(512 * 1024).spawn(move || {
-                    handle(rq, target, &api2);
+                    handle(rq, req, &api2);
                     drop(permit);
                 });
             match spawned {
@@ -304,7 +360,7 @@ pub(crate) fn serve(server: Arc<tiny_http::Server>, api: Arc<api::Api>, shutdown
         }
         let (api2, slow2) = (Arc::clone(&api), Arc::clone(&slow));
         let spawned = std::thread::Builder::new().name("http-slow".into()).stack_size(512 * 1024).spawn(move || {
-            handle(rq, target, &api2);
+            handle(rq, req, &api2);
             drop(permit);
             slow2.fetch_sub(1, Ordering::SeqCst);
         });

@@ -25,6 +25,8 @@ pub struct TestServer {
     env: Vec<(String, String)>,
     /// A file the server inherits at this descriptor number without FD_CLOEXEC.
     inherit: Option<(i32, PathBuf)>,
+    /// The server's open-files limit (soft, hard), as `prlimit --nofile=soft:hard` sets it.
+    nofile: Option<(u64, u64)>,
     child: Option<Child>,
     stderr: Arc<Mutex<String>>,
     stdout: Arc<Mutex<String>>,
@@ -41,6 +43,7 @@ pub struct ServerBuilder {
     home: Option<PathBuf>,
     env: Vec<(String, String)>,
     inherit: Option<(i32, PathBuf)>,
+    nofile: Option<(u64, u64)>,
 }
 
 impl ServerBuilder {
@@ -52,6 +55,12 @@ impl ServerBuilder {
     /// from a shell's `exec 5<file`).
     pub fn inherit_fd(mut self, fd: i32, path: &Path) -> Self {
         self.inherit = Some((fd, path.to_path_buf()));
+        self
+    }
+    /// Starts the server with this open-files limit (soft, hard), as under
+    /// `prlimit --nofile=soft:hard`.
+    pub fn nofile(mut self, soft: u64, hard: u64) -> Self {
+        self.nofile = Some((soft, hard));
         self
     }
     /// Uses an existing (pre-populated) home instead of a fresh one.
@@ -89,6 +98,7 @@ impl ServerBuilder {
             ws_port: 0,
             env,
             inherit: self.inherit,
+            nofile: self.nofile,
             child: None,
             stderr: Arc::new(Mutex::new(String::new())),
             stdout: Arc::new(Mutex::new(String::new())),
@@ -127,7 +137,7 @@ fn drain(
 
 impl TestServer {
     pub fn builder() -> ServerBuilder {
-        ServerBuilder { home: None, env: Vec::new(), inherit: None }
+        ServerBuilder { home: None, env: Vec::new(), inherit: None, nofile: None }
     }
 
     /// A server in a fresh home with the default environment.
@@ -163,6 +173,20 @@ impl TestServer {
                 cmd.pre_exec(move || {
                     // dup2 onto itself keeps the flags: FD_CLOEXEC is cleared either way.
                     if libc::dup2(source, target) < 0 || libc::fcntl(target, libc::F_SETFD, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        if let Some((soft, hard)) = self.nofile {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
+            // SAFETY: the closure runs in the forked child before exec and calls only
+            // setrlimit, which is async-signal-safe, on a value copied in; it allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
                     Ok(())

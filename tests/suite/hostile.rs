@@ -1818,4 +1818,141 @@ fn ws_handshake_trickling_130_bytes_a_second_is_dropped_at_the_deadline() {
     });
     row.note(&format!("dropped after {lasted:.1?}"));
     assert!(lasted >= Duration::from_secs(4), "dropped after {lasted:?}, before the 5 s deadline");
+// ---------------------------------------------------------------------------------------------
+// Staying power: a peer holding connections, trickling heads or stalling refused uploads slows
+// only its own connections; the owner (another address here, 127.0.0.1) is served throughout.
+
+/// Idle sockets and unfinished heads from one peer past its connection cap (unbounded: each
+/// cost a thread and two descriptors; at the open-files limit `try_clone` panicked the accept
+/// thread and HTTP refused connections for good while the process lived on).
+const CONNECTION_FLOOD: Duration = Duration::from_secs(10);
+/// Heads trickled a byte at a time, cut at the 10 s whole-head deadline (unbounded: each byte
+/// restarted the 15 s read timeout, so a connection was held as long as bytes came).
+const TRICKLED_HEADS: Duration = Duration::from_secs(20);
+/// Uploads refused from their head while their bodies stall (unbounded: each took a body
+/// reader before the checks and held it until its body deadline).
+const REFUSED_UPLOADS: Duration = Duration::from_secs(10);
+
+#[test]
+fn idle_sockets_and_unfinished_heads_past_a_peers_cap_are_closed_at_once() {
+    use super::http_limits::{closed_by_server, connect_from};
+    let per_peer = 8;
+    let mut row = Row::with_env(
+        "http: 300 idle sockets and heads from one peer",
+        CONNECTION_FLOOD,
+        &[("CASHCODE_MAX_HTTP_CONNECTIONS_PER_PEER", "8")],
+    );
+    let (held, refused) = row.run(|row, deadline| {
+        let port = row.server.http_port;
+        let peer = std::net::Ipv4Addr::new(127, 0, 0, 2);
+        let mut socks = Vec::new();
+        for i in 0..300 {
+            let mut s = connect_from(port, peer);
+            if i % 3 == 0 {
+                let _ = write!(s, "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Unfinished: ");
+            }
+            socks.push(s);
+        }
+        let open = loop {
+            let open = socks.iter().filter(|s| !closed_by_server(s)).count();
+            if open <= per_peer {
+                break open;
+            }
+            if deadline.passed() {
+                return Err(format!("{open} of {} connections from one peer still open", socks.len()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // While that peer's cap is full, the owner and a third address are served.
+        for i in 0..20 {
+            let r = row.server.get("/api/health");
+            if r.status != 200 {
+                return Err(format!("the owner's request {i} got {} {}", r.status, r.body));
+            }
+            let mut other = connect_from(port, std::net::Ipv4Addr::new(127, 0, 0, 3));
+            other.set_read_timeout(Some(deadline.remaining().max(Duration::from_millis(1)))).expect("timeout");
+            let _ = write!(other, "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+            let mut got = String::new();
+            let _ = other.read_to_string(&mut got);
+            if !got.starts_with("HTTP/1.1 200") {
+                return Err(format!("another peer's request {i} got {:?}", head(&got)));
+            }
+        }
+        drop(socks);
+        Ok((open, 300 - open))
+    });
+    row.note(&format!("{held} held, {refused} closed at once"));
+    assert_eq!(held, per_peer, "the peer's cap");
+}
+
+#[test]
+fn heads_trickled_a_byte_at_a_time_are_cut_at_the_head_deadline() {
+    let mut row = Row::new("http: 8 heads trickled a byte a second", TRICKLED_HEADS);
+    let longest = row.run(|row, deadline| {
+        let port = row.server.http_port;
+        let started = Instant::now();
+        let trickles: Vec<JoinHandle<Option<Duration>>> = (0..8)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+                    let _ = write!(s, "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ");
+                    // Pacing the trickle, well within the 15 s read timeout; a write fails
+                    // once the server has closed.
+                    while !deadline.passed() && s.write_all(b"a").is_ok() {
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                    (!deadline.passed()).then(|| started.elapsed())
+                })
+            })
+            .collect();
+        let mut longest = Duration::ZERO;
+        for t in trickles {
+            match t.join().expect("trickle thread") {
+                Some(held) => longest = longest.max(held),
+                None => return Err("a trickled head was still open at the bound".into()),
+            }
+        }
+        Ok(longest)
+    });
+    row.note(&format!("longest trickled head held {longest:.1?}"));
+}
+
+#[test]
+fn refused_uploads_that_stall_never_hold_a_body_reader() {
+    let mut row = Row::new("http: 30 stalled uploads refused for their Origin", REFUSED_UPLOADS);
+    let answers = row.run(|row, deadline| {
+        let port = row.server.http_port;
+        // From the owner's own address: five times what one peer may upload at once.
+        let head = format!(
+            "PATCH /api/sessions/nope HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://evil.example\r\n\
+             Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"ti"
+        );
+        let stalled: Vec<TcpStream> = (0..30)
+            .map(|_| {
+                let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+                s.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
+                Ok(s)
+            })
+            .collect::<Result<_, String>>()?;
+        let mut answers = Vec::new();
+        for mut s in stalled.iter() {
+            s.set_read_timeout(Some(deadline.remaining().max(Duration::from_millis(1)))).expect("timeout");
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got);
+            answers.push(String::from_utf8_lossy(&got).to_string());
+        }
+        // The owner's upload (over the 1 KiB read with the head) is read and routed.
+        let title = "t".repeat(3000);
+        let owner = row.server.patch("/api/sessions/nope", &json!({ "title": title }));
+        if owner.status != 404 {
+            return Err(format!("the owner's upload got {} {}", owner.status, owner.body));
+        }
+        drop(stalled);
+        Ok(answers)
+    });
+    for a in &answers {
+        assert!(a.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{}", head(a));
+        assert!(a.contains("\r\nConnection: close\r\n"), "{}", head(a));
+        assert!(a.ends_with(r#"{"detail":"Origin is not allowed"}"#), "{}", head(a));
+    }
 }

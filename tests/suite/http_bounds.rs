@@ -204,8 +204,8 @@ fn patch_head(port: u16, len: usize) -> String {
 
 #[test]
 fn a_stalled_head_is_cut_at_the_socket_timeout() {
-    // tiny_http gives each accepted connection the server's 15 s read timeout
-    // (vendor/tiny_http/PATCHES.md); a head that stops arriving ends there.
+    // tiny_http gives each accepted connection the server's 15 s read timeout and 10 s for a
+    // whole head (vendor/tiny_http/PATCHES.md); a head that stops arriving ends there.
     let server = TestServer::start();
     let mut stalled = connect(&server);
     stalled.write_all(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n").expect("write half a head");

@@ -11,6 +11,7 @@ mod harness;
 mod hostile;
 mod http_api;
 mod http_bounds;
+mod http_limits;
 mod layering;
 mod legacy_data;
 mod llm_settings;

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::common::{HTTPVersion, Header, Method};
+use crate::connection::Shared;
 use crate::util::RefinedTcpStream;
 use crate::util::{SequentialReader, SequentialReaderBuilder, SequentialWriterBuilder};
 use crate::Request;
@@ -49,6 +50,9 @@ pub struct ClientConnection {
     // (cashcode patch) set by a request of this connection whose body was dropped before its
     // end or whose response said `Connection: close`: no further request is read
     close: Arc<AtomicBool>,
+
+    // (cashcode patch) the plain connection, which keeps the request head deadline
+    shared: Option<Arc<Shared>>,
 }
 
 /// Error that can happen when reading a request.
@@ -74,6 +78,7 @@ impl ClientConnection {
     ) -> ClientConnection {
         let remote_addr = read_socket.peer_addr();
         let secure = read_socket.secure();
+        let shared = read_socket.shared();
 
         let mut source = SequentialReaderBuilder::new(BufReader::with_capacity(1024, read_socket));
         let first_header = source.next().unwrap();
@@ -86,6 +91,7 @@ impl ClientConnection {
             no_more_requests: false,
             secure,
             close: Arc::new(AtomicBool::new(false)),
+            shared,
         }
     }
 
@@ -144,7 +150,31 @@ impl ClientConnection {
 
     /// Reads a request from the stream.
     /// Blocks until the header has been read.
+    ///
+    /// (cashcode patch) Once the requests before it are done, the whole head (and a body of
+    /// up to 1 KiB that `new_request` reads with it) must arrive within the connection's
+    /// head deadline: a peer sending a byte now and then no longer holds the connection.
     fn read(&mut self) -> Result<Request, ReadError> {
+        self.next_header_source
+            .wait_turn()
+            .map_err(ReadError::ReadIoError)?;
+        // The previous request ended the connection: not a byte more is read (waiting for one
+        // kept a refused upload's connection open until its peer sent more or timed out).
+        if self.close.load(Ordering::SeqCst) {
+            let closed = IoError::new(ErrorKind::ConnectionAborted, "connection closed");
+            return Err(ReadError::ReadIoError(closed));
+        }
+        if let Some(shared) = &self.shared {
+            shared.start_head();
+        }
+        let request = self.read_head();
+        if let Some(shared) = &self.shared {
+            shared.end_head();
+        }
+        request
+    }
+
+    fn read_head(&mut self) -> Result<Request, ReadError> {
         let mut budget = MAX_HEAD_BYTES;
         let (method, path, version, headers) = {
             // reading the request line

@@ -3,9 +3,12 @@
 #[cfg(unix)]
 use std::os::unix::net as unix_net;
 use std::{
-    net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs},
+    collections::HashMap,
+    io::{Read, Write},
+    net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs},
     path::PathBuf,
-    time::Duration,
+    sync::{Arc, Mutex, PoisonError},
+    time::{Duration, Instant},
 };
 
 /// Unified listener. Either a [`TcpListener`] or [`std::os::unix::net::UnixListener`]
@@ -49,7 +52,8 @@ impl Listener {
     }
 }
 
-/// (cashcode patch) Settings put on every connection the server accepts.
+/// (cashcode patch) Settings put on every connection the server accepts, and the limits on
+/// how many it keeps open.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ConnectionConfig {
     /// Longest wait of one read (`SO_RCVTIMEO`); `None` waits forever. A read that times out
@@ -57,6 +61,217 @@ pub struct ConnectionConfig {
     pub read_timeout: Option<Duration>,
     /// Longest wait of one write (`SO_SNDTIMEO`); `None` waits forever.
     pub write_timeout: Option<Duration>,
+    /// Longest time for a whole request head (request line, header fields, and a body of up
+    /// to 1 KiB that is read with them), counted from when the connection is ready to read it:
+    /// just accepted, or the previous request's body read. A head not complete by then ends
+    /// the connection without an answer, as a read timeout does. `None`: each read is bounded
+    /// by `read_timeout` only, so a peer sending a byte now and then holds the connection.
+    pub head_timeout: Option<Duration>,
+    /// Most connections open at once. One more is answered `503` (written without waiting
+    /// on the peer) and closed by the accept thread, before a thread is spent on it.
+    /// `None`: no limit.
+    pub max_connections: Option<usize>,
+    /// Most connections open at once from one peer IP address (an IPv4 peer seen as an
+    /// IPv4-mapped IPv6 address counts as itself); one more is refused like the above.
+    pub max_per_peer: Option<usize>,
+}
+
+/// (cashcode patch) Counts the open connections, in all and per peer, against the limits of
+/// a [`ConnectionConfig`]. A [`Slot`] is one open connection; it is freed when the last
+/// half of the connection is dropped, that is when its descriptor is closed.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    max_total: Option<usize>,
+    max_per_peer: Option<usize>,
+    counts: Mutex<SlotCounts>,
+}
+
+#[derive(Debug, Default)]
+struct SlotCounts {
+    total: usize,
+    per_peer: HashMap<IpAddr, usize>,
+}
+
+/// (cashcode patch) One open connection counted by [`Slots`].
+#[derive(Debug)]
+pub(crate) struct Slot {
+    slots: Arc<Slots>,
+    peer: Option<IpAddr>,
+}
+
+impl Slots {
+    pub(crate) fn new(config: &ConnectionConfig) -> Arc<Slots> {
+        Arc::new(Slots {
+            max_total: config.max_connections,
+            max_per_peer: config.max_per_peer,
+            counts: Mutex::new(SlotCounts::default()),
+        })
+    }
+
+    /// A slot for one more connection from `peer`, or `None` when a limit is reached.
+    pub(crate) fn admit(self: &Arc<Self>, peer: Option<IpAddr>) -> Option<Slot> {
+        let peer = peer.map(|ip| ip.to_canonical());
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.max_total.is_some_and(|max| counts.total >= max) {
+            return None;
+        }
+        if let (Some(ip), Some(max)) = (peer, self.max_per_peer) {
+            if counts.per_peer.get(&ip).copied().unwrap_or(0) >= max {
+                return None;
+            }
+        }
+        counts.total += 1;
+        if let Some(ip) = peer {
+            *counts.per_peer.entry(ip).or_insert(0) += 1;
+        }
+        Some(Slot {
+            slots: Arc::clone(self),
+            peer,
+        })
+    }
+
+    /// Connections open now.
+    pub(crate) fn open(&self) -> usize {
+        self.counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .total
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = self
+            .slots
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        counts.total = counts.total.saturating_sub(1);
+        if let Some(ip) = self.peer {
+            if let Some(n) = counts.per_peer.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    counts.per_peer.remove(&ip);
+                }
+            }
+        }
+    }
+}
+
+/// (cashcode patch) An accepted plain connection as its read and write halves share it:
+/// one descriptor (upstream `dup`ed it with `try_clone`, which fails with `EMFILE` exactly
+/// when descriptors run short, and unwrapped the result), its slot, and the deadline of the
+/// request head being read.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    conn: Connection,
+    read_timeout: Option<Duration>,
+    head_timeout: Option<Duration>,
+    head: Mutex<HeadClock>,
+    _slot: Option<Slot>,
+}
+
+#[derive(Debug, Default)]
+struct HeadClock {
+    /// Set while a request head is read.
+    deadline: Option<Instant>,
+    /// The socket's read timeout was shortened to meet `deadline` and is to be restored.
+    shortened: bool,
+}
+
+impl Shared {
+    pub(crate) fn new(conn: Connection, config: &ConnectionConfig, slot: Option<Slot>) -> Shared {
+        Shared {
+            conn,
+            read_timeout: config.read_timeout,
+            head_timeout: config.head_timeout,
+            head: Mutex::new(HeadClock::default()),
+            _slot: slot,
+        }
+    }
+
+    /// Starts the head deadline (when the connection has one); reads from now on fail once
+    /// it has passed.
+    pub(crate) fn start_head(&self) {
+        if let Some(timeout) = self.head_timeout {
+            self.clock().deadline = Some(Instant::now() + timeout);
+        }
+    }
+
+    /// The head is read: later reads (the body) wait `read_timeout` each again.
+    pub(crate) fn end_head(&self) {
+        self.clock().deadline = None;
+    }
+
+    fn clock(&self) -> std::sync::MutexGuard<'_, HeadClock> {
+        self.head.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn peer_addr(&self) -> std::io::Result<Option<SocketAddr>> {
+        match &self.conn {
+            Connection::Tcp(s) => s.peer_addr().map(Some),
+            #[cfg(unix)]
+            Connection::Unix(_) => Ok(None),
+        }
+    }
+
+    pub(crate) fn shutdown(&self, how: Shutdown) -> std::io::Result<()> {
+        self.conn.shutdown(how)
+    }
+
+    /// Reads within the read timeout and, while a head is read, within its deadline: the
+    /// socket's timeout is shortened to what is left of it.
+    pub(crate) fn read(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let deadline = {
+            let mut clock = self.clock();
+            match clock.deadline {
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(head_too_slow());
+                    }
+                    let wait = self.read_timeout.map_or(left, |t| t.min(left));
+                    self.conn.set_read_timeout(Some(wait))?;
+                    clock.shortened = true;
+                }
+                None if clock.shortened => {
+                    self.conn.set_read_timeout(self.read_timeout)?;
+                    clock.shortened = false;
+                }
+                None => {}
+            }
+            clock.deadline
+        };
+        match self.conn.read_shared(buf) {
+            Err(e)
+                if deadline.is_some_and(|d| Instant::now() >= d)
+                    && matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+            {
+                Err(head_too_slow())
+            }
+            other => other,
+        }
+    }
+
+    pub(crate) fn write(&self, buf: &[u8]) -> std::io::Result<usize> {
+        self.conn.write_shared(buf)
+    }
+
+    pub(crate) fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// (cashcode patch) A head past its deadline ends the connection like a read that timed out
+/// (`WouldBlock`, what `SO_RCVTIMEO` gives on Linux): closed without an answer.
+fn head_too_slow() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::WouldBlock,
+        "the request head did not arrive in time",
+    )
 }
 impl From<TcpListener> for Listener {
     fn from(s: TcpListener) -> Self {
@@ -121,6 +336,48 @@ impl Connection {
         }
     }
 
+    /// (cashcode patch) Reads through a shared reference (both halves share one descriptor).
+    fn read_shared(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Tcp(s) => (&*s).read(buf),
+            #[cfg(unix)]
+            Self::Unix(s) => (&*s).read(buf),
+        }
+    }
+
+    /// (cashcode patch) Writes through a shared reference.
+    fn write_shared(&self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Tcp(s) => (&*s).write(buf),
+            #[cfg(unix)]
+            Self::Unix(s) => (&*s).write(buf),
+        }
+    }
+
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.set_read_timeout(timeout),
+            #[cfg(unix)]
+            Self::Unix(s) => s.set_read_timeout(timeout),
+        }
+    }
+
+    /// (cashcode patch) Answers a connection over the limits `503` and closes it, on the
+    /// accept thread: the write does not wait (a fresh socket's send buffer takes these few
+    /// bytes; if not, the peer gets the close alone) and nothing is read.
+    pub(crate) fn refuse_busy(self) {
+        let nonblocking = match &self {
+            Self::Tcp(s) => s.set_nonblocking(true),
+            #[cfg(unix)]
+            Self::Unix(s) => s.set_nonblocking(true),
+        };
+        if nonblocking.is_ok() {
+            let _ = self.write_shared(
+                b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 2\r\nContent-Length: 0\r\n\r\n",
+            );
+        }
+    }
+
     fn set_timeouts(&self, config: &ConnectionConfig) -> std::io::Result<()> {
         match self {
             Self::Tcp(s) => {
@@ -132,14 +389,6 @@ impl Connection {
                 s.set_read_timeout(config.read_timeout)?;
                 s.set_write_timeout(config.write_timeout)
             }
-        }
-    }
-
-    pub(crate) fn try_clone(&self) -> std::io::Result<Self> {
-        match self {
-            Self::Tcp(s) => s.try_clone().map(Self::from),
-            #[cfg(unix)]
-            Self::Unix(s) => s.try_clone().map(Self::from),
         }
     }
 }
@@ -248,6 +497,7 @@ mod tests {
         let config = ConnectionConfig {
             read_timeout: Some(Duration::from_millis(1500)),
             write_timeout: Some(Duration::from_millis(2500)),
+            ..ConnectionConfig::default()
         };
         let (conn, addr) = listener.accept(&config).unwrap();
         assert!(addr.is_some());
@@ -271,5 +521,32 @@ mod tests {
         };
         assert_eq!(s.read_timeout().unwrap(), None);
         assert_eq!(s.write_timeout().unwrap(), None);
+    }
+
+    // (cashcode patch)
+    #[test]
+    fn slots_cap_each_peer_and_the_total_and_free_on_drop() {
+        use super::Slots;
+        let slots = Slots::new(&ConnectionConfig {
+            max_connections: Some(3),
+            max_per_peer: Some(2),
+            ..ConnectionConfig::default()
+        });
+        let a = "127.0.0.2".parse().unwrap();
+        let b = "127.0.0.3".parse().unwrap();
+        let a1 = slots.admit(Some(a)).expect("a 1");
+        let _a2 = slots.admit(Some(a)).expect("a 2");
+        assert!(slots.admit(Some(a)).is_none(), "a third from one peer");
+        // The same peer seen as an IPv4-mapped IPv6 address is still that peer.
+        assert!(slots
+            .admit(Some("::ffff:127.0.0.2".parse().unwrap()))
+            .is_none());
+        let _b1 = slots.admit(Some(b)).expect("b 1");
+        assert!(slots.admit(Some(b)).is_none(), "a fourth in all");
+        assert!(slots.admit(None).is_none(), "a fourth without an address");
+        assert_eq!(slots.open(), 3);
+        drop(a1);
+        assert_eq!(slots.open(), 2);
+        let _b2 = slots.admit(Some(b)).expect("the place a freed");
     }
 }

@@ -143,6 +143,9 @@ pub struct Server {
 
     // result of TcpListener::local_addr()
     listening_addr: ListenAddr,
+
+    // (cashcode patch) the open connections
+    slots: Arc<connection::Slots>,
 }
 
 enum Message {
@@ -159,6 +162,89 @@ impl From<IoError> for Message {
 impl From<Request> for Message {
     fn from(rq: Request) -> Message {
         Message::NewRequest(rq)
+    }
+}
+
+/// (cashcode patch) How often the accept thread logs a lasting problem (failed accepts,
+/// refused or dropped connections): once when it starts, then at most this often.
+const TROUBLE_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// (cashcode patch) Pause after a failed `accept` whose cause may last (out of descriptors
+/// or memory): the pending connection stays in the backlog, and retrying at once would spin.
+const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// (cashcode patch) The accept thread's troubles, logged without flooding the log.
+#[derive(Default)]
+struct AcceptTrouble {
+    failed: u64,
+    refused: u64,
+    dropped: u64,
+    last_log: Option<std::time::Instant>,
+}
+
+impl AcceptTrouble {
+    fn due(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        if self
+            .last_log
+            .map_or(true, |t| now.duration_since(t) >= TROUBLE_LOG_EVERY)
+        {
+            self.last_log = Some(now);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Logs a failed accept; returns how long to pause before the next.
+    fn accept_failed(&mut self, e: &IoError) -> Duration {
+        self.failed += 1;
+        if self.due() {
+            log::error!(
+                "event=http.accept.failed error={:?} failures={} (accepting goes on)",
+                e.to_string(),
+                self.failed
+            );
+        }
+        match e.kind() {
+            // about one connection only: the next may be fine
+            IoErrorKind::ConnectionAborted
+            | IoErrorKind::ConnectionReset
+            | IoErrorKind::Interrupted => Duration::ZERO,
+            _ => ACCEPT_RETRY_PAUSE,
+        }
+    }
+
+    fn accepted(&mut self) {
+        if self.failed > 0 {
+            // rate limited too: under descriptor pressure accepts can fail and succeed in turn
+            if self.due() {
+                log::warn!("event=http.accept.resumed after_failures={}", self.failed);
+            }
+            self.failed = 0;
+        }
+    }
+
+    fn refused(&mut self, open: usize) {
+        self.refused += 1;
+        if self.due() {
+            log::warn!(
+                "event=http.connection.refused reason=limit refused={} open={}",
+                self.refused,
+                open
+            );
+        }
+    }
+
+    fn spawn_failed(&mut self, e: &IoError) {
+        self.dropped += 1;
+        if self.due() {
+            log::error!(
+                "event=http.connection.dropped reason=no_thread error={:?} dropped={}",
+                e.to_string(),
+                self.dropped
+            );
+        }
     }
 }
 
@@ -262,6 +348,7 @@ impl Server {
         // closing every connection.
         if connections.read_timeout == Some(Duration::ZERO)
             || connections.write_timeout == Some(Duration::ZERO)
+            || connections.head_timeout == Some(Duration::ZERO)
         {
             return Err("a connection timeout of zero".into());
         }
@@ -305,76 +392,112 @@ impl Server {
         // and ClientConnection objects are pushed in the messages queue
         let messages = MessagesQueue::with_capacity(8);
 
+        // (cashcode patch) the open connections, counted against `connections`' limits
+        let slots = connection::Slots::new(&connections);
+
         let inside_close_trigger = close_trigger.clone();
         let inside_messages = messages.clone();
-        thread::spawn(move || {
+        let inside_slots = Arc::clone(&slots);
+        // (cashcode patch) named, and an error rather than a panic when it cannot start
+        let accept_thread = thread::Builder::new().name("http-accept".into());
+        accept_thread.spawn(move || {
             // a tasks pool is used to dispatch the connections into threads
             let tasks_pool = util::TaskPool::new();
+            let slots = inside_slots;
+            let mut trouble = AcceptTrouble::default();
 
             log::debug!("Running accept thread");
             while !inside_close_trigger.load(Relaxed) {
-                let new_client = match server.accept(&connections) {
-                    Ok((sock, _)) => {
-                        use util::RefinedTcpStream;
-                        let (read_closable, write_closable) = match ssl {
-                            None => RefinedTcpStream::new(sock),
-                            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-                            Some(ref ssl) => {
-                                // trying to apply SSL over the connection
-                                // if an error occurs, we just close the socket and resume listening
-                                let sock = match ssl.accept(sock) {
-                                    Ok(s) => s,
-                                    Err(_) => continue,
-                                };
-
-                                RefinedTcpStream::new(sock)
-                            }
-                            #[cfg(not(any(feature = "ssl-openssl", feature = "ssl-rustls")))]
-                            Some(ref _ssl) => unreachable!(),
-                        };
-
-                        Ok(ClientConnection::new(write_closable, read_closable))
+                // (cashcode patch) An accept error never ends this loop (upstream broke out
+                // on the first one, and HTTP was gone for good while the process lived on):
+                // it is logged and accepting resumes after a pause when the cause may last
+                // (out of descriptors or memory), at once when it concerned one connection.
+                let (sock, addr) = match server.accept(&connections) {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        if inside_close_trigger.load(Relaxed) {
+                            break;
+                        }
+                        let pause = trouble.accept_failed(&e);
+                        if !pause.is_zero() {
+                            thread::sleep(pause);
+                        }
+                        continue;
                     }
-                    Err(e) => Err(e),
+                };
+                trouble.accepted();
+
+                // (cashcode patch) over a limit: answered 503 and closed here, before any
+                // thread or buffer is spent on it
+                let slot = match slots.admit(addr.map(|a| a.ip())) {
+                    Some(slot) => slot,
+                    None => {
+                        sock.refuse_busy();
+                        trouble.refused(slots.open());
+                        continue;
+                    }
                 };
 
-                match new_client {
-                    Ok(client) => {
-                        let messages = inside_messages.clone();
-                        let mut client = Some(client);
-                        tasks_pool.spawn(Box::new(move || {
-                            if let Some(client) = client.take() {
-                                // Synchronization is needed for HTTPS requests to avoid a deadlock
-                                if client.secure() {
-                                    let (sender, receiver) = mpsc::channel();
-                                    for rq in client {
-                                        messages.push(rq.with_notify_sender(sender.clone()).into());
-                                        receiver.recv().unwrap();
-                                    }
-                                } else {
-                                    for rq in client {
-                                        messages.push(rq.into());
-                                    }
+                use util::RefinedTcpStream;
+                let (read_closable, write_closable) = match ssl {
+                    None => RefinedTcpStream::new(connection::Shared::new(
+                        sock,
+                        &connections,
+                        Some(slot),
+                    )),
+                    #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
+                    Some(ref ssl) => {
+                        // trying to apply SSL over the connection
+                        // if an error occurs, we just close the socket and resume listening
+                        let sock = match ssl.accept(sock) {
+                            Ok(s) => s,
+                            Err(_) => continue,
+                        };
+
+                        RefinedTcpStream::new_with_slot(sock, slot)
+                    }
+                    #[cfg(not(any(feature = "ssl-openssl", feature = "ssl-rustls")))]
+                    Some(ref _ssl) => unreachable!(),
+                };
+
+                let client = ClientConnection::new(write_closable, read_closable);
+                let messages = inside_messages.clone();
+                let mut client = Some(client);
+                let spawned = tasks_pool.spawn(Box::new(move || {
+                    if let Some(client) = client.take() {
+                        // Synchronization is needed for HTTPS requests to avoid a deadlock
+                        if client.secure() {
+                            let (sender, receiver) = mpsc::channel();
+                            for rq in client {
+                                messages.push(rq.with_notify_sender(sender.clone()).into());
+                                // (cashcode patch) a request dropped unanswered ends the
+                                // connection instead of panicking this thread
+                                if receiver.recv().is_err() {
+                                    break;
                                 }
                             }
-                        }));
+                        } else {
+                            for rq in client {
+                                messages.push(rq.into());
+                            }
+                        }
                     }
-
-                    Err(e) => {
-                        log::error!("Error accepting new client: {}", e);
-                        inside_messages.push(e.into());
-                        break;
-                    }
+                }));
+                // (cashcode patch) no thread for it: this one connection is closed (the task,
+                // which owns it, was dropped) and accepting goes on
+                if let Err(e) = spawned {
+                    trouble.spawn_failed(&e);
                 }
             }
             log::debug!("Terminating accept thread");
-        });
+        })?;
 
         // result
         Ok(Server {
             messages,
             close: close_trigger,
             listening_addr: local_addr,
+            slots,
         })
     }
 
@@ -393,9 +516,10 @@ impl Server {
     }
 
     /// Returns the number of clients currently connected to the server.
+    ///
+    /// (cashcode patch) upstream left this `unimplemented!()`; it counts open connections.
     pub fn num_connections(&self) -> usize {
-        unimplemented!()
-        //self.requests_receiver.lock().len()
+        self.slots.open()
     }
 
     /// Blocks until an HTTP request has been submitted and returns it.

@@ -16,6 +16,7 @@ fn server() -> (Server, u16) {
     let config = ConnectionConfig {
         read_timeout: Some(TIMEOUT),
         write_timeout: Some(TIMEOUT),
+        ..ConnectionConfig::default()
     };
     (
         Server::from_listener_with_config(listener, None, config).unwrap(),
@@ -69,11 +70,15 @@ fn a_zero_timeout_is_refused() {
     for config in [
         ConnectionConfig {
             read_timeout: Some(Duration::ZERO),
-            write_timeout: None,
+            ..ConnectionConfig::default()
         },
         ConnectionConfig {
-            read_timeout: None,
             write_timeout: Some(Duration::ZERO),
+            ..ConnectionConfig::default()
+        },
+        ConnectionConfig {
+            head_timeout: Some(Duration::ZERO),
+            ..ConnectionConfig::default()
         },
     ] {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -1,13 +1,15 @@
 use std::io::Result as IoResult;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr};
+use std::sync::Arc;
 
-use crate::connection::Connection;
+use crate::connection::{Connection, ConnectionConfig, Shared, Slot};
 #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
 use crate::ssl::SslStream;
 
 pub(crate) enum Stream {
-    Http(Connection),
+    /// (cashcode patch) shared by the two halves: one descriptor, no `try_clone`
+    Http(Arc<Shared>),
     #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
     Https(SslStream),
 }
@@ -15,7 +17,7 @@ pub(crate) enum Stream {
 impl Clone for Stream {
     fn clone(&self) -> Self {
         match self {
-            Stream::Http(tcp_stream) => Stream::Http(tcp_stream.try_clone().unwrap()),
+            Stream::Http(shared) => Stream::Http(Arc::clone(shared)),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => Stream::Https(ssl_stream.clone()),
         }
@@ -24,7 +26,17 @@ impl Clone for Stream {
 
 impl From<Connection> for Stream {
     fn from(tcp_stream: Connection) -> Self {
-        Stream::Http(tcp_stream)
+        Stream::Http(Arc::new(Shared::new(
+            tcp_stream,
+            &ConnectionConfig::default(),
+            None,
+        )))
+    }
+}
+
+impl From<Shared> for Stream {
+    fn from(shared: Shared) -> Self {
+        Stream::Http(Arc::new(shared))
     }
 }
 
@@ -39,7 +51,7 @@ impl Stream {
 
     fn peer_addr(&mut self) -> IoResult<Option<SocketAddr>> {
         match self {
-            Stream::Http(tcp_stream) => tcp_stream.peer_addr(),
+            Stream::Http(shared) => shared.peer_addr(),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.peer_addr(),
         }
@@ -47,7 +59,7 @@ impl Stream {
 
     fn shutdown(&mut self, how: Shutdown) -> IoResult<()> {
         match self {
-            Stream::Http(tcp_stream) => tcp_stream.shutdown(how),
+            Stream::Http(shared) => shared.shutdown(how),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.shutdown(how),
         }
@@ -57,7 +69,7 @@ impl Stream {
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
         match self {
-            Stream::Http(tcp_stream) => tcp_stream.read(buf),
+            Stream::Http(shared) => shared.read(buf),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.read(buf),
         }
@@ -67,7 +79,7 @@ impl Read for Stream {
 impl Write for Stream {
     fn write(&mut self, buf: &[u8]) -> IoResult<usize> {
         match self {
-            Stream::Http(tcp_stream) => tcp_stream.write(buf),
+            Stream::Http(shared) => shared.write(buf),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.write(buf),
         }
@@ -75,7 +87,7 @@ impl Write for Stream {
 
     fn flush(&mut self) -> IoResult<()> {
         match self {
-            Stream::Http(tcp_stream) => tcp_stream.flush(),
+            Stream::Http(shared) => shared.flush(),
             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
             Stream::Https(ssl_stream) => ssl_stream.flush(),
         }
@@ -86,6 +98,9 @@ pub struct RefinedTcpStream {
     stream: Stream,
     close_read: bool,
     close_write: bool,
+    // (cashcode patch) the connection's place under the limits, for an SSL stream (a plain
+    // one keeps it in its `Shared`)
+    _slot: Option<Arc<Slot>>,
 }
 
 impl RefinedTcpStream {
@@ -93,20 +108,32 @@ impl RefinedTcpStream {
     where
         S: Into<Stream>,
     {
-        let stream: Stream = stream.into();
+        Self::halves(stream.into(), None)
+    }
 
+    /// (cashcode patch) `new`, the halves keeping `slot` until both are dropped.
+    pub(crate) fn new_with_slot<S>(stream: S, slot: Slot) -> (RefinedTcpStream, RefinedTcpStream)
+    where
+        S: Into<Stream>,
+    {
+        Self::halves(stream.into(), Some(Arc::new(slot)))
+    }
+
+    fn halves(stream: Stream, slot: Option<Arc<Slot>>) -> (RefinedTcpStream, RefinedTcpStream) {
         let (read, write) = (stream.clone(), stream);
 
         let read = RefinedTcpStream {
             stream: read,
             close_read: true,
             close_write: false,
+            _slot: slot.clone(),
         };
 
         let write = RefinedTcpStream {
             stream: write,
             close_read: false,
             close_write: true,
+            _slot: slot,
         };
 
         (read, write)
@@ -120,6 +147,15 @@ impl RefinedTcpStream {
 
     pub(crate) fn peer_addr(&mut self) -> IoResult<Option<SocketAddr>> {
         self.stream.peer_addr()
+    }
+
+    /// (cashcode patch) The shared plain connection, which keeps the head deadline.
+    pub(crate) fn shared(&self) -> Option<Arc<Shared>> {
+        match &self.stream {
+            Stream::Http(shared) => Some(Arc::clone(shared)),
+            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
+            Stream::Https(_) => None,
+        }
     }
 }
 

@@ -110,6 +110,20 @@ impl<W: Write + Send> Iterator for SequentialWriterBuilder<W> {
     }
 }
 
+impl<R: Read + Send> SequentialReader<R> {
+    /// (cashcode patch) Waits until the readers before this one are done, so that what
+    /// follows reads the stream at once (the request head deadline starts only then).
+    pub fn wait_turn(&mut self) -> IoResult<()> {
+        if let SequentialReaderInner::Waiting(ref mut recv) = self.inner {
+            let reader = recv.recv().map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "connection closed")
+            })?;
+            self.inner = SequentialReaderInner::MyTurn(reader);
+        }
+        Ok(())
+    }
+}
+
 impl<R: Read + Send> Read for SequentialReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
         let mut reader = match self.inner {

@@ -1,6 +1,7 @@
 use std::collections::VecDeque;
+use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
@@ -10,6 +11,8 @@ use std::time::Duration;
 /// Any idle thread will automatically die after a few seconds.
 pub struct TaskPool {
     sharing: Arc<Sharing>,
+    // (cashcode patch)
+    stack_size: usize,
 }
 
 struct Sharing {
@@ -28,6 +31,9 @@ struct Sharing {
 
 /// Minimum number of active threads.
 static MIN_THREADS: usize = 4;
+
+/// (cashcode patch) Stack of a connection thread: it parses heads and hands requests over.
+const STACK_SIZE: usize = 512 * 1024;
 
 struct Registration<'a> {
     nb: &'a AtomicUsize,
@@ -48,6 +54,11 @@ impl<'a> Drop for Registration<'a> {
 
 impl TaskPool {
     pub fn new() -> TaskPool {
+        Self::with_stack_size(STACK_SIZE)
+    }
+
+    /// (cashcode patch) A pool whose threads get `stack_size` bytes of stack.
+    fn with_stack_size(stack_size: usize) -> TaskPool {
         let pool = TaskPool {
             sharing: Arc::new(Sharing {
                 todo: Mutex::new(VecDeque::new()),
@@ -55,10 +66,12 @@ impl TaskPool {
                 active_tasks: AtomicUsize::new(0),
                 waiting_tasks: AtomicUsize::new(0),
             }),
+            stack_size,
         };
 
         for _ in 0..MIN_THREADS {
-            pool.add_thread(None)
+            // (cashcode patch) a pool short of threads starts them as tasks come
+            let _ = pool.add_thread(None);
         }
 
         pool
@@ -66,24 +79,37 @@ impl TaskPool {
 
     /// Executes a function in a thread.
     /// If no thread is available, spawns a new one.
-    pub fn spawn(&self, code: Box<dyn FnMut() + Send>) {
-        let mut queue = self.sharing.todo.lock().unwrap();
+    ///
+    /// (cashcode patch) When that thread cannot be started (a thread or memory limit), the
+    /// error is returned and `code` is dropped without running; the pool stays usable.
+    /// Upstream panicked while holding the queue's lock, which ended the accept thread and
+    /// poisoned the lock for every connection thread.
+    pub fn spawn(&self, code: Box<dyn FnMut() + Send>) -> io::Result<()> {
+        let mut queue = self
+            .sharing
+            .todo
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
 
         // (cashcode patch) A woken thread counts as waiting until it has taken its task, so
         // only the waiting threads beyond the queued tasks are free: comparing with 0 left a
         // burst of connections queued behind busy ones until one of those ended.
         if self.sharing.waiting_tasks.load(Ordering::Acquire) <= queue.len() {
-            self.add_thread(Some(code));
+            self.add_thread(Some(code))
         } else {
             queue.push_back(code);
             self.sharing.condvar.notify_one();
+            Ok(())
         }
     }
 
-    fn add_thread(&self, initial_fn: Option<Box<dyn FnMut() + Send>>) {
+    fn add_thread(&self, initial_fn: Option<Box<dyn FnMut() + Send>>) -> io::Result<()> {
         let sharing = self.sharing.clone();
 
-        thread::spawn(move || {
+        let builder = thread::Builder::new()
+            .name("http-conn".into())
+            .stack_size(self.stack_size);
+        builder.spawn(move || {
             let sharing = sharing;
             let _active_guard = Registration::new(&sharing.active_tasks);
 
@@ -93,7 +119,7 @@ impl TaskPool {
 
             loop {
                 let mut task: Box<dyn FnMut() + Send> = {
-                    let mut todo = sharing.todo.lock().unwrap();
+                    let mut todo = sharing.todo.lock().unwrap_or_else(PoisonError::into_inner);
 
                     let task;
                     loop {
@@ -105,13 +131,16 @@ impl TaskPool {
 
                         let received =
                             if sharing.active_tasks.load(Ordering::Acquire) <= MIN_THREADS {
-                                todo = sharing.condvar.wait(todo).unwrap();
+                                todo = sharing
+                                    .condvar
+                                    .wait(todo)
+                                    .unwrap_or_else(PoisonError::into_inner);
                                 true
                             } else {
                                 let (new_lock, waitres) = sharing
                                     .condvar
                                     .wait_timeout(todo, Duration::from_millis(5000))
-                                    .unwrap();
+                                    .unwrap_or_else(PoisonError::into_inner);
                                 todo = new_lock;
                                 !waitres.timed_out()
                             };
@@ -126,7 +155,8 @@ impl TaskPool {
 
                 task();
             }
-        });
+        })?;
+        Ok(())
     }
 }
 
@@ -163,7 +193,7 @@ mod tests {
         let released = std::sync::Arc::new(std::sync::Mutex::new(released));
         for i in 0..16 {
             let (started, released) = (started.clone(), released.clone());
-            pool.spawn(Box::new(move || {
+            let _ = pool.spawn(Box::new(move || {
                 started.send(i).unwrap();
                 // Holds its thread like a connection that stays open.
                 let _ = released
@@ -179,5 +209,36 @@ mod tests {
                 .expect("a task waited behind busy threads");
         }
         drop(release);
+    }
+
+    // (cashcode patch) A thread that cannot be started (here: a stack no address space
+    // holds) is an error for that one task, which is dropped unrun; the pool goes on.
+    #[test]
+    fn a_thread_that_cannot_start_drops_its_task_and_the_pool_goes_on() {
+        let pool = TaskPool::with_stack_size(usize::MAX / 2);
+        assert_eq!(pool.sharing.active_tasks.load(Ordering::Acquire), 0);
+        let (dropped, was_dropped) = channel::<()>();
+        let (ran, has_run) = channel::<()>();
+        let err = pool
+            .spawn(Box::new(move || {
+                let _keep = &dropped;
+                ran.send(()).unwrap();
+            }))
+            .expect_err("a thread with that stack cannot start");
+        assert!(!err.to_string().is_empty());
+        assert!(has_run.try_recv().is_err(), "the task ran");
+        // The task's captures were dropped with it (a connection would be closed).
+        assert_eq!(
+            was_dropped.try_recv(),
+            Err(std::sync::mpsc::TryRecvError::Disconnected)
+        );
+        let mut pool = pool;
+        pool.stack_size = 64 * 1024;
+        let (done, is_done) = channel();
+        pool.spawn(Box::new(move || done.send(()).unwrap()))
+            .expect("the pool starts threads again");
+        is_done
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the task ran");
     }
 }
