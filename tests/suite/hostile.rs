@@ -1818,6 +1818,8 @@ fn ws_handshake_trickling_130_bytes_a_second_is_dropped_at_the_deadline() {
     });
     row.note(&format!("dropped after {lasted:.1?}"));
     assert!(lasted >= Duration::from_secs(4), "dropped after {lasted:?}, before the 5 s deadline");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Staying power: a peer holding connections, trickling heads or stalling refused uploads slows
 // only its own connections; the owner (another address here, 127.0.0.1) is served throughout.
