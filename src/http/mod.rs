@@ -10,6 +10,7 @@ pub mod api;
 pub(crate) mod assets;
 pub(crate) mod body;
 pub mod gate;
+pub(crate) mod headers;
 pub(crate) mod llm_routes;
 pub(crate) mod mcp_routes;
 pub(crate) mod memory_routes;
@@ -163,6 +164,7 @@ fn handle(mut rq: tiny_http::Request, target: Target, api: &api::Api) {
         headers.push(("Vary".into(), "Origin".into()));
     }
     headers.extend(resp.headers);
+    self::headers::harden(&mut headers);
     for (k, v) in headers {
         if let Some(h) = header(&k, &v) {
             out.add_header(h);
@@ -333,7 +335,8 @@ fn busy(rq: tiny_http::Request, status: u16, detail: &str) {
     let body = serde_json::to_vec(&json!({ "detail": detail })).unwrap_or_default();
     let mut out = tiny_http::Response::from_data(body).with_status_code(status);
     let closing = body::streamed(&rq).then_some(("Connection", "close"));
-    for (k, v) in [("Content-Type", "application/json"), ("Retry-After", "2")].into_iter().chain(closing) {
+    let fixed = [("Content-Type", "application/json"), ("Retry-After", "2")];
+    for (k, v) in fixed.into_iter().chain(headers::ALWAYS).chain(closing) {
         if let Some(h) = header(k, v) {
             out.add_header(h);
         }
