@@ -4,6 +4,7 @@
 //   [slow]  a long answer streamed slowly (cancel / reconnect tests)
 //   [fail]  HTTP 500 (the turn fails; the client shows the error inline)
 //   [wait]  15 s of empty heartbeat deltas before any content (cancel before any text)
+//   [image] IMAGE_REPLY: a remote image, a data image and a formula (the CSP and image tests)
 //   else    a Markdown answer with a heading, a table and a fenced code block
 import http from 'node:http'
 
@@ -29,6 +30,15 @@ export const DEFAULT_REPLY = [
 export const SLOW_WORDS = Array.from({ length: 40 }, (_, i) => `w${i}`)
 export const SLOW_REPLY = SLOW_WORDS.join(' ')
 export const TOOL_REPLY = 'Saved **2** facts to memory.'
+/** Where IMAGE_REPLY's remote image lives (the browser test routes it; nothing resolves it). */
+export const REMOTE_IMAGE = 'https://images.example.test/cat.png?leak=secret-words'
+export const IMAGE_REPLY = [
+  `A remote picture: ![a cat](${REMOTE_IMAGE})`,
+  '',
+  'An inline dot: ![dot](data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==)',
+  '',
+  'And a formula: $E = mc^2$',
+].join('\n')
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
@@ -94,6 +104,8 @@ export async function startFakeLlm() {
     } else if (text.includes('[wait]')) {
       plan.push({ wait: 15_000 })
       plan.push({ text: 'late answer', size: 4, delay: 10 })
+    } else if (text.includes('[image]')) {
+      plan.push({ text: IMAGE_REPLY, size: 16, delay: 10 })
     } else if (text.includes('[slow]')) {
       plan.push({ words: SLOW_WORDS, delay: 120 })
     } else {

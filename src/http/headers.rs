@@ -19,11 +19,12 @@ const NOTHING: &str = "default-src 'none'; frame-ancestors 'none'";
 /// https, and the client shows those as links until the owner clicks one (Markdown.tsx), so
 /// an answer cannot make the browser contact a host on its own. Styles and scripts come only
 /// from the build (no inline code, no `eval`); React and KaTeX set styles through the CSSOM,
-/// which `style-src` does not govern.
+/// which `style-src` does not govern. Fonts may be `data:` URLs: the build inlines KaTeX's
+/// smallest fonts into its CSS.
 pub(crate) fn client_csp(ws_host: &str, ws_port: u16) -> String {
     format!(
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob: https:; \
-         font-src 'self'; connect-src 'self' ws://{ws_host}:{ws_port} wss://{ws_host}:{ws_port}; \
+         font-src 'self' data:; connect-src 'self' ws://{ws_host}:{ws_port} wss://{ws_host}:{ws_port}; \
          object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )
 }
