@@ -29,12 +29,15 @@ pub(crate) fn client_csp(ws_host: &str, ws_port: u16) -> String {
     )
 }
 
-/// Adds [`ALWAYS`], and the no-content policy unless the answer set its own.
+/// Adds [`ALWAYS`] and the no-content policy, each unless the answer set its own (the OAuth
+/// callback page sets its policy and referrer rule).
 pub(crate) fn harden(headers: &mut Vec<(String, String)>) {
-    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-security-policy")) {
-        headers.push(("Content-Security-Policy".into(), NOTHING.into()));
-    }
-    headers.extend(ALWAYS.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let defaults = ALWAYS.iter().chain([&("Content-Security-Policy", NOTHING)]);
+    let missing: Vec<(String, String)> = defaults
+        .filter(|(name, _)| !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name)))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    headers.extend(missing);
 }
 
 #[cfg(test)]
@@ -51,8 +54,13 @@ mod tests {
         assert_eq!(get(&h, "x-content-type-options"), ["nosniff"]);
         assert_eq!(get(&h, "x-frame-options"), ["DENY"]);
         assert_eq!(get(&h, "content-security-policy"), [NOTHING]);
-        let mut page = vec![("Content-Security-Policy".to_string(), client_csp("localhost", 8765))];
+        let mut page = vec![
+            ("Content-Security-Policy".to_string(), client_csp("localhost", 8765)),
+            ("Referrer-Policy".to_string(), "same-origin".to_string()),
+        ];
         harden(&mut page);
+        assert_eq!(get(&page, "referrer-policy"), ["same-origin"], "an answer's own value stays, once");
+        assert_eq!(get(&page, "x-frame-options"), ["DENY"]);
         let csp = get(&page, "content-security-policy");
         assert_eq!(csp.len(), 1);
         assert!(csp[0].contains("connect-src 'self' ws://localhost:8765 wss://localhost:8765;"), "{}", csp[0]);
