@@ -1,6 +1,8 @@
-//! Start-up configuration: command-line flags, then environment variables, then an optional
-//! `.env` file, then defaults, resolved once into a validated [`Config`]. Nothing reads the
-//! environment after start-up (the LLM legacy migration reads its two variables from here too).
+//! Start-up configuration: command-line flags, then environment variables, then the `.env`
+//! files the owner put in place (the installation's and the config directory's, or the one
+//! `--env-file` names; never one in the working directory), then defaults, resolved once into
+//! a validated [`Config`] on the main thread. Nothing reads the environment after start-up
+//! (the LLM legacy migration reads its two variables from here too).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -34,8 +36,8 @@ pub(crate) const DEFAULT_WORKERS: usize = 32;
 pub(crate) const MAX_WORKERS: usize = 1024;
 /// Days a rotated log file is kept (`CASHCODE_LOG_RETENTION_DAYS`, at most 3650).
 pub(crate) const DEFAULT_LOG_RETENTION_DAYS: u32 = 10;
-/// Default browser origins allowed when `CASHCODE_ALLOWED_ORIGINS` is unset (the Vite dev server).
-pub(crate) const DEFAULT_ORIGINS: &[&str] = &["http://127.0.0.1:5173", "http://localhost:5173"];
+/// The Vite dev server's origins, allowed only in dev mode (`--dev`, `CASHCODE_DEV=1`).
+pub(crate) const DEV_ORIGINS: &[&str] = &["http://127.0.0.1:5173", "http://localhost:5173"];
 /// LLM HTTP timeout for connect and for each read (the SDK's 60 s).
 pub(crate) const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(60);
 /// Time for a whole HTTP request body to arrive (`CASHCODE_HTTP_BODY_TIMEOUT`).
@@ -69,13 +71,18 @@ cashcode - a locally hosted personal AI agent server
 
 USAGE: cashcode [FLAGS]
 
-Flags override environment variables, which override a .env file, which overrides defaults.
+Flags override environment variables, which override .env files, which override defaults.
+The .env files read are <checkout>/.env (the installation: --project-dir, or the checkout
+holding the binary) and <config dir>/.env, or only the file --env-file names; a .env in the
+working directory is ignored (with a warning) unless it is one of those.
 
   --port N               HTTP port (env CASHCODE_PORT, default 8000; 0 = any free port)
   --host ADDR            HTTP bind address (env CASHCODE_HOST, default 127.0.0.1)
   --ws-host ADDR         WebSocket bind address (env WS_HOST, default 127.0.0.1)
   --ws-port N            WebSocket port (env WS_PORT, default 8765; 0 = any free port)
-  --allowed-origins L    comma list of browser origins (env CASHCODE_ALLOWED_ORIGINS)
+  --allowed-origins L    comma list of extra browser origins (env CASHCODE_ALLOWED_ORIGINS)
+  --dev                  also allow the Vite dev server's origins, http://127.0.0.1:5173 and
+                         http://localhost:5173 (env CASHCODE_DEV=1)
   --token T              required for non-loopback binds (env CASHCODE_TOKEN); 16+ characters
   --token-file PATH      read the token from a file instead, trimmed (env CASHCODE_TOKEN_FILE)
   --home DIR             base for the default data/memory/log/workspace dirs (env CASHCODE_HOME)
@@ -87,7 +94,8 @@ Flags override environment variables, which override a .env file, which override
   --project-dir DIR      checkout holding mcp_servers/ and client/dist (env CASHCODE_PROJECT_DIR)
   --dream-interval S     seconds between Dream runs (env DREAM_INTERVAL, default 300; 0 = off)
   --workers N            turn worker threads (env CASHCODE_WORKERS, default 32)
-  --env-file PATH        .env file to read (default ./.env when present)
+  --env-file PATH        the one .env file to read, instead of <checkout>/.env and
+                         <config dir>/.env (it must exist)
   -h, --help             print this help
   -V, --version          print the version
 
@@ -333,6 +341,9 @@ const FLAGS: &[(&str, &str)] = &[
     ("--workers", "CASHCODE_WORKERS"),
 ];
 
+/// Switches: a flag without a value that sets its variable to `1`.
+const SWITCHES: &[(&str, &str)] = &[("--dev", "CASHCODE_DEV")];
+
 /// Parses flags and the process environment. `secrets` are the secret variables taken out of
 /// the environment at start-up ([`crate::secrets::take_from_environment`]); they count as
 /// environment variables here.
@@ -454,7 +465,11 @@ fn read_args(args: impl IntoIterator<Item = String>, cwd: &Path) -> Result<Cli, 
             "-V" | "--version" => return Ok(Cli::Version),
             "--env-file" => {
                 let v = inline.or_else(|| it.next()).ok_or_else(|| Error("--env-file needs a value".into()))?;
-                env_file = Some(cwd.join(v));
+                env_file = Some(resolve(cwd, &v));
+            }
+            _ if inline.is_none() && SWITCHES.iter().any(|(f, _)| *f == name) => {
+                let (_, var) = SWITCHES.iter().find(|(f, _)| *f == name).expect("just found");
+                flags.insert(var, "1".into());
             }
             _ => {
                 let (flag, var) = FLAGS
@@ -469,25 +484,56 @@ fn read_args(args: impl IntoIterator<Item = String>, cwd: &Path) -> Result<Cli, 
     Ok(Cli::Run(flags, env_file))
 }
 
-/// The `.env` file, then the environment, then the flags, each overriding the one before. An
-/// explicit `--env-file` must exist; the default `./.env` is optional.
+/// The `.env` files, then the environment, then the flags, each overriding the one before.
+///
+/// Which `.env` files is decided from the environment and the flags alone (a `.env` cannot
+/// move where `.env` files are read from): the one `--env-file` names, which must exist; else
+/// the installation's (`<checkout>/.env`: `CASHCODE_PROJECT_DIR`, or the checkout holding the
+/// executable) and then the config directory's (`<config dir>/.env`), each optional. A `.env`
+/// in the working directory that is none of these is not read: whoever put a file where the
+/// server happens to be started (a cloned repository, a workspace the model wrote to) must not
+/// widen its origins, bind address or network guard. It gets one warning naming it.
 fn gather(
     flags: BTreeMap<&'static str, String>,
     env_file: Option<PathBuf>,
     env: BTreeMap<String, String>,
     cwd: &Path,
+    exe: Option<&Path>,
+    warnings: &mut Vec<String>,
 ) -> Result<Vars, Error> {
-    let mut vars = BTreeMap::new();
-    let dotenv = env_file.clone().unwrap_or_else(|| cwd.join(".env"));
-    match std::fs::read_to_string(&dotenv) {
-        Ok(text) => vars.extend(parse_dotenv(&text)),
-        Err(e) if env_file.is_some() => return Err(Error(format!("cannot read {}: {e}", dotenv.display()))),
-        Err(_) => {}
-    }
-    vars.extend(env);
+    let mut outer = env;
     for (k, v) in flags {
-        vars.insert(k.to_string(), v);
+        outer.insert(k.to_string(), v);
     }
+    let early = Vars(outer.clone());
+    let files = match env_file {
+        Some(f) => vec![(f, true)],
+        None => {
+            let install = early.dir(cwd, "CASHCODE_PROJECT_DIR").or_else(|| find_project(exe));
+            let config_root = early.dir(cwd, "CASHCODE_CONFIG_DIR").unwrap_or_else(|| default_config_root(early.map()));
+            install.map(|d| (d.join(".env"), false)).into_iter().chain([(config_root.join(".env"), false)]).collect()
+        }
+    };
+    let mut vars = BTreeMap::new();
+    for (file, required) in &files {
+        match std::fs::read_to_string(file) {
+            Ok(text) => vars.extend(parse_dotenv(&text)),
+            Err(e) if *required => return Err(Error(format!("cannot read {}: {e}", file.display()))),
+            Err(_) => {}
+        }
+    }
+    let here = cwd.join(".env");
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if here.is_file() && !files.iter().any(|(f, _)| same(f, &here)) {
+        warnings.push(format!(
+            "ignored {}: .env files are read from the installation and the config directory, or from --env-file",
+            here.display()
+        ));
+    }
+    vars.extend(outer);
     Ok(Vars(vars))
 }
 
@@ -498,13 +544,14 @@ pub(crate) fn parse(
     cwd: &Path,
     exe: Option<&Path>,
 ) -> Result<Command, Error> {
+    let mut warnings = Vec::new();
     let vars = match read_args(args, cwd)? {
         Cli::Help => return Ok(Command::Help),
         Cli::Version => return Ok(Command::Version),
-        Cli::Run(flags, env_file) => gather(flags, env_file, env, cwd)?,
+        Cli::Run(flags, env_file) => gather(flags, env_file, env, cwd, exe, &mut warnings)?,
     };
 
-    let project_dir = vars.dir(cwd, "CASHCODE_PROJECT_DIR").or_else(|| find_project(cwd, exe));
+    let project_dir = vars.dir(cwd, "CASHCODE_PROJECT_DIR").or_else(|| find_project(exe));
     let home = match vars.dir(cwd, "CASHCODE_HOME") {
         Some(h) => h,
         None => match &project_dir {
@@ -574,7 +621,6 @@ pub(crate) fn parse(
         }
     };
 
-    let mut warnings = Vec::new();
     let token = read_token(&vars, cwd, &mut warnings)?;
     let secrets = known_secrets(&vars, token.as_deref());
     let skill_evolution = SkillEvolutionConfig::from_vars(|k| vars.get(k))?;
@@ -586,7 +632,10 @@ pub(crate) fn parse(
         http_port: vars.num("CASHCODE_PORT", .., "a port number")?.unwrap_or(DEFAULT_HTTP_PORT),
         ws_host: vars.get("WS_HOST").unwrap_or_else(|| DEFAULT_HOST.into()),
         ws_port: vars.num("WS_PORT", .., "a port number")?.unwrap_or(DEFAULT_WS_PORT),
-        allowed_origins: parse_origins(vars.get("CASHCODE_ALLOWED_ORIGINS").as_deref()),
+        allowed_origins: parse_origins(
+            vars.get("CASHCODE_ALLOWED_ORIGINS").as_deref(),
+            vars.flag("CASHCODE_DEV")?.unwrap_or(false),
+        ),
         token: token.map(Secret::new),
         data_dir: dir("CASHCODE_DATA_DIR", home.join("data")),
         memory_dir: dir("MEMORY_DIR", home.join("memory")),
@@ -718,19 +767,19 @@ fn read_token_file(path: &Path, warnings: &mut Vec<String>) -> Result<String, Er
     Ok(token.to_string())
 }
 
-/// `CASHCODE_ALLOWED_ORIGINS`: comma list, trimmed, trailing `/` removed; empty -> the defaults.
-pub(crate) fn parse_origins(raw: Option<&str>) -> Vec<String> {
-    let list: Vec<String> = raw
+/// `CASHCODE_ALLOWED_ORIGINS`: comma list, trimmed, trailing `/` removed; in dev mode the Vite
+/// dev server's origins are added.
+pub(crate) fn parse_origins(raw: Option<&str>, dev: bool) -> Vec<String> {
+    let mut list: Vec<String> = raw
         .unwrap_or("")
         .split(',')
         .map(|s| s.trim().trim_end_matches('/').to_string())
         .filter(|s| !s.is_empty())
         .collect();
-    if list.is_empty() {
-        DEFAULT_ORIGINS.iter().map(|s| s.to_string()).collect()
-    } else {
-        list
+    if dev {
+        list.extend(DEV_ORIGINS.iter().map(|s| s.to_string()).filter(|o| !list.contains(o)).collect::<Vec<_>>());
     }
+    list
 }
 
 /// `KEY=value` lines; `#` comments, optional `export`, single or double quotes.
@@ -771,16 +820,14 @@ fn resolve(cwd: &Path, p: &str) -> PathBuf {
     }
 }
 
-/// A checkout is recognised by `mcp_servers/mcp_config.json` next to a `Cargo.toml`: first the
-/// working directory and its parents, then the directories above the executable
-/// (`<checkout>/target/release/cashcode`).
-fn find_project(cwd: &Path, exe: Option<&Path>) -> Option<PathBuf> {
+/// The checkout holding the executable (`<checkout>/target/release/cashcode`), recognised by
+/// `mcp_servers/mcp_config.json` next to a `Cargo.toml`. Never the working directory: a
+/// repository the server happens to be started in would otherwise supply the client files,
+/// the MCP catalog and the `.env`.
+fn find_project(exe: Option<&Path>) -> Option<PathBuf> {
     let is_project =
         |d: &Path| d.join("Cargo.toml").is_file() && d.join("mcp_servers").join("mcp_config.json").is_file();
-    cwd.ancestors()
-        .find(|d| is_project(d))
-        .or_else(|| exe.and_then(|e| e.ancestors().skip(1).find(|d| is_project(d))))
-        .map(Path::to_path_buf)
+    exe.and_then(|e| e.ancestors().skip(1).find(|d| is_project(d))).map(Path::to_path_buf)
 }
 
 fn home_dir(vars: &BTreeMap<String, String>) -> PathBuf {
@@ -1074,8 +1121,10 @@ mod tests {
 
     #[test]
     fn origins_and_dotenv() {
-        assert_eq!(parse_origins(Some(" http://a:1/ , http://b ")), vec!["http://a:1", "http://b"]);
-        assert_eq!(parse_origins(None).len(), 2);
+        assert_eq!(parse_origins(Some(" http://a:1/ , http://b "), false), vec!["http://a:1", "http://b"]);
+        assert_eq!(parse_origins(None, false), Vec::<String>::new());
+        assert_eq!(parse_origins(None, true), DEV_ORIGINS);
+        assert_eq!(parse_origins(Some("http://localhost:5173,http://a"), true).len(), 3);
         let kv = parse_dotenv("# c\nexport A=1\nB=\"two words\"\nC=x # note\n");
         assert_eq!(kv, vec![("A".into(), "1".into()), ("B".into(), "two words".into()), ("C".into(), "x".into())]);
     }
@@ -1220,5 +1269,88 @@ mod tests {
         for key in ["ENABLED", "MIN_TOOL_CALLS", "RECURRENCE", "MAX_CONTEXT_CHARS", "MAX_CONCURRENT", "MAX_EVIDENCE"] {
             assert!(HELP.contains(&format!("SKILL_EVOLUTION_{key}=")), "{key} is listed in --help");
         }
+    }
+
+    /// Dev origins only in dev mode: `--dev` or `CASHCODE_DEV`, any switch spelling.
+    #[test]
+    fn dev_origins_need_the_dev_switch() {
+        assert_eq!(run(&[], &[]).unwrap().allowed_origins, Vec::<String>::new());
+        assert_eq!(run(&["--dev"], &[]).unwrap().allowed_origins, DEV_ORIGINS);
+        assert_eq!(run(&[], &[("CASHCODE_DEV", "yes")]).unwrap().allowed_origins, DEV_ORIGINS);
+        assert_eq!(run(&[], &[("CASHCODE_DEV", "0")]).unwrap().allowed_origins, Vec::<String>::new());
+        assert!(run(&["--dev=1"], &[]).is_err());
+        assert!(run(&[], &[("CASHCODE_DEV", "maybe")]).is_err());
+        assert!(HELP.contains("--dev") && HELP.contains("CASHCODE_DEV"));
+    }
+
+    /// `.env` files come from the installation and the config directory, or `--env-file`
+    /// alone; one in the working directory is ignored with a warning naming it, unless it is
+    /// one of those.
+    #[test]
+    fn dotenv_files_come_from_where_the_owner_put_them() {
+        let root = std::env::temp_dir().join(format!("cc-dotenv-{}", crate::util::rand::hex(6)));
+        let (install, conf, cwd) = (root.join("install"), root.join("conf"), root.join("cwd"));
+        for d in [&install, &conf, &cwd] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(install.join(".env"), "A=install\nB=install\nWS_PORT=1\n").unwrap();
+        std::fs::write(conf.join(".env"), "B=conf\nC=conf\n").unwrap();
+        std::fs::write(cwd.join(".env"), "CASHCODE_ALLOWED_ORIGINS=http://evil.example\nD=cwd\n").unwrap();
+        let env = |extra: &[(&str, &str)]| -> BTreeMap<String, String> {
+            [("CASHCODE_PROJECT_DIR", install.to_str().unwrap()), ("CASHCODE_CONFIG_DIR", conf.to_str().unwrap())]
+                .iter()
+                .chain(extra)
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let cfg = |args: &[&str], env: BTreeMap<String, String>, cwd: &Path| match parse(
+            args.iter().map(|s| s.to_string()),
+            env,
+            cwd,
+            None,
+        ) {
+            Ok(Command::Run(c)) => *c,
+            Ok(_) => panic!("not a run"),
+            Err(e) => panic!("{e}"),
+        };
+        let c = cfg(&[], env(&[("WS_PORT", "0")]), &cwd);
+        let v = c.vars.map();
+        assert_eq!(
+            (v.get("A"), v.get("B"), v.get("C"), v.get("D")),
+            (Some(&"install".into()), Some(&"conf".into()), Some(&"conf".into()), None)
+        );
+        assert_eq!(c.ws_port, 0, "the environment wins over every .env");
+        assert!(c.allowed_origins.is_empty(), "the working directory's .env widened the origins");
+        let warned: Vec<_> = c.warnings.iter().filter(|w| w.contains(".env")).collect();
+        assert_eq!(warned.len(), 1, "{:?}", c.warnings);
+        assert!(warned[0].contains(&cwd.join(".env").display().to_string()), "{}", warned[0]);
+
+        // Started from the installation itself: its .env is read and nothing is warned about.
+        let c = cfg(&[], env(&[]), &install);
+        assert_eq!(c.vars.map().get("A").map(String::as_str), Some("install"));
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+
+        // --env-file is the only one read (relative to the working directory); it must exist.
+        std::fs::write(root.join("chosen.env"), "E=chosen\nCASHCODE_ALLOWED_ORIGINS=http://mine.example\n").unwrap();
+        let c = cfg(&["--env-file", "../chosen.env"], env(&[]), &cwd);
+        let v = c.vars.map();
+        assert_eq!((v.get("A"), v.get("E")), (None, Some(&"chosen".into())));
+        assert_eq!(c.allowed_origins, ["http://mine.example"]);
+        let c = cfg(&["--env-file", ".env"], env(&[]), &cwd);
+        assert_eq!(c.vars.map().get("D").map(String::as_str), Some("cwd"), "named explicitly, it is read");
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let e = parse(["--env-file".to_string(), "missing.env".to_string()], env(&[]), &cwd, None).err().unwrap();
+        assert!(e.0.contains("missing.env"), "{e}");
+
+        // The working directory is no installation, even when it looks like a checkout.
+        std::fs::write(cwd.join("Cargo.toml"), "").unwrap();
+        std::fs::create_dir_all(cwd.join("mcp_servers")).unwrap();
+        std::fs::write(cwd.join("mcp_servers/mcp_config.json"), "{}").unwrap();
+        let mut plain = env(&[]);
+        plain.remove("CASHCODE_PROJECT_DIR");
+        let c = cfg(&[], plain, &cwd);
+        assert_eq!(c.project_dir, None);
+        assert!(c.vars.map().get("D").is_none() && c.allowed_origins.is_empty());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

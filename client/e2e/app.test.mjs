@@ -37,6 +37,25 @@ async function lastAssistant(p) {
   return n ? all.nth(n - 1) : null
 }
 
+/** What the page shows, for a failure message: connection, open chat title, each message. */
+async function transcript(p) {
+  const msgs = await p
+    .locator('[data-testid=msg-user], [data-testid=msg-assistant], [data-testid=msg-notice]')
+    .evaluateAll((els) => els.map((e) => `${e.dataset.testid}: ${e.innerText.replace(/\s+/g, ' ').slice(0, 80)}`))
+  const title = await p.locator('[data-testid=session-row] button[aria-current]').innerText({ timeout: 1000 }).catch(() => '?')
+  return `conn=${await connState(p).catch(() => '?')} chat=${JSON.stringify(title)} messages:\n  ${msgs.join('\n  ') || '(none)'}`
+}
+
+/** `until`, adding what the page shows when it times out. */
+async function untilShown(p, fn, what, timeout) {
+  try {
+    return await until(fn, what, timeout)
+  } catch (e) {
+    e.message += `\n--- page ---\n${await transcript(p).catch((x) => String(x))}`
+    throw e
+  }
+}
+
 async function waitTurnDone(p, timeout = 20_000) {
   await until(async () => (await p.getByTestId('send-button').count()) === 1, 'the turn to end', timeout)
 }
@@ -305,7 +324,7 @@ describe('CashCode web client', { concurrency: 1 }, () => {
       await p.getByTestId('new-chat').click()
       await until(async () => (await p.getByTestId('model-select').inputValue()).endsWith('fake-model'), 'the fake model')
       await sendMessage(p, '[slow] keep going while I drop')
-      await until(async () => /w2\b/.test((await (await lastAssistant(p))?.innerText()) ?? ''), 'the first words')
+      await untilShown(p, async () => /w2\b/.test((await (await lastAssistant(p))?.innerText()) ?? ''), 'the first words')
       await routes.at(-1).close({ code: 4000, reason: 'e2e drop' })
       await until(async () => (await connState(p)) !== 'connected', 'the client to notice the drop', 5000)
       await until(async () => (await connState(p)) === 'connected', 'the client to reconnect', 10_000)
@@ -315,6 +334,56 @@ describe('CashCode web client', { concurrency: 1 }, () => {
       assert.equal((await a.getByTestId('markdown').innerText()).trim(), SLOW_REPLY)
       assert.equal(await p.getByTestId('msg-assistant').count(), 1)
       await screenshot(p, '05-reconnect')
+    } finally {
+      await ctx.close()
+    }
+  })
+
+  // The race behind a CI failure of the reconnect test above: New chat was clicked while another
+  // chat was open, and the message typed before the server's `attached` arrived went to the old
+  // chat, which the view then left. The composer now waits for the new chat to open.
+  test('a message typed before the new chat opens goes to the new chat', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' })
+    let held = null
+    await ctx.routeWebSocket(/.*/, (ws) => {
+      const srv = ws.connectToServer()
+      srv.onMessage((m) => {
+        // Hold the answer to the test's own `new_chat` until its message has been typed.
+        if (held && String(m).includes('"event":"attached"') && String(m).includes('"last_seq":0')) held.push(m)
+        else ws.send(m)
+      })
+      ws.onMessage((m) => {
+        if (held === null && String(m).includes('"type":"new_chat"') && ws.armed) held = []
+        srv.send(m)
+      })
+      ctx.ws = ws
+    })
+    const p = await ctx.newPage()
+    try {
+      await openApp(p)
+      // An earlier chat with messages is open.
+      await p.getByTestId('session-row').first().locator('button').first().click()
+      await p.getByTestId('msg-user').first().waitFor()
+      ctx.ws.armed = true
+      await p.getByTestId('new-chat').click()
+      await until(() => held !== null, 'the new_chat frame')
+      const input = p.getByTestId('composer-input')
+      await input.fill('typed at once')
+      await input.press('Enter')
+      assert.equal(await p.getByTestId('send-button').isEnabled(), false, 'Send waits for the new chat')
+      for (const m of held) ctx.ws.send(m)
+      held = []
+      await until(() => p.getByTestId('send-button').isEnabled(), 'Send to be enabled')
+      await input.press('Enter')
+      await waitTurnDone(p)
+      await untilShown(
+        p,
+        async () => {
+          const sent = await p.getByTestId('msg-user').allInnerTexts()
+          return sent.length === 1 && sent[0].startsWith('typed at once')
+        },
+        'the message, alone, in the new chat',
+      )
     } finally {
       await ctx.close()
     }

@@ -6,6 +6,7 @@
 //   [escalate] CMD  one `exec` call of CMD (the rest of the line) asking to leave the sandbox
 //           (`sandbox_permissions: require_escalated`); after the result, "Result: <tool text>"
 //   [wait]  15 s of empty heartbeat deltas before any content (cancel before any text)
+//   [image] IMAGE_REPLY: a remote image, a data image and a formula (the CSP and image tests)
 //   else    a Markdown answer with a heading, a table and a fenced code block
 import http from 'node:http'
 
@@ -31,6 +32,15 @@ export const DEFAULT_REPLY = [
 export const SLOW_WORDS = Array.from({ length: 40 }, (_, i) => `w${i}`)
 export const SLOW_REPLY = SLOW_WORDS.join(' ')
 export const TOOL_REPLY = 'Saved **2** facts to memory.'
+/** Where IMAGE_REPLY's remote image lives (the browser test routes it; nothing resolves it). */
+export const REMOTE_IMAGE = 'https://images.example.test/cat.png?leak=secret-words'
+export const IMAGE_REPLY = [
+  `A remote picture: ![a cat](${REMOTE_IMAGE})`,
+  '',
+  'An inline dot: ![dot](data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==)',
+  '',
+  'And a formula: $E = mc^2$',
+].join('\n')
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
@@ -102,6 +112,8 @@ export async function startFakeLlm() {
     } else if (text.includes('[wait]')) {
       plan.push({ wait: 15_000 })
       plan.push({ text: 'late answer', size: 4, delay: 10 })
+    } else if (text.includes('[image]')) {
+      plan.push({ text: IMAGE_REPLY, size: 16, delay: 10 })
     } else if (text.includes('[slow]')) {
       plan.push({ words: SLOW_WORDS, delay: 120 })
     } else {

@@ -370,6 +370,7 @@ export function App() {
                 onUnqueue={(i) => active && unqueue(active, i)}
                 onLoadOlder={loadOlder}
                 loadingOlder={olderBusy}
+                awaitingChat={state.awaitingNewChat}
               />
             )}
             {/* Keyed by view: a view that suspends must not keep the previous one mounted (stale). */}

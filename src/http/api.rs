@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::gate::Target;
-use super::{assets, llm_routes, mcp_routes, memory_routes, safety_routes, sessions, skills_routes, Req, Resp};
+use super::{assets, headers, llm_routes, mcp_routes, memory_routes, safety_routes, sessions, skills_routes, Req, Resp};
 use crate::agent::Agent;
 use crate::config::Config;
 use crate::llm::runtime::LlmRuntime;
@@ -33,7 +33,12 @@ impl Api {
     pub fn route(&self, req: &Req) -> Resp {
         let path = match &req.target {
             Target::Api(p) => p,
-            Target::Static(segments) => return assets::serve(self.config.client_dir.as_deref(), &req.method, segments),
+            Target::Static(segments) => {
+                let mut r = assets::serve(self.config.client_dir.as_deref(), &req.method, segments);
+                r.headers
+                    .push(("Content-Security-Policy".into(), headers::client_csp(&self.page_host(req), self.ws_port)));
+                return r;
+            }
             Target::Refused(reason) => return Resp::detail(400, reason),
         };
         if path.trailing_slash {
@@ -58,10 +63,17 @@ impl Api {
         }
     }
 
+    /// The host name the page was loaded from: its WebSocket goes there too, so cookies and
+    /// origins line up (`/api/client-config` and the page's `connect-src` agree).
+    fn page_host(&self, req: &Req) -> String {
+        // Only name and address characters: the host is also written into a header value.
+        let plain =
+            |h: &String| h.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
+        req.header("host").and_then(crate::util::url::host).filter(plain).unwrap_or_else(|| self.config.ws_host.clone())
+    }
+
     fn client_config(&self, req: &Req) -> Resp {
-        // Same host name the page was loaded from, so cookies and origins line up.
-        let host = req.header("host").and_then(crate::util::url::host).unwrap_or_else(|| self.config.ws_host.clone());
-        Resp::ok(&ClientConfig { ws_url: format!("ws://{host}:{}/", self.ws_port) })
+        Resp::ok(&ClientConfig { ws_url: format!("ws://{}:{}/", self.page_host(req), self.ws_port) })
     }
 }
 

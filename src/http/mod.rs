@@ -14,6 +14,7 @@ pub(crate) mod assets;
 pub(crate) mod body;
 pub(crate) mod conn_limits;
 pub mod gate;
+pub(crate) mod headers;
 pub(crate) mod llm_routes;
 pub(crate) mod mcp_routes;
 pub(crate) mod memory_routes;
@@ -178,6 +179,7 @@ fn respond(rq: tiny_http::Request, req: &Req, resp: Resp, api: &api::Api, reques
         headers.push(("Vary".into(), "Origin".into()));
     }
     headers.extend(resp.headers);
+    self::headers::harden(&mut headers);
     for (k, v) in headers {
         if let Some(h) = header(&k, &v) {
             out.add_header(h);
@@ -390,7 +392,8 @@ fn busy(rq: tiny_http::Request, status: u16, detail: &str) {
     let body = serde_json::to_vec(&json!({ "detail": detail })).unwrap_or_default();
     let mut out = tiny_http::Response::from_data(body).with_status_code(status);
     let closing = body::streamed(&rq).then_some(("Connection", "close"));
-    for (k, v) in [("Content-Type", "application/json"), ("Retry-After", "2")].into_iter().chain(closing) {
+    let fixed = [("Content-Type", "application/json"), ("Retry-After", "2")];
+    for (k, v) in fixed.into_iter().chain(headers::ALWAYS).chain(closing) {
         if let Some(h) = header(k, v) {
             out.add_header(h);
         }

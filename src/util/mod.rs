@@ -1,7 +1,8 @@
 //! Small shared helpers: the turn cancel token, the BM25 scorer, time formatting, randomness,
 //! SHA-256 hex, atomic file writes, text cutting, secret redaction and the [`secret::Secret`]
 //! wrapper, the SSE parser, blocking calls on helper threads (`blocking`), joins with a
-//! deadline, the allocator policy, the URL/origin parser (and the loopback test), the JSON
+//! deadline, the allocator policy, the URL/origin parser (and the loopback test), the address guard of outbound requests
+//! (`netguard`: `web_fetch` and MCP OAuth), the JSON
 //! nesting check, Python-spaced JSON, the pydantic-style 422 item (`pydantic`) and lock
 //! acquisition that recovers from poisoning (`sync`). Any thread may call them. The bottom
 //! layer: nothing here imports another module of the crate.
@@ -15,6 +16,7 @@ pub(crate) mod hash;
 pub(crate) mod join;
 pub(crate) mod json;
 pub mod malloc;
+pub(crate) mod netguard;
 
 #[cfg(test)]
 pub(crate) mod prng;

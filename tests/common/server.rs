@@ -23,6 +23,8 @@ pub struct TestServer {
     pub http_port: u16,
     pub ws_port: u16,
     env: Vec<(String, String)>,
+    /// Command-line arguments.
+    args: Vec<String>,
     /// A file the server inherits at this descriptor number without FD_CLOEXEC.
     inherit: Option<(i32, PathBuf)>,
     /// The server's open-files limit (soft, hard), as `prlimit --nofile=soft:hard` sets it.
@@ -42,11 +44,17 @@ pub struct TestServer {
 pub struct ServerBuilder {
     home: Option<PathBuf>,
     env: Vec<(String, String)>,
+    args: Vec<String>,
     inherit: Option<(i32, PathBuf)>,
     nofile: Option<(u64, u64)>,
 }
 
 impl ServerBuilder {
+    /// A command-line argument (flags such as `--env-file PATH` or `--dev`).
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.into());
+        self
+    }
     pub fn env(mut self, k: &str, v: &str) -> Self {
         self.env.push((k.into(), v.into()));
         self
@@ -97,6 +105,7 @@ impl ServerBuilder {
             http_port: 0,
             ws_port: 0,
             env,
+            args: self.args,
             inherit: self.inherit,
             nofile: self.nofile,
             child: None,
@@ -137,7 +146,7 @@ fn drain(
 
 impl TestServer {
     pub fn builder() -> ServerBuilder {
-        ServerBuilder { home: None, env: Vec::new(), inherit: None, nofile: None }
+        ServerBuilder { home: None, env: Vec::new(), args: Vec::new(), inherit: None, nofile: None }
     }
 
     /// A server in a fresh home with the default environment.
@@ -154,7 +163,7 @@ impl TestServer {
 
     fn spawn(&mut self) {
         let mut cmd = bare_command(&self.home);
-        cmd.env("RUST_BACKTRACE", "1").stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.env("RUST_BACKTRACE", "1").args(&self.args).stdout(Stdio::piped()).stderr(Stdio::piped());
         for (k, v) in &self.env {
             cmd.env(k, v);
         }

@@ -390,7 +390,7 @@ fn without_the_token_no_spelling_reaches_any_route() {
 
 #[test]
 fn escapes_inside_segments_are_data_and_redirects_follow_the_checks() {
-    let server = TestServer::start();
+    let server = TestServer::builder().env("CASHCODE_DEV", "1").start();
     // UTF-8 and other escaped bytes inside a segment reach the handler, which decides.
     for (path, want) in [
         ("/api/skills/%E5%AD%97", "Skill not found"),

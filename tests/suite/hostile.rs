@@ -72,6 +72,11 @@ const HEADER_FLOOD: Duration = Duration::from_secs(10);
 /// the body was read as the next request).
 const FRAMING: Duration = Duration::from_secs(10);
 
+/// A page framing the client, an answer sniffed as another type, a `.env` planted where the
+/// server starts (unbounded: no headers at all; the `.env` widened the origins and opened
+/// `web_fetch` to private addresses).
+const SETTINGS_AND_HEADERS: Duration = Duration::from_secs(10);
+
 /// Probe pacing: ~40 probes a second is enough to see a stall without loading the box.
 const PROBE_EVERY: Duration = Duration::from_millis(25);
 /// A probe that has no answer by then counts as a failure.
@@ -204,10 +209,15 @@ impl Row {
     }
 
     fn with_env(name: &'static str, bound: Duration, env: &[(&str, &str)]) -> Row {
+        Row::in_home(name, bound, &fresh_home("hostile"), env)
+    }
+
+    /// A row whose server starts in `home` (its working directory), prepared beforehand.
+    fn in_home(name: &'static str, bound: Duration, home: &std::path::Path, env: &[(&str, &str)]) -> Row {
         let fake = FakeLlm::start();
         // The rows feed hostile tool arguments (a 200,000-character pattern among them) back
         // to the model; the context budget is tested in `long_chats`, not here.
-        let mut b = TestServer::builder().env("CASHCODE_CONTEXT_BUDGET_CHARS", "4000000");
+        let mut b = TestServer::builder().home(home).env("CASHCODE_CONTEXT_BUDGET_CHARS", "4000000");
         for (k, v) in env {
             b = b.env(k, v);
         }
@@ -1957,4 +1967,65 @@ fn refused_uploads_that_stall_never_hold_a_body_reader() {
         assert!(a.contains("\r\nConnection: close\r\n"), "{}", head(a));
         assert!(a.ends_with(r#"{"detail":"Origin is not allowed"}"#), "{}", head(a));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The served client and the settings.
+
+/// Any page may try to frame the owner's client (to overlay it) or have an answer read as
+/// another type: every spelling of a page, an API route, an error and a refusal says `DENY`,
+/// `frame-ancestors 'none'` and `nosniff`.
+#[test]
+fn framing_the_client_or_sniffing_an_answer_is_refused_by_headers() {
+    let mut row = Row::new("http: framing the client, sniffing an answer", SETTINGS_AND_HEADERS);
+    let answers = row.run(|row, _| {
+        let port = row.server.http_port;
+        let paths = ["/", "/index.html", "/chat/x", "/%63hat/x", "/api/health", "/api/sessions", "/api/nope", "/API/x"];
+        let mut out = Vec::new();
+        for path in paths {
+            for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")] {
+                out.push((format!("{host}{path}"), row.server.request("GET", path, &[("Host", &host)], None)));
+            }
+        }
+        Ok(out)
+    });
+    for (what, r) in answers {
+        assert_eq!(r.header("x-frame-options"), Some("DENY"), "{what} ({})", r.status);
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"), "{what}");
+        let csp = r.header("content-security-policy").unwrap_or_default();
+        assert!(csp.split(';').any(|d| d.trim() == "frame-ancestors 'none'"), "{what}: {csp:?}");
+    }
+}
+
+/// A `.env` in the directory the server is started from (a cloned repository, a workspace the
+/// model wrote one into) tries to widen the origins, turn on dev mode, bind every interface
+/// and open `web_fetch` to private addresses: none of it applies.
+#[test]
+fn a_dotenv_where_the_server_starts_cannot_widen_its_settings() {
+    let home = fresh_home("hostile-dotenv");
+    std::fs::write(
+        home.join(".env"),
+        "CASHCODE_ALLOWED_ORIGINS=http://evil.example\nCASHCODE_DEV=1\nCASHCODE_HOST=0.0.0.0\n\
+         WS_HOST=0.0.0.0\nCASHCODE_WEB_FETCH_ALLOW_PRIVATE=1\n",
+    )
+    .expect("plant .env");
+    let (url, _stop) = static_http("private page".to_string(), "text/plain");
+    let mut row = Row::in_home("settings: a .env where the server starts", SETTINGS_AND_HEADERS, &home, &[]);
+    let fetched = row.run(|row, deadline| {
+        for origin in ["http://evil.example", "http://127.0.0.1:5173"] {
+            if !matches!(
+                WsClient::handshake(row.server.ws_port, Some(origin)),
+                crate::common::ws::Handshake::Refused(403)
+            ) {
+                return Err(format!("the WebSocket took {origin}"));
+            }
+            let r = row.server.request("PUT", "/api/settings/llm", &[("Origin", origin)], Some("{}"));
+            if r.status != 403 {
+                return Err(format!("PUT with {origin} answered {}", r.status));
+            }
+        }
+        tool_call(row, "web_fetch", &json!({"url": url}), deadline)
+    });
+    assert!(fetched.contains("refused") && !fetched.contains("private page"), "{}", head(&fetched));
+    assert!(row.server.stderr_text().contains(&format!("ignored {}", home.join(".env").display())));
 }

@@ -26,13 +26,13 @@ fn ws_handshake_origin_check_with_defaults() {
     let server = TestServer::start();
     let own = server.http_base();
     assert!(accepted(server.ws_port, None), "a script without Origin is accepted");
-    assert!(accepted(server.ws_port, Some("http://127.0.0.1:5173")));
-    assert!(accepted(server.ws_port, Some("http://localhost:5173")));
     assert!(accepted(server.ws_port, Some(&own)), "the server's own origin {own}");
     let own_localhost = format!("http://localhost:{}", server.http_port);
     assert!(accepted(server.ws_port, Some(&own_localhost)), "the server's own origin {own_localhost}");
     for bad in [
         "http://evil.example",
+        "http://127.0.0.1:5173",
+        "http://localhost:5173",
         "https://127.0.0.1:5173",
         "http://127.0.0.1:5174",
         "http://localhost:5173.evil.example",
@@ -43,6 +43,26 @@ fn ws_handshake_origin_check_with_defaults() {
     }
     // Refusals do not hurt the server.
     assert!(accepted(server.ws_port, None));
+}
+
+/// The Vite dev server's origins (`:5173`) are refused unless the server runs in dev mode
+/// (`--dev` or `CASHCODE_DEV=1`), on the WebSocket and on state-changing HTTP routes alike.
+#[test]
+fn dev_origins_are_allowed_only_with_the_dev_flag() {
+    let body = llm_body("http://127.0.0.1:9", "").to_string();
+    for (dev, server) in [
+        (false, TestServer::start()),
+        (true, TestServer::builder().env("CASHCODE_DEV", "1").start()),
+        (false, TestServer::builder().env("CASHCODE_DEV", "0").start()),
+    ] {
+        for origin in ["http://127.0.0.1:5173", "http://localhost:5173"] {
+            assert_eq!(accepted(server.ws_port, Some(origin)), dev, "ws {origin} dev={dev}");
+            let r = server.request("PUT", "/api/settings/llm", &[("Origin", origin)], Some(&body));
+            assert_eq!(r.status, if dev { 200 } else { 403 }, "http {origin} dev={dev}: {}", r.body);
+            assert_eq!(r.header("access-control-allow-origin").is_some(), dev, "CORS for {origin} dev={dev}");
+        }
+        assert!(!accepted(server.ws_port, Some("http://127.0.0.1:5174")));
+    }
 }
 
 #[test]
@@ -100,7 +120,7 @@ fn state_changing_http_routes_refuse_foreign_origins() {
     let ok = server.request(
         "PATCH",
         &format!("/api/sessions/{chat}"),
-        &[("Origin", "http://localhost:5173")],
+        &[("Origin", &server.http_base())],
         Some(r#"{"title":"renamed"}"#),
     );
     ok.expect(200, json!({"chat_id":chat,"title":"renamed"}));
@@ -108,7 +128,7 @@ fn state_changing_http_routes_refuse_foreign_origins() {
 
 #[test]
 fn cors_headers_and_preflight() {
-    let server = TestServer::start();
+    let server = TestServer::builder().env("CASHCODE_DEV", "1").start();
     let allowed = "http://127.0.0.1:5173";
     let r = server.request("GET", "/api/health", &[("Origin", allowed)], None);
     r.expect(200, json!({"status":"ok","service":"cashcode"}));

@@ -205,6 +205,8 @@ export function ChatView(props: {
   /** asks for the page of history before the loaded one */
   onLoadOlder?: (chatId: string) => void
   loadingOlder?: boolean
+  /** a new chat was asked for and is not open yet: a message sent now would land in this one */
+  awaitingChat?: boolean
 }) {
   const t = useT()
   const { chatId, chat, generating, onCancel } = props
@@ -363,7 +365,7 @@ export function ChatView(props: {
         </button>
       )}
       <Composer
-        chatId={chatId}
+        chatId={props.awaitingChat ? null : chatId}
         generating={props.generating}
         connected={props.connected}
         llmVersion={props.llmVersion}

@@ -36,9 +36,20 @@ describe('Markdown renderer', () => {
     expect(out).toContain('<a href="https://example.com/x?y=1" target="_blank" rel="noreferrer noopener">f</a>')
   })
 
-  it('renders images with alt text, lazily and without a referrer', () => {
-    const out = html('![a cat](https://example.com/cat.png "Cat")')
-    expect(out).toMatch(/<img src="https:\/\/example.com\/cat.png" alt="a cat" title="Cat" loading="lazy" referrerPolicy="no-referrer"/)
+  it('shows a remote image as a button until it is clicked, then loads it lazily and without a referrer', async () => {
+    const out = html('![a cat](https://example.com/cat.png "Cat") ![old](http://example.com/old.png)')
+    expect(out).not.toContain('<img')
+    expect(out).toMatch(/<button type="button" data-testid="remote-image" title="https:\/\/example.com\/cat.png"[^>]*>.*Load image from example.com · a cat<\/span><\/button>/)
+    expect(out).toMatch(/<a href="http:\/\/example.com\/old.png" target="_blank" rel="noreferrer noopener" data-testid="remote-image"/)
+    const el = document.createElement('div')
+    const root = createRoot(el)
+    await act(async () => root.render(<Markdown text={'![a cat](https://example.com/cat.png "Cat")'} />))
+    expect(el.querySelector('img')).toBeNull()
+    await act(async () => (el.querySelector('button') as HTMLButtonElement).click())
+    const img = el.querySelector('img')
+    expect([img?.getAttribute('src'), img?.alt, img?.title]).toEqual(['https://example.com/cat.png', 'a cat', 'Cat'])
+    expect([img?.getAttribute('loading'), img?.getAttribute('referrerpolicy')]).toEqual(['lazy', 'no-referrer'])
+    root.unmount()
   })
 
   it('puts the task-list checkbox on the same line as its label', () => {

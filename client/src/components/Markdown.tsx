@@ -2,17 +2,18 @@
 // (raw HTML shows as text). The answer is cut into top-level blocks (lib/mdBlocks) and each block
 // is a memoised component, so while streaming only the growing last block re-parses. KaTeX and the
 // highlighter load lazily on the first block that needs them. Every block sits in an error
-// boundary that falls back to its plain text.
+// boundary that falls back to its plain text. Remote images stay buttons until clicked
+// (AnswerImage), so an answer cannot make the browser send anything to a host of its choosing.
 
-import { Component, memo, useEffect, useSyncExternalStore, type ReactNode } from 'react'
+import { Component, memo, useEffect, useState, useSyncExternalStore, type ReactNode } from 'react'
 import ReactMarkdown, { type Components } from 'react-markdown'
 import remarkGfm from 'remark-gfm'
 import remarkMath from 'remark-math'
 import type { PluggableList } from 'unified'
 import type { Element, ElementContent } from 'hast'
-import { Check, Copy } from 'lucide-react'
+import { Check, Copy, ImageIcon } from 'lucide-react'
 import { useT } from '../i18n'
-import { isHostile, safeUrl, splitBlocks } from '../lib/mdBlocks'
+import { imageHost, imageMode, isHostile, safeUrl, splitBlocks } from '../lib/mdBlocks'
 import { useCopy } from './ui'
 
 /** Work counters, read by tests: block renders (= parses) and the characters they parsed. */
@@ -99,6 +100,51 @@ function CodeBlock({ node, children }: { node: Element | undefined; children: Re
   )
 }
 
+function pageOrigin(): string | null {
+  return typeof window === 'undefined' ? null : window.location.origin
+}
+
+/** An answer's image: data and same-origin images render; a remote one is a button that loads
+ * that one image when clicked (imageMode in lib/mdBlocks). */
+function AnswerImage({ src, alt, title }: { src: string; alt: string; title?: string }) {
+  const t = useT()
+  const [shown, setShown] = useState(false)
+  const mode = imageMode(src, pageOrigin())
+  if (mode === 'inline' || shown) {
+    return (
+      <img
+        src={src}
+        alt={alt}
+        title={title}
+        loading="lazy"
+        referrerPolicy="no-referrer"
+        className="inline-block max-h-[28rem] max-w-full rounded"
+      />
+    )
+  }
+  const host = imageHost(src)
+  const label = (
+    <>
+      <ImageIcon size={14} aria-hidden className="shrink-0" />
+      <span className="break-all">
+        {t(mode === 'click' ? 'md.remoteImage' : 'md.remoteImageLink', { host })}
+        {alt ? ` · ${alt}` : ''}
+      </span>
+    </>
+  )
+  const look =
+    'inline-flex max-w-full items-center gap-1.5 rounded border border-zinc-700 px-2 py-0.5 align-middle text-xs text-zinc-300 hover:border-zinc-500 hover:text-zinc-100'
+  return mode === 'click' ? (
+    <button type="button" data-testid="remote-image" title={src} onClick={() => setShown(true)} className={look}>
+      {label}
+    </button>
+  ) : (
+    <a href={src} target="_blank" rel="noreferrer noopener" data-testid="remote-image" title={src} className={look}>
+      {label}
+    </a>
+  )
+}
+
 const components: Components = {
   a: ({ href, children }) =>
     href ? (
@@ -109,18 +155,7 @@ const components: Components = {
       <span>{children}</span>
     ),
   img: ({ src, alt, title }) =>
-    typeof src === 'string' && src ? (
-      <img
-        src={src}
-        alt={alt ?? ''}
-        title={title}
-        loading="lazy"
-        referrerPolicy="no-referrer"
-        className="inline-block max-h-[28rem] max-w-full rounded"
-      />
-    ) : (
-      <span>{alt}</span>
-    ),
+    typeof src === 'string' && src ? <AnswerImage src={src} alt={alt ?? ''} title={title} /> : <span>{alt}</span>,
   pre: ({ node, children }) => <CodeBlock node={node}>{children}</CodeBlock>,
   table: ({ children }) => (
     <div className="overflow-x-auto">

@@ -237,6 +237,8 @@ export const en = {
   'md.copy': 'Copy',
   'md.copied': 'Copied',
   'md.plainText': 'text',
+  'md.remoteImage': 'Load image from {host}',
+  'md.remoteImageLink': 'Image at {host} (opens in a new tab)',
   // MCP tool pinning (McpMarket, McpChanges)
   'mcp.pins.changed': 'changed — review',
   'mcp.pins.changedTitle': '{count} tools changed their description or schema and are disabled until you approve them',

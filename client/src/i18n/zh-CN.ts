@@ -238,6 +238,8 @@ export const zhCN: Record<MessageKey, string> = {
   'md.copy': '复制',
   'md.copied': '已复制',
   'md.plainText': '文本',
+  'md.remoteImage': '加载来自 {host} 的图片',
+  'md.remoteImageLink': '{host} 上的图片（在新标签页中打开）',
   // MCP 工具固定（McpMarket、McpChanges）
   'mcp.pins.changed': '已变更 — 请审核',
   'mcp.pins.changedTitle': '{count} 个工具的描述或参数结构已变更，批准前保持停用',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { DENSE_BLOCK, isHostile, safeUrl, SOFT_BLOCK, splitBlocks } from './mdBlocks'
+import { DENSE_BLOCK, imageHost, imageMode, isHostile, safeUrl, SOFT_BLOCK, splitBlocks } from './mdBlocks'
 
 describe('splitBlocks', () => {
   it('splits at blank lines but keeps fences, list items and indented continuations whole', () => {
@@ -52,5 +52,23 @@ describe('safeUrl', () => {
     expect(safeUrl('data:image/png;base64,AAAA', 'src')).toBe('data:image/png;base64,AAAA')
     expect(safeUrl('data:image/svg+xml;base64,AAAA', 'src')).toBe('')
     expect(safeUrl('mailto:x@y.z', 'src')).toBe('')
+  })
+})
+
+describe('imageMode', () => {
+  const page = 'http://127.0.0.1:8000'
+  it('renders data and same-origin images, gates remote https ones behind a click, links the rest', () => {
+    expect(imageMode('data:image/png;base64,AAAA', page)).toBe('inline')
+    expect(imageMode('/files/a.png', page)).toBe('inline')
+    expect(imageMode('http://127.0.0.1:8000/a.png', page)).toBe('inline')
+    expect(imageMode('https://example.com/a.png', page)).toBe('click')
+    expect(imageMode('HTTPS://EXAMPLE.com/a.png', page)).toBe('click')
+    expect(imageMode('//example.com/a.png', page)).toBe('link')
+    expect(imageMode('http://127.0.0.1:8001/a.png', page)).toBe('link')
+    expect(imageMode('http://localhost:8000/a.png', page)).toBe('link')
+    expect(imageMode('https://example.com/a.png', null)).toBe('click')
+    expect(imageMode('/a.png', null)).toBe('link')
+    expect(imageHost('https://user@example.com:8443/x')).toBe('example.com:8443')
+    expect(imageHost('not a url')).toBe('not a url')
   })
 })

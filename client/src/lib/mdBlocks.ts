@@ -198,3 +198,31 @@ export function safeUrl(url: string, key: string): string {
   if (scheme === 'mailto' && key === 'href') return u
   return ''
 }
+
+/** How an answer's image is shown: `inline` (data URLs and this page's own origin render),
+ * `click` (a remote https image: a button until the person clicks, so an answer cannot make the
+ * browser contact a host by itself), `link` (anything else, e.g. plain http, which the page's
+ * Content-Security-Policy would block anyway: a link that opens in a new tab). */
+export type ImageMode = 'inline' | 'click' | 'link'
+
+export function imageMode(src: string, pageOrigin: string | null): ImageMode {
+  const s = src.trim()
+  if (SAFE_IMAGE_DATA.test(s)) return 'inline'
+  let u: URL
+  try {
+    u = new URL(s, pageOrigin ?? undefined)
+  } catch {
+    return 'link'
+  }
+  if (pageOrigin && u.origin === pageOrigin) return 'inline'
+  return u.protocol === 'https:' ? 'click' : 'link'
+}
+
+/** The host shown for a remote image (`example.com`, `[::1]:8443`), or the URL when it has none. */
+export function imageHost(src: string): string {
+  try {
+    return new URL(src.trim()).host || src
+  } catch {
+    return src
+  }
+}

@@ -17,7 +17,6 @@ pub(crate) mod exec;
 pub(crate) mod glob;
 pub mod grep;
 pub(crate) mod list_dir;
-pub(crate) mod netguard;
 pub(crate) mod pattern;
 pub(crate) mod read_file;
 pub(crate) mod regex;
@@ -102,7 +101,7 @@ pub(crate) fn builtins() -> Vec<Arc<dyn Tool>> {
 /// The built-in tools in the contract's order (docs/tools-and-mcp.md §1); the order never changes
 /// between requests, so tool lists stay cache-stable.
 pub(crate) fn builtins_with(settings: &ToolSettings, secrets: &crate::secrets::Secrets) -> Vec<Arc<dyn Tool>> {
-    let policy = netguard::AddrPolicy::from_allow_private(settings.web_fetch_allow_private);
+    let policy = crate::util::netguard::AddrPolicy::from_allow_private(settings.web_fetch_allow_private);
     vec![
         Arc::new(save_memory::SaveMemory),
         Arc::new(web_fetch::WebFetch::new(policy)),

@@ -19,11 +19,11 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use ureq::unversioned::transport::DefaultConnector;
 
-use super::netguard::{AddrPolicy, GuardedResolver, Refused};
 use crate::tool::args::parse_args;
 use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
 use crate::util::blocking;
 use crate::util::cancel::CancelToken;
+use crate::util::netguard::{AddrPolicy, GuardedResolver, Refused};
 
 /// The contract's overall fetch timeout.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);

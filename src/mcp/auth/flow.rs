@@ -18,7 +18,9 @@ use super::pkce::b64;
 use super::pkce::{b64_decode, b64url};
 use super::tokens::{now_secs, ClientCreds, TokenSet, MAX_SECRET_LEN};
 use crate::mcp::{Error, Result};
+use crate::util::netguard::{PeerResolver, Refused};
 use crate::util::text;
+use ureq::unversioned::transport::DefaultConnector;
 
 /// Whole-exchange limit of one OAuth request.
 pub(crate) const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -29,17 +31,14 @@ const MAX_DEPTH: usize = 16;
 /// Redirects the headless user agent follows before reaching the redirect URI.
 const MAX_AGENT_REDIRECTS: usize = 5;
 
-/// One ureq agent for every OAuth request: explicit timeouts, statuses as values, no
-/// redirects of its own.
+/// One ureq agent for every OAuth request of one MCP server: explicit timeouts, statuses as
+/// values, no redirects of its own, and every address checked where it is resolved
+/// ([`PeerResolver`]: public addresses only unless the server itself is on a non-public one,
+/// plain http to loopback only), so no name or spelling reaches what the URL check would
+/// refuse. No proxy: a proxy would resolve the host itself, unchecked.
 #[derive(Clone)]
 pub(crate) struct Http {
     agent: ureq::Agent,
-}
-
-impl Default for Http {
-    fn default() -> Self {
-        Http::new(EXCHANGE_TIMEOUT)
-    }
 }
 
 /// A metadata fetch: the document, or why there is none (a status or a non-JSON body).
@@ -49,15 +48,21 @@ pub(crate) enum Fetched {
 }
 
 impl Http {
-    pub(crate) fn new(timeout: Duration) -> Http {
-        let agent = ureq::Agent::config_builder()
+    /// The agent for OAuth requests on behalf of the MCP server at `server_url`.
+    pub(crate) fn for_server(server_url: &str) -> Http {
+        Http::new(server_url, EXCHANGE_TIMEOUT)
+    }
+
+    pub(crate) fn new(server_url: &str, timeout: Duration) -> Http {
+        let config = ureq::Agent::config_builder()
             .timeout_connect(Some(timeout))
             .timeout_global(Some(timeout))
             .http_status_as_error(false)
             .max_redirects(0)
+            .proxy(None)
             .user_agent(concat!("cashcode-mcp/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+            .build();
+        let agent = ureq::Agent::with_parts(config, DefaultConnector::default(), PeerResolver::new(server_url));
         Http { agent }
     }
 
@@ -118,6 +123,9 @@ fn read_json(body: ureq::Body) -> Option<Value> {
 
 /// A network failure, naming the URL's origin only (never a query, which may hold a code).
 fn net_error(url: &str, e: ureq::Error) -> Error {
+    if let Some(r) = Refused::from_ureq(&e) {
+        return Error::Auth(format!("refusing {}: {r}", short(url)));
+    }
     let what = match e {
         ureq::Error::Timeout(t) => format!("timed out ({t})"),
         other => text::take_chars(&crate::util::redact::redact(&other.to_string()), 200).to_string(),

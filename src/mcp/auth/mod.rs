@@ -179,7 +179,7 @@ impl OAuth {
             settings,
             agent,
             store: None,
-            http: Http::default(),
+            http: Http::for_server(server_url),
             inner: Mutex::new(Inner::default()),
             on_secrets: None,
         }
@@ -731,6 +731,42 @@ mod tests {
         let local = browser("http://127.0.0.1:9/mcp");
         assert!(local.allowed("http://localhost:10/token"));
         assert!(local.allowed("https://as.example/token"));
+    }
+
+    /// The name check above sees `127.1` or `[::ffff:7f00:1]` as some remote host; the address
+    /// they resolve to is checked where the request connects, so a remote server's metadata
+    /// reaches no local service in any spelling, and nothing connects.
+    #[test]
+    fn a_remote_server_cannot_point_discovery_at_loopback_in_any_spelling() {
+        let trap = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        trap.set_nonblocking(true).unwrap();
+        let p = trap.local_addr().unwrap().port();
+        // A public address literal: no DNS needed to know the server is remote.
+        let remote = browser("https://93.184.216.34/mcp");
+        for host in ["127.1", "2130706433", "0x7f.1", "[::ffff:7f00:1]", "[::ffff:127.0.0.1]"] {
+            let url = format!("https://{host}:{p}/.well-known/oauth-authorization-server");
+            assert!(remote.allowed(&url), "{url}: the name check alone lets it through");
+            let e = remote.fetch(&url).err().unwrap_or_else(|| panic!("{url} was fetched"));
+            assert!(e.to_string().contains("a loopback address"), "{url}: {e}");
+        }
+        for url in ["https://169.254.169.254/latest", "https://10.0.0.1/token", "https://[fd00::1]/token"] {
+            let e = remote.fetch(url).err().unwrap_or_else(|| panic!("{url} was fetched"));
+            assert!(e.to_string().contains("refusing"), "{url}: {e}");
+        }
+        assert!(trap.accept().is_err(), "a refused endpoint was connected to");
+        // A local server's own loopback endpoints are reached, over http too.
+        let peer = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let q = peer.local_addr().unwrap().port();
+        let answer = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (mut c, _) = peer.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        });
+        let local = browser("http://127.0.0.1:9/mcp");
+        assert!(matches!(local.fetch(&format!("http://127.0.0.1:{q}/x")), Ok(None)));
+        answer.join().unwrap();
     }
 
     #[test]

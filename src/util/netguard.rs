@@ -1,12 +1,16 @@
-//! Which addresses `web_fetch` may connect to (the SSRF guard): a pure classifier of IPv4/IPv6
-//! addresses (loopback, private, link-local, CGNAT, unique-local, multicast, reserved, and the
-//! IPv6 forms that embed such an IPv4 address), and a ureq [`Resolver`] that resolves a host,
-//! drops every refused address and hands ureq only the ones it checked, so the connection goes
-//! to exactly what was checked (no DNS-rebinding gap). Runs on the web_fetch helper thread.
+//! Which addresses outbound requests may connect to (the SSRF guard of `web_fetch` and of MCP
+//! OAuth): a pure classifier of IPv4/IPv6 addresses (loopback, private, link-local, CGNAT,
+//! unique-local, multicast, reserved, and the IPv6 forms that embed such an IPv4 address), and
+//! ureq [`Resolver`]s that resolve a host, drop every refused address and hand ureq only the
+//! ones they checked, so the connection goes to exactly what was checked (no DNS-rebinding
+//! gap): [`GuardedResolver`] for `web_fetch`, [`PeerResolver`] for requests made on an MCP
+//! server's behalf. Runs on the thread making the request (the web_fetch helper, an MCP
+//! transport or `http-slow` thread).
 
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::OnceLock;
 
 use ureq::http::Uri;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
@@ -34,6 +38,9 @@ pub(crate) enum Blocked {
     /// Documentation, benchmarking, protocol-assignment and future-use ranges; IPv6 outside
     /// the global unicast `2000::/3`.
     Reserved,
+    /// Any address but loopback, for a plain `http://` request that may only stay on this
+    /// host (never returned by [`classify`]).
+    Cleartext,
 }
 
 impl fmt::Display for Blocked {
@@ -48,6 +55,7 @@ impl fmt::Display for Blocked {
             Blocked::Multicast => "a multicast address",
             Blocked::Broadcast => "the broadcast address",
             Blocked::Reserved => "a reserved, non-public address",
+            Blocked::Cleartext => "not a loopback address, and plain http goes to loopback only",
         })
     }
 }
@@ -241,34 +249,103 @@ impl Resolver for GuardedResolver {
         config: &ureq::config::Config,
         timeout: NextTimeout,
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let host = uri.host().unwrap_or("");
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let literal = bare.parse::<Ipv6Addr>().map(IpAddr::V6).ok().or_else(|| parse_ipv4_loose(bare).map(IpAddr::V4));
-        let found = match literal {
-            Some(ip) => {
-                let https = uri.scheme_str() == Some("https");
-                let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-                let mut one = self.empty();
-                one.push(SocketAddr::new(ip, port));
-                one
+        checked(&self.inner, uri, config, timeout, self.policy, false)
+    }
+}
+
+/// `uri`'s addresses: a numeric host in any spelling ([`parse_ipv4_loose`], IPv6) without
+/// DNS, else ureq's default resolution.
+fn addresses(
+    inner: &DefaultResolver,
+    uri: &Uri,
+    config: &ureq::config::Config,
+    timeout: NextTimeout,
+) -> Result<ResolvedSocketAddrs, ureq::Error> {
+    let host = uri.host().unwrap_or("");
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let literal = bare.parse::<Ipv6Addr>().map(IpAddr::V6).ok().or_else(|| parse_ipv4_loose(bare).map(IpAddr::V4));
+    match literal {
+        Some(ip) => {
+            let https = uri.scheme_str() == Some("https");
+            let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+            let mut one = inner.empty();
+            one.push(SocketAddr::new(ip, port));
+            Ok(one)
+        }
+        None => inner.resolve(uri, config, timeout),
+    }
+}
+
+/// `uri`'s addresses that `policy` allows (and, with `cleartext_loopback_only`, only loopback
+/// ones for plain `http://`); an error naming the first refused one when none is left.
+fn checked(
+    inner: &DefaultResolver,
+    uri: &Uri,
+    config: &ureq::config::Config,
+    timeout: NextTimeout,
+    policy: AddrPolicy,
+    cleartext_loopback_only: bool,
+) -> Result<ResolvedSocketAddrs, ureq::Error> {
+    let host = uri.host().unwrap_or("");
+    let found = addresses(inner, uri, config, timeout)?;
+    let cleartext = cleartext_loopback_only && uri.scheme_str() != Some("https");
+    let mut allowed = inner.empty();
+    let mut refused = None;
+    for addr in found.iter() {
+        let verdict = policy.check(addr.ip()).and_then(|()| {
+            if cleartext && classify(addr.ip()) != Some(Blocked::Loopback) {
+                Err(Blocked::Cleartext)
+            } else {
+                Ok(())
             }
-            None => self.inner.resolve(uri, config, timeout)?,
-        };
-        let mut allowed = self.empty();
-        let mut refused = None;
-        for addr in found.iter() {
-            match self.policy.check(addr.ip()) {
-                Ok(()) => allowed.push(*addr),
-                Err(why) => {
-                    refused.get_or_insert(Refused { host: host.to_string(), ip: addr.ip(), why });
-                }
+        });
+        match verdict {
+            Ok(()) => allowed.push(*addr),
+            Err(why) => {
+                refused.get_or_insert(Refused { host: host.to_string(), ip: addr.ip(), why });
             }
         }
-        match refused {
-            Some(r) if allowed.is_empty() => Err(ureq::Error::Io(io::Error::new(io::ErrorKind::PermissionDenied, r))),
-            _ if allowed.is_empty() => Err(ureq::Error::HostNotFound),
-            _ => Ok(allowed),
-        }
+    }
+    match refused {
+        Some(r) if allowed.is_empty() => Err(ureq::Error::Io(io::Error::new(io::ErrorKind::PermissionDenied, r))),
+        _ if allowed.is_empty() => Err(ureq::Error::HostNotFound),
+        _ => Ok(allowed),
+    }
+}
+
+/// The guard of requests made on a peer's behalf (MCP OAuth: the metadata, registration,
+/// token and authorization endpoints an MCP server's documents name), on the resolved
+/// address: public addresses only, unless the peer itself resolves to non-public addresses
+/// only (a server the owner runs on this host or the LAN may name its neighbours); plain
+/// `http://` only to loopback addresses. The peer is resolved once, on the first request; if
+/// it cannot be, it counts as public.
+#[derive(Debug)]
+pub(crate) struct PeerResolver {
+    peer: Option<Uri>,
+    peer_local: OnceLock<bool>,
+    inner: DefaultResolver,
+}
+
+impl PeerResolver {
+    /// `peer` is the URL of the server the requests are made for.
+    pub(crate) fn new(peer: &str) -> Self {
+        PeerResolver { peer: peer.parse().ok(), peer_local: OnceLock::new(), inner: DefaultResolver::default() }
+    }
+}
+
+impl Resolver for PeerResolver {
+    fn resolve(
+        &self,
+        uri: &Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let local = *self.peer_local.get_or_init(|| {
+            let found = self.peer.as_ref().map(|p| addresses(&self.inner, p, config, timeout));
+            matches!(found, Some(Ok(a)) if !a.is_empty() && a.iter().all(|s| classify(s.ip()).is_some()))
+        });
+        let policy = if local { AddrPolicy::Any } else { AddrPolicy::PublicOnly };
+        checked(&self.inner, uri, config, timeout, policy, true)
     }
 }
 
@@ -370,6 +447,33 @@ mod tests {
             "1.2.3.4.",
         ] {
             assert_eq!(parse_ipv4_loose(s), None, "{s}");
+        }
+    }
+
+    /// The peer guard on resolved addresses: public only for a public peer, anything for a
+    /// local one; plain http to loopback only either way.
+    #[test]
+    fn peer_guard_checks_what_names_resolve_to() {
+        let config = ureq::Agent::config_builder().build();
+        let verdict = |peer: &str, url: &str| -> Result<(), Blocked> {
+            let r = PeerResolver::new(peer);
+            match r.resolve(&url.parse().unwrap(), &config, NextTimeout::default()) {
+                Ok(_) => Ok(()),
+                Err(e) => Err(Refused::from_ureq(&e).unwrap_or_else(|| panic!("{url}: {e}")).why),
+            }
+        };
+        let remote = "https://93.184.216.34/mcp";
+        for url in ["https://127.1/", "https://2130706433/", "https://[::ffff:7f00:1]/", "https://0x7f.1:8/"] {
+            assert_eq!(verdict(remote, url), Err(Blocked::Loopback), "{url}");
+        }
+        assert_eq!(verdict(remote, "https://169.254.169.254/"), Err(Blocked::LinkLocal));
+        assert_eq!(verdict(remote, "https://192.168.0.1/"), Err(Blocked::Private));
+        assert_eq!(verdict(remote, "https://8.8.8.8/"), Ok(()));
+        assert_eq!(verdict(remote, "http://8.8.8.8/"), Err(Blocked::Cleartext));
+        for local in ["http://127.0.0.1:9/mcp", "http://127.1:9/", "https://192.168.1.5/mcp"] {
+            assert_eq!(verdict(local, "https://10.0.0.1/"), Ok(()), "{local}");
+            assert_eq!(verdict(local, "http://127.1:5/"), Ok(()), "{local}");
+            assert_eq!(verdict(local, "http://10.0.0.1/"), Err(Blocked::Cleartext), "{local}");
         }
     }
 
