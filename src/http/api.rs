@@ -7,7 +7,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::gate::Target;
-use super::{assets, headers, llm_routes, mcp_routes, memory_routes, safety_routes, sessions, skills_routes, Req, Resp};
+use super::{
+    assets, headers, llm_routes, mcp_routes, memory_routes, safety_routes, sessions, skills_routes, Req, Resp,
+};
 use crate::agent::Agent;
 use crate::config::Config;
 use crate::llm::runtime::LlmRuntime;
