@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -218,12 +218,17 @@ fn still_valid(idx: &Index, ino: (u64, u64), len: u64, file: &mut fs::File) -> i
 /// The at most `limit` items just before item index `before` (default: the end), where an
 /// item is a line whose role passes `item`.
 pub(crate) fn page(path: &Path, limit: usize, before: Option<usize>, item: Item) -> io::Result<Page> {
-    let mut file = match fs::File::open(path) {
+    // Non-blocking open: a FIFO or device put where the history belongs is refused at once
+    // rather than holding this thread until someone writes to it.
+    let mut file = match fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Page { total: 0, start: 0, lines: Vec::new() }),
         Err(e) => return Err(e),
     };
     let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "the history is not a regular file"));
+    }
     let ino = (meta.dev(), meta.ino());
     let key: Key = (path.to_path_buf(), item as usize);
     // The index is taken out of the cache for the file reads and put back after, so the
@@ -335,7 +340,8 @@ mod tests {
                     let end = before.unwrap_or(items.len()).min(items.len());
                     let start = end.saturating_sub(limit);
                     assert_eq!((pg.total, pg.start), (items.len(), start), "limit {limit} before {before:?}");
-                    let got: Vec<String> = pg.lines.iter().map(|l| String::from_utf8(l.head.clone()).unwrap()).collect();
+                    let got: Vec<String> =
+                        pg.lines.iter().map(|l| String::from_utf8(l.head.clone()).unwrap()).collect();
                     let want: Vec<String> = items[start..end].iter().map(|s| s.to_string()).collect();
                     assert_eq!(got, want, "limit {limit} before {before:?}");
                 }

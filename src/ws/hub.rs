@@ -51,7 +51,6 @@ pub(crate) fn out_queue() -> (Sender<Out>, Receiver<Out>) {
     crossbeam_channel::unbounded()
 }
 
-
 /// What a connection's writer thread sends.
 #[derive(Debug)]
 pub enum Out {
