@@ -59,15 +59,18 @@ impl PagedLine {
         self.len > self.head.len() as u64
     }
 
-    /// The record; `None` when the line does not parse. A cut line gives its role and the
-    /// start of its `content` that was kept, followed by a note saying how long it is (the
-    /// fields after the content are lost with the cut).
+    /// The record; `None` when the line does not parse. A cut line gives the fields before
+    /// its `content` (cursor, timestamp, role) and the start of the content that was kept,
+    /// followed by a note saying how long it is (the fields after the content are lost).
     pub(crate) fn record(&self) -> Option<Record> {
         if !self.is_cut() {
             return serde_json::from_slice(&self.head).ok();
         }
         let role = std::str::from_utf8(quick_role_head(&self.head)?).ok()?;
-        let mut r = Record::new(role, content_start(&self.head).unwrap_or_default());
+        let mut r = fields_before_content(&self.head)
+            .filter(|r| r.role == role)
+            .unwrap_or_else(|| Record::new(role, String::new()));
+        r.content = content_start(&self.head).unwrap_or_default();
         r.content.push_str(&cut_note(self.len));
         Some(r)
     }
@@ -76,6 +79,57 @@ impl PagedLine {
 /// What a cut item's content ends with.
 pub(crate) fn cut_note(len: u64) -> String {
     format!("\n\n[Cut here: this message is {len} bytes; a page shows its first {MAX_ITEM_BYTES}.]")
+}
+
+/// The record of the fields a cut line holds before `"content":` (the store writes `cursor`,
+/// `timestamp` and `role` first): that part, closed as an object, parsed by serde.
+fn fields_before_content(head: &[u8]) -> Option<Record> {
+    let key = b",\"content\":";
+    let at = head.windows(key.len()).position(|w| w == key)?;
+    let mut obj = head[..at].to_vec();
+    obj.push(b'}');
+    serde_json::from_slice(&obj).ok()
+}
+
+/// Calls `f` with every record of the history in file order (an unterminated last line
+/// included) until it returns false; a line longer than [`MAX_ITEM_BYTES`] gives its cut
+/// record ([`PagedLine::record`]), lines that do not parse are skipped. Memory: one block and
+/// one item's head, however long the lines (Dream reads pending records with it).
+pub(crate) fn records(path: &Path, mut f: impl FnMut(Record) -> bool) -> io::Result<()> {
+    let mut file = match open_history(path)? {
+        Some(file) => file,
+        None => return Ok(()),
+    };
+    let mut go_on = true;
+    let mut each = |head: &[u8], len: u64| {
+        if !blank(head) {
+            let line = PagedLine { head: head.to_vec(), len };
+            if let Some(r) = line.record() {
+                go_on = f(r);
+            }
+        }
+        go_on
+    };
+    let (_, rest) = scan(&mut file, 0, |head, len, _| each(head, len))?;
+    if rest.len > 0 {
+        each(&rest.head, rest.len);
+    }
+    Ok(())
+}
+
+/// Opens a history for reading without blocking: a FIFO or device put where the history
+/// belongs is refused at once rather than holding the thread until someone writes to it.
+/// `None`: no such file.
+fn open_history(path: &Path) -> io::Result<Option<fs::File>> {
+    let file = match fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "the history is not a regular file"));
+    }
+    Ok(Some(file))
 }
 
 /// The decoded start of the `content` string of a record line cut inside it (records are
@@ -218,17 +272,10 @@ fn still_valid(idx: &Index, ino: (u64, u64), len: u64, file: &mut fs::File) -> i
 /// The at most `limit` items just before item index `before` (default: the end), where an
 /// item is a line whose role passes `item`.
 pub(crate) fn page(path: &Path, limit: usize, before: Option<usize>, item: Item) -> io::Result<Page> {
-    // Non-blocking open: a FIFO or device put where the history belongs is refused at once
-    // rather than holding this thread until someone writes to it.
-    let mut file = match fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Page { total: 0, start: 0, lines: Vec::new() }),
-        Err(e) => return Err(e),
+    let Some(mut file) = open_history(path)? else {
+        return Ok(Page { total: 0, start: 0, lines: Vec::new() });
     };
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "the history is not a regular file"));
-    }
     let ino = (meta.dev(), meta.ino());
     let key: Key = (path.to_path_buf(), item as usize);
     // The index is taken out of the cache for the file reads and put back after, so the
@@ -395,7 +442,7 @@ mod tests {
         let cut = &pg.lines[1];
         assert!(cut.is_cut() && cut.head.len() == MAX_ITEM_BYTES && cut.len == lines[1].len() as u64);
         let r = cut.record().unwrap();
-        assert_eq!(r.role, "assistant");
+        assert_eq!((r.role.as_str(), r.cursor), ("assistant", 2));
         let kept = r.content.strip_suffix(&cut_note(cut.len)).expect("the note ends it");
         assert!(huge.starts_with(kept) && kept.len() > MAX_ITEM_BYTES - 100, "{}", kept.len());
         assert_eq!(pg.lines[2].record().unwrap().content, "q2");

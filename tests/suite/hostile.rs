@@ -1868,3 +1868,60 @@ fn a_page_nobody_reads_holds_up_neither_health_nor_other_chats() {
     let text = String::from_utf8_lossy(&rest);
     assert!(rest.len() > 12 * MIB && text.contains(r#""start":0,"total":6}"#), "{} bytes", rest.len());
 }
+
+/// Dream distilling a history that holds one 64 MiB line (unbounded: every history was read
+/// and parsed whole, the line and its record in memory at once).
+const DREAM_LONG_LINE: Duration = Duration::from_secs(20);
+
+#[test]
+fn dream_over_a_history_with_a_64_mib_line_reads_it_bounded() {
+    let mut row = Row::new("dream: a pending history with one 64 MiB line", DREAM_LONG_LINE);
+    let chat = "dream-long-line";
+    let dir = row.server.chat_dir(chat);
+    std::fs::create_dir_all(&dir).expect("chat dir");
+    let history = [
+        record_line(1, "user", "tell me everything"),
+        record_line(2, "assistant", &"d".repeat(64 * MIB)),
+        record_line(3, "user", "thanks"),
+    ]
+    .join("\n")
+        + "\n";
+    std::fs::write(dir.join("history.jsonl"), history).expect("history");
+    std::fs::write(dir.join(".cursor"), "3").expect("cursor");
+    // A turn names the model Dream uses.
+    let (_, events) = turn_with(&row, Reply::text(&["ok"]));
+    assert_eq!(events.last().map(|e| e["event"].clone()), Some(json!("done")));
+    row.fake.push_completion(Reply::completion("Add: the user asked for everything."));
+    row.fake.push_completion(Reply::completion("- asked for everything"));
+    let (run, grew) = row.run(|row, deadline| {
+        grown(row, || {
+            let r = row.server.post("/api/dream/run", &json!({}));
+            if r.status != 202 {
+                return Err(format!("run now: {} {}", r.status, r.body));
+            }
+            loop {
+                let last = row.server.get("/api/dream").json()["last_run"].clone();
+                if !last.is_null() {
+                    return Ok(last);
+                }
+                if deadline.passed() {
+                    return Err("the run did not finish within the bound".into());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    });
+    assert_eq!(run["outcome"], "written", "{run}");
+    let asked: Vec<String> = row
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.is_chat() && r.body["stream"] != json!(true))
+        .filter_map(|r| r.body["messages"][1]["content"].as_str().map(str::to_string))
+        .collect();
+    let transcript = &asked[0];
+    assert!(transcript.contains("USER: tell me everything") && transcript.contains("ASSISTANT: ddd"));
+    assert!(transcript.len() < 64 * 1024, "a {} byte transcript", transcript.len());
+    row.note(&format!("peak RSS +{} MiB", grew >> 20));
+    assert!(grew < RSS_GROWTH, "peak RSS grew by {} MiB", grew >> 20);
+}
