@@ -228,9 +228,8 @@ fn a_client_that_falls_behind_gets_every_event_in_order() {
     let fake = FakeLlm::start();
     let server = TestServer::with_llm(&fake);
     const TURNS: usize = 6;
-    let answers: Vec<Vec<String>> = (0..TURNS)
-        .map(|t| (0..30).map(|i| format!("{t}{i:03}{}", "z".repeat(32 * 1024 - 4))).collect())
-        .collect();
+    let answers: Vec<Vec<String>> =
+        (0..TURNS).map(|t| (0..30).map(|i| format!("{t}{i:03}{}", "z".repeat(32 * 1024 - 4))).collect()).collect();
     let mut slow = WsClient::connect(&server);
     let chat = slow.chat_id.clone();
     for pieces in &answers {
