@@ -1819,6 +1819,10 @@ fn paging_a_chat_with_a_64_mib_line_is_quick_and_serves_it_cut() {
     let (kept, note) = cut.split_once("\n\n[Cut here: ").expect("the cut item's note");
     assert!(kept.len() > ITEM_CAP - 200 && kept.len() < ITEM_CAP && kept.bytes().all(|b| b == b'b'), "{}", kept.len());
     assert!(note.starts_with(&format!("this message is {long_len} bytes")), "{note}");
+    // The whole list (no `limit`) cuts the item the same way.
+    let whole = row.server.get(&format!("/api/sessions/{chat}/messages"));
+    assert!(whole.body.len() < ITEM_CAP + 4096, "a {} byte list", whole.body.len());
+    assert_eq!(whole.json()["messages"][1]["content"].as_str(), Some(cut));
 }
 
 /// `GET …/messages` never runs on the HTTP thread, and the paging index's lock is not held
