@@ -199,6 +199,14 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         let completion: Completion = match result {
             Ok(c) => c,
             Err(LlmError::Cancelled) => return finish_cancelled(&mut t, &state, &client),
+            Err(LlmError::TooLarge(note)) => {
+                log::warn!(
+                    "event=llm.call.too_large chat_id={chat_id} provider={} iteration={iterations} kept_bytes={}",
+                    sel.provider,
+                    t.streamed.len()
+                );
+                return finish_oversize(&mut t, &state, &client, note);
+            }
             Err(e) => {
                 log::warn!(
                     "event=llm.call.failed chat_id={chat_id} provider={} model={:?} iteration={iterations} error=\"{e}\"",
@@ -218,7 +226,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
             return finish_cancelled(&mut t, &state, &client);
         }
     }
-    finish(&mut t, &state, &client, iterations);
+    finish(&mut t, &state, &client, iterations, None);
 }
 
 /// The turn's request budget in characters: the configured one, or the provider's reported
@@ -434,7 +442,9 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<ChatState>) -> std::io::Result
     Ok(())
 }
 
-fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, iterations: usize) {
+/// Stores the turn and closes it: `stream_end` then `done`, or with `note` (a cap was hit)
+/// `stream_end` then `error {detail: note}`, the stored answer being the text before the cut.
+fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, iterations: usize, note: Option<&str>) {
     let turn_records = 2 + t.receipts.len() + t.durable.len();
     // Stored before `stream_end`, so `stream_end` and `done` leave together (and a client
     // that reloads at `stream_end` finds the turn in the history).
@@ -451,7 +461,10 @@ fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, 
         t.req.selection.provider,
         secs * 1000.0
     );
-    let done = Event::Done { chat_id: &t.req.chat_id, duration_sec: (secs * 10_000.0).round() / 10_000.0 };
+    let done = match note {
+        None => Event::Done { chat_id: &t.req.chat_id, duration_sec: (secs * 10_000.0).round() / 10_000.0 },
+        Some(note) => Event::error(note, Some(&t.req.chat_id)),
+    };
     t.deps.sink.emit_all(&t.req.chat_id, &[stream_end, done]);
     if !t.deps.extensions.is_empty() {
         let records = {
@@ -489,7 +502,17 @@ fn finish_cancelled(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<Ll
     if t.streamed.is_empty() {
         return t.error(CANCELLED);
     }
-    finish(t, state, client, 0);
+    finish(t, state, client, 0, None);
+}
+
+/// A model call went over a size cap (`LlmError::TooLarge`): like a cancel, the text already
+/// streamed is stored as the answer, and the turn ends with `note` as its closing error
+/// (docs/ws-protocol.md §6.4); with nothing streamed it is a failed turn.
+fn finish_oversize(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, note: &str) {
+    if t.streamed.is_empty() || t.cancel.is_discarded() {
+        return t.error(note);
+    }
+    finish(t, state, client, 0, Some(note));
 }
 
 /// Built-ins, then extension tools, then turn-only tools; first name wins, order stable.

@@ -174,10 +174,18 @@ impl ApiPath {
 }
 
 impl Target {
-    /// Does this route wait on the network (run it on an `http-slow` thread)?
+    /// Does this route wait on the network, or read files whose size a model or peer chose
+    /// (run it on an `http-slow` thread)?
     pub(crate) fn is_slow(&self, method: &str) -> bool {
         let Target::Api(p) = self else { return false };
         match (method, p.segs().as_slice()) {
+            // Histories: a page reads through lines of any length, the unpaged list reads the
+            // whole file, the session list every chat's metadata; a delete waits for the
+            // chat's running turn to stop.
+            ("GET", ["sessions"] | ["sessions", _, "messages"]) => true,
+            ("DELETE", ["sessions", _]) => true,
+            // Counts the undistilled history (up to 16 MiB read).
+            ("GET", ["dream"]) => true,
             (_, ["settings", "llm", _, ..]) => true,
             ("POST", ["mcp", "servers", _, "connect" | "disconnect" | "authorize" | "sign-out"]) => true,
             // Exchanges the code at the provider's token endpoint.
@@ -320,6 +328,11 @@ mod tests {
             ("PUT", "/api/mcp/servers/a"),
             ("DELETE", "/api/mcp/servers/a"),
             ("POST", "/api/skills/import"),
+            ("GET", "/api/sessions"),
+            ("GET", "/api/sessions/c1/messages?limit=50"),
+            ("GET", "/api/sessions/c1/messages"),
+            ("DELETE", "/api/sessions/c1"),
+            ("GET", "/api/dream"),
         ] {
             assert!(classify(p).is_slow(m), "{m} {p}");
         }
@@ -331,6 +344,9 @@ mod tests {
             ("POST", "/api/skills"),
             ("POST", "//api/settings/llm/test"),
             ("GET", "/settings/llm/models"),
+            ("GET", "/api/health"),
+            ("PATCH", "/api/sessions/c1"),
+            ("POST", "/api/dream/run"),
         ] {
             assert!(!classify(p).is_slow(m), "{m} {p}");
         }

@@ -67,23 +67,31 @@ fn messages(api: &Api, id: &str, req: &Req) -> Resp {
     }
     let is_item =
         |role: &str| role == "user" || role == "assistant" || tools && (role == "tool_calls" || role == "tool");
+    let Some(path) = chats.history_path(id) else { return not_found() };
     let Some(limit) = limit else {
-        let history = match chats.read_history(id) {
-            Ok(h) => h,
-            Err(e) => return read_failed(id, &e),
-        };
-        let messages = history.records.iter().filter(|r| is_item(&r.role)).map(|r| ItemView::new(r, tools)).collect();
+        // Read line by line, each item at most its first 2 MiB (cut like a page's).
+        let mut records = Vec::new();
+        let read = paging::records(&path, |r| {
+            if is_item(&r.role) {
+                records.push(r);
+            }
+            true
+        });
+        if let Err(e) = read {
+            return read_failed(id, &e);
+        }
+        let messages = records.iter().map(|r| ItemView::new(r, tools)).collect();
         return Resp::ok(&MessagesView { chat_id: id, messages });
     };
-    let Some(path) = chats.history_path(id) else { return not_found() };
     let before = before.map(|b| usize::try_from(b).unwrap_or(usize::MAX));
     let item: paging::Item = if tools { tool_item } else { text_item };
     let page = match paging::page(&path, limit as usize, before, item) {
         Ok(p) => p,
         Err(e) => return read_failed(id, &e),
     };
-    // A line that passed the cheap role scan but does not parse is left out of the page.
-    let records: Vec<Record> = page.lines.iter().filter_map(|l| serde_json::from_slice(l).ok()).collect();
+    // A line that passed the cheap role scan but does not parse is left out of the page; one
+    // over the item cap comes cut, with a note (docs/http-api.md §4).
+    let records: Vec<Record> = page.lines.iter().filter_map(paging::PagedLine::record).collect();
     let messages = records.iter().map(|r| ItemView::new(r, tools)).collect();
     Resp::ok(&PageView { chat_id: id, messages, start: page.start, total: page.total })
 }

@@ -25,17 +25,39 @@ pub(crate) const MAX_MODELS: usize = 500;
 const MAX_BODY: u64 = 8 * 1024 * 1024;
 const MAX_ERROR_BODY: u64 = 64 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest answer a turn streams (all its model calls together), in bytes of UTF-8: past it
+/// the stream is dropped, the text up to it is kept and the turn ends with a note.
+pub(crate) const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+/// Largest tool-call names and arguments of one model call together, in bytes: past it the
+/// stream is dropped and no call runs.
+pub(crate) const MAX_TOOL_CALL_BYTES: usize = 1024 * 1024;
+/// Largest stream line or event (and non-streamed reply) of a model call: one chunk may carry
+/// a whole answer and its tool calls (providers that send one message), never more.
+const MAX_CHUNK_BYTES: usize = MAX_ANSWER_BYTES + MAX_TOOL_CALL_BYTES + 64 * 1024;
+/// The notes a turn ends with when a cap is hit (`LlmError::TooLarge`).
+pub(crate) const ANSWER_TOO_LARGE: &str =
+    "The model's answer exceeded 1 MiB; it was cut off there and the turn ended. The text up to the cut is kept.";
+pub(crate) const TOOL_CALLS_TOO_LARGE: &str =
+    "The model's tool-call arguments exceeded 1 MiB; the calls were not run and the turn ended.";
+pub(crate) const CHUNK_TOO_LARGE: &str =
+    "The model service sent a stream chunk over 2 MiB; the stream was stopped and the turn ended.";
 
 /// Failure of one model call. `Display` is the user-facing detail: no key, no raw body dump.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LlmError {
     NotConfigured(Provider),
     Cancelled,
-    Http { status: u16, message: String },
+    Http {
+        status: u16,
+        message: String,
+    },
     Timeout(Duration),
     Connect,
     Malformed(&'static str),
     Truncated,
+    /// A size cap was hit ([`MAX_ANSWER_BYTES`], [`MAX_TOOL_CALL_BYTES`], [`MAX_CHUNK_BYTES`]);
+    /// the stream was dropped. The note to show.
+    TooLarge(&'static str),
     Other(String),
 }
 
@@ -67,6 +89,7 @@ impl std::fmt::Display for LlmError {
                 write!(f, "The model service sent a malformed response ({what}).")
             }
             LlmError::Truncated => f.write_str("The model service closed the stream before finishing the answer."),
+            LlmError::TooLarge(note) => f.write_str(note),
             LlmError::Other(m) => write!(f, "Model request failed: {m}"),
         }
     }
@@ -201,7 +224,9 @@ impl LlmClient {
     /// shuts the stream's own agent, which closes the socket under a read still waiting for
     /// the model, so the call returns `Cancelled` at once; every read is bounded by the
     /// per-read timeout ([`blocking::interruptible`]). Every delta handed to `on_text` is also
-    /// appended to `streamed`.
+    /// appended to `streamed`, which never grows past [`MAX_ANSWER_BYTES`]: the text up to the
+    /// cap is handed over and the call ends with `TooLarge`, its connection dropped (so the
+    /// provider cannot make the process hold more than about the caps).
     pub(crate) fn stream_chat(
         &self,
         body: Vec<u8>,
@@ -213,13 +238,15 @@ impl LlmClient {
             return Err(LlmError::Other("the server is stopping".into()));
         }
         let agent = sync::lock(&self.stream_agents).pop().unwrap_or_else(|| self.config.new_agent());
-        let mut stream = Stream { cancel, on_text, streamed };
+        let room = MAX_ANSWER_BYTES.saturating_sub(streamed.len());
+        let mut stream = Stream { cancel, on_text, streamed, room };
         // A cancelled turn never takes a result, even one complete before the cancel landed.
         let result = blocking::interruptible(cancel, &agent, || self.read_stream(&agent, &body, &mut stream))
             .unwrap_or(Err(LlmError::Cancelled));
         match &result {
-            // A timed-out read leaves the connection in an unknown state: drop the agent.
-            Err(LlmError::Cancelled | LlmError::Timeout(_)) => agent.shutdown(),
+            // A timed-out read leaves the connection in an unknown state, and an oversize
+            // stream is not read on: drop the agent (and with it the connection).
+            Err(LlmError::Cancelled | LlmError::Timeout(_) | LlmError::TooLarge(_)) => agent.shutdown(),
             _ => {
                 let mut idle = sync::lock(&self.stream_agents);
                 if idle.len() < MAX_IDLE_STREAM_AGENTS {
@@ -258,18 +285,28 @@ impl LlmClient {
         let body = resp.into_body();
         if !is_sse {
             // Some servers ignore `stream: true`; accept a whole JSON completion.
-            let c = body
+            let mut c = body
                 .into_with_config()
-                .limit(MAX_BODY)
+                .limit(MAX_CHUNK_BYTES as u64)
                 .read_to_vec()
                 .map_err(|e| self.map_err(&e))
                 .and_then(|b| parse_completion(&b))?;
+            let over = c.content.len() > stream.room;
+            if over {
+                c.content.truncate(crate::util::text::take_bytes(&c.content, stream.room).len());
+            }
             if !c.content.is_empty() {
                 stream.hand_over(&mut vec![c.content.clone()])?;
             }
+            if over {
+                return Err(LlmError::TooLarge(ANSWER_TOO_LARGE));
+            }
+            if c.tool_calls.iter().map(|t| t.name.len() + t.arguments.len()).sum::<usize>() > MAX_TOOL_CALL_BYTES {
+                return Err(LlmError::TooLarge(TOOL_CALLS_TOO_LARGE));
+            }
             return Ok(c);
         }
-        let mut reader = SseReader::new(body.into_reader());
+        let mut reader = SseReader::with_limits(body.into_reader(), MAX_CHUNK_BYTES, MAX_CHUNK_BYTES);
         // Deltas of chunks parsed but not yet handed over: they go out together just before
         // the reader would wait for the network, so chunks that arrived together become one
         // socket write to the client, never a later one.
@@ -292,6 +329,8 @@ impl LlmClient {
         let cancel = stream.cancel;
         let mut out = Completion::default();
         let mut calls: Vec<ToolCall> = Vec::new();
+        // Bytes of tool-call names and arguments so far ([`MAX_TOOL_CALL_BYTES`]).
+        let mut call_bytes = 0;
         let max_gap = self.timeout * MAX_EVENT_GAP_READS;
         let mut last_event = Instant::now();
         loop {
@@ -316,7 +355,9 @@ impl LlmClient {
                 Ok(Some(ev)) => ev,
                 Ok(None) => return Err(LlmError::Truncated),
                 Err(SseError::Io(e)) => return Err(map_io(&e, self.timeout)),
-                Err(_) => return Err(LlmError::Malformed("stream line too long")),
+                Err(SseError::LineTooLong(_) | SseError::EventTooLarge(_)) => {
+                    return Err(LlmError::TooLarge(CHUNK_TOO_LARGE))
+                }
             };
             last_event = Instant::now();
             let data = ev.data.trim();
@@ -354,6 +395,17 @@ impl LlmClient {
             for c in chunk.into_chunks() {
                 match c {
                     Chunk::Text(t) => {
+                        let room = stream.room - out.content.len();
+                        if t.len() > room {
+                            // The text up to the cap goes out and is kept; the rest is dropped
+                            // with the connection.
+                            let cut = crate::util::text::take_bytes(&t, room);
+                            if !cut.is_empty() {
+                                held.push(cut.to_string());
+                            }
+                            stream.hand_over(held)?;
+                            return Err(LlmError::TooLarge(ANSWER_TOO_LARGE));
+                        }
                         out.content.push_str(&t);
                         held.push(t.into_owned());
                         if held.len() >= MAX_HELD_DELTAS {
@@ -361,6 +413,10 @@ impl LlmClient {
                         }
                     }
                     Chunk::ToolFragment { index, id, name, arguments } => {
+                        call_bytes += name.as_ref().map_or(0, String::len) + arguments.as_ref().map_or(0, String::len);
+                        if call_bytes > MAX_TOOL_CALL_BYTES {
+                            return Err(LlmError::TooLarge(TOOL_CALLS_TOO_LARGE));
+                        }
                         if calls.len() <= index {
                             if index > 128 {
                                 return Err(LlmError::Malformed("tool call index out of range"));
@@ -490,7 +546,11 @@ impl LlmClient {
                         .limit(MAX_BODY)
                         .read_to_vec()
                         .map_err(|e| self.map_err(&e))?;
-                    return parse_completion(&bytes).map(|c| c.content);
+                    let content = parse_completion(&bytes)?.content;
+                    if content.len() > MAX_ANSWER_BYTES {
+                        return Err(LlmError::TooLarge(ANSWER_TOO_LARGE));
+                    }
+                    return Ok(content);
                 }
                 Err((e, retry_after)) => match e.retry_wait(retry_after) {
                     Some(wait) if attempt == 1 && started.elapsed() < timeout => {
@@ -560,6 +620,8 @@ struct Stream<'a> {
     on_text: &'a dyn Fn(&[String]),
     /// Every delta handed to `on_text` so far.
     streamed: &'a mut String,
+    /// Bytes this call may still add to `streamed` ([`MAX_ANSWER_BYTES`] for the turn).
+    room: usize,
 }
 
 /// Deltas held back while more parsed chunks follow at once (see `read_stream`).
@@ -746,6 +808,42 @@ mod tests {
         assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(6), "took {took:?}");
         assert_eq!((streamed.as_str(), deltas.into_inner()), ("hi", vec!["hi".to_string()]));
         assert!(peer.join().unwrap() < Duration::from_secs(10), "the connection was closed");
+    }
+
+    /// A stream past the answer cap: the text up to the cap is handed over and kept, the call
+    /// ends with `TooLarge`, and the connection is dropped (the peer cannot write on).
+    #[test]
+    fn a_stream_past_the_answer_cap_is_cut_there_and_dropped() {
+        use std::io::{Read, Write};
+        let (listener, settings) = local_endpoint();
+        let peer = std::thread::spawn(move || {
+            let (mut sock, _) = listener.accept().unwrap();
+            let _ = sock.read(&mut [0u8; 64 * 1024]).unwrap();
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            sock.write_all(head.as_bytes()).unwrap();
+            let event =
+                format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{}\"}}}}]}}\n\n", "é".repeat(100_000));
+            let mut written = 0;
+            while written < 256 * 1024 * 1024 && sock.write_all(event.as_bytes()).is_ok() {
+                written += event.len();
+            }
+            written
+        });
+        let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
+        let (mut streamed, handed) = ("x".repeat(10), std::cell::Cell::new(0));
+        let r = client.stream_chat(
+            br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
+            &CancelToken::new(),
+            &|d: &[String]| handed.set(handed.get() + d.iter().map(String::len).sum::<usize>()),
+            &mut streamed,
+        );
+        assert_eq!(r, Err(LlmError::TooLarge(ANSWER_TOO_LARGE)));
+        // The turn's earlier text counts: 10 bytes, then two-byte characters up to the cap.
+        assert_eq!(streamed.len(), MAX_ANSWER_BYTES);
+        assert_eq!(handed.get(), MAX_ANSWER_BYTES - 10);
+        assert!(streamed[10..].chars().all(|c| c == 'é'));
+        drop(client);
+        assert!(peer.join().unwrap() < 64 * 1024 * 1024, "the connection was dropped, not read on");
     }
 
     /// A kept-alive connection the service closes just as it is reused fails before any

@@ -3,7 +3,8 @@
 //! MEMORY.md). Better than the original: each chat's cursor advances only over the records that
 //! were actually sent; a failed, empty or destructive result changes nothing; an accepted
 //! rewrite keeps the previous MEMORY.md as a numbered snapshot; each run is bounded in records,
-//! characters and model calls.
+//! characters and model calls, and reads histories line by line, holding at most about
+//! `2 × BATCH` records however long they are (never a whole history).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -270,14 +271,15 @@ impl Dream {
         };
         for s in chats {
             let after = cursors.get(&s.chat_id).copied().unwrap_or(0);
-            if let Ok(h) = self.chats.read_history(&s.chat_id) {
-                pending.extend(h.records.into_iter().filter(|r| r.cursor > after).map(|r| (s.chat_id.clone(), r)));
-            }
+            pending.extend(self.pending_of(&s.chat_id, after).into_iter().map(|r| (s.chat_id.clone(), r)));
+            // Only the oldest BATCH can go into this run: the rest is left for later runs
+            // (a stable sort keeps the same ones a sort of everything would).
+            pending.sort_by(|a, b| a.1.timestamp.cmp(&b.1.timestamp));
+            pending.truncate(BATCH);
         }
         if pending.is_empty() {
             return Outcome::NothingNew;
         }
-        pending.sort_by(|a, b| a.1.timestamp.cmp(&b.1.timestamp));
         let mut batch: Vec<&(String, Record)> = Vec::new();
         let mut chars = 0;
         for item in pending.iter() {
@@ -343,6 +345,32 @@ impl Dream {
             Ok(()) => Outcome::Written { records: batch.len(), chats: chats_in(&batch) },
             Err(e) => Outcome::Failed(e),
         }
+    }
+
+    /// The chat's oldest [`BATCH`] records after cursor `after`, read through the history
+    /// without loading it: each line at most its first 2 MiB (`store::paging::records`), each
+    /// content cut to [`MAX_CHARS`] (a run's transcript never holds more), and a chat with
+    /// nothing new is not read at all. So a run holds at most about `2 × BATCH` records,
+    /// whatever the histories hold.
+    fn pending_of(&self, chat_id: &str, after: u64) -> Vec<Record> {
+        if self.chats.last_cursor_of(chat_id).unwrap_or(0) <= after {
+            return Vec::new();
+        }
+        let Some(path) = self.chats.history_path(chat_id) else { return Vec::new() };
+        let mut out = Vec::new();
+        let read = crate::store::paging::records(&path, |mut r| {
+            if r.cursor > after {
+                if r.content.len() > MAX_CHARS {
+                    r.content = crate::util::text::take_chars(&r.content, MAX_CHARS).to_string();
+                }
+                out.push(r);
+            }
+            out.len() < BATCH
+        });
+        if let Err(e) = read {
+            log::warn!("event=dream.read_failed chat_id={chat_id} error_kind={:?}", e.kind());
+        }
+        out
     }
 
     /// Advances each chat's cursor over the longest run of its pending records (in cursor

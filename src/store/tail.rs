@@ -14,6 +14,8 @@ const BLOCK: usize = 64 * 1024;
 
 /// Calls `f` with each line of the file from the last to the first (without the newline;
 /// blank pieces included, callers skip them) until it returns false. A missing file has none.
+/// A line longer than a block is read again in one piece once its start is found, so each
+/// byte is read at most twice (never once per block the line spans).
 pub(crate) fn for_each_line_rev(path: &Path, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<()> {
     let mut file = match fs::File::open(path) {
         Ok(file) => file,
@@ -21,29 +23,48 @@ pub(crate) fn for_each_line_rev(path: &Path, mut f: impl FnMut(&[u8]) -> bool) -
         Err(e) => return Err(e),
     };
     let mut pos = file.metadata()?.len();
-    // The start of a line whose beginning is further back.
-    let mut carry: Vec<u8> = Vec::new();
+    // Where the line being looked for ends (its newline, or the end of the file).
+    let mut end = pos;
+    let mut block = vec![0u8; BLOCK];
+    let mut n = 0;
     while pos > 0 {
-        let n = (pos as usize).min(BLOCK);
+        n = (pos as usize).min(BLOCK);
         pos -= n as u64;
         file.seek(SeekFrom::Start(pos))?;
-        let mut buf = vec![0u8; n + carry.len()];
-        file.read_exact(&mut buf[..n])?;
-        buf[n..].copy_from_slice(&carry);
-        let mut end = buf.len();
-        while let Some(nl) = memchr::memrchr(b'\n', &buf[..end]) {
-            if !f(&buf[nl + 1..end]) {
+        file.read_exact(&mut block[..n])?;
+        // Lines whose start is in this block.
+        let mut stop = n;
+        while let Some(nl) = memchr::memrchr(b'\n', &block[..stop]) {
+            let start = pos + nl as u64 + 1;
+            let go_on = if end <= pos + n as u64 {
+                f(&block[nl + 1..(end - pos) as usize])
+            } else {
+                f(&read_range(&mut file, start, end)?)
+            };
+            if !go_on {
                 return Ok(());
             }
-            end = nl;
+            end = start - 1;
+            stop = nl;
         }
-        buf.truncate(end);
-        carry = buf;
     }
-    if !carry.is_empty() {
-        f(&carry);
+    // The first line; `block` holds the file's first `n` bytes.
+    if end > 0 {
+        if end <= n as u64 {
+            f(&block[..end as usize]);
+        } else {
+            f(&read_range(&mut file, 0, end)?);
+        }
     }
     Ok(())
+}
+
+/// Bytes `start..end` of the file.
+fn read_range(file: &mut fs::File, start: u64, end: u64) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; (end - start) as usize];
+    file.seek(SeekFrom::Start(start))?;
+    file.read_exact(&mut buf)?;
+    Ok(buf)
 }
 
 /// True for a line that holds nothing.
@@ -54,8 +75,16 @@ pub(crate) fn blank(line: &[u8]) -> bool {
 /// The value of a record line's `role`, read without parsing: the first `"role"` key outside
 /// a string escape, then `:` and a string. `None` when the line is not an object with one.
 pub(crate) fn quick_role(line: &[u8]) -> Option<&[u8]> {
+    if !line.trim_ascii_end().ends_with(b"}") {
+        return None;
+    }
+    quick_role_head(line)
+}
+
+/// [`quick_role`] of a line of which only the start is at hand (its end is not checked).
+pub(crate) fn quick_role_head(line: &[u8]) -> Option<&[u8]> {
     let line = line.trim_ascii();
-    if !line.starts_with(b"{") || !line.ends_with(b"}") {
+    if !line.starts_with(b"{") {
         return None;
     }
     let key = b"\"role\"";
@@ -163,7 +192,11 @@ pub(crate) mod tests {
 
     #[test]
     fn lines_come_back_reversed_across_blocks() {
-        let lines: Vec<String> = (0..5000).map(|i| line(i + 1, "user", &"x".repeat((i % 97) as usize))).collect();
+        let mut lines: Vec<String> = (0..5000).map(|i| line(i + 1, "user", &"x".repeat((i % 97) as usize))).collect();
+        // Lines longer than a block, around block sizes, and first in the file.
+        for (at, len) in [(0, 3 * BLOCK + 5), (10, BLOCK), (11, BLOCK - 1), (2000, 200 * 1024), (4999, BLOCK + 1)] {
+            lines[at] = line(9999, "user", &"y".repeat(len));
+        }
         let p = write(&lines);
         let mut got = Vec::new();
         for_each_line_rev(&p, |l| {

@@ -18,17 +18,25 @@ pub(crate) fn collapse_ws(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The longest start of `s` of at most `max` bytes (never splits a UTF-8 sequence).
+pub(crate) fn take_bytes(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// Cuts `s` to at most `max` bytes on a char boundary, appending `marker` when cut.
 #[cfg(test)]
 pub(crate) fn cap_bytes(s: &str, max: usize, marker: &str) -> String {
     if s.len() <= max {
         return s.to_string();
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{marker}", &s[..end])
+    format!("{}{marker}", take_bytes(s, max))
 }
 
 /// Python `repr` of a string (single quotes unless it contains `'` and no `"`).

@@ -342,7 +342,10 @@ fn write_loop(stream: TcpStream, rx: &Receiver<Out>, conn: &Conn) {
         let mut taken = 0;
         while taken < 256 {
             let out = match rx.try_recv() {
-                Ok(out) => out,
+                Ok(out) => {
+                    conn.dequeued(&out);
+                    out
+                }
                 // Empty (another batch took it), or every sender gone.
                 Err(e) => {
                     close = e.is_disconnected();

@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -24,11 +24,17 @@ use crate::wire::{self, Event};
 
 /// Events kept per chat for replay.
 pub(crate) const RING_CAPACITY: usize = 4096;
+/// Bytes of events kept per chat for replay: older events leave the ring past either bound
+/// (the newest event is always kept, and a single event is at most about an answer's cap).
+pub(crate) const RING_BYTES: usize = 2 * 1024 * 1024;
 /// Expired chats whose last seq is remembered (about 100 bytes each); past this they are all
 /// forgotten at once.
 pub(crate) const MAX_RETIRED: usize = 100_000;
 /// Frames queued for one connection; a client this far behind is dropped.
 pub(crate) const OUT_QUEUE: usize = 4096;
+/// Bytes queued for one connection; a client this far behind is dropped as well. Checked
+/// before a push, so one frame of any size always fits an empty queue.
+pub(crate) const OUT_QUEUE_BYTES: usize = 4 * 1024 * 1024;
 /// Chats one connection is subscribed to at most: joining one more leaves the one it joined
 /// first, so a client attaching to ever new chats cannot grow the hub without bound.
 pub(crate) const MAX_CHATS_PER_CONN: usize = 1024;
@@ -37,20 +43,12 @@ const PRUNE_EVERY: Duration = Duration::from_secs(30);
 /// written once per this many events, never per event.
 pub(crate) const SEQ_BLOCK: u64 = 1024;
 
-/// A connection's outbound queue. The cap ([`OUT_QUEUE`]) is checked on every push
-/// ([`Conn::send`], [`push`]) rather than by a bounded channel: crossbeam allocates a bounded
+/// A connection's outbound queue. The caps ([`OUT_QUEUE`], [`OUT_QUEUE_BYTES`]) are checked on
+/// every push ([`Conn::send`], [`Conn::push`]) rather than by a bounded channel: crossbeam allocates a bounded
 /// channel's every slot up front (160 KiB here), while an unbounded one grows in 31-slot
 /// blocks. Per connection that was most of a 1,000-client burst's 190 MiB peak.
 pub(crate) fn out_queue() -> (Sender<Out>, Receiver<Out>) {
     crossbeam_channel::unbounded()
-}
-
-/// Queues `out` unless the queue already holds [`OUT_QUEUE`] frames.
-pub(crate) fn push(tx: &Sender<Out>, out: Out) -> Result<(), TrySendError<Out>> {
-    if tx.len() >= OUT_QUEUE {
-        return Err(TrySendError::Full(out));
-    }
-    tx.try_send(out)
 }
 
 /// What a connection's writer thread sends.
@@ -62,6 +60,17 @@ pub enum Out {
     Raw(Vec<u8>),
     /// Close the connection.
     Close,
+}
+
+impl Out {
+    /// Bytes it holds in a queue.
+    fn size(&self) -> usize {
+        match self {
+            Out::Text(t) => t.len(),
+            Out::Raw(b) => b.len(),
+            Out::Close => 0,
+        }
+    }
 }
 
 /// Starts a connection's writer thread (`ws-writer-N`), which drains its queue.
@@ -81,6 +90,9 @@ enum Writer {
 pub struct Conn {
     pub(crate) id: u64,
     tx: Sender<Out>,
+    /// Bytes of the frames in `tx` ([`OUT_QUEUE_BYTES`]); the writer takes them off
+    /// ([`Conn::dequeued`]).
+    queued_bytes: AtomicUsize,
     closed: AtomicBool,
     stream: Option<TcpStream>,
     /// The chats it joined, oldest first (at most [`MAX_CHATS_PER_CONN`]).
@@ -109,6 +121,7 @@ impl Conn {
         Arc::new_cyclic(|me| Conn {
             id,
             tx,
+            queued_bytes: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             stream,
             chats: Mutex::new(VecDeque::new()),
@@ -157,7 +170,7 @@ impl Conn {
     pub(crate) fn end(&self) {
         let w = std::mem::replace(&mut *self.writer(), Writer::Ended);
         if let Writer::Running(h) = w {
-            if push(&self.tx, Out::Close).is_err() {
+            if self.push(Out::Close).is_err() {
                 // A full queue: shut the socket so the writer's next write fails.
                 self.close();
             }
@@ -241,7 +254,7 @@ impl Conn {
         if !self.ensure_writer() {
             return false;
         }
-        match push(&self.tx, out) {
+        match self.push(out) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
                 log::warn!("event=ws.client.dropped reason=slow conn={}", self.id);
@@ -253,6 +266,24 @@ impl Conn {
                 false
             }
         }
+    }
+
+    /// Queues `out` unless the queue already holds [`OUT_QUEUE`] frames or [`OUT_QUEUE_BYTES`]
+    /// bytes.
+    pub(crate) fn push(&self, out: Out) -> Result<(), TrySendError<Out>> {
+        if self.tx.len() >= OUT_QUEUE || self.queued_bytes.load(Ordering::Relaxed) >= OUT_QUEUE_BYTES {
+            return Err(TrySendError::Full(out));
+        }
+        let size = out.size();
+        self.queued_bytes.fetch_add(size, Ordering::Relaxed);
+        self.tx.try_send(out).inspect_err(|_| {
+            self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
+        })
+    }
+
+    /// The writer thread took `out` off the queue.
+    pub(super) fn dequeued(&self, out: &Out) {
+        self.queued_bytes.fetch_sub(out.size(), Ordering::Relaxed);
     }
 
     pub(crate) fn send_text(&self, text: impl Into<Arc<str>>) -> bool {
@@ -283,6 +314,8 @@ struct ChatChan {
     /// The persisted high-water mark: seqs up to it may be handed out without a write.
     reserved: u64,
     ring: VecDeque<(u64, Arc<str>)>,
+    /// Bytes of the events in `ring` ([`RING_BYTES`]).
+    ring_bytes: usize,
     subs: Vec<Arc<Conn>>,
     last_event: Instant,
 }
@@ -295,6 +328,7 @@ impl ChatChan {
             replay_from: seq,
             reserved: seq,
             ring: VecDeque::new(),
+            ring_bytes: 0,
             subs: Vec::new(),
             last_event: Instant::now(),
         }
@@ -562,11 +596,12 @@ impl EventSink for Hub {
                         }
                     }
                     let text: Arc<str> = wire::with_seq(body, chan.seq).into();
-                    if chan.ring.len() == RING_CAPACITY {
-                        if let Some((seq, _)) = chan.ring.pop_front() {
-                            chan.replay_from = seq;
-                        }
+                    while chan.ring.len() >= RING_CAPACITY || chan.ring_bytes + text.len() > RING_BYTES {
+                        let Some((seq, old)) = chan.ring.pop_front() else { break };
+                        chan.replay_from = seq;
+                        chan.ring_bytes -= old.len();
                     }
+                    chan.ring_bytes += text.len();
                     chan.ring.push_back((chan.seq, Arc::clone(&text)));
                     text
                 })
@@ -679,7 +714,69 @@ mod tests {
         hub.emit("c", &delta(""));
         assert!(conn.is_closed(), "one frame past the cap drops the client");
         assert_eq!(rx.len(), OUT_QUEUE);
-        assert!(push(&conn.tx, Out::Close).is_err(), "raw writes obey the cap too");
+        assert!(conn.push(Out::Close).is_err(), "raw writes obey the cap too");
+    }
+
+    /// Big frames reach the byte bound long before the frame bound: the client is dropped
+    /// once [`OUT_QUEUE_BYTES`] wait for it, and a writer taking frames off makes room again.
+    #[test]
+    fn a_connection_queue_is_bounded_in_bytes_too() {
+        let hub = Hub::new(Duration::from_secs(600));
+        let (tx, rx) = out_queue();
+        let conn = Conn::new(1, tx, None);
+        hub.subscribe("c", &conn);
+        let big = "x".repeat(512 * 1024);
+        let fits = OUT_QUEUE_BYTES / big.len();
+        for _ in 0..fits {
+            hub.emit("c", &delta(&big));
+        }
+        assert!(!conn.is_closed());
+        // A writer drains one frame: one more fits.
+        let out = rx.try_recv().unwrap();
+        conn.dequeued(&out);
+        hub.emit("c", &delta(&big));
+        assert!(!conn.is_closed(), "room was made");
+        hub.emit("c", &delta(&big));
+        assert!(conn.is_closed(), "one frame past the byte bound drops the client");
+        assert_eq!(rx.len(), fits, "one taken off, one more queued");
+        assert!(rx.len() < OUT_QUEUE);
+        // One frame larger than the whole bound still fits an empty queue.
+        let (tx, _rx) = out_queue();
+        let lone = Conn::new(2, tx, None);
+        assert!(lone.push(Out::Text("y".repeat(OUT_QUEUE_BYTES + 1).into())).is_ok());
+        assert!(lone.push(Out::Text("z".into())).is_err());
+    }
+
+    /// The replay ring keeps at most [`RING_BYTES`] (and always the newest event): a client
+    /// behind the bytes dropped is told to reload, one within them gets the replay.
+    #[test]
+    fn the_replay_ring_is_bounded_in_bytes() {
+        let hub = Hub::new(Duration::from_secs(600));
+        let big = "x".repeat(300 * 1024);
+        for _ in 0..20 {
+            hub.emit("c", &delta(&big));
+        }
+        let (bytes, len, from, frame) = {
+            let chan = hub.lookup("c", false);
+            let c = lock_chan(&chan);
+            assert_eq!(c.ring_bytes, c.ring.iter().map(|(_, t)| t.len()).sum::<usize>());
+            (c.ring_bytes, c.ring.len(), c.replay_from, c.ring[0].1.len())
+        };
+        assert!(bytes <= RING_BYTES && len == RING_BYTES / frame, "{bytes} bytes in {len} events");
+        assert_eq!(from, 20 - len as u64);
+        let attach = |after| {
+            let (tx, rx) = out_queue();
+            hub.attach("c", &Conn::new(9, tx, None), Some(after));
+            texts(&rx)
+        };
+        assert!(attach(1)[0].ends_with(r#""reload":true}"#));
+        let got = attach(from);
+        assert_eq!(got.len(), 1 + len, "attached, then every kept event");
+        assert!(got[len].ends_with(r#""seq":20}"#));
+        // An event over the whole bound is still kept, alone.
+        hub.emit("c", &delta(&"y".repeat(RING_BYTES + 1)));
+        let chan = hub.lookup("c", false);
+        assert_eq!(lock_chan(&chan).ring.len(), 1);
     }
 
     #[test]

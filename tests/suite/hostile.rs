@@ -2029,3 +2029,204 @@ fn a_dotenv_where_the_server_starts_cannot_widen_its_settings() {
     assert!(fetched.contains("refused") && !fetched.contains("private page"), "{}", head(&fetched));
     assert!(row.server.stderr_text().contains(&format!("ignored {}", home.join(".env").display())));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bounded answers: what a provider streams, and reading back what it wrote.
+
+/// A model answer streamed past the cap, or tool-call arguments past theirs (unbounded: 300 ×
+/// 1 MiB deltas took RSS to 1.9 GiB and wrote one 314 MB line into history.jsonl).
+const MODEL_ANSWER: Duration = Duration::from_secs(20);
+/// Paging a chat whose history holds one 64 MiB line (unbounded: every 64 KiB block rescanned
+/// the line from its start, 4–9 s per page on the one HTTP thread, the whole API frozen).
+const PAGING_LONG_LINE: Duration = Duration::from_secs(10);
+/// The server's cap on a turn's answer and on one model call's tool-call arguments.
+const ANSWER_CAP: usize = MIB;
+/// The server's cap on one paged item.
+const ITEM_CAP: usize = 2 * MIB;
+
+/// A fresh chat gets `reply` for "write a lot"; the turn's events.
+fn turn_with(row: &Row, reply: Reply) -> (String, Vec<Value>) {
+    let mut ws = WsClient::connect(&row.server);
+    let chat = ws.new_chat();
+    row.fake.push(reply);
+    ws.message(&chat, "write a lot", "openai_compatible");
+    let events = ws.turn_events(&chat);
+    (chat, events)
+}
+
+#[test]
+fn a_model_answer_past_1_mib_is_cut_there_and_the_turn_ends_with_a_note() {
+    let mut row = Row::new("model: a 3 MiB answer in 256 KiB deltas", MODEL_ANSWER);
+    let piece = "a".repeat(256 * 1024);
+    let pieces: Vec<&str> = (0..12).map(|_| piece.as_str()).collect();
+    let ((chat, events), grew) = row.run(|row, _| grown(row, || Ok(turn_with(row, Reply::text(&pieces)))));
+    let text: String = events.iter().filter(|e| e["event"] == "delta").filter_map(|e| e["text"].as_str()).collect();
+    assert_eq!(text.len(), ANSWER_CAP, "the deltas stop at the cap");
+    let n = events.len();
+    assert_eq!(events[n - 2]["event"], "stream_end", "{:?}", &events[n - 2..]);
+    let detail = error_detail(&events[n - 1]);
+    assert!(detail.contains("exceeded 1 MiB") && detail.contains("cut off"), "{detail}");
+    // The text up to the cut is the stored answer, on a line of about the cap.
+    let history = std::fs::read_to_string(row.server.chat_dir(&chat).join("history.jsonl")).expect("history");
+    let lines: Vec<&str> = history.lines().collect();
+    assert_eq!(lines.len(), 2, "the user record and the cut answer");
+    assert!(lines[1].len() <= ANSWER_CAP + 512, "a {} byte history line", lines[1].len());
+    let stored: Value = serde_json::from_str(lines[1]).expect("record");
+    assert_eq!((stored["role"].as_str(), stored["content"].as_str()), (Some("assistant"), Some(text.as_str())));
+    row.note(&format!("peak RSS +{} MiB", grew >> 20));
+    assert!(grew < RSS_GROWTH, "peak RSS grew by {} MiB", grew >> 20);
+    let page = row.server.get(&format!("/api/sessions/{chat}/messages?limit=10")).json();
+    assert_eq!(page["messages"][1]["content"].as_str().map(str::len), Some(ANSWER_CAP));
+}
+
+#[test]
+fn tool_call_arguments_past_1_mib_end_the_turn_before_any_call_runs() {
+    let mut row = Row::new("model: 1.5 MiB of tool-call arguments", MODEL_ANSWER);
+    let fragment = "x".repeat(512 * 1024);
+    let call = ToolCallSpec::new("call_big", "write_file", &[&fragment, &fragment, &fragment]);
+    let (chat, events) = row.run(|row, _| Ok(turn_with(row, Reply::tool_calls(&[call]))));
+    assert!(events.iter().all(|e| e["event"] != "tool_call" && e["event"] != "tool_result"), "{events:?}");
+    let last = events.last().expect("events");
+    assert!(error_detail(last).contains("tool-call arguments exceeded 1 MiB"), "{last}");
+    assert_eq!(history_summary(&row.server.home, &chat), rows(&[]), "nothing was streamed, nothing stored");
+    assert_eq!(std::fs::read_dir(row.workspace()).expect("workspace").count(), 0, "no tool ran");
+}
+
+/// A history line written as the store writes records (`role` before `content`).
+fn record_line(cursor: u64, role: &str, content: &str) -> String {
+    format!(r#"{{"cursor":{cursor},"timestamp":"2026-12-02 10:00","role":"{role}","content":{}}}"#, json!(content))
+}
+
+#[test]
+fn paging_a_chat_with_a_64_mib_line_is_quick_and_serves_it_cut() {
+    let mut row = Row::new("paging: a chat holding one 64 MiB line", PAGING_LONG_LINE);
+    let chat = "long-line-chat";
+    let dir = row.server.chat_dir(chat);
+    std::fs::create_dir_all(&dir).expect("chat dir");
+    let long = record_line(2, "assistant", &"b".repeat(64 * MIB));
+    let long_len = long.len();
+    let history = [record_line(1, "user", "q1"), long, record_line(3, "user", "q2"), record_line(4, "assistant", "a2")]
+        .join("\n")
+        + "\n";
+    std::fs::write(dir.join("history.jsonl"), history).expect("history");
+    let answer = row.run(|row, _| Ok(row.server.get(&format!("/api/sessions/{chat}/messages?limit=50"))));
+    assert!(answer.body.len() < ITEM_CAP + 4096, "a {} byte page", answer.body.len());
+    let page = answer.json();
+    assert_eq!((answer.status, &page["total"], &page["start"]), (200, &json!(4), &json!(0)));
+    let items = page["messages"].as_array().expect("messages");
+    let texts: Vec<&str> = items.iter().filter_map(|m| m["content"].as_str()).collect();
+    assert_eq!((texts[0], texts[2], texts[3]), ("q1", "q2", "a2"));
+    let cut = texts[1];
+    let (kept, note) = cut.split_once("\n\n[Cut here: ").expect("the cut item's note");
+    assert!(kept.len() > ITEM_CAP - 200 && kept.len() < ITEM_CAP && kept.bytes().all(|b| b == b'b'), "{}", kept.len());
+    assert!(note.starts_with(&format!("this message is {long_len} bytes")), "{note}");
+    // The whole list (no `limit`) cuts the item the same way.
+    let whole = row.server.get(&format!("/api/sessions/{chat}/messages"));
+    assert!(whole.body.len() < ITEM_CAP + 4096, "a {} byte list", whole.body.len());
+    assert_eq!(whole.json()["messages"][1]["content"].as_str(), Some(cut));
+}
+
+/// `GET …/messages` never runs on the HTTP thread, and the paging index's lock is not held
+/// while an answer is made: a client that asks for a 12 MiB page and reads nothing holds the
+/// thread writing it (the answer is larger than the socket buffers), and health and another
+/// chat's page still answer. A FIFO where a history belongs is refused at once.
+#[test]
+fn a_page_nobody_reads_holds_up_neither_health_nor_other_chats() {
+    let server = TestServer::start();
+    let (stuck, other, fifo_chat) = ("stuck-chat", "other-chat", "fifo-chat");
+    for c in [stuck, other, fifo_chat] {
+        std::fs::create_dir_all(server.chat_dir(c)).expect("chat dir");
+    }
+    let long: Vec<String> = (1..=6).map(|i| record_line(i, "assistant", &"c".repeat(3 * MIB))).collect();
+    std::fs::write(server.chat_dir(stuck).join("history.jsonl"), long.join("\n") + "\n").expect("history");
+    std::fs::write(server.chat_dir(other).join("history.jsonl"), record_line(1, "user", "hi") + "\n").expect("history");
+    let fifo = server.chat_dir(fifo_chat).join("history.jsonl");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo").success());
+
+    // A receive buffer of a few KiB, set before connecting, keeps the window small.
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    sock.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], server.http_port));
+    sock.connect(&addr.into()).expect("connect");
+    let mut slow: TcpStream = sock.into();
+    let port = server.http_port;
+    write!(
+        slow,
+        "GET /api/sessions/{stuck}/messages?limit=50 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    // The answer has begun: its thread is now writing 12 MiB that cannot all be buffered.
+    slow.set_read_timeout(Some(WAIT)).expect("timeout");
+    let mut first = [0u8; 12];
+    slow.read_exact(&mut first).expect("the start of the answer");
+    assert_eq!(&first, b"HTTP/1.1 200");
+
+    server.get("/api/health").expect(200, json!({"status":"ok","service":"cashcode"}));
+    let page = server.get(&format!("/api/sessions/{other}/messages?limit=10")).json();
+    assert_eq!((&page["total"], &page["messages"][0]["content"]), (&json!(1), &json!("hi")));
+    let refused = server.get(&format!("/api/sessions/{fifo_chat}/messages?limit=10"));
+    assert_eq!((refused.status, refused.json()), (500, json!({"detail": "unable to read the session"})));
+
+    // The page nobody read is whole once it is read.
+    let mut rest = Vec::new();
+    slow.read_to_end(&mut rest).expect("the rest of the answer");
+    let text = String::from_utf8_lossy(&rest);
+    assert!(rest.len() > 12 * MIB && text.contains(r#""start":0,"total":6}"#), "{} bytes", rest.len());
+}
+
+/// Dream distilling a history that holds one 64 MiB line (unbounded: every history was read
+/// and parsed whole, the line and its record in memory at once).
+const DREAM_LONG_LINE: Duration = Duration::from_secs(20);
+
+#[test]
+fn dream_over_a_history_with_a_64_mib_line_reads_it_bounded() {
+    let mut row = Row::new("dream: a pending history with one 64 MiB line", DREAM_LONG_LINE);
+    let chat = "dream-long-line";
+    let dir = row.server.chat_dir(chat);
+    std::fs::create_dir_all(&dir).expect("chat dir");
+    let history = [
+        record_line(1, "user", "tell me everything"),
+        record_line(2, "assistant", &"d".repeat(64 * MIB)),
+        record_line(3, "user", "thanks"),
+    ]
+    .join("\n")
+        + "\n";
+    std::fs::write(dir.join("history.jsonl"), history).expect("history");
+    std::fs::write(dir.join(".cursor"), "3").expect("cursor");
+    // A turn names the model Dream uses.
+    let (_, events) = turn_with(&row, Reply::text(&["ok"]));
+    assert_eq!(events.last().map(|e| e["event"].clone()), Some(json!("done")));
+    row.fake.push_completion(Reply::completion("Add: the user asked for everything."));
+    row.fake.push_completion(Reply::completion("- asked for everything"));
+    let (run, grew) = row.run(|row, deadline| {
+        grown(row, || {
+            let r = row.server.post("/api/dream/run", &json!({}));
+            if r.status != 202 {
+                return Err(format!("run now: {} {}", r.status, r.body));
+            }
+            loop {
+                let last = row.server.get("/api/dream").json()["last_run"].clone();
+                if !last.is_null() {
+                    return Ok(last);
+                }
+                if deadline.passed() {
+                    return Err("the run did not finish within the bound".into());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    });
+    assert_eq!(run["outcome"], "written", "{run}");
+    let asked: Vec<String> = row
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.is_chat() && r.body["stream"] != json!(true))
+        .filter_map(|r| r.body["messages"][1]["content"].as_str().map(str::to_string))
+        .collect();
+    let transcript = &asked[0];
+    assert!(transcript.contains("USER: tell me everything") && transcript.contains("ASSISTANT: ddd"));
+    assert!(transcript.len() < 64 * 1024, "a {} byte transcript", transcript.len());
+    row.note(&format!("peak RSS +{} MiB", grew >> 20));
+    assert!(grew < RSS_GROWTH, "peak RSS grew by {} MiB", grew >> 20);
+}

@@ -172,15 +172,20 @@ fn two_hundred_clients_three_turns_each_then_back_to_baseline() {
 fn a_client_that_stops_reading_blocks_nobody_and_is_dropped() {
     let fake = FakeLlm::start();
     let server = TestServer::with_llm(&fake);
-    // A huge streamed answer for the client that never reads: far more events than its
-    // outbound queue holds plus what the socket buffers take.
+    // Huge streamed answers for the client that never reads: far more events than its
+    // outbound queue holds plus what the socket buffers take. Six turns of 5,000 deltas
+    // (an answer is capped at 1 MiB), queued back to back; the others start once the last
+    // of them is under way, so every flood reply goes to the stuck chat.
+    const FLOODS: usize = 6;
     let piece = "y".repeat(200);
-    let pieces: Vec<&str> = (0..30_000).map(|_| piece.as_str()).collect();
-    fake.push(Reply::text(&pieces));
+    let pieces: Vec<&str> = (0..5_000).map(|_| piece.as_str()).collect();
     let mut stuck = WsClient::connect(&server);
     let stuck_chat = stuck.chat_id.clone();
-    stuck.message(&stuck_chat, "flood me", "openai_compatible");
-    fake.wait_chat_requests(1, WAIT);
+    for _ in 0..FLOODS {
+        fake.push(Reply::text(&pieces));
+        stuck.message(&stuck_chat, "flood me", "openai_compatible");
+    }
+    fake.wait_chat_requests(FLOODS, Duration::from_secs(60));
     fake.set_fallback(Reply::text(&["quick"]));
 
     // Meanwhile others chat normally, each turn finishing promptly.
@@ -199,51 +204,62 @@ fn a_client_that_stops_reading_blocks_nobody_and_is_dropped() {
     wait_for("the slow client to be dropped", Duration::from_secs(60), || {
         server.log_text().contains("event=ws.client.dropped reason=slow").then_some(())
     });
-    // The flood turn itself completed and was stored whole despite its reader vanishing.
+    // The flood turns themselves completed and were stored whole despite their reader vanishing.
     let history = server.chat_dir(&stuck_chat).join("history.jsonl");
-    wait_for("the flooded turn to be stored", Duration::from_secs(60), || {
+    wait_for("the flooded turns to be stored", Duration::from_secs(60), || {
         let text = std::fs::read_to_string(&history).ok()?;
-        (text.ends_with('\n') && text.lines().count() == 2).then_some(())
+        (text.ends_with('\n') && text.lines().count() == 2 * FLOODS).then_some(())
     });
     let stored = history_records(&server.home, &stuck_chat);
-    assert_eq!(stored[1]["content"].as_str().map(str::len), Some(200 * 30_000));
+    for answer in stored.iter().skip(1).step_by(2) {
+        assert_eq!(answer["content"].as_str().map(str::len), Some(200 * 5_000));
+    }
     others[0].ping_sync();
     drop(stuck);
 }
 
-/// A client that falls behind and then catches up: the answer fills its socket, the rest is
+/// A client that falls behind and then catches up: the answers fill its socket, the rest is
 /// queued for the connection's writer thread (started then), and the client still receives
-/// every event exactly once, in `seq` order, the deltas adding up to the whole answer.
+/// every event exactly once, in `seq` order, each turn's deltas adding up to its answer. Six
+/// turns of 960 KiB (an answer is capped at 1 MiB): more than loopback socket buffers take at
+/// once, less than they and the 4 MiB queue bound do together.
 #[test]
 fn a_client_that_falls_behind_gets_every_event_in_order() {
     let fake = FakeLlm::start();
     let server = TestServer::with_llm(&fake);
-    // About 12 MiB in 400 chunks: more than loopback socket buffers take at once.
-    let pieces: Vec<String> = (0..400).map(|i| format!("{i:04}{}", "z".repeat(32 * 1024))).collect();
-    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
-    fake.push(Reply::text(&refs));
+    const TURNS: usize = 6;
+    let answers: Vec<Vec<String>> =
+        (0..TURNS).map(|t| (0..30).map(|i| format!("{t}{i:03}{}", "z".repeat(32 * 1024 - 4))).collect()).collect();
     let mut slow = WsClient::connect(&server);
     let chat = slow.chat_id.clone();
-    slow.message(&chat, "a long answer", "openai_compatible");
-    // Not reading while the turn streams.
+    for pieces in &answers {
+        let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        fake.push(Reply::text(&refs));
+        slow.message(&chat, "a long answer", "openai_compatible");
+    }
+    // Not reading while the turns stream.
     let history = server.chat_dir(&chat).join("history.jsonl");
-    wait_for("the turn to be stored", Duration::from_secs(60), || {
+    wait_for("the turns to be stored", Duration::from_secs(60), || {
         let text = std::fs::read_to_string(&history).ok()?;
-        (text.lines().count() == 2).then_some(())
+        (text.lines().count() == 2 * TURNS).then_some(())
     });
-    let events = slow.turn_events(&chat);
+    let mut events = Vec::new();
+    for pieces in &answers {
+        let turn = slow.turn_events(&chat);
+        let text: String = turn.iter().filter(|v| v["event"] == "delta").filter_map(|v| v["text"].as_str()).collect();
+        assert!(
+            text == pieces.concat(),
+            "the deltas do not add up to the answer ({} of {} bytes)",
+            text.len(),
+            pieces.concat().len()
+        );
+        let tail: Vec<&str> = turn.iter().rev().take(2).filter_map(|v| v["event"].as_str()).collect();
+        assert_eq!(tail, ["done", "stream_end"]);
+        events.extend(turn);
+    }
     let seqs: Vec<u64> = events.iter().filter_map(|v| v["seq"].as_u64()).collect();
     assert_eq!(seqs.len(), events.len(), "every chat event has a seq");
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "seqs not consecutive: {:?}", &seqs[..seqs.len().min(20)]);
-    let text: String = events.iter().filter(|v| v["event"] == "delta").filter_map(|v| v["text"].as_str()).collect();
-    assert!(
-        text == pieces.concat(),
-        "the deltas do not add up to the answer ({} of {} bytes)",
-        text.len(),
-        pieces.concat().len()
-    );
-    let tail: Vec<&str> = events.iter().rev().take(2).filter_map(|v| v["event"].as_str()).collect();
-    assert_eq!(tail, ["done", "stream_end"]);
     assert!(server.log_text().contains("event=ws.writer.started"), "the socket never filled: no writer started");
     slow.ping_sync();
 }

@@ -167,22 +167,25 @@ fn an_error_object_inside_the_stream_is_reported() {
 }
 
 /// What the model sends is bounded before either chunk reader (the typed one or the general
-/// one) sees it: nesting 100,000 deep, at the top or inside a field, and a line past the SSE
-/// cap are clean errors, and the server goes on.
+/// one) sees it: nesting 100,000 deep, at the top or inside a field, and a line past the
+/// 2 MiB stream cap are clean errors (the last one the cap's note), and the server goes on.
 #[test]
 fn hostile_stream_chunks_are_clean_errors() {
     let fake = FakeLlm::start();
     let server = TestServer::with_llm(&fake);
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
     let lines = [
-        deep.clone(),
-        format!("{{\"choices\":[{{\"delta\":{{\"content\":{deep}}}}}]}}"),
-        format!("{{\"choices\":[{{\"delta\":{{\"content\":\"{}\"}}}}]}}", "x".repeat(9 * 1024 * 1024)),
+        (deep.clone(), "malformed"),
+        (format!("{{\"choices\":[{{\"delta\":{{\"content\":{deep}}}}}]}}"), "malformed"),
+        (
+            format!("{{\"choices\":[{{\"delta\":{{\"content\":\"{}\"}}}}]}}", "x".repeat(9 * 1024 * 1024)),
+            "stream chunk over 2 MiB",
+        ),
     ];
-    for data in lines {
+    for (data, said) in lines {
         fake.push(Reply::raw_sse(&[&format!("data: {data}\n\n")]));
         let detail = fail_then_recover(&server, &fake, "openai_compatible");
-        assert!(detail.contains("malformed"), "detail {detail:?}");
+        assert!(detail.contains(said), "detail {detail:?}");
     }
 }
 

@@ -499,26 +499,33 @@ fn slow_subscriber_never_blocks_the_turn_or_other_clients() {
     let mut slow = WsClient::connect(&server);
     let chat = fast.chat_id.clone();
     assert_eq!(slow.attach(&chat, None), 0);
-    // ~12 MB of deltas: more than any socket buffer plus a bounded per-client queue.
+    // ~12 MB of deltas in 12 turns (an answer is capped at 1 MiB): more than any socket buffer
+    // plus a bounded per-client queue.
+    const TURNS: usize = 12;
     let piece = "0123456789abcdef".repeat(128);
-    let pieces: Vec<&str> = (0..6000).map(|_| piece.as_str()).collect();
-    fake.push(Reply::text(&pieces));
-    fast.message(&chat, "flood", "openai_compatible");
-    // The slow client reads nothing meanwhile; the fast one gets the whole turn.
-    let events = fast.turn_events(&chat);
-    let (masked, _) = mask_turn(&events, 1);
-    assert_eq!(masked, plain_answer(&chat, Some("flood"), &pieces));
-    wait_for("the flooded turn to be persisted", WAIT, || {
-        (history_records(&server.home, &chat).len() == 2).then_some(())
+    let pieces: Vec<&str> = (0..500).map(|_| piece.as_str()).collect();
+    let mut next_seq = 1;
+    for turn in 0..TURNS {
+        fake.push(Reply::text(&pieces));
+        fast.message(&chat, "flood", "openai_compatible");
+        // The slow client reads nothing meanwhile; the fast one gets every whole turn.
+        let events = fast.turn_events(&chat);
+        let (masked, last) = mask_turn(&events, next_seq);
+        assert_eq!(masked, plain_answer(&chat, (turn == 0).then_some("flood"), &pieces));
+        next_seq = last + 1;
+    }
+    wait_for("the flooded turns to be persisted", WAIT, || {
+        (history_records(&server.home, &chat).len() == 2 * TURNS).then_some(())
     });
     // The slow client either got everything in order or was dropped; never a gap.
-    let mut expected_seq = 1;
+    let (mut expected_seq, mut done) = (1, 0);
     loop {
         match slow.recv_or_closed(WAIT) {
             Ok(Some(v)) => {
                 assert_eq!(v["seq"], json!(expected_seq), "gap in the slow client's stream");
                 expected_seq += 1;
-                if v["event"] == "done" {
+                done += usize::from(v["event"] == "done");
+                if done == TURNS {
                     break;
                 }
             }
