@@ -59,6 +59,7 @@ fn main() {
         memory: Arc::new(MemoryFiles::new(&tmp.join("memory"))),
         cancel: CancelToken::new(),
         state: Default::default(),
+        checkpoint: None,
     };
     let cases = [
         ("literal, rare", "NEEDLE_marker", ""),

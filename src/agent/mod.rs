@@ -43,6 +43,8 @@ pub(crate) struct Deps {
     pub(crate) secrets: crate::secrets::Secrets,
     /// MCP elicitations waiting for this server's users (answered by WS frames).
     pub(crate) elicitations: Arc<elicit::Elicitations>,
+    /// Rewind checkpoints of the workspace (`None`: `CASHCODE_CHECKPOINT_MAX_BYTES=0`).
+    pub(crate) checkpoints: Option<Arc<crate::tool::checkpoints::Checkpoints>>,
 }
 
 pub struct Agent {

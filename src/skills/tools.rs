@@ -430,6 +430,7 @@ pub(crate) mod tests {
             memory: Arc::new(crate::store::memory_files::MemoryFiles::new(dir)),
             cancel: crate::util::cancel::CancelToken::new(),
             state: Arc::new(Mutex::new(crate::tool::TurnState::default())),
+            checkpoint: None,
         }
     }
 

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use crate::util::cancel::CancelToken;
 
 pub(crate) mod args;
+pub mod checkpoints;
 pub(crate) mod workspace;
 
 /// What a tool call produced, in the contract's three projections (docs/agent-and-memory.md §13).
@@ -88,6 +89,9 @@ pub struct TurnCtx {
     pub memory: Arc<crate::store::memory_files::MemoryFiles>,
     pub cancel: CancelToken,
     pub state: Arc<Mutex<TurnState>>,
+    /// The turn's rewind record (`None`: checkpoints are off); the file tools and `exec` report
+    /// their changes to it.
+    pub checkpoint: Option<Arc<checkpoints::TurnCheckpoint>>,
 }
 
 impl TurnCtx {

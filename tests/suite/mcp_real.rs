@@ -670,6 +670,7 @@ fn turn_ctx(dir: &Path, metadata: Map<String, Value>) -> TurnCtx {
         memory: Arc::new(cashcode::store::memory_files::MemoryFiles::new(dir)),
         cancel: CancelToken::new(),
         state: Arc::new(Mutex::new(TurnState { metadata, turn_tools: Vec::new() })),
+        checkpoint: None,
     }
 }
 
