@@ -96,7 +96,13 @@ pub(crate) fn rewind(api: &Api, id: &str, req: &Req) -> Resp {
     if !dry_run {
         deps.sink.emit(id, &Event::Rewound { chat_id: id, before_message: before });
     }
-    let report = report.unwrap_or_default();
+    let mut report = report.unwrap_or_default();
+    // A diff shows workspace content: known secret values never leave in a response.
+    for f in &mut report.files {
+        if let Some(d) = f.diff.take() {
+            f.diff = Some(deps.secrets.redact(&d).into_owned());
+        }
+    }
     Resp::ok(&RewindView {
         chat_id: id,
         before_message: before,
