@@ -434,3 +434,35 @@ fn property_two_chats_at_once_and_the_owner() {
         }
     }
 }
+
+/// A directory the chat made, swapped for a symlink to a directory outside the workspace: even a
+/// forced rewind never follows it (the restore enters every component with O_NOFOLLOW), and a
+/// diff never shows the outside file.
+#[test]
+fn a_forced_rewind_never_follows_a_symlink_swapped_in() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let w = server.home.join("workspace");
+    let outside = server.home.join("outside");
+    fs::create_dir_all(&w).unwrap();
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join("f.txt"), "outside secret\n").unwrap();
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.new_chat();
+    turn(&fake, &mut ws, &chat, "[S]", "go", &[("write_file", json!({"path":"d/f.txt","content":"mine\n"}))]);
+    fs::remove_dir_all(w.join("d")).unwrap();
+    std::os::unix::fs::symlink(&outside, w.join("d")).unwrap();
+
+    let preview = rewind(&server, &chat, json!({"before_message": 0, "dry_run": true}));
+    assert_eq!(paths(&preview["conflicts"]), ["d", "d/f.txt"], "{preview}");
+    assert!(!preview.to_string().contains("outside secret"), "{preview}");
+    let forced_preview = rewind(&server, &chat, json!({"before_message": 0, "force": true, "dry_run": true}));
+    assert!(!forced_preview.to_string().contains("outside secret"), "{forced_preview}");
+    let forced = rewind(&server, &chat, json!({"before_message": 0, "force": true}));
+    assert_eq!(paths(&forced["conflicts"]), ["d", "d/f.txt"], "{forced}");
+    assert_eq!(actions(&forced), [("d".to_string(), "delete".to_string())]);
+    assert_eq!(fs::read_to_string(outside.join("f.txt")).unwrap(), "outside secret\n");
+    // The link itself (a path the chat made, forced) is removed; what it pointed to stays.
+    assert!(fs::symlink_metadata(w.join("d")).is_err());
+    assert!(outside.join("f.txt").exists());
+}

@@ -30,6 +30,7 @@ const DIFF_MAX_INPUT: u64 = 256 << 10;
 /// A diff longer than this is cut (with a note).
 const DIFF_MAX_CHARS: usize = 64 << 10;
 const CHANGED_SINCE: &str = "changed since this chat changed it";
+const THROUGH_LINK: &str = "its directory is now reached through a symbolic link; left alone";
 
 /// One path a rewind puts back.
 #[derive(Debug, Clone, Serialize)]
@@ -198,6 +199,12 @@ impl Checkpoints {
                 _ => {}
             }
             let abs = self.cfg.workspace.join(p);
+            // A path whose directory is reached through a symlink now is never read (no diff of
+            // a file outside) nor written, forced or not.
+            if through_link(&abs) {
+                report.conflicts.push(refuse(THROUGH_LINK));
+                continue;
+            }
             let current = lstat(&abs).ok().flatten();
             if target.matches(current.as_ref(), &abs) {
                 settled.insert(p.to_string());
@@ -290,6 +297,18 @@ impl Checkpoints {
         }
         (Some(text), false)
     }
+}
+
+/// Whether an existing ancestor directory of `abs` is not itself (a symlink in the way).
+fn through_link(abs: &Path) -> bool {
+    let mut dir = abs.parent();
+    while let Some(d) = dir {
+        if d.exists() {
+            return std::fs::canonicalize(d).map_or(true, |real| real != d);
+        }
+        dir = d.parent();
+    }
+    false
 }
 
 /// The order ops run in: entries removed first (deepest first), directories made (shallowest
