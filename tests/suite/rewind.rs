@@ -466,3 +466,29 @@ fn a_forced_rewind_never_follows_a_symlink_swapped_in() {
     assert!(fs::symlink_metadata(w.join("d")).is_err());
     assert!(outside.join("f.txt").exists());
 }
+
+/// Over `CASHCODE_CHECKPOINT_MAX_BYTES` the oldest turn's copies go first; the preview says so
+/// and lists its paths as not rewindable, while the newer turn still rewinds.
+#[test]
+fn over_the_budget_the_oldest_turn_is_evicted_and_the_preview_says_so() {
+    let fake = FakeLlm::start();
+    let server = TestServer::builder().env("CASHCODE_CHECKPOINT_MAX_BYTES", "3000").start();
+    server.configure_llm(&fake);
+    let w = server.home.join("workspace");
+    fs::create_dir_all(&w).unwrap();
+    fs::write(w.join("f1.txt"), "a".repeat(1500)).unwrap();
+    fs::write(w.join("f2.txt"), "b".repeat(1500)).unwrap();
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.new_chat();
+    turn(&fake, &mut ws, &chat, "[E]", "one", &[("write_file", json!({"path":"f1.txt","content":"x"}))]);
+    turn(&fake, &mut ws, &chat, "[E]", "two", &[("write_file", json!({"path":"f2.txt","content":"y"}))]);
+    let r = rewind(&server, &chat, json!({"before_message": 0, "dry_run": true}));
+    assert_eq!(r["evicted"], true, "{r}");
+    assert_eq!(paths(&r["not_rewindable"]), ["f1.txt"]);
+    assert_eq!(actions(&r), [("f2.txt".to_string(), "restore".to_string())]);
+    let k = index_of(&server, &chat, "two");
+    let r = rewind(&server, &chat, json!({"before_message": k}));
+    assert_eq!(r["evicted"], false, "{r}");
+    assert_eq!(fs::read_to_string(w.join("f2.txt")).unwrap(), "b".repeat(1500));
+    assert_eq!(fs::read_to_string(w.join("f1.txt")).unwrap(), "x");
+}

@@ -317,14 +317,17 @@ impl Checkpoints {
     }
 
     /// Copies the file at `path` (up to [`FILE_CAP`]) into the blob store for the baseline and
-    /// returns its hash, referenced once by the caller. `None`: too large, unreadable, or the
-    /// budget has no room even after evicting old turns.
-    fn copy_in(&self, inner: &mut Inner, path: &Path, reserve: u64) -> Option<String> {
+    /// returns its hash, referenced once by the caller. `None`: too large, unreadable, or no
+    /// room in the budget. Only a pre-image a file tool needs (`evict`) makes room by evicting
+    /// the oldest turns; the baseline's speculative copies take free room only.
+    fn copy_in(&self, inner: &mut Inner, path: &Path, evict: bool) -> Option<String> {
         let bytes = read_capped(path).ok().flatten()?;
         let size = bytes.len() as u64;
         let hash = crate::util::hash::sha256_hex(&bytes);
         if !inner.blobs.contains_key(&hash) {
-            self.enforce_budget(inner, size + reserve);
+            if evict {
+                self.enforce_budget(inner, size);
+            }
             if inner.total + size > self.cfg.max_bytes {
                 return None;
             }
@@ -339,7 +342,7 @@ impl Checkpoints {
 
     /// Updates the baseline entry of `rel` to `stat`, copying a file's content unless the
     /// baseline already holds it for that very metadata. Returns the state it now records.
-    fn refresh_known(&self, inner: &mut Inner, rel: &str, stat: Option<Stat>) -> State {
+    fn refresh_known(&self, inner: &mut Inner, rel: &str, stat: Option<Stat>, evict: bool) -> State {
         if let Some(k) = inner.known.get(rel) {
             if Some(&k.stat) == stat.as_ref() && (k.blob.is_some() || !k.stat.is_file() || k.stat.meta.size > FILE_CAP)
             {
@@ -348,7 +351,7 @@ impl Checkpoints {
         }
         let path = self.cfg.workspace.join(rel);
         let blob = match &stat {
-            Some(s) if s.is_file() && s.meta.size <= FILE_CAP => self.copy_in(inner, &path, 0),
+            Some(s) if s.is_file() && s.meta.size <= FILE_CAP => self.copy_in(inner, &path, evict),
             _ => None,
         };
         if let Some(old) = inner.known.remove(rel) {
@@ -438,7 +441,7 @@ impl Checkpoints {
             self.absorb(inner, &changed, &now);
         } else {
             for p in &changed {
-                self.refresh_known(inner, p, now.get(p).cloned());
+                self.refresh_known(inner, p, now.get(p).cloned(), false);
             }
         }
         inner.baseline_ready = true;
@@ -456,7 +459,7 @@ impl Checkpoints {
                 self.add_ref(inner, b, None);
                 held.push(b.to_string());
             }
-            let after = self.refresh_known(inner, p, now.get(p).cloned());
+            let after = self.refresh_known(inner, p, now.get(p).cloned(), false);
             notes.push((p, before, after));
         }
         if !notes.is_empty() {
@@ -568,7 +571,7 @@ impl TurnCheckpoint {
         let mut rec = sync::lock(&self.record);
         let mut befores = Vec::with_capacity(paths.len());
         for p in &paths {
-            befores.push(store.refresh_known(&mut inner, p, now.get(p).cloned()));
+            befores.push(store.refresh_known(&mut inner, p, now.get(p).cloned(), true));
         }
         // Held until the guard saved the record that refers to them.
         let mut held = Vec::new();
@@ -655,7 +658,7 @@ impl TurnCheckpoint {
                 store.add_ref(&mut inner, b, None);
                 held.push(b.to_string());
             }
-            let after = store.refresh_known(&mut inner, p, now.get(p).cloned());
+            let after = store.refresh_known(&mut inner, p, now.get(p).cloned(), false);
             notes.push((p, before, after));
         }
         for turn in std::iter::once(self).chain(others.iter()) {
@@ -695,7 +698,7 @@ impl Drop for WriteTouch<'_> {
         let mut rec = sync::lock(&self.cp.record);
         for p in &self.paths {
             let stat = lstat(&store.cfg.workspace.join(p)).ok().flatten();
-            let after = store.refresh_known(&mut inner, p, stat);
+            let after = store.refresh_known(&mut inner, p, stat, false);
             if let Some(e) = rec.entries.get_mut(p) {
                 e.after = after;
             }

@@ -149,7 +149,7 @@ impl Checkpoints {
         }
         for op in &plan.ops {
             let stat = lstat(&self.cfg.workspace.join(&op.path)).ok().flatten();
-            self.refresh_known(&mut inner, &op.path, stat);
+            self.refresh_known(&mut inner, &op.path, stat, false);
         }
         for rec in &plan.records {
             self.save_record(&mut inner, rec);
