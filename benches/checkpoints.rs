@@ -53,6 +53,16 @@ fn main() {
     }
     println!("checkpoint per write_file: median {:.3} ms", median(w).as_secs_f64() * 1e3);
 
+    // One metadata scan of the workspace (an exec pays two).
+    let mut sc = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        let (found, _) = cashcode::tool::checkpoints::state::scan(&ws, &[]);
+        sc.push(t.elapsed());
+        assert!(found.len() >= dirs * 100);
+    }
+    println!("one metadata scan of the workspace: median {:.3} ms", median(sc).as_secs_f64() * 1e3);
+
     // Per exec: the first fills the baseline; later ones scan before and after.
     let t = Instant::now();
     drop(turn.watch_exec());

@@ -19,7 +19,7 @@
 
 pub(crate) mod blobs;
 pub mod rewind;
-pub(crate) mod state;
+pub mod state;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs;

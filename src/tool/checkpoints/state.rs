@@ -20,7 +20,7 @@ const MAX_DEPTH: usize = 64;
 
 /// The metadata that tells whether a file changed without reading it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Meta {
+pub struct Meta {
     pub(crate) ino: u64,
     pub(crate) size: u64,
     pub(crate) mtime_ns: i64,
@@ -29,7 +29,7 @@ pub(crate) struct Meta {
 
 /// What kind of entry a path is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     File,
     Dir,
     Symlink(String),
@@ -39,7 +39,7 @@ pub(crate) enum Kind {
 /// One path's metadata as a scan or an `lstat` saw it. Directories carry no [`Meta`]: their
 /// times change with every entry made inside, which is not a change of the directory itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Stat {
+pub struct Stat {
     pub(crate) kind: Kind,
     pub(crate) mode: u32,
     pub(crate) meta: Meta,
@@ -185,7 +185,7 @@ pub(crate) fn read_capped(path: &Path) -> io::Result<Option<Vec<u8>>> {
 /// Every path below `root` (workspace-relative, `/`-separated) with its [`Stat`]; `skip` holds
 /// absolute paths not watched (the server's own data directories, the Skill roots). Names that
 /// are not UTF-8 are left out. The flag says the scan stopped at [`MAX_SCAN_ENTRIES`].
-pub(crate) fn scan(root: &Path, skip: &[PathBuf]) -> (HashMap<String, Stat>, bool) {
+pub fn scan(root: &Path, skip: &[PathBuf]) -> (HashMap<String, Stat>, bool) {
     let mut out = HashMap::new();
     let mut truncated = false;
     walk(root, "", skip, 0, &mut out, &mut truncated);
