@@ -20,6 +20,7 @@
 pub(crate) mod blobs;
 pub mod rewind;
 pub mod state;
+pub(crate) mod watch;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs;
@@ -30,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use serde::{Deserialize, Serialize};
 
 use self::blobs::Blobs;
-use self::state::{lstat, read_capped, scan, Stat, State, FILE_CAP};
+use self::state::{lstat, read_capped, scan, scan_under, Kind, Stat, State, FILE_CAP};
 use crate::util::{fsx, sync};
 
 /// Why an entry cannot be trusted to be only this chat's change (shown as a conflict).
@@ -121,6 +122,8 @@ struct Inner {
     dead: Vec<String>,
     /// Paths a file tool is writing now (between its two hooks): scans leave them to it.
     writing: HashMap<String, u64>,
+    /// The inotify dirty set standing in for full scans (`None`: scan everything next time).
+    watch: Option<watch::Watch>,
 }
 
 /// Settings of the store.
@@ -163,6 +166,7 @@ impl Checkpoints {
                 next_exec: 1,
                 dead: Vec::new(),
                 writing: HashMap::new(),
+                watch: None,
             }),
         });
         match rewind::recover(&cp) {
@@ -429,14 +433,13 @@ impl Checkpoints {
     /// Brings the baseline in step with the workspace: a full scan, each path whose metadata
     /// moved since the last one copied again. Returns the scan.
     fn sync_baseline(&self, inner: &mut Inner) {
-        let (now, _) = scan(&self.cfg.workspace, &self.cfg.skip);
-        let mut changed: Vec<String> =
-            inner.known.keys().filter(|p| !now.contains_key(*p) && !inner.writing.contains_key(*p)).cloned().collect();
-        changed.extend(
-            now.iter()
-                .filter(|(p, s)| !inner.writing.contains_key(*p) && inner.known.get(*p).is_none_or(|k| k.stat != **s))
-                .map(|(p, _)| p.clone()),
-        );
+        if inner.baseline_ready {
+            if let Some((changed, now)) = self.dirty_changes(inner) {
+                self.absorb(inner, &changed, &now);
+                return;
+            }
+        }
+        let (changed, now) = self.full_changes(inner);
         if inner.baseline_ready {
             self.absorb(inner, &changed, &now);
         } else {
@@ -445,6 +448,96 @@ impl Checkpoints {
             }
         }
         inner.baseline_ready = true;
+    }
+
+    /// Every path whose metadata differs from the baseline, by a full scan (which also sets up
+    /// the inotify watch again: watches first, then the scan that counts, so nothing falls
+    /// between them).
+    fn full_changes(&self, inner: &mut Inner) -> (Vec<String>, HashMap<String, Stat>) {
+        inner.watch = None;
+        let root = &self.cfg.workspace;
+        let mut watch = watch::Watch::new();
+        let (first, _) = scan(root, &self.cfg.skip);
+        let mut ok = watch.is_some();
+        if let Some(w) = watch.as_mut() {
+            ok &= w.add(root, "");
+            for (p, st) in &first {
+                if ok && st.kind == Kind::Dir {
+                    ok &= w.add(root, p);
+                }
+            }
+        }
+        let (now, truncated) = scan(root, &self.cfg.skip);
+        if let Some(w) = watch.as_mut() {
+            for (p, st) in &now {
+                if ok && st.kind == Kind::Dir && !first.contains_key(p) {
+                    ok &= w.add(root, p);
+                }
+            }
+        }
+        if ok && !truncated {
+            inner.watch = watch;
+        }
+        let mut changed: Vec<String> =
+            inner.known.keys().filter(|p| !now.contains_key(*p) && !inner.writing.contains_key(*p)).cloned().collect();
+        changed.extend(
+            now.iter()
+                .filter(|(p, st)| !inner.writing.contains_key(*p) && inner.known.get(*p).is_none_or(|k| k.stat != **st))
+                .map(|(p, _)| p.clone()),
+        );
+        (changed, now)
+    }
+
+    /// The paths the inotify events since the last look name, those that differ from the
+    /// baseline, with what is there now; `None` when the events cannot be trusted (then the
+    /// caller scans everything). A directory that appeared is watched and scanned whole; one
+    /// that went (or moved) takes every baseline path below it along.
+    fn dirty_changes(&self, inner: &mut Inner) -> Option<(Vec<String>, HashMap<String, Stat>)> {
+        let mut w = inner.watch.take()?;
+        let dirty = w.drain()?;
+        let root = &self.cfg.workspace;
+        let mut cands: HashMap<String, Option<Stat>> = HashMap::new();
+        let mut new_dirs = Vec::new();
+        for p in dirty {
+            let abs = root.join(&p);
+            if self.cfg.skip.iter().any(|s| abs.starts_with(s)) {
+                continue;
+            }
+            let stat = lstat(&abs).ok().flatten();
+            let was_dir = inner.known.get(&p).is_some_and(|k| k.stat.kind == Kind::Dir);
+            let is_dir = stat.as_ref().is_some_and(|st| st.kind == Kind::Dir);
+            if was_dir || is_dir {
+                let prefix = format!("{p}/");
+                for k in inner.known.keys().filter(|k| k.starts_with(&prefix)) {
+                    if !cands.contains_key(k) {
+                        cands.insert(k.clone(), lstat(&root.join(k)).ok().flatten());
+                    }
+                }
+            }
+            if is_dir {
+                new_dirs.push(p.clone());
+            }
+            cands.insert(p, stat);
+        }
+        while let Some(d) = new_dirs.pop() {
+            if !w.add(root, &d) {
+                return None;
+            }
+            for (q, st) in scan_under(root, &d, &self.cfg.skip) {
+                if st.kind == Kind::Dir && !w.add(root, &q) {
+                    return None;
+                }
+                cands.insert(q, Some(st));
+            }
+        }
+        inner.watch = Some(w);
+        let changed = cands
+            .iter()
+            .filter(|(p, st)| !inner.writing.contains_key(*p) && inner.known.get(*p).map(|k| &k.stat) != st.as_ref())
+            .map(|(p, _)| p.clone())
+            .collect();
+        let now = cands.into_iter().filter_map(|(p, st)| st.map(|st| (p, st))).collect();
+        Some((changed, now))
     }
 
     /// Takes changes found outside a command's own window into the baseline. While commands
@@ -634,15 +727,11 @@ impl TurnCheckpoint {
                 }
             }
         }
-        let (now, _) = scan(&store.cfg.workspace, &store.cfg.skip);
         // A path another chat's file tool is writing right now is recorded by that tool.
-        let mut changed: Vec<String> =
-            inner.known.keys().filter(|p| !now.contains_key(*p) && !inner.writing.contains_key(*p)).cloned().collect();
-        changed.extend(
-            now.iter()
-                .filter(|(p, s)| !inner.writing.contains_key(*p) && inner.known.get(*p).is_none_or(|k| k.stat != **s))
-                .map(|(p, _)| p.clone()),
-        );
+        let (mut changed, now) = match store.dirty_changes(&mut inner) {
+            Some(found) => found,
+            None => store.full_changes(&mut inner),
+        };
         if changed.is_empty() {
             return;
         }

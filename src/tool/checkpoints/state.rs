@@ -192,6 +192,14 @@ pub fn scan(root: &Path, skip: &[PathBuf]) -> (HashMap<String, Stat>, bool) {
     (out, truncated)
 }
 
+/// [`scan`] of the subtree at the workspace-relative directory `rel` (its entries, not itself).
+pub(crate) fn scan_under(root: &Path, rel: &str, skip: &[PathBuf]) -> HashMap<String, Stat> {
+    let mut out = HashMap::new();
+    let mut truncated = false;
+    walk(&root.join(rel), rel, skip, rel.matches('/').count() + 1, &mut out, &mut truncated);
+    out
+}
+
 fn walk(dir: &Path, rel: &str, skip: &[PathBuf], depth: usize, out: &mut HashMap<String, Stat>, truncated: &mut bool) {
     let Ok(rd) = fs::read_dir(dir) else { return };
     for entry in rd.flatten() {
