@@ -330,7 +330,8 @@ fn random_call(rng: &mut Rng, dir: &str, round: usize) -> (&'static str, Value) 
     let f = format!("{dir}/f{}.txt", rng.below(4));
     let g = format!("{dir}/f{}.txt", rng.below(4));
     let d = format!("{dir}/d{}", rng.below(2));
-    match rng.below(7) {
+    match rng.below(8) {
+        7 => ("exec", json!({"command": format!("[ -d {d} ] && mv {d} {dir}/moved{round}; true")})),
         0 | 1 => ("write_file", json!({"path": f, "content": format!("{dir} round {round} {}\n", rng.next())})),
         2 => ("exec", json!({"command": format!("mkdir -p {d} && printf '\\000{round}' > {d}/bin{}", rng.below(2))})),
         3 => ("exec", json!({"command": format!("rm -rf {d}")})),
