@@ -1,7 +1,7 @@
 //! Benchmark of the rewind checkpoints (issue 27): on a 10,000-file workspace, the cost of the
 //! checkpoint around one `write_file` and around one `exec` (the first `exec` after start fills
-//! the baseline; later ones scan twice), the time to rewind 100 changed files, and the store's
-//! size after a 100-turn chat. In-process, the store called as the tools call it. Run:
+//! the baseline with a full scan; later ones drain the inotify queue), the time to rewind 100
+//! changed files, and the store's size after a 100-turn chat. In-process, the store called as the tools call it. Run:
 //! `cargo bench --bench checkpoints` (release); without `--bench` a 1,000-file smoke run.
 
 // Test code: an `unwrap` that fails fails the bench.
@@ -53,7 +53,7 @@ fn main() {
     }
     println!("checkpoint per write_file: median {:.3} ms", median(w).as_secs_f64() * 1e3);
 
-    // One metadata scan of the workspace (an exec pays two).
+    // One full metadata scan (the first exec's, and the fallback when events were lost).
     let mut sc = Vec::new();
     for _ in 0..runs {
         let t = Instant::now();
@@ -63,7 +63,7 @@ fn main() {
     }
     println!("one metadata scan of the workspace: median {:.3} ms", median(sc).as_secs_f64() * 1e3);
 
-    // Per exec: the first fills the baseline; later ones scan before and after.
+    // Per exec: the first fills the baseline (full scan); later ones look through inotify.
     let t = Instant::now();
     drop(turn.watch_exec());
     println!("first exec since start (baseline copy of every file): {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
