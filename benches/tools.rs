@@ -60,6 +60,7 @@ fn main() {
         cancel: CancelToken::new(),
         state: Default::default(),
         confinement: Default::default(),
+        checkpoint: None,
     };
     let cases = [
         ("literal, rare", "NEEDLE_marker", ""),

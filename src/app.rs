@@ -193,6 +193,29 @@ pub fn start(config: Config) -> Result<Server, Error> {
     let skills_ext: Arc<dyn crate::tool::TurnExtension> =
         Arc::new(crate::skills::ext::SkillsExtension::new(skill_tools, Arc::clone(&evolution), config.llm_timeout));
 
+    // Rewind checkpoints: the server's own directories are never watched nor restored, even
+    // when they sit inside the workspace.
+    let checkpoints = if config.checkpoint_max_bytes == 0 {
+        None
+    } else {
+        let skip: Vec<std::path::PathBuf> = [&config.data_dir, &config.memory_dir, &config.config_dir, &config.log_dir]
+            .into_iter()
+            .chain(protected.iter())
+            .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
+            .collect();
+        let cfg = crate::tool::checkpoints::CheckpointConfig {
+            root: config.data_dir.join("checkpoints"),
+            workspace: workspace.clone(),
+            skip,
+            max_bytes: config.checkpoint_max_bytes,
+            pause_after: config.rewind_test_pause,
+        };
+        Some(
+            crate::tool::checkpoints::Checkpoints::open(cfg)
+                .map_err(|e| Error(format!("cannot open the rewind checkpoints: {e}")))?,
+        )
+    };
+
     let agent = Agent::new(Deps {
         cache: ChatCache::bounded(Arc::clone(&chats), config.context_budget_chars),
         chats,
@@ -208,6 +231,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         secrets: config.secrets.clone(),
         elicitations,
         approvals,
+        checkpoints,
     });
 
     {

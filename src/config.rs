@@ -65,6 +65,9 @@ pub(crate) const DEFAULT_WS_PING: Duration = Duration::from_secs(20);
 pub(crate) const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
 /// The `exec` tool's command timeout, the contract's 30 s (`CASHCODE_EXEC_TIMEOUT_SECS`).
 pub(crate) const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes the rewind checkpoint store may hold before its oldest turns are evicted
+/// (`CASHCODE_CHECKPOINT_MAX_BYTES`; 0 turns checkpoints off).
+pub(crate) const DEFAULT_CHECKPOINT_MAX_BYTES: u64 = 1 << 30;
 
 pub const HELP: &str = "\
 cashcode - a locally hosted personal AI agent server
@@ -125,6 +128,8 @@ Environment only (the README lists every setting):
   CASHCODE_EXEC_TIMEOUT_SECS=S  the exec tool's command timeout, 1..86400 (default 30)
   CASHCODE_APPROVAL_TIMEOUT=S  how long a tool call waits for the owner's approval before
                          it is declined, 1..86400 (default 120)
+  CASHCODE_CHECKPOINT_MAX_BYTES=N  bytes of workspace copies kept for rewind (default
+                         1073741824); the oldest turns' copies go first; 0 turns rewind off
 
   Skill self-evolution (off by default; integers below their minimum are raised to it):
   SKILL_EVOLUTION_ENABLED=1            propose Skills from repeated successful turns (1/true/yes)
@@ -219,6 +224,11 @@ pub struct Config {
     pub(crate) exec_timeout: Duration,
     /// How long an approval request waits for the owner (`CASHCODE_APPROVAL_TIMEOUT`).
     pub(crate) approval_timeout: Duration,
+    /// Size bound of the rewind checkpoint store (`CASHCODE_CHECKPOINT_MAX_BYTES`, 0: off).
+    pub(crate) checkpoint_max_bytes: u64,
+    /// Test-only (`CASHCODE_TEST_REWIND_PAUSE`): an applied rewind stops for good after this
+    /// many restored files, its journal written, so a test can kill the process mid-rewind.
+    pub(crate) rewind_test_pause: Option<usize>,
     pub(crate) workers: usize,
     pub(crate) llm_timeout: Duration,
     /// A request body still arriving after this is cut with 408.
@@ -586,6 +596,10 @@ pub(crate) fn parse(
     let approval_timeout = vars
         .count("CASHCODE_APPROVAL_TIMEOUT", 86_400, " seconds")?
         .map_or(DEFAULT_APPROVAL_TIMEOUT, Duration::from_secs);
+    let checkpoint_max_bytes = vars
+        .num("CASHCODE_CHECKPOINT_MAX_BYTES", 0..=u64::MAX, "a number of bytes")?
+        .unwrap_or(DEFAULT_CHECKPOINT_MAX_BYTES);
+    let rewind_test_pause = vars.num("CASHCODE_TEST_REWIND_PAUSE", 0..=usize::MAX, "a number")?;
     let llm_timeout = vars
         .secs("CASHCODE_LLM_TIMEOUT", (Excluded(0.0), Excluded(86_400.0)), "seconds")?
         .unwrap_or(DEFAULT_LLM_TIMEOUT);
@@ -654,6 +668,8 @@ pub(crate) fn parse(
         ws_ping,
         exec_timeout,
         approval_timeout,
+        checkpoint_max_bytes,
+        rewind_test_pause,
         workers,
         llm_timeout,
         http_body_timeout,

@@ -112,6 +112,12 @@ pub(crate) enum Event<'a> {
         id: &'a str,
         decision: &'a str,
     },
+    /// A rewind (docs/http-api.md "Rewind") changed the chat's files or messages, or an undo
+    /// put its messages back: attached clients reload the chat.
+    Rewound {
+        chat_id: &'a str,
+        before_message: u64,
+    },
     /// Build with [`Event::error`].
     Error {
         detail: &'a str,

@@ -46,6 +46,8 @@ pub(crate) struct Deps {
     pub(crate) elicitations: Arc<elicit::Elicitations>,
     /// The gate before every tool call: the owner's policy and the requests waiting for them.
     pub(crate) approvals: Arc<approvals::Approvals>,
+    /// Rewind checkpoints of the workspace (`None`: `CASHCODE_CHECKPOINT_MAX_BYTES=0`).
+    pub(crate) checkpoints: Option<Arc<crate::tool::checkpoints::Checkpoints>>,
 }
 
 pub struct Agent {

@@ -18,6 +18,7 @@ use crate::llm::wire::ChatRequest;
 use crate::memory_jobs::consolidator::Job;
 use crate::store::cache::ChatState;
 use crate::store::chats::{PendingTurn, Record};
+use crate::tool::checkpoints::TurnCheckpoint;
 use crate::tool::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use crate::util::cancel::CancelToken;
 use crate::util::sync::{self, lock};
@@ -49,6 +50,8 @@ struct Turn<'a> {
     turn_state: Option<Arc<Mutex<TurnState>>>,
     /// The write-ahead of the user message, from the first model call until the turn ends.
     pending: Option<PendingTurn>,
+    /// The turn's rewind record, ended with the user message's cursor once stored.
+    checkpoint: Option<Arc<TurnCheckpoint>>,
 }
 
 impl Turn<'_> {
@@ -60,6 +63,9 @@ impl Turn<'_> {
     fn error(&mut self, detail: &str) {
         if let Some(p) = self.pending.take() {
             p.end();
+        }
+        if let Some(c) = self.checkpoint.take() {
+            c.finish(None);
         }
         let detail = self.deps.secrets.redact(detail);
         self.emit(&Event::error(&detail, Some(&self.req.chat_id)));
@@ -79,6 +85,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         receipts: Vec::new(),
         turn_state: None,
         pending: None,
+        checkpoint: None,
     };
     let sel = &req.selection;
     let client = match deps.llm.acquire(sel.provider, &sel.model) {
@@ -130,7 +137,9 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         cancel: cancel.clone(),
         state: Arc::new(Mutex::new(TurnState { metadata: lock(&state).metadata.clone(), turn_tools: Vec::new() })),
         confinement: Default::default(),
+        checkpoint: deps.checkpoints.as_ref().map(|c| c.begin_turn(chat_id, 0)),
     };
+    t.checkpoint = ctx.checkpoint.clone();
     let mut prep = Preparation::default();
     for ext in &deps.extensions {
         if let Err(detail) = ext.prepare(req, &ctx, &mut prep) {
@@ -174,6 +183,13 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
     match deps.chats.begin_turn(chat_id, &user_record(req)) {
         Ok(p) => t.pending = Some(p),
         Err(e) => log::warn!("event=turn.pending_write_failed chat_id={chat_id} error_kind={:?}", e.kind()),
+    }
+    if let Some(c) = &ctx.checkpoint {
+        let start = match &t.pending {
+            Some(p) => p.start_cursor(),
+            None => deps.chats.last_cursor_of(chat_id).unwrap_or(0),
+        };
+        c.set_start(start);
     }
     let mut iterations = 0;
     loop {
@@ -424,6 +440,9 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<ChatState>) -> std::io::Result
     t.deps.chats.append(chat_id, &mut records)?;
     if let Some(p) = t.pending.take() {
         p.end();
+    }
+    if let Some(c) = t.checkpoint.take() {
+        c.finish(Some(records[0].cursor));
     }
     let mut st = lock(state);
     st.extend(records);

@@ -20,6 +20,7 @@ pub(crate) mod mcp_routes;
 pub(crate) mod memory_routes;
 pub(crate) mod multipart;
 pub(crate) mod safety_routes;
+pub(crate) mod rewind_routes;
 pub(crate) mod sessions;
 pub(crate) mod shape;
 pub(crate) mod skills_routes;

@@ -431,6 +431,7 @@ pub(crate) mod tests {
             cancel: crate::util::cancel::CancelToken::new(),
             state: Arc::new(Mutex::new(crate::tool::TurnState::default())),
             confinement: Default::default(),
+            checkpoint: None,
         }
     }
 

@@ -21,6 +21,17 @@ pub(crate) const DEFAULT_TITLE: &str = "\u{65b0}\u{5bf9}\u{8bdd}";
 const LOCK_STRIPES: usize = 64;
 /// Write-ahead file of the running turn's user message.
 const PENDING: &str = ".pending_turn.json";
+/// Messages a rewind took out of the chat, newest rewind last (restorable until the next turn).
+pub(crate) const REWIND_ARCHIVE: &str = "rewound.json";
+
+/// One history rewind's removed lines, as they were in history.jsonl.
+#[derive(Debug, Serialize, Deserialize)]
+struct Archived {
+    before_message: u64,
+    /// The last cursor left in history: the undo is refused once another record follows it.
+    kept_last: u64,
+    lines: Vec<String>,
+}
 
 /// One line of history.jsonl, fields in the original's key order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -85,9 +96,14 @@ pub(crate) struct History {
 /// Kept rather than removed when blanked: see [`fsx::write_ahead`] for what a file per turn
 /// costs.
 #[derive(Debug)]
-pub(crate) struct PendingTurn(fsx::WriteAhead);
+pub(crate) struct PendingTurn(fsx::WriteAhead, u64);
 
 impl PendingTurn {
+    /// The chat's last cursor when the turn began.
+    pub(crate) fn start_cursor(&self) -> u64 {
+        self.1
+    }
+
     /// Blanks the write-ahead file: recovery skips a blank one, start-up removes it.
     pub(crate) fn end(self) {
         let _ = self.0.blank();
@@ -319,7 +335,7 @@ impl ChatStore {
             None => self.last_cursor(&dir)?,
         };
         let body = serde_json::json!({"start_cursor": start, "record": user});
-        fsx::write_ahead(&dir.join(PENDING), body.to_string().as_bytes()).map(PendingTurn)
+        fsx::write_ahead(&dir.join(PENDING), body.to_string().as_bytes()).map(|w| PendingTurn(w, start))
     }
 
     /// After a crash: appends the user message of every interrupted turn that is not already
@@ -368,6 +384,94 @@ impl ChatStore {
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let text = serde_json::to_string_pretty(meta).map_err(io::Error::other)?;
         fsx::write_replace(&dir.join("metadata.json"), text.as_bytes())
+    }
+
+    /// Rewinds the chat's history (docs/http-api.md "Rewind"): every line from the first record
+    /// whose cursor is at least `cut_cursor` on moves, byte for byte, to the chat's archive
+    /// ([`REWIND_ARCHIVE`], never read by consolidation or Dream), and history.jsonl is
+    /// rewritten atomically with the lines before it. Cursors keep rising past the removed
+    /// ones. Returns how many records moved.
+    pub(crate) fn rewind_history(&self, id: &str, cut_cursor: u64, before_message: u64) -> io::Result<usize> {
+        let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let _g = self.stripe(id);
+        let path = dir.join("history.jsonl");
+        let bytes = fs::read(&path)?;
+        let lines: Vec<&[u8]> =
+            bytes.split(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace)).collect();
+        let cut = lines
+            .iter()
+            .position(|l| serde_json::from_slice::<Record>(l).is_ok_and(|r| r.cursor >= cut_cursor))
+            .unwrap_or(lines.len());
+        if cut == lines.len() {
+            return Ok(0);
+        }
+        let kept_last = lines[..cut]
+            .iter()
+            .filter_map(|l| serde_json::from_slice::<Record>(l).ok())
+            .map(|r| r.cursor)
+            .max()
+            .unwrap_or(0);
+        let mut archive = self.read_archive(&dir);
+        archive.push(Archived {
+            before_message,
+            kept_last,
+            lines: lines[cut..].iter().map(|l| String::from_utf8_lossy(l).into_owned()).collect(),
+        });
+        let last = self.last_cursor(&dir)?;
+        self.write_archive(&dir, &archive)?;
+        let mut kept = Vec::with_capacity(bytes.len());
+        for l in &lines[..cut] {
+            kept.extend_from_slice(l);
+            kept.push(b'\n');
+        }
+        fsx::write_replace(&path, &kept)?;
+        fsx::overwrite_counter(&dir.join(".cursor"), last.to_string().as_bytes())?;
+        self.forget_tail(id);
+        Ok(lines.len() - cut)
+    }
+
+    /// Puts back the messages the last history rewind archived, if nothing was stored in the
+    /// chat since. `Ok(Err(reason))` when there is nothing to restore or a turn came after it;
+    /// else the archived `before_message`.
+    pub(crate) fn undo_rewind(&self, id: &str) -> io::Result<Result<u64, &'static str>> {
+        let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let _g = self.stripe(id);
+        let mut archive = self.read_archive(&dir);
+        let Some(last) = archive.pop() else { return Ok(Err("nothing to restore")) };
+        let path = dir.join("history.jsonl");
+        let now_last = self.read_history(id)?.records.iter().map(|r| r.cursor).max().unwrap_or(0);
+        if now_last != last.kept_last {
+            return Ok(Err("the chat has a newer turn than the rewind"));
+        }
+        let mut buf = Vec::new();
+        if needs_newline(&path)? {
+            buf.push(b'\n');
+        }
+        for l in &last.lines {
+            buf.extend_from_slice(l.as_bytes());
+            buf.push(b'\n');
+        }
+        let mut file = fsx::open_append(&path)?;
+        let len = file.metadata()?.len();
+        fsx::append_to(&mut file, len, &buf)?;
+        self.forget_tail(id);
+        self.write_archive(&dir, &archive)?;
+        Ok(Ok(last.before_message))
+    }
+
+    fn read_archive(&self, dir: &Path) -> Vec<Archived> {
+        fs::read(dir.join(REWIND_ARCHIVE)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    }
+
+    fn write_archive(&self, dir: &Path, archive: &[Archived]) -> io::Result<()> {
+        let path = dir.join(REWIND_ARCHIVE);
+        if archive.is_empty() {
+            return match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            };
+        }
+        fsx::write_atomic(&path, &serde_json::to_vec(archive).map_err(io::Error::other)?, false)
     }
 
     /// Removes the chat directory; `Ok(false)` when it did not exist.

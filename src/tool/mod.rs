@@ -15,6 +15,7 @@ use crate::util::cancel::CancelToken;
 pub(crate) mod approval;
 pub(crate) mod args;
 pub use approval::Confinement;
+pub mod checkpoints;
 pub(crate) mod workspace;
 
 /// What a tool call produced, in the contract's three projections (docs/agent-and-memory.md §13).
@@ -93,6 +94,9 @@ pub struct TurnCtx {
     /// How this call's `exec` child runs: set per call by the turn loop from the approval
     /// decision (`approval::decide`), never from the call's arguments.
     pub confinement: Confinement,
+    /// The turn's rewind record (`None`: checkpoints are off); the file tools and `exec` report
+    /// their changes to it.
+    pub checkpoint: Option<Arc<checkpoints::TurnCheckpoint>>,
 }
 
 impl TurnCtx {

@@ -231,6 +231,20 @@ impl Workspace {
         open_at(&dir, &name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL).map_err(|e| open_error(raw, &e))
     }
 
+    /// The directory holding the workspace-relative `rel` (parents made with `create`), entered
+    /// from the root one `openat(…, O_NOFOLLOW)` at a time and re-checked on its descriptor, and
+    /// the final name: where a rewind writes, so a symlink raced into the path cannot redirect
+    /// it outside the workspace or into a Skill root.
+    pub(crate) fn parent_of(&self, rel: &str, create: bool) -> Result<(File, OsString), String> {
+        let resolved = self.root.join(rel);
+        self.check_writable(&resolved, rel)?;
+        let (dir, name) = self.open_parent(&resolved, rel, create)?;
+        if let Some(real_dir) = self.verify_fd(&dir, rel)? {
+            self.check_writable(&real_dir.join(&name), rel)?;
+        }
+        Ok((dir, name))
+    }
+
     /// Creates a directory and its parents below the root without following symlinks.
     pub(crate) fn create_dirs(&self, resolved: &Path, raw: &str) -> Result<(), String> {
         let (dir, name) = self.open_parent(resolved, raw, true)?;
@@ -605,6 +619,7 @@ pub(crate) mod tests {
                 cancel: CancelToken::new(),
                 state: Default::default(),
                 confinement: Default::default(),
+                checkpoint: None,
             };
             Sandbox { tmp, ws, outside, ctx }
         }

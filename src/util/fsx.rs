@@ -93,7 +93,7 @@ pub(crate) fn make_tree_private(root: &Path) -> io::Result<()> {
 }
 
 /// `OpenOptions` whose created files get [`FILE_MODE`].
-fn private_options() -> OpenOptions {
+pub(crate) fn private_options() -> OpenOptions {
     let mut opts = OpenOptions::new();
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut opts, FILE_MODE);

@@ -378,6 +378,9 @@ struct State {
     /// because they run in the background and interleave with turns.
     completions: VecDeque<Reply>,
     completion_fallback: Option<Reply>,
+    /// Replies kept for streamed requests whose body contains the key (a tag in a chat's
+    /// messages), so chats running at the same time each get their own script.
+    routed: Vec<(String, VecDeque<Reply>)>,
 }
 
 struct Shared {
@@ -439,6 +442,16 @@ impl FakeLlm {
     /// Replaces what `GET <path>` returns (`/models` or `/v1/models`; `/api/show` for POST).
     pub fn set_models(&self, path: &str, reply: Reply) {
         self.shared.state.lock().expect("fake state").models.insert(path.to_string(), reply);
+    }
+
+    /// Queues a reply for the next streamed chat request whose body contains `key` (served
+    /// before the shared queue), for chats that run concurrently.
+    pub fn push_for(&self, key: &str, reply: Reply) {
+        let mut st = self.shared.state.lock().expect("fake state");
+        match st.routed.iter_mut().find(|(k, _)| k == key) {
+            Some((_, q)) => q.push_back(reply),
+            None => st.routed.push((key.to_string(), VecDeque::from([reply]))),
+        }
     }
 
     /// Serves `reply` to every chat request that finds the queue empty, without recording
@@ -710,7 +723,15 @@ fn choose_reply(shared: &Shared, req: &RawRequest, now: Instant, conn: u64) -> (
             _ => None,
         };
         let background = body["stream"] != json!(true);
-        match retry {
+        let routed = if retry.is_none() && !background {
+            st.routed
+                .iter_mut()
+                .find(|(k, q)| !q.is_empty() && raw.contains(k.as_str()))
+                .and_then(|(_, q)| q.pop_front())
+        } else {
+            None
+        };
+        match retry.or(routed) {
             Some(r) => r,
             None if background => match st.completions.pop_front() {
                 Some(r) => r,

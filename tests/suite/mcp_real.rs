@@ -671,6 +671,7 @@ fn turn_ctx(dir: &Path, metadata: Map<String, Value>) -> TurnCtx {
         cancel: CancelToken::new(),
         state: Arc::new(Mutex::new(TurnState { metadata, turn_tools: Vec::new() })),
         confinement: Default::default(),
+        checkpoint: None,
     }
 }
 

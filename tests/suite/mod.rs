@@ -27,6 +27,7 @@ mod origin;
 mod prompt_cache;
 mod provider_errors;
 mod restart;
+mod rewind;
 mod secrets;
 mod security;
 mod shutdown;

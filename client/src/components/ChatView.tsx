@@ -1,7 +1,7 @@
 // The chat transcript (streaming Markdown, tool progress blocks, inline errors) and its composer.
 
 import { useEffect, useLayoutEffect, useRef, useState } from 'react'
-import { AlertTriangle, ArrowDown, Check, CircleStop, Copy, Network, RotateCcw, Sparkles, Wrench } from 'lucide-react'
+import { AlertTriangle, ArrowDown, Check, CircleStop, Copy, Network, RotateCcw, Sparkles, Undo2, Wrench } from 'lucide-react'
 import { useT } from '../i18n'
 import type { ChatData, ChatMessage, ToolBlock } from '../lib/chatStore'
 import { buildMessageFrame, type LlmChoice, type MessageFrame, type Selection } from '../lib/selections'
@@ -9,6 +9,7 @@ import type { LlmSettings } from '../lib/types'
 import { Composer } from './Composer'
 import { Logo } from './Logo'
 import { Markdown, PlainText, RenderBoundary } from './Markdown'
+import { RewindDialog } from './RewindDialog'
 import { Button, Spinner, useCopy } from './ui'
 
 export function Chips({ selections, onRemove }: { selections: Selection[]; onRemove?: (s: Selection) => void }) {
@@ -72,8 +73,9 @@ function ToolBlockView({ block }: { block: ToolBlock }) {
   )
 }
 
-/** Copy, the time the message arrived, the turn's duration and (last answer only) Regenerate. */
-function MessageActions({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: () => void }) {
+/** Copy, the time the message arrived, the turn's duration, (last answer only) Regenerate, and
+ * (user messages of an idle chat) Rewind to here. */
+function MessageActions({ m, onRegenerate, onRewind }: { m: ChatMessage; onRegenerate?: () => void; onRewind?: () => void }) {
   const t = useT()
   const { copied, copy: copyText } = useCopy()
   const copy = () => copyText(m.content)
@@ -95,6 +97,11 @@ function MessageActions({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: ()
           <RotateCcw size={13} />
         </button>
       )}
+      {onRewind && (
+        <button type="button" className={btn} onClick={onRewind} aria-label={t('rewind.action')} title={t('rewind.action')} data-testid="rewind-here">
+          <Undo2 size={13} />
+        </button>
+      )}
       {at && (
         <time dateTime={at.toISOString()} title={at.toLocaleString()} className="px-1" data-testid="msg-time">
           {at.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}
@@ -107,7 +114,7 @@ function MessageActions({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: ()
   )
 }
 
-function MessageView({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: () => void }) {
+function MessageView({ m, onRegenerate, onRewind }: { m: ChatMessage; onRegenerate?: () => void; onRewind?: () => void }) {
   const t = useT()
   if (m.role === 'user') {
     return (
@@ -119,7 +126,7 @@ function MessageView({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: () =>
         >
           {m.content}
         </div>
-        <MessageActions m={m} />
+        <MessageActions m={m} onRewind={onRewind} />
       </div>
     )
   }
@@ -160,7 +167,7 @@ function MessageView({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: () =>
 }
 
 /** A message whose rendering throws shows its plain text instead of unmounting the app. */
-function SafeMessage({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: () => void }) {
+function SafeMessage({ m, onRegenerate, onRewind }: { m: ChatMessage; onRegenerate?: () => void; onRewind?: () => void }) {
   const t = useT()
   return (
     <RenderBoundary
@@ -172,7 +179,7 @@ function SafeMessage({ m, onRegenerate }: { m: ChatMessage; onRegenerate?: () =>
         </div>
       }
     >
-      <MessageView m={m} onRegenerate={onRegenerate} />
+      <MessageView m={m} onRegenerate={onRegenerate} onRewind={onRewind} />
     </RenderBoundary>
   )
 }
@@ -212,6 +219,18 @@ export function ChatView(props: {
   const { chatId, chat, generating, onCancel } = props
   const messages = chat?.messages ?? []
   const [choice, setChoice] = useState<LlmChoice | null>(null)
+  // Rewind: the chosen user message, counted from the end (the server's index is looked up then).
+  const [rewindFrom, setRewindFrom] = useState<number | null>(null)
+  const [prefill, setPrefill] = useState<{ text: string; nonce: number } | null>(null)
+  const usersAfter: number[] = []
+  {
+    let seen = 0
+    for (let i = messages.length - 1; i >= 0; i--) {
+      usersAfter[i] = seen
+      if (messages[i].role === 'user') seen++
+    }
+  }
+  const canRewind = !generating && props.connected && Boolean(chat?.loaded)
 
   // Esc stops the running turn wherever focus is, unless something else (a dialog, the picker)
   // used the key first.
@@ -349,7 +368,12 @@ export function ChatView(props: {
             {/* A log region: screen readers announce new messages, once the streamed text settles. */}
             <div role="log" aria-live="polite" aria-busy={generating} className="space-y-5">
               {messages.map((m, i) => (
-                <SafeMessage key={m.id} m={m} onRegenerate={i === regenerateAt && canRegenerate ? regenerate : undefined} />
+                <SafeMessage
+                  key={m.id}
+                  m={m}
+                  onRegenerate={i === regenerateAt && canRegenerate ? regenerate : undefined}
+                  onRewind={m.role === 'user' && canRewind ? () => setRewindFrom(usersAfter[i]) : undefined}
+                />
               ))}
             </div>
           </div>
@@ -364,7 +388,16 @@ export function ChatView(props: {
           <ArrowDown size={13} /> {t('chat.jumpLatest')}
         </button>
       )}
+      {rewindFrom !== null && chatId && (
+        <RewindDialog
+          chatId={chatId}
+          fromEnd={rewindFrom}
+          onClose={() => setRewindFrom(null)}
+          onChatRewound={(text) => setPrefill({ text, nonce: Date.now() })}
+        />
+      )}
       <Composer
+        prefill={prefill}
         chatId={props.awaitingChat ? null : chatId}
         generating={props.generating}
         connected={props.connected}

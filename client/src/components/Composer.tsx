@@ -101,6 +101,8 @@ export function Composer(props: {
   /** messages typed while the turn runs, waiting for it to end */
   queued?: string[]
   onUnqueue?: (index: number) => void
+  /** text put into the input (a rewound message, for editing); a new nonce puts it again */
+  prefill?: { text: string; nonce: number } | null
 }) {
   const { chatId, generating, onChoice } = props
   const t = useT()
@@ -128,6 +130,14 @@ export function Composer(props: {
   useEffect(() => {
     onChoice?.(choice)
   }, [choice, onChoice])
+
+  const prefill = props.prefill
+  useEffect(() => {
+    if (!prefill) return
+    setText(prefill.text)
+    setCaret(prefill.text.length)
+    ta.current?.focus()
+  }, [prefill])
 
   // ---- models ----
   const loadModels = useCallback(async () => {

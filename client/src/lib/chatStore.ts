@@ -297,6 +297,9 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
       const open = (s.elicitations[chatId] ?? []).filter((f) => f.id !== form.id)
       return withForms(s, chatId, [...open, form])
     }
+    case 'rewound':
+      // A rewind changed the chat's files or messages: the persisted transcript is the truth.
+      return withChat(state, chatId, { messages: [], loaded: false, lastSeq })
     case 'elicitation_end': {
       const s = put(state, chat.messages)
       return withForms(s, chatId, (s.elicitations[chatId] ?? []).filter((f) => f.id !== ev.id))
@@ -482,6 +485,7 @@ function reduceEvent(state: State, ev: ServerEvent): State {
     case 'elicitation_end':
     case 'approval_request':
     case 'approval_end':
+    case 'rewound':
       if (!chatId) return state
       return applyChatEvent(state, chatId, ev) ?? state
     default:

@@ -95,6 +95,8 @@ impl Tool for EditFile {
             return ToolOutput::error(format!("old_string occurs {count} times; add context to make it unique"));
         }
         let updated = text.replacen(old, new, 1);
+        // Rewind: the prior content is kept now, the result recorded when this guard drops.
+        let _checkpoint = ctx.checkpoint.as_ref().and_then(|c| c.before_write(&resolved));
         let written = file
             .seek(SeekFrom::Start(0))
             .and_then(|_| file.set_len(0))

@@ -130,6 +130,9 @@ impl Tool for Exec {
                 cmd.env_remove(name);
             }
         }
+        // Rewind: the workspace is scanned now and again when this guard drops, after the
+        // command's group is gone (src/tool/checkpoints).
+        let _checkpoint = ctx.checkpoint.as_ref().map(|c| c.watch_exec());
         let mut child = match spawn(&mut cmd, ctx.confinement) {
             Ok(c) => c,
             Err(e) => return ToolOutput::error(format!("Failed to start command: {e}")),

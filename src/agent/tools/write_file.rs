@@ -50,6 +50,9 @@ impl Tool for WriteFile {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
+        // Rewind: the prior state (and the parents the open may create) is kept now, the
+        // result recorded when this guard drops.
+        let _checkpoint = ctx.checkpoint.as_ref().and_then(|c| c.before_write(&resolved));
         let mut file = match ws.open_write(&resolved, path, true) {
             Ok(f) => f,
             Err(e) => return ToolOutput::error(e),

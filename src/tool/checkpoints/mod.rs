@@ -1,0 +1,817 @@
+//! Rewind checkpoints (issue 27; design and cost in ARCHITECTURE.md "Checkpoints"): before a
+//! turn first changes a workspace path, through `write_file`, `edit_file` or a command run by
+//! `exec`, its prior state is kept, so the chat can later put back exactly what it changed.
+//!
+//! - [`Checkpoints`] is the store, one per server: the turn records (`turns/<chat>/<seq>.json`,
+//!   a path's state before the turn first touched it and after the turn last did), the
+//!   content-addressed blobs ([`blobs`]), the byte budget (`CASHCODE_CHECKPOINT_MAX_BYTES`,
+//!   oldest turns evicted first) and the *baseline*: the last seen [`state::Stat`] of every
+//!   workspace path, with a copy of each file up to [`state::FILE_CAP`].
+//! - [`TurnCheckpoint`] is one running turn's record, handed to the tools in `TurnCtx`. The file
+//!   tools call [`TurnCheckpoint::before_write`] (the returned guard records the result when
+//!   dropped); `exec` holds an [`ExecWatch`] around its command: a metadata scan before (what
+//!   changed since the last scan is copied into the baseline, not charged to the chat) and after
+//!   (what differs is the command's, its prior state taken from the baseline).
+//! - [`rewind`] plans and applies a rewind with a journal.
+//!
+//! Hooks run on the turn's worker; a rewind on the HTTP thread; start-up recovery in `app`.
+//! Everything under the one store lock, never held while a command runs.
+
+pub(crate) mod blobs;
+pub mod rewind;
+pub mod state;
+pub(crate) mod watch;
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use serde::{Deserialize, Serialize};
+
+use self::blobs::Blobs;
+use self::state::{lstat, read_capped, scan, scan_under, Kind, Stat, State, FILE_CAP};
+use crate::util::{fsx, sync};
+
+/// Why an entry cannot be trusted to be only this chat's change (shown as a conflict).
+const INTERLEAVED: &str = "changed by someone else between this chat's changes";
+const CONCURRENT_EXEC: &str = "changed while a command of another chat was running";
+/// Exec starts remembered to tell whether another chat's command overlapped one.
+const EXEC_LOG: usize = 256;
+
+/// One path in a turn's record: its state before the turn first changed it and after the turn
+/// last did; `conflict` when the change may not be the chat's alone.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Entry {
+    pub(crate) before: State,
+    pub(crate) after: State,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) conflict: Option<String>,
+}
+
+/// A turn's record as stored in `turns/<chat>/<seq>.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct TurnRecord {
+    /// Store-wide order of turns (eviction takes the lowest first).
+    pub(crate) seq: u64,
+    pub(crate) chat_id: String,
+    /// The chat's last history cursor when the turn began.
+    pub(crate) start_cursor: u64,
+    /// The cursor of the turn's user message once it was stored (`None`: failed or cancelled).
+    #[serde(default)]
+    pub(crate) user_cursor: Option<u64>,
+    /// The copies were dropped to stay under the byte budget; paths are kept to report them.
+    #[serde(default)]
+    pub(crate) evicted: bool,
+    pub(crate) entries: BTreeMap<String, Entry>,
+}
+
+impl TurnRecord {
+    /// The history position the turn belongs to: it is "from message K on" when this is at
+    /// least K's cursor (a turn that stored nothing began after every message up to its start).
+    pub(crate) fn position(&self) -> u64 {
+        self.user_cursor.unwrap_or(self.start_cursor)
+    }
+
+    fn blobs(&self) -> HashSet<String> {
+        let mut out = HashSet::new();
+        if !self.evicted {
+            for e in self.entries.values() {
+                out.extend(e.before.blob().map(str::to_string));
+                out.extend(e.after.blob().map(str::to_string));
+            }
+        }
+        out
+    }
+}
+
+/// The store's view of one turn.
+struct TurnIdx {
+    chat_id: String,
+    blobs: HashSet<String>,
+    /// A running turn is never evicted.
+    open: bool,
+}
+
+/// The baseline's knowledge of one path.
+struct Known {
+    stat: Stat,
+    blob: Option<String>,
+}
+
+struct BlobRef {
+    size: u64,
+    refs: u32,
+}
+
+struct Inner {
+    known: HashMap<String, Known>,
+    /// The baseline was filled by a full scan (the first `exec` since start).
+    baseline_ready: bool,
+    blobs: HashMap<String, BlobRef>,
+    total: u64,
+    turns: BTreeMap<u64, TurnIdx>,
+    next_seq: u64,
+    /// Commands running now (id -> their turn) and the recent starts: a change seen while
+    /// commands of several chats overlapped is charged to each of them, as a conflict.
+    running: HashMap<u64, Weak<TurnCheckpoint>>,
+    started: VecDeque<(u64, Weak<TurnCheckpoint>)>,
+    next_exec: u64,
+    /// Blobs whose last reference went during the current operation.
+    dead: Vec<String>,
+    /// Paths a file tool is writing now (between its two hooks): scans leave them to it.
+    writing: HashMap<String, u64>,
+    /// The inotify dirty set standing in for full scans (`None`: scan everything next time).
+    watch: Option<watch::Watch>,
+}
+
+/// Settings of the store.
+pub struct CheckpointConfig {
+    /// `<data>/checkpoints`.
+    pub root: PathBuf,
+    /// The canonical workspace root.
+    pub workspace: PathBuf,
+    /// Absolute paths never watched nor restored (data directories, Skill roots).
+    pub skip: Vec<PathBuf>,
+    pub max_bytes: u64,
+    /// Test-only: an applied rewind stops for good after this many files (see `config.rs`).
+    pub pause_after: Option<usize>,
+}
+
+pub struct Checkpoints {
+    cfg: CheckpointConfig,
+    blobs: Blobs,
+    inner: Mutex<Inner>,
+}
+
+impl Checkpoints {
+    /// Opens the store: finishes a rewind a crash interrupted (its journal), loads the turn
+    /// records, and removes blobs nothing refers to any more.
+    pub fn open(cfg: CheckpointConfig) -> io::Result<Arc<Checkpoints>> {
+        fsx::create_private_dirs(&cfg.root.join("turns"))?;
+        fsx::create_private_dirs(&cfg.root.join("blobs"))?;
+        let cp = Arc::new(Checkpoints {
+            blobs: Blobs::new(&cfg.root.join("blobs")),
+            cfg,
+            inner: Mutex::new(Inner {
+                known: HashMap::new(),
+                baseline_ready: false,
+                blobs: HashMap::new(),
+                total: 0,
+                turns: BTreeMap::new(),
+                next_seq: 1,
+                running: HashMap::new(),
+                started: VecDeque::new(),
+                next_exec: 1,
+                dead: Vec::new(),
+                writing: HashMap::new(),
+                watch: None,
+            }),
+        });
+        match rewind::recover(&cp) {
+            Ok(0) => {}
+            Ok(n) => log::warn!("event=rewind.recovered files={n}"),
+            Err(e) => log::error!("event=rewind.recover_failed error_kind={:?}", e.kind()),
+        }
+        let mut inner = cp.lock();
+        for rec in cp.all_records() {
+            inner.next_seq = inner.next_seq.max(rec.seq + 1);
+            let blobs = rec.blobs();
+            for b in &blobs {
+                inner.blobs.entry(b.clone()).or_insert(BlobRef { size: 0, refs: 0 }).refs += 1;
+            }
+            inner.turns.insert(rec.seq, TurnIdx { chat_id: rec.chat_id.clone(), blobs, open: false });
+        }
+        for (hash, size) in cp.blobs.list() {
+            match inner.blobs.get_mut(&hash) {
+                Some(r) => r.size = size,
+                None => cp.blobs.remove(&hash),
+            }
+        }
+        inner.blobs.retain(|_, r| r.size > 0 || r.refs > 0);
+        inner.total = inner.blobs.values().map(|r| r.size).sum();
+        cp.enforce_budget(&mut inner, 0);
+        cp.sweep(&mut inner);
+        drop(inner);
+        Ok(cp)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        sync::lock(&self.inner)
+    }
+
+    /// Bytes the blobs take now.
+    pub fn stored_bytes(&self) -> u64 {
+        self.lock().total
+    }
+
+    /// Starts the record of a turn of `chat_id` (nothing is written until it changes a path).
+    pub fn begin_turn(self: &Arc<Self>, chat_id: &str, start_cursor: u64) -> Arc<TurnCheckpoint> {
+        let mut inner = self.lock();
+        let seq = inner.next_seq;
+        inner.next_seq += 1;
+        inner.turns.insert(seq, TurnIdx { chat_id: chat_id.to_string(), blobs: HashSet::new(), open: true });
+        drop(inner);
+        Arc::new(TurnCheckpoint {
+            store: Arc::clone(self),
+            record: Mutex::new(TurnRecord {
+                seq,
+                chat_id: chat_id.to_string(),
+                start_cursor,
+                user_cursor: None,
+                evicted: false,
+                entries: BTreeMap::new(),
+            }),
+            finished: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    fn chat_dir(&self, chat_id: &str) -> PathBuf {
+        self.cfg.root.join("turns").join(chat_id)
+    }
+
+    fn record_path(&self, chat_id: &str, seq: u64) -> PathBuf {
+        self.chat_dir(chat_id).join(format!("{seq:016}.json"))
+    }
+
+    /// The stored records of one chat, oldest first.
+    pub(crate) fn chat_records(&self, chat_id: &str) -> Vec<TurnRecord> {
+        let mut out: Vec<TurnRecord> = Vec::new();
+        if !crate::store::chats::valid_chat_id(chat_id) {
+            return out;
+        }
+        let Ok(rd) = fs::read_dir(self.chat_dir(chat_id)) else { return out };
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().ends_with(".json") {
+                if let Some(r) = fs::read(e.path()).ok().and_then(|b| serde_json::from_slice::<TurnRecord>(&b).ok()) {
+                    out.push(r);
+                }
+            }
+        }
+        out.sort_by_key(|r| r.seq);
+        out
+    }
+
+    fn all_records(&self) -> Vec<TurnRecord> {
+        let mut out = Vec::new();
+        let Ok(rd) = fs::read_dir(self.cfg.root.join("turns")) else { return out };
+        for e in rd.flatten() {
+            out.extend(self.chat_records(&e.file_name().to_string_lossy()));
+        }
+        out
+    }
+
+    /// Writes a record and brings the blob references in step with it.
+    fn save_record(&self, inner: &mut Inner, rec: &TurnRecord) {
+        let blobs = rec.blobs();
+        let old = inner.turns.get(&rec.seq).map(|t| t.blobs.clone()).unwrap_or_default();
+        for b in blobs.difference(&old) {
+            self.add_ref(inner, b, None);
+        }
+        for b in old.difference(&blobs) {
+            self.release(inner, b);
+        }
+        let open = inner.turns.get(&rec.seq).is_some_and(|t| t.open);
+        inner.turns.insert(rec.seq, TurnIdx { chat_id: rec.chat_id.clone(), blobs, open });
+        let path = self.record_path(&rec.chat_id, rec.seq);
+        let written = if rec.entries.is_empty() && !rec.evicted {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            }
+        } else {
+            serde_json::to_vec(rec).map_err(io::Error::other).and_then(|b| fsx::write_replace(&path, &b))
+        };
+        if let Err(e) = written {
+            log::error!("event=checkpoint.write_failed chat_id={} error_kind={:?}", rec.chat_id, e.kind());
+        }
+    }
+
+    fn add_ref(&self, inner: &mut Inner, hash: &str, size: Option<u64>) {
+        let r = inner.blobs.entry(hash.to_string()).or_insert(BlobRef { size: 0, refs: 0 });
+        r.refs += 1;
+        if let Some(s) = size {
+            if r.size == 0 && s > 0 {
+                r.size = s;
+                inner.total += s;
+            }
+        }
+    }
+
+    /// Drops one reference; a blob left with none is removed by [`Checkpoints::sweep`] at the
+    /// end of the operation (a record about to refer to it may still be saved).
+    fn release(&self, inner: &mut Inner, hash: &str) {
+        let Some(r) = inner.blobs.get_mut(hash) else { return };
+        r.refs = r.refs.saturating_sub(1);
+        if r.refs == 0 {
+            inner.dead.push(hash.to_string());
+        }
+    }
+
+    /// Removes the blobs that ended an operation without a reference.
+    fn sweep(&self, inner: &mut Inner) {
+        for hash in std::mem::take(&mut inner.dead) {
+            if inner.blobs.get(&hash).is_some_and(|r| r.refs == 0) {
+                let size = inner.blobs.remove(&hash).map_or(0, |r| r.size);
+                inner.total = inner.total.saturating_sub(size);
+                self.blobs.remove(&hash);
+            }
+        }
+    }
+
+    /// Copies the file at `path` (up to [`FILE_CAP`]) into the blob store for the baseline and
+    /// returns its hash, referenced once by the caller. `None`: too large, unreadable, or no
+    /// room in the budget. Only a pre-image a file tool needs (`evict`) makes room by evicting
+    /// the oldest turns; the baseline's speculative copies take free room only.
+    fn copy_in(&self, inner: &mut Inner, path: &Path, evict: bool) -> Option<String> {
+        let bytes = read_capped(path).ok().flatten()?;
+        let size = bytes.len() as u64;
+        let hash = crate::util::hash::sha256_hex(&bytes);
+        if !inner.blobs.contains_key(&hash) {
+            if evict {
+                self.enforce_budget(inner, size);
+            }
+            if inner.total + size > self.cfg.max_bytes {
+                return None;
+            }
+            if self.blobs.put(&bytes).is_err() {
+                return None;
+            }
+        }
+        // An empty file still needs its (empty) blob counted once for the reference.
+        self.add_ref(inner, &hash, Some(size.max(1)));
+        Some(hash)
+    }
+
+    /// Updates the baseline entry of `rel` to `stat`, copying a file's content unless the
+    /// baseline already holds it for that very metadata. Returns the state it now records.
+    fn refresh_known(&self, inner: &mut Inner, rel: &str, stat: Option<Stat>, evict: bool) -> State {
+        if let Some(k) = inner.known.get(rel) {
+            if Some(&k.stat) == stat.as_ref() && (k.blob.is_some() || !k.stat.is_file() || k.stat.meta.size > FILE_CAP)
+            {
+                return State::of(Some(&k.stat), k.blob.clone());
+            }
+        }
+        let path = self.cfg.workspace.join(rel);
+        let blob = match &stat {
+            Some(s) if s.is_file() && s.meta.size <= FILE_CAP => self.copy_in(inner, &path, evict),
+            _ => None,
+        };
+        if let Some(old) = inner.known.remove(rel) {
+            if let Some(b) = old.blob {
+                self.release(inner, &b);
+            }
+        }
+        let state = State::of(stat.as_ref(), blob.clone());
+        if let Some(stat) = stat {
+            inner.known.insert(rel.to_string(), Known { stat, blob });
+        }
+        state
+    }
+
+    /// The baseline's state of `rel` (Absent when it has none).
+    fn known_state(inner: &Inner, rel: &str) -> State {
+        inner.known.get(rel).map_or(State::Absent, |k| State::of(Some(&k.stat), k.blob.clone()))
+    }
+
+    /// Drops copies until `need` more bytes fit: whole turns, oldest first (their records stay,
+    /// marked evicted, so a rewind can say what it cannot restore), then baseline copies.
+    fn enforce_budget(&self, inner: &mut Inner, need: u64) {
+        let max = self.cfg.max_bytes;
+        while inner.total + need > max {
+            let Some(seq) = inner.turns.iter().find(|(_, t)| !t.open && !t.blobs.is_empty()).map(|(s, _)| *s) else {
+                break;
+            };
+            let chat = inner.turns[&seq].chat_id.clone();
+            let path = self.record_path(&chat, seq);
+            match fs::read(&path).ok().and_then(|b| serde_json::from_slice::<TurnRecord>(&b).ok()) {
+                Some(mut rec) => {
+                    rec.evicted = true;
+                    for e in rec.entries.values_mut() {
+                        strip_blob(&mut e.before);
+                        strip_blob(&mut e.after);
+                    }
+                    log::info!("event=checkpoint.evicted chat_id={chat} seq={seq}");
+                    self.save_record(inner, &rec);
+                    self.sweep(inner);
+                }
+                None => {
+                    let blobs = inner.turns.get_mut(&seq).map(|t| std::mem::take(&mut t.blobs)).unwrap_or_default();
+                    for b in blobs {
+                        self.release(inner, &b);
+                    }
+                    self.sweep(inner);
+                }
+            }
+        }
+        if inner.total + need > max {
+            let held: Vec<String> =
+                inner.known.iter().filter(|(_, k)| k.blob.is_some()).map(|(p, _)| p.clone()).collect();
+            for p in held {
+                if inner.total + need <= max {
+                    break;
+                }
+                if let Some(b) = inner.known.get_mut(&p).and_then(|k| k.blob.take()) {
+                    self.release(inner, &b);
+                    self.sweep(inner);
+                }
+            }
+        }
+    }
+
+    /// The workspace-relative form of an absolute, symlink-free path the store watches.
+    fn rel_of(&self, path: &Path) -> Option<String> {
+        if self.cfg.skip.iter().any(|s| path.starts_with(s)) {
+            return None;
+        }
+        let rel = path.strip_prefix(&self.cfg.workspace).ok()?;
+        let s = rel.to_str()?;
+        (!s.is_empty()).then(|| s.to_string())
+    }
+
+    /// Brings the baseline in step with the workspace: a full scan, each path whose metadata
+    /// moved since the last one copied again. Returns the scan.
+    fn sync_baseline(&self, inner: &mut Inner) {
+        if inner.baseline_ready {
+            if let Some((changed, now)) = self.dirty_changes(inner) {
+                self.absorb(inner, &changed, &now);
+                return;
+            }
+        }
+        let (changed, now) = self.full_changes(inner);
+        if inner.baseline_ready {
+            self.absorb(inner, &changed, &now);
+        } else {
+            for p in &changed {
+                self.refresh_known(inner, p, now.get(p).cloned(), false);
+            }
+        }
+        inner.baseline_ready = true;
+    }
+
+    /// Every path whose metadata differs from the baseline, by a full scan (which also sets up
+    /// the inotify watch again: watches first, then the scan that counts, so nothing falls
+    /// between them).
+    fn full_changes(&self, inner: &mut Inner) -> (Vec<String>, HashMap<String, Stat>) {
+        inner.watch = None;
+        let root = &self.cfg.workspace;
+        let mut watch = watch::Watch::new();
+        let (first, _) = scan(root, &self.cfg.skip);
+        let mut ok = watch.is_some();
+        if let Some(w) = watch.as_mut() {
+            ok &= w.add(root, "");
+            for (p, st) in &first {
+                if ok && st.kind == Kind::Dir {
+                    ok &= w.add(root, p);
+                }
+            }
+        }
+        let (now, truncated) = scan(root, &self.cfg.skip);
+        if let Some(w) = watch.as_mut() {
+            for (p, st) in &now {
+                if ok && st.kind == Kind::Dir && !first.contains_key(p) {
+                    ok &= w.add(root, p);
+                }
+            }
+        }
+        if ok && !truncated {
+            inner.watch = watch;
+        }
+        let mut changed: Vec<String> =
+            inner.known.keys().filter(|p| !now.contains_key(*p) && !inner.writing.contains_key(*p)).cloned().collect();
+        changed.extend(
+            now.iter()
+                .filter(|(p, st)| !inner.writing.contains_key(*p) && inner.known.get(*p).is_none_or(|k| k.stat != **st))
+                .map(|(p, _)| p.clone()),
+        );
+        (changed, now)
+    }
+
+    /// The paths the inotify events since the last look name, those that differ from the
+    /// baseline, with what is there now; `None` when the events cannot be trusted (then the
+    /// caller scans everything). A directory that appeared is watched and scanned whole; one
+    /// that went (or moved) takes every baseline path below it along.
+    fn dirty_changes(&self, inner: &mut Inner) -> Option<(Vec<String>, HashMap<String, Stat>)> {
+        let mut w = inner.watch.take()?;
+        let dirty = w.drain()?;
+        let root = &self.cfg.workspace;
+        let mut cands: HashMap<String, Option<Stat>> = HashMap::new();
+        let mut new_dirs = Vec::new();
+        for p in dirty {
+            let abs = root.join(&p);
+            if self.cfg.skip.iter().any(|s| abs.starts_with(s)) {
+                continue;
+            }
+            let stat = lstat(&abs).ok().flatten();
+            let was_dir = inner.known.get(&p).is_some_and(|k| k.stat.kind == Kind::Dir);
+            let is_dir = stat.as_ref().is_some_and(|st| st.kind == Kind::Dir);
+            if was_dir || is_dir {
+                let prefix = format!("{p}/");
+                for k in inner.known.keys().filter(|k| k.starts_with(&prefix)) {
+                    if !cands.contains_key(k) {
+                        cands.insert(k.clone(), lstat(&root.join(k)).ok().flatten());
+                    }
+                }
+            }
+            if is_dir {
+                new_dirs.push(p.clone());
+            }
+            cands.insert(p, stat);
+        }
+        while let Some(d) = new_dirs.pop() {
+            if !w.add(root, &d) {
+                return None;
+            }
+            for (q, st) in scan_under(root, &d, &self.cfg.skip) {
+                if st.kind == Kind::Dir && !w.add(root, &q) {
+                    return None;
+                }
+                cands.insert(q, Some(st));
+            }
+        }
+        inner.watch = Some(w);
+        let changed = cands
+            .iter()
+            .filter(|(p, st)| !inner.writing.contains_key(*p) && inner.known.get(*p).map(|k| &k.stat) != st.as_ref())
+            .map(|(p, _)| p.clone())
+            .collect();
+        let now = cands.into_iter().filter_map(|(p, st)| st.map(|st| (p, st))).collect();
+        Some((changed, now))
+    }
+
+    /// Takes changes found outside a command's own window into the baseline. While commands
+    /// run they may be theirs: each running command's turn records them, as a conflict.
+    fn absorb(&self, inner: &mut Inner, changed: &[String], now: &HashMap<String, Stat>) {
+        let running: Vec<Arc<TurnCheckpoint>> = inner.running.values().filter_map(Weak::upgrade).collect();
+        let mut notes = Vec::new();
+        let mut held = Vec::new();
+        for p in changed {
+            let before = Checkpoints::known_state(inner, p);
+            if let Some(b) = before.blob() {
+                self.add_ref(inner, b, None);
+                held.push(b.to_string());
+            }
+            let after = self.refresh_known(inner, p, now.get(p).cloned(), false);
+            notes.push((p, before, after));
+        }
+        if !notes.is_empty() {
+            for turn in &running {
+                let mut rec = sync::lock(&turn.record);
+                for (p, before, after) in &notes {
+                    TurnCheckpoint::note(&mut rec, p, before.clone(), after.clone(), Some(CONCURRENT_EXEC));
+                }
+                self.save_record(inner, &rec);
+            }
+        }
+        for b in held {
+            self.release(inner, &b);
+        }
+    }
+}
+
+fn strip_blob(s: &mut State) {
+    if let State::File { blob, .. } = s {
+        *blob = None;
+    }
+}
+
+/// One running turn's checkpoint, shared by its tools through `TurnCtx`.
+pub struct TurnCheckpoint {
+    store: Arc<Checkpoints>,
+    record: Mutex<TurnRecord>,
+    finished: std::sync::atomic::AtomicBool,
+}
+
+impl TurnCheckpoint {
+    /// Sets the chat's history position the turn began at (known once its write-ahead exists).
+    pub fn set_start(&self, start_cursor: u64) {
+        sync::lock(&self.record).start_cursor = start_cursor;
+    }
+
+    /// Ends the turn's record: `user_cursor` is where its user message was stored (`None` when
+    /// the turn stored nothing). Later calls do nothing.
+    pub fn finish(&self, user_cursor: Option<u64>) {
+        if self.finished.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let mut inner = self.store.lock();
+        let mut rec = sync::lock(&self.record);
+        rec.user_cursor = user_cursor;
+        if let Some(t) = inner.turns.get_mut(&rec.seq) {
+            t.open = false;
+        }
+        if rec.entries.is_empty() {
+            inner.turns.remove(&rec.seq);
+        } else {
+            self.store.save_record(&mut inner, &rec);
+        }
+        self.store.enforce_budget(&mut inner, 0);
+        self.store.sweep(&mut inner);
+    }
+
+    /// Merges a change of `rel` into the record: the first change keeps `before`; a later one
+    /// whose `before` is not what this turn left marks the entry.
+    fn note(rec: &mut TurnRecord, rel: &str, before: State, after: State, conflict: Option<&str>) {
+        match rec.entries.get_mut(rel) {
+            Some(e) => {
+                if !e.after.same(&before) && e.conflict.is_none() {
+                    e.conflict = Some(INTERLEAVED.to_string());
+                }
+                e.after = after;
+                if let Some(c) = conflict {
+                    e.conflict.get_or_insert_with(|| c.to_string());
+                }
+            }
+            None => {
+                rec.entries.insert(rel.to_string(), Entry { before, after, conflict: conflict.map(str::to_string) });
+            }
+        }
+    }
+
+    /// Before a file tool writes `resolved` (absolute, symlink-free, inside the workspace):
+    /// keeps the prior state of the file and of each missing parent directory it may create.
+    /// The returned guard records what is there once it is dropped (after the write).
+    pub fn before_write(&self, resolved: &Path) -> Option<WriteTouch<'_>> {
+        let store = &self.store;
+        let rel = store.rel_of(resolved)?;
+        let mut paths = vec![rel];
+        let mut dir = resolved.parent();
+        while let Some(d) = dir {
+            if d == store.cfg.workspace || !d.starts_with(&store.cfg.workspace) || d.exists() {
+                break;
+            }
+            paths.extend(store.rel_of(d));
+            dir = d.parent();
+        }
+        let mut inner = store.lock();
+        let mut now = HashMap::new();
+        let mut changed = Vec::new();
+        for p in &paths {
+            let stat = lstat(&store.cfg.workspace.join(p)).ok().flatten();
+            if inner.known.get(p).map(|k| &k.stat) != stat.as_ref() {
+                changed.push(p.clone());
+            }
+            if let Some(s) = stat {
+                now.insert(p.clone(), s);
+            }
+        }
+        store.absorb(&mut inner, &changed, &now);
+        let seq = sync::lock(&self.record).seq;
+        for p in &paths {
+            inner.writing.insert(p.clone(), seq);
+        }
+        let mut rec = sync::lock(&self.record);
+        let mut befores = Vec::with_capacity(paths.len());
+        for p in &paths {
+            befores.push(store.refresh_known(&mut inner, p, now.get(p).cloned(), true));
+        }
+        // Held until the guard saved the record that refers to them.
+        let mut held = Vec::new();
+        for b in &befores {
+            if let Some(h) = b.blob() {
+                store.add_ref(&mut inner, h, None);
+                held.push(h.to_string());
+            }
+        }
+        // Seen but not yet changed: only the before-states are noted now.
+        for (p, b) in paths.iter().zip(&befores) {
+            if !rec.entries.contains_key(p) {
+                rec.entries.insert(p.clone(), Entry { before: b.clone(), after: b.clone(), conflict: None });
+            } else if let Some(e) = rec.entries.get_mut(p) {
+                if !e.after.same(b) && e.conflict.is_none() {
+                    e.conflict = Some(INTERLEAVED.to_string());
+                }
+            }
+        }
+        Some(WriteTouch { cp: self, paths, held })
+    }
+
+    fn chat_id(&self) -> String {
+        sync::lock(&self.record).chat_id.clone()
+    }
+
+    /// Around one `exec` command: the baseline is brought up to date now (changes since the
+    /// last scan are not this chat's); what differs when the guard drops is charged to it.
+    pub fn watch_exec(self: &Arc<Self>) -> ExecWatch {
+        let mut inner = self.store.lock();
+        self.store.sync_baseline(&mut inner);
+        let id = inner.next_exec;
+        inner.next_exec += 1;
+        let overlapped: Vec<Weak<TurnCheckpoint>> = inner.running.values().cloned().collect();
+        inner.running.insert(id, Arc::downgrade(self));
+        inner.started.push_back((id, Arc::downgrade(self)));
+        while inner.started.len() > EXEC_LOG {
+            inner.started.pop_front();
+        }
+        ExecWatch { cp: Arc::clone(self), id, overlapped }
+    }
+
+    fn after_exec(self: &Arc<Self>, id: u64, overlapped: &[Weak<TurnCheckpoint>]) {
+        let store = &self.store;
+        let mut inner = store.lock();
+        let chat = self.chat_id();
+        inner.running.remove(&id);
+        // Turns of other chats whose commands ran during this one: at its start, now, or
+        // started since (an evicted log entry counts as unknown, hence overlapping).
+        let mut others: Vec<Arc<TurnCheckpoint>> = Vec::new();
+        let lost = inner.started.front().is_some_and(|(i, _)| *i > id);
+        let candidates = overlapped
+            .iter()
+            .chain(inner.running.values())
+            .chain(inner.started.iter().filter(|(i, _)| *i > id).map(|(_, w)| w));
+        for w in candidates {
+            if let Some(t) = w.upgrade() {
+                if t.chat_id() != chat && !others.iter().any(|o| Arc::ptr_eq(o, &t)) {
+                    others.push(t);
+                }
+            }
+        }
+        // A path another chat's file tool is writing right now is recorded by that tool.
+        let (mut changed, now) = match store.dirty_changes(&mut inner) {
+            Some(found) => found,
+            None => store.full_changes(&mut inner),
+        };
+        if changed.is_empty() {
+            return;
+        }
+        changed.sort();
+        let conflict = (lost || !others.is_empty()).then_some(CONCURRENT_EXEC);
+        let mut notes = Vec::with_capacity(changed.len());
+        let mut held = Vec::new();
+        for p in &changed {
+            let before = Checkpoints::known_state(&inner, p);
+            // The baseline's copy of the prior content must outlive the baseline entry, held
+            // until the records that refer to it are saved.
+            if let Some(b) = before.blob() {
+                store.add_ref(&mut inner, b, None);
+                held.push(b.to_string());
+            }
+            let after = store.refresh_known(&mut inner, p, now.get(p).cloned(), false);
+            notes.push((p, before, after));
+        }
+        for turn in std::iter::once(self).chain(others.iter()) {
+            let mut rec = sync::lock(&turn.record);
+            for (p, before, after) in &notes {
+                Self::note(&mut rec, p, before.clone(), after.clone(), conflict);
+            }
+            store.save_record(&mut inner, &rec);
+        }
+        for b in held {
+            store.release(&mut inner, &b);
+        }
+        store.sweep(&mut inner);
+    }
+}
+
+impl Drop for TurnCheckpoint {
+    fn drop(&mut self) {
+        self.finish(None);
+    }
+}
+
+/// Records the after-state of the paths a file tool was about to write, when dropped.
+pub struct WriteTouch<'a> {
+    cp: &'a TurnCheckpoint,
+    paths: Vec<String>,
+    held: Vec<String>,
+}
+
+impl Drop for WriteTouch<'_> {
+    fn drop(&mut self) {
+        let store = &self.cp.store;
+        let mut inner = store.lock();
+        for p in &self.paths {
+            inner.writing.remove(p);
+        }
+        let mut rec = sync::lock(&self.cp.record);
+        for p in &self.paths {
+            let stat = lstat(&store.cfg.workspace.join(p)).ok().flatten();
+            let after = store.refresh_known(&mut inner, p, stat, false);
+            if let Some(e) = rec.entries.get_mut(p) {
+                e.after = after;
+            }
+        }
+        // Paths seen but left exactly as they were are no change of this turn.
+        rec.entries.retain(|_, e| e.conflict.is_some() || e.before != e.after);
+        store.save_record(&mut inner, &rec);
+        for b in std::mem::take(&mut self.held) {
+            store.release(&mut inner, &b);
+        }
+        store.sweep(&mut inner);
+    }
+}
+
+/// Held around one `exec` command; the scan after it runs when dropped.
+pub struct ExecWatch {
+    cp: Arc<TurnCheckpoint>,
+    id: u64,
+    overlapped: Vec<Weak<TurnCheckpoint>>,
+}
+
+impl Drop for ExecWatch {
+    fn drop(&mut self) {
+        let overlapped = std::mem::take(&mut self.overlapped);
+        self.cp.after_exec(self.id, &overlapped);
+    }
+}
