@@ -184,6 +184,8 @@ impl Target {
             // chat's running turn to stop.
             ("GET", ["sessions"] | ["sessions", _, "messages"]) => true,
             ("DELETE", ["sessions", _]) => true,
+            // A rewind reads, diffs and restores up to every file a chat changed (an fsync each).
+            ("POST", ["sessions", _, "rewind", ..]) => true,
             // Counts the undistilled history (up to 16 MiB read).
             ("GET", ["dream"]) => true,
             (_, ["settings", "llm", _, ..]) => true,
@@ -333,6 +335,8 @@ mod tests {
             ("GET", "/api/sessions/c1/messages"),
             ("DELETE", "/api/sessions/c1"),
             ("GET", "/api/dream"),
+            ("POST", "/api/sessions/c1/rewind"),
+            ("POST", "/api/sessions/c1/rewind/undo"),
         ] {
             assert!(classify(p).is_slow(m), "{m} {p}");
         }

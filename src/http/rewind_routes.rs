@@ -1,8 +1,8 @@
 //! `POST /api/sessions/{id}/rewind` and `…/rewind/undo` (docs/http-api.md §4.1 "Rewind"): put
 //! back what a chat changed in the workspace from one of its user messages on (the checkpoint
 //! store, `tool::checkpoints`), and take the messages out of the chat into its archive, or put
-//! the last archived ones back. Runs on the `http` thread; refused with 409 while the chat has
-//! a running turn.
+//! the last archived ones back. Runs on an `http-slow` thread (`gate::Target::is_slow`);
+//! refused with 409 while the chat has a running turn.
 
 use serde::Serialize;
 

@@ -4,7 +4,7 @@
 //! journal. Restores are atomic per path (a temp file beside it, then `renameat`) and go
 //! through the workspace confinement (`Workspace::parent_of`); the journal
 //! (`<checkpoints>/journal.json`, fsynced before the first change) lists every target state, so
-//! a rewind a crash interrupted is finished at the next start ([`recover`]). Runs on the HTTP
+//! a rewind a crash interrupted is finished at the next start ([`recover`]). Runs on an `http-slow`
 //! thread under the store's lock (no hook records anything meanwhile); recovery in `app`.
 
 use std::collections::{BTreeMap, BTreeSet};
