@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use crate::util::cancel::CancelToken;
 
 pub(crate) mod args;
+pub mod sandbox;
 pub(crate) mod workspace;
 
 /// What a tool call produced, in the contract's three projections (docs/agent-and-memory.md §13).

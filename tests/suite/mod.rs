@@ -25,6 +25,7 @@ mod origin;
 mod prompt_cache;
 mod provider_errors;
 mod restart;
+mod sandbox;
 mod secrets;
 mod security;
 mod shutdown;

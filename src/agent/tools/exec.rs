@@ -5,6 +5,8 @@
 //! per stream and shown cut to 4096 characters. Environment variables whose names look like
 //! secrets (`crate::secrets::is_secret_name`) are not passed to the command; the server took
 //! them out of its own environment at start-up, so this only guards against one set later.
+//! Commands run confined by `crate::tool::sandbox` (SECURITY.md "Sandbox") whenever it is
+//! active; [`Confinement`] is the one place a call's confinement is chosen.
 
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -18,6 +20,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::tool::args::parse_args;
+use crate::tool::sandbox::{Sandbox, TempDir};
 use crate::tool::workspace::Workspace;
 use crate::tool::{fmt_secs, Tool, ToolOutput, TurnCtx};
 use crate::util::sync;
@@ -41,11 +44,32 @@ struct Args {
 
 pub(crate) struct Exec {
     pub(crate) timeout: Duration,
+    /// The confinement commands run in (off when the kernel offers none or the owner said so).
+    pub(crate) sandbox: Arc<Sandbox>,
 }
 
 impl Default for Exec {
     fn default() -> Self {
-        Exec { timeout: DEFAULT_TIMEOUT }
+        Exec { timeout: DEFAULT_TIMEOUT, sandbox: Arc::new(Sandbox::off("not configured")) }
+    }
+}
+
+/// How one command runs.
+pub(crate) enum Confinement<'a> {
+    /// In the sandbox: the workspace, a private TMPDIR, no network (SECURITY.md "Sandbox").
+    Sandboxed(&'a Sandbox),
+    /// With every right the server has.
+    Unconfined,
+}
+
+impl Exec {
+    /// The confinement a call gets by default: the sandbox when it is active.
+    pub(crate) fn default_confinement(&self) -> Confinement<'_> {
+        if self.sandbox.active() {
+            Confinement::Sandboxed(&self.sandbox)
+        } else {
+            Confinement::Unconfined
+        }
     }
 }
 
@@ -101,6 +125,14 @@ impl Tool for Exec {
         if ctx.cancel.is_cancelled() {
             return ToolOutput::error(format!("Command cancelled: {command}"));
         }
+        self.run_command(command, &ws, self.default_confinement(), ctx)
+    }
+}
+
+impl Exec {
+    /// Spawns `sh -c command` in the workspace under `confinement` and waits for it (deadline,
+    /// cancel), returning the contract's result text.
+    fn run_command(&self, command: &str, ws: &Workspace, confinement: Confinement, ctx: &TurnCtx) -> ToolOutput {
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
             .arg(command)
@@ -114,6 +146,14 @@ impl Tool for Exec {
                 cmd.env_remove(name);
             }
         }
+        // Kept until the call is over: dropping it removes the command's TMPDIR.
+        let _tmp: Option<TempDir> = match confinement {
+            Confinement::Sandboxed(sandbox) => match sandbox.prepare(ws.root()) {
+                Ok(prepared) => Some(prepared.apply(&mut cmd)),
+                Err(e) => return ToolOutput::error(format!("Failed to start command: {e}")),
+            },
+            Confinement::Unconfined => None,
+        };
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => return ToolOutput::error(format!("Failed to start command: {e}")),
@@ -273,7 +313,7 @@ mod tests {
     #[test]
     fn timeout_kills_the_whole_group() {
         let sb = Sandbox::new();
-        let exec = Exec { timeout: Duration::from_millis(300) };
+        let exec = Exec { timeout: Duration::from_millis(300), ..Exec::default() };
         let start = Instant::now();
         let out = run(&sb, &exec, "sleep 30 & echo $! > bg.pid; echo started; wait");
         assert!(start.elapsed() < Duration::from_secs(5));
