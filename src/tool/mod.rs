@@ -2,7 +2,8 @@
 //! `agent/tools/`, the Skill tools, MCP's wrappers), its result projections, the per-turn
 //! context and state handed to tools, and the [`TurnExtension`] hooks through which MCP and
 //! Skills take part in a turn. `workspace` holds the confinement the file tools and the Skills
-//! import share. Tools run on the worker thread of the turn that calls them.
+//! import share, `sandbox` the one `exec` commands run in. Tools run on the worker thread of the
+//! turn that calls them.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -21,14 +21,15 @@
 
 use std::collections::BTreeMap;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, LandlockStatus, Ruleset, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
@@ -117,7 +118,7 @@ pub(crate) struct SeccompView {
 
 /// The confinement policy and the start-up status. Built once by `app::start`; shared by the
 /// `exec` tool and the status route.
-pub(crate) struct Sandbox {
+pub struct Sandbox {
     status: Status,
     /// `None` when the sandbox is off or the kernel cannot apply it.
     policy: Option<Policy>,
@@ -126,6 +127,9 @@ pub(crate) struct Sandbox {
 struct Policy {
     /// Read + execute.
     read: Vec<PathBuf>,
+    /// The read roots and the device files, opened once (`O_PATH`) with the rights each gets
+    /// (a file cannot hold directory rights): a call adds them to its ruleset without a lookup.
+    fixed: Vec<(PathFd, BitFlags<AccessFs>)>,
     /// Read + write + execute (the extra write roots and the sandbox `HOME`; the workspace and
     /// the call's `TMPDIR` are added per call).
     write: Vec<PathBuf>,
@@ -220,8 +224,20 @@ impl Sandbox {
             Ok(f) => Arc::new(f),
             Err(e) => return Sandbox::off(&format!("no seccomp filter for this system: {e}")),
         };
+        let abi = LANDLOCK_ABI;
+        let fixed = read
+            .iter()
+            .map(|p| (p.as_path(), AccessFs::from_read(abi)))
+            .chain(DEVICES.iter().map(|d| (Path::new(*d), AccessFs::from_all(abi))))
+            .filter_map(|(path, access)| {
+                let fd = PathFd::new(path).ok()?;
+                let is_file = std::fs::metadata(path).is_ok_and(|m| !m.is_dir());
+                Some((fd, if is_file { access & AccessFs::from_file(abi) } else { access }))
+            })
+            .collect();
         let policy = Policy {
             read,
+            fixed,
             write,
             protected,
             home: canonical(&home),
@@ -254,12 +270,23 @@ impl Sandbox {
         Sandbox { status, policy }
     }
 
+    /// A sandbox with the default settings (network off, no extra roots) and this process's
+    /// `PATH` and `HOME`, over `data` as the server's data directory (benches).
+    pub fn with_defaults(data: &Path, workspace: &Path) -> Sandbox {
+        let settings = SandboxConfig {
+            env_path: std::env::var("PATH").ok(),
+            env_home: std::env::var_os("HOME").map(PathBuf::from),
+            ..SandboxConfig::default()
+        };
+        Sandbox::start(&settings, &ServerDirs { data, memory: data, config: data, log: data, workspace })
+    }
+
     pub(crate) fn status(&self) -> &Status {
         &self.status
     }
 
     /// Commands run confined: the kernel offers the layers and the owner did not turn them off.
-    pub(crate) fn active(&self) -> bool {
+    pub fn active(&self) -> bool {
         self.policy.is_some()
     }
 
@@ -287,9 +314,12 @@ impl Policy {
         }
         ruleset
             .create()?
-            .add_rules(path_beneath_rules(&self.read, AccessFs::from_read(abi)))?
-            .add_rules(path_beneath_rules(write, AccessFs::from_all(abi)))?
-            .add_rules(path_beneath_rules(DEVICES, AccessFs::from_all(abi)))
+            .add_rules(
+                self.fixed
+                    .iter()
+                    .map(|(fd, access)| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd.as_fd(), *access))),
+            )?
+            .add_rules(path_beneath_rules(write, AccessFs::from_all(abi)))
     }
 }
 
@@ -303,13 +333,18 @@ impl Prepared {
         }
         let mut ruleset = Some(self.ruleset);
         let filters = self.filters;
+        // Only root holds capabilities to drop.
+        // SAFETY: geteuid cannot fail and touches no memory.
+        let root = unsafe { libc::geteuid() } == 0;
         let confine = move || -> io::Result<()> {
             let denied = || io::Error::from_raw_os_error(libc::EPERM);
             // Between fork and execve: nothing here allocates. `take` moves the ruleset out
             // of the child's copy of the closure; `restrict_self` sets no_new_privs, applies
             // the ruleset to this (the only) thread and closes its descriptor.
             let ruleset = ruleset.take().ok_or_else(denied)?;
-            drop_capabilities();
+            if root {
+                drop_capabilities();
+            }
             match ruleset.restrict_self() {
                 Ok(s) if s.ruleset != RulesetStatus::NotEnforced && s.no_new_privs => {}
                 _ => return Err(denied()),
@@ -399,7 +434,7 @@ fn probe(policy: &Policy, workspace: &Path, data: &Path) -> Probe {
         if seccomp {
             let tcp = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None);
             let unix = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None);
-            let tcp_refused = matches!(&tcp, Err(e) if e.raw_os_error() == Some(libc::EACCES));
+            let tcp_refused = matches!(&tcp, Err(e) if e.raw_os_error() == Some(libc::EPERM));
             if unix.is_err() || (!network && !tcp_refused) {
                 seccomp = false;
             }
@@ -421,8 +456,8 @@ impl Probe {
     }
 }
 
-/// The BPF programs every confined command gets: sockets other than `AF_UNIX` refused with
-/// `EACCES` (unless `network`); namespaces, mounts and io_uring (which can open sockets of its
+/// The BPF programs every confined command gets: sockets other than `AF_UNIX` refused (unless
+/// `network`); namespaces, mounts and io_uring (which can open sockets of its
 /// own), kernel administration, keyrings and `open_by_handle_at` (which skips path checks)
 /// refused with `EPERM`; `clone3`, whose flags a filter cannot read, answered `ENOSYS` so
 /// the C library falls back to `clone`, whose flags it can. A process of another system-call
@@ -440,11 +475,6 @@ fn build_filters(network: bool) -> Result<Vec<BpfProgram>, String> {
         BpfProgram::try_from(filter).map_err(|e| e.to_string())
     };
 
-    let mut programs = Vec::new();
-    if !network {
-        let rule = one(cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?)?;
-        programs.push(program(BTreeMap::from([(libc::SYS_socket, vec![rule])]), libc::EACCES)?);
-    }
     let mut denied: BTreeMap<i64, Vec<SeccompRule>> = [
         libc::SYS_unshare,
         libc::SYS_setns,
@@ -492,18 +522,27 @@ fn build_filters(network: bool) -> Result<Vec<BpfProgram>, String> {
         .map(|&flag| one(cond(0, SeccompCmpOp::MaskedEq(flag as u64), flag as u64)?))
         .collect::<Result<Vec<_>, String>>()?;
     denied.insert(libc::SYS_clone, clone_rules);
-    programs.push(program(denied, libc::EPERM)?);
-    programs.push(program(BTreeMap::from([(libc::SYS_clone3, Vec::new())]), libc::ENOSYS)?);
-    Ok(programs)
+    if !network {
+        denied.insert(libc::SYS_socket, vec![one(cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?)?]);
+    }
+    Ok(vec![program(denied, libc::EPERM)?, program(BTreeMap::from([(libc::SYS_clone3, Vec::new())]), libc::ENOSYS)?])
 }
 
-/// On x86-64 the same rules again under the x32 numbers (the kernel may accept both).
+/// On x86-64 with the x32 ABI enabled, the same rules again under the x32 numbers. (Only
+/// then: the kernel runs every filter over every system call number when it is attached, so a
+/// longer program costs each `exec` call.)
 fn with_x32(rules: BTreeMap<i64, Vec<SeccompRule>>, arch: TargetArch) -> BTreeMap<i64, Vec<SeccompRule>> {
-    if !matches!(arch, TargetArch::x86_64) {
+    if !matches!(arch, TargetArch::x86_64) || !x32_enabled() {
         return rules;
     }
     let x32: Vec<(i64, Vec<SeccompRule>)> = rules.iter().map(|(n, r)| (n | X32_SYSCALL_BIT, r.clone())).collect();
     rules.into_iter().chain(x32).collect()
+}
+
+/// Does this kernel run x32 system calls? (`getpid` under the x32 number: `ENOSYS` if not.)
+fn x32_enabled() -> bool {
+    // SAFETY: getpid takes no arguments and touches no memory.
+    unsafe { libc::syscall(X32_SYSCALL_BIT | libc::SYS_getpid) >= 0 }
 }
 
 /// Is the server process non-dumpable?
@@ -657,7 +696,8 @@ mod tests {
 
     #[test]
     fn filters_build_for_this_system() {
-        assert_eq!(build_filters(false).unwrap().len(), 3);
-        assert_eq!(build_filters(true).unwrap().len(), 2);
+        let (off, on) = (build_filters(false).unwrap(), build_filters(true).unwrap());
+        assert_eq!((off.len(), on.len()), (2, 2));
+        assert!(off[0].len() > on[0].len(), "the socket rule is in the first program");
     }
 }

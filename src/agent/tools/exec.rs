@@ -42,7 +42,7 @@ struct Args {
     command: String,
 }
 
-pub(crate) struct Exec {
+pub struct Exec {
     pub(crate) timeout: Duration,
     /// The confinement commands run in (off when the kernel offers none or the owner said so).
     pub(crate) sandbox: Arc<Sandbox>,
@@ -51,6 +51,14 @@ pub(crate) struct Exec {
 impl Default for Exec {
     fn default() -> Self {
         Exec { timeout: DEFAULT_TIMEOUT, sandbox: Arc::new(Sandbox::off("not configured")) }
+    }
+}
+
+impl Exec {
+    /// An `exec` tool with the contract's timeout, confined by `sandbox` when it is active
+    /// (benches; the server builds it in `builtins_with`).
+    pub fn new(sandbox: Arc<Sandbox>) -> Exec {
+        Exec { timeout: DEFAULT_TIMEOUT, sandbox }
     }
 }
 
@@ -283,6 +291,7 @@ fn combined(out: &Mutex<Capture>, err: &Mutex<Capture>) -> String {
 mod tests {
     use super::*;
     use crate::tool::workspace::tests::Sandbox;
+    use std::path::Path;
 
     fn run(sb: &Sandbox, exec: &Exec, command: &str) -> ToolOutput {
         let mut a = Map::new();
@@ -368,6 +377,39 @@ mod tests {
         let out = run(&sb, &Exec::default(), "sleep 20 & echo hi");
         assert!(start.elapsed() < Duration::from_secs(5));
         assert_eq!(out.for_model, "$ sleep 20 & echo hi\nexit code: 0\n\nhi");
+    }
+
+    /// With the sandbox active, the default confinement is the sandbox: the workspace and the
+    /// call's TMPDIR are writable (the TMPDIR is gone afterwards), a file beside the workspace
+    /// is neither readable nor writable, and sockets other than Unix ones are refused.
+    #[test]
+    fn the_default_confinement_is_the_sandbox_when_active() {
+        let sb = Sandbox::new();
+        let data = sb.tmp.join("data");
+        let sandbox = Arc::new(crate::tool::sandbox::Sandbox::with_defaults(&data, &sb.ws));
+        assert!(sandbox.active(), "this kernel offers Landlock and seccomp: {:?}", sandbox.status());
+        let exec = Exec { sandbox, ..Exec::default() };
+        assert!(matches!(exec.default_confinement(), Confinement::Sandboxed(_)));
+        assert!(matches!(Exec::default().default_confinement(), Confinement::Unconfined));
+        let secret = sb.outside.join("secret.txt");
+        let out = run(
+            &sb,
+            &exec,
+            &format!(
+                "echo in > here.txt && cat here.txt; echo t > \"$TMPDIR/t\" && echo \"$TMPDIR\"; cat {s}; echo x >> {s}; \
+                 python3 -c 'import socket; socket.socket()'",
+                s = secret.display()
+            ),
+        );
+        let text = &out.for_model;
+        assert!(text.contains("\nin\n") && text.contains("Permission denied"), "{text}");
+        assert!(!text.contains("TOPSECRET") && text.contains("PermissionError"), "{text}");
+        let tmp = text.lines().find(|l| l.contains("/sandbox/tmp/")).expect("TMPDIR line");
+        assert!(!Path::new(tmp).exists(), "{tmp} left behind");
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "TOPSECRET\n");
+        // Unconfined, the same read works: the refusal above was the sandbox's.
+        let out = run(&sb, &Exec::default(), &format!("cat {}", secret.display()));
+        assert!(out.for_model.contains("TOPSECRET"), "{}", out.for_model);
     }
 
     /// Every spelling of a bad or odd `command` keeps the wording the model always got;

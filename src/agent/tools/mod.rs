@@ -13,7 +13,7 @@ use crate::tool::Tool;
 use crate::util::sync;
 
 pub(crate) mod edit_file;
-pub(crate) mod exec;
+pub mod exec;
 pub(crate) mod glob;
 pub mod grep;
 pub(crate) mod list_dir;
