@@ -8,9 +8,17 @@
 //!   log directories, of the rest of `$HOME` or of the host's `/tmp`.
 //! - Process scoping (Landlock): no signals to, ptrace of, or `/proc/<pid>/{mem,environ,fd}` of
 //!   processes outside the command's domain (the server above all); no abstract Unix sockets
-//!   outside it.
+//!   outside it. (As root, Landlock let a child holding `CAP_SYS_PTRACE` read a dumpable
+//!   process's `environ` on this kernel; the capability drop below closes that.)
 //! - System calls (seccomp): no sockets but Unix ones (unless the network is allowed), no
-//!   namespaces, mounts or io_uring; `no_new_privs`, so setuid binaries gain nothing.
+//!   namespaces, mounts, io_uring, kernel administration or keyrings; `no_new_privs`, so setuid
+//!   binaries gain nothing; for a root server, a bounding set of container runtimes' default
+//!   capabilities.
+//!
+//! Why `pre_exec` and not `posix_spawn`: a `pre_exec` step makes std `fork` the server, which
+//! costs more than the rest of the sandbox (benches/README.md). Confining a short-lived thread
+//! and spawning from it would keep `posix_spawn`, but the child would share that thread's
+//! Landlock domain and could signal the server through the thread until it exits.
 //!
 //! Everything that allocates (opening the roots, the Landlock ruleset, the BPF programs) is
 //! built in the parent, on the turn's worker thread; the `pre_exec` closure only makes the
