@@ -113,6 +113,9 @@ fn status_shape_and_ordinary_work_runs_confined() {
     );
     assert!(s["landlock"]["abi"].is_i64() && s["read_roots"][0].is_string(), "{s:#}");
     assert_eq!(s["network"], "off");
+    let log = server.wait_log("event=sandbox.active", 1);
+    let line = log.lines().find(|l| l.contains("event=sandbox.active")).expect("the start-up line");
+    assert!(line.contains("landlock=true") && line.contains("seccomp=true") && line.contains("network=off"), "{line}");
     let home = server.home.canonicalize().expect("home");
     let roots: Vec<String> = ["read_roots", "write_roots"]
         .iter()
