@@ -224,6 +224,12 @@ impl Sandbox {
             }
         }
         let protected = protected_paths(dirs, settings.env_home.as_deref());
+        if protected.iter().any(|p| p.starts_with(dirs.workspace) && p != dirs.workspace) {
+            log::warn!(
+                "event=sandbox.workspace_split workspace={:?} message=\"the workspace holds the server's own directories: commands get its other entries, and cannot create files at its top level\"",
+                dirs.workspace.display().to_string()
+            );
+        }
         let read = read_roots(settings, dirs, &protected);
         let mut write: Vec<PathBuf> =
             settings.write.iter().flat_map(|r| split_around(&canonical(r), &protected, dirs.workspace)).collect();
@@ -402,7 +408,7 @@ struct Probe {
 /// Applies the whole policy to a short-lived thread and checks its effect: a write outside
 /// the roots refused, a TCP socket refused (network off), a Unix socket allowed.
 fn probe(policy: &Policy, workspace: &Path, data: &Path) -> Probe {
-    let ruleset = match policy.ruleset(&[workspace.to_path_buf()]) {
+    let ruleset = match policy.ruleset(&split_around(workspace, &policy.protected, workspace)) {
         Ok(r) => r,
         Err(e) => return Probe::failed(None, format!("Landlock: {e}")),
     };
@@ -640,11 +646,12 @@ fn symlinked_installations(dir: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     out
 }
 
-/// `root` itself when no protected path lies in it; nothing when it lies in one; else its
-/// children, each split again, so a root holding the server's data grants everything else.
-/// Symlinked children are left out (a rule on one would grant its target).
-fn split_around(root: &Path, protected: &[PathBuf], workspace: &Path) -> Vec<PathBuf> {
-    if protected.iter().any(|p| root.starts_with(p)) && !root.starts_with(workspace) {
+/// `root` itself when no protected path lies in it; nothing when it lies in one (unless it is
+/// `keep`, the workspace, which the owner may have put there); else its children, each split
+/// again, so a root holding the server's data grants everything else. Symlinked children are
+/// left out (a rule on one would grant its target).
+fn split_around(root: &Path, protected: &[PathBuf], keep: &Path) -> Vec<PathBuf> {
+    if protected.iter().any(|p| root.starts_with(p)) && root != keep {
         return Vec::new();
     }
     if !protected.iter().any(|p| p.starts_with(root) && p != root) {
@@ -656,7 +663,7 @@ fn split_around(root: &Path, protected: &[PathBuf], workspace: &Path) -> Vec<Pat
         if e.file_type().is_ok_and(|t| t.is_symlink()) {
             continue;
         }
-        out.extend(split_around(&e.path(), protected, workspace));
+        out.extend(split_around(&e.path(), protected, keep));
     }
     out
 }

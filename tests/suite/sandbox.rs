@@ -362,6 +362,35 @@ fn extra_roots_and_the_split_around_the_servers_directories() {
     assert_eq!(std::fs::read_to_string(rw.join("new.txt")).expect("rw file"), "written\n");
 }
 
+/// A workspace that holds the server's directories (`WORKSPACE_DIR` = the server's home) is
+/// granted without them: its other entries are writable, the server's are not, and (Landlock
+/// rules cover whole trees) nothing can be created at its top level, as start-up warns.
+#[test]
+fn a_workspace_holding_the_servers_directories_is_split_around_them() {
+    let fake = FakeLlm::start();
+    let home = fresh_home("sbx-wshome");
+    std::fs::create_dir_all(home.join("proj")).expect("proj");
+    let server = TestServer::builder().home(&home).env("WORKSPACE_DIR", &home.display().to_string()).start();
+    server.configure_llm(&fake);
+    assert_fully_confined(&status(&server));
+    server.wait_log("event=sandbox.workspace_split", 1);
+    let mut ws = WsClient::connect(&server);
+    let r = exec_all(
+        &fake,
+        &mut ws,
+        &[
+            "echo mine > proj/notes.txt && cat proj/notes.txt".into(),
+            "ls data".into(),
+            "cat config/settings/llm.json".into(),
+            "echo x > top.txt".into(),
+        ],
+    );
+    assert_ok(&r[0], &["mine"]);
+    for res in &r[1..] {
+        assert_refused(res, "Permission denied");
+    }
+}
+
 /// A root that does not exist stops start-up with its name.
 #[test]
 fn a_missing_extra_root_is_a_start_up_error() {
