@@ -146,10 +146,20 @@ pub fn start(config: Config) -> Result<Server, Error> {
     mcp_config.client.elicitation = true;
     let mcp = Arc::new(McpManager::new(mcp_config, mcp_catalog).with_secrets(config.secrets.clone()));
     let elicitations = Arc::new(crate::agent::elicit::Elicitations::new(hub.clone(), config.mcp.elicitation_timeout));
-    // MERGE POINT with the `sandbox` branch: this is `tool::sandbox`'s start-up probe (is
-    // `exec` confined here?). Where it says no, every `exec` asks the owner first. Until the
-    // two branches are joined, `exec` keeps running as it always has (unasked).
-    let sandbox_active = true;
+    // The exec sandbox: its start-up probe says whether `exec` is confined here; where it is
+    // not, every `exec` asks the owner first (`tool::approval::decide`).
+    let sandbox = Arc::new(crate::tool::sandbox::Sandbox::start(
+        &config.sandbox,
+        &crate::tool::sandbox::ServerDirs {
+            data: &config.data_dir,
+            memory: &config.memory_dir,
+            config: &config.config_dir,
+            log: &config.log_dir,
+            workspace: &workspace,
+        },
+    ));
+    log_sandbox(&sandbox, &config);
+    let sandbox_active = sandbox.active();
     let approvals = Arc::new(crate::agent::approvals::Approvals::new(
         hub.clone(),
         config.approval_timeout,
@@ -158,7 +168,8 @@ pub fn start(config: Config) -> Result<Server, Error> {
     ));
 
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
-    let builtin_tools = tools::builtins_with(&tools::ToolSettings::from_config(&config), &config.secrets);
+    let builtin_tools =
+        tools::builtins_with(&tools::ToolSettings::from_config(&config, Arc::clone(&sandbox)), &config.secrets);
     let mut registry: std::collections::BTreeSet<String> = builtin_tools.iter().map(|t| t.name().to_string()).collect();
     // The skill tools are always visible too, so a skill may require them (the original
     // reported them missing).
@@ -306,6 +317,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         skills,
         evolution,
         dream: dream_control,
+        sandbox,
     });
     let sd = Arc::clone(&shutdown);
     let (api2, http2) = (Arc::clone(&api), Arc::clone(&http_server));
@@ -433,6 +445,37 @@ pub fn run(config: Config) -> Result<(), Error> {
     log::info!("event=server.stopping signal={signal}");
     server.stop();
     Ok(())
+}
+
+/// The start-up line saying which confinement layers are active; an unconfined `exec` is a
+/// warning, also on stderr whatever the console log level.
+fn log_sandbox(sandbox: &crate::tool::sandbox::Sandbox, config: &Config) {
+    let s = sandbox.status();
+    let abi = s.landlock.abi.map_or("none".to_string(), |a| a.to_string());
+    if s.active {
+        log::info!(
+            "event=sandbox.active landlock={} landlock_abi={abi} seccomp={} no_new_privs={} non_dumpable={} network={} read_roots={} write_roots={} note={:?}",
+            s.landlock.active,
+            s.seccomp.active,
+            s.no_new_privs,
+            s.non_dumpable,
+            s.network,
+            s.read_roots.len(),
+            s.write_roots.len(),
+            s.reason.as_deref().unwrap_or("")
+        );
+    } else {
+        let reason = s.reason.as_deref().unwrap_or("unknown");
+        log::warn!(
+            "event=sandbox.inactive landlock={} landlock_abi={abi} seccomp={} non_dumpable={} reason={reason:?} message=\"exec commands run UNCONFINED, with every right of this server\"",
+            s.landlock.active,
+            s.seccomp.active,
+            s.non_dumpable
+        );
+        if config.console_log_level < log::LevelFilter::Warn {
+            eprintln!("cashcode: warning: exec commands run UNCONFINED, with every right of this server: {reason}");
+        }
+    }
 }
 
 fn display_host(h: &str) -> String {

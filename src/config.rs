@@ -130,6 +130,11 @@ Environment only (the README lists every setting):
                          it is declined, 1..86400 (default 120)
   CASHCODE_CHECKPOINT_MAX_BYTES=N  bytes of workspace copies kept for rewind (default
                          1073741824); the oldest turns' copies go first; 0 turns rewind off
+  CASHCODE_SANDBOX=on|off  confine exec commands (Landlock, seccomp; default on). off runs
+                         them with every right the server has, and says so at start-up
+  CASHCODE_SANDBOX_NETWORK=1  let confined commands open network sockets (default 0)
+  CASHCODE_SANDBOX_READ=P:P   extra read+execute roots for confined commands (':'-separated)
+  CASHCODE_SANDBOX_WRITE=P:P  extra read+write roots for confined commands (':'-separated)
 
   Skill self-evolution (off by default; integers below their minimum are raised to it):
   SKILL_EVOLUTION_ENABLED=1            propose Skills from repeated successful turns (1/true/yes)
@@ -229,6 +234,8 @@ pub struct Config {
     /// Test-only (`CASHCODE_TEST_REWIND_PAUSE`): an applied rewind stops for good after this
     /// many restored files, its journal written, so a test can kill the process mid-rewind.
     pub(crate) rewind_test_pause: Option<usize>,
+    /// The `exec` tool's confinement (`CASHCODE_SANDBOX*`).
+    pub(crate) sandbox: SandboxConfig,
     pub(crate) workers: usize,
     pub(crate) llm_timeout: Duration,
     /// A request body still arriving after this is cut with 408.
@@ -256,6 +263,51 @@ pub struct Config {
     /// Problems worth telling the operator that do not stop start-up (a short token, a token
     /// file others can read); `app::run` logs them once logging is up.
     pub(crate) warnings: Vec<String>,
+}
+
+/// The `exec` tool's confinement settings (`src/tool/sandbox.rs` builds the policy from them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SandboxConfig {
+    /// `CASHCODE_SANDBOX` (default on); off only when the owner says so.
+    pub(crate) enabled: bool,
+    /// `CASHCODE_SANDBOX_NETWORK`: sockets other than Unix ones allowed.
+    pub(crate) network: bool,
+    /// `CASHCODE_SANDBOX_READ`: extra read + execute roots (absolute, existing).
+    pub(crate) read: Vec<PathBuf>,
+    /// `CASHCODE_SANDBOX_WRITE`: extra read + write roots (absolute, existing).
+    pub(crate) write: Vec<PathBuf>,
+    /// The server's own `PATH` and `HOME` (the process environment, not `.env`): the toolchains
+    /// a command may run, and the directory whose rest stays out of its reach.
+    pub(crate) env_path: Option<String>,
+    pub(crate) env_home: Option<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            enabled: true,
+            network: false,
+            read: Vec::new(),
+            write: Vec::new(),
+            env_path: None,
+            env_home: None,
+        }
+    }
+}
+
+/// A `:`-separated list of directories (`CASHCODE_SANDBOX_READ`/`_WRITE`): each resolved
+/// against `cwd` and required to exist, so a typo does not silently grant nothing.
+fn sandbox_roots(vars: &Vars, cwd: &Path, name: &str) -> Result<Vec<PathBuf>, Error> {
+    let Some(raw) = vars.get(name) else { return Ok(Vec::new()) };
+    let mut roots = Vec::new();
+    for part in raw.split(':').map(str::trim).filter(|p| !p.is_empty()) {
+        let path = resolve(cwd, part);
+        if !path.exists() {
+            return Err(Error(format!("{name}: {} does not exist", path.display())));
+        }
+        roots.push(path);
+    }
+    Ok(roots)
 }
 
 /// Skill self-evolution (docs/skills.md §12): the switch and its thresholds, validated at start-up.
@@ -555,10 +607,13 @@ pub(crate) fn parse(
     exe: Option<&Path>,
 ) -> Result<Command, Error> {
     let mut warnings = Vec::new();
-    let vars = match read_args(args, cwd)? {
+    let (vars, sandbox_env) = match read_args(args, cwd)? {
         Cli::Help => return Ok(Command::Help),
         Cli::Version => return Ok(Command::Version),
-        Cli::Run(flags, env_file) => gather(flags, env_file, env, cwd, exe, &mut warnings)?,
+        Cli::Run(flags, env_file) => {
+            let own = (env.get("PATH").cloned(), env.get("HOME").map(PathBuf::from));
+            (gather(flags, env_file, env, cwd, exe, &mut warnings)?, own)
+        }
     };
 
     let project_dir = vars.dir(cwd, "CASHCODE_PROJECT_DIR").or_else(|| find_project(exe));
@@ -608,6 +663,14 @@ pub(crate) fn parse(
         .unwrap_or(DEFAULT_HTTP_BODY_TIMEOUT);
     let log_retention_days = vars.count("CASHCODE_LOG_RETENTION_DAYS", 3650, "")?.unwrap_or(DEFAULT_LOG_RETENTION_DAYS);
     let web_fetch_allow_private = vars.flag("CASHCODE_WEB_FETCH_ALLOW_PRIVATE")?.unwrap_or(false);
+    let sandbox = SandboxConfig {
+        enabled: vars.flag("CASHCODE_SANDBOX")?.unwrap_or(true),
+        network: vars.flag("CASHCODE_SANDBOX_NETWORK")?.unwrap_or(false),
+        read: sandbox_roots(&vars, cwd, "CASHCODE_SANDBOX_READ")?,
+        write: sandbox_roots(&vars, cwd, "CASHCODE_SANDBOX_WRITE")?,
+        env_path: sandbox_env.0,
+        env_home: sandbox_env.1,
+    };
     let web_search_url = match vars.get("CASHCODE_WEB_SEARCH_URL") {
         None => None,
         Some(v) => match crate::util::url::Origin::check(&v) {
@@ -670,6 +733,7 @@ pub(crate) fn parse(
         approval_timeout,
         checkpoint_max_bytes,
         rewind_test_pause,
+        sandbox,
         workers,
         llm_timeout,
         http_body_timeout,

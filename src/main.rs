@@ -12,6 +12,9 @@ fn main() -> ExitCode {
     // the re-exec's own hand-over is made after this).
     cashcode::util::fds::close_inherited_on_exec();
     cashcode::util::malloc::tune_at_startup(|again| cashcode::secrets::hand_over(again, &secrets));
+    // This image holds the secrets: no process of the same uid may read its memory (execve
+    // resets the flag, so it is set after the re-exec).
+    cashcode::tool::sandbox::protect_server_process();
     match config::from_args_env(std::env::args().skip(1), secrets) {
         Ok(Command::Help) => {
             print!("{}", config::HELP);

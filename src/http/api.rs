@@ -28,6 +28,8 @@ pub struct Api {
     pub(crate) skills: Arc<crate::skills::service::SkillService>,
     pub(crate) evolution: Arc<crate::skills::evolution::Evolution>,
     pub(crate) dream: Arc<crate::memory_jobs::dream::DreamControl>,
+    /// The `exec` confinement, for its read-only status.
+    pub(crate) sandbox: Arc<crate::tool::sandbox::Sandbox>,
 }
 
 impl Api {
@@ -55,6 +57,7 @@ impl Api {
             ["sessions", rest @ ..] => sessions::route(self, m, rest, req),
             ["settings", "llm", rest @ ..] => llm_routes::route(self, m, rest, req),
             ["settings", "approvals"] => safety_routes::route_approvals(self, m, req),
+            ["settings", "sandbox"] => only(m, &["GET"]).unwrap_or_else(|| Resp::ok(self.sandbox.status())),
             ["mcp", "servers", rest @ ..] => mcp_routes::route(self, m, rest, req),
             ["mcp", "oauth", "callback"] => mcp_routes::oauth_callback(self, m, req),
             ["skills", rest @ ..] => skills_routes::route(self, m, rest, req),

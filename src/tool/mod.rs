@@ -2,7 +2,8 @@
 //! `agent/tools/`, the Skill tools, MCP's wrappers), its result projections, the per-turn
 //! context and state handed to tools, and the [`TurnExtension`] hooks through which MCP and
 //! Skills take part in a turn. `workspace` holds the confinement the file tools and the Skills
-//! import share. Tools run on the worker thread of the turn that calls them.
+//! import share, `sandbox` the one `exec` commands run in. Tools run on the worker thread of the
+//! turn that calls them.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,6 +17,7 @@ pub(crate) mod approval;
 pub(crate) mod args;
 pub use approval::Confinement;
 pub mod checkpoints;
+pub mod sandbox;
 pub(crate) mod workspace;
 
 /// What a tool call produced, in the contract's three projections (docs/agent-and-memory.md §13).

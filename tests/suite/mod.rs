@@ -28,6 +28,7 @@ mod prompt_cache;
 mod provider_errors;
 mod restart;
 mod rewind;
+mod sandbox;
 mod secrets;
 mod security;
 mod shutdown;

@@ -6,7 +6,8 @@
 //! event, the server's stdout/stderr, or any request body the model was sent.
 //!
 //! Then the secrets a tool could fetch itself: the server's environment (`/proc/$PPID/environ`,
-//! `env`; with and without the start-up re-exec) holds none of the secret variables it was
+//! which the sandbox refuses to a command, read here by the test; `env`; with and without the
+//! start-up re-exec) holds none of the secret variables it was
 //! started with, while the token and the legacy key still work; tool results (commands
 //! printing llm.json or a token from a file, an MCP tool echoing its header) are redacted of
 //! every known secret, also after the key changed; and the token file with its warnings.
@@ -281,8 +282,9 @@ fn tools_cannot_read_the_servers_secret_environment() {
     let results: Vec<String> =
         convo(&reqs[1].body).into_iter().filter(|(role, _)| role == "tool").map(|(_, c)| c).collect();
     assert_eq!(results.len(), 2, "{results:?}");
-    // The commands really read the server's environment (and were not redacted into shape).
-    assert!(results[0].contains("CASHCODE_HOME=") && results[0].contains("exit code: 0"), "{}", results[0]);
+    // The sandbox refuses the read of the server's environment block (SECURITY.md "Sandbox");
+    // the command's own environment is there, without the secrets.
+    assert!(results[0].contains("Permission denied") && !results[0].contains("CASHCODE_HOME="), "{}", results[0]);
     assert!(results[1].contains("PATH=") && results[1].contains("exit code: 0"), "{}", results[1]);
     for r in &results {
         assert!(!r.contains("[REDACTED]"), "hidden by redaction, not absent: {r}");
@@ -290,7 +292,7 @@ fn tools_cannot_read_the_servers_secret_environment() {
     }
     assert_no_env_secret("WebSocket events", &serde_json::to_string(&ws.log).expect("json"));
     let history = std::fs::read_to_string(server.chat_dir(&chat).join("history.jsonl")).expect("history");
-    assert!(history.contains("CASHCODE_HOME="), "{history}");
+    assert!(history.contains("PATH="), "{history}");
     assert_no_env_secret("history.jsonl", &history);
 }
 
@@ -397,7 +399,11 @@ fn tool_results_are_redacted_of_known_secrets() {
     );
     assert_eq!(r.status, 201, "{}", r.body);
     std::fs::write(server.home.join("workspace/notes.txt"), format!("token={ENV_TOKEN}\n")).expect("notes");
-    let llm = server.llm_json().display().to_string();
+    // The sandbox keeps commands out of the config directory: the owner copied the file into
+    // the workspace, where a command prints it.
+    let llm = server.home.join("workspace/llm.json");
+    std::fs::copy(server.llm_json(), &llm).expect("copy llm.json");
+    let llm = llm.display().to_string();
 
     let mut ws = authed_ws(&server);
     let chat = ws.chat_id.clone();
@@ -420,6 +426,7 @@ fn tool_results_are_redacted_of_known_secrets() {
     let body =
         json!({"openai_compatible":{"base_url":fake.base(),"api_key":NEW_KEY},"ollama":{"base_url":fake.base()}});
     assert_eq!(authed(&server, "PUT", "/api/settings/llm", Some(&body)).status, 200);
+    std::fs::copy(server.llm_json(), &llm).expect("copy llm.json");
     fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_cat2", "exec", &[&cat])]));
     fake.push(Reply::text(&["Again."]));
     ws.message(&chat, "and again", "openai_compatible");

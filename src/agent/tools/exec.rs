@@ -5,8 +5,10 @@
 //! per stream and shown cut to 4096 characters. Environment variables whose names look like
 //! secrets (`crate::secrets::is_secret_name`) are not passed to the command; the server took
 //! them out of its own environment at start-up, so this only guards against one set later.
-//! How the child runs (`ctx.confinement`) is the turn loop's decision (`tool::approval`): the
-//! `sandbox_permissions` argument only asks for it.
+//! Commands run confined by `crate::tool::sandbox` (SECURITY.md "Sandbox"). Whether a call runs
+//! confined (`ctx.confinement`) is the turn loop's decision (`tool::approval`): the
+//! `sandbox_permissions` argument only asks for it, and a call decided `Sandboxed` while the
+//! sandbox is off is refused here rather than run unconfined.
 
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -20,6 +22,7 @@ use serde_json::{json, Map, Value};
 
 use crate::tool::approval::ExecArgs;
 use crate::tool::args::parse_args;
+use crate::tool::sandbox::{Sandbox, TempDir};
 use crate::tool::workspace::Workspace;
 use crate::tool::{fmt_secs, Confinement, Tool, ToolOutput, TurnCtx};
 use crate::util::sync;
@@ -36,15 +39,42 @@ const PIPE_GRACE: Duration = Duration::from_secs(1);
 /// How long to wait for the kernel to deliver SIGKILL and the shell to be reaped.
 const REAP_WAIT: Duration = Duration::from_secs(5);
 
-pub(crate) struct Exec {
+pub struct Exec {
     pub(crate) timeout: Duration,
     /// Known secret values, redacted from stdout and stderr together before the output is cut.
     pub(crate) secrets: crate::secrets::Secrets,
+    /// The confinement commands run in (off when the kernel offers none or the owner said so).
+    pub(crate) sandbox: Arc<Sandbox>,
 }
 
 impl Default for Exec {
     fn default() -> Self {
-        Exec { timeout: DEFAULT_TIMEOUT, secrets: crate::secrets::Secrets::new() }
+        Exec {
+            timeout: DEFAULT_TIMEOUT,
+            secrets: crate::secrets::Secrets::new(),
+            sandbox: Arc::new(Sandbox::off("not configured")),
+        }
+    }
+}
+
+impl Exec {
+    /// An `exec` tool with the contract's timeout, confined by `sandbox` when it is active
+    /// (benches; the server builds it in `builtins_with`).
+    pub fn new(sandbox: Arc<Sandbox>) -> Exec {
+        Exec { sandbox, ..Exec::default() }
+    }
+
+    /// The sandbox to run a call in, from the turn loop's decision: `Ok(None)` runs unconfined
+    /// (an approved escalation), an error when the call was decided `Sandboxed` but there is
+    /// no sandbox (the decision assumed one; running unconfined would skip the owner).
+    fn sandbox_for(&self, confinement: Confinement) -> Result<Option<&Sandbox>, String> {
+        match confinement {
+            Confinement::Unconfined => Ok(None),
+            Confinement::Sandboxed if self.sandbox.active() => Ok(Some(&self.sandbox)),
+            Confinement::Sandboxed => {
+                Err("the sandbox is not active, so this command needs the owner's approval first".into())
+            }
+        }
     }
 }
 
@@ -117,6 +147,18 @@ impl Tool for Exec {
         if ctx.cancel.is_cancelled() {
             return ToolOutput::error(format!("Command cancelled: {command}"));
         }
+        let sandbox = match self.sandbox_for(ctx.confinement) {
+            Ok(s) => s,
+            Err(e) => return ToolOutput::error(format!("Command not run: {e}")),
+        };
+        self.run_command(command, &ws, sandbox, ctx)
+    }
+}
+
+impl Exec {
+    /// Spawns `sh -c command` in the workspace (in `sandbox` when given) and waits for it (deadline,
+    /// cancel), returning the contract's result text.
+    fn run_command(&self, command: &str, ws: &Workspace, sandbox: Option<&Sandbox>, ctx: &TurnCtx) -> ToolOutput {
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
             .arg(command)
@@ -133,7 +175,16 @@ impl Tool for Exec {
         // Rewind: the workspace is scanned now and again when this guard drops, after the
         // command's group is gone (src/tool/checkpoints).
         let _checkpoint = ctx.checkpoint.as_ref().map(|c| c.watch_exec());
-        let mut child = match spawn(&mut cmd, ctx.confinement) {
+        // Kept until the call is over: dropping it removes the command's TMPDIR.
+        let _tmp: Option<TempDir> = match sandbox {
+            Some(sandbox) => match sandbox.prepare(ws.root()) {
+                Ok(prepared) => Some(prepared.apply(&mut cmd)),
+                Err(e) => return ToolOutput::error(format!("Failed to start command: {e}")),
+            },
+            None => None,
+        };
+        log::debug!("event=exec.spawn confined={}", sandbox.is_some());
+        let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => return ToolOutput::error(format!("Failed to start command: {e}")),
         };
@@ -198,11 +249,6 @@ impl Tool for Exec {
 
 /// Starts the child as decided: `Sandboxed` is where `tool::sandbox` confines the child before
 /// `execve`; `Unconfined` only follows an approval or the owner's policy (`tool::approval`).
-fn spawn(cmd: &mut Command, confinement: Confinement) -> std::io::Result<std::process::Child> {
-    log::debug!("event=exec.spawn confinement={confinement:?}");
-    cmd.spawn()
-}
-
 fn kill_group(pgid: libc::pid_t) {
     if pgid > 0 {
         let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
@@ -273,11 +319,14 @@ fn combined(out: &Mutex<Capture>, err: &Mutex<Capture>, secrets: &crate::secrets
 mod tests {
     use super::*;
     use crate::tool::workspace::tests::Sandbox;
+    use std::path::Path;
 
     fn run(sb: &Sandbox, exec: &Exec, command: &str) -> ToolOutput {
         let mut a = Map::new();
         a.insert("command".into(), json!(command));
-        exec.run(&a, &sb.ctx)
+        // What the turn loop decides for a call that asks for nothing (`approval::decide`).
+        let confinement = if exec.sandbox.active() { Confinement::Sandboxed } else { Confinement::Unconfined };
+        exec.run(&a, &TurnCtx { confinement, ..sb.ctx.clone() })
     }
 
     fn alive(pid: &str) -> bool {
@@ -358,6 +407,41 @@ mod tests {
         let out = run(&sb, &Exec::default(), "sleep 20 & echo hi");
         assert!(start.elapsed() < Duration::from_secs(5));
         assert_eq!(out.for_model, "$ sleep 20 & echo hi\nexit code: 0\n\nhi");
+    }
+
+    /// With the sandbox active, a call decided `Sandboxed` runs in it: the workspace and the
+    /// call's TMPDIR are writable (the TMPDIR is gone afterwards), a file beside the workspace
+    /// is neither readable nor writable, and sockets other than Unix ones are refused.
+    #[test]
+    fn a_sandboxed_call_runs_in_the_sandbox_when_active() {
+        let sb = Sandbox::new();
+        let data = sb.tmp.join("data");
+        let sandbox = Arc::new(crate::tool::sandbox::Sandbox::with_defaults(&data, &sb.ws));
+        assert!(sandbox.active(), "this kernel offers Landlock and seccomp: {:?}", sandbox.status());
+        let exec = Exec { sandbox, ..Exec::default() };
+        assert!(matches!(exec.sandbox_for(Confinement::Sandboxed), Ok(Some(_))));
+        assert!(matches!(exec.sandbox_for(Confinement::Unconfined), Ok(None)));
+        // Decided `Sandboxed` without a sandbox: refused, never run unconfined.
+        assert!(Exec::default().sandbox_for(Confinement::Sandboxed).is_err());
+        let secret = sb.outside.join("secret.txt");
+        let out = run(
+            &sb,
+            &exec,
+            &format!(
+                "echo in > here.txt && cat here.txt; echo t > \"$TMPDIR/t\" && echo \"$TMPDIR\"; cat {s}; echo x >> {s}; \
+                 python3 -c 'import socket; socket.socket()'",
+                s = secret.display()
+            ),
+        );
+        let text = &out.for_model;
+        assert!(text.contains("\nin\n") && text.contains("Permission denied"), "{text}");
+        assert!(!text.contains("TOPSECRET") && text.contains("PermissionError"), "{text}");
+        let tmp = text.lines().find(|l| l.contains("/sandbox/tmp/")).expect("TMPDIR line");
+        assert!(!Path::new(tmp).exists(), "{tmp} left behind");
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "TOPSECRET\n");
+        // Unconfined, the same read works: the refusal above was the sandbox's.
+        let out = run(&sb, &Exec::default(), &format!("cat {}", secret.display()));
+        assert!(out.for_model.contains("TOPSECRET"), "{}", out.for_model);
     }
 
     /// Every spelling of a bad or odd `command` keeps the wording the model always got;

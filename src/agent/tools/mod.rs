@@ -13,7 +13,7 @@ use crate::tool::Tool;
 use crate::util::sync;
 
 pub(crate) mod edit_file;
-pub(crate) mod exec;
+pub mod exec;
 pub(crate) mod glob;
 pub mod grep;
 pub(crate) mod list_dir;
@@ -68,6 +68,8 @@ pub(crate) struct ToolSettings {
     pub(crate) web_fetch_allow_private: bool,
     /// `exec`'s command timeout (`CASHCODE_EXEC_TIMEOUT_SECS`).
     pub(crate) exec_timeout: Duration,
+    /// `exec`'s confinement, built at start-up (`crate::tool::sandbox`).
+    pub(crate) sandbox: Arc<crate::tool::sandbox::Sandbox>,
 }
 
 impl Default for ToolSettings {
@@ -76,13 +78,14 @@ impl Default for ToolSettings {
             web_search_url: web_search::DEFAULT_URL.to_string(),
             web_fetch_allow_private: false,
             exec_timeout: exec::DEFAULT_TIMEOUT,
+            sandbox: Arc::new(crate::tool::sandbox::Sandbox::off("not configured")),
         }
     }
 }
 
 impl ToolSettings {
-    pub(crate) fn from_config(config: &Config) -> Self {
-        let mut s = ToolSettings::default();
+    pub(crate) fn from_config(config: &Config, sandbox: Arc<crate::tool::sandbox::Sandbox>) -> Self {
+        let mut s = ToolSettings { sandbox, ..ToolSettings::default() };
         if let Some(url) = &config.web_search_url {
             s.web_search_url = url.clone();
         }
@@ -115,7 +118,11 @@ pub(crate) fn builtins_with(settings: &ToolSettings, secrets: &crate::secrets::S
         Arc::new(list_dir::ListDir),
         Arc::new(glob::Glob),
         Arc::new(grep::Grep),
-        Arc::new(exec::Exec { timeout: settings.exec_timeout, secrets: secrets.clone() }),
+        Arc::new(exec::Exec {
+            timeout: settings.exec_timeout,
+            secrets: secrets.clone(),
+            sandbox: Arc::clone(&settings.sandbox),
+        }),
     ]
 }
 
@@ -145,14 +152,16 @@ mod tests {
     fn search_url_comes_from_config() {
         let home = std::env::temp_dir().join(format!("cc-tools-cfg-{}", crate::util::rand::hex(4)));
         let mut config = Config::for_home(&home);
-        assert_eq!(ToolSettings::from_config(&config), ToolSettings::default());
+        let sandbox = ToolSettings::default().sandbox;
+        let from_config = |c: &Config| ToolSettings::from_config(c, Arc::clone(&sandbox));
+        assert_eq!(from_config(&config), ToolSettings::default());
         config.web_search_url = Some("http://127.0.0.1:9/".into());
-        assert_eq!(ToolSettings::from_config(&config).web_search_url, "http://127.0.0.1:9/");
-        assert!(!ToolSettings::from_config(&config).web_fetch_allow_private);
+        assert_eq!(from_config(&config).web_search_url, "http://127.0.0.1:9/");
+        assert!(!from_config(&config).web_fetch_allow_private);
         config.web_fetch_allow_private = true;
-        assert!(ToolSettings::from_config(&config).web_fetch_allow_private);
+        assert!(from_config(&config).web_fetch_allow_private);
         config.exec_timeout = Duration::from_secs(2);
-        assert_eq!(ToolSettings::from_config(&config).exec_timeout, Duration::from_secs(2));
+        assert_eq!(from_config(&config).exec_timeout, Duration::from_secs(2));
         let _ = std::fs::remove_dir_all(home);
     }
 }

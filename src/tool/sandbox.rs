@@ -1,0 +1,718 @@
+//! The `exec` tool's confinement (SECURITY.md "Sandbox"): what a command may touch, decided once
+//! at start-up from the settings (`CASHCODE_SANDBOX*`) and the server's `PATH`, and applied in
+//! the child between `fork` and `execve`, so no helper binary and no namespace is needed.
+//!
+//! - Filesystem (Landlock): read + write + execute in the workspace, a private `TMPDIR` per call
+//!   and a sandbox `HOME` (both under `<data>/sandbox/`); read + execute in the system
+//!   directories and the toolchains on `PATH`; nothing of the server's data, memory, config or
+//!   log directories, of the rest of `$HOME` or of the host's `/tmp`.
+//! - Process scoping (Landlock): no signals to, ptrace of, or `/proc/<pid>/{mem,environ,fd}` of
+//!   processes outside the command's domain (the server above all); no abstract Unix sockets
+//!   outside it. (As root, Landlock let a child holding `CAP_SYS_PTRACE` read a dumpable
+//!   process's `environ` on this kernel; the capability drop below closes that.)
+//! - System calls (seccomp): no sockets but Unix ones (unless the network is allowed), no
+//!   namespaces, mounts, io_uring, kernel administration or keyrings; `no_new_privs`, so setuid
+//!   binaries gain nothing; for a root server, a bounding set of container runtimes' default
+//!   capabilities.
+//!
+//! Why `pre_exec` and not `posix_spawn`: a `pre_exec` step makes std `fork` the server, which
+//! costs more than the rest of the sandbox (benches/README.md). Confining a short-lived thread
+//! and spawning from it would keep `posix_spawn`, but the child would share that thread's
+//! Landlock domain and could signal the server through the thread until it exits.
+//!
+//! Everything that allocates (opening the roots, the Landlock ruleset, the BPF programs) is
+//! built in the parent, on the turn's worker thread; the `pre_exec` closure only makes the
+//! system calls that apply them, which allocate nothing (`restrict_self` on the prepared
+//! ruleset descriptor, `seccomp(SET_MODE_FILTER)` on the prepared program). The start-up check
+//! runs on a short-lived `sandbox-probe` thread, which confines itself (Landlock and seccomp
+//! apply per thread) and reports what the kernel enforced before it exits.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use landlock::{
+    path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
+};
+use serde::Serialize;
+
+use crate::config::SandboxConfig;
+
+/// The newest Landlock ABI whose rights are requested; older kernels enforce what they know
+/// (best effort), and the status reports the kernel's own ABI.
+const LANDLOCK_ABI: ABI = ABI::V9;
+/// System directories a command may read and execute from, where they exist.
+const SYSTEM_ROOTS: &[&str] =
+    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix/store", "/snap"];
+/// Kernel views: `/proc` (other processes' sensitive files are behind ptrace checks, which the
+/// Landlock domain and the server's non-dumpable flag fail) and `/sys` (CPU and memory limits).
+const KERNEL_ROOTS: &[&str] = &["/proc", "/sys"];
+/// Device files a command may read and write.
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+/// Places under `$HOME` that hold credentials: never granted, even inside a granted toolchain.
+const HOME_SECRETS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".config",
+    ".netrc",
+    ".git-credentials",
+    ".docker",
+    ".kube",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".npmrc",
+    ".pypirc",
+];
+/// Environment variables that point a command at the server's own per-user directories; the
+/// sandbox `HOME` replaces them.
+const USER_DIR_VARS: &[&str] =
+    &["XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"];
+/// Entries of one directory looked at when splitting a root around a protected path, or when
+/// following a `PATH` entry's symlinked executables.
+const MAX_DIR_ENTRIES: usize = 20_000;
+/// Capabilities a command run by a root server keeps (container runtimes' default set);
+/// every other one leaves the bounding set, so the shell and what it runs never hold them:
+/// no `CAP_SYS_PTRACE` (the non-dumpable server stays unreadable), no `CAP_DAC_READ_SEARCH`
+/// (`open_by_handle_at` would bypass path checks), no `CAP_SYS_ADMIN`, `CAP_SYS_MODULE`, ….
+/// Numbers from `linux/capability.h`: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID,
+/// SETUID, SETPCAP, NET_BIND_SERVICE, SYS_CHROOT, AUDIT_WRITE, SETFCAP.
+const KEPT_CAPS: [libc::c_ulong; 12] = [0, 1, 3, 4, 5, 6, 7, 8, 10, 18, 29, 31];
+/// Above every capability number the kernel knows (`PR_CAPBSET_DROP` answers `EINVAL` there).
+const CAP_NUMBERS: libc::c_ulong = 64;
+/// x32 system calls arrive with this bit set in the number, under the x86-64 audit arch.
+const X32_SYSCALL_BIT: i64 = 0x4000_0000;
+
+/// `GET /api/settings/sandbox` (docs/http-api.md): what the kernel offers and what is applied.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct Status {
+    /// The kernel can confine commands (Landlock and seccomp both applied in the start-up check).
+    pub(crate) available: bool,
+    /// Commands run confined (available and not turned off).
+    pub(crate) active: bool,
+    pub(crate) landlock: LandlockView,
+    pub(crate) seccomp: SeccompView,
+    /// The start-up check's thread got `no_new_privs` (every confined command does).
+    pub(crate) no_new_privs: bool,
+    /// The server process is not dumpable (no `/proc/<pid>/mem` or ptrace for its uid).
+    pub(crate) non_dumpable: bool,
+    /// `"off"` or `"on"`.
+    pub(crate) network: &'static str,
+    pub(crate) read_roots: Vec<String>,
+    pub(crate) write_roots: Vec<String>,
+    /// Why commands are not confined, or what the kernel lacks; `None` when fully confined.
+    pub(crate) reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct LandlockView {
+    pub(crate) active: bool,
+    /// The kernel's Landlock ABI; `None` without Landlock.
+    pub(crate) abi: Option<i32>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct SeccompView {
+    pub(crate) active: bool,
+}
+
+/// The confinement policy and the start-up status. Built once by `app::start`; shared by the
+/// `exec` tool and the status route.
+pub struct Sandbox {
+    status: Status,
+    /// `None` when the sandbox is off or the kernel cannot apply it.
+    policy: Option<Policy>,
+}
+
+struct Policy {
+    /// Read + execute.
+    read: Vec<PathBuf>,
+    /// The read roots and the device files, opened once (`O_PATH`) with the rights each gets
+    /// (a file cannot hold directory rights): a call adds them to its ruleset without a lookup.
+    fixed: Vec<(PathFd, BitFlags<AccessFs>)>,
+    /// Read + write + execute (the extra write roots and the sandbox `HOME`; the workspace and
+    /// the call's `TMPDIR` are added per call).
+    write: Vec<PathBuf>,
+    /// Paths no root may reach (the server's own directories, `$HOME` credentials).
+    protected: Vec<PathBuf>,
+    home: PathBuf,
+    tmp_root: PathBuf,
+    network: bool,
+    filters: Arc<Vec<BpfProgram>>,
+}
+
+/// One call's confinement, prepared in the parent.
+pub(crate) struct Prepared {
+    ruleset: RulesetCreated,
+    filters: Arc<Vec<BpfProgram>>,
+    home: PathBuf,
+    tmp: TempDir,
+}
+
+/// The call's private `TMPDIR`, removed when the call is over.
+pub(crate) struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // std's remove_dir_all does not follow symlinks a command left inside.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Two sandboxes are alike when they report the same status.
+impl PartialEq for Sandbox {
+    fn eq(&self, other: &Self) -> bool {
+        self.status == other.status
+    }
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox").field("active", &self.status.active).finish_non_exhaustive()
+    }
+}
+
+/// The server's own directories, which no command may reach.
+pub(crate) struct ServerDirs<'a> {
+    pub(crate) data: &'a Path,
+    pub(crate) memory: &'a Path,
+    pub(crate) config: &'a Path,
+    pub(crate) log: &'a Path,
+    /// The workspace: a system or toolchain root may contain it, which is fine (it is granted
+    /// anyway), but the split around protected paths must not drop it.
+    pub(crate) workspace: &'a Path,
+}
+
+impl Sandbox {
+    /// No confinement, with `reason` (unit tests of the tools, and builds for other systems).
+    pub(crate) fn off(reason: &str) -> Sandbox {
+        Sandbox {
+            status: Status {
+                available: false,
+                active: false,
+                landlock: LandlockView { active: false, abi: None },
+                seccomp: SeccompView { active: false },
+                no_new_privs: false,
+                non_dumpable: server_non_dumpable(),
+                network: "on",
+                read_roots: Vec::new(),
+                write_roots: Vec::new(),
+                reason: Some(reason.to_string()),
+            },
+            policy: None,
+        }
+    }
+
+    /// Builds the policy from the settings and checks on a probe thread what the kernel
+    /// enforces. Never fails: what cannot be confined is reported in the status.
+    pub(crate) fn start(settings: &SandboxConfig, dirs: &ServerDirs) -> Sandbox {
+        let base = dirs.data.join("sandbox");
+        let (home, tmp_root) = (base.join("home"), base.join("tmp"));
+        // Leftover per-call directories of a crashed run go first.
+        let _ = std::fs::remove_dir_all(&tmp_root);
+        for d in [&home, &tmp_root] {
+            if let Err(e) = crate::util::fsx::create_private_dirs(d) {
+                return Sandbox::off(&format!("cannot create {}: {e}", d.display()));
+            }
+        }
+        let protected = protected_paths(dirs, settings.env_home.as_deref());
+        if protected.iter().any(|p| p.starts_with(dirs.workspace) && p != dirs.workspace) {
+            log::warn!(
+                "event=sandbox.workspace_split workspace={:?} message=\"the workspace holds the server's own directories: commands get its other entries, and cannot create files at its top level\"",
+                dirs.workspace.display().to_string()
+            );
+        }
+        let read = read_roots(settings, dirs, &protected);
+        let mut write: Vec<PathBuf> =
+            settings.write.iter().flat_map(|r| split_around(&canonical(r), &protected, dirs.workspace)).collect();
+        write.push(canonical(&home));
+        let filters = match build_filters(settings.network) {
+            Ok(f) => Arc::new(f),
+            Err(e) => return Sandbox::off(&format!("no seccomp filter for this system: {e}")),
+        };
+        let abi = LANDLOCK_ABI;
+        let fixed = read
+            .iter()
+            .map(|p| (p.as_path(), AccessFs::from_read(abi)))
+            .chain(DEVICES.iter().map(|d| (Path::new(*d), AccessFs::from_all(abi))))
+            .filter_map(|(path, access)| {
+                let fd = PathFd::new(path).ok()?;
+                let is_file = std::fs::metadata(path).is_ok_and(|m| !m.is_dir());
+                Some((fd, if is_file { access & AccessFs::from_file(abi) } else { access }))
+            })
+            .collect();
+        let policy = Policy {
+            read,
+            fixed,
+            write,
+            protected,
+            home: canonical(&home),
+            tmp_root: canonical(&tmp_root),
+            network: settings.network,
+            filters,
+        };
+        let probe = probe(&policy, dirs.workspace, dirs.data);
+        let mut status = Status {
+            available: probe.landlock && probe.seccomp && probe.no_new_privs,
+            active: false,
+            landlock: LandlockView { active: probe.landlock, abi: probe.abi },
+            seccomp: SeccompView { active: probe.seccomp },
+            no_new_privs: probe.no_new_privs,
+            non_dumpable: server_non_dumpable(),
+            network: if settings.network { "on" } else { "off" },
+            read_roots: policy.read.iter().map(|p| p.display().to_string()).collect(),
+            write_roots: [dirs.workspace, &policy.tmp_root]
+                .into_iter()
+                .chain(policy.write.iter().map(PathBuf::as_path))
+                .map(|p| p.display().to_string())
+                .collect(),
+            reason: probe.reason,
+        };
+        status.active = status.available && settings.enabled;
+        if !settings.enabled {
+            status.reason = Some("turned off by CASHCODE_SANDBOX=off".into());
+        }
+        let policy = status.active.then_some(policy);
+        Sandbox { status, policy }
+    }
+
+    /// A sandbox with the default settings (network off, no extra roots) and this process's
+    /// `PATH` and `HOME`, over `data` as the server's data directory (benches).
+    pub fn with_defaults(data: &Path, workspace: &Path) -> Sandbox {
+        let settings = SandboxConfig {
+            env_path: std::env::var("PATH").ok(),
+            env_home: std::env::var_os("HOME").map(PathBuf::from),
+            ..SandboxConfig::default()
+        };
+        Sandbox::start(&settings, &ServerDirs { data, memory: data, config: data, log: data, workspace })
+    }
+
+    pub(crate) fn status(&self) -> &Status {
+        &self.status
+    }
+
+    /// Commands run confined: the kernel offers the layers and the owner did not turn them off.
+    pub fn active(&self) -> bool {
+        self.policy.is_some()
+    }
+
+    /// Opens the roots and builds the Landlock ruleset for one call in `workspace`, and makes
+    /// the call's `TMPDIR`. Runs in the parent; [`Prepared::apply`] hands it to the child.
+    pub(crate) fn prepare(&self, workspace: &Path) -> Result<Prepared, String> {
+        let policy = self.policy.as_ref().ok_or("the sandbox is not active")?;
+        let tmp = TempDir(policy.tmp_root.join(crate::util::rand::hex(8)));
+        crate::util::fsx::create_private_dirs(&tmp.0).map_err(|e| format!("cannot create a TMPDIR: {e}"))?;
+        let mut write = split_around(workspace, &policy.protected, workspace);
+        write.push(tmp.0.clone());
+        write.extend(policy.write.iter().cloned());
+        let ruleset = policy.ruleset(&write).map_err(|e| format!("cannot build the sandbox: {e}"))?;
+        Ok(Prepared { ruleset, filters: Arc::clone(&policy.filters), home: policy.home.clone(), tmp })
+    }
+}
+
+impl Policy {
+    fn ruleset(&self, write: &[PathBuf]) -> Result<RulesetCreated, landlock::RulesetError> {
+        let abi = LANDLOCK_ABI;
+        let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(abi))?.scope(Scope::from_all(abi))?;
+        if !self.network {
+            // Defence in depth for TCP; seccomp already refuses the sockets.
+            ruleset = ruleset.handle_access(AccessNet::from_all(ABI::V4))?;
+        }
+        ruleset
+            .create()?
+            .add_rules(
+                self.fixed
+                    .iter()
+                    .map(|(fd, access)| Ok::<_, landlock::RulesetError>(PathBeneath::new(fd.as_fd(), *access))),
+            )?
+            .add_rules(path_beneath_rules(write, AccessFs::from_all(abi)))
+    }
+}
+
+impl Prepared {
+    /// Sets the child's `HOME` and `TMPDIR` and installs the `pre_exec` step that confines it.
+    /// The returned directory is removed when dropped: keep it until the call is over.
+    pub(crate) fn apply(self, cmd: &mut Command) -> TempDir {
+        cmd.env("HOME", &self.home).env("TMPDIR", &self.tmp.0);
+        for v in USER_DIR_VARS {
+            cmd.env_remove(v);
+        }
+        let mut ruleset = Some(self.ruleset);
+        let filters = self.filters;
+        // Only root holds capabilities to drop.
+        // SAFETY: geteuid cannot fail and touches no memory.
+        let root = unsafe { libc::geteuid() } == 0;
+        let confine = move || -> io::Result<()> {
+            let denied = || io::Error::from_raw_os_error(libc::EPERM);
+            // Between fork and execve: nothing here allocates. `take` moves the ruleset out
+            // of the child's copy of the closure; `restrict_self` sets no_new_privs, applies
+            // the ruleset to this (the only) thread and closes its descriptor.
+            let ruleset = ruleset.take().ok_or_else(denied)?;
+            if root {
+                drop_capabilities();
+            }
+            match ruleset.restrict_self() {
+                Ok(s) if s.ruleset != RulesetStatus::NotEnforced && s.no_new_privs => {}
+                _ => return Err(denied()),
+            }
+            for f in filters.iter() {
+                seccompiler::apply_filter(f).map_err(|_| denied())?;
+            }
+            Ok(())
+        };
+        // SAFETY: `confine` runs in the forked child before execve and only makes system
+        // calls (prctl, landlock_restrict_self, close, seccomp) on data prepared before the
+        // fork; it takes no lock and allocates nothing, so it is async-signal-safe. A failure
+        // fails the spawn: a command never runs half-confined.
+        unsafe {
+            cmd.pre_exec(confine);
+        }
+        self.tmp
+    }
+}
+
+/// Empties the ambient set and drops from the bounding set every capability but
+/// [`KEPT_CAPS`], so the `execve` that follows leaves even a root command without them. A
+/// server that is not root holds none: the drops fail with `EPERM` and change nothing.
+/// Async-signal-safe (two prctl calls in a loop).
+fn drop_capabilities() {
+    // SAFETY: prctl with integer arguments only; it touches no memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    }
+    for cap in (0..CAP_NUMBERS).filter(|c| !KEPT_CAPS.contains(c)) {
+        // SAFETY: as above.
+        unsafe {
+            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+    }
+}
+
+/// What the start-up check saw.
+struct Probe {
+    landlock: bool,
+    abi: Option<i32>,
+    seccomp: bool,
+    no_new_privs: bool,
+    reason: Option<String>,
+}
+
+/// Applies the whole policy to a short-lived thread and checks its effect: a write outside
+/// the roots refused, a TCP socket refused (network off), a Unix socket allowed.
+fn probe(policy: &Policy, workspace: &Path, data: &Path) -> Probe {
+    let ruleset = match policy.ruleset(&split_around(workspace, &policy.protected, workspace)) {
+        Ok(r) => r,
+        Err(e) => return Probe::failed(None, format!("Landlock: {e}")),
+    };
+    let filters = Arc::clone(&policy.filters);
+    let network = policy.network;
+    let forbidden = data.join(".sandbox-probe");
+    let run = move || -> Probe {
+        let status = match ruleset.restrict_self() {
+            Ok(s) => s,
+            Err(e) => return Probe::failed(None, format!("Landlock: {e}")),
+        };
+        let abi = match status.landlock {
+            LandlockStatus::Available { effective_abi, kernel_abi } => Some(kernel_abi.unwrap_or(effective_abi as i32)),
+            _ => None,
+        };
+        let mut reason = None;
+        let mut landlock = status.ruleset != RulesetStatus::NotEnforced;
+        if !landlock {
+            reason = Some(match status.landlock {
+                LandlockStatus::NotEnabled => "Landlock is not enabled in this kernel".to_string(),
+                LandlockStatus::NotImplemented => "this kernel has no Landlock".to_string(),
+                _ => "Landlock did not enforce the ruleset".to_string(),
+            });
+        } else if std::fs::write(&forbidden, b"").is_ok() {
+            // A file created in the server's data directory must have been refused.
+            let _ = std::fs::remove_file(&forbidden);
+            landlock = false;
+            reason = Some("Landlock let a write outside the roots through".into());
+        }
+        if landlock && abi.is_some_and(|a| a < 6) {
+            reason = Some(format!(
+                "Landlock ABI {} lacks signal and abstract-socket scoping (ABI 6, Linux 6.12)",
+                abi.unwrap_or(0)
+            ));
+        }
+        let mut seccomp = filters.iter().all(|f| seccompiler::apply_filter(f).is_ok());
+        if seccomp {
+            let tcp = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None);
+            let unix = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None);
+            let tcp_refused = matches!(&tcp, Err(e) if e.raw_os_error() == Some(libc::EPERM));
+            if unix.is_err() || (!network && !tcp_refused) {
+                seccomp = false;
+            }
+        }
+        if !seccomp && reason.is_none() {
+            reason = Some("seccomp did not apply the filter".into());
+        }
+        Probe { landlock, abi, seccomp, no_new_privs: status.no_new_privs, reason }
+    };
+    match std::thread::Builder::new().name("sandbox-probe".into()).stack_size(256 << 10).spawn(run) {
+        Ok(t) => t.join().unwrap_or_else(|_| Probe::failed(None, "the sandbox check panicked".into())),
+        Err(e) => Probe::failed(None, format!("cannot start the sandbox check: {e}")),
+    }
+}
+
+impl Probe {
+    fn failed(abi: Option<i32>, reason: String) -> Probe {
+        Probe { landlock: false, abi, seccomp: false, no_new_privs: false, reason: Some(reason) }
+    }
+}
+
+/// The BPF programs every confined command gets: sockets other than `AF_UNIX` refused (unless
+/// `network`); namespaces, mounts and io_uring (which can open sockets of its
+/// own), kernel administration, keyrings and `open_by_handle_at` (which skips path checks)
+/// refused with `EPERM`; `clone3`, whose flags a filter cannot read, answered `ENOSYS` so
+/// the C library falls back to `clone`, whose flags it can. A process of another system-call
+/// ABI (i386) is killed: its numbers would bypass the rules.
+fn build_filters(network: bool) -> Result<Vec<BpfProgram>, String> {
+    let arch: TargetArch = std::env::consts::ARCH.try_into().map_err(|e| format!("{e:?}"))?;
+    let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+    };
+    let one = |c: SeccompCondition| SeccompRule::new(vec![c]).map_err(|e| e.to_string());
+    let program = |rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32| -> Result<BpfProgram, String> {
+        let rules = with_x32(rules, arch);
+        let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(errno as u32), arch)
+            .map_err(|e| e.to_string())?;
+        BpfProgram::try_from(filter).map_err(|e| e.to_string())
+    };
+
+    let mut denied: BTreeMap<i64, Vec<SeccompRule>> = [
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_fsopen,
+        libc::SYS_fsmount,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_mount_setattr,
+        libc::SYS_io_uring_setup,
+        // Kernel administration and keyrings (the session keyring is the server's too).
+        libc::SYS_init_module,
+        libc::SYS_finit_module,
+        libc::SYS_delete_module,
+        libc::SYS_kexec_load,
+        libc::SYS_kexec_file_load,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_userfaultfd,
+        libc::SYS_reboot,
+        libc::SYS_swapon,
+        libc::SYS_swapoff,
+        libc::SYS_acct,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_open_by_handle_at,
+    ]
+    .into_iter()
+    .map(|n| (n, Vec::new()))
+    .collect();
+    let namespaces = [
+        libc::CLONE_NEWUSER,
+        libc::CLONE_NEWNS,
+        libc::CLONE_NEWNET,
+        libc::CLONE_NEWPID,
+        libc::CLONE_NEWIPC,
+        libc::CLONE_NEWUTS,
+        libc::CLONE_NEWCGROUP,
+    ];
+    let clone_rules = namespaces
+        .iter()
+        .map(|&flag| one(cond(0, SeccompCmpOp::MaskedEq(flag as u64), flag as u64)?))
+        .collect::<Result<Vec<_>, String>>()?;
+    denied.insert(libc::SYS_clone, clone_rules);
+    if !network {
+        denied.insert(libc::SYS_socket, vec![one(cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?)?]);
+    }
+    Ok(vec![program(denied, libc::EPERM)?, program(BTreeMap::from([(libc::SYS_clone3, Vec::new())]), libc::ENOSYS)?])
+}
+
+/// On x86-64 with the x32 ABI enabled, the same rules again under the x32 numbers. (Only
+/// then: the kernel runs every filter over every system call number when it is attached, so a
+/// longer program costs each `exec` call.)
+fn with_x32(rules: BTreeMap<i64, Vec<SeccompRule>>, arch: TargetArch) -> BTreeMap<i64, Vec<SeccompRule>> {
+    if !matches!(arch, TargetArch::x86_64) || !x32_enabled() {
+        return rules;
+    }
+    let x32: Vec<(i64, Vec<SeccompRule>)> = rules.iter().map(|(n, r)| (n | X32_SYSCALL_BIT, r.clone())).collect();
+    rules.into_iter().chain(x32).collect()
+}
+
+/// Does this kernel run x32 system calls? (`getpid` under the x32 number: `ENOSYS` if not.)
+fn x32_enabled() -> bool {
+    // SAFETY: getpid takes no arguments and touches no memory.
+    unsafe { libc::syscall(X32_SYSCALL_BIT | libc::SYS_getpid) >= 0 }
+}
+
+/// Is the server process non-dumpable?
+fn server_non_dumpable() -> bool {
+    nix::sys::prctl::get_dumpable().is_ok_and(|d| !d)
+}
+
+/// Makes the server non-dumpable: processes of the same uid can no longer ptrace it or read
+/// its `/proc/<pid>/{mem,environ,fd}` (and it leaves no core dump holding secrets). `execve`
+/// resets the flag, so `main` calls this after the start-up re-exec.
+pub fn protect_server_process() {
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("cashcode: warning: cannot make the server non-dumpable: {e}");
+    }
+}
+
+/// The server's own directories and the credentials under `$HOME`.
+fn protected_paths(dirs: &ServerDirs, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = [dirs.data, dirs.memory, dirs.config, dirs.log].iter().map(|p| canonical(p)).collect();
+    if let Some(h) = home {
+        out.extend(HOME_SECRETS.iter().map(|s| canonical(&h.join(s))));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The system roots, the toolchains on `PATH` and the extra read roots, each split around the
+/// protected paths, without roots nested in others.
+fn read_roots(settings: &SandboxConfig, dirs: &ServerDirs, protected: &[PathBuf]) -> Vec<PathBuf> {
+    let home = settings.env_home.as_deref().map(canonical);
+    let mut roots: Vec<PathBuf> = SYSTEM_ROOTS
+        .iter()
+        .chain(KERNEL_ROOTS)
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .map(|p| canonical(&p))
+        .collect();
+    for entry in std::env::split_paths(settings.env_path.as_deref().unwrap_or("")) {
+        let Ok(entry) = entry.canonicalize() else { continue };
+        roots.push(installation(&entry, home.as_deref()));
+        roots.extend(symlinked_installations(&entry, home.as_deref()));
+    }
+    roots.extend(settings.read.iter().map(|p| canonical(p)));
+    let mut split: Vec<PathBuf> = roots.iter().flat_map(|r| split_around(r, protected, dirs.workspace)).collect();
+    split.sort();
+    split.dedup();
+    // Sorted, a root's descendants follow it: keep only the outermost.
+    let mut out: Vec<PathBuf> = Vec::new();
+    for r in split {
+        if !out.last().is_some_and(|last| r.starts_with(last)) {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// The installation a `PATH` directory belongs to: `X` for `X/bin` or `X/sbin`, else the
+/// directory itself; never `/` or `$HOME` (or above it), where the directory itself is used.
+fn installation(dir: &Path, home: Option<&Path>) -> PathBuf {
+    let parent = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("bin" | "sbin") => dir.parent(),
+        _ => None,
+    };
+    match parent {
+        Some(p) if p != Path::new("/") && !home.is_some_and(|h| h.starts_with(p)) => p.to_path_buf(),
+        _ => dir.to_path_buf(),
+    }
+}
+
+/// The installations of the symlinked executables in a `PATH` directory (a venv's `python3`
+/// points into its base install, which holds the standard library).
+fn symlinked_installations(dir: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for e in entries.flatten().take(MAX_DIR_ENTRIES) {
+        if !e.file_type().is_ok_and(|t| t.is_symlink()) {
+            continue;
+        }
+        let Ok(target) = e.path().canonicalize() else { continue };
+        let Some(parent) = target.parent() else { continue };
+        let inst = installation(parent, home);
+        if !out.contains(&inst) {
+            out.push(inst);
+        }
+    }
+    out
+}
+
+/// `root` itself when no protected path lies in it; nothing when it lies in one (unless it is
+/// `keep`, the workspace, which the owner may have put there); else its children, each split
+/// again, so a root holding the server's data grants everything else. Symlinked children are
+/// left out (a rule on one would grant its target).
+fn split_around(root: &Path, protected: &[PathBuf], keep: &Path) -> Vec<PathBuf> {
+    if protected.iter().any(|p| root.starts_with(p)) && root != keep {
+        return Vec::new();
+    }
+    if !protected.iter().any(|p| p.starts_with(root) && p != root) {
+        return vec![root.to_path_buf()];
+    }
+    let Ok(entries) = std::fs::read_dir(root) else { return Vec::new() };
+    let mut out = Vec::new();
+    for e in entries.flatten().take(MAX_DIR_ENTRIES) {
+        if e.file_type().is_ok_and(|t| t.is_symlink()) {
+            continue;
+        }
+        out.extend(split_around(&e.path(), protected, keep));
+    }
+    out
+}
+
+/// The path with symlinks resolved, or as given when it does not exist (yet).
+fn canonical(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn installation_of_path_entries() {
+        let home = Some(Path::new("/home/u"));
+        assert_eq!(installation(Path::new("/usr/local/bin"), home), PathBuf::from("/usr/local"));
+        assert_eq!(installation(Path::new("/opt/node/bin"), home), PathBuf::from("/opt/node"));
+        assert_eq!(installation(Path::new("/home/u/.cargo/bin"), home), PathBuf::from("/home/u/.cargo"));
+        // Never `/` or `$HOME` itself: the entry alone.
+        assert_eq!(installation(Path::new("/bin"), home), PathBuf::from("/bin"));
+        assert_eq!(installation(Path::new("/home/u/bin"), home), PathBuf::from("/home/u/bin"));
+        assert_eq!(installation(Path::new("/home/bin"), home), PathBuf::from("/home/bin"));
+        assert_eq!(installation(Path::new("/home/u/.pyenv/shims"), home), PathBuf::from("/home/u/.pyenv/shims"));
+    }
+
+    #[test]
+    fn a_root_holding_a_protected_directory_is_split_around_it() {
+        let base = std::env::temp_dir().join(format!("cc-split-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        for d in ["tool/bin", "tool/share/data", "tool/share/doc", "ws"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        std::fs::write(base.join("tool/README"), "").unwrap();
+        std::os::unix::fs::symlink("/etc", base.join("tool/link")).unwrap();
+        let protected = vec![base.join("tool/share/data")];
+        let ws = base.join("ws");
+        let mut got = split_around(&base.join("tool"), &protected, &ws);
+        got.sort();
+        assert_eq!(got, vec![base.join("tool/README"), base.join("tool/bin"), base.join("tool/share/doc")]);
+        assert_eq!(split_around(&base.join("tool/share/data"), &protected, &ws), Vec::<PathBuf>::new());
+        assert_eq!(split_around(&base.join("tool/bin"), &protected, &ws), vec![base.join("tool/bin")]);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn filters_build_for_this_system() {
+        let (off, on) = (build_filters(false).unwrap(), build_filters(true).unwrap());
+        assert_eq!((off.len(), on.len()), (2, 2));
+        assert!(off[0].len() > on[0].len(), "the socket rule is in the first program");
+    }
+}
