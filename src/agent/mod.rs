@@ -100,9 +100,21 @@ impl Agent {
         for _ in 0..self.bus.discard(chat_id) {
             self.deps.sink.emit(chat_id, &Event::error(CANCELLED, Some(chat_id)));
         }
-        while self.bus.running(chat_id) && std::time::Instant::now() < deadline {
+        self.settled(chat_id, deadline.saturating_duration_since(std::time::Instant::now()));
+    }
+
+    /// Waits up to `within` for the chat's running turn to end; true when none runs. A turn
+    /// that has sent `done` is still storing its records and checkpoint for a moment, and a
+    /// client acting on `done` (a rewind) should not be told a turn is running.
+    pub(crate) fn settled(&self, chat_id: &str, within: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        while self.bus.running(chat_id) {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        true
     }
 
     /// Stops accepting turns and cancels the running ones (a cancelled turn keeps its streamed

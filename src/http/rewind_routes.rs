@@ -13,6 +13,10 @@ use crate::store::chats::valid_chat_id;
 use crate::tool::checkpoints::rewind::Report;
 use crate::wire::Event;
 
+/// How long a rewind waits for a turn that is ending (it sent `done` and is storing its
+/// records) before answering 409.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// `POST /api/sessions/{id}/rewind`.
 pub(crate) fn rewind(api: &Api, id: &str, req: &Req) -> Resp {
     let mut b = match Body::object(req) {
@@ -47,7 +51,7 @@ pub(crate) fn rewind(api: &Api, id: &str, req: &Req) -> Resp {
     if !valid_chat_id(id) || !deps.chats.exists(id) {
         return Resp::detail(404, "session not found");
     }
-    if api.agent.bus.running(id) {
+    if !api.agent.settled(id, SETTLE) {
         return Resp::detail(409, "a turn is running in this chat; stop it or wait for it to end");
     }
     let history = match deps.chats.read_history(id) {
@@ -119,7 +123,7 @@ pub(crate) fn undo(api: &Api, id: &str) -> Resp {
     if !valid_chat_id(id) || !deps.chats.exists(id) {
         return Resp::detail(404, "session not found");
     }
-    if api.agent.bus.running(id) {
+    if !api.agent.settled(id, SETTLE) {
         return Resp::detail(409, "a turn is running in this chat; stop it or wait for it to end");
     }
     match deps.chats.undo_rewind(id) {

@@ -468,7 +468,10 @@ mod tests {
             ),
             (json!({"command": "true", "justification": 5}), "Error: argument 'justification' must be a string"),
         ] {
-            assert_eq!(sb.call(&Exec::default(), args.clone()).for_model, text, "{args}");
+            // Decided unconfined (no sandbox here): the arguments alone decide nothing.
+            let ctx = TurnCtx { confinement: Confinement::Unconfined, ..sb.ctx.clone() };
+            let args = args.as_object().cloned().unwrap_or_default();
+            assert_eq!(Exec::default().run(&args, &ctx).for_model, text, "{args:?}");
         }
     }
 
