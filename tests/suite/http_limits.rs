@@ -432,8 +432,7 @@ fn pipelined_requests_on_one_connection_are_answered_in_order() {
          GET /api/sessions HTTP/1.1\r\n{host}\r\nConnection: close\r\n\r\n"
     );
     let answer = until_closed(raw(port, rqs.as_bytes()), Duration::from_secs(30));
-    let statuses: Vec<&str> =
-        answer.match_indices("HTTP/1.1 ").map(|(at, _)| &answer[at + 9..at + 12]).collect();
+    let statuses: Vec<&str> = answer.match_indices("HTTP/1.1 ").map(|(at, _)| &answer[at + 9..at + 12]).collect();
     // The bundle is all `x`, so no status line hides in it.
     assert_eq!(statuses, ["200", "404", "200", "200"], "{}", head(&answer));
     // The third answer is the whole bundle (tiny_http sends a body this big chunked).

@@ -138,15 +138,24 @@ fn a_request_dropped_unanswered_gets_500_and_the_connection_goes_on() {
          GET /last HTTP/1.1\r\nHost: localhost\r\n\r\n"
     )
     .unwrap();
-    let rq = server.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    let rq = server
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap()
+        .unwrap();
     assert_eq!(rq.url(), "/dropped");
     drop(rq);
     // `respond` (written here) works on such a server too
-    let rq = server.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    let rq = server
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap()
+        .unwrap();
     assert_eq!(rq.url(), "/inline");
     rq.respond(Response::from_string("inline")).unwrap();
     // a response saying `Connection: close` is the connection's last
-    let rq = server.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    let rq = server
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap()
+        .unwrap();
     assert_eq!(rq.url(), "/last");
     let close = Header::from_bytes(&b"Connection"[..], &b"close"[..]).unwrap();
     rq.respond_from_connection(Response::from_string("last").with_header(close))
@@ -169,11 +178,18 @@ fn without_the_setting_the_answer_is_written_by_the_caller() {
     )
     .unwrap();
     // upstream's read-ahead: both requests are read before either is answered
-    let a = server.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
-    let b = server.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    let a = server
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap()
+        .unwrap();
+    let b = server
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap()
+        .unwrap();
     // `b`'s answer waits for `a`'s, on the thread that gives it
     let b = std::thread::spawn(move || b.respond_from_connection(Response::from_string("b")));
-    a.respond_from_connection(Response::from_string("a")).unwrap();
+    a.respond_from_connection(Response::from_string("a"))
+        .unwrap();
     b.join().unwrap().unwrap();
     let answer = until_closed(s);
     assert!(answer.find("\r\n\r\na").unwrap() < answer.find("\r\n\r\nb").unwrap());
