@@ -255,14 +255,13 @@ impl AcceptTrouble {
 /// (cashcode patch) Waits until the request handed over with `answers`' sender is answered,
 /// and writes the answer if it is handed back here. `true` when the connection may read its
 /// next request (answered here or on the application's thread, or upgraded: the readers
-/// sequence the rest), `false` when the server stopped first.
+/// sequence the rest), `false` when it ends: the server stopped first, or the answer could not
+/// be written (a write timed out on a peer that does not read; what follows a partial answer
+/// would not be understood).
 fn write_handed_off(answers: &mpsc::Receiver<request::HandOff>, stopped: &AtomicBool) -> bool {
     loop {
         match answers.recv_timeout(HAND_OFF_POLL) {
-            Ok(answer) => {
-                answer.write();
-                return true;
-            }
+            Ok(answer) => return answer.write(),
             Err(mpsc::RecvTimeoutError::Disconnected) => return true,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if stopped.load(Relaxed) {

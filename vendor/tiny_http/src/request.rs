@@ -91,9 +91,10 @@ pub(crate) struct HandOff {
 }
 
 impl HandOff {
-    /// Writes the answer (on the connection's thread; errors end with the connection).
-    pub(crate) fn write(self) {
-        let _ = self.request.respond(self.response);
+    /// Writes the answer (on the connection's thread); `false` when that failed (a write
+    /// timed out), which leaves the peer a partial answer.
+    pub(crate) fn write(self) -> bool {
+        self.request.respond(self.response).is_ok()
     }
 }
 

@@ -194,3 +194,38 @@ fn without_the_setting_the_answer_is_written_by_the_caller() {
     let answer = until_closed(s);
     assert!(answer.find("\r\n\r\na").unwrap() < answer.find("\r\n\r\nb").unwrap());
 }
+
+#[test]
+fn an_answer_whose_write_times_out_ends_its_connection() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let config = ConnectionConfig {
+        write_timeout: Some(Duration::from_millis(300)),
+        write_on_connection: true,
+        ..ConnectionConfig::default()
+    };
+    let server =
+        std::sync::Arc::new(Server::from_listener_with_config(listener, None, config).unwrap());
+    let answering = std::sync::Arc::clone(&server);
+    std::thread::spawn(move || {
+        while let Ok(rq) = answering.recv() {
+            rq.respond_from_connection(Response::from_data(vec![b'x'; BIG]))
+                .unwrap();
+        }
+    });
+    // Never reads: the first answer's write times out, and the second request is never read
+    // after a partial answer; the connection is closed although the peer keeps its socket.
+    let _stalled = never_reads(port, "/big", 2);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while server.num_connections() == 0 {
+        assert!(std::time::Instant::now() < deadline, "never connected");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    while server.num_connections() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still open after its write timed out"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
