@@ -221,6 +221,141 @@ fn connect_only() {
     println!("server CPU per connection {cpu:.3} ms");
 }
 
+/// Size of the stand-in for the client's biggest JS bundle in `BENCH_ONLY=http`.
+const BUNDLE: usize = 1024 * 1024;
+
+/// One answer read from `s`: (status line, body length). Reads the head to its blank line and
+/// then `Content-Length` bytes or the chunked body.
+fn read_answer(s: &mut std::net::TcpStream) -> std::io::Result<(String, usize)> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    let len = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+        .unwrap_or(0usize);
+    let status = head.lines().next().unwrap_or("").to_string();
+    if !head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        let mut body = vec![0u8; len];
+        s.read_exact(&mut body)?;
+        return Ok((status, len));
+    }
+    // tiny_http sends a big body chunked: size line, data, CRLF, until a zero size.
+    let mut total = 0;
+    loop {
+        let mut line = Vec::new();
+        while !line.ends_with(b"\r\n") {
+            s.read_exact(&mut byte)?;
+            line.push(byte[0]);
+        }
+        let size = usize::from_str_radix(String::from_utf8_lossy(&line).trim(), 16).unwrap_or(0);
+        let mut chunk = vec![0u8; size + 2];
+        s.read_exact(&mut chunk)?;
+        total += size;
+        if size == 0 {
+            return Ok((status, total));
+        }
+    }
+}
+
+/// A peer that asks for the bundle `pipelined` times on one connection from `ip` with a tiny
+/// receive buffer and never reads.
+fn staller(port: u16, ip: std::net::Ipv4Addr, pipelined: usize) -> std::net::TcpStream {
+    use socket2::{Domain, Socket, Type};
+    use std::io::Write;
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(1024).unwrap();
+    sock.bind(&std::net::SocketAddr::from((ip, 0)).into()).unwrap();
+    sock.connect(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into()).unwrap();
+    let mut s: std::net::TcpStream = sock.into();
+    let one = format!("GET /assets/bundle.js HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    s.write_all(one.repeat(pipelined).as_bytes()).unwrap();
+    s
+}
+
+/// `BENCH_ONLY=http`: the HTTP fast path and what slow readers cost others. `GET /api/health`
+/// over one keep-alive connection (p50/p99 of 500), the whole 1 MiB bundle over one
+/// connection (p50 of 50); then `/api/health` on a new connection (median of 3, each waited
+/// for at most 30 s) while 8 and 32 peers (127.0.0.2 on) have asked for the bundle 4 times
+/// each, pipelined, with a 1 KiB receive buffer, and never read (`BENCH_STALLERS=8,32`).
+fn http_only() {
+    use std::io::Write;
+    use std::net::{Ipv4Addr, TcpStream};
+    let dist = common::fresh_home("bench-dist");
+    std::fs::create_dir_all(dist.join("assets")).unwrap();
+    std::fs::write(dist.join("index.html"), "<!doctype html><title>bench</title>").unwrap();
+    std::fs::write(dist.join("assets").join("bundle.js"), "x".repeat(BUNDLE)).unwrap();
+    let server = TestServer::builder().env("CASHCODE_CLIENT_DIR", &dist.display().to_string()).start();
+    let port = server.http_port;
+    println!("server pid {}", server.pid);
+    let health = format!("GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    let bundle = format!("GET /assets/bundle.js HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    let timed = |s: &mut TcpStream, rq: &str| {
+        let t = Instant::now();
+        s.write_all(rq.as_bytes()).unwrap();
+        let (status, len) = read_answer(s).unwrap();
+        assert!(status.contains(" 200 "), "{status}");
+        (t.elapsed(), len)
+    };
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_nodelay(true).unwrap();
+    for _ in 0..50 {
+        timed(&mut s, &health);
+    }
+    let mut lat: Vec<f64> = (0..500).map(|_| timed(&mut s, &health).0.as_secs_f64() * 1e6).collect();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    println!("GET /api/health keep-alive: p50 {:.0} us, p99 {:.0} us", pct(&lat, 0.5), pct(&lat, 0.99));
+    let mut big: Vec<f64> = (0..50)
+        .map(|_| {
+            let (d, len) = timed(&mut s, &bundle);
+            assert_eq!(len, BUNDLE);
+            ms(d)
+        })
+        .collect();
+    big.sort_by(|a, b| a.total_cmp(b));
+    println!("GET 1 MiB bundle keep-alive: p50 {:.2} ms", pct(&big, 0.5));
+    drop(s);
+    // `BENCH_STALLERS=` (empty) measures the fast path only.
+    let counts = std::env::var("BENCH_STALLERS").unwrap_or_else(|_| "8,32".into());
+    for stallers in counts.split(',').filter_map(|n| n.trim().parse::<usize>().ok()) {
+        let held: Vec<TcpStream> =
+            (0..stallers).map(|i| staller(port, Ipv4Addr::new(127, 0, 0, 2 + (i % 8) as u8), 4)).collect();
+        // Let the server take their requests in and start writing.
+        std::thread::sleep(Duration::from_millis(500));
+        let mut waits = Vec::new();
+        for _ in 0..3 {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let t = Instant::now();
+            s.write_all(health.as_bytes()).unwrap();
+            match read_answer(&mut s) {
+                Ok(_) => waits.push(ms(t.elapsed())),
+                Err(_) => waits.push(f64::INFINITY),
+            }
+        }
+        println!(
+            "GET /api/health while {stallers} peers stall on the bundle: median {:.2} ms, max {:.2} ms (inf: no answer in 30 s)",
+            median(waits.clone()),
+            waits.iter().cloned().fold(0.0, f64::max)
+        );
+        drop(held);
+        common::wait_for("health after the stallers left", Duration::from_secs(120), || {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+            s.write_all(health.as_bytes()).ok()?;
+            read_answer(&mut s).ok()
+        });
+    }
+    let _ = std::fs::remove_dir_all(dist);
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary too (without
     // it, in a debug build), where minutes of load would only slow the test run down.
@@ -233,6 +368,7 @@ fn main() {
         Ok("seq") => return sequential_only(),
         Ok("conc") => return concurrent_only(),
         Ok("connect") => return connect_only(),
+        Ok("http") => return http_only(),
         _ => {}
     }
     let bin = env!("CARGO_BIN_EXE_cashcode");

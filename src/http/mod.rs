@@ -3,7 +3,9 @@
 //! them into [`Resp`]; CORS, the Origin/Host/token checks and `X-Request-ID` are applied here,
 //! once. The checks run on the head, before a body reader is taken or a body byte read
 //! (`answer_from_head`); the connection caps and the head deadline tiny_http enforces are
-//! `connection_config`. Routes that wait on the network (LLM discovery, MCP connect) run on a
+//! `connection_config`. Answers are handed to the connection's own tiny_http thread to write
+//! (`respond_from_connection`): a peer that reads slowly or never holds that thread, never
+//! `http`. Routes that wait on the network (LLM discovery, MCP connect) run on a
 //! short-lived `http-slow` thread so they never stall the others, and a body that may arrive
 //! slowly on a short-lived `http-body` thread under a per-peer permit ([`body`]). Server stop
 //! sets the shutdown flag and [`tiny_http::Server::unblock`]s the loop, which then joins those
@@ -168,7 +170,8 @@ fn handle(mut rq: tiny_http::Request, mut req: Req, api: &api::Api) {
     respond(rq, &req, resp, api, &request_id, started);
 }
 
-/// Writes `resp` with the request id and, for a listed Origin, the CORS headers.
+/// Answers with `resp`, the request id and, for a listed Origin, the CORS headers. The
+/// connection's own thread writes it: this returns without waiting on the peer.
 fn respond(rq: tiny_http::Request, req: &Req, resp: Resp, api: &api::Api, request_id: &str, started: Instant) {
     let status = resp.status;
     let mut out = tiny_http::Response::from_data(resp.body).with_status_code(resp.status);
@@ -186,7 +189,7 @@ fn respond(rq: tiny_http::Request, req: &Req, resp: Resp, api: &api::Api, reques
             out.add_header(h);
         }
     }
-    let _ = rq.respond(out);
+    let _ = rq.respond_from_connection(out);
     log::debug!(
         "event=http.request.completed request_id={request_id} method={:?} route={:?} status={status} duration_ms={:.2}",
         req.method,
@@ -263,7 +266,10 @@ fn guarded(req: &Req, api: &api::Api, request_id: &str) -> Resp {
 
 /// What tiny_http puts on each connection it accepts and how many it keeps open: every read
 /// and write waits at most [`SOCKET_TIMEOUT`], a whole request head at most
-/// [`HEAD_TIMEOUT`], and connections past `limits` are refused by its accept thread.
+/// [`HEAD_TIMEOUT`], and connections past `limits` are refused by its accept thread. Each
+/// connection's thread writes its answers and reads its next request only after that, so the
+/// writer threads are the connection threads (bounded by `limits`) and each connection has
+/// at most one request waiting for `http`.
 pub(crate) fn connection_config(limits: &conn_limits::Limits) -> tiny_http::ConnectionConfig {
     tiny_http::ConnectionConfig {
         read_timeout: Some(SOCKET_TIMEOUT),
@@ -271,6 +277,7 @@ pub(crate) fn connection_config(limits: &conn_limits::Limits) -> tiny_http::Conn
         head_timeout: Some(HEAD_TIMEOUT),
         max_connections: Some(limits.max_connections),
         max_per_peer: Some(limits.max_per_peer),
+        write_on_connection: true,
     }
 }
 
@@ -402,7 +409,7 @@ fn busy(rq: tiny_http::Request, status: u16, detail: &str) {
     if let Some(h) = header("X-Request-ID", &crate::util::rand::hex(16)) {
         out.add_header(h);
     }
-    let _ = rq.respond(out);
+    let _ = rq.respond_from_connection(out);
 }
 
 #[cfg(test)]

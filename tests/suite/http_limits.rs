@@ -375,3 +375,85 @@ fn a_trickled_head_is_cut_at_the_whole_head_deadline() {
     println!("http-limits trickled head: cut after {held:?} ({sent} bytes trickled)");
     assert_eq!(health_within(&server, PROMPT), Some(200));
 }
+
+/// Size of the stand-in client bundle: more than loopback's socket buffers hold between a
+/// server and a peer that never reads (Linux: at most 4 MiB to send, 6 MiB to receive).
+const BUNDLE: usize = 16 * 1024 * 1024;
+
+/// A home whose served client (`CASHCODE_CLIENT_DIR`) has an `index.html` and a
+/// [`BUNDLE`]-byte `assets/bundle.js`; returns the server on it.
+fn server_with_a_big_bundle(tag: &str) -> TestServer {
+    let home = crate::common::fresh_home(tag);
+    let dist = home.join("dist");
+    std::fs::create_dir_all(dist.join("assets")).expect("dist");
+    std::fs::write(dist.join("index.html"), "<!doctype html><title>t</title>").expect("index");
+    std::fs::write(dist.join("assets/bundle.js"), vec![b'x'; BUNDLE]).expect("bundle");
+    TestServer::builder().home(&home).env("CASHCODE_CLIENT_DIR", &dist.display().to_string()).start()
+}
+
+#[test]
+fn peers_that_never_read_the_bundle_leave_the_api_answering() {
+    let server = server_with_a_big_bundle("stall-read");
+    let port = server.http_port;
+    const STALLERS: usize = 8;
+    let get = format!("GET /assets/bundle.js HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    // No token is needed for the client's files: anyone who can connect can do this. Each asks
+    // twice, pipelined, and never reads.
+    let stalled: Vec<TcpStream> = (0..STALLERS)
+        .map(|i| {
+            let mut s = connect_from(port, Ipv4Addr::new(127, 0, 0, 2 + (i % 4) as u8));
+            s.write_all(get.repeat(2).as_bytes()).expect("write");
+            s
+        })
+        .collect();
+    // `http` has answered all of them (logged once each answer is handed over; with the
+    // answers written on `http`, the first held it for the 15 s write timeout)...
+    server.wait_log(r#"route="/assets/bundle.js" status=200"#, STALLERS);
+    // ...and answers the owner while all of them still hold their answers unread.
+    let asked = Instant::now();
+    assert_eq!(health_within(&server, PROMPT), Some(200), "health while {STALLERS} peers never read");
+    assert_eq!(server.get("/api/sessions").status, 200);
+    assert_eq!(server.get("/api/client-config").status, 200);
+    assert!(asked.elapsed() < PROMPT, "the API took {:?} while peers stalled", asked.elapsed());
+    // The stallers' second requests were never read: one request per connection waits at most.
+    assert_eq!(server.log_text().matches(r#"route="/assets/bundle.js""#).count(), STALLERS);
+    drop(stalled);
+}
+
+#[test]
+fn pipelined_requests_on_one_connection_are_answered_in_order() {
+    let server = server_with_a_big_bundle("pipelined");
+    let port = server.http_port;
+    let host = format!("Host: 127.0.0.1:{port}");
+    let rqs = format!(
+        "GET /api/health HTTP/1.1\r\n{host}\r\n\r\n\
+         GET /api/nope HTTP/1.1\r\n{host}\r\n\r\n\
+         GET /assets/bundle.js HTTP/1.1\r\n{host}\r\n\r\n\
+         GET /api/sessions HTTP/1.1\r\n{host}\r\nConnection: close\r\n\r\n"
+    );
+    let answer = until_closed(raw(port, rqs.as_bytes()), Duration::from_secs(30));
+    let statuses: Vec<&str> = answer.match_indices("HTTP/1.1 ").map(|(at, _)| &answer[at + 9..at + 12]).collect();
+    // The bundle is all `x`, so no status line hides in it.
+    assert_eq!(statuses, ["200", "404", "200", "200"], "{}", head(&answer));
+    // The third answer is the whole bundle (tiny_http sends a body this big chunked).
+    let third: Vec<usize> = answer.match_indices("HTTP/1.1 ").map(|(at, _)| at).collect();
+    let bundle = &answer[third[2]..third[3]];
+    let (head3, mut chunks) = bundle.split_once("\r\n\r\n").expect("the bundle's head");
+    assert!(head3.to_ascii_lowercase().contains("transfer-encoding: chunked"), "{head3}");
+    let mut body = String::new();
+    while let Some((size, rest)) = chunks.split_once("\r\n") {
+        let n = usize::from_str_radix(size, 16).expect("chunk size");
+        body.push_str(&rest[..n]);
+        chunks = &rest[n + 2..];
+        if n == 0 {
+            break;
+        }
+    }
+    assert!(body.len() == BUNDLE && body.bytes().all(|b| b == b'x'), "the whole bundle, in its place");
+    let sessions = server.get("/api/sessions").body;
+    assert!(answer.ends_with(&sessions), "the session list last: {}", &answer[answer.len() - 200..]);
+}
+
+fn head(s: &str) -> String {
+    s.chars().take(600).collect()
+}

@@ -74,6 +74,15 @@ pub struct ConnectionConfig {
     /// Most connections open at once from one peer IP address (an IPv4 peer seen as an
     /// IPv4-mapped IPv6 address counts as itself); one more is refused like the above.
     pub max_per_peer: Option<usize>,
+    /// A connection's responses are written by its own thread: a response given to
+    /// [`Request::respond_from_connection`](crate::Request::respond_from_connection) is handed
+    /// to that thread and the call returns at once, so a peer that reads slowly or never holds
+    /// up only its own connection, never the thread that answered. The connection then reads
+    /// its next request only once the previous one is answered (no read-ahead of pipelined
+    /// requests: at most one request per connection is ever waiting for an answer). `false`
+    /// (upstream's behaviour): the next request is read while the previous one is handled, and
+    /// `respond_from_connection` writes on the calling thread like `respond`.
+    pub write_on_connection: bool,
 }
 
 /// (cashcode patch) Counts the open connections, in all and per peer, against the limits of

@@ -169,6 +169,10 @@ impl From<Request> for Message {
 /// refused or dropped connections): once when it starts, then at most this often.
 const TROUBLE_LOG_EVERY: Duration = Duration::from_secs(10);
 
+/// (cashcode patch) How often a connection thread waiting for its request's answer checks
+/// whether the server has stopped (a request still queued when it stops is never answered).
+const HAND_OFF_POLL: Duration = Duration::from_millis(500);
+
 /// (cashcode patch) Pause after a failed `accept` whose cause may last (out of descriptors
 /// or memory): the pending connection stays in the backlog, and retrying at once would spin.
 const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(50);
@@ -244,6 +248,26 @@ impl AcceptTrouble {
                 e.to_string(),
                 self.dropped
             );
+        }
+    }
+}
+
+/// (cashcode patch) Waits until the request handed over with `answers`' sender is answered,
+/// and writes the answer if it is handed back here. `true` when the connection may read its
+/// next request (answered here or on the application's thread, or upgraded: the readers
+/// sequence the rest), `false` when it ends: the server stopped first, or the answer could not
+/// be written (a write timed out on a peer that does not read; what follows a partial answer
+/// would not be understood).
+fn write_handed_off(answers: &mpsc::Receiver<request::HandOff>, stopped: &AtomicBool) -> bool {
+    loop {
+        match answers.recv_timeout(HAND_OFF_POLL) {
+            Ok(answer) => return answer.write(),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return true,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if stopped.load(Relaxed) {
+                    return false;
+                }
+            }
         }
     }
 }
@@ -462,6 +486,7 @@ impl Server {
 
                 let client = ClientConnection::new(write_closable, read_closable);
                 let messages = inside_messages.clone();
+                let stopped = inside_close_trigger.clone();
                 let mut client = Some(client);
                 let spawned = tasks_pool.spawn(Box::new(move || {
                     if let Some(client) = client.take() {
@@ -473,6 +498,17 @@ impl Server {
                                 // (cashcode patch) a request dropped unanswered ends the
                                 // connection instead of panicking this thread
                                 if receiver.recv().is_err() {
+                                    break;
+                                }
+                            }
+                        } else if connections.write_on_connection {
+                            // (cashcode patch) This thread writes each answer handed to it,
+                            // and reads the next request only after that: the application's
+                            // threads never wait on a slow reader.
+                            for rq in client {
+                                let (sender, answers) = mpsc::channel();
+                                messages.push(rq.with_hand_off(sender).into());
+                                if !write_handed_off(&answers, &stopped) {
                                     break;
                                 }
                             }

@@ -6,10 +6,10 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{SendError, Sender};
 use std::sync::Arc;
 
-use crate::{HTTPVersion, Header, Method, Response, StatusCode};
+use crate::{HTTPVersion, Header, Method, Response, ResponseBox, StatusCode};
 use chunked_transfer::Decoder;
 
 /// Represents an HTTP request made by a client.
@@ -78,6 +78,24 @@ pub struct Request {
 
     // (cashcode patch) shared with the connection: set, no further request is read from it
     close: Arc<AtomicBool>,
+
+    // (cashcode patch) the connection's own thread, waiting to write this request's answer
+    // (`ConnectionConfig::write_on_connection`)
+    hand_off: Option<Sender<HandOff>>,
+}
+
+/// (cashcode patch) A request and its answer, handed to the connection's own thread to write.
+pub(crate) struct HandOff {
+    pub(crate) request: Request,
+    pub(crate) response: ResponseBox,
+}
+
+impl HandOff {
+    /// Writes the answer (on the connection's thread); `false` when that failed (a write
+    /// timed out), which leaves the peer a partial answer.
+    pub(crate) fn write(self) -> bool {
+        self.request.respond(self.response).is_ok()
+    }
 }
 
 /// (cashcode patch) Most bytes a chunked body may take from the connection, chunk framing
@@ -308,6 +326,7 @@ where
         must_send_continue: expects_continue,
         notify_when_responded: None,
         close,
+        hand_off: None,
     })
 }
 
@@ -548,6 +567,35 @@ impl Request {
         })
     }
 
+    /// (cashcode patch) Sends a response to this request like [`respond`](Self::respond), but
+    /// on a connection whose server has `ConnectionConfig::write_on_connection` the response is
+    /// written by the connection's own thread and this returns at once: a peer that reads its
+    /// answers slowly, or never, holds that thread (up to the write timeout per write) and
+    /// nothing else. Otherwise (that setting off, HTTPS, a `TestRequest`) it writes here.
+    /// Responses of one connection still go out in the order of its requests.
+    pub fn respond_from_connection<R>(mut self, response: Response<R>) -> Result<(), IoError>
+    where
+        R: Read + Send + 'static,
+    {
+        match self.hand_off.take() {
+            Some(connection) => match connection.send(HandOff {
+                request: self,
+                response: response.boxed(),
+            }) {
+                Ok(()) => Ok(()),
+                // the connection's thread is gone (its server stopped): written here
+                Err(SendError(back)) => back.request.respond(back.response),
+            },
+            None => self.respond(response),
+        }
+    }
+
+    /// (cashcode patch) The connection thread that will write this request's answer.
+    pub(crate) fn with_hand_off(mut self, connection: Sender<HandOff>) -> Self {
+        self.hand_off = Some(connection);
+        self
+    }
+
     pub(crate) fn with_notify_sender(mut self, sender: Sender<()>) -> Self {
         self.notify_when_responded = Some(sender);
         self
@@ -567,6 +615,32 @@ impl fmt::Debug for Request {
 impl Drop for Request {
     fn drop(&mut self) {
         if self.response_writer.is_some() {
+            // (cashcode patch) dropped unanswered: the 500 is written by the connection's own
+            // thread too, when it has one
+            if let Some(connection) = self.hand_off.take() {
+                let unanswered = Request {
+                    data_reader: self.data_reader.take(),
+                    response_writer: self.response_writer.take(),
+                    remote_addr: self.remote_addr,
+                    secure: self.secure,
+                    method: self.method.clone(),
+                    path: std::mem::take(&mut self.path),
+                    http_version: self.http_version.clone(),
+                    headers: std::mem::take(&mut self.headers),
+                    body_length: self.body_length,
+                    must_send_continue: self.must_send_continue,
+                    notify_when_responded: self.notify_when_responded.take(),
+                    close: Arc::clone(&self.close),
+                    hand_off: None,
+                };
+                // a connection thread that is gone leaves the request to be dropped, and
+                // answered, here
+                let _ = connection.send(HandOff {
+                    request: unanswered,
+                    response: Response::empty(500).boxed(),
+                });
+                return;
+            }
             let response = Response::empty(500);
             let _ = self.respond_impl(response); // ignoring any potential error
             if let Some(sender) = self.notify_when_responded.take() {
