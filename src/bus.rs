@@ -53,6 +53,33 @@ pub(crate) trait EventSink: Send + Sync {
     fn subscribers(&self, chat_id: &str) -> usize;
 }
 
+/// An [`EventSink`] for unit tests: records every event as its JSON, and reports `subs`
+/// subscribers for every chat.
+#[cfg(test)]
+pub(crate) struct RecordingSink {
+    pub(crate) subs: usize,
+    pub(crate) events: Mutex<Vec<Value>>,
+}
+
+#[cfg(test)]
+impl RecordingSink {
+    pub(crate) fn new(subs: usize) -> RecordingSink {
+        RecordingSink { subs, events: Mutex::new(Vec::new()) }
+    }
+}
+
+#[cfg(test)]
+impl EventSink for RecordingSink {
+    fn emit(&self, _chat_id: &str, event: &Event<'_>) -> u64 {
+        let mut e = sync::lock(&self.events);
+        e.push(serde_json::from_str(&event.to_text(None)).unwrap_or(Value::Null));
+        e.len() as u64
+    }
+    fn subscribers(&self, _chat_id: &str) -> usize {
+        self.subs
+    }
+}
+
 /// What [`Bus::cancel`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Cancelled {

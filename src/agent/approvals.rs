@@ -281,22 +281,7 @@ mod tests {
     use crate::tool::workspace::tests::Sandbox;
     use serde_json::json;
 
-    /// Records events; `subs` subscribers.
-    struct Sink {
-        subs: usize,
-        events: Mutex<Vec<Value>>,
-    }
-
-    impl EventSink for Sink {
-        fn emit(&self, _chat_id: &str, event: &Event<'_>) -> u64 {
-            let mut e = self.events.lock().unwrap();
-            e.push(serde_json::from_str(&event.to_text(None)).unwrap());
-            e.len() as u64
-        }
-        fn subscribers(&self, _chat_id: &str) -> usize {
-            self.subs
-        }
-    }
+    use crate::bus::RecordingSink as Sink;
 
     struct Setup {
         sink: Arc<Sink>,
@@ -307,7 +292,7 @@ mod tests {
     }
 
     fn setup(subs: usize, timeout: Duration, sandbox_active: bool) -> Setup {
-        let sink = Arc::new(Sink { subs, events: Mutex::new(Vec::new()) });
+        let sink = Arc::new(Sink::new(subs));
         let dir = std::env::temp_dir().join(format!("cc-approvals-rt-{}", crate::util::rand::hex(4)));
         let policy = Arc::new(PolicyStore::load(&dir));
         let ap = Arc::new(Approvals::new(sink.clone(), timeout, sandbox_active, policy));

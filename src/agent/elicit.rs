@@ -141,22 +141,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// Records events; `subs` subscribers.
-    struct Sink {
-        subs: usize,
-        events: Mutex<Vec<Value>>,
-    }
-
-    impl EventSink for Sink {
-        fn emit(&self, _chat_id: &str, event: &Event<'_>) -> u64 {
-            let mut e = self.events.lock().unwrap();
-            e.push(serde_json::from_str(&event.to_text(None)).unwrap());
-            e.len() as u64
-        }
-        fn subscribers(&self, _chat_id: &str) -> usize {
-            self.subs
-        }
-    }
+    use crate::bus::RecordingSink as Sink;
 
     fn request() -> Request {
         crate::mcp::elicit::parse_request(
@@ -167,7 +152,7 @@ mod tests {
     }
 
     fn setup(subs: usize, timeout: Duration) -> (Arc<Sink>, Arc<Elicitations>) {
-        let sink = Arc::new(Sink { subs, events: Mutex::new(Vec::new()) });
+        let sink = Arc::new(Sink::new(subs));
         (sink.clone(), Arc::new(Elicitations::new(sink, timeout)))
     }
 

@@ -8,6 +8,7 @@ import { useEffect, useId, useRef, useState, type KeyboardEvent } from 'react'
 import { ShieldAlert } from 'lucide-react'
 import { useT } from '../i18n'
 import { commandOf, isEscalation, secondsLeft, type Approval, type ApprovalDecision } from '../lib/approvals'
+import { trapTab } from '../lib/focus'
 import { Button } from './ui'
 
 export function ApprovalDialog({ request, onAnswer }: { request: Approval; onAnswer: (d: ApprovalDecision) => void }) {
@@ -39,20 +40,7 @@ export function ApprovalDialog({ request, onAnswer }: { request: Approval; onAns
       onAnswer('deny')
       return
     }
-    if (e.key !== 'Tab') return
-    const items = [...(dialogRef.current?.querySelectorAll<HTMLElement>('button, [tabindex="0"]') ?? [])].filter(
-      (el) => !el.hasAttribute('disabled'),
-    )
-    if (!items.length) return
-    const first = items[0]
-    const last = items[items.length - 1]
-    if (e.shiftKey && document.activeElement === first) {
-      e.preventDefault()
-      last.focus()
-    } else if (!e.shiftKey && document.activeElement === last) {
-      e.preventDefault()
-      first.focus()
-    }
+    trapTab(e, dialogRef.current)
   }
 
   const command = commandOf(request)

@@ -6,6 +6,7 @@
 import { useEffect, useId, useRef, useState, type KeyboardEvent } from 'react'
 import { useT } from '../i18n'
 import { initialValues, validate, type Elicitation, type Field, type FieldError, type FormValues } from '../lib/elicitation'
+import { trapTab } from '../lib/focus'
 import { Button, inputClass } from './ui'
 
 export type ElicitAction = 'accept' | 'decline' | 'cancel'
@@ -169,21 +170,7 @@ export function ElicitationDialog({
       onAnswer('cancel')
       return
     }
-    if (e.key !== 'Tab') return
-    // Focus stays in the dialog: Tab past the last control wraps to the first, and back.
-    const items = [...(dialogRef.current?.querySelectorAll<HTMLElement>('input, select, textarea, button') ?? [])].filter(
-      (el) => !el.hasAttribute('disabled'),
-    )
-    if (!items.length) return
-    const first = items[0]
-    const last = items[items.length - 1]
-    if (e.shiftKey && document.activeElement === first) {
-      e.preventDefault()
-      last.focus()
-    } else if (!e.shiftKey && document.activeElement === last) {
-      e.preventDefault()
-      first.focus()
-    }
+    trapTab(e, dialogRef.current)
   }
 
   return (

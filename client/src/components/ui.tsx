@@ -3,6 +3,7 @@
 import { useEffect, useId, useRef, useState, type ButtonHTMLAttributes, type ReactNode, type RefObject } from 'react'
 import { Loader2, X } from 'lucide-react'
 import { useT } from '../i18n'
+import { focusables, trapTab } from '../lib/focus'
 
 type Variant = 'primary' | 'secondary' | 'danger' | 'ghost'
 
@@ -80,23 +81,7 @@ export function Modal({
   useEffect(() => {
     const el = box.current
     if (!el) return
-    const trap = (e: KeyboardEvent) => {
-      if (e.key !== 'Tab') return
-      const list = focusables(el)
-      if (!list.length) {
-        e.preventDefault()
-        return
-      }
-      const first = list[0]
-      const last = list[list.length - 1]
-      if (e.shiftKey && (document.activeElement === first || document.activeElement === el)) {
-        e.preventDefault()
-        last.focus()
-      } else if (!e.shiftKey && document.activeElement === last) {
-        e.preventDefault()
-        first.focus()
-      }
-    }
+    const trap = (e: KeyboardEvent) => trapTab(e, el)
     el.addEventListener('keydown', trap)
     return () => el.removeEventListener('keydown', trap)
   }, [])
@@ -132,11 +117,6 @@ export function Modal({
   )
 }
 
-const FOCUSABLE = 'a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), [tabindex]:not([tabindex="-1"])'
-
-function focusables(root: HTMLElement): HTMLElement[] {
-  return [...root.querySelectorAll<HTMLElement>(FOCUSABLE)].filter((el) => el.getClientRects().length > 0)
-}
 
 export function ConfirmDialog({
   message,
