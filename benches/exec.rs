@@ -3,8 +3,9 @@
 //! removed, `fork` instead of `posix_spawn`, the `pre_exec` system calls), alternating the two
 //! in rounds so drift hits both; prints the median of each and the difference. A 32 MiB ballast
 //! of touched memory stands in for the server's resident set (its page tables are what `fork`
-//! copies). Run: `cargo bench --bench exec` (release profile). Without `--bench` it is a smoke
-//! run of 5 calls each.
+//! copies; `BENCH_BALLAST_MIB` sets another size, e.g. 8 for an idle server). Run:
+//! `cargo bench --bench exec` (release profile). Without `--bench` it is a smoke run of 5 calls
+//! each.
 
 // Test code: helpers are `pub` for the other test modules, and an `unwrap` that fails fails the test.
 #![allow(unreachable_pub, clippy::unwrap_used)]
@@ -23,7 +24,8 @@ use serde_json::{json, Map};
 
 const CALLS: usize = 200;
 const ROUNDS: usize = 5;
-const BALLAST: usize = 32 << 20;
+/// MiB of touched memory by default: the server's peak RSS after 500 clients (README).
+const BALLAST_MIB: usize = 32;
 
 fn main() {
     let (calls, rounds) = if std::env::args().any(|a| a == "--bench") { (CALLS, ROUNDS) } else { (5, 1) };
@@ -33,7 +35,8 @@ fn main() {
     let ws = fs::canonicalize(&ws).expect("canonical workspace");
     let data = tmp.join("data");
     fs::create_dir_all(&data).expect("data");
-    let ballast: Vec<u8> = (0..BALLAST).map(|i| i as u8).collect();
+    let mib = std::env::var("BENCH_BALLAST_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(BALLAST_MIB);
+    let ballast: Vec<u8> = (0..mib << 20).map(|i| i as u8).collect();
 
     let sandbox = Arc::new(Sandbox::with_defaults(&data, &ws));
     assert!(sandbox.active(), "the kernel offers no confinement: nothing to measure");
@@ -90,6 +93,7 @@ fn main() {
         v[v.len() / 2]
     };
     let (m_off, m_on) = (median(&mut off), median(&mut on));
+    println!("ballast {mib} MiB of touched memory");
     println!("exec `true` unconfined  median {m_off:>9.2?}  ({} calls)", off.len());
     println!("exec `true` confined    median {m_on:>9.2?}  ({} calls)", on.len());
     println!("sandbox cost per call   {:>9.2?}", m_on.saturating_sub(m_off));
