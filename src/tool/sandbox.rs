@@ -348,8 +348,7 @@ impl Prepared {
         let mut ruleset = Some(self.ruleset);
         let filters = self.filters;
         // Only root holds capabilities to drop.
-        // SAFETY: geteuid cannot fail and touches no memory.
-        let root = unsafe { libc::geteuid() } == 0;
+        let root = nix::unistd::geteuid().is_root();
         let confine = move || -> io::Result<()> {
             let denied = || io::Error::from_raw_os_error(libc::EPERM);
             // Between fork and execve: nothing here allocates. `take` moves the ruleset out
