@@ -2,7 +2,7 @@
 //! ([`is_secret_name`]), taking them out of the process environment at start-up
 //! ([`take_from_environment`], [`hand_over`]) so that no tool can read them back, not even
 //! from `/proc/<server pid>/environ`, and the live registry of known secret values that every
-//! tool result is redacted against ([`Secrets`]).
+//! tool result is redacted against ([`Secrets`]), which keeps them only as keyed fingerprints.
 //!
 //! The start-up parts run on the main thread before any other thread exists. The registry is
 //! shared: turn workers and the logger redact with it, the HTTP thread updates it when the LLM
@@ -277,7 +277,7 @@ fn environ_block() -> Option<(usize, usize)> {
 /// access token, MCP headers) are held by their owners, not here. [`Secrets::set`] wipes the
 /// strings it is given once they are fingerprinted.
 #[derive(Clone, Default)]
-pub(crate) struct Secrets {
+pub struct Secrets {
     inner: Arc<RwLock<Known>>,
 }
 
@@ -562,14 +562,14 @@ fn without_whitespace(value: &str) -> String {
 }
 
 impl Secrets {
-    pub(crate) fn new() -> Secrets {
+    pub fn new() -> Secrets {
         Secrets::default()
     }
 
     /// Replaces the values known from `source`. Each value is trimmed; one under
     /// [`MIN_SECRET_LEN`] bytes is not kept. Only fingerprints are kept; the given strings are
     /// wiped.
-    pub(crate) fn set(&self, source: &'static str, values: impl IntoIterator<Item = String>) {
+    pub fn set(&self, source: &'static str, values: impl IntoIterator<Item = String>) {
         let prints: Vec<ValuePrint> = values
             .into_iter()
             .filter_map(|mut v| {
@@ -596,7 +596,7 @@ impl Secrets {
     /// keyed rolling hash over windows of [`ANCHOR`] bytes (another for each length of a form
     /// shorter than that), each window checked against a bit filter; where it passes, the
     /// candidate forms' rolling hashes and then their keyed SHA-256 are compared.
-    pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let k = sync::read(&self.inner);
         if k.scanners.is_empty() {
             return Cow::Borrowed(text);
