@@ -433,13 +433,33 @@ impl fmt::Debug for Vars {
     }
 }
 
+/// Whether `name=value` is registered as a secret value ([`known_secrets`]): a secret name that
+/// does not name a place (`*_FILE`, `*_PATH`, `*_DIR`: the token file's content is registered
+/// as the token), or a value with URL credentials.
+fn is_secret_value(name: &str, value: &str) -> bool {
+    let names_place = ["_FILE", "_PATH", "_DIR"].iter().any(|s| name.to_ascii_uppercase().ends_with(s));
+    is_secret_name(name) && !names_place || url_passwords(value).next().is_some()
+}
+
 /// `0 < s <= 86400`, the MCP timeouts' range.
 const MCP_SECS: (Bound<f64>, Bound<f64>) = (Excluded(0.0), Included(86_400.0));
 
 impl Vars {
-    /// Every variable, as given (the skills dependency probe).
+    /// Every variable, as given (the skills dependency probe), secret values replaced by
+    /// [`REDACTED`] once the config is parsed.
     pub(crate) fn map(&self) -> &BTreeMap<String, String> {
         &self.0
+    }
+
+    /// Wipes every secret value ([`is_secret_value`]) and leaves [`REDACTED`] in its place, so
+    /// the variable still reads as set.
+    fn forget_secrets(&mut self) {
+        for (k, v) in self.0.iter_mut() {
+            if is_secret_value(k, v) {
+                zeroize::Zeroize::zeroize(v);
+                v.push_str(REDACTED);
+            }
+        }
     }
 
     /// `name`'s value, trimmed; `None` when unset or blank.
@@ -576,10 +596,15 @@ fn gather(
             install.map(|d| (d.join(".env"), false)).into_iter().chain([(config_root.join(".env"), false)]).collect()
         }
     };
+    // The copies made here of secret values are wiped as they go (see `Vars::forget_secrets`).
+    early.0.into_values().for_each(|mut v| zeroize::Zeroize::zeroize(&mut v));
     let mut vars = BTreeMap::new();
     for (file, required) in &files {
         match std::fs::read_to_string(file) {
-            Ok(text) => vars.extend(parse_dotenv(&text)),
+            Ok(mut text) => {
+                put_all(&mut vars, parse_dotenv(&text));
+                zeroize::Zeroize::zeroize(&mut text);
+            }
             Err(e) if *required => return Err(Error(format!("cannot read {}: {e}", file.display()))),
             Err(_) => {}
         }
@@ -595,8 +620,17 @@ fn gather(
             here.display()
         ));
     }
-    vars.extend(outer);
+    put_all(&mut vars, outer);
     Ok(Vars(vars))
+}
+
+/// `vars` with `more` added over it; a value replaced is wiped (it may be a secret).
+fn put_all(vars: &mut BTreeMap<String, String>, more: impl IntoIterator<Item = (String, String)>) {
+    for (k, v) in more {
+        if let Some(mut old) = vars.insert(k, v) {
+            zeroize::Zeroize::zeroize(&mut old);
+        }
+    }
 }
 
 /// Pure core of [`from_args_env`], testable without touching the process environment.
@@ -704,7 +738,7 @@ pub(crate) fn parse(
     let client_dir =
         vars.dir(cwd, "CASHCODE_CLIENT_DIR").or_else(|| project_dir.as_ref().map(|p| p.join("client").join("dist")));
 
-    let config = Config {
+    let mut config = Config {
         http_host: vars.get("CASHCODE_HOST").unwrap_or_else(|| DEFAULT_HOST.into()),
         http_port: vars.num("CASHCODE_PORT", .., "a port number")?.unwrap_or(DEFAULT_HTTP_PORT),
         ws_host: vars.get("WS_HOST").unwrap_or_else(|| DEFAULT_HOST.into()),
@@ -750,6 +784,10 @@ pub(crate) fn parse(
         warnings,
         vars,
     };
+    // Registered for redaction above and read into the fields that use them: no clear copy
+    // stays in the variable map (it is cloned into the skills probe, which needs only to know
+    // that they are set).
+    config.vars.forget_secrets();
     if config.token.is_none() && !(is_loopback(&config.http_host) && is_loopback(&config.ws_host)) {
         return Err(Error(
             "binding to a non-loopback address requires CASHCODE_TOKEN (or --token, or a --token-file) to be set"
@@ -781,11 +819,10 @@ fn read_token(vars: &Vars, cwd: &Path, warnings: &mut Vec<String>) -> Result<Opt
 /// Known secret values: the token and every secret-named variable, except those naming a
 /// place (`*_FILE`, `*_PATH`, `*_DIR`: the token file's content is registered as the token).
 fn known_secrets(vars: &Vars, token: Option<&str>) -> Secrets {
-    let names_place = |k: &str| ["_FILE", "_PATH", "_DIR"].iter().any(|s| k.to_ascii_uppercase().ends_with(s));
     let secrets = Secrets::new();
     let mut values: Vec<String> = token.map(str::to_string).into_iter().collect();
     for (k, v) in vars.map() {
-        if is_secret_name(k) && !names_place(k) || url_passwords(v).next().is_some() {
+        if is_secret_value(k, v) {
             values.push(v.clone());
             values.extend(url_passwords(v).map(str::to_string));
         }
@@ -1307,6 +1344,13 @@ mod tests {
         }
         // The secret variables are known values to redact; ordinary ones are not.
         assert_eq!(c.secrets.redact("a sk-deep-VALUE-42 b ghp-VALUE-777 c 1"), "a [REDACTED] b [REDACTED] c 1");
+        // The variable map keeps no clear secret: the redact-only `GITHUB_TOKEN` (and the used
+        // ones, held in their own fields) read as set, with the marker for a value.
+        let v = c.vars.map();
+        assert!(v.values().all(|x| !x.contains("VALUE-")), "{v:?}");
+        assert_eq!(v.get("GITHUB_TOKEN").map(String::as_str), Some(REDACTED));
+        assert_eq!(v.get("SKILL_EVOLUTION_ENABLED").map(String::as_str), Some("1"));
+        assert_eq!(c.deepseek_api_key.as_ref().map(|k| k.expose().as_str()), Some("sk-deep-VALUE-42"));
     }
 
     #[test]

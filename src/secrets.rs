@@ -2,7 +2,7 @@
 //! ([`is_secret_name`]), taking them out of the process environment at start-up
 //! ([`take_from_environment`], [`hand_over`]) so that no tool can read them back, not even
 //! from `/proc/<server pid>/environ`, and the live registry of known secret values that every
-//! tool result is redacted against ([`Secrets`]).
+//! tool result is redacted against ([`Secrets`]), which keeps them only as keyed fingerprints.
 //!
 //! The start-up parts run on the main thread before any other thread exists. The registry is
 //! shared: turn workers and the logger redact with it, the HTTP thread updates it when the LLM
@@ -144,7 +144,9 @@ fn write_memfd(secrets: &[(String, String)]) -> Option<std::os::fd::OwnedFd> {
     // starting any thread or child.
     let fd = memfd_create(MEMFD_NAME, MFdFlags::MFD_ALLOW_SEALING).ok()?;
     let mut file = std::fs::File::from(fd);
-    file.write_all(&bytes).ok()?;
+    let written = file.write_all(&bytes);
+    zeroize::Zeroize::zeroize(&mut bytes);
+    written.ok()?;
     // Sealed, so the receiver can tell our memfd from any other descriptor a caller might
     // name in the variable (only a sealed memfd answers F_GET_SEALS with these seals).
     fcntl(&file, FcntlArg::F_ADD_SEALS(SealFlag::from_bits_retain(SEALS))).ok()?;
@@ -190,6 +192,14 @@ fn read_handover(fd: libc::c_int) -> Option<Vec<(String, String)>> {
     let mut bytes = vec![0u8; len as usize];
     file.read_exact_at(&mut bytes, 0).ok()?;
     drop(file);
+    let out = parse_handover(&bytes);
+    zeroize::Zeroize::zeroize(&mut bytes);
+    Some(out)
+}
+
+/// The `name\0value\0` pairs of a hand-over.
+#[cfg(target_os = "linux")]
+fn parse_handover(bytes: &[u8]) -> Vec<(String, String)> {
     let mut fields = bytes.split(|b| *b == 0);
     let mut out = Vec::new();
     while let (Some(k), Some(v)) = (fields.next(), fields.next()) {
@@ -199,7 +209,7 @@ fn read_handover(fd: libc::c_int) -> Option<Vec<(String, String)>> {
             }
         }
     }
-    Some(out)
+    out
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -260,21 +270,241 @@ fn environ_block() -> Option<(usize, usize)> {
 /// The live set of secret values known to the server, by source (`config`: the token and the
 /// secret variables; `llm`: the stored API key; `mcp`: configured header values and secret
 /// `env` values). Cheap to clone; all clones share one set.
+///
+/// It holds no value in clear, only keyed fingerprints of each form a value may be printed in
+/// ([`Form`]): most of these values (`OPENAI_API_KEY`, `GITHUB_TOKEN`, … from the server's
+/// environment) are kept only to be redacted, and the ones the server uses (the LLM key, the
+/// access token, MCP headers) are held by their owners, not here. [`Secrets::set`] wipes the
+/// strings it is given once they are fingerprinted.
 #[derive(Clone, Default)]
-pub(crate) struct Secrets {
+pub struct Secrets {
     inner: Arc<RwLock<Known>>,
 }
 
 #[derive(Default)]
 struct Known {
-    by_source: BTreeMap<&'static str, Vec<String>>,
-    /// Every value of at least [`MIN_SECRET_LEN`] bytes, deduplicated, longest first (so a
-    /// value that contains another is replaced whole).
-    all: Vec<String>,
-    /// What [`Secrets::redact`] looks for: `all` and their encoded forms ([`encoded_forms`]),
-    /// deduplicated; hex forms (lower case) are matched ignoring ASCII case.
-    patterns: Vec<String>,
-    hex_patterns: Vec<String>,
+    by_source: BTreeMap<&'static str, Vec<ValuePrint>>,
+    /// How many distinct values (by [`ValuePrint::id`]) the sources hold.
+    count: usize,
+    /// What [`Secrets::redact`] runs: one scanner per anchor width ([`ANCHOR`], or a shorter
+    /// form's own length), each looking for every form of every value.
+    scanners: Vec<Scanner>,
+}
+
+/// One value's fingerprints: an identity (to count distinct values) and its forms.
+struct ValuePrint {
+    id: [u8; 32],
+    forms: Vec<FormPrint>,
+}
+
+/// Windows of this many bytes are what a scan hashes first: a form is looked at only where the
+/// hash of the window at its start falls in the bucket of the hash of its first `ANCHOR`
+/// bytes. One pass serves every form of every length; forms shorter than this anchor on their
+/// whole length.
+const ANCHOR: usize = 8;
+
+/// A form as kept: its length, the bucket of its anchor (the top 16 bits of the rolling hash
+/// of its first [`ANCHOR`] bytes: too few bits to tell those bytes), and its fingerprint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct FormPrint {
+    anchor: u16,
+    len: usize,
+    print: Print,
+}
+
+/// How a text window is compared with a form before its digest is taken: exactly (the value
+/// without whitespace), as base64 in either alphabet (`-`/`_` read as `+`/`/`), or as hex in
+/// any letter case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Form {
+    Exact = 0,
+    Base64 = 1,
+    Hex = 2,
+}
+
+impl Form {
+    fn canon(self, b: u8) -> u8 {
+        match (self, b) {
+            (Form::Base64, b'-') => b'+',
+            (Form::Base64, b'_') => b'/',
+            (Form::Hex, b) => b.to_ascii_lowercase(),
+            (_, b) => b,
+        }
+    }
+}
+
+/// A form's fingerprint: the keyed rolling hash of its folded bytes ([`fold`]), compared
+/// first, and the keyed SHA-256 of its bytes as read by its [`Form`], which confirms a match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Print {
+    roll: u64,
+    form: Form,
+    digest: [u8; 32],
+}
+
+/// The forms anchored on windows of `q` bytes, and what scanning for them needs.
+struct Scanner {
+    q: usize,
+    /// `weight[b] * base^(q-1)`: what the byte leaving the window takes from the hash.
+    out: Box<[u64; 256]>,
+    /// Bit `anchor` set for every form: most windows are rejected by one load.
+    filter: Box<[u64; 1024]>,
+    /// Sorted by anchor.
+    forms: Vec<FormPrint>,
+}
+
+/// The per-process key of the fingerprints, drawn from the OS on first use.
+struct Key {
+    /// SHA-256 after absorbing 32 random bytes: the confirming digest.
+    keyed: sha2::Sha256,
+    /// Odd multiplier of the rolling hash (modulo 2^64).
+    base: u64,
+    /// A random weight per byte, equal for bytes that [`fold`] makes equal.
+    weight: [u64; 256],
+}
+
+fn key() -> &'static Key {
+    static KEY: std::sync::OnceLock<Key> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        use sha2::Digest;
+        let mut seed = [0u8; 32 + 8 + 256 * 8];
+        crate::util::rand::fill(&mut seed);
+        let word = |i: usize| u64::from_le_bytes(seed[32 + i * 8..40 + i * 8].try_into().unwrap_or_default());
+        let mut weight = [0u64; 256];
+        for (b, w) in weight.iter_mut().enumerate() {
+            *w = word(1 + fold(b as u8) as usize);
+        }
+        let key = Key { keyed: sha2::Sha256::new_with_prefix(&seed[..32]), base: word(0) | 1, weight };
+        zeroize::Zeroize::zeroize(&mut seed[..]);
+        key
+    })
+}
+
+/// The byte the rolling hash sees: ASCII lower case, and the URL-safe base64 letters as the
+/// standard ones, so one hash serves every [`Form`] (each form's reading folds to this).
+fn fold(b: u8) -> u8 {
+    match b {
+        b'-' => b'+',
+        b'_' => b'/',
+        b => b.to_ascii_lowercase(),
+    }
+}
+
+fn roll(bytes: &[u8]) -> u64 {
+    let k = key();
+    bytes.iter().fold(0u64, |h, &b| h.wrapping_mul(k.base).wrapping_add(k.weight[b as usize]))
+}
+
+/// The keyed SHA-256 of `bytes` as `form` reads them.
+fn digest(form: Form, bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    let mut h = key().keyed.clone();
+    h.update([form as u8]);
+    let mut buf = [0u8; 64];
+    for chunk in bytes.chunks(buf.len()) {
+        for (d, s) in buf.iter_mut().zip(chunk) {
+            *d = form.canon(*s);
+        }
+        h.update(&buf[..chunk.len()]);
+    }
+    zeroize::Zeroize::zeroize(&mut buf);
+    h.finalize().into()
+}
+
+/// The fingerprints of `value` (trimmed, at least [`MIN_SECRET_LEN`] bytes): the value
+/// without its whitespace, its base64 forms ([`encoded_forms`]) and its hex. The clear forms
+/// are wiped before returning.
+fn fingerprint(value: &str) -> ValuePrint {
+    use zeroize::Zeroize;
+    let mut forms: Vec<(Form, String)> = vec![(Form::Exact, without_whitespace(value))];
+    forms.extend(encoded_forms(value).into_iter().map(|f| (Form::Base64, f)));
+    forms.push((Form::Hex, crate::util::rand::to_hex(value.as_bytes())));
+    let mut prints: Vec<FormPrint> = forms
+        .iter()
+        .filter(|(_, f)| !f.is_empty())
+        .map(|(form, f)| {
+            let b = f.as_bytes();
+            FormPrint {
+                anchor: (roll(&b[..b.len().min(ANCHOR)]) >> 48) as u16,
+                len: b.len(),
+                print: Print { roll: roll(b), form: *form, digest: digest(*form, b) },
+            }
+        })
+        .collect();
+    for (_, f) in &mut forms {
+        f.zeroize();
+    }
+    prints.sort_unstable();
+    prints.dedup();
+    ValuePrint { id: digest(Form::Exact, value.as_bytes()), forms: prints }
+}
+
+impl Known {
+    fn rebuild(&mut self) {
+        let mut ids: Vec<[u8; 32]> = self.by_source.values().flatten().map(|v| v.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        self.count = ids.len();
+        let mut all: Vec<FormPrint> = self.by_source.values().flatten().flat_map(|v| v.forms.iter().copied()).collect();
+        all.sort_unstable_by_key(|f| (f.len.min(ANCHOR), f.anchor, f.len, f.print));
+        all.dedup();
+        let k = key();
+        self.scanners = all
+            .chunk_by(|a, b| a.len.min(ANCHOR) == b.len.min(ANCHOR))
+            .map(|group| {
+                let q = group[0].len.min(ANCHOR);
+                let top = (1..q).fold(1u64, |p, _| p.wrapping_mul(k.base));
+                let mut out = Box::new([0u64; 256]);
+                for (o, w) in out.iter_mut().zip(k.weight) {
+                    *o = w.wrapping_mul(top);
+                }
+                let mut filter = Box::new([0u64; 1024]);
+                for f in group {
+                    filter[f.anchor as usize >> 6] |= 1 << (f.anchor & 63);
+                }
+                Scanner { q, out, filter, forms: group.to_vec() }
+            })
+            .collect();
+    }
+}
+
+impl Scanner {
+    /// Adds to `hits` the spans of `hay` that are one of the forms.
+    fn scan(&self, hay: &[u8], hits: &mut Vec<(usize, usize)>) {
+        let q = self.q;
+        if q == 0 || q > hay.len() {
+            return;
+        }
+        let k = key();
+        let mut h = roll(&hay[..q]);
+        let mut i = 0;
+        loop {
+            let anchor = (h >> 48) as u16;
+            if self.filter[anchor as usize >> 6] & (1 << (anchor & 63)) != 0 {
+                self.confirm(anchor, hay, i, hits);
+            }
+            if i + q == hay.len() {
+                break;
+            }
+            h = h
+                .wrapping_sub(self.out[hay[i] as usize])
+                .wrapping_mul(k.base)
+                .wrapping_add(k.weight[hay[i + q] as usize]);
+            i += 1;
+        }
+    }
+
+    /// Adds the forms anchored at `anchor` that the text at `at` is: the rolling hash of the
+    /// span first, then its keyed digest.
+    fn confirm(&self, anchor: u16, hay: &[u8], at: usize, hits: &mut Vec<(usize, usize)>) {
+        let from = self.forms.partition_point(|f| f.anchor < anchor);
+        for f in self.forms[from..].iter().take_while(|f| f.anchor == anchor) {
+            let Some(span) = hay.get(at..at + f.len) else { continue };
+            if roll(span) == f.print.roll && digest(f.print.form, span) == f.print.digest {
+                hits.push((at, at + f.len));
+            }
+        }
+    }
 }
 
 /// Shortest encoded form looked for: the inner base64 runs of a short value are a few
@@ -289,6 +519,7 @@ const MIN_FORM_LEN: usize = 8;
 fn encoded_forms(value: &str) -> Vec<String> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
     use base64::Engine as _;
+    use zeroize::Zeroize;
     let bytes = value.as_bytes();
     let mut forms = vec![
         STANDARD.encode(bytes),
@@ -299,7 +530,7 @@ fn encoded_forms(value: &str) -> Vec<String> {
     for shift in 0..3usize {
         let mut shifted = vec![0u8; shift];
         shifted.extend_from_slice(bytes);
-        let encoded = STANDARD_NO_PAD.encode(&shifted);
+        let mut encoded = STANDARD_NO_PAD.encode(&shifted);
         // Characters before `start` hold bits of the bytes before the value; from `end` on,
         // bits of the bytes after it.
         let (start, end) = ((shift * 8).div_ceil(6), (shifted.len() * 8) / 6);
@@ -307,8 +538,15 @@ fn encoded_forms(value: &str) -> Vec<String> {
             forms.push(inner.replace('+', "-").replace('/', "_"));
             forms.push(inner.to_string());
         }
+        shifted.zeroize();
+        encoded.zeroize();
     }
-    forms.retain(|f| f.len() >= MIN_FORM_LEN && f != value);
+    for f in &mut forms {
+        if f.len() < MIN_FORM_LEN || f == value {
+            f.zeroize();
+        }
+    }
+    forms.retain(|f| !f.is_empty());
     forms
 }
 
@@ -324,28 +562,26 @@ fn without_whitespace(value: &str) -> String {
 }
 
 impl Secrets {
-    pub(crate) fn new() -> Secrets {
+    pub fn new() -> Secrets {
         Secrets::default()
     }
 
-    /// Replaces the values known from `source`.
-    pub(crate) fn set(&self, source: &'static str, values: impl IntoIterator<Item = String>) {
+    /// Replaces the values known from `source`. Each value is trimmed; one under
+    /// [`MIN_SECRET_LEN`] bytes is not kept. Only fingerprints are kept; the given strings are
+    /// wiped.
+    pub fn set(&self, source: &'static str, values: impl IntoIterator<Item = String>) {
+        let prints: Vec<ValuePrint> = values
+            .into_iter()
+            .filter_map(|mut v| {
+                let t = v.trim();
+                let print = (t.len() >= MIN_SECRET_LEN).then(|| fingerprint(t));
+                zeroize::Zeroize::zeroize(&mut v);
+                print
+            })
+            .collect();
         let mut k = sync::write(&self.inner);
-        let values: Vec<String> =
-            values.into_iter().map(|v| v.trim().to_string()).filter(|v| v.len() >= MIN_SECRET_LEN).collect();
-        k.by_source.insert(source, values);
-        let mut all: Vec<String> = k.by_source.values().flatten().cloned().collect();
-        all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        all.dedup();
-        // A value is looked for without its own whitespace, as the text is searched without
-        // any (see `redact`); its encoded forms have none.
-        let mut patterns: Vec<String> =
-            all.iter().flat_map(|v| encoded_forms(v)).chain(all.iter().map(|v| without_whitespace(v))).collect();
-        patterns.sort();
-        patterns.dedup();
-        k.hex_patterns = all.iter().map(|v| v.bytes().map(|b| format!("{b:02x}")).collect()).collect();
-        k.all = all;
-        k.patterns = patterns;
+        k.by_source.insert(source, prints);
+        k.rebuild();
     }
 
     /// `text` with every known secret value, and its base64 and hex forms ([`encoded_forms`]),
@@ -354,12 +590,15 @@ impl Secrets {
     /// Matching ignores ASCII whitespace (line breaks, spaces, tabs, CR, vertical tabs, form
     /// feeds): a value cut by `fold`, spread out with spaces or tabs, or split between a
     /// command's stdout and stderr (`exec` redacts their join, see `agent::tools::exec`), is
-    /// still found, and the whole span, whitespace inside it included, is replaced. Hex forms
-    /// match in any letter case. Overlapping matches are replaced as one span. Cost: one copy
-    /// of the text without whitespace, one lower-cased copy, and one linear scan per pattern.
-    pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    /// still found, and the whole span, whitespace inside it included, is replaced. Base64
+    /// forms match in either alphabet, hex forms in any letter case. Overlapping matches are
+    /// replaced as one span. Cost: one copy of the text without whitespace, then one pass of a
+    /// keyed rolling hash over windows of [`ANCHOR`] bytes (another for each length of a form
+    /// shorter than that), each window checked against a bit filter; where it passes, the
+    /// candidate forms' rolling hashes and then their keyed SHA-256 are compared.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let k = sync::read(&self.inner);
-        if k.patterns.is_empty() {
+        if k.scanners.is_empty() {
             return Cow::Borrowed(text);
         }
         // `flat` is `text` without ASCII whitespace (still UTF-8: only ASCII bytes go);
@@ -381,20 +620,9 @@ impl Secrets {
         } else {
             Cow::Borrowed(text)
         };
-        // Hex forms are matched in any case; most texts (log lines) need no lowered copy.
-        let lower: Cow<str> = if !k.hex_patterns.is_empty() && flat.bytes().any(|b| b.is_ascii_uppercase()) {
-            Cow::Owned(flat.to_ascii_lowercase())
-        } else {
-            Cow::Borrowed(&flat)
-        };
         let mut hits: Vec<(usize, usize)> = Vec::new();
-        let mut find =
-            |hay: &str, pattern: &str| hits.extend(hay.match_indices(pattern).map(|(s, m)| (s, s + m.len())));
-        for p in &k.patterns {
-            find(&flat, p);
-        }
-        for p in &k.hex_patterns {
-            find(&lower, p);
+        for sc in &k.scanners {
+            sc.scan(flat.as_bytes(), &mut hits);
         }
         if hits.is_empty() {
             return Cow::Borrowed(text);
@@ -422,7 +650,34 @@ impl Secrets {
 
     /// How many values are known (for tests and start-up logging; never the values).
     pub(crate) fn len(&self) -> usize {
-        sync::read(&self.inner).all.len()
+        sync::read(&self.inner).count
+    }
+}
+
+#[cfg(test)]
+impl Secrets {
+    /// Every byte the registry holds (ids, lengths, anchors, hashes, digests, scan tables), for
+    /// the test that no clear value is among them.
+    fn held_bytes(&self) -> Vec<u8> {
+        let k = sync::read(&self.inner);
+        let mut out = Vec::new();
+        let form = |f: &FormPrint, out: &mut Vec<u8>| {
+            out.extend(f.anchor.to_le_bytes());
+            out.extend(f.len.to_le_bytes());
+            out.extend(f.print.roll.to_le_bytes());
+            out.push(f.print.form as u8);
+            out.extend(f.print.digest);
+        };
+        for v in k.by_source.values().flatten() {
+            out.extend(v.id);
+            v.forms.iter().for_each(|f| form(f, &mut out));
+        }
+        for sc in &k.scanners {
+            out.extend(sc.q.to_le_bytes());
+            sc.out.iter().chain(sc.filter.iter()).for_each(|w| out.extend(w.to_le_bytes()));
+            sc.forms.iter().for_each(|f| form(f, &mut out));
+        }
+        out
     }
 }
 
@@ -658,6 +913,53 @@ mod tests {
         let values_only = t.elapsed();
         assert_eq!(out, plain);
         println!("1 MiB, 10 secrets: values only {values_only:?}, with encoded forms {with_forms:?}");
+    }
+
+    #[test]
+    fn a_redact_only_value_is_redacted_in_every_form_and_not_held_in_clear() {
+        use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+        use base64::Engine as _;
+        let value = "ghp_Redact0nly/Value+9876543210zz";
+        let s = Secrets::new();
+        s.set("config", [value.to_string()]);
+        let hex: String = crate::util::rand::to_hex(value.as_bytes());
+        let spaced: String = value.chars().flat_map(|c| [c, ' ']).collect();
+        let mixed_hex: String =
+            hex.chars().enumerate().map(|(i, c)| if i % 3 == 0 { c.to_ascii_uppercase() } else { c }).collect();
+        for shown in [
+            value.to_string(),
+            spaced.trim_end().to_string(),
+            format!("{}\n{}", &value[..10], &value[10..]),
+            STANDARD.encode(value),
+            STANDARD_NO_PAD.encode(value),
+            URL_SAFE.encode(value),
+            URL_SAFE_NO_PAD.encode(value),
+            hex.clone(),
+            hex.to_uppercase(),
+            mixed_hex,
+        ] {
+            assert_eq!(s.redact(&format!("a {shown} b")), "a [REDACTED] b", "{shown:?}");
+        }
+        for prefix in ["", "x", "xy", "xyz"] {
+            for stream in [STANDARD.encode(format!("{prefix}{value}!")), URL_SAFE.encode(format!("{prefix}{value}!"))] {
+                let out = s.redact(&stream);
+                assert!(out.contains(REDACTED) && out.len() < stream.len() - 20, "{prefix:?}: {stream} -> {out}");
+            }
+        }
+        // Near misses stay: another case of the plain value, one byte changed, a prefix.
+        for text in [value.to_uppercase(), value.replace('9', "8"), value[..value.len() - 1].to_string()] {
+            assert_eq!(s.redact(&text), text.as_str());
+        }
+        // Nothing the registry holds spells the value or any of its forms, even in part.
+        let held = s.held_bytes();
+        assert!(!held.is_empty());
+        for form in [value.to_string(), hex, STANDARD.encode(value), URL_SAFE.encode(value)] {
+            for piece in form.as_bytes().windows(6) {
+                assert!(!held.windows(6).any(|w| w == piece), "{:?} is held", String::from_utf8_lossy(piece));
+            }
+        }
+        assert!(!format!("{s:?}").contains("Redact0nly"));
+        assert_eq!(s.redact(value), REDACTED);
     }
 
     #[cfg(target_os = "linux")]
