@@ -240,12 +240,37 @@ impl ChatStore {
         }
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let _g = self.stripe(id);
+        self.append_locked(id, &dir, records)
+    }
+
+    /// [`ChatStore::append`] only while the record with cursor `kept` is still in the history,
+    /// checked under the chat's lock, so no chat rewind ([`ChatStore::rewind_history`], which
+    /// takes out every record from its cut on) falls between the check and the append. A
+    /// summary computed over records that were rewound is refused this way: `Ok(false)`.
+    pub(crate) fn append_if_kept(&self, id: &str, kept: u64, records: &mut [Record]) -> io::Result<bool> {
+        let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let _g = self.stripe(id);
+        if !self.holds_cursor(id, kept)? {
+            return Ok(false);
+        }
+        self.append_locked(id, &dir, records).map(|()| true)
+    }
+
+    /// Whether history.jsonl still holds the record with `cursor`.
+    pub(crate) fn holds_cursor(&self, id: &str, cursor: u64) -> io::Result<bool> {
+        Ok(self.read_history(id)?.records.iter().any(|r| r.cursor == cursor))
+    }
+
+    fn append_locked(&self, id: &str, dir: &Path, records: &mut [Record]) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
         let path = dir.join("history.jsonl");
         let mut file = fsx::open_append(&path)?;
         let len = file.metadata()?.len();
         let (mut cursor, newline) = match self.tail_of_len(id, Some(len)) {
             Some(t) => (t.cursor, false),
-            None => (self.last_cursor(&dir)?, needs_newline(&path)?),
+            None => (self.last_cursor(dir)?, needs_newline(&path)?),
         };
         let stamp = time::minute_stamp();
         let mut buf = Vec::with_capacity(records.len() * 128);
