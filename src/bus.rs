@@ -193,6 +193,11 @@ impl Bus {
         self.runs().get(chat_id).is_some_and(|r| r.running.is_some())
     }
 
+    /// Turns of this chat waiting behind the running one (or for a worker).
+    pub(crate) fn queued(&self, chat_id: &str) -> usize {
+        self.runs().get(chat_id).map_or(0, |r| r.queue.len())
+    }
+
     /// Is a turn of this chat running or queued?
     #[cfg(test)]
     pub(crate) fn busy(&self, chat_id: &str) -> bool {
@@ -368,6 +373,7 @@ mod tests {
         assert!(bus.start_next("a").is_none());
 
         bus.submit(req("b", "1")).unwrap();
+        assert!(!bus.running("b") && bus.queued("b") == 1, "queued for a worker, not running");
         assert_eq!(bus.cancel("b"), Cancelled::Queued);
         bus.submit(req("b", "2")).unwrap();
         assert_eq!(bus.dispatch().ready.len(), 1, "b waits for one worker, once");
@@ -390,7 +396,9 @@ mod tests {
         assert_eq!(bus.cancel("a"), Cancelled::Running);
         assert!(tok.is_cancelled() && !tok.is_discarded());
         bus.submit(req("a", "3")).unwrap();
+        assert_eq!(bus.queued("a"), 1);
         assert_eq!(bus.discard("a"), 1);
+        assert_eq!(bus.queued("a"), 0);
         assert!(tok.is_discarded());
     }
 

@@ -103,6 +103,11 @@ impl Agent {
         self.settled(chat_id, deadline.saturating_duration_since(std::time::Instant::now()));
     }
 
+    /// Whether turns of the chat wait to run (a rewind would let them run on the rewound state).
+    pub(crate) fn has_queued(&self, chat_id: &str) -> bool {
+        self.bus.queued(chat_id) > 0
+    }
+
     /// Waits up to `within` for the chat's running turn to end; true when none runs. A turn
     /// that has sent `done` is still storing its records and checkpoint for a moment, and a
     /// client acting on `done` (a rewind) should not be told a turn is running.

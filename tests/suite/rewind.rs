@@ -282,7 +282,8 @@ fn a_summary_over_rewound_messages_is_never_stored() {
     let gate = Gate::new();
     let (stale, fresh) = ("STALE SUMMARY of the a blocks", "FRESH SUMMARY of the later blocks");
     fake.push_completion(Reply::completion(stale).gate_before_head(&gate));
-    fake.push_completion(Reply::completion(fresh));
+    // Later summaries (turns after the rewind may cross the threshold more than once).
+    fake.set_completion_fallback(Reply::completion(fresh));
     let mut ws = WsClient::connect(&server);
     let chat = ws.chat_id.clone();
     let send = |ws: &mut WsClient, u: &str, a: &str| {
@@ -319,15 +320,17 @@ fn a_summary_over_rewound_messages_is_never_stored() {
             });
         }
     };
-    assert_eq!(summaries.len(), 1, "only the summary over kept messages: {summaries:#?}");
+    assert!(summaries.iter().all(|r| r["content"] == fresh), "only summaries over kept messages: {summaries:#?}");
     let history = fs::read_to_string(server.chat_dir(&chat).join("history.jsonl")).unwrap();
     assert!(!history.contains(stale) && !history.contains(&"a".repeat(150)), "{history}");
-    // The fresh summary was computed over the messages after the rewind only.
+    // The later summaries were computed over the messages after the rewind only.
     let bg: Vec<_> = fake.requests().into_iter().filter(|r| r.is_chat() && r.body["stream"] != json!(true)).collect();
-    assert_eq!(bg.len(), 2);
-    let transcript = bg[1].body.to_string();
-    assert!(!transcript.contains(&"a".repeat(150)) && !transcript.contains(&"b".repeat(150)), "{transcript}");
-    assert!(transcript.contains(&"c".repeat(150)), "{transcript}");
+    assert!(bg.len() >= 2);
+    for req in &bg[1..] {
+        let transcript = req.body.to_string();
+        assert!(!transcript.contains(&"a".repeat(150)) && !transcript.contains(&"b".repeat(150)), "{transcript}");
+    }
+    assert!(bg[1].body.to_string().contains(&"c".repeat(150)));
 }
 
 #[test]

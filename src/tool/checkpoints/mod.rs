@@ -39,6 +39,12 @@ const INTERLEAVED: &str = "changed by someone else between this chat's changes";
 const CONCURRENT_EXEC: &str = "changed while a command of another chat was running";
 /// Exec starts remembered to tell whether another chat's command overlapped one.
 const EXEC_LOG: usize = 256;
+/// Records of evicted turns (paths only, to report them) a chat keeps; older ones are dropped
+/// and the chat's horizon ([`HORIZON`]) rises past them.
+pub(crate) const MAX_STUBS: usize = 16;
+/// `turns/<chat>/horizon`: the highest history position of the chat's dropped stubs. A rewind
+/// reaching back to it cannot know what those turns changed.
+const HORIZON: &str = "horizon";
 
 /// One path in a turn's record: its state before the turn first changed it and after the turn
 /// last did; `conflict` when the change may not be the chat's alone.
@@ -395,6 +401,7 @@ impl Checkpoints {
                     log::info!("event=checkpoint.evicted chat_id={chat} seq={seq}");
                     self.save_record(inner, &rec);
                     self.sweep(inner);
+                    self.prune_stubs(inner, &chat);
                 }
                 None => {
                     let blobs = inner.turns.get_mut(&seq).map(|t| std::mem::take(&mut t.blobs)).unwrap_or_default();
@@ -418,6 +425,36 @@ impl Checkpoints {
                 }
             }
         }
+    }
+
+    /// Keeps a chat's evicted records to the newest [`MAX_STUBS`]: the older ones go, the
+    /// horizon written first (a crash between leaves stubs behind, never a dropped turn past
+    /// the horizon).
+    fn prune_stubs(&self, inner: &mut Inner, chat_id: &str) {
+        let stubs: Vec<TurnRecord> = self.chat_records(chat_id).into_iter().filter(|r| r.evicted).collect();
+        if stubs.len() <= MAX_STUBS {
+            return;
+        }
+        let gone = &stubs[..stubs.len() - MAX_STUBS];
+        let horizon = gone.iter().map(TurnRecord::position).max().unwrap_or(0).max(self.horizon(chat_id).unwrap_or(0));
+        if let Err(e) = fsx::write_replace(&self.chat_dir(chat_id).join(HORIZON), horizon.to_string().as_bytes()) {
+            log::error!("event=checkpoint.write_failed chat_id={chat_id} error_kind={:?}", e.kind());
+            return;
+        }
+        for rec in gone {
+            inner.turns.remove(&rec.seq);
+            if let Err(e) = fs::remove_file(self.record_path(chat_id, rec.seq)) {
+                log::warn!("event=checkpoint.stub_remove_failed chat_id={chat_id} error_kind={:?}", e.kind());
+            }
+        }
+    }
+
+    /// The chat's horizon: the highest position of its dropped stubs (`None`: none dropped).
+    pub(crate) fn horizon(&self, chat_id: &str) -> Option<u64> {
+        if !crate::store::chats::valid_chat_id(chat_id) {
+            return None;
+        }
+        fs::read_to_string(self.chat_dir(chat_id).join(HORIZON)).ok()?.trim().parse().ok()
     }
 
     /// The workspace-relative form of an absolute, symlink-free path the store watches.
@@ -813,5 +850,65 @@ impl Drop for ExecWatch {
     fn drop(&mut self) {
         let overlapped = std::mem::take(&mut self.overlapped);
         self.cp.after_exec(self.id, &overlapped);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(max_bytes: u64) -> (Arc<Checkpoints>, PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("cc-checkpoints-{}", crate::util::rand::hex(6)));
+        let ws = dir.join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        let ws = fs::canonicalize(&ws).unwrap();
+        let cfg = CheckpointConfig {
+            root: dir.join("cp"),
+            workspace: ws.clone(),
+            skip: Vec::new(),
+            max_bytes,
+            pause_after: None,
+        };
+        (Checkpoints::open(cfg).unwrap(), ws, dir)
+    }
+
+    /// One turn at history position `cursor` that writes `content` over `path`.
+    fn write_turn(cp: &Arc<Checkpoints>, path: &Path, cursor: u64, content: &str) {
+        let turn = cp.begin_turn("c", cursor - 1);
+        let touch = turn.before_write(path).unwrap();
+        fs::write(path, content).unwrap();
+        drop(touch);
+        turn.finish(Some(cursor));
+    }
+
+    #[test]
+    fn evicted_stubs_are_bounded_and_a_rewind_past_them_restores_nothing() {
+        let (cp, ws, dir) = store(2_000);
+        let f = ws.join("f.txt");
+        fs::write(&f, "0".repeat(500)).unwrap();
+        let turns = 3 * MAX_STUBS as u64;
+        for i in 1..=turns {
+            write_turn(&cp, &f, 2 * i - 1, &i.to_string().repeat(500 / i.to_string().len()));
+        }
+        let recs = cp.chat_records("c");
+        let stubs: Vec<&TurnRecord> = recs.iter().filter(|r| r.evicted).collect();
+        assert_eq!(stubs.len(), MAX_STUBS, "{} records", recs.len());
+        assert!(recs.iter().any(|r| !r.evicted), "the newest turns keep their copies");
+        let horizon = cp.horizon("c").expect("older stubs were dropped");
+        assert!(stubs.iter().all(|r| r.position() > horizon), "horizon {horizon}");
+        assert!(cp.lock().turns.len() <= recs.len(), "dropped stubs leave the index too");
+        // Back past the horizon: nothing is known for certain, nothing is restored.
+        let r = cp.rewind("c", 1, false, true);
+        assert!(r.evicted && r.files.is_empty(), "{r:?}");
+        assert_eq!(r.not_rewindable.iter().map(|n| n.path.as_str()).collect::<Vec<_>>(), ["f.txt"]);
+        let r = cp.rewind("c", horizon, true, true);
+        assert!(r.evicted && r.files.is_empty(), "forced too: {r:?}");
+        // From the newest turn: its own copy puts the file back.
+        let last = 2 * turns - 1;
+        let r = cp.rewind("c", last, false, false);
+        assert_eq!(r.files.len(), 1, "{r:?}");
+        assert_eq!(fs::read_to_string(&f).unwrap(), (turns - 1).to_string().repeat(500 / 2));
+        drop(cp);
+        let _ = fs::remove_dir_all(dir);
     }
 }
