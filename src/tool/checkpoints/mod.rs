@@ -15,7 +15,8 @@
 //! - [`rewind`] plans and applies a rewind with a journal.
 //!
 //! Hooks run on the turn's worker; a rewind on the HTTP thread; start-up recovery in `app`.
-//! Everything under the one store lock, never held while a command runs.
+//! Everything under the one store lock, never held while a command runs nor across the first
+//! baseline's scan and copies (`Checkpoints::build_baseline`).
 
 pub(crate) mod blobs;
 pub mod rewind;
@@ -149,6 +150,13 @@ pub struct Checkpoints {
     cfg: CheckpointConfig,
     blobs: Blobs,
     inner: Mutex<Inner>,
+    /// Held by the one `exec` taking the first baseline (the others wait for it here, while the
+    /// file tools go on under `inner`).
+    building: Mutex<()>,
+    /// Test-only: the first baseline stops after its unlocked scan and copies, tells the first
+    /// sender, and goes on when the second one sends.
+    #[cfg(test)]
+    baseline_pause: Mutex<Option<(crossbeam_channel::Sender<()>, crossbeam_channel::Receiver<()>)>>,
 }
 
 impl Checkpoints {
@@ -174,6 +182,9 @@ impl Checkpoints {
                 writing: HashMap::new(),
                 watch: None,
             }),
+            building: Mutex::new(()),
+            #[cfg(test)]
+            baseline_pause: Mutex::new(None),
         });
         match rewind::recover(&cp) {
             Ok(0) => {}
@@ -492,6 +503,21 @@ impl Checkpoints {
     /// between them).
     fn full_changes(&self, inner: &mut Inner) -> (Vec<String>, HashMap<String, Stat>) {
         inner.watch = None;
+        let (watch, now) = self.watch_and_scan();
+        inner.watch = watch;
+        let mut changed: Vec<String> =
+            inner.known.keys().filter(|p| !now.contains_key(*p) && !inner.writing.contains_key(*p)).cloned().collect();
+        changed.extend(
+            now.iter()
+                .filter(|(p, st)| !inner.writing.contains_key(*p) && inner.known.get(*p).is_none_or(|k| k.stat != **st))
+                .map(|(p, _)| p.clone()),
+        );
+        (changed, now)
+    }
+
+    /// Sets up the inotify watch on every directory and scans the workspace (watches first,
+    /// then the scan that counts). The watch is `None` when it could not cover everything.
+    fn watch_and_scan(&self) -> (Option<watch::Watch>, HashMap<String, Stat>) {
         let root = &self.cfg.workspace;
         let mut watch = watch::Watch::new();
         let (first, _) = scan(root, &self.cfg.skip);
@@ -512,17 +538,91 @@ impl Checkpoints {
                 }
             }
         }
-        if ok && !truncated {
-            inner.watch = watch;
+        ((ok && !truncated).then_some(watch).flatten(), now)
+    }
+
+    /// The first baseline, taken without holding the store's lock across the scan and the
+    /// copies, so other chats' file tools are not held up by it. The watch is set up before
+    /// the scan: whatever changes from then on is in its queue. Each file is read outside the
+    /// lock and kept only if its metadata is the scan's after the read; it enters the baseline
+    /// under the lock, one file at a time, unless a file tool recorded it meanwhile (its entry
+    /// is newer). The caller's look ([`Checkpoints::sync_baseline`]) then drains the queue
+    /// under the lock, so the baseline it hands the command is as exact as a locked scan's.
+    fn build_baseline(&self) {
+        if self.lock().baseline_ready {
+            return;
         }
-        let mut changed: Vec<String> =
-            inner.known.keys().filter(|p| !now.contains_key(*p) && !inner.writing.contains_key(*p)).cloned().collect();
-        changed.extend(
-            now.iter()
-                .filter(|(p, st)| !inner.writing.contains_key(*p) && inner.known.get(*p).is_none_or(|k| k.stat != **st))
-                .map(|(p, _)| p.clone()),
-        );
-        (changed, now)
+        let _one = sync::lock(&self.building);
+        if self.lock().baseline_ready {
+            return;
+        }
+        let (watch, now) = self.watch_and_scan();
+        let root = &self.cfg.workspace;
+        let mut unsure = Vec::new();
+        for (p, st) in &now {
+            if !st.is_file() || st.meta.size > FILE_CAP {
+                continue;
+            }
+            let path = root.join(p);
+            let bytes = match read_capped(&path) {
+                Ok(Some(b)) if lstat(&path).ok().flatten().as_ref() == Some(st) => b,
+                _ => {
+                    unsure.push(p.clone());
+                    continue;
+                }
+            };
+            let hash = crate::util::hash::sha256_hex(&bytes);
+            let size = bytes.len() as u64;
+            let mut inner = self.lock();
+            if inner.known.contains_key(p) || inner.writing.contains_key(p) {
+                continue;
+            }
+            if !inner.blobs.contains_key(&hash) {
+                // Speculative copies take free room only (as `copy_in` without `evict`).
+                if inner.total + size > self.cfg.max_bytes || self.blobs.put(&bytes).is_err() {
+                    inner.known.insert(p.clone(), Known { stat: st.clone(), blob: None });
+                    continue;
+                }
+            }
+            self.add_ref(&mut inner, &hash, Some(size.max(1)));
+            inner.known.insert(p.clone(), Known { stat: st.clone(), blob: Some(hash) });
+        }
+        #[cfg(test)]
+        if let Some((reached, open)) = sync::lock(&self.baseline_pause).take() {
+            let _ = reached.send(());
+            let _ = open.recv();
+        }
+        let mut inner = self.lock();
+        // Paths the loop did not settle: what the scan saw that no copy stands for yet, files
+        // whose read raced a change, and entries of earlier file tools the scan did not find.
+        let mut check: Vec<String> = unsure;
+        check.extend(now.keys().filter(|p| !inner.known.contains_key(*p)).cloned());
+        check.extend(inner.known.keys().filter(|p| !now.contains_key(*p)).cloned());
+        for (p, st) in &now {
+            if !st.is_file() || st.meta.size > FILE_CAP {
+                if inner.known.get(p).is_none_or(|k| k.stat != *st) {
+                    check.push(p.clone());
+                }
+            }
+        }
+        check.sort();
+        check.dedup();
+        for p in check {
+            if inner.writing.contains_key(&p) {
+                continue;
+            }
+            let stat = lstat(&root.join(&p)).ok().flatten();
+            self.refresh_known(&mut inner, &p, stat, false);
+        }
+        match watch {
+            Some(w) => {
+                inner.watch = Some(w);
+                inner.baseline_ready = true;
+            }
+            // No watch to drain: the caller's look scans again under the lock, as before.
+            None => inner.watch = None,
+        }
+        self.sweep(&mut inner);
     }
 
     /// The paths the inotify events since the last look name, those that differ from the
@@ -731,6 +831,7 @@ impl TurnCheckpoint {
     /// Around one `exec` command: the baseline is brought up to date now (changes since the
     /// last scan are not this chat's); what differs when the guard drops is charged to it.
     pub fn watch_exec(self: &Arc<Self>) -> ExecWatch {
+        self.store.build_baseline();
         let mut inner = self.store.lock();
         self.store.sync_baseline(&mut inner);
         let id = inner.next_exec;
@@ -879,6 +980,60 @@ mod tests {
         fs::write(path, content).unwrap();
         drop(touch);
         turn.finish(Some(cursor));
+    }
+
+    /// The first `exec`'s baseline is held at its pause (after its unlocked scan and copies):
+    /// another chat's `write_file` goes through meanwhile, and both records come out exact.
+    #[test]
+    fn the_first_baseline_does_not_hold_up_other_chats_file_tools() {
+        use crossbeam_channel::bounded;
+        use std::time::Duration;
+        let (cp, ws, dir) = store(1 << 30);
+        for i in 0..50 {
+            fs::write(ws.join(format!("f{i}.txt")), format!("old {i}")).unwrap();
+        }
+        let (reached_tx, reached) = bounded(1);
+        let (open, open_rx) = bounded(1);
+        *sync::lock(&cp.baseline_pause) = Some((reached_tx, open_rx));
+        let a = cp.begin_turn("a", 0);
+        let (a2, f1) = (Arc::clone(&a), ws.join("f1.txt"));
+        let exec = std::thread::spawn(move || {
+            let watch = a2.watch_exec();
+            fs::write(&f1, "by a's command").unwrap();
+            drop(watch);
+        });
+        reached.recv_timeout(Duration::from_secs(30)).expect("the baseline reached its pause");
+        let b = cp.begin_turn("b", 0);
+        let (b2, f2) = (Arc::clone(&b), ws.join("f2.txt"));
+        let (done_tx, done) = bounded(1);
+        let writer = std::thread::spawn(move || {
+            let touch = b2.before_write(&f2).unwrap();
+            fs::write(&f2, "by b").unwrap();
+            drop(touch);
+            let _ = done_tx.send(());
+        });
+        // Under a lock held across the baseline this never arrives while the pause lasts.
+        let wrote = done.recv_timeout(Duration::from_secs(30));
+        open.send(()).unwrap();
+        assert!(wrote.is_ok(), "b's write_file waited for a's baseline");
+        writer.join().unwrap();
+        exec.join().unwrap();
+        a.finish(Some(1));
+        b.finish(Some(1));
+        let content = |rec: &TurnRecord, p: &str| cp.blobs.read(rec.entries[p].before.blob().unwrap()).unwrap();
+        let ra = &cp.chat_records("a")[0];
+        assert_eq!(ra.entries.keys().collect::<Vec<_>>(), ["f1.txt"], "{ra:?}");
+        assert!(ra.entries["f1.txt"].conflict.is_none(), "{ra:?}");
+        assert_eq!(content(ra, "f1.txt"), b"old 1");
+        let rb = &cp.chat_records("b")[0];
+        assert_eq!(rb.entries.keys().collect::<Vec<_>>(), ["f2.txt"], "{rb:?}");
+        assert_eq!(content(rb, "f2.txt"), b"old 2");
+        let r = cp.rewind("a", 1, false, false);
+        assert!(r.conflicts.is_empty() && r.files.len() == 1, "{r:?}");
+        assert_eq!(fs::read_to_string(ws.join("f1.txt")).unwrap(), "old 1");
+        assert_eq!(fs::read_to_string(ws.join("f2.txt")).unwrap(), "by b");
+        drop(cp);
+        let _ = fs::remove_dir_all(dir);
     }
 
     #[test]
