@@ -599,10 +599,8 @@ impl Checkpoints {
         check.extend(now.keys().filter(|p| !inner.known.contains_key(*p)).cloned());
         check.extend(inner.known.keys().filter(|p| !now.contains_key(*p)).cloned());
         for (p, st) in &now {
-            if !st.is_file() || st.meta.size > FILE_CAP {
-                if inner.known.get(p).is_none_or(|k| k.stat != *st) {
-                    check.push(p.clone());
-                }
+            if (!st.is_file() || st.meta.size > FILE_CAP) && inner.known.get(p).is_none_or(|k| k.stat != *st) {
+                check.push(p.clone());
             }
         }
         check.sort();
