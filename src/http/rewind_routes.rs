@@ -19,14 +19,6 @@ const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 
 const BUSY: &str = "a turn is running or queued in this chat; stop it or wait for it to end";
 
-/// No turn of the chat runs or waits in its queue: a queued turn would run on the rewound
-/// state without its sender knowing, so it refuses the rewind like a running one. A turn that
-/// has sent `done` with nothing behind it is waited for ([`SETTLE`]); the queue is looked at
-/// again after that wait, as a message may have been queued meanwhile.
-fn idle(api: &Api, id: &str) -> bool {
-    !api.agent.has_queued(id) && api.agent.settled(id, SETTLE) && !api.agent.has_queued(id)
-}
-
 /// `POST /api/sessions/{id}/rewind`.
 pub(crate) fn rewind(api: &Api, id: &str, req: &Req) -> Resp {
     let mut b = match Body::object(req) {
@@ -61,9 +53,11 @@ pub(crate) fn rewind(api: &Api, id: &str, req: &Req) -> Resp {
     if !valid_chat_id(id) || !deps.chats.exists(id) {
         return Resp::detail(404, "session not found");
     }
-    if !idle(api, id) {
+    // No turn runs or waits, and none starts until the answer: a message sent meanwhile
+    // waits in the chat's queue and runs on the rewound state, after its `rewound` event.
+    let Some(_hold) = api.agent.hold_idle(id, SETTLE) else {
         return Resp::detail(409, BUSY);
-    }
+    };
     let history = match deps.chats.read_history(id) {
         Ok(h) => h,
         Err(e) => {
@@ -133,9 +127,11 @@ pub(crate) fn undo(api: &Api, id: &str) -> Resp {
     if !valid_chat_id(id) || !deps.chats.exists(id) {
         return Resp::detail(404, "session not found");
     }
-    if !idle(api, id) {
+    // No turn runs or waits, and none starts until the answer: a message sent meanwhile
+    // waits in the chat's queue and runs on the rewound state, after its `rewound` event.
+    let Some(_hold) = api.agent.hold_idle(id, SETTLE) else {
         return Resp::detail(409, BUSY);
-    }
+    };
     match deps.chats.undo_rewind(id) {
         Ok(Ok(before)) => {
             deps.cache.forget(id);
