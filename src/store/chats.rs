@@ -256,9 +256,19 @@ impl ChatStore {
         self.append_locked(id, &dir, records).map(|()| true)
     }
 
-    /// Whether history.jsonl still holds the record with `cursor`.
+    /// Whether history.jsonl still holds the record with `cursor`: read line by line up to it,
+    /// each line at most its first 2 MiB (`store::paging::records`), never loaded whole.
     pub(crate) fn holds_cursor(&self, id: &str, cursor: u64) -> io::Result<bool> {
-        Ok(self.read_history(id)?.records.iter().any(|r| r.cursor == cursor))
+        let Some(path) = self.history_path(id) else { return Ok(false) };
+        let mut found = false;
+        match super::paging::records(&path, |r| {
+            found |= r.cursor == cursor;
+            !found && r.cursor < cursor
+        }) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+            Ok(_) => Ok(found),
+        }
     }
 
     fn append_locked(&self, id: &str, dir: &Path, records: &mut [Record]) -> io::Result<()> {
