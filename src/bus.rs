@@ -95,6 +95,21 @@ pub(crate) enum Cancelled {
 struct ChatRun {
     queue: VecDeque<TurnRequest>,
     running: Option<CancelToken>,
+    /// Held by a rewind ([`Bus::hold`]): turns submitted meanwhile wait in the queue and go
+    /// to a worker when the hold ends.
+    held: bool,
+}
+
+/// A chat held idle by [`Bus::hold`]; dropping it lets the chat's queued turns run.
+pub(crate) struct Hold<'a> {
+    bus: &'a Bus,
+    chat_id: String,
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        self.bus.release(&self.chat_id);
+    }
 }
 
 /// The per-chat turn queues. A chat enters the map with the submit that finds it absent, which
@@ -169,24 +184,51 @@ impl Bus {
         let chat_id = req.chat_id.clone();
         run.queue.push_back(req);
         if new {
-            let mut chat = chat_id;
-            loop {
-                let Some(worker) = d.idle.pop() else {
-                    d.ready.push_back(chat);
-                    break;
-                };
-                // A worker waits on its channel while it is in `idle`, so it is empty; a send
-                // fails only if that worker is gone, and the chat goes to the next one.
-                match worker.send(Some(chat)) {
-                    Ok(()) => break,
-                    Err(e) => match e.into_inner() {
-                        Some(c) => chat = c,
-                        None => break,
-                    },
-                }
-            }
+            Self::hand_out(&mut d, chat_id);
         }
         Ok(())
+    }
+
+    /// Sends a chat with work to an idle worker, or queues it in `ready` for the next one.
+    fn hand_out(d: &mut Dispatch, mut chat: String) {
+        loop {
+            let Some(worker) = d.idle.pop() else {
+                d.ready.push_back(chat);
+                break;
+            };
+            // A worker waits on its channel while it is in `idle`, so it is empty; a send
+            // fails only if that worker is gone, and the chat goes to the next one.
+            match worker.send(Some(chat)) {
+                Ok(()) => break,
+                Err(e) => match e.into_inner() {
+                    Some(c) => chat = c,
+                    None => break,
+                },
+            }
+        }
+    }
+
+    /// Holds an idle chat (no turn running, queued, or owned by a worker between two turns):
+    /// until the [`Hold`] drops, its new turns wait in its queue. `None` when not idle.
+    pub(crate) fn hold(&self, chat_id: &str) -> Option<Hold<'_>> {
+        let mut runs = self.runs();
+        if runs.contains_key(chat_id) {
+            return None;
+        }
+        runs.insert(chat_id.to_string(), ChatRun { held: true, ..ChatRun::default() });
+        Some(Hold { bus: self, chat_id: chat_id.to_string() })
+    }
+
+    fn release(&self, chat_id: &str) {
+        let mut runs = self.runs();
+        let Some(run) = runs.get_mut(chat_id).filter(|r| r.held) else { return };
+        if run.queue.is_empty() {
+            runs.remove(chat_id);
+            return;
+        }
+        run.held = false;
+        let mut d = self.dispatch();
+        Self::hand_out(&mut d, chat_id.to_string());
     }
 
     /// Cancels the chat's running turn, or, when none has started yet, drops the oldest queued
@@ -218,6 +260,11 @@ impl Bus {
     /// Is a turn of this chat running?
     pub(crate) fn running(&self, chat_id: &str) -> bool {
         self.runs().get(chat_id).is_some_and(|r| r.running.is_some())
+    }
+
+    /// Turns of this chat waiting behind the running one (or for a worker).
+    pub(crate) fn queued(&self, chat_id: &str) -> usize {
+        self.runs().get(chat_id).map_or(0, |r| r.queue.len())
     }
 
     /// Is a turn of this chat running or queued?
@@ -395,6 +442,7 @@ mod tests {
         assert!(bus.start_next("a").is_none());
 
         bus.submit(req("b", "1")).unwrap();
+        assert!(!bus.running("b") && bus.queued("b") == 1, "queued for a worker, not running");
         assert_eq!(bus.cancel("b"), Cancelled::Queued);
         bus.submit(req("b", "2")).unwrap();
         assert_eq!(bus.dispatch().ready.len(), 1, "b waits for one worker, once");
@@ -417,8 +465,29 @@ mod tests {
         assert_eq!(bus.cancel("a"), Cancelled::Running);
         assert!(tok.is_cancelled() && !tok.is_discarded());
         bus.submit(req("a", "3")).unwrap();
+        assert_eq!(bus.queued("a"), 1);
         assert_eq!(bus.discard("a"), 1);
+        assert_eq!(bus.queued("a"), 0);
         assert!(tok.is_discarded());
+    }
+
+    #[test]
+    fn a_held_chat_runs_nothing_until_released() {
+        let bus = Bus::new();
+        let w = Worker::default();
+        let hold = bus.hold("a").unwrap();
+        assert!(bus.hold("a").is_none(), "one hold at a time");
+        bus.submit(req("a", "1")).unwrap();
+        assert_eq!(bus.queued("a"), 1);
+        assert!(bus.dispatch().ready.is_empty(), "not handed to a worker while held");
+        drop(hold);
+        assert_eq!(bus.next_chat(&w).as_deref(), Some("a"));
+        assert_eq!(bus.start_next("a").unwrap().0.content, "1");
+        assert!(bus.hold("a").is_none(), "a running chat is not idle");
+        bus.ended("a");
+        assert!(bus.start_next("a").is_none());
+        drop(bus.hold("a").unwrap());
+        assert!(!bus.busy("a"), "a hold with nothing queued leaves no trace");
     }
 
     #[test]

@@ -103,9 +103,27 @@ impl Agent {
         self.settled(chat_id, deadline.saturating_duration_since(std::time::Instant::now()));
     }
 
-    /// Waits up to `within` for the chat's running turn to end; true when none runs. A turn
-    /// that has sent `done` is still storing its records and checkpoint for a moment, and a
-    /// client acting on `done` (a rewind) should not be told a turn is running.
+    /// Holds the chat idle for a rewind: waits up to `within` for a turn that is ending (it
+    /// sent `done` and is storing its records) to be gone; `None` when a turn still runs or
+    /// any waits in the queue (it would run on the rewound state without its sender knowing).
+    /// While the hold lives, turns sent to the chat wait in its queue.
+    pub(crate) fn hold_idle(&self, chat_id: &str, within: std::time::Duration) -> Option<crate::bus::Hold<'_>> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if self.bus.queued(chat_id) > 0 {
+                return None;
+            }
+            if let Some(h) = self.bus.hold(chat_id) {
+                return Some(h);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// Waits up to `within` for the chat's running turn to end; true when none runs.
     pub(crate) fn settled(&self, chat_id: &str, within: std::time::Duration) -> bool {
         let deadline = std::time::Instant::now() + within;
         while self.bus.running(chat_id) {

@@ -2,7 +2,7 @@
 //! back what a chat changed in the workspace from one of its user messages on (the checkpoint
 //! store, `tool::checkpoints`), and take the messages out of the chat into its archive, or put
 //! the last archived ones back. Runs on an `http-slow` thread (`gate::Target::is_slow`);
-//! refused with 409 while the chat has a running turn.
+//! refused with 409 while the chat has a running or queued turn.
 
 use serde::Serialize;
 
@@ -16,6 +16,8 @@ use crate::wire::Event;
 /// How long a rewind waits for a turn that is ending (it sent `done` and is storing its
 /// records) before answering 409.
 const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+const BUSY: &str = "a turn is running or queued in this chat; stop it or wait for it to end";
 
 /// `POST /api/sessions/{id}/rewind`.
 pub(crate) fn rewind(api: &Api, id: &str, req: &Req) -> Resp {
@@ -51,9 +53,11 @@ pub(crate) fn rewind(api: &Api, id: &str, req: &Req) -> Resp {
     if !valid_chat_id(id) || !deps.chats.exists(id) {
         return Resp::detail(404, "session not found");
     }
-    if !api.agent.settled(id, SETTLE) {
-        return Resp::detail(409, "a turn is running in this chat; stop it or wait for it to end");
-    }
+    // No turn runs or waits, and none starts until the answer: a message sent meanwhile
+    // waits in the chat's queue and runs on the rewound state, after its `rewound` event.
+    let Some(_hold) = api.agent.hold_idle(id, SETTLE) else {
+        return Resp::detail(409, BUSY);
+    };
     let history = match deps.chats.read_history(id) {
         Ok(h) => h,
         Err(e) => {
@@ -123,9 +127,11 @@ pub(crate) fn undo(api: &Api, id: &str) -> Resp {
     if !valid_chat_id(id) || !deps.chats.exists(id) {
         return Resp::detail(404, "session not found");
     }
-    if !api.agent.settled(id, SETTLE) {
-        return Resp::detail(409, "a turn is running in this chat; stop it or wait for it to end");
-    }
+    // No turn runs or waits, and none starts until the answer: a message sent meanwhile
+    // waits in the chat's queue and runs on the rewound state, after its `rewound` event.
+    let Some(_hold) = api.agent.hold_idle(id, SETTLE) else {
+        return Resp::detail(409, BUSY);
+    };
     match deps.chats.undo_rewind(id) {
         Ok(Ok(before)) => {
             deps.cache.forget(id);

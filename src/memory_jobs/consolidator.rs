@@ -2,7 +2,9 @@
 //! delays the next turn. When a chat's in-memory context reaches the threshold, the older part
 //! (including any previous summary: summaries are cumulative) is summarised by one model call,
 //! a `summary` record with `keep_from_cursor` is appended, and only then is the cached context
-//! swapped. A failure changes nothing. Cuts always land on a user message, so a tool call is
+//! swapped. A failure changes nothing; so does a chat rewind (`POST …/rewind`, `chat: true`) that
+//! took out any record the summary was computed over, checked before the model call and again,
+//! under the chat's lock, when the summary is appended. Cuts always land on a user message, so a tool call is
 //! never separated from its result. [`Consolidator::close`] (server stop) ends the thread before
 //! its next job; queued jobs are dropped (they are redone after a later turn).
 
@@ -151,12 +153,19 @@ fn work(
 
 /// Runs one job. `Ok(false)` when nothing needed doing.
 pub(crate) fn consolidate(job: &Job, chats: &ChatStore, threshold: usize) -> Result<bool, String> {
-    let (transcript, plan) = {
+    let (transcript, plan, newest) = {
         let st = lock(&job.state);
         let Some(plan) = plan(st.records(), threshold) else { return Ok(false) };
         let older: Vec<&Record> = st.records()[..plan.compress].iter().collect();
-        (super::transcript(&older, SUMMARY_MARKER), plan)
+        // A chat rewind takes out every record from its cut on: while the newest record this
+        // summary rests on is in the history, so is everything it summarises.
+        let newest = older.iter().map(|r| r.cursor).max().unwrap_or(0);
+        (super::transcript(&older, SUMMARY_MARKER), plan, newest)
     };
+    // A job queued before a rewind holds the context as it was: rewound messages are not sent.
+    if !chats.holds_cursor(&job.chat_id, newest).map_err(|e| format!("read failed: {:?}", e.kind()))? {
+        return Ok(false);
+    }
     let messages =
         vec![json!({"role": "system", "content": SUMMARY_PROMPT}), json!({"role": "user", "content": transcript})];
     let summary = job.client.complete(&job.model, messages, SUMMARY_TIMEOUT).map_err(|e| e.to_string())?;
@@ -165,8 +174,16 @@ pub(crate) fn consolidate(job: &Job, chats: &ChatStore, threshold: usize) -> Res
     let mut rec = Record::new("summary", summary);
     rec.keep_from_cursor = Some(plan.keep_from_cursor);
     let mut records = [rec];
-    // Durable first; memory is swapped only after the append succeeded.
-    chats.append(&job.chat_id, &mut records).map_err(|e| format!("append failed: {:?}", e.kind()))?;
+    // Durable first; memory is swapped only after the append succeeded. A rewind that took
+    // messages out while the model wrote the summary voids it (archived messages are never
+    // distilled); the next turn over the threshold schedules a new one.
+    let stored = chats
+        .append_if_kept(&job.chat_id, newest, &mut records)
+        .map_err(|e| format!("append failed: {:?}", e.kind()))?;
+    if !stored {
+        log::info!("event=consolidation.discarded chat_id={} reason=rewound", job.chat_id);
+        return Ok(false);
+    }
     let [summary_rec] = records;
     let mut st = lock(&job.state);
     let kept = st.records().iter().filter(|r| r.role != "summary" && r.cursor >= plan.keep_from_cursor).cloned();

@@ -6,7 +6,7 @@
 //! characters and model calls, and reads histories line by line, holding at most about
 //! `2 × BATCH` records however long they are (never a whole history).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -323,6 +323,11 @@ impl Dream {
             Err(e) => return Outcome::Failed(e.to_string()),
         };
         let new_memory = strip_fence(new_memory.trim());
+        // A chat rewind during the model calls took records of the batch out: nothing of this
+        // run is kept (archived messages are never distilled); the next run reads again.
+        if let Some(why) = self.rewound(&batch) {
+            return Outcome::Failed(why);
+        }
         if new_memory.is_empty() {
             if old.trim().is_empty() {
                 // Nothing worth recording yet: the records were processed all the same.
@@ -345,6 +350,20 @@ impl Dream {
             Ok(()) => Outcome::Written { records: batch.len(), chats: chats_in(&batch) },
             Err(e) => Outcome::Failed(e),
         }
+    }
+
+    /// Why the batch no longer stands: a chat whose newest batch record left its history (a
+    /// chat rewind takes out every record from its cut on, so that one stands for all).
+    fn rewound(&self, batch: &[&(String, Record)]) -> Option<String> {
+        let mut newest: HashMap<&str, u64> = HashMap::new();
+        for (chat, r) in batch {
+            let n = newest.entry(chat.as_str()).or_insert(0);
+            *n = (*n).max(r.cursor);
+        }
+        newest
+            .into_iter()
+            .any(|(chat, cursor)| !self.chats.holds_cursor(chat, cursor).unwrap_or(false))
+            .then(|| "a chat was rewound during the run; its records are read again next time".to_string())
     }
 
     /// The chat's oldest [`BATCH`] records after cursor `after`, read through the history

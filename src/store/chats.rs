@@ -240,12 +240,47 @@ impl ChatStore {
         }
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let _g = self.stripe(id);
+        self.append_locked(id, &dir, records)
+    }
+
+    /// [`ChatStore::append`] only while the record with cursor `kept` is still in the history,
+    /// checked under the chat's lock, so no chat rewind ([`ChatStore::rewind_history`], which
+    /// takes out every record from its cut on) falls between the check and the append. A
+    /// summary computed over records that were rewound is refused this way: `Ok(false)`.
+    pub(crate) fn append_if_kept(&self, id: &str, kept: u64, records: &mut [Record]) -> io::Result<bool> {
+        let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let _g = self.stripe(id);
+        if !self.holds_cursor(id, kept)? {
+            return Ok(false);
+        }
+        self.append_locked(id, &dir, records).map(|()| true)
+    }
+
+    /// Whether history.jsonl still holds the record with `cursor`: read line by line up to it,
+    /// each line at most its first 2 MiB (`store::paging::records`), never loaded whole.
+    pub(crate) fn holds_cursor(&self, id: &str, cursor: u64) -> io::Result<bool> {
+        let Some(path) = self.history_path(id) else { return Ok(false) };
+        let mut found = false;
+        match super::paging::records(&path, |r| {
+            found |= r.cursor == cursor;
+            !found && r.cursor < cursor
+        }) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+            Ok(_) => Ok(found),
+        }
+    }
+
+    fn append_locked(&self, id: &str, dir: &Path, records: &mut [Record]) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
         let path = dir.join("history.jsonl");
         let mut file = fsx::open_append(&path)?;
         let len = file.metadata()?.len();
         let (mut cursor, newline) = match self.tail_of_len(id, Some(len)) {
             Some(t) => (t.cursor, false),
-            None => (self.last_cursor(&dir)?, needs_newline(&path)?),
+            None => (self.last_cursor(dir)?, needs_newline(&path)?),
         };
         let stamp = time::minute_stamp();
         let mut buf = Vec::with_capacity(records.len() * 128);

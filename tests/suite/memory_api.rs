@@ -263,6 +263,36 @@ fn last_run(server: &TestServer) -> Value {
     server.get("/api/dream").json()["last_run"].clone()
 }
 
+/// A Dream run whose model call is held while a chat rewind takes the messages it read out of
+/// the chat: released, it writes nothing and moves no cursor (archived messages are never
+/// distilled).
+#[test]
+fn a_dream_run_over_rewound_messages_writes_nothing() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    fake.push(Reply::text(&["fine"]));
+    ws.message(&chat, "remember that I play chess", "openai_compatible");
+    assert_eq!(ws.turn_events(&chat).last().expect("end")["event"], "done");
+    let held = Gate::new();
+    fake.push_completion(Reply::completion("Add: the user plays chess.").gate_before_head(&held));
+    fake.push_completion(Reply::completion("- plays chess"));
+    assert_eq!(server.post("/api/dream/run", &json!({})).status, 202);
+    held.wait_reached(WAIT);
+    let body = json!({"before_message": 0, "chat": true, "files": false});
+    let r = server.post(&format!("/api/sessions/{chat}/rewind"), &body);
+    assert_eq!(r.status, 200, "{}", r.body);
+    held.open();
+    let run = wait_for("the run's end", WAIT, || Some(last_run(&server)).filter(|r| !r.is_null()));
+    assert_eq!(run["outcome"], "failed", "{run}");
+    assert!(run["detail"].as_str().unwrap_or("").contains("rewound"), "{run}");
+    let memory = std::fs::read_to_string(server.home.join("memory/MEMORY.md")).unwrap_or_default();
+    assert!(!memory.contains("chess"), "{memory}");
+    let cursors = std::fs::read_to_string(server.home.join("memory/.dream_cursor")).unwrap_or_default();
+    assert!(!cursors.contains(&chat), "{cursors}");
+}
+
 #[test]
 fn dream_status_and_run_now() {
     let fake = FakeLlm::start();

@@ -271,6 +271,68 @@ fn chat_rewind_archives_messages_and_undo_puts_them_back() {
     ws.turn_events(&chat);
 }
 
+/// A consolidation whose model call is held while a chat rewind takes out the messages it
+/// summarises: released afterwards, its summary is never stored (archived messages are never
+/// distilled), and consolidation goes on working for the turns after the rewind.
+#[test]
+fn a_summary_over_rewound_messages_is_never_stored() {
+    let fake = FakeLlm::start();
+    let server = TestServer::builder().env("CASHCODE_CONSOLIDATE_CHARS", "400").start();
+    server.configure_llm(&fake);
+    let gate = Gate::new();
+    let (stale, fresh) = ("STALE SUMMARY of the a blocks", "FRESH SUMMARY of the later blocks");
+    fake.push_completion(Reply::completion(stale).gate_before_head(&gate));
+    // Later summaries (turns after the rewind may cross the threshold more than once).
+    fake.set_completion_fallback(Reply::completion(fresh));
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    let send = |ws: &mut WsClient, u: &str, a: &str| {
+        fake.push(Reply::text(&[&a.repeat(100)]));
+        ws.message(&chat, &u.repeat(150), "openai_compatible");
+        let events = ws.turn_events(&chat);
+        assert_eq!(events.last().expect("events")["event"], "done");
+    };
+    // Turn 2 crosses the threshold: the summariser is asked about turn 1 and held there.
+    send(&mut ws, "a", "A");
+    send(&mut ws, "b", "B");
+    gate.wait_reached(WAIT);
+    let r = rewind(&server, &chat, json!({"before_message": 0, "chat": true, "files": false}));
+    assert_eq!(r["removed_messages"], 4);
+    gate.open();
+    // The consolidate thread runs one job at a time, and a chat gets a new job only once its
+    // last one ended: the fresh summary is stored after the held job was done with.
+    let mut turns = 0;
+    let summaries = loop {
+        let (u, a) = [("c", "C"), ("d", "D"), ("e", "E"), ("f", "F"), ("g", "G"), ("h", "H")][turns];
+        send(&mut ws, u, a);
+        turns += 1;
+        let found: Vec<Value> =
+            history_records(&server.home, &chat).into_iter().filter(|r| r["role"] == "summary").collect();
+        if found.iter().any(|r| r["content"] == fresh) {
+            break found;
+        }
+        if turns == 6 {
+            // The fresh job may still be at the model when the last turn ended.
+            break wait_for("the fresh summary", WAIT, || {
+                let found: Vec<Value> =
+                    history_records(&server.home, &chat).into_iter().filter(|r| r["role"] == "summary").collect();
+                found.iter().any(|r| r["content"] == fresh).then_some(found)
+            });
+        }
+    };
+    assert!(summaries.iter().all(|r| r["content"] == fresh), "only summaries over kept messages: {summaries:#?}");
+    let history = fs::read_to_string(server.chat_dir(&chat).join("history.jsonl")).unwrap();
+    assert!(!history.contains(stale) && !history.contains(&"a".repeat(150)), "{history}");
+    // The later summaries were computed over the messages after the rewind only.
+    let bg: Vec<_> = fake.requests().into_iter().filter(|r| r.is_chat() && r.body["stream"] != json!(true)).collect();
+    assert!(bg.len() >= 2);
+    for req in &bg[1..] {
+        let transcript = req.body.to_string();
+        assert!(!transcript.contains(&"a".repeat(150)) && !transcript.contains(&"b".repeat(150)), "{transcript}");
+    }
+    assert!(bg[1].body.to_string().contains(&"c".repeat(150)));
+}
+
 #[test]
 fn a_rewind_killed_mid_journal_is_finished_at_the_next_start() {
     let fake = FakeLlm::start();

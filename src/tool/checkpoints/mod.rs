@@ -15,7 +15,8 @@
 //! - [`rewind`] plans and applies a rewind with a journal.
 //!
 //! Hooks run on the turn's worker; a rewind on the HTTP thread; start-up recovery in `app`.
-//! Everything under the one store lock, never held while a command runs.
+//! Everything under the one store lock, never held while a command runs nor across the first
+//! baseline's scan and copies (`Checkpoints::build_baseline`).
 
 pub(crate) mod blobs;
 pub mod rewind;
@@ -39,6 +40,12 @@ const INTERLEAVED: &str = "changed by someone else between this chat's changes";
 const CONCURRENT_EXEC: &str = "changed while a command of another chat was running";
 /// Exec starts remembered to tell whether another chat's command overlapped one.
 const EXEC_LOG: usize = 256;
+/// Records of evicted turns (paths only, to report them) a chat keeps; older ones are dropped
+/// and the chat's horizon ([`HORIZON`]) rises past them.
+pub(crate) const MAX_STUBS: usize = 16;
+/// `turns/<chat>/horizon`: the highest history position of the chat's dropped stubs. A rewind
+/// reaching back to it cannot know what those turns changed.
+const HORIZON: &str = "horizon";
 
 /// One path in a turn's record: its state before the turn first changed it and after the turn
 /// last did; `conflict` when the change may not be the chat's alone.
@@ -143,6 +150,13 @@ pub struct Checkpoints {
     cfg: CheckpointConfig,
     blobs: Blobs,
     inner: Mutex<Inner>,
+    /// Held by the one `exec` taking the first baseline (the others wait for it here, while the
+    /// file tools go on under `inner`).
+    building: Mutex<()>,
+    /// Test-only: the first baseline stops after its unlocked scan and copies, tells the first
+    /// sender, and goes on when the second one sends.
+    #[cfg(test)]
+    baseline_pause: Mutex<Option<(crossbeam_channel::Sender<()>, crossbeam_channel::Receiver<()>)>>,
 }
 
 impl Checkpoints {
@@ -168,6 +182,9 @@ impl Checkpoints {
                 writing: HashMap::new(),
                 watch: None,
             }),
+            building: Mutex::new(()),
+            #[cfg(test)]
+            baseline_pause: Mutex::new(None),
         });
         match rewind::recover(&cp) {
             Ok(0) => {}
@@ -395,6 +412,7 @@ impl Checkpoints {
                     log::info!("event=checkpoint.evicted chat_id={chat} seq={seq}");
                     self.save_record(inner, &rec);
                     self.sweep(inner);
+                    self.prune_stubs(inner, &chat);
                 }
                 None => {
                     let blobs = inner.turns.get_mut(&seq).map(|t| std::mem::take(&mut t.blobs)).unwrap_or_default();
@@ -418,6 +436,36 @@ impl Checkpoints {
                 }
             }
         }
+    }
+
+    /// Keeps a chat's evicted records to the newest [`MAX_STUBS`]: the older ones go, the
+    /// horizon written first (a crash between leaves stubs behind, never a dropped turn past
+    /// the horizon).
+    fn prune_stubs(&self, inner: &mut Inner, chat_id: &str) {
+        let stubs: Vec<TurnRecord> = self.chat_records(chat_id).into_iter().filter(|r| r.evicted).collect();
+        if stubs.len() <= MAX_STUBS {
+            return;
+        }
+        let gone = &stubs[..stubs.len() - MAX_STUBS];
+        let horizon = gone.iter().map(TurnRecord::position).max().unwrap_or(0).max(self.horizon(chat_id).unwrap_or(0));
+        if let Err(e) = fsx::write_replace(&self.chat_dir(chat_id).join(HORIZON), horizon.to_string().as_bytes()) {
+            log::error!("event=checkpoint.write_failed chat_id={chat_id} error_kind={:?}", e.kind());
+            return;
+        }
+        for rec in gone {
+            inner.turns.remove(&rec.seq);
+            if let Err(e) = fs::remove_file(self.record_path(chat_id, rec.seq)) {
+                log::warn!("event=checkpoint.stub_remove_failed chat_id={chat_id} error_kind={:?}", e.kind());
+            }
+        }
+    }
+
+    /// The chat's horizon: the highest position of its dropped stubs (`None`: none dropped).
+    pub(crate) fn horizon(&self, chat_id: &str) -> Option<u64> {
+        if !crate::store::chats::valid_chat_id(chat_id) {
+            return None;
+        }
+        fs::read_to_string(self.chat_dir(chat_id).join(HORIZON)).ok()?.trim().parse().ok()
     }
 
     /// The workspace-relative form of an absolute, symlink-free path the store watches.
@@ -455,6 +503,21 @@ impl Checkpoints {
     /// between them).
     fn full_changes(&self, inner: &mut Inner) -> (Vec<String>, HashMap<String, Stat>) {
         inner.watch = None;
+        let (watch, now) = self.watch_and_scan();
+        inner.watch = watch;
+        let mut changed: Vec<String> =
+            inner.known.keys().filter(|p| !now.contains_key(*p) && !inner.writing.contains_key(*p)).cloned().collect();
+        changed.extend(
+            now.iter()
+                .filter(|(p, st)| !inner.writing.contains_key(*p) && inner.known.get(*p).is_none_or(|k| k.stat != **st))
+                .map(|(p, _)| p.clone()),
+        );
+        (changed, now)
+    }
+
+    /// Sets up the inotify watch on every directory and scans the workspace (watches first,
+    /// then the scan that counts). The watch is `None` when it could not cover everything.
+    fn watch_and_scan(&self) -> (Option<watch::Watch>, HashMap<String, Stat>) {
         let root = &self.cfg.workspace;
         let mut watch = watch::Watch::new();
         let (first, _) = scan(root, &self.cfg.skip);
@@ -475,17 +538,89 @@ impl Checkpoints {
                 }
             }
         }
-        if ok && !truncated {
-            inner.watch = watch;
+        ((ok && !truncated).then_some(watch).flatten(), now)
+    }
+
+    /// The first baseline, taken without holding the store's lock across the scan and the
+    /// copies, so other chats' file tools are not held up by it. The watch is set up before
+    /// the scan: whatever changes from then on is in its queue. Each file is read outside the
+    /// lock and kept only if its metadata is the scan's after the read; it enters the baseline
+    /// under the lock, one file at a time, unless a file tool recorded it meanwhile (its entry
+    /// is newer). The caller's look ([`Checkpoints::sync_baseline`]) then drains the queue
+    /// under the lock, so the baseline it hands the command is as exact as a locked scan's.
+    fn build_baseline(&self) {
+        if self.lock().baseline_ready {
+            return;
         }
-        let mut changed: Vec<String> =
-            inner.known.keys().filter(|p| !now.contains_key(*p) && !inner.writing.contains_key(*p)).cloned().collect();
-        changed.extend(
-            now.iter()
-                .filter(|(p, st)| !inner.writing.contains_key(*p) && inner.known.get(*p).is_none_or(|k| k.stat != **st))
-                .map(|(p, _)| p.clone()),
-        );
-        (changed, now)
+        let _one = sync::lock(&self.building);
+        if self.lock().baseline_ready {
+            return;
+        }
+        let (watch, now) = self.watch_and_scan();
+        let root = &self.cfg.workspace;
+        let mut unsure = Vec::new();
+        for (p, st) in &now {
+            if !st.is_file() || st.meta.size > FILE_CAP {
+                continue;
+            }
+            let path = root.join(p);
+            let bytes = match read_capped(&path) {
+                Ok(Some(b)) if lstat(&path).ok().flatten().as_ref() == Some(st) => b,
+                _ => {
+                    unsure.push(p.clone());
+                    continue;
+                }
+            };
+            let hash = crate::util::hash::sha256_hex(&bytes);
+            let size = bytes.len() as u64;
+            let mut inner = self.lock();
+            if inner.known.contains_key(p) || inner.writing.contains_key(p) {
+                continue;
+            }
+            if !inner.blobs.contains_key(&hash) {
+                // Speculative copies take free room only (as `copy_in` without `evict`).
+                if inner.total + size > self.cfg.max_bytes || self.blobs.put(&bytes).is_err() {
+                    inner.known.insert(p.clone(), Known { stat: st.clone(), blob: None });
+                    continue;
+                }
+            }
+            self.add_ref(&mut inner, &hash, Some(size.max(1)));
+            inner.known.insert(p.clone(), Known { stat: st.clone(), blob: Some(hash) });
+        }
+        #[cfg(test)]
+        if let Some((reached, open)) = sync::lock(&self.baseline_pause).take() {
+            let _ = reached.send(());
+            let _ = open.recv();
+        }
+        let mut inner = self.lock();
+        // Paths the loop did not settle: what the scan saw that no copy stands for yet, files
+        // whose read raced a change, and entries of earlier file tools the scan did not find.
+        let mut check: Vec<String> = unsure;
+        check.extend(now.keys().filter(|p| !inner.known.contains_key(*p)).cloned());
+        check.extend(inner.known.keys().filter(|p| !now.contains_key(*p)).cloned());
+        for (p, st) in &now {
+            if (!st.is_file() || st.meta.size > FILE_CAP) && inner.known.get(p).is_none_or(|k| k.stat != *st) {
+                check.push(p.clone());
+            }
+        }
+        check.sort();
+        check.dedup();
+        for p in check {
+            if inner.writing.contains_key(&p) {
+                continue;
+            }
+            let stat = lstat(&root.join(&p)).ok().flatten();
+            self.refresh_known(&mut inner, &p, stat, false);
+        }
+        match watch {
+            Some(w) => {
+                inner.watch = Some(w);
+                inner.baseline_ready = true;
+            }
+            // No watch to drain: the caller's look scans again under the lock, as before.
+            None => inner.watch = None,
+        }
+        self.sweep(&mut inner);
     }
 
     /// The paths the inotify events since the last look name, those that differ from the
@@ -694,6 +829,7 @@ impl TurnCheckpoint {
     /// Around one `exec` command: the baseline is brought up to date now (changes since the
     /// last scan are not this chat's); what differs when the guard drops is charged to it.
     pub fn watch_exec(self: &Arc<Self>) -> ExecWatch {
+        self.store.build_baseline();
         let mut inner = self.store.lock();
         self.store.sync_baseline(&mut inner);
         let id = inner.next_exec;
@@ -813,5 +949,119 @@ impl Drop for ExecWatch {
     fn drop(&mut self) {
         let overlapped = std::mem::take(&mut self.overlapped);
         self.cp.after_exec(self.id, &overlapped);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(max_bytes: u64) -> (Arc<Checkpoints>, PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("cc-checkpoints-{}", crate::util::rand::hex(6)));
+        let ws = dir.join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        let ws = fs::canonicalize(&ws).unwrap();
+        let cfg = CheckpointConfig {
+            root: dir.join("cp"),
+            workspace: ws.clone(),
+            skip: Vec::new(),
+            max_bytes,
+            pause_after: None,
+        };
+        (Checkpoints::open(cfg).unwrap(), ws, dir)
+    }
+
+    /// One turn at history position `cursor` that writes `content` over `path`.
+    fn write_turn(cp: &Arc<Checkpoints>, path: &Path, cursor: u64, content: &str) {
+        let turn = cp.begin_turn("c", cursor - 1);
+        let touch = turn.before_write(path).unwrap();
+        fs::write(path, content).unwrap();
+        drop(touch);
+        turn.finish(Some(cursor));
+    }
+
+    /// The first `exec`'s baseline is held at its pause (after its unlocked scan and copies):
+    /// another chat's `write_file` goes through meanwhile, and both records come out exact.
+    #[test]
+    fn the_first_baseline_does_not_hold_up_other_chats_file_tools() {
+        use crossbeam_channel::bounded;
+        use std::time::Duration;
+        let (cp, ws, dir) = store(1 << 30);
+        for i in 0..50 {
+            fs::write(ws.join(format!("f{i}.txt")), format!("old {i}")).unwrap();
+        }
+        let (reached_tx, reached) = bounded(1);
+        let (open, open_rx) = bounded(1);
+        *sync::lock(&cp.baseline_pause) = Some((reached_tx, open_rx));
+        let a = cp.begin_turn("a", 0);
+        let (a2, f1) = (Arc::clone(&a), ws.join("f1.txt"));
+        let exec = std::thread::spawn(move || {
+            let watch = a2.watch_exec();
+            fs::write(&f1, "by a's command").unwrap();
+            drop(watch);
+        });
+        reached.recv_timeout(Duration::from_secs(30)).expect("the baseline reached its pause");
+        let b = cp.begin_turn("b", 0);
+        let (b2, f2) = (Arc::clone(&b), ws.join("f2.txt"));
+        let (done_tx, done) = bounded(1);
+        let writer = std::thread::spawn(move || {
+            let touch = b2.before_write(&f2).unwrap();
+            fs::write(&f2, "by b").unwrap();
+            drop(touch);
+            let _ = done_tx.send(());
+        });
+        // Under a lock held across the baseline this never arrives while the pause lasts.
+        let wrote = done.recv_timeout(Duration::from_secs(30));
+        open.send(()).unwrap();
+        assert!(wrote.is_ok(), "b's write_file waited for a's baseline");
+        writer.join().unwrap();
+        exec.join().unwrap();
+        a.finish(Some(1));
+        b.finish(Some(1));
+        let content = |rec: &TurnRecord, p: &str| cp.blobs.read(rec.entries[p].before.blob().unwrap()).unwrap();
+        let ra = &cp.chat_records("a")[0];
+        assert_eq!(ra.entries.keys().collect::<Vec<_>>(), ["f1.txt"], "{ra:?}");
+        assert!(ra.entries["f1.txt"].conflict.is_none(), "{ra:?}");
+        assert_eq!(content(ra, "f1.txt"), b"old 1");
+        let rb = &cp.chat_records("b")[0];
+        assert_eq!(rb.entries.keys().collect::<Vec<_>>(), ["f2.txt"], "{rb:?}");
+        assert_eq!(content(rb, "f2.txt"), b"old 2");
+        let r = cp.rewind("a", 1, false, false);
+        assert!(r.conflicts.is_empty() && r.files.len() == 1, "{r:?}");
+        assert_eq!(fs::read_to_string(ws.join("f1.txt")).unwrap(), "old 1");
+        assert_eq!(fs::read_to_string(ws.join("f2.txt")).unwrap(), "by b");
+        drop(cp);
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn evicted_stubs_are_bounded_and_a_rewind_past_them_restores_nothing() {
+        let (cp, ws, dir) = store(2_000);
+        let f = ws.join("f.txt");
+        fs::write(&f, "0".repeat(500)).unwrap();
+        let turns = 3 * MAX_STUBS as u64;
+        for i in 1..=turns {
+            write_turn(&cp, &f, 2 * i - 1, &i.to_string().repeat(500 / i.to_string().len()));
+        }
+        let recs = cp.chat_records("c");
+        let stubs: Vec<&TurnRecord> = recs.iter().filter(|r| r.evicted).collect();
+        assert_eq!(stubs.len(), MAX_STUBS, "{} records", recs.len());
+        assert!(recs.iter().any(|r| !r.evicted), "the newest turns keep their copies");
+        let horizon = cp.horizon("c").expect("older stubs were dropped");
+        assert!(stubs.iter().all(|r| r.position() > horizon), "horizon {horizon}");
+        assert!(cp.lock().turns.len() <= recs.len(), "dropped stubs leave the index too");
+        // Back past the horizon: nothing is known for certain, nothing is restored.
+        let r = cp.rewind("c", 1, false, true);
+        assert!(r.evicted && r.files.is_empty(), "{r:?}");
+        assert_eq!(r.not_rewindable.iter().map(|n| n.path.as_str()).collect::<Vec<_>>(), ["f.txt"]);
+        let r = cp.rewind("c", horizon, true, true);
+        assert!(r.evicted && r.files.is_empty(), "forced too: {r:?}");
+        // From the newest turn: its own copy puts the file back.
+        let last = 2 * turns - 1;
+        let r = cp.rewind("c", last, false, false);
+        assert_eq!(r.files.len(), 1, "{r:?}");
+        assert_eq!(fs::read_to_string(&f).unwrap(), (turns - 1).to_string().repeat(500 / 2));
+        drop(cp);
+        let _ = fs::remove_dir_all(dir);
     }
 }

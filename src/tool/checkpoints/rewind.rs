@@ -167,7 +167,10 @@ impl Checkpoints {
                 chains.entry(p.as_str()).or_default().push(r);
             }
         }
-        let mut report = Report { evicted: recs.iter().any(|r| r.evicted), ..Report::default() };
+        // Turns past the chat's horizon were forgotten: any path may have been theirs first, so
+        // no state before `from` is known for certain.
+        let forgotten = self.horizon(chat_id).is_some_and(|h| h >= from);
+        let mut report = Report { evicted: forgotten || recs.iter().any(|r| r.evicted), ..Report::default() };
         let mut ops = Vec::new();
         let mut settled: BTreeSet<String> = BTreeSet::new();
         for (p, chain) in &chains {
@@ -175,6 +178,13 @@ impl Checkpoints {
             let target = &entries[0].before;
             let expected = &entries[entries.len() - 1].after;
             let refuse = |reason: &str| Refusal { path: p.to_string(), reason: reason.to_string() };
+            if forgotten {
+                report.not_rewindable.push(refuse(
+                    "older changes of this chat were evicted and forgotten to keep the checkpoint store \
+                     under CASHCODE_CHECKPOINT_MAX_BYTES",
+                ));
+                continue;
+            }
             if chain.iter().any(|r| r.evicted) {
                 report.not_rewindable.push(refuse(
                     "its copy was evicted to keep the checkpoint store under CASHCODE_CHECKPOINT_MAX_BYTES",
