@@ -32,9 +32,11 @@ pub(crate) const MAX_PARKED_FOR: Duration = Duration::from_secs(10);
 pub(crate) const MAX_HANDSHAKES: usize = 64;
 /// Handshake threads running for one peer ([`peer_key`]) at one time.
 pub(crate) const MAX_HANDSHAKES_PER_PEER: usize = 16;
-/// Connections waiting for a handshake thread.
+/// Connections waiting for a handshake thread, at least (twice `CASHCODE_MAX_CLIENTS` when
+/// that is more: [`Limits::for_clients`]).
 pub(crate) const MAX_PARKED: usize = 1024;
-/// Connections of one peer waiting for a handshake thread.
+/// Connections of one peer waiting for a handshake thread, at least (`CASHCODE_MAX_CLIENTS`
+/// when that is more).
 pub(crate) const MAX_PARKED_PER_PEER: usize = 256;
 /// Parked connections asked whether their request head is complete, per handshake ended.
 pub(crate) const MAX_READY_CHECKS: usize = 256;
@@ -112,6 +114,19 @@ impl Limits {
         deadline: HANDSHAKE_DEADLINE,
         parked_for: MAX_PARKED_FOR,
     };
+
+    /// The limits for a server admitting `max_clients` clients: the waiting room grows with the
+    /// client budget, so a burst of legitimate clients from one address up to
+    /// `CASHCODE_MAX_CLIENTS` (a local script, the load benches, a reverse proxy) waits for a
+    /// handshake thread rather than being refused; a parked connection costs one descriptor and
+    /// no thread.
+    pub(crate) fn for_clients(max_clients: usize) -> Limits {
+        Limits {
+            parked: MAX_PARKED.max(max_clients.saturating_mul(2)),
+            parked_per_peer: MAX_PARKED_PER_PEER.max(max_clients),
+            ..Limits::DEFAULT
+        }
+    }
 }
 
 struct State<T> {

@@ -72,7 +72,7 @@ impl WsShared {
             live_clients: AtomicUsize::new(0),
             max_clients,
             ping_interval,
-            handshakes: admit::Gate::new(admit::Limits::DEFAULT),
+            handshakes: admit::Gate::new(admit::Limits::for_clients(max_clients)),
             next_id: AtomicU64::new(1),
             clients: Mutex::new(Vec::new()),
         }
