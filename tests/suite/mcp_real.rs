@@ -99,6 +99,13 @@ impl Drop for ServerProcess {
     }
 }
 
+/// `server-everything` on `port` over `transport` (`sse` or `streamableHttp`).
+fn everything(js: &Path, transport: &str, port: u16) -> Command {
+    let mut cmd = Command::new("node");
+    cmd.arg(js).arg(transport).env("PORT", port.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
+    cmd
+}
+
 fn spawn_group(mut cmd: Command) -> ServerProcess {
     use std::os::unix::process::CommandExt;
     cmd.process_group(0);
@@ -107,6 +114,28 @@ fn spawn_group(mut cmd: Command) -> ServerProcess {
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts the server `make` builds for a port on a free port and waits until it listens. The
+/// port is free when chosen but may be taken before the server binds it (another test's client
+/// socket, say); a server that exits instead of listening is started again on another port.
+fn spawn_listening(make: impl Fn(u16) -> Command) -> (ServerProcess, u16) {
+    for _ in 0..5 {
+        let port = free_port();
+        let mut server = spawn_group(make(port));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return (server, port);
+            }
+            if server.0.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "test server did not listen on {port} within 20 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    panic!("test server exited five times without listening");
 }
 
 fn wait_port(port: u16, within: Duration) {
@@ -324,11 +353,7 @@ fn everything_over_stdio() {
 #[test]
 fn everything_over_sse() {
     let js = everything_js();
-    let port = free_port();
-    let mut cmd = Command::new("node");
-    cmd.arg(&js).arg("sse").env("PORT", port.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
-    let _server = spawn_group(cmd);
-    wait_port(port, Duration::from_secs(20));
+    let (_server, port) = spawn_listening(|port| everything(&js, "sse", port));
     let spec = TransportSpec::Sse(HttpSpec { url: format!("http://127.0.0.1:{port}/sse"), headers: BTreeMap::new() });
     let client = Client::connect("everything", &spec, fast_cfg()).unwrap();
     expect_list_changed(&client);
@@ -339,11 +364,7 @@ fn everything_over_sse() {
 #[test]
 fn everything_over_streamable_http() {
     let js = everything_js();
-    let port = free_port();
-    let mut cmd = Command::new("node");
-    cmd.arg(&js).arg("streamableHttp").env("PORT", port.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
-    let _server = spawn_group(cmd);
-    wait_port(port, Duration::from_secs(20));
+    let (_server, port) = spawn_listening(|port| everything(&js, "streamableHttp", port));
     let url = format!("http://127.0.0.1:{port}/mcp");
     let spec = TransportSpec::StreamableHttp(HttpSpec { url: url.clone(), headers: BTreeMap::new() });
     let client = Client::connect("evhttp", &spec, fast_cfg()).unwrap();
@@ -1358,11 +1379,7 @@ fn concurrent_connects_of_one_server_coalesce() {
 #[test]
 fn user_server_lifecycle_against_a_live_sse_server() {
     let js = everything_js();
-    let port = free_port();
-    let mut cmd = Command::new("node");
-    cmd.arg(&js).arg("sse").env("PORT", port.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
-    let _server = spawn_group(cmd);
-    wait_port(port, Duration::from_secs(20));
+    let (_server, port) = spawn_listening(|port| everything(&js, "sse", port));
     let data = tmp_dir("user-sse");
     let mgr = McpManager::new(
         ManagerConfig { client: fast_cfg(), data_dir: data.clone() },
@@ -1532,13 +1549,8 @@ fn http_servers_that_hang_or_answer_garbage_fail_cleanly() {
 fn one_reply_searches_prepares_and_calls_over_every_transport() {
     require_python_sdk();
     let js = everything_js();
-    let (sse_port, http_port) = (free_port(), free_port());
-    let mut sse = Command::new("node");
-    sse.arg(&js).arg("sse").env("PORT", sse_port.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
-    let _sse = spawn_group(sse);
-    let mut http = Command::new("node");
-    http.arg(&js).arg("streamableHttp").env("PORT", http_port.to_string()).stdout(Stdio::null()).stderr(Stdio::null());
-    let _http = spawn_group(http);
+    let (_sse, sse_port) = spawn_listening(|port| everything(&js, "sse", port));
+    let (_http, http_port) = spawn_listening(|port| everything(&js, "streamableHttp", port));
     let project = tmp_dir("one-reply-proj");
     std::fs::create_dir_all(project.join("mcp_servers")).unwrap();
     let hello = root().join("mcp_servers/test_stdio_mcp/server.py");
@@ -1550,8 +1562,6 @@ fn one_reply_searches_prepares_and_calls_over_every_transport() {
     let llm = FakeLlm::start();
     let (server, _config, home) = start_server("one-reply", &project, &llm);
     let api = server.api();
-    wait_port(sse_port, Duration::from_secs(20));
-    wait_port(http_port, Duration::from_secs(20));
     let (s, b) = call(
         &api,
         "POST",
