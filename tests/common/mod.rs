@@ -369,3 +369,28 @@ pub fn static_http(body: impl Into<String>, content_type: &'static str) -> (Stri
     });
     (format!("http://127.0.0.1:{port}/page"), tx)
 }
+
+/// Everything the server sends on `s` until it closes the connection (a reset after the answer,
+/// with bytes of ours unread, counts as the close); panics if it is still open after `within`.
+pub fn until_closed(mut s: std::net::TcpStream, within: Duration) -> String {
+    let deadline = Deadline::after(within);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        s.set_read_timeout(Some(deadline.remaining().max(Duration::from_millis(1)))).expect("timeout");
+        match std::io::Read::read(&mut s, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            // The server closed with bytes of ours unread: the kernel resets after the answer.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                panic!(
+                    "the connection was still open after {within:?}; got so far: {:?}",
+                    String::from_utf8_lossy(&out)
+                )
+            }
+            Err(e) => panic!("read failed: {e}"),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -3,7 +3,7 @@
 //! that end the connection instead of draining it. Raw sockets on the test thread and on
 //! writer threads; peers other than 127.0.0.1 are other loopback addresses (127.0.0.2).
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::common::server::HttpResp;
 use crate::common::stats::rss;
-use crate::common::{health_within, http_agent, Deadline, TestServer};
+use crate::common::{health_within, http_agent, until_closed, TestServer};
 
 /// The limits the server promises (README, vendor/tiny_http/PATCHES.md).
 const MAX_HEAD: usize = 64 * 1024;
@@ -49,31 +49,6 @@ fn connect_from(server: &TestServer, ip: Ipv4Addr) -> TcpStream {
         stream.set_nodelay(true).expect("nodelay");
         stream
     }
-}
-
-/// Everything the server sends until it closes the connection; panics if it is still open
-/// after `within` (a refused request must not keep the connection).
-fn until_closed(mut s: TcpStream, within: Duration) -> String {
-    let deadline = Deadline::after(within);
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        s.set_read_timeout(Some(deadline.remaining().max(Duration::from_millis(1)))).expect("timeout");
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            // The server closed with bytes of ours unread: the kernel resets after the answer.
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => break,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                panic!(
-                    "the connection was still open after {within:?}; got so far: {:?}",
-                    String::from_utf8_lossy(&out)
-                )
-            }
-            Err(e) => panic!("read failed: {e}"),
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Writes `bytes` on a thread (they may not fit the socket buffers), ignoring a server that

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::common::{health_within, wait_for, Deadline, TestServer};
+use crate::common::{health_within, until_closed, wait_for, Deadline, TestServer};
 
 /// How soon an answer that waits on nothing must come (debug build, busy box).
 const PROMPT: Duration = Duration::from_secs(5);
@@ -235,27 +235,6 @@ fn raw(port: u16, bytes: &[u8]) -> TcpStream {
     s.set_nodelay(true).expect("nodelay");
     s.write_all(bytes).expect("write");
     s
-}
-
-/// Everything the server sends until it closes the connection (a reset counts as the
-/// close); panics if it is still open after `within`.
-fn until_closed(mut s: TcpStream, within: Duration) -> String {
-    let deadline = Deadline::after(within);
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        s.set_read_timeout(Some(deadline.remaining().max(Duration::from_millis(1)))).expect("timeout");
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => break,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                panic!("still open after {within:?}; got so far: {:?}", String::from_utf8_lossy(&out))
-            }
-            Err(e) => panic!("read failed: {e}"),
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn upload_head(port: u16, len: usize, extra: &str) -> String {
