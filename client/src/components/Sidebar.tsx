@@ -2,7 +2,7 @@
 // (LLM Settings, Safety and the interface language, remembered in localStorage by the i18n
 // provider). A chat waiting for the owner's approval carries a badge.
 
-import { useEffect, useRef, useState } from 'react'
+import { useEffect, useRef, useState, type ReactNode } from 'react'
 import {
   Brain,
   Check,
@@ -218,6 +218,21 @@ function SessionRow({
   )
 }
 
+/** One page link in the settings menu. */
+function SettingsItem({ testId, onClick, children }: { testId: string; onClick: () => void; children: ReactNode }) {
+  return (
+    <button
+      role="menuitem"
+      type="button"
+      data-testid={testId}
+      onClick={onClick}
+      className="flex w-full items-center gap-2 px-3 py-2 text-sm text-zinc-200 hover:bg-zinc-800"
+    >
+      {children}
+    </button>
+  )
+}
+
 /** The language choice inside the settings menu: one radio item per language, each in its own words. */
 function LanguageItems() {
   const { t, lang, setLang } = useI18n()
@@ -270,6 +285,10 @@ export function Sidebar(p: Props) {
       window.removeEventListener('keydown', onKey)
     }
   }, [settingsMenu])
+  const openView = (v: AppView) => {
+    setSettingsMenu(false)
+    p.onView(v)
+  }
 
   return (
     <>
@@ -343,30 +362,12 @@ export function Sidebar(p: Props) {
         <div ref={settingsRef} className="relative border-t border-zinc-800/80 p-2">
           {settingsMenu && (
             <div ref={settingsMenuRef} role="menu" className="absolute right-2 bottom-full left-2 mb-1 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
-              <button
-                role="menuitem"
-                type="button"
-                data-testid="nav-llm"
-                onClick={() => {
-                  setSettingsMenu(false)
-                  p.onView('llm-settings')
-                }}
-                className="flex w-full items-center gap-2 px-3 py-2 text-sm text-zinc-200 hover:bg-zinc-800"
-              >
+              <SettingsItem testId="nav-llm" onClick={() => openView('llm-settings')}>
                 <SlidersHorizontal size={15} /> {t('sidebar.llmSettings')}
-              </button>
-              <button
-                role="menuitem"
-                type="button"
-                data-testid="nav-safety"
-                onClick={() => {
-                  setSettingsMenu(false)
-                  p.onView('safety')
-                }}
-                className="flex w-full items-center gap-2 px-3 py-2 text-sm text-zinc-200 hover:bg-zinc-800"
-              >
+              </SettingsItem>
+              <SettingsItem testId="nav-safety" onClick={() => openView('safety')}>
                 <ShieldCheck size={15} /> {t('sidebar.safety')}
-              </button>
+              </SettingsItem>
               <LanguageItems />
             </div>
           )}
