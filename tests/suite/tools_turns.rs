@@ -260,8 +260,11 @@ fn file_tools_refuse_escapes_and_skill_root_writes() {
         }
     };
 
-    // Traversal, absolute, symlinked directory, symlinked file: read, write, edit.
-    for p in ["../x/secret.txt", secret_abs.as_str(), "out/secret.txt", "leak.txt"] {
+    // Traversal, absolute, symlinked directory, symlinked file: read, write, edit. The
+    // traversal names a sibling of the workspace no other test or checkout uses.
+    let away = format!("{}-away", home.file_name().expect("name").to_string_lossy());
+    let traversal = format!("../{away}/secret.txt");
+    for p in [traversal.as_str(), secret_abs.as_str(), "out/secret.txt", "leak.txt"] {
         let r = tool_turn(&server, &fake, &mut ws, "read_file", &json!({"path":p}));
         assert_eq!(r.model_text, outside(p));
         no_leak(&r);
@@ -277,7 +280,7 @@ fn file_tools_refuse_escapes_and_skill_root_writes() {
         assert_eq!(r.model_text, outside(p));
     }
     assert_eq!(std::fs::read_to_string(secret_dir.join("secret.txt")).expect("secret"), "TOPSECRET-LINE\n");
-    assert!(!secret_dir.parent().expect("tmp").join("x").exists());
+    assert!(!secret_dir.parent().expect("tmp").join(&away).exists());
 
     // Directory tools: the path argument and the patterns.
     let r = tool_turn(&server, &fake, &mut ws, "list_dir", &json!({"path":"out"}));
