@@ -41,12 +41,15 @@ fn page_server(
     (format!("http://127.0.0.1:{port}/page"), rx)
 }
 
-/// The server process's thread names, sorted.
+/// The server process's thread names, sorted, but for the threads serving connections
+/// (`http-conn`, kept idle a few seconds after a request, and `ws-handshake`), which come and
+/// go with the test's own requests.
 fn threads(pid: u32) -> Vec<String> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
     let mut names: Vec<String> = tasks
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
         .map(|name| name.trim_end().to_string())
+        .filter(|name| !matches!(name.as_str(), "http-conn" | "ws-handshake"))
         .collect();
     names.sort();
     names
