@@ -45,7 +45,7 @@ count_nextest() {
   passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0} + ${t:-0}))
 }
 
-section "docs: every `docs/<file>.md §N` citation names a section that exists"
+section 'docs: every `docs/<file>.md §N` citation names a section that exists'
 bash scripts/check-doc-citations.sh || status=1
 
 section "cargo deny: advisories, licences, bans, sources (deny.toml)"
