@@ -27,11 +27,11 @@
 //! runs on a short-lived `sandbox-probe` thread, which confines itself (Landlock and seccomp
 //! apply per thread) and reports what the kernel enforced before it exits.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
@@ -594,10 +594,18 @@ fn read_roots(settings: &SandboxConfig, dirs: &ServerDirs, protected: &[PathBuf]
         .filter(|p| p.exists())
         .map(|p| canonical(&p))
         .collect();
+    // `PATH` often names one directory twice or through a link (`/bin` and `/usr/bin`):
+    // each directory is looked through once, and each link target's directory resolved once.
+    let mut seen: Vec<PathBuf> = Vec::new();
+    let mut resolved: HashMap<PathBuf, Option<PathBuf>> = HashMap::new();
     for entry in std::env::split_paths(settings.env_path.as_deref().unwrap_or("")) {
         let Ok(entry) = entry.canonicalize() else { continue };
+        if seen.contains(&entry) {
+            continue;
+        }
         roots.push(installation(&entry, home.as_deref()));
-        roots.extend(symlinked_installations(&entry, home.as_deref()));
+        roots.extend(symlinked_installations(&entry, home.as_deref(), &mut resolved));
+        seen.push(entry);
     }
     roots.extend(settings.read.iter().map(|p| canonical(p)));
     let mut split: Vec<PathBuf> = roots.iter().flat_map(|r| split_around(r, protected, dirs.workspace)).collect();
@@ -626,23 +634,63 @@ fn installation(dir: &Path, home: Option<&Path>) -> PathBuf {
     }
 }
 
-/// The installations of the symlinked executables in a `PATH` directory (a venv's `python3`
-/// points into its base install, which holds the standard library).
-fn symlinked_installations(dir: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+/// The installations of the symlinked executables in `dir`, a canonical `PATH` directory (a
+/// venv's `python3` points into its base install, which holds the standard library). A link to
+/// another name in `dir` adds nothing: that name's installation is `dir`'s own, and if it is a
+/// link itself it is looked at in its turn.
+fn symlinked_installations(
+    dir: &Path,
+    home: Option<&Path>,
+    resolved: &mut HashMap<PathBuf, Option<PathBuf>>,
+) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut out: Vec<PathBuf> = Vec::new();
     for e in entries.flatten().take(MAX_DIR_ENTRIES) {
         if !e.file_type().is_ok_and(|t| t.is_symlink()) {
             continue;
         }
-        let Ok(target) = e.path().canonicalize() else { continue };
-        let Some(parent) = target.parent() else { continue };
-        let inst = installation(parent, home);
+        let Ok(target) = std::fs::read_link(e.path()) else { continue };
+        let mut parts = target.components();
+        if matches!((parts.next(), parts.next()), (Some(Component::Normal(_)), None)) {
+            continue;
+        }
+        let Some(parent) = final_directory(&e.path(), resolved) else { continue };
+        let inst = installation(&parent, home);
         if !out.contains(&inst) {
             out.push(inst);
         }
     }
     out
+}
+
+/// Links followed from one executable before giving up (the kernel's own limit is 40).
+const MAX_LINK_HOPS: usize = 40;
+
+/// The canonical directory holding what `link` finally points to: the same answer as
+/// `link.canonicalize()?.parent()`, with each directory along the way canonicalized once for the
+/// whole scan (`resolved`) instead of once per link: a `/usr/bin` holds hundreds of links into a
+/// few directories (`/etc/alternatives`, a toolchain's `bin`).
+fn final_directory(link: &Path, resolved: &mut HashMap<PathBuf, Option<PathBuf>>) -> Option<PathBuf> {
+    // `current`'s directory is canonical; only its last component may still be a link.
+    let mut current = link.to_path_buf();
+    for _ in 0..MAX_LINK_HOPS {
+        let dir = current.parent()?;
+        let target = match std::fs::read_link(&current) {
+            Ok(t) => t,
+            // Not a link: `current` is the file itself.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => return Some(dir.to_path_buf()),
+            Err(_) => return None,
+        };
+        let next = dir.join(&target);
+        let (Some(next_dir), Some(name)) = (next.parent(), next.file_name()) else {
+            // A target ending in `..` or `/` names a directory, not an executable.
+            return None;
+        };
+        let canonical_dir =
+            resolved.entry(next_dir.to_path_buf()).or_insert_with(|| next_dir.canonicalize().ok()).clone()?;
+        current = canonical_dir.join(name);
+    }
+    None
 }
 
 /// `root` itself when no protected path lies in it; nothing when it lies in one (unless it is
@@ -705,6 +753,38 @@ mod tests {
         assert_eq!(got, vec![base.join("tool/README"), base.join("tool/bin"), base.join("tool/share/doc")]);
         assert_eq!(split_around(&base.join("tool/share/data"), &protected, &ws), Vec::<PathBuf>::new());
         assert_eq!(split_around(&base.join("tool/bin"), &protected, &ws), vec![base.join("tool/bin")]);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn link_targets_resolve_as_canonicalize_does() {
+        let base = std::env::temp_dir().join(format!("cc-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        for d in ["bin", "alt", "opt/tool/bin", "opt/tool/lib"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        std::fs::write(base.join("opt/tool/bin/real"), "").unwrap();
+        std::fs::write(base.join("bin/plain"), "").unwrap();
+        let link = |target: &str, at: &str| std::os::unix::fs::symlink(target, base.join(at)).unwrap();
+        link("plain", "bin/same-dir");
+        link(base.join("alt/tool").to_str().unwrap(), "bin/via-alternatives");
+        link("../opt/tool/bin/real", "alt/tool");
+        link("../opt/./tool/lib/../bin/real", "bin/dotted");
+        link("../opt/tool", "bin/to-a-directory");
+        link("missing", "bin/dangling");
+        link("loop-b", "bin/loop-a");
+        link("loop-a", "bin/loop-b");
+        let dir = base.join("bin").canonicalize().unwrap();
+        let mut resolved = HashMap::new();
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let expected = e.path().canonicalize().ok().and_then(|p| p.parent().map(Path::to_path_buf));
+            assert_eq!(final_directory(&e.path(), &mut resolved), expected, "{}", e.path().display());
+        }
+        let (opt, tool) = (base.join("opt").canonicalize().unwrap(), base.join("opt/tool").canonicalize().unwrap());
+        let mut got = symlinked_installations(&dir, None, &mut resolved);
+        got.sort();
+        // Two links into `opt/tool/bin` give one installation; the same-directory link none.
+        assert_eq!(got, vec![opt, tool]);
         let _ = std::fs::remove_dir_all(&base);
     }
 
