@@ -6,6 +6,7 @@ import { createRequire } from 'node:module'
 import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
+import { it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { chromium } from 'playwright-core'
 
@@ -91,10 +92,16 @@ export async function startServer(extraEnv = {}) {
     async stop() {
       if (child.exitCode === null) {
         child.kill('SIGTERM')
+        // The grace timer is cleared once the server has gone: a pending timer would keep
+        // this test file's process alive for the rest of its 5 s.
+        let grace
         await Promise.race([
           new Promise((r) => child.once('exit', r)),
-          new Promise((r) => setTimeout(r, 5000)),
+          new Promise((r) => {
+            grace = setTimeout(r, 5000)
+          }),
         ])
+        clearTimeout(grace)
         if (child.exitCode === null) child.kill('SIGKILL')
       }
       rmSync(home, { recursive: true, force: true })
@@ -150,6 +157,23 @@ export async function assertAccessible(page, screen) {
 
 /** Adds the last lines of the server's log to a failed test's error, so a CI log that keeps only
  * the failing test's report still shows what the server did. */
+/** `it` for a suite around one server (and page): a failing test calls `onFail`, saves a
+ * screenshot of the page as `failure-<prefix><test name>.png` and carries the server log's tail.
+ * `page` and `server` are getters: the suite's `before` sets them after this is called. */
+export function itWithEvidence({ prefix = '', page = () => undefined, server, onFail = () => {} }) {
+  return (name, fn) =>
+    it(name, async (t) => {
+      try {
+        await fn(t)
+      } catch (e) {
+        onFail()
+        const p = page()
+        if (p) await screenshot(p, `failure-${prefix}${name.replace(/\W+/g, '-').slice(0, 50)}`).catch(() => {})
+        throw withServerLog(e, server())
+      }
+    })
+}
+
 export function withServerLog(e, server, lines = 25) {
   if (!(e instanceof Error) || !server) return e
   const tail = server.log().trimEnd().split('\n').slice(-lines).join('\n')
