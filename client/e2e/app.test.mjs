@@ -5,10 +5,10 @@ import assert from 'node:assert/strict'
 import { readFileSync, existsSync, writeFileSync, mkdtempSync, mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
-import { after, before, describe, it } from 'node:test'
+import { after, before, describe } from 'node:test'
 import { startFakeLlm, SLOW_REPLY, TOOL_REPLY } from './fakeLlm.mjs'
 import { startFakeMcp } from './fakeMcp.mjs'
-import { assertAccessible, launchBrowser, screenshot, startServer, until, withServerLog } from './harness.mjs'
+import { assertAccessible, launchBrowser, screenshot, startServer, until, itWithEvidence } from './harness.mjs'
 import { makeZip } from './zip.mjs'
 
 const API_KEY = 'sk-e2e-secret-7731'
@@ -85,16 +85,13 @@ describe('CashCode web client', { concurrency: 1 }, () => {
     await mcp?.close()
   })
 
-  const test = (name, fn) =>
-    it(name, async (t) => {
-      try {
-        await fn(t)
-      } catch (e) {
-        failed = true
-        if (page) await screenshot(page, `failure-${name.replace(/\W+/g, '-').slice(0, 50)}`).catch(() => {})
-        throw withServerLog(e, server)
-      }
-    })
+  const test = itWithEvidence({
+    page: () => page,
+    server: () => server,
+    onFail: () => {
+      failed = true
+    },
+  })
 
   test('first run tells the person to configure an LLM', async () => {
     await openApp(page)

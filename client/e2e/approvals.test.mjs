@@ -8,9 +8,9 @@
 import assert from 'node:assert/strict'
 import { existsSync, mkdirSync, rmSync } from 'node:fs'
 import path from 'node:path'
-import { after, before, describe, it } from 'node:test'
+import { after, before, describe } from 'node:test'
 import { startFakeLlm } from './fakeLlm.mjs'
-import { assertAccessible, launchBrowser, openApp, screenshot, startServer, until, withServerLog } from './harness.mjs'
+import { assertAccessible, launchBrowser, openApp, screenshot, startServer, until, itWithEvidence } from './harness.mjs'
 
 describe('approvals in the web client', { concurrency: 1 }, () => {
   let fake, server, browser, page, workspace
@@ -39,16 +39,14 @@ describe('approvals in the web client', { concurrency: 1 }, () => {
     await fake?.close()
   })
 
-  const test = (name, fn) =>
-    it(name, async () => {
-      try {
-        await fn()
-      } catch (e) {
-        failed = true
-        if (page) await screenshot(page, `failure-approvals-${name.replace(/\W+/g, '-').slice(0, 40)}`).catch(() => {})
-        throw withServerLog(e, server)
-      }
-    })
+  const test = itWithEvidence({
+    prefix: 'approvals-',
+    page: () => page,
+    server: () => server,
+    onFail: () => {
+      failed = true
+    },
+  })
 
   const dialog = () => page.getByRole('alertdialog', { name: 'Run a command outside the sandbox?' })
 

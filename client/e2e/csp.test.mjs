@@ -3,9 +3,9 @@
 // tables, a formula and an image, and opening every screen), a foreign page cannot frame it, and
 // an answer's remote image is a button that contacts its host only when clicked.
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { after, before, describe } from 'node:test'
 import { IMAGE_REPLY, REMOTE_IMAGE, startFakeLlm } from './fakeLlm.mjs'
-import { launchBrowser, screenshot, startServer, until, withServerLog } from './harness.mjs'
+import { launchBrowser, screenshot, startServer, until, itWithEvidence } from './harness.mjs'
 
 // A 1×1 PNG served for the remote image once it is asked for.
 const PNG = Buffer.from(
@@ -77,16 +77,13 @@ describe('the client under its security headers', { concurrency: 1 }, () => {
     await llm?.close()
   })
 
-  const test = (name, fn) =>
-    it(name, async (t) => {
-      try {
-        await fn(t)
-      } catch (e) {
-        failed = true
-        if (page) await screenshot(page, `failure-${name.replace(/\W+/g, '-').slice(0, 50)}`).catch(() => {})
-        throw withServerLog(e, server)
-      }
-    })
+  const test = itWithEvidence({
+    page: () => page,
+    server: () => server,
+    onFail: () => {
+      failed = true
+    },
+  })
 
   /** The `securitypolicyviolation` events the page saw. */
   const pageViolations = async () => (await page.evaluate(() => window.__csp)) ?? []

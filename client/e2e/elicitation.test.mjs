@@ -7,8 +7,8 @@ import assert from 'node:assert/strict'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
-import { after, before, describe, it } from 'node:test'
-import { launchBrowser, repoRoot, screenshot, startServer, until, withServerLog } from './harness.mjs'
+import { after, before, describe } from 'node:test'
+import { launchBrowser, repoRoot, screenshot, startServer, until, itWithEvidence } from './harness.mjs'
 
 const PY = path.join(repoRoot, '.venv/bin/python')
 const FIXTURE = path.join(repoRoot, 'tests/fixtures/mcp/elicit_server.py')
@@ -87,16 +87,14 @@ describe('MCP elicitation in the web client', { concurrency: 1 }, () => {
     await model?.close()
   })
 
-  const test = (name, fn) =>
-    it(name, async () => {
-      try {
-        await fn()
-      } catch (e) {
-        failed = true
-        if (page) await screenshot(page, `failure-elicit-${name.replace(/\W+/g, '-').slice(0, 40)}`).catch(() => {})
-        throw withServerLog(e, server)
-      }
-    })
+  const test = itWithEvidence({
+    prefix: 'elicit-',
+    page: () => page,
+    server: () => server,
+    onFail: () => {
+      failed = true
+    },
+  })
 
   async function ask(text) {
     const input = page.getByTestId('composer-input')

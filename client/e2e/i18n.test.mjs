@@ -2,9 +2,9 @@
 // language), an English one gets English, and the choice made in Settings survives a reload.
 // The real server + the built client in headless chromium, with the fake LLM on loopback.
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { after, before, describe } from 'node:test'
 import { startFakeLlm } from './fakeLlm.mjs'
-import { launchBrowser, openApp, screenshot, startServer, until, withServerLog } from './harness.mjs'
+import { launchBrowser, openApp, screenshot, startServer, until, itWithEvidence } from './harness.mjs'
 
 let llm, server, browser
 let failed = false
@@ -39,15 +39,12 @@ describe('CashCode web client in two languages', { concurrency: 1 }, () => {
     await llm?.close()
   })
 
-  const test = (name, fn) =>
-    it(name, async () => {
-      try {
-        await fn()
-      } catch (e) {
-        failed = true
-        throw withServerLog(e, server)
-      }
-    })
+  const test = itWithEvidence({
+    server: () => server,
+    onFail: () => {
+      failed = true
+    },
+  })
 
   test('a Chinese browser gets the Chinese client on every key screen', async () => {
     const { ctx, p } = await newPage('zh-CN')
@@ -129,6 +126,8 @@ describe('CashCode web client in two languages', { concurrency: 1 }, () => {
       assert.equal(await p.getByTestId('nav-skills').innerText(), 'Skill Market')
       assert.equal(await p.getByTestId('conn-state').innerText(), 'connected')
       assert.equal(await p.getByTestId('composer-input').getAttribute('placeholder'), 'Type a message')
+      // The chat list arrives after the shell: the earlier test's chat, with its relative time.
+      await p.getByTestId('session-title').first().waitFor()
       // no Chinese in the English client's own words (chat titles and messages are the person's text)
       let body = await p.locator('body').innerText()
       const theirs = [...(await p.getByTestId('session-title').allInnerTexts()), ...(await p.getByTestId('msg-user').allInnerTexts())]

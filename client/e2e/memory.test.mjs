@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
-import { after, before, describe, it } from 'node:test'
+import { after, before, describe } from 'node:test'
 import { startFakeLlm } from './fakeLlm.mjs'
-import { assertAccessible, launchBrowser, openApp, screenshot, startServer, until, withServerLog } from './harness.mjs'
+import { assertAccessible, launchBrowser, openApp, screenshot, startServer, until, itWithEvidence } from './harness.mjs'
 
 let llm, server, browser, context, page
 let failed = false
@@ -44,16 +44,13 @@ describe('Memory page and skill history', { concurrency: 1 }, () => {
     await llm?.close()
   })
 
-  const test = (name, fn) =>
-    it(name, async (t) => {
-      try {
-        await fn(t)
-      } catch (e) {
-        failed = true
-        if (page) await screenshot(page, `failure-${name.replace(/\W+/g, '-').slice(0, 50)}`).catch(() => {})
-        throw withServerLog(e, server)
-      }
-    })
+  const test = itWithEvidence({
+    page: () => page,
+    server: () => server,
+    onFail: () => {
+      failed = true
+    },
+  })
 
   test('a chat turn answers (and names the model Dream will use)', async () => {
     await openApp(page, server)
