@@ -188,6 +188,19 @@ describe('WS event reducer', () => {
     expect(s.chats.n.loaded).toBe(true)
   })
 
+  it('new_chat: the answer to an attach still in flight does not take the new chat\'s place', () => {
+    let s = run(initialState, ws({ event: 'ready', chat_id: 'd' }), { type: 'select', chatId: 'old' })
+    s = run(s, { type: 'attaching', chatId: 'old', replay: false }, { type: 'newChatRequested' })
+    s = run(s, ws({ event: 'attached', chat_id: 'old', last_seq: 7 }))
+    expect(s.activeChatId).toBe('old')
+    expect(s.awaitingNewChat).toBe(true)
+    s = run(s, ws({ event: 'attached', chat_id: 'n', last_seq: 0 }))
+    expect(s.activeChatId).toBe('n')
+    expect(s.awaitingNewChat).toBe(false)
+    // answered, `old` is an ordinary chat again: a later attached of it is no new chat either
+    expect(s.chats.old.attaching).toBe(false)
+  })
+
   it('history loads receipts and keeps live messages after it; delete falls back to the first session', () => {
     let s = run(initialState, {
       type: 'sessions',

@@ -43,6 +43,8 @@ export interface ChatData {
   lastSeq?: number
   /** an attach with `after_seq` is in flight: its replay must apply on top of what we have */
   resume?: boolean
+  /** an `attach` of ours is unanswered: its `attached` is not the answer to a `new_chat` */
+  attaching?: boolean
   /** a seq was skipped (the server's replay buffer overflowed): reload once the turn ends */
   gap?: boolean
   /** the persisted items loaded so far (newest pages first fetched), oldest first */
@@ -417,7 +419,7 @@ export function reduce(state: State, action: Action): State {
       return state.banner === action.text ? state : { ...state, banner: action.text }
     case 'attaching': {
       const chat = chatOf(state, action.chatId)
-      return withChat(state, action.chatId, { ...chat, resume: action.replay })
+      return withChat(state, action.chatId, { ...chat, resume: action.replay, attaching: true })
     }
   }
 }
@@ -436,7 +438,7 @@ function reduceEvent(state: State, ev: ServerEvent): State {
       if (!chatId) return state
       const chat = chatOf(state, chatId)
       const lastSeq = num(ev.last_seq)
-      let next: ChatData = { ...chat, resume: false }
+      let next: ChatData = { ...chat, resume: false, attaching: false }
       let generating = state.generating
       if (lastSeq !== null) {
         const reload = () => {
@@ -461,7 +463,9 @@ function reduceEvent(state: State, ev: ServerEvent): State {
       }
       if (!isKnownSession(state, chatId) && !next.loaded) next = { ...next, loaded: true }
       let s = { ...withChat(state, chatId, next), generating }
-      if (state.awaitingNewChat) s = { ...s, activeChatId: chatId, awaitingNewChat: false }
+      // The answer to our `new_chat`, not to an `attach` still in flight (the chat shown at load
+      // whose answer arrives after New chat was clicked must not take the new chat's place).
+      if (state.awaitingNewChat && !chat.attaching) s = { ...s, activeChatId: chatId, awaitingNewChat: false }
       return s
     }
     case 'pong':
