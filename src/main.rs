@@ -21,7 +21,13 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(Command::Version) => {
-            println!("cashcode {}", env!("CARGO_PKG_VERSION"));
+            // The build's optional features too: `--no-default-features` builds refuse https://.
+            let features: Vec<&str> = [(cfg!(feature = "tls"), "tls"), (cfg!(feature = "oauth"), "oauth")]
+                .into_iter()
+                .filter_map(|(on, name)| on.then_some(name))
+                .collect();
+            let features = if features.is_empty() { "none".to_string() } else { features.join(", ") };
+            println!("cashcode {} (features: {features})", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
         Ok(Command::Run(cfg)) => match cashcode::app::run(*cfg) {

@@ -446,6 +446,17 @@ pub fn cashcode_command(home: &Path) -> Command {
     cmd
 }
 
+/// The optional features of the server under test, from its `--version` line (`cashcode X
+/// (features: tls, oauth)`): a suite run against another build through `CASHCODE_TEST_BIN`
+/// expects what that build does.
+pub fn server_features() -> Vec<String> {
+    let (code, out, err) = run_to_exit(&["--version"], &[]);
+    assert_eq!(code, Some(0), "cashcode --version: {err}");
+    let list = out.split_once("(features: ").and_then(|(_, rest)| rest.split_once(')')).map(|(l, _)| l);
+    let list = list.unwrap_or_else(|| panic!("no feature list in {out:?}"));
+    list.split(", ").filter(|f| *f != "none").map(str::to_string).collect()
+}
+
 /// Runs the binary to completion (for start-up failures and `--help`) with the test
 /// environment plus `env`, in a fresh home; returns (exit code, stdout, stderr). Killed after
 /// 10 s if it does not exit by itself.

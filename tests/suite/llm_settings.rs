@@ -492,7 +492,17 @@ fn https_endpoints_need_the_tls_feature() {
     server.put("/api/settings/llm", &local).expect(200, public("", false, "http://127.0.0.1:11434"));
     let mcp = json!({"name":"remote","type":"streamable_http","display_name":"Remote","description":"tls",
                      "url":"https://mcp.example/mcp"});
-    if cfg!(feature = "tls") {
+    // The binary's own build decides (the test command runs this against the build without
+    // TLS through `CASHCODE_TEST_BIN`); without an override it is this build.
+    let features = crate::common::server::server_features();
+    if std::env::var_os("CASHCODE_TEST_BIN").is_none() {
+        let built: Vec<&str> = [(cfg!(feature = "tls"), "tls"), (cfg!(feature = "oauth"), "oauth")]
+            .into_iter()
+            .filter_map(|(on, f)| on.then_some(f))
+            .collect();
+        assert_eq!(features, built, "--version names the build's features");
+    }
+    if features.iter().any(|f| f == "tls") {
         server.put("/api/settings/llm", &https).expect(200, public("https://provider.example/v1", true, ""));
         assert_eq!(server.post("/api/mcp/servers", &mcp).status, 201);
     } else {
