@@ -170,6 +170,16 @@ fn sequential_only() {
     println!("server CPU per turn {cpu:.3} ms");
 }
 
+/// `BENCH_ONLY=startup`: only start-up to both `listening` lines, `BENCH_RUNS` starts (default
+/// 21) of fresh servers; with `CASHCODE_TEST_BIN` a shell loop alternates two builds.
+fn startup_only() {
+    let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(21);
+    let mut starts: Vec<f64> = (0..runs).map(|_| ms(TestServer::start().startup)).collect();
+    starts.sort_by(|a, b| a.total_cmp(b));
+    let (min, max) = (starts[0], starts[starts.len() - 1]);
+    println!("start-up to listening: median {:.1} ms (min {min:.1}, max {max:.1}, {runs} starts)", median(starts));
+}
+
 /// `BENCH_ONLY=conc`: only the 100- and 500-client runs, with the server CPU per turn of
 /// each (for profiling the concurrent path; the server's pid is printed).
 fn concurrent_only() {
@@ -369,6 +379,7 @@ fn main() {
         Ok("conc") => return concurrent_only(),
         Ok("connect") => return connect_only(),
         Ok("http") => return http_only(),
+        Ok("startup") => return startup_only(),
         _ => {}
     }
     let bin = env!("CARGO_BIN_EXE_cashcode");
