@@ -63,16 +63,10 @@ cargo nextest run --lib --bins --tests --no-fail-fast 2>&1 | tee "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 count_nextest
 
-# `--bench '*'`: the bench targets only (`--benches` would run the library's unit tests again).
-section "cargo test --bench '*' (smoke runs)"
-cargo test --bench '*' --no-fail-fast 2>&1 | tee "$log"
-[ "${PIPESTATUS[0]}" = 0 ] || status=1
-count_cargo
-
 # The web client's checks and browser tests need no more Rust compiling: they run in the
-# background beside the next two sections (compiles and the vendored crate's tests, which assert
-# no timings), against a copy of the default server binary, since the build without TLS replaces
-# target/debug/cashcode. Their output is printed after those sections.
+# background beside the next three sections (compiles, the benches' smoke runs and the vendored
+# crate's tests, none of which asserts a timing), against a copy of the default server binary,
+# since the build without TLS replaces target/debug/cashcode. Their output follows those sections.
 client_out="$(mktemp)"; client_pid=
 if [ -f client/package.json ]; then
   mkdir -p target/e2e
@@ -96,6 +90,12 @@ if [ -f client/package.json ]; then
   ) >"$client_out" 2>&1 &
   client_pid=$!
 fi
+
+# `--bench '*'`: the bench targets only (`--benches` would run the library's unit tests again).
+section "cargo test --bench '*' (smoke runs)"
+cargo test --bench '*' --no-fail-fast 2>&1 | tee "$log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+count_cargo
 
 # The same target directory: only crates whose features differ (ureq, ours) build again.
 section "cargo test --no-default-features: the build for local models (no TLS, no OAuth signing)"
