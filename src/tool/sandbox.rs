@@ -683,8 +683,8 @@ fn final_directory(link: &Path, resolved: &mut HashMap<PathBuf, Option<PathBuf>>
         };
         let next = dir.join(&target);
         let (Some(next_dir), Some(name)) = (next.parent(), next.file_name()) else {
-            // A target ending in `..` or `/` names a directory, not an executable.
-            return None;
+            // A target ending in `..`: resolved whole, as `canonicalize` would.
+            return next.canonicalize().ok()?.parent().map(Path::to_path_buf);
         };
         let canonical_dir =
             resolved.entry(next_dir.to_path_buf()).or_insert_with(|| next_dir.canonicalize().ok()).clone()?;
@@ -771,6 +771,7 @@ mod tests {
         link("../opt/tool/bin/real", "alt/tool");
         link("../opt/./tool/lib/../bin/real", "bin/dotted");
         link("../opt/tool", "bin/to-a-directory");
+        link("../opt/tool/lib/..", "bin/up");
         link("missing", "bin/dangling");
         link("loop-b", "bin/loop-a");
         link("loop-a", "bin/loop-b");
