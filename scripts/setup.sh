@@ -56,7 +56,7 @@ if [ "$want_audit" = 1 ]; then
   fi
 fi
 
-if [ -f mcp_servers/requirements.txt ]; then
+install_python() {
   log "Python MCP SDK (mcp_servers/requirements.txt) in .venv/"
   py=.venv/bin/python
   # .venv is a virtual environment (never the system Python) with every pin of
@@ -96,17 +96,43 @@ PY
       fail "installing mcp_servers/requirements.txt into .venv failed (pip's message is above)"
     pins_ok || fail "the pins of mcp_servers/requirements.txt are still not met in .venv after pip install"
   fi
-fi
+}
 
-if [ -f mcp_servers/package.json ]; then
+install_mcp_npm() {
   log "npm packages for MCP test servers"
   (cd mcp_servers && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; })
-fi
+}
 
-if [ -f client/package.json ]; then
+install_client_npm() {
   log "web client packages"
   (cd client && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; })
-fi
+}
+
+# The three installs are independent and mostly wait on the registries and the disk: they run
+# at once, each into its own log, printed in this order once all have ended; any failure (its
+# one-line message is in its log) stops set-up.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+names=()
+pids=()
+start() {
+  "$2" >"$logs/$1" 2>&1 &
+  names+=("$1")
+  pids+=("$!")
+}
+[ ! -f mcp_servers/requirements.txt ] || start python install_python
+[ ! -f mcp_servers/package.json ] || start mcp_npm install_mcp_npm
+[ ! -f client/package.json ] || start client_npm install_client_npm
+installs_ok=1
+for i in "${!pids[@]}"; do
+  if wait "${pids[$i]}"; then
+    cat "$logs/${names[$i]}"
+  else
+    installs_ok=0
+    cat "$logs/${names[$i]}" >&2
+  fi
+done
+[ "$installs_ok" = 1 ] || exit 1
 
 if [ "$want_browser" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   log "Debian chromium for browser tests"
