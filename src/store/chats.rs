@@ -346,11 +346,7 @@ impl ChatStore {
         // append and the `.cursor` rewrite leaves `.cursor` stale, and trusting it alone would
         // hand out the same cursors again.
         let stored = fsx::read_opt(&dir.join(".cursor"))?.and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(0);
-        let mut f = match fs::File::open(dir.join("history.jsonl")) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(stored),
-            Err(e) => return Err(e),
-        };
+        let Some(mut f) = fsx::open_regular(&dir.join("history.jsonl"))? else { return Ok(stored) };
         let len = f.metadata()?.len();
         f.seek(SeekFrom::Start(len.saturating_sub(4096)))?;
         let mut tail = Vec::new();
@@ -540,11 +536,7 @@ fn file_len(path: &Path) -> io::Result<Option<u64>> {
 }
 
 fn needs_newline(path: &Path) -> io::Result<bool> {
-    let mut f = match fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e),
-    };
+    let Some(mut f) = fsx::open_regular(path)? else { return Ok(false) };
     let len = f.metadata()?.len();
     if len == 0 {
         return Ok(false);
@@ -651,6 +643,21 @@ mod tests {
         let h = parse_history(text.as_bytes());
         let ctx = context_after_summary(h.records);
         assert_eq!(ctx.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(), ["S", "c", "d"]);
+    }
+
+    #[test]
+    fn a_fifo_planted_as_a_history_is_an_error_not_a_hang() {
+        let (s, d) = store();
+        fs::create_dir_all(d.join("c9")).unwrap();
+        let mode = nix::sys::stat::Mode::from_bits_truncate(0o600);
+        nix::unistd::mkfifo(&d.join("c9").join("history.jsonl"), mode).unwrap();
+        nix::unistd::mkfifo(&d.join("c9").join(".cursor"), mode).unwrap();
+        // Each would block in open(2) until a writer came, holding the turn's worker.
+        assert_eq!(s.last_cursor_of("c9").unwrap_err().kind(), io::ErrorKind::InvalidData);
+        let tail = crate::store::tail::for_each_line_rev(&d.join("c9").join("history.jsonl"), |_| true);
+        assert_eq!(tail.unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert!(needs_newline(&d.join("c9").join("history.jsonl")).is_err());
+        assert!(fsx::read_opt(&d.join("c9").join("missing")).unwrap().is_none());
     }
 
     #[test]

@@ -9,13 +9,13 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use super::chats::Record;
 use super::tail::{blank, quick_role, quick_role_head};
-use crate::util::sync;
+use crate::util::{fsx, sync};
 
 /// Items between two remembered offsets.
 const STEP: usize = 256;
@@ -96,7 +96,7 @@ fn fields_before_content(head: &[u8]) -> Option<Record> {
 /// record ([`PagedLine::record`]), lines that do not parse are skipped. Memory: one block and
 /// one item's head, however long the lines (Dream reads pending records with it).
 pub(crate) fn records(path: &Path, mut f: impl FnMut(Record) -> bool) -> io::Result<()> {
-    let mut file = match open_history(path)? {
+    let mut file = match fsx::open_regular(path)? {
         Some(file) => file,
         None => return Ok(()),
     };
@@ -115,21 +115,6 @@ pub(crate) fn records(path: &Path, mut f: impl FnMut(Record) -> bool) -> io::Res
         each(&rest.head, rest.len);
     }
     Ok(())
-}
-
-/// Opens a history for reading without blocking: a FIFO or device put where the history
-/// belongs is refused at once rather than holding the thread until someone writes to it.
-/// `None`: no such file.
-fn open_history(path: &Path) -> io::Result<Option<fs::File>> {
-    let file = match fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "the history is not a regular file"));
-    }
-    Ok(Some(file))
 }
 
 /// The decoded start of the `content` string of a record line cut inside it (records are
@@ -272,7 +257,7 @@ fn still_valid(idx: &Index, ino: (u64, u64), len: u64, file: &mut fs::File) -> i
 /// The at most `limit` items just before item index `before` (default: the end), where an
 /// item is a line whose role passes `item`.
 pub(crate) fn page(path: &Path, limit: usize, before: Option<usize>, item: Item) -> io::Result<Page> {
-    let Some(mut file) = open_history(path)? else {
+    let Some(mut file) = fsx::open_regular(path)? else {
         return Ok(Page { total: 0, start: 0, lines: Vec::new() });
     };
     let meta = file.metadata()?;

@@ -8,6 +8,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use super::chats::Record;
+use crate::util::fsx;
 
 /// Bytes read per step when walking backwards.
 const BLOCK: usize = 64 * 1024;
@@ -17,11 +18,7 @@ const BLOCK: usize = 64 * 1024;
 /// A line longer than a block is read again in one piece once its start is found, so each
 /// byte is read at most twice (never once per block the line spans).
 pub(crate) fn for_each_line_rev(path: &Path, mut f: impl FnMut(&[u8]) -> bool) -> io::Result<()> {
-    let mut file = match fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
+    let Some(mut file) = fsx::open_regular(path)? else { return Ok(()) };
     let mut pos = file.metadata()?.len();
     // Where the line being looked for ends (its newline, or the end of the file).
     let mut end = pos;

@@ -9,6 +9,7 @@ use std::ffi::{CStr, CString};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Mode of every directory the server creates for its own data.
@@ -96,7 +97,7 @@ pub(crate) fn make_tree_private(root: &Path) -> io::Result<()> {
 pub(crate) fn private_options() -> OpenOptions {
     let mut opts = OpenOptions::new();
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, FILE_MODE);
+    opts.mode(FILE_MODE);
     opts
 }
 
@@ -256,13 +257,29 @@ pub(crate) fn sync_dir(dir: &Path) {
     }
 }
 
-/// Reads a file as UTF-8 text; a missing file is `Ok(None)`.
-pub(crate) fn read_opt(path: &Path) -> io::Result<Option<String>> {
-    match fs::read(path) {
-        Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+/// Opens one of the server's own files for reading without blocking: a FIFO or device put
+/// where the file belongs is refused at once (`InvalidData`) rather than holding the thread
+/// until someone writes to it. `None`: no such file. (`O_NONBLOCK` changes nothing for the
+/// reads of a regular file.)
+pub(crate) fn open_regular(path: &Path) -> io::Result<Option<File>> {
+    let file = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{} is not a regular file", path.display())));
     }
+    Ok(Some(file))
+}
+
+/// Reads a file as UTF-8 text; a missing file is `Ok(None)`, anything but a regular file an
+/// error ([`open_regular`]).
+pub(crate) fn read_opt(path: &Path) -> io::Result<Option<String>> {
+    let Some(mut file) = open_regular(path)? else { return Ok(None) };
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut file, &mut bytes)?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// Removes the directory tree at `root` (a missing one is fine; a file or symlink there is

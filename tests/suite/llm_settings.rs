@@ -492,8 +492,8 @@ fn https_endpoints_need_the_tls_feature() {
     server.put("/api/settings/llm", &local).expect(200, public("", false, "http://127.0.0.1:11434"));
     let mcp = json!({"name":"remote","type":"streamable_http","display_name":"Remote","description":"tls",
                      "url":"https://mcp.example/mcp"});
-    // The binary's own build decides (the test command runs this against the build without
-    // TLS through `CASHCODE_TEST_BIN`); without an override it is this build.
+    // The binary's own build decides, so a run against another build (`CASHCODE_TEST_BIN`)
+    // expects that build's answers; without an override it is this build.
     let features = crate::common::server::server_features();
     if std::env::var_os("CASHCODE_TEST_BIN").is_none() {
         let built: Vec<&str> = [(cfg!(feature = "tls"), "tls"), (cfg!(feature = "oauth"), "oauth")]
