@@ -63,34 +63,6 @@ cargo nextest run --lib --bins --tests --no-fail-fast 2>&1 | tee "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 count_nextest
 
-# The web client's checks and browser tests need no more Rust compiling: they run in the
-# background beside the next three sections (compiles, the benches' smoke runs and the vendored
-# crate's tests, none of which asserts a timing), against a copy of the default server binary,
-# since the build without TLS replaces target/debug/cashcode. Their output follows those sections.
-client_out="$(mktemp)"; client_pid=
-if [ -f client/package.json ]; then
-  mkdir -p target/e2e
-  cp target/debug/cashcode target/e2e/cashcode || status=1
-  target/e2e/cashcode --version | grep -q 'features: tls, oauth' ||
-    { echo "target/debug/cashcode is not the default build"; status=1; }
-  # Ctrl-C (or CI's stop) ends the background browsers and servers too.
-  trap 'kill 0' INT TERM
-  (
-    st=0
-    section "web client: build, lint and unit tests"
-    (cd client && npm run build --silent) || st=1
-    (cd client && npm run lint --silent) || st=1
-    (cd client && NO_COLOR=1 FORCE_COLOR=0 npm test --silent) 2>&1 | sed 's/\x1b\[[0-9;]*m//g'
-    [ "${PIPESTATUS[0]}" = 0 ] || st=1
-    if grep -q '"e2e"' client/package.json; then
-      section "web client: browser tests (headless chromium, target/e2e/cashcode)"
-      (cd client && CASHCODE_BIN=../target/e2e/cashcode npm run e2e --silent) || st=1
-    fi
-    exit "$st"
-  ) >"$client_out" 2>&1 &
-  client_pid=$!
-fi
-
 # `--bench '*'`: the bench targets only (`--benches` would run the library's unit tests again).
 section "cargo test --bench '*' (smoke runs)"
 cargo test --bench '*' --no-fail-fast 2>&1 | tee "$log"
@@ -110,15 +82,24 @@ CARGO_TARGET_DIR=target/vendor-tiny-http cargo test --locked --manifest-path ven
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 count_cargo
 
-if [ -n "$client_pid" ]; then
-  wait "$client_pid" || status=1
-  cat "$client_out"
-  p=$(grep -oE 'Tests +[0-9]+ passed' "$client_out" | grep -oE '[0-9]+' | tail -1); passed=$((passed + ${p:-0}))
-  f=$(grep -oE 'Tests +.*[0-9]+ failed' "$client_out" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' | tail -1); failed=$((failed + ${f:-0}))
-  p=$(grep -E '^# pass ' "$client_out" | awk '{s+=$3} END {print s+0}'); passed=$((passed + p))
-  f=$(grep -E '^# fail ' "$client_out" | awk '{s+=$3} END {print s+0}'); failed=$((failed + f))
+if [ -f client/package.json ]; then
+  section "web client: build, lint and unit tests"
+  (cd client && npm run build --silent) || status=1
+  (cd client && npm run lint --silent) || status=1
+  (cd client && NO_COLOR=1 FORCE_COLOR=0 npm test --silent) 2>&1 | sed 's/\x1b\[[0-9;]*m//g' | tee "$log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  p=$(grep -oE 'Tests +[0-9]+ passed' "$log" | grep -oE '[0-9]+' | tail -1); passed=$((passed + ${p:-0}))
+  f=$(grep -oE 'Tests +.*[0-9]+ failed' "$log" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' | tail -1); failed=$((failed + ${f:-0}))
+
+  if grep -q '"e2e"' client/package.json; then
+    section "web client: browser tests (headless chromium)"
+    cargo build --quiet
+    (cd client && npm run e2e --silent) 2>&1 | tee "$log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    p=$(grep -E '^# pass ' "$log" | awk '{s+=$3} END {print s+0}'); passed=$((passed + p))
+    f=$(grep -E '^# fail ' "$log" | awk '{s+=$3} END {print s+0}'); failed=$((failed + f))
+  fi
 fi
-rm -f "$client_out"
 
 rm -f "$log"
 if [ "$status" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi
