@@ -341,12 +341,16 @@ describe('CashCode web client', { concurrency: 1 }, () => {
   // chat, which the view then left. The composer now waits for the new chat to open.
   test('a message typed before the new chat opens goes to the new chat', async () => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' })
+    // Frames held back from the page: null before the test's `new_chat`, then the answers to it
+    // until `released` (once released, nothing more is held).
     let held = null
+    let released = false
     await ctx.routeWebSocket(/.*/, (ws) => {
       const srv = ws.connectToServer()
       srv.onMessage((m) => {
         // Hold the answer to the test's own `new_chat` until its message has been typed.
-        if (held && String(m).includes('"event":"attached"') && String(m).includes('"last_seq":0')) held.push(m)
+        const answer = String(m).includes('"event":"attached"') && String(m).includes('"last_seq":0')
+        if (held && !released && answer) held.push(m)
         else ws.send(m)
       })
       ws.onMessage((m) => {
@@ -363,13 +367,14 @@ describe('CashCode web client', { concurrency: 1 }, () => {
       await p.getByTestId('msg-user').first().waitFor()
       ctx.ws.armed = true
       await p.getByTestId('new-chat').click()
-      await until(() => held !== null, 'the new_chat frame')
+      // The server's answer is in hand (on a loaded machine it can come after the typing below).
+      await until(() => held !== null && held.length > 0, "the server's answer to new_chat")
       const input = p.getByTestId('composer-input')
       await input.fill('typed at once')
       await input.press('Enter')
       assert.equal(await p.getByTestId('send-button').isEnabled(), false, 'Send waits for the new chat')
+      released = true
       for (const m of held) ctx.ws.send(m)
-      held = []
       await until(() => p.getByTestId('send-button').isEnabled(), 'Send to be enabled')
       await input.press('Enter')
       await waitTurnDone(p)
