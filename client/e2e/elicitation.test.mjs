@@ -5,53 +5,27 @@
 // Needs `bash scripts/setup.sh`, `npm run build` and the debug binary.
 import assert from 'node:assert/strict'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
-import http from 'node:http'
 import path from 'node:path'
 import { after, before, describe } from 'node:test'
 import { launchBrowser, repoRoot, screenshot, startServer, until, itWithEvidence } from './harness.mjs'
+import { startScriptedModel } from './fakeLlm.mjs'
 
 const PY = path.join(repoRoot, '.venv/bin/python')
 const FIXTURE = path.join(repoRoot, 'tests/fixtures/mcp/elicit_server.py')
 
 /** A model that prepares the `forms` server, calls its tool, then repeats the tool's answer. */
-function startModel() {
-  const requests = []
-  const server = http.createServer(async (req, res) => {
-    const url = new URL(req.url, 'http://x')
-    if (req.method === 'GET' && url.pathname.endsWith('/models')) {
-      res.writeHead(200, { 'Content-Type': 'application/json' })
-      res.end(JSON.stringify({ object: 'list', data: [{ id: 'fake-model', object: 'model' }] }))
-      return
-    }
-    let body = ''
-    for await (const c of req) body += c
-    const parsed = JSON.parse(body)
-    requests.push(parsed)
-    const msgs = parsed.messages
+const startModel = () =>
+  startScriptedModel((msgs) => {
     const last = msgs[msgs.length - 1]
-    const tools = msgs.filter((m) => m.role === 'tool')
-    let delta
     if (last.role === 'user') {
-      delta = { tool_calls: [{ index: 0, id: 'call_p', type: 'function', function: { name: 'mcp_prepare', arguments: '{"server_name":"forms"}' } }] }
-    } else if (tools.length && last.tool_call_id === 'call_p') {
-      const args = JSON.stringify({ restaurant: 'Chez Cash' })
-      delta = { tool_calls: [{ index: 0, id: 'call_b', type: 'function', function: { name: 'mcp_forms_book_table', arguments: args } }] }
-    } else {
-      delta = { content: `Result: ${last.content}` }
+      return { tool_calls: [{ index: 0, id: 'call_p', type: 'function', function: { name: 'mcp_prepare', arguments: '{"server_name":"forms"}' } }] }
     }
-    res.writeHead(200, { 'Content-Type': 'text/event-stream' })
-    res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: 'assistant', ...delta } }] })}\n\n`)
-    const finish = delta.tool_calls ? 'tool_calls' : 'stop'
-    res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: finish }] })}\n\n`)
-    res.end('data: [DONE]\n\n')
+    if (msgs.some((m) => m.role === 'tool') && last.tool_call_id === 'call_p') {
+      const args = JSON.stringify({ restaurant: 'Chez Cash' })
+      return { tool_calls: [{ index: 0, id: 'call_b', type: 'function', function: { name: 'mcp_forms_book_table', arguments: args } }] }
+    }
+    return { content: `Result: ${last.content}` }
   })
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () => {
-      const url = `http://127.0.0.1:${server.address().port}/v1`
-      resolve({ url, requests, close: () => new Promise((r) => server.close(r)) })
-    }),
-  )
-}
 
 describe('MCP elicitation in the web client', { concurrency: 1 }, () => {
   let model, server, browser, page

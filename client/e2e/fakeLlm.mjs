@@ -204,3 +204,34 @@ export async function startFakeLlm() {
       }),
   }
 }
+
+/** A model scripted by one function: each chat completion streams the single delta that
+ * `deltaFor(messages)` returns (`{content}` or `{tool_calls}`) and finishes; `requests` holds
+ * every request body. For tests whose turns follow one fixed plan. */
+export async function startScriptedModel(deltaFor) {
+  const requests = []
+  const server = http.createServer(async (req, res) => {
+    const url = new URL(req.url, 'http://x')
+    if (req.method === 'GET' && url.pathname.endsWith('/models')) {
+      res.writeHead(200, { 'Content-Type': 'application/json' })
+      res.end(JSON.stringify({ object: 'list', data: [{ id: 'fake-model', object: 'model' }] }))
+      return
+    }
+    let body = ''
+    for await (const c of req) body += c
+    const parsed = JSON.parse(body)
+    requests.push(parsed)
+    const delta = deltaFor(parsed.messages)
+    res.writeHead(200, { 'Content-Type': 'text/event-stream' })
+    res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: 'assistant', ...delta } }] })}\n\n`)
+    const finish = delta.tool_calls ? 'tool_calls' : 'stop'
+    res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: finish }] })}\n\n`)
+    res.end('data: [DONE]\n\n')
+  })
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => {
+      const url = `http://127.0.0.1:${server.address().port}/v1`
+      resolve({ url, requests, close: () => new Promise((r) => server.close(r)) })
+    }),
+  )
+}

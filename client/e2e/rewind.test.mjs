@@ -4,40 +4,18 @@
 // returns the message to the composer. Needs `npm run build` and the debug binary.
 import assert from 'node:assert/strict'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import http from 'node:http'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { launchBrowser, openApp, screenshot, startServer, until, withServerLog } from './harness.mjs'
+import { startScriptedModel } from './fakeLlm.mjs'
 
 /** A model that answers a user message with one write_file call, then with "Done." */
-function startModel() {
-  const server = http.createServer(async (req, res) => {
-    const url = new URL(req.url, 'http://x')
-    if (req.method === 'GET' && url.pathname.endsWith('/models')) {
-      res.writeHead(200, { 'Content-Type': 'application/json' })
-      res.end(JSON.stringify({ object: 'list', data: [{ id: 'fake-model', object: 'model' }] }))
-      return
-    }
-    let body = ''
-    for await (const c of req) body += c
-    const msgs = JSON.parse(body).messages
-    const last = msgs[msgs.length - 1]
-    const delta =
-      last.role === 'user'
-        ? { tool_calls: [{ index: 0, id: 'call_w', type: 'function', function: { name: 'write_file', arguments: JSON.stringify({ path: 'plan.md', content: 'step one\nstep two changed\n' }) } }] }
-        : { content: 'Done.' }
-    res.writeHead(200, { 'Content-Type': 'text/event-stream' })
-    res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: 'assistant', ...delta } }] })}\n\n`)
-    const finish = delta.tool_calls ? 'tool_calls' : 'stop'
-    res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: finish }] })}\n\n`)
-    res.end('data: [DONE]\n\n')
-  })
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () =>
-      resolve({ url: `http://127.0.0.1:${server.address().port}/v1`, close: () => new Promise((r) => server.close(r)) }),
-    ),
+const startModel = () =>
+  startScriptedModel((msgs) =>
+    msgs[msgs.length - 1].role === 'user'
+      ? { tool_calls: [{ index: 0, id: 'call_w', type: 'function', function: { name: 'write_file', arguments: JSON.stringify({ path: 'plan.md', content: 'step one\nstep two changed\n' }) } }] }
+      : { content: 'Done.' },
   )
-}
 
 describe('Rewind in the web client', { concurrency: 1 }, () => {
   let model, server, browser, page, plan
