@@ -270,16 +270,7 @@ fn last_run(server: &TestServer) -> Value {
 fn a_dream_run_over_rewound_messages_writes_nothing() {
     let fake = FakeLlm::start();
     let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
-    fake.push(Reply::text(&["fine"]));
-    ws.message(&chat, "remember that I play chess", "openai_compatible");
-    assert_eq!(ws.turn_events(&chat).last().expect("end")["event"], "done");
-    let held = Gate::new();
-    fake.push_completion(Reply::completion("Add: the user plays chess.").gate_before_head(&held));
-    fake.push_completion(Reply::completion("- plays chess"));
-    assert_eq!(server.post("/api/dream/run", &json!({})).status, 202);
-    held.wait_reached(WAIT);
+    let (_ws, chat, held) = chess_turn_then_held_dream(&server, &fake);
     let body = json!({"before_message": 0, "chat": true, "files": false});
     let r = server.post(&format!("/api/sessions/{chat}/rewind"), &body);
     assert_eq!(r.status, 200, "{}", r.body);
@@ -317,16 +308,7 @@ fn dream_status_and_run_now() {
     assert!(fake.requests().iter().all(|r| r.body["stream"] == json!(true) || !r.is_chat()));
 
     // A turn names the model; phase 1 is held so the second "run now" meets a running one.
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
-    fake.push(Reply::text(&["fine"]));
-    ws.message(&chat, "remember that I play chess", "openai_compatible");
-    assert_eq!(ws.turn_events(&chat).last().expect("end")["event"], "done");
-    let held = Gate::new();
-    fake.push_completion(Reply::completion("Add: the user plays chess.").gate_before_head(&held));
-    fake.push_completion(Reply::completion("- plays chess"));
-    assert_eq!(server.post("/api/dream/run", &json!({})).status, 202);
-    held.wait_reached(WAIT);
+    let (_ws, _chat, held) = chess_turn_then_held_dream(&server, &fake);
     server.post("/api/dream/run", &json!({})).expect(409, json!({"detail": "Dream is already running"}));
     let during = server.get("/api/dream").json();
     assert_eq!((during["running"].clone(), during["undistilled"]["chats"].clone()), (json!(true), json!(2)));
@@ -359,4 +341,20 @@ fn dream_status_and_run_now() {
     assert!((now + 280.0..now + 301.0).contains(&next), "{next} vs {now}");
     assert_eq!(server.request("GET", "/api/dream/run", &[], None).status, 405);
     assert_eq!(server.request("POST", "/api/dream", &[], Some("{}")).status, 405);
+}
+
+/// One turn ("remember that I play chess"), then a Dream run started and held before its first
+/// model call: the chat's id, its client and the gate holding the run (both kept alive).
+fn chess_turn_then_held_dream(server: &TestServer, fake: &FakeLlm) -> (WsClient, String, Gate) {
+    let mut ws = WsClient::connect(server);
+    let chat = ws.chat_id.clone();
+    fake.push(Reply::text(&["fine"]));
+    ws.message(&chat, "remember that I play chess", "openai_compatible");
+    assert_eq!(ws.turn_events(&chat).last().expect("end")["event"], "done");
+    let held = Gate::new();
+    fake.push_completion(Reply::completion("Add: the user plays chess.").gate_before_head(&held));
+    fake.push_completion(Reply::completion("- plays chess"));
+    assert_eq!(server.post("/api/dream/run", &json!({})).status, 202);
+    held.wait_reached(WAIT);
+    (ws, chat, held)
 }
