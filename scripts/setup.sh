@@ -56,7 +56,7 @@ if [ "$want_audit" = 1 ]; then
   fi
 fi
 
-install_python() {
+install_python_venv() {
   log "Python MCP SDK (mcp_servers/requirements.txt) in .venv/"
   py=.venv/bin/python
   # .venv is a virtual environment (never the system Python) with every pin of
@@ -120,7 +120,7 @@ start() {
   names+=("$1")
   pids+=("$!")
 }
-[ ! -f mcp_servers/requirements.txt ] || start python install_python
+[ ! -f mcp_servers/requirements.txt ] || start python install_python_venv
 [ ! -f mcp_servers/package.json ] || start mcp_npm install_mcp_npm
 [ ! -f client/package.json ] || start client_npm install_client_npm
 installs_ok=1
