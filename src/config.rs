@@ -133,6 +133,7 @@ Environment only (the README lists every setting):
   CASHCODE_SANDBOX=on|off  confine exec commands (Landlock, seccomp; default on). off runs
                          them with every right the server has, and says so at start-up
   CASHCODE_SANDBOX_NETWORK=1  let confined commands open network sockets (default 0)
+  CASHCODE_SANDBOX_UNIX_SOCKETS=1  let confined commands open Unix sockets (default 0)
   CASHCODE_SANDBOX_READ=P:P   extra read+execute roots for confined commands (':'-separated)
   CASHCODE_SANDBOX_WRITE=P:P  extra read+write roots for confined commands (':'-separated)
 
@@ -272,6 +273,9 @@ pub(crate) struct SandboxConfig {
     pub(crate) enabled: bool,
     /// `CASHCODE_SANDBOX_NETWORK`: sockets other than Unix ones allowed.
     pub(crate) network: bool,
+    /// `CASHCODE_SANDBOX_UNIX_SOCKETS`: `socket(AF_UNIX)` allowed (pathname sockets outside the
+    /// workspace become reachable: session buses, agents, docker).
+    pub(crate) unix_sockets: bool,
     /// `CASHCODE_SANDBOX_READ`: extra read + execute roots (absolute, existing).
     pub(crate) read: Vec<PathBuf>,
     /// `CASHCODE_SANDBOX_WRITE`: extra read + write roots (absolute, existing).
@@ -287,6 +291,7 @@ impl Default for SandboxConfig {
         SandboxConfig {
             enabled: true,
             network: false,
+            unix_sockets: false,
             read: Vec::new(),
             write: Vec::new(),
             env_path: None,
@@ -700,6 +705,7 @@ pub(crate) fn parse(
     let sandbox = SandboxConfig {
         enabled: vars.flag("CASHCODE_SANDBOX")?.unwrap_or(true),
         network: vars.flag("CASHCODE_SANDBOX_NETWORK")?.unwrap_or(false),
+        unix_sockets: vars.flag("CASHCODE_SANDBOX_UNIX_SOCKETS")?.unwrap_or(false),
         read: sandbox_roots(&vars, cwd, "CASHCODE_SANDBOX_READ")?,
         write: sandbox_roots(&vars, cwd, "CASHCODE_SANDBOX_WRITE")?,
         env_path: sandbox_env.0,

@@ -56,7 +56,9 @@ const SYSTEM_ROOTS: &[&str] =
 /// Landlock domain and the server's non-dumpable flag fail) and `/sys` (CPU and memory limits).
 const KERNEL_ROOTS: &[&str] = &["/proc", "/sys"];
 /// Device files a command may read and write.
-const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+/// Not `/dev/tty`: a command has no controlling terminal (its own session), and the owner's
+/// terminal is no place to queue input for (`TIOCSTI`).
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
 /// Places under `$HOME` that hold credentials: never granted, even inside a granted toolchain.
 const HOME_SECRETS: &[&str] = &[
     ".ssh",
@@ -71,6 +73,25 @@ const HOME_SECRETS: &[&str] = &[
     ".cargo/credentials.toml",
     ".npmrc",
     ".pypirc",
+    // Secret stores and history under `~/.local` and beside it (a toolchain on `PATH` under
+    // `$HOME` is granted as its own directory, but an extra root may still hold these).
+    ".local/share/keyrings",
+    ".local/share/kwalletd",
+    ".local/share/gnupg",
+    ".local/share/fish",
+    ".local/state",
+    ".password-store",
+    ".pki",
+    ".mozilla",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".lesshst",
+    ".viminfo",
 ];
 /// Environment variables that point a command at the server's own per-user directories; the
 /// sandbox `HOME` replaces them.
@@ -84,10 +105,15 @@ const MAX_DIR_ENTRIES: usize = 20_000;
 /// no `CAP_SYS_PTRACE` (the non-dumpable server stays unreadable), no `CAP_DAC_READ_SEARCH`
 /// (`open_by_handle_at` would bypass path checks), no `CAP_SYS_ADMIN`, `CAP_SYS_MODULE`, ….
 /// Numbers from `linux/capability.h`: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID,
-/// SETUID, SETPCAP, NET_BIND_SERVICE, SYS_CHROOT, AUDIT_WRITE, SETFCAP.
-const KEPT_CAPS: [libc::c_ulong; 12] = [0, 1, 3, 4, 5, 6, 7, 8, 10, 18, 29, 31];
+/// SETUID, SETPCAP, NET_BIND_SERVICE, SYS_CHROOT, AUDIT_WRITE. Not FSETID or SETFCAP (the
+/// runtimes keep them): a root command must not leave setuid/setgid files or file
+/// capabilities behind for other local users to run (seccomp refuses the mode bits too).
+const KEPT_CAPS: [libc::c_ulong; 10] = [0, 1, 3, 5, 6, 7, 8, 10, 18, 29];
 /// Above every capability number the kernel knows (`PR_CAPBSET_DROP` answers `EINVAL` there).
 const CAP_NUMBERS: libc::c_ulong = 64;
+/// `setxattrat` (Linux 6.13), which the libc crate does not name yet; the same number on every
+/// architecture (system calls added since 5.1 share one table).
+const SYS_SETXATTRAT: i64 = 463;
 /// x32 system calls arrive with this bit set in the number, under the x86-64 audit arch.
 const X32_SYSCALL_BIT: i64 = 0x4000_0000;
 
@@ -106,6 +132,8 @@ pub(crate) struct Status {
     pub(crate) non_dumpable: bool,
     /// `"off"` or `"on"`.
     pub(crate) network: &'static str,
+    /// `"off"` or `"on"`: `socket(AF_UNIX)` (`CASHCODE_SANDBOX_UNIX_SOCKETS`).
+    pub(crate) unix_sockets: &'static str,
     pub(crate) read_roots: Vec<String>,
     pub(crate) write_roots: Vec<String>,
     /// Why commands are not confined, or what the kernel lacks; `None` when fully confined.
@@ -146,6 +174,7 @@ struct Policy {
     home: PathBuf,
     tmp_root: PathBuf,
     network: bool,
+    unix_sockets: bool,
     filters: Arc<Vec<BpfProgram>>,
 }
 
@@ -203,6 +232,7 @@ impl Sandbox {
                 no_new_privs: false,
                 non_dumpable: server_non_dumpable(),
                 network: "on",
+                unix_sockets: "on",
                 read_roots: Vec::new(),
                 write_roots: Vec::new(),
                 reason: Some(reason.to_string()),
@@ -234,10 +264,12 @@ impl Sandbox {
         let mut write: Vec<PathBuf> =
             settings.write.iter().flat_map(|r| split_around(&canonical(r), &protected, dirs.workspace)).collect();
         write.push(canonical(&home));
-        let filters = match build_filters(settings.network) {
-            Ok(f) => Arc::new(f),
-            Err(e) => return Sandbox::off(&format!("no seccomp filter for this system: {e}")),
-        };
+        let root = nix::unistd::geteuid().is_root();
+        let filters =
+            match build_filters(&Rules { network: settings.network, unix_sockets: settings.unix_sockets, root }) {
+                Ok(f) => Arc::new(f),
+                Err(e) => return Sandbox::off(&format!("no seccomp filter for this system: {e}")),
+            };
         let abi = LANDLOCK_ABI;
         let fixed = read
             .iter()
@@ -257,6 +289,7 @@ impl Sandbox {
             home: canonical(&home),
             tmp_root: canonical(&tmp_root),
             network: settings.network,
+            unix_sockets: settings.unix_sockets,
             filters,
         };
         let probe = probe(&policy, dirs.workspace, dirs.data);
@@ -268,6 +301,7 @@ impl Sandbox {
             no_new_privs: probe.no_new_privs,
             non_dumpable: server_non_dumpable(),
             network: if settings.network { "on" } else { "off" },
+            unix_sockets: if settings.unix_sockets { "on" } else { "off" },
             read_roots: policy.read.iter().map(|p| p.display().to_string()).collect(),
             write_roots: [dirs.workspace, &policy.tmp_root]
                 .into_iter()
@@ -412,7 +446,7 @@ fn probe(policy: &Policy, workspace: &Path, data: &Path) -> Probe {
         Err(e) => return Probe::failed(None, format!("Landlock: {e}")),
     };
     let filters = Arc::clone(&policy.filters);
-    let network = policy.network;
+    let (network, unix_sockets) = (policy.network, policy.unix_sockets);
     let forbidden = data.join(".sandbox-probe");
     let run = move || -> Probe {
         let status = match ruleset.restrict_self() {
@@ -447,8 +481,9 @@ fn probe(policy: &Policy, workspace: &Path, data: &Path) -> Probe {
         if seccomp {
             let tcp = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None);
             let unix = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None);
-            let tcp_refused = matches!(&tcp, Err(e) if e.raw_os_error() == Some(libc::EPERM));
-            if unix.is_err() || (!network && !tcp_refused) {
+            let refused =
+                |r: &io::Result<socket2::Socket>| matches!(r, Err(e) if e.raw_os_error() == Some(libc::EPERM));
+            if unix_sockets == refused(&unix) || network == refused(&tcp) {
                 seccomp = false;
             }
         }
@@ -469,13 +504,43 @@ impl Probe {
     }
 }
 
-/// The BPF programs every confined command gets: sockets other than `AF_UNIX` refused (unless
-/// `network`); namespaces, mounts and io_uring (which can open sockets of its
-/// own), kernel administration, keyrings and `open_by_handle_at` (which skips path checks)
-/// refused with `EPERM`; `clone3`, whose flags a filter cannot read, answered `ENOSYS` so
-/// the C library falls back to `clone`, whose flags it can. A process of another system-call
-/// ABI (i386) is killed: its numbers would bypass the rules.
-fn build_filters(network: bool) -> Result<Vec<BpfProgram>, String> {
+/// The calls that create a file or set its mode, with the index of their mode argument.
+const MODE_CALLS: &[(i64, u8)] = &[
+    (libc::SYS_fchmod, 1),
+    (libc::SYS_fchmodat, 2),
+    (libc::SYS_fchmodat2, 2),
+    (libc::SYS_openat, 3),
+    (libc::SYS_mknodat, 2),
+];
+/// Their older forms, which only some architectures have.
+#[cfg(target_arch = "x86_64")]
+const LEGACY_MODE_CALLS: &[(i64, u8)] =
+    &[(libc::SYS_chmod, 1), (libc::SYS_creat, 1), (libc::SYS_open, 2), (libc::SYS_mknod, 1)];
+#[cfg(not(target_arch = "x86_64"))]
+const LEGACY_MODE_CALLS: &[(i64, u8)] = &[];
+
+/// What the system-call filter allows beyond its fixed rules.
+struct Rules {
+    /// Sockets other than Unix ones (`CASHCODE_SANDBOX_NETWORK`).
+    network: bool,
+    /// `socket(AF_UNIX)` (`CASHCODE_SANDBOX_UNIX_SOCKETS`); `socketpair` is always allowed.
+    unix_sockets: bool,
+    /// The server runs as root: extended attributes refused too (`security.capability`).
+    root: bool,
+}
+
+/// The BPF programs every confined command gets, refusing with `EPERM`: sockets (Unix ones
+/// unless `unix_sockets`, the others unless `network`; pathname Unix sockets reach the owner's
+/// session bus, agents and docker, which Landlock does not scope); namespaces, mounts and
+/// io_uring (which can open sockets of its own), kernel administration, keyrings and
+/// `open_by_handle_at` (which skips path checks); SysV IPC (its objects are shared by every
+/// process of the host's IPC namespace); `TIOCSTI`/`TIOCLINUX` (typing into a terminal);
+/// creating or changing a file to a setuid/setgid mode, and for a root server setting
+/// extended attributes (file capabilities). `clone3` and `openat2`, whose flags or mode a filter
+/// cannot read, are answered `ENOSYS` so the C library falls back to `clone` and programs to
+/// `openat`, which it can. A process of another system-call ABI (i386) is killed: its numbers
+/// would bypass the rules.
+fn build_filters(rules: &Rules) -> Result<Vec<BpfProgram>, String> {
     let arch: TargetArch = std::env::consts::ARCH.try_into().map_err(|e| format!("{e:?}"))?;
     let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
@@ -486,6 +551,13 @@ fn build_filters(network: bool) -> Result<Vec<BpfProgram>, String> {
         let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(errno as u32), arch)
             .map_err(|e| e.to_string())?;
         BpfProgram::try_from(filter).map_err(|e| e.to_string())
+    };
+    // Any of `values` in argument `arg` (an `Eq` each), or any of `bits` set in it.
+    let any_eq = |arg: u8, values: &[u64]| -> Result<Vec<SeccompRule>, String> {
+        values.iter().map(|&v| one(cond(arg, SeccompCmpOp::Eq, v)?)).collect()
+    };
+    let any_bit = |arg: u8, bits: &[u64]| -> Result<Vec<SeccompRule>, String> {
+        bits.iter().map(|&b| one(cond(arg, SeccompCmpOp::MaskedEq(b), b)?)).collect()
     };
 
     let mut denied: BTreeMap<i64, Vec<SeccompRule>> = [
@@ -517,6 +589,19 @@ fn build_filters(network: bool) -> Result<Vec<BpfProgram>, String> {
         libc::SYS_add_key,
         libc::SYS_request_key,
         libc::SYS_open_by_handle_at,
+        // SysV IPC: segments, queues and semaphores of other processes on the host.
+        libc::SYS_shmget,
+        libc::SYS_shmat,
+        libc::SYS_shmdt,
+        libc::SYS_shmctl,
+        libc::SYS_msgget,
+        libc::SYS_msgsnd,
+        libc::SYS_msgrcv,
+        libc::SYS_msgctl,
+        libc::SYS_semget,
+        libc::SYS_semop,
+        libc::SYS_semtimedop,
+        libc::SYS_semctl,
     ]
     .into_iter()
     .map(|n| (n, Vec::new()))
@@ -530,15 +615,28 @@ fn build_filters(network: bool) -> Result<Vec<BpfProgram>, String> {
         libc::CLONE_NEWUTS,
         libc::CLONE_NEWCGROUP,
     ];
-    let clone_rules = namespaces
-        .iter()
-        .map(|&flag| one(cond(0, SeccompCmpOp::MaskedEq(flag as u64), flag as u64)?))
-        .collect::<Result<Vec<_>, String>>()?;
-    denied.insert(libc::SYS_clone, clone_rules);
-    if !network {
-        denied.insert(libc::SYS_socket, vec![one(cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?)?]);
+    denied.insert(libc::SYS_clone, any_bit(0, &namespaces.map(|f| f as u64))?);
+    denied.insert(libc::SYS_ioctl, any_eq(1, &[libc::TIOCSTI, libc::TIOCLINUX].map(|c| c as u64))?);
+    // The mode argument of each call that creates a file or sets its mode.
+    let suid = [libc::S_ISUID as u64, libc::S_ISGID as u64];
+    for &(call, mode_arg) in MODE_CALLS.iter().chain(LEGACY_MODE_CALLS) {
+        denied.insert(call, any_bit(mode_arg, &suid)?);
     }
-    Ok(vec![program(denied, libc::EPERM)?, program(BTreeMap::from([(libc::SYS_clone3, Vec::new())]), libc::ENOSYS)?])
+    if rules.root {
+        for call in [libc::SYS_setxattr, libc::SYS_lsetxattr, libc::SYS_fsetxattr, SYS_SETXATTRAT] {
+            denied.insert(call, Vec::new());
+        }
+    }
+    match (rules.network, rules.unix_sockets) {
+        (false, false) => drop(denied.insert(libc::SYS_socket, Vec::new())),
+        (false, true) => {
+            drop(denied.insert(libc::SYS_socket, vec![one(cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?)?]))
+        }
+        (true, false) => drop(denied.insert(libc::SYS_socket, any_eq(0, &[libc::AF_UNIX as u64])?)),
+        (true, true) => {}
+    }
+    let unknown = BTreeMap::from([(libc::SYS_clone3, Vec::new()), (libc::SYS_openat2, Vec::new())]);
+    Ok(vec![program(denied, libc::EPERM)?, program(unknown, libc::ENOSYS)?])
 }
 
 /// On x86-64 with the x32 ABI enabled, the same rules again under the x32 numbers. (Only
@@ -622,14 +720,17 @@ fn read_roots(settings: &SandboxConfig, dirs: &ServerDirs, protected: &[PathBuf]
 }
 
 /// The installation a `PATH` directory belongs to: `X` for `X/bin` or `X/sbin`, else the
-/// directory itself; never `/` or `$HOME` (or above it), where the directory itself is used.
+/// directory itself; never `/`, and never for a directory in `$HOME` (or above it), where the
+/// directory itself is used: `~/.local/bin`'s parent holds keyrings, history and app state.
 fn installation(dir: &Path, home: Option<&Path>) -> PathBuf {
     let parent = match dir.file_name().and_then(|n| n.to_str()) {
         Some("bin" | "sbin") => dir.parent(),
         _ => None,
     };
     match parent {
-        Some(p) if p != Path::new("/") && !home.is_some_and(|h| h.starts_with(p)) => p.to_path_buf(),
+        Some(p) if p != Path::new("/") && !home.is_some_and(|h| p.starts_with(h) || h.starts_with(p)) => {
+            p.to_path_buf()
+        }
         _ => dir.to_path_buf(),
     }
 }
@@ -729,7 +830,8 @@ mod tests {
         let home = Some(Path::new("/home/u"));
         assert_eq!(installation(Path::new("/usr/local/bin"), home), PathBuf::from("/usr/local"));
         assert_eq!(installation(Path::new("/opt/node/bin"), home), PathBuf::from("/opt/node"));
-        assert_eq!(installation(Path::new("/home/u/.cargo/bin"), home), PathBuf::from("/home/u/.cargo"));
+        assert_eq!(installation(Path::new("/home/u/.cargo/bin"), home), PathBuf::from("/home/u/.cargo/bin"));
+        assert_eq!(installation(Path::new("/home/u/.local/bin"), home), PathBuf::from("/home/u/.local/bin"));
         // Never `/` or `$HOME` itself: the entry alone.
         assert_eq!(installation(Path::new("/bin"), home), PathBuf::from("/bin"));
         assert_eq!(installation(Path::new("/home/u/bin"), home), PathBuf::from("/home/u/bin"));
@@ -791,8 +893,12 @@ mod tests {
 
     #[test]
     fn filters_build_for_this_system() {
-        let (off, on) = (build_filters(false).unwrap(), build_filters(true).unwrap());
+        let rules = |network, unix_sockets, root| Rules { network, unix_sockets, root };
+        let (off, on) =
+            (build_filters(&rules(false, true, false)).unwrap(), build_filters(&rules(true, true, false)).unwrap());
         assert_eq!((off.len(), on.len()), (2, 2));
         assert!(off[0].len() > on[0].len(), "the socket rule is in the first program");
+        let root = build_filters(&rules(true, true, true)).unwrap();
+        assert!(root[0].len() > on[0].len(), "the extended-attribute rules are in the first program");
     }
 }

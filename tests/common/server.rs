@@ -29,6 +29,8 @@ pub struct TestServer {
     inherit: Option<(i32, PathBuf)>,
     /// The server's open-files limit (soft, hard), as `prlimit --nofile=soft:hard` sets it.
     nofile: Option<(u64, u64)>,
+    /// A terminal (pty slave descriptor) the server runs in: its controlling terminal and stdin.
+    terminal: Option<i32>,
     child: Option<Child>,
     stderr: Arc<Mutex<String>>,
     stdout: Arc<Mutex<String>>,
@@ -47,9 +49,16 @@ pub struct ServerBuilder {
     args: Vec<String>,
     inherit: Option<(i32, PathBuf)>,
     nofile: Option<(u64, u64)>,
+    terminal: Option<i32>,
 }
 
 impl ServerBuilder {
+    /// Runs the server in a terminal, as `scripts/start.sh` typed into a shell does: `slave`
+    /// (a pty's slave side, open in the test) becomes its controlling terminal and stdin.
+    pub fn terminal(mut self, slave: i32) -> Self {
+        self.terminal = Some(slave);
+        self
+    }
     /// A command-line argument (flags such as `--env-file PATH` or `--dev`).
     pub fn arg(mut self, a: &str) -> Self {
         self.args.push(a.into());
@@ -108,6 +117,7 @@ impl ServerBuilder {
             args: self.args,
             inherit: self.inherit,
             nofile: self.nofile,
+            terminal: self.terminal,
             child: None,
             stderr: Arc::new(Mutex::new(String::new())),
             stdout: Arc::new(Mutex::new(String::new())),
@@ -146,7 +156,7 @@ fn drain(
 
 impl TestServer {
     pub fn builder() -> ServerBuilder {
-        ServerBuilder { home: None, env: Vec::new(), args: Vec::new(), inherit: None, nofile: None }
+        ServerBuilder { home: None, env: Vec::new(), args: Vec::new(), inherit: None, nofile: None, terminal: None }
     }
 
     /// A server in a fresh home with the default environment.
@@ -196,6 +206,20 @@ impl TestServer {
             unsafe {
                 cmd.pre_exec(move || {
                     if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        if let Some(slave) = self.terminal {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the closure runs in the forked child before exec and calls only setsid,
+            // ioctl and dup2, all async-signal-safe, on the test's open descriptor; it
+            // allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setsid() < 0 || libc::ioctl(slave, libc::TIOCSCTTY, 0) < 0 || libc::dup2(slave, 0) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
                     Ok(())

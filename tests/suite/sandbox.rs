@@ -10,6 +10,7 @@
 
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
+use std::os::fd::FromRawFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
@@ -108,11 +109,12 @@ fn status_shape_and_ordinary_work_runs_confined() {
             "read_roots",
             "reason",
             "seccomp",
+            "unix_sockets",
             "write_roots"
         ]
     );
     assert!(s["landlock"]["abi"].is_i64() && s["read_roots"][0].is_string(), "{s:#}");
-    assert_eq!(s["network"], "off");
+    assert_eq!((&s["network"], &s["unix_sockets"]), (&json!("off"), &json!("off")));
     let log = server.wait_log("event=sandbox.active", 1);
     let line = log.lines().find(|l| l.contains("event=sandbox.active")).expect("the start-up line");
     assert!(line.contains("landlock=true") && line.contains("seccomp=true") && line.contains("network=off"), "{line}");
@@ -420,4 +422,227 @@ fn turning_the_sandbox_off_is_explicit_and_loud() {
     let r = server.request("POST", "/api/settings/sandbox", &[("Authorization", &auth)], Some("{}"));
     assert_eq!(r.status, 405, "{}", r.body);
     drop(fake);
+}
+
+/// The owner's terminal (issue 33): a server started in a terminal (a pty as its controlling
+/// terminal and stdin, as `scripts/start.sh` typed into a shell) runs commands in their own
+/// session, without `/dev/tty`, and `TIOCSTI` refused. A command tries to queue a command line
+/// for the owner's shell, on `/dev/tty` and, from a child that left its group and waited, again
+/// after the turn; after the server stops, a shell reads the terminal: nothing it runs comes
+/// from a command, while a line the test typed itself does run (the shell reads this terminal).
+#[test]
+fn no_command_reaches_the_owners_terminal() {
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors into the given integers; no name or settings.
+    let opened =
+        unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    let fake = FakeLlm::start();
+    let mut server = TestServer::builder().terminal(slave).start();
+    server.configure_llm(&fake);
+    assert_fully_confined(&status(&server));
+    let home = server.home.canonicalize().expect("home");
+    let pwned = home.join("pwned");
+    let inject = format!(
+        "import fcntl, os, sys, termios\n\
+         line = b'touch {p}\\n'\n\
+         for name, open_it in [('tty', lambda: os.open('/dev/tty', os.O_RDWR)), ('stdin', lambda: 0)]:\n\
+         \x20   try:\n\
+         \x20       fd = open_it()\n\
+         \x20       for c in line: fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))\n\
+         \x20       print(name, 'injected')\n\
+         \x20   except OSError as e:\n\
+         \x20       print(name, 'refused', e.errno)\n",
+        p = pwned.display()
+    );
+    std::fs::write(home.join("workspace/inject.py"), &inject).expect("script");
+    let mut ws = WsClient::connect(&server);
+    let r = exec_all(
+        &fake,
+        &mut ws,
+        &[
+            "ps -o tty= -p $$; ps -o sid= -p $$; echo pid $$".into(),
+            "python3 inject.py".into(),
+            "setsid sh -c 'sleep 1; python3 inject.py > late.txt' > /dev/null 2>&1 < /dev/null & echo started".into(),
+        ],
+    );
+    // No controlling terminal ("?"), and a session of its own (the shell's pid).
+    let lines: Vec<&str> = r[0].lines().skip(3).map(str::trim).collect();
+    assert_eq!(lines.first(), Some(&"?"), "{}", r[0]);
+    assert_eq!(lines.get(1).map(|s| format!("pid {s}")).as_deref(), lines.get(2).copied(), "{}", r[0]);
+    // `/dev/tty`: no terminal (ENXIO 6) or not granted (EACCES 13); stdin (`/dev/null`):
+    // seccomp's EPERM (1) before the driver's ENOTTY.
+    assert_ok(&r[1], &["stdin refused 1"]);
+    assert!(r[1].contains("tty refused 6") || r[1].contains("tty refused 13"), "{}", r[1]);
+    assert_ok(&r[2], &["started"]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    server.terminate(std::time::Duration::from_secs(10));
+
+    // The owner's shell after the server stopped: it reads what is queued on the terminal, a
+    // typed control line, and end of input.
+    let control = home.join("typed");
+    let typed = format!("\ntouch {}\n\x04", control.display());
+    // SAFETY: write of a live buffer to our own descriptor.
+    let n = unsafe { libc::write(master, typed.as_ptr().cast(), typed.len()) };
+    assert_eq!(n, typed.len() as isize);
+    // SAFETY: dup of our own descriptor, handed to the shell as its stdin.
+    let stdin = unsafe { std::os::fd::OwnedFd::from_raw_fd(libc::dup(slave)) };
+    let mut sh = std::process::Command::new("sh").stdin(stdin).spawn().expect("sh");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sh.try_wait().expect("wait").is_none() {
+        assert!(std::time::Instant::now() < deadline, "the shell did not reach end of input");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(control.exists(), "the shell did not read the terminal: the test proves nothing");
+    assert!(!pwned.exists(), "a command's line ran in the owner's shell");
+    // SAFETY: closing our own descriptors once.
+    unsafe {
+        libc::close(master);
+        libc::close(slave);
+    }
+}
+
+/// Unix sockets (issue 33): a pathname listener outside the workspace (a session bus, an agent)
+/// cannot be reached; `socketpair` still works; `CASHCODE_SANDBOX_UNIX_SOCKETS=1` opens them.
+#[test]
+fn unix_sockets_are_refused_unless_allowed() {
+    let dir = fresh_home("sbx-unix");
+    let path = dir.join("bus.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).expect("listen");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let connect = format!(
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\"); s.sendall(b\"hi\")'",
+        path.display()
+    );
+    let pair =
+        "python3 -c 'import socket; a, b = socket.socketpair(); a.sendall(b\"pair\"); print(b.recv(4).decode())'";
+    for allowed in [false, true] {
+        let fake = FakeLlm::start();
+        let server =
+            TestServer::builder().env("CASHCODE_SANDBOX_UNIX_SOCKETS", if allowed { "1" } else { "0" }).start();
+        server.configure_llm(&fake);
+        let s = status(&server);
+        assert_fully_confined(&s);
+        assert_eq!(s["unix_sockets"], if allowed { "on" } else { "off" });
+        let mut ws = WsClient::connect(&server);
+        let r = exec_all(&fake, &mut ws, &[connect.clone(), pair.into()]);
+        assert_ok(&r[1], &["pair"]);
+        if allowed {
+            assert_ok(&r[0], &[]);
+            let (mut conn, _) = listener.accept().expect("the connection arrived");
+            let mut got = Vec::new();
+            conn.read_to_end(&mut got).expect("read");
+            assert_eq!(got, b"hi");
+        } else {
+            assert_refused(&r[0], "PermissionError");
+            assert!(listener.accept().is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock), "it arrived");
+        }
+    }
+}
+
+/// Files other local users could run with our rights, and SysV IPC (issue 33): no setuid or
+/// setgid mode, by `chmod`, `install -m`, creating with the mode, or `mknod`; as root, no
+/// extended attributes (file capabilities are `security.capability`) and no CAP_SETFCAP or
+/// CAP_FSETID; SysV shared memory, queues and semaphores refused.
+#[test]
+fn no_setuid_files_file_capabilities_or_sysv_ipc() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    assert_fully_confined(&status(&server));
+    let wsd = server.home.canonicalize().expect("home").join("workspace");
+    let mut ws = WsClient::connect(&server);
+    let ipc = "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+               r = [l.shmget(0, 4096, 0o1600), l.msgget(0, 0o1600), l.semget(0, 1, 0o1600), l.shmat(0, None, 0)]; \
+               print(r, ctypes.get_errno()); raise SystemExit(any(x != -1 for x in r))'";
+    let r = exec_all(
+        &fake,
+        &mut ws,
+        &[
+            "cp /usr/bin/id a && chmod u+s a".into(),
+            "cp /usr/bin/id b && chmod 2755 b".into(),
+            "install -m 4755 /usr/bin/id c".into(),
+            "python3 -c 'import os; os.open(\"d\", os.O_CREAT | os.O_WRONLY, 0o4755)'".into(),
+            "python3 -c 'import os; os.mknod(\"e\", 0o106755)'".into(),
+            "cp /usr/bin/id f && python3 -c 'import os; os.setxattr(\"f\", \"security.capability\", bytes(20))'".into(),
+            ipc.into(),
+            "cp /usr/bin/id g && chmod 755 g && ./g -u".into(),
+        ],
+    );
+    assert_refused(&r[0], "Operation not permitted");
+    assert_refused(&r[1], "Operation not permitted");
+    assert_refused(&r[2], "Operation not permitted");
+    assert_refused(&r[3], "PermissionError");
+    assert_refused(&r[4], "PermissionError");
+    assert_refused(&r[5], "Error");
+    assert_ok(&r[6], &[&format!("[-1, -1, -1, -1] {}", libc_eperm())]);
+    assert_ok(&r[7], &[]);
+    for f in ["a", "b", "c", "d", "e"] {
+        if let Ok(m) = std::fs::metadata(wsd.join(f)) {
+            assert_eq!(m.mode() & 0o6000, 0, "{f} has a setuid/setgid bit");
+        }
+    }
+    assert!(xattr_names(&wsd.join("f")).is_empty(), "an extended attribute was set");
+    if std::fs::metadata("/proc/self").expect("proc").uid() == 0 {
+        // CAP_FSETID (4) and CAP_SETFCAP (31) are out of the command's bounding set.
+        let r = exec_one(&fake, &mut ws, "grep CapBnd /proc/self/status");
+        let bnd = r.lines().find_map(|l| l.strip_prefix("CapBnd:")).expect("CapBnd");
+        let bits = u64::from_str_radix(bnd.trim(), 16).expect("hex");
+        assert_eq!(bits & (1 << 4 | 1 << 31), 0, "{r}");
+        assert_ne!(bits & 1, 0, "CAP_CHOWN is kept: {r}");
+        let r = exec_one(
+            &fake,
+            &mut ws,
+            "python3 -c 'import os; open(\"h\", \"w\"); os.setxattr(\"h\", \"user.x\", b\"1\")'",
+        );
+        assert_refused(&r, "PermissionError");
+    }
+    assert!(fake.failures().is_empty(), "{:?}", fake.failures());
+}
+
+/// The names of `path`'s extended attributes (`listxattr`).
+fn xattr_names(path: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("path");
+    let mut buf = [0u8; 1024];
+    // SAFETY: a NUL-terminated path and a buffer of the given length, both live.
+    let n = unsafe { libc::listxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    buf[..n.max(0) as usize].to_vec()
+}
+
+/// `PATH` entries under `$HOME` (issue 33): `~/.local/bin` grants that directory, not
+/// `~/.local` with its keyrings and history.
+#[test]
+fn a_path_entry_under_home_grants_only_itself() {
+    let home = fresh_home("sbx-path");
+    for d in [".local/bin", ".local/share/keyrings", ".local/share/app"] {
+        std::fs::create_dir_all(home.join(d)).expect("dir");
+    }
+    std::fs::write(home.join(".local/bin/hello"), "#!/bin/sh\necho hello-from-bin\n").expect("script");
+    std::fs::set_permissions(home.join(".local/bin/hello"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::write(home.join(".local/share/keyrings/login.keyring"), "KEYRING-SECRET\n").expect("keyring");
+    std::fs::write(home.join(".local/share/app/state"), "APP-STATE\n").expect("state");
+    let path = format!("{}:{}", home.join(".local/bin").display(), std::env::var("PATH").unwrap_or_default());
+    let fake = FakeLlm::start();
+    let server = TestServer::builder().home(&home).env("PATH", &path).start();
+    server.configure_llm(&fake);
+    let s = status(&server);
+    assert_fully_confined(&s);
+    let home = home.canonicalize().expect("home");
+    let roots: Vec<&str> = s["read_roots"].as_array().expect("roots").iter().filter_map(Value::as_str).collect();
+    assert!(roots.contains(&home.join(".local/bin").to_str().expect("utf-8")), "{roots:?}");
+    assert!(!roots.iter().any(|r| home.join(".local").starts_with(r)), "{roots:?}");
+    let mut ws = WsClient::connect(&server);
+    let r = exec_all(
+        &fake,
+        &mut ws,
+        &[
+            "hello".into(),
+            format!("cat {}", home.join(".local/share/keyrings/login.keyring").display()),
+            format!("cat {}", home.join(".local/share/app/state").display()),
+        ],
+    );
+    assert_ok(&r[0], &["hello-from-bin"]);
+    assert_refused(&r[1], "Permission denied");
+    assert_refused(&r[2], "Permission denied");
+    assert!(!r[1].contains("KEYRING-SECRET") && !r[2].contains("APP-STATE"));
 }

@@ -1,7 +1,7 @@
 //! `exec` (docs/tools-and-mcp.md §3): runs `sh -c <command>` in the workspace; called on the turn's
 //! worker thread, which waits on the child with a deadline while one thread drains each pipe
-//! and one reaps the shell. The shell leads its own process group, so a timeout or a cancelled
-//! turn kills the whole group (no surviving grandchildren). Output is captured with a byte cap
+//! and one reaps the shell. The shell leads its own session (no controlling terminal) and
+//! process group, so a timeout or a cancelled turn kills the whole group. Output is captured with a byte cap
 //! per stream and shown cut to 4096 characters. Environment variables whose names look like
 //! secrets (`crate::secrets::is_secret_name`) are not passed to the command; the server took
 //! them out of its own environment at start-up, so this only guards against one set later.
@@ -165,8 +165,8 @@ impl Exec {
             .current_dir(ws.root())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
+        own_session(&mut cmd);
         for (name, value) in std::env::vars_os() {
             if crate::secrets::is_secret_var(&name.to_string_lossy(), &value.to_string_lossy()) {
                 cmd.env_remove(name);
@@ -244,6 +244,18 @@ impl Exec {
             }
             Outcome::Cancelled => ToolOutput::error(format!("Command cancelled: {command}")),
         }
+    }
+}
+
+/// Makes the child the leader of a new session (and of its process group, which a timeout
+/// or cancel kills): no controlling terminal, so nothing it runs can read from or type into
+/// the terminal the server was started in (`TIOCSTI`), nor get its `SIGINT`/`SIGHUP`. Installed
+/// before the sandbox's step, which runs after it.
+fn own_session(cmd: &mut Command) {
+    // SAFETY: setsid is one system call on no memory of ours: async-signal-safe, allocates
+    // nothing. It cannot fail in a freshly forked child (not a group leader yet).
+    unsafe {
+        cmd.pre_exec(|| nix::unistd::setsid().map(drop).map_err(std::io::Error::from));
     }
 }
 
