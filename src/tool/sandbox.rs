@@ -176,11 +176,16 @@ struct Policy {
     network: bool,
     unix_sockets: bool,
     filters: Arc<Vec<BpfProgram>>,
+    /// The kernel scopes signals to Landlock domains (ABI 6): each call gets a reaper.
+    scoped_signals: bool,
 }
 
 /// One call's confinement, prepared in the parent.
 pub(crate) struct Prepared {
     ruleset: RulesetCreated,
+    /// The reaper's own domain (signal scoping only); `None` when the kernel cannot scope
+    /// signals, and the call runs without a reaper.
+    reaper: Option<RulesetCreated>,
     filters: Arc<Vec<BpfProgram>>,
     home: PathBuf,
     tmp: TempDir,
@@ -291,6 +296,7 @@ impl Sandbox {
             network: settings.network,
             unix_sockets: settings.unix_sockets,
             filters,
+            scoped_signals: false,
         };
         let probe = probe(&policy, dirs.workspace, dirs.data);
         let mut status = Status {
@@ -314,7 +320,10 @@ impl Sandbox {
         if !settings.enabled {
             status.reason = Some("turned off by CASHCODE_SANDBOX=off".into());
         }
-        let policy = status.active.then_some(policy);
+        let mut policy = status.active.then_some(policy);
+        if let Some(p) = policy.as_mut() {
+            p.scoped_signals = probe.landlock && probe.abi.is_some_and(|a| a >= 6);
+        }
         Sandbox { status, policy }
     }
 
@@ -348,7 +357,16 @@ impl Sandbox {
         write.push(tmp.0.clone());
         write.extend(policy.write.iter().cloned());
         let ruleset = policy.ruleset(&write).map_err(|e| format!("cannot build the sandbox: {e}"))?;
-        Ok(Prepared { ruleset, filters: Arc::clone(&policy.filters), home: policy.home.clone(), tmp })
+        let reaper = match policy.scoped_signals {
+            true => Some(
+                Ruleset::default()
+                    .scope(Scope::Signal)
+                    .and_then(Ruleset::create)
+                    .map_err(|e| format!("cannot build the sandbox: {e}"))?,
+            ),
+            false => None,
+        };
+        Ok(Prepared { ruleset, reaper, filters: Arc::clone(&policy.filters), home: policy.home.clone(), tmp })
     }
 }
 
@@ -372,14 +390,16 @@ impl Policy {
 }
 
 impl Prepared {
-    /// Sets the child's `HOME` and `TMPDIR` and installs the `pre_exec` step that confines it.
-    /// The returned directory is removed when dropped: keep it until the call is over.
-    pub(crate) fn apply(self, cmd: &mut Command) -> TempDir {
+    /// Sets the child's `HOME` and `TMPDIR` and installs the `pre_exec` step that confines it
+    /// (and, where the kernel scopes signals, makes the spawned process the call's reaper).
+    pub(crate) fn apply(self, cmd: &mut Command) -> Confined {
+        let reaped = self.reaper.is_some();
         cmd.env("HOME", &self.home).env("TMPDIR", &self.tmp.0);
         for v in USER_DIR_VARS {
             cmd.env_remove(v);
         }
         let mut ruleset = Some(self.ruleset);
+        let mut reaper = self.reaper;
         let filters = self.filters;
         // Only root holds capabilities to drop.
         let root = nix::unistd::geteuid().is_root();
@@ -391,6 +411,10 @@ impl Prepared {
             let ruleset = ruleset.take().ok_or_else(denied)?;
             if root {
                 drop_capabilities();
+            }
+            if let Some(domain) = reaper.take() {
+                // Returns in the command's process only; the reaper never returns.
+                become_reaper(domain)?;
             }
             match ruleset.restrict_self() {
                 Ok(s) if s.ruleset != RulesetStatus::NotEnforced && s.no_new_privs => {}
@@ -408,7 +432,116 @@ impl Prepared {
         unsafe {
             cmd.pre_exec(confine);
         }
-        self.tmp
+        Confined { tmp: self.tmp, reaped }
+    }
+}
+
+/// A confined call's leftovers in the parent.
+pub(crate) struct Confined {
+    /// The call's `TMPDIR`, removed when dropped: keep it until the call is over.
+    pub(crate) tmp: TempDir,
+    /// The spawned process is the call's reaper ([`become_reaper`]): end the call with
+    /// `SIGTERM` to it, which kills everything the call started, not with a group kill.
+    pub(crate) reaped: bool,
+}
+
+/// Signals that end a reaper's wait: a child's end, the server ending the call.
+fn reaper_signals() -> nix::sys::signal::SigSet {
+    let mut set = nix::sys::signal::SigSet::empty();
+    set.add(nix::sys::signal::Signal::SIGCHLD);
+    set.add(nix::sys::signal::Signal::SIGTERM);
+    set
+}
+
+/// Splits the forked child in two: this process becomes the call's reaper, in a Landlock
+/// domain of its own that only scopes signals (`domain`), a child subreaper, so every
+/// descendant that leaves its group or session (`setsid`, a double fork) is reparented to it;
+/// its child returns and goes on to be confined and run the command, in a domain nested in the
+/// reaper's. Processes of a nested domain cannot signal the reaper; the reaper can signal
+/// them and nobody else (Landlock's signal scoping, ABI 6): when the shell ends, or the server
+/// sends `SIGTERM` (timeout, cancel, the turn's end, the server's own end), it sends `SIGKILL`
+/// to every process it may signal (`kill(-1)`), reaps them all, and exits as the shell did. So
+/// nothing a call started outlives it, and rewind's closing scan sees everything it wrote.
+/// Async-signal-safe: system calls only, on the stack.
+fn become_reaper(domain: RulesetCreated) -> io::Result<()> {
+    use nix::sys::signal::{sigprocmask, SigmaskHow};
+    use nix::unistd::{fork, ForkResult};
+    let denied = |_| io::Error::from_raw_os_error(libc::EPERM);
+    // A `kill(-1)` outside a scoped domain would reach every process of the uid: refuse to
+    // start rather than reap without it.
+    match domain.restrict_self() {
+        Ok(s) if s.ruleset == RulesetStatus::FullyEnforced => {}
+        _ => return Err(io::Error::from_raw_os_error(libc::EPERM)),
+    }
+    nix::sys::prctl::set_child_subreaper(true).map_err(denied)?;
+    // The server's end (a crash included) ends the call too: the spawning thread waits for
+    // the call, so its exit means the server's.
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).map_err(denied)?;
+    let watched = reaper_signals();
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None).map_err(denied)?;
+    // SAFETY: this process has one thread (a fork's child); both sides go on making system
+    // calls only.
+    match unsafe { fork() }.map_err(denied)? {
+        ForkResult::Child => sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&watched), None).map_err(denied),
+        ForkResult::Parent { child } => {
+            // The reaper holds no descriptor: the command's pipes end with the command, and
+            // std's spawn, which reads its error pipe until `execve` closes it, returns once
+            // the shell started instead of when the reaper exits.
+            // SAFETY: close_range on descriptors of this process only, which nothing here uses.
+            unsafe {
+                libc::close_range(0, libc::c_uint::MAX, 0);
+            }
+            reap(child, &watched)
+        }
+    }
+}
+
+/// The reaper's life: waits for the shell's end or the server's `SIGTERM`, then kills and
+/// reaps everything of the call and exits with the shell's status.
+fn reap(shell: nix::unistd::Pid, watched: &nix::sys::signal::SigSet) -> ! {
+    use nix::sys::signal::{kill, Signal};
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    let mut status = None;
+    while status.is_none() {
+        match watched.wait() {
+            Ok(Signal::SIGCHLD) => loop {
+                match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                    Ok(s @ (WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, ..))) if pid == shell => {
+                        status = Some(s)
+                    }
+                    Ok(WaitStatus::StillAlive) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            },
+            Ok(_) => break,
+            Err(_) => {}
+        }
+    }
+    // Until no child is left (`ECHILD`); each round kills again what a dying process forked.
+    loop {
+        let _ = kill(nix::unistd::Pid::from_raw(-1), Signal::SIGKILL);
+        if waitpid(None, None).is_err() {
+            break;
+        }
+    }
+    match status {
+        // SAFETY: _exit ends this process without running anything of the server's.
+        Some(WaitStatus::Exited(_, code)) => unsafe { libc::_exit(code) },
+        Some(WaitStatus::Signaled(_, sig, _)) => {
+            // SAFETY: the default action for the signal that ended the shell, then that
+            // signal: the server sees the shell's own end.
+            unsafe {
+                let _ = nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl);
+            }
+            let mut only = nix::sys::signal::SigSet::empty();
+            only.add(sig);
+            let _ = only.thread_unblock();
+            let _ = nix::sys::signal::raise(sig);
+            // SAFETY: as above.
+            unsafe { libc::_exit(128 + sig as i32) }
+        }
+        // SAFETY: as above; ended by the server, which reports the timeout or cancel itself.
+        _ => unsafe { libc::_exit(128 + libc::SIGKILL) },
     }
 }
 

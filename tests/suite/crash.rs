@@ -152,12 +152,18 @@ fn kill_mid_stream() {
 /// Whether a child of `parent` runs a command line containing `needle` (the exec tool's shell).
 fn command_running(parent: u32, needle: &str) -> bool {
     let Ok(procs) = std::fs::read_dir("/proc") else { return false };
+    // `pid (comm) state ppid ...`: the comm may hold spaces, so split after its last `)`.
+    let ppid = |pid: &str| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+    };
     procs.filter_map(Result::ok).any(|p| {
-        let stat = std::fs::read_to_string(p.path().join("stat")).unwrap_or_default();
-        // `pid (comm) state ppid ...`: the comm may hold spaces, so split after its last `)`.
-        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        let pid = p.file_name().to_string_lossy().into_owned();
         let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
-        ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains(needle)
+        // The server's child, or (a confined command) its call's reaper's.
+        let up = ppid(&pid);
+        (up == Some(parent) || up.and_then(|r| ppid(&r.to_string())) == Some(parent))
+            && String::from_utf8_lossy(&cmdline).contains(needle)
     })
 }
 

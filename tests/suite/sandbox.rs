@@ -461,15 +461,16 @@ fn no_command_reaches_the_owners_terminal() {
         &fake,
         &mut ws,
         &[
-            "ps -o tty= -p $$; ps -o sid= -p $$; echo pid $$".into(),
+            "ps -o tty= -p $$; ps -o sid= -p $$; echo ppid $PPID".into(),
             "python3 inject.py".into(),
             "setsid sh -c 'sleep 1; python3 inject.py > late.txt' > /dev/null 2>&1 < /dev/null & echo started".into(),
         ],
     );
-    // No controlling terminal ("?"), and a session of its own (the shell's pid).
+    // No controlling terminal ("?"), and a session of the call's own (led by its reaper, the
+    // shell's parent).
     let lines: Vec<&str> = r[0].lines().skip(3).map(str::trim).collect();
     assert_eq!(lines.first(), Some(&"?"), "{}", r[0]);
-    assert_eq!(lines.get(1).map(|s| format!("pid {s}")).as_deref(), lines.get(2).copied(), "{}", r[0]);
+    assert_eq!(lines.get(1).map(|s| format!("ppid {s}")).as_deref(), lines.get(2).copied(), "{}", r[0]);
     // `/dev/tty`: no terminal (ENXIO 6) or not granted (EACCES 13); stdin (`/dev/null`):
     // seccomp's EPERM (1) before the driver's ENOTTY.
     assert_ok(&r[1], &["stdin refused 1"]);
@@ -645,4 +646,42 @@ fn a_path_entry_under_home_grants_only_itself() {
     assert_refused(&r[1], "Permission denied");
     assert_refused(&r[2], "Permission denied");
     assert!(!r[1].contains("KEYRING-SECRET") && !r[2].contains("APP-STATE"));
+}
+
+/// Survivors (issue 33): what a call started ends with the call, also what left its process
+/// group and session (`setsid`, as the probe did) — at the shell's normal end and at the
+/// timeout — and no later write lands in the workspace. The call's `kill` reaches only its own
+/// processes: one of the test's, outside, lives on.
+#[test]
+fn everything_a_call_started_ends_with_it() {
+    let fake = FakeLlm::start();
+    let server = TestServer::builder().env("CASHCODE_EXEC_TIMEOUT_SECS", "2").start();
+    server.configure_llm(&fake);
+    assert_fully_confined(&status(&server));
+    let wsd = server.home.canonicalize().expect("home").join("workspace");
+    let mut bystander = std::process::Command::new("sleep").arg("60").spawn().expect("sleep");
+    let escape = |n: u32| {
+        format!(
+            "setsid sh -c 'echo $$ > s{n}.pid; sleep 3; echo late > late{n}.txt' < /dev/null > /dev/null 2>&1 & \
+             (sh -c 'sleep 3; echo late > double{n}.txt' < /dev/null > /dev/null 2>&1 &) ; sleep 0.5; echo started"
+        )
+    };
+    let mut ws = WsClient::connect(&server);
+    let r = exec_all(&fake, &mut ws, &[escape(1), format!("{}; sleep 30", escape(2))]);
+    assert_ok(&r[0], &["started"]);
+    assert!(r[1].contains("timed out"), "{}", r[1]);
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    for n in [1, 2] {
+        let pid = std::fs::read_to_string(wsd.join(format!("s{n}.pid"))).expect("pid file");
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+        assert!(stat.is_empty() || stat.contains(") Z"), "call {n}'s setsid child lives: {stat}");
+        for f in [format!("late{n}.txt"), format!("double{n}.txt")] {
+            assert!(!wsd.join(&f).exists(), "{f} was written after the call ended");
+        }
+    }
+    assert!(bystander.try_wait().expect("wait").is_none(), "a process outside the call was killed");
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    // The server is unharmed and runs the next call.
+    assert_ok(&exec_one(&fake, &mut ws, "echo next"), &["next"]);
 }

@@ -22,7 +22,7 @@ use serde_json::{json, Map, Value};
 
 use crate::tool::approval::ExecArgs;
 use crate::tool::args::parse_args;
-use crate::tool::sandbox::{Sandbox, TempDir};
+use crate::tool::sandbox::{Confined, Sandbox};
 use crate::tool::workspace::Workspace;
 use crate::tool::{fmt_secs, Confinement, Tool, ToolOutput, TurnCtx};
 use crate::util::sync;
@@ -176,12 +176,16 @@ impl Exec {
         // command's group is gone (src/tool/checkpoints).
         let _checkpoint = ctx.checkpoint.as_ref().map(|c| c.watch_exec());
         // Kept until the call is over: dropping it removes the command's TMPDIR.
-        let _tmp: Option<TempDir> = match sandbox {
+        let confined: Option<Confined> = match sandbox {
             Some(sandbox) => match sandbox.prepare(ws.root()) {
                 Ok(prepared) => Some(prepared.apply(&mut cmd)),
                 Err(e) => return ToolOutput::error(format!("Failed to start command: {e}")),
             },
             None => None,
+        };
+        let (reaped, _tmp) = match confined {
+            Some(c) => (c.reaped, Some(c.tmp)),
+            None => (false, None),
         };
         log::debug!("event=exec.spawn confined={}", sandbox.is_some());
         let mut child = match cmd.spawn() {
@@ -189,6 +193,7 @@ impl Exec {
             Err(e) => return ToolOutput::error(format!("Failed to start command: {e}")),
         };
         let pgid = child.id() as libc::pid_t;
+        let stop = Stop { pgid, reaped };
         let out = Arc::new(Mutex::new(Capture::default()));
         let err = Arc::new(Mutex::new(Capture::default()));
         let (pipe_tx, pipe_rx) = bounded::<()>(2);
@@ -204,7 +209,7 @@ impl Exec {
             let _ = status_tx.send(child.wait());
         });
         if let Err(e) = reaper {
-            kill_group(pgid);
+            stop.now();
             return ToolOutput::error(format!("Failed to start command: {e}"));
         }
 
@@ -212,7 +217,7 @@ impl Exec {
             recv(status_rx) -> st => match st {
                 Ok(Ok(st)) => Outcome::Exited(st),
                 _ => {
-                    kill_group(pgid);
+                    stop.now();
                     return ToolOutput::error(format!("Waiting for command failed: {command}"));
                 }
             },
@@ -220,12 +225,15 @@ impl Exec {
             recv(after(self.timeout)) -> _ => Outcome::TimedOut,
         };
         if !matches!(outcome, Outcome::Exited(_)) {
-            kill_group(pgid);
-            let _ = status_rx.recv_timeout(REAP_WAIT);
+            stop.now();
+            if status_rx.recv_timeout(REAP_WAIT).is_err() {
+                stop.group();
+            }
         }
-        // Collect the pipes; a background child still holding them gets the group killed.
+        // Collect the pipes; a background child still holding them gets the group killed (a
+        // reaper's call has none left: it exits after the last of them).
         if !wait_pipes(&pipe_rx, PIPE_GRACE) {
-            kill_group(pgid);
+            stop.group();
             wait_pipes(&pipe_rx, PIPE_GRACE);
         }
         let text = combined(&out, &err, &self.secrets);
@@ -259,11 +267,29 @@ fn own_session(cmd: &mut Command) {
     }
 }
 
-/// Starts the child as decided: `Sandboxed` is where `tool::sandbox` confines the child before
-/// `execve`; `Unconfined` only follows an approval or the owner's policy (`tool::approval`).
-fn kill_group(pgid: libc::pid_t) {
-    if pgid > 0 {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+/// How a call's processes are ended.
+struct Stop {
+    /// The spawned process: the shell (and its group), or a confined call's reaper.
+    pgid: libc::pid_t,
+    /// `pgid` is the call's reaper (`tool::sandbox`), which kills all the call started,
+    /// also what left the group.
+    reaped: bool,
+}
+
+impl Stop {
+    fn now(&self) {
+        if self.reaped && self.pgid > 0 {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pgid), nix::sys::signal::Signal::SIGTERM);
+        } else {
+            self.group();
+        }
+    }
+
+    /// The group the shell leads (an unconfined call; a reaper that did not end in time).
+    fn group(&self) {
+        if self.pgid > 0 {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.pgid), nix::sys::signal::Signal::SIGKILL);
+        }
     }
 }
 
