@@ -271,7 +271,7 @@ pub struct Config {
 pub(crate) struct SandboxConfig {
     /// `CASHCODE_SANDBOX` (default on); off only when the owner says so.
     pub(crate) enabled: bool,
-    /// `CASHCODE_SANDBOX_NETWORK`: sockets other than Unix ones allowed.
+    /// `CASHCODE_SANDBOX_NETWORK`: network sockets (all but Unix ones) allowed.
     pub(crate) network: bool,
     /// `CASHCODE_SANDBOX_UNIX_SOCKETS`: `socket(AF_UNIX)` allowed (pathname sockets outside the
     /// workspace become reachable: session buses, agents, docker).

@@ -10,10 +10,14 @@
 //!   processes outside the command's domain (the server above all); no abstract Unix sockets
 //!   outside it. (As root, Landlock let a child holding `CAP_SYS_PTRACE` read a dumpable
 //!   process's `environ` on this kernel; the capability drop below closes that.)
-//! - System calls (seccomp): no sockets but Unix ones (unless the network is allowed), no
-//!   namespaces, mounts, io_uring, kernel administration or keyrings; `no_new_privs`, so setuid
-//!   binaries gain nothing; for a root server, a bounding set of container runtimes' default
-//!   capabilities.
+//! - System calls (seccomp): no sockets (Unix ones and network ones each allowed by a
+//!   setting; `socketpair` always), no namespaces, mounts, io_uring, kernel administration,
+//!   keyrings, SysV IPC, `TIOCSTI`, setuid/setgid modes; `no_new_privs`, so setuid binaries
+//!   gain nothing; for a root server, a bounding set of container runtimes' default
+//!   capabilities without `FSETID`/`SETFCAP`, and no extended attributes.
+//! - Lifetime: the spawned process is the call's reaper ([`become_reaper`]), which kills
+//!   everything the call started when it ends; no controlling terminal (`exec` makes each
+//!   command a session of its own).
 //!
 //! Why `pre_exec` and not `posix_spawn`: a `pre_exec` step makes std `fork` the server, which
 //! costs more than the rest of the sandbox (benches/README.md). Confining a short-lived thread
@@ -749,7 +753,10 @@ fn build_filters(rules: &Rules) -> Result<Vec<BpfProgram>, String> {
         libc::CLONE_NEWCGROUP,
     ];
     denied.insert(libc::SYS_clone, any_bit(0, &namespaces.map(|f| f as u64))?);
-    denied.insert(libc::SYS_ioctl, any_eq(1, &[libc::TIOCSTI, libc::TIOCLINUX].map(|c| c as u64))?);
+    // An ioctl request is a `c_ulong` in glibc and a `c_int` in musl.
+    #[allow(clippy::unnecessary_cast)]
+    let typing = [libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
+    denied.insert(libc::SYS_ioctl, any_eq(1, &typing)?);
     // The mode argument of each call that creates a file or sets its mode.
     let suid = [libc::S_ISUID as u64, libc::S_ISGID as u64];
     for &(call, mode_arg) in MODE_CALLS.iter().chain(LEGACY_MODE_CALLS) {

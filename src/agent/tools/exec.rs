@@ -449,7 +449,7 @@ mod tests {
 
     /// With the sandbox active, a call decided `Sandboxed` runs in it: the workspace and the
     /// call's TMPDIR are writable (the TMPDIR is gone afterwards), a file beside the workspace
-    /// is neither readable nor writable, and sockets other than Unix ones are refused.
+    /// is neither readable nor writable, and sockets are refused.
     #[test]
     fn a_sandboxed_call_runs_in_the_sandbox_when_active() {
         let sb = Sandbox::new();
