@@ -3,7 +3,7 @@
 //! the child between `fork` and `execve`, so no helper binary and no namespace is needed.
 //!
 //! - Filesystem (Landlock): read + write + execute in the workspace, a private `TMPDIR` per call
-//!   and a sandbox `HOME` (both under `<data>/sandbox/`); read + execute in the system
+//!   and a sandbox `HOME` per chat (both under `<data>/sandbox/`); read + execute in the system
 //!   directories and the toolchains on `PATH`; nothing of the server's data, memory, config or
 //!   log directories, of the rest of `$HOME` or of the host's `/tmp`.
 //! - Process scoping (Landlock): no signals to, ptrace of, or `/proc/<pid>/{mem,environ,fd}` of
@@ -270,9 +270,8 @@ impl Sandbox {
             );
         }
         let read = read_roots(settings, dirs, &protected);
-        let mut write: Vec<PathBuf> =
+        let write: Vec<PathBuf> =
             settings.write.iter().flat_map(|r| split_around(&canonical(r), &protected, dirs.workspace)).collect();
-        write.push(canonical(&home));
         let root = nix::unistd::geteuid().is_root();
         let filters =
             match build_filters(&Rules { network: settings.network, unix_sockets: settings.unix_sockets, root }) {
@@ -313,7 +312,7 @@ impl Sandbox {
             network: if settings.network { "on" } else { "off" },
             unix_sockets: if settings.unix_sockets { "on" } else { "off" },
             read_roots: policy.read.iter().map(|p| p.display().to_string()).collect(),
-            write_roots: [dirs.workspace, &policy.tmp_root]
+            write_roots: [dirs.workspace, &policy.tmp_root, &policy.home]
                 .into_iter()
                 .chain(policy.write.iter().map(PathBuf::as_path))
                 .map(|p| p.display().to_string())
@@ -353,12 +352,24 @@ impl Sandbox {
 
     /// Opens the roots and builds the Landlock ruleset for one call in `workspace`, and makes
     /// the call's `TMPDIR`. Runs in the parent; [`Prepared::apply`] hands it to the child.
-    pub(crate) fn prepare(&self, workspace: &Path) -> Result<Prepared, String> {
+    pub(crate) fn prepare(&self, workspace: &Path, chat_id: &str) -> Result<Prepared, String> {
         let policy = self.policy.as_ref().ok_or("the sandbox is not active")?;
+        // One `HOME` per chat: a `.gitconfig` or shell profile one chat's command planted
+        // never runs in another's. Chat ids are `[A-Za-z0-9_:-]{1,64}` (checked where they
+        // enter); anything else is refused rather than made into a path.
+        let name_ok = !chat_id.is_empty()
+            && chat_id.len() <= 64
+            && chat_id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'-'));
+        if !name_ok {
+            return Err("the chat id is not a directory name".into());
+        }
+        let home = policy.home.join(chat_id);
+        crate::util::fsx::create_private_dirs(&home).map_err(|e| format!("cannot create a HOME: {e}"))?;
         let tmp = TempDir(policy.tmp_root.join(crate::util::rand::hex(8)));
         crate::util::fsx::create_private_dirs(&tmp.0).map_err(|e| format!("cannot create a TMPDIR: {e}"))?;
         let mut write = split_around(workspace, &policy.protected, workspace);
         write.push(tmp.0.clone());
+        write.push(home.clone());
         write.extend(policy.write.iter().cloned());
         let ruleset = policy.ruleset(&write).map_err(|e| format!("cannot build the sandbox: {e}"))?;
         let reaper = match policy.scoped_signals {
@@ -370,7 +381,7 @@ impl Sandbox {
             ),
             false => None,
         };
-        Ok(Prepared { ruleset, reaper, filters: Arc::clone(&policy.filters), home: policy.home.clone(), tmp })
+        Ok(Prepared { ruleset, reaper, filters: Arc::clone(&policy.filters), home, tmp })
     }
 }
 

@@ -685,3 +685,23 @@ fn everything_a_call_started_ends_with_it() {
     // The server is unharmed and runs the next call.
     assert_ok(&exec_one(&fake, &mut ws, "echo next"), &["next"]);
 }
+
+/// One sandbox `HOME` per chat (issue 33): a `.gitconfig` one chat's command wrote (an alias
+/// that runs a shell command) is not read in another chat; the same chat keeps its own.
+#[test]
+fn each_chat_has_its_own_home() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    assert_fully_confined(&status(&server));
+    let mut ws = WsClient::connect(&server);
+    let plant = "git config --global alias.st '!echo planted' && git st && echo \"$HOME\"";
+    let a = exec_one(&fake, &mut ws, plant);
+    assert_ok(&a, &["planted"]);
+    // `exec_one` runs each command in a new chat.
+    let b = exec_one(&fake, &mut ws, "git st 2>&1; cat \"$HOME/.gitconfig\" 2>&1; echo \"$HOME\"");
+    assert!(!b.contains("planted"), "chat A's .gitconfig ran in chat B:\n{b}");
+    let home_of = |r: &str| r.lines().last().map(str::to_string).expect("HOME line");
+    assert_ne!(home_of(&a), home_of(&b));
+    assert!(home_of(&b)
+        .starts_with(&server.home.canonicalize().expect("home").join("data/sandbox/home/").display().to_string()));
+}

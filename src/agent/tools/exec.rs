@@ -1,7 +1,8 @@
 //! `exec` (docs/tools-and-mcp.md §3): runs `sh -c <command>` in the workspace; called on the turn's
 //! worker thread, which waits on the child with a deadline while one thread drains each pipe
-//! and one reaps the shell. The shell leads its own session (no controlling terminal) and
-//! process group, so a timeout or a cancelled turn kills the whole group. Output is captured with a byte cap
+//! and one reaps the shell. The shell leads its own process group, and a confined one its own
+//! session (no controlling terminal), so a timeout or a cancelled turn kills the whole group
+//! (and a confined call's reaper everything the call started). Output is captured with a byte cap
 //! per stream and shown cut to 4096 characters. Environment variables whose names look like
 //! secrets (`crate::secrets::is_secret_name`) are not passed to the command; the server took
 //! them out of its own environment at start-up, so this only guards against one set later.
@@ -166,7 +167,13 @@ impl Exec {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        own_session(&mut cmd);
+        // A confined call gets a session of its own; an approved escalation, which may do
+        // anything its user can anyway, keeps `posix_spawn` (a `pre_exec` step makes std
+        // `fork` the server: 1 ms more at 32 MiB, benches/README.md) with a group of its own.
+        match sandbox {
+            Some(_) => own_session(&mut cmd),
+            None => drop(cmd.process_group(0)),
+        }
         for (name, value) in std::env::vars_os() {
             if crate::secrets::is_secret_var(&name.to_string_lossy(), &value.to_string_lossy()) {
                 cmd.env_remove(name);
@@ -177,7 +184,7 @@ impl Exec {
         let _checkpoint = ctx.checkpoint.as_ref().map(|c| c.watch_exec());
         // Kept until the call is over: dropping it removes the command's TMPDIR.
         let confined: Option<Confined> = match sandbox {
-            Some(sandbox) => match sandbox.prepare(ws.root()) {
+            Some(sandbox) => match sandbox.prepare(ws.root(), &ctx.chat_id) {
                 Ok(prepared) => Some(prepared.apply(&mut cmd)),
                 Err(e) => return ToolOutput::error(format!("Failed to start command: {e}")),
             },
