@@ -262,6 +262,12 @@ struct MessageView<'a> {
     content: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     mentioned_skills: Option<Vec<Value>>,
+    /// The model's reasoning shown above the answer (an assistant turn of a thinking model;
+    /// our extension), and how long it took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_ms: Option<u64>,
     role: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     selected_mcp_connectors: Option<Vec<Value>>,
@@ -275,10 +281,16 @@ impl<'a> MessageView<'a> {
         let mut view = MessageView {
             content: &r.content,
             mentioned_skills: None,
+            reasoning_content: None,
+            reasoning_ms: None,
             role: &r.role,
             selected_mcp_connectors: None,
             timestamp: None,
         };
+        if r.role == "assistant" {
+            view.reasoning_content = r.reasoning_content.as_deref().filter(|t| !t.is_empty());
+            view.reasoning_ms = view.reasoning_content.and(r.reasoning_ms);
+        }
         if r.role == "user" {
             let mut meta = Map::new();
             if let Some(v) = &r.mentioned_skills {
