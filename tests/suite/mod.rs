@@ -26,6 +26,7 @@ mod memory_api;
 mod origin;
 mod prompt_cache;
 mod provider_errors;
+mod providers;
 mod restart;
 mod rewind;
 mod sandbox;
