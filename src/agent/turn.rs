@@ -212,7 +212,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         if !t.replay.empty_reasoning {
             t.replay.empty_reasoning = t.replay.seen_reasoning_content(lock(&state).records());
         }
-        let body = match budgeted_body(deps, &state, &sel.model, &head, &tail, &tools, budget, &t.replay) {
+        let body = match budgeted_body(deps, &state, &head, &tail, &tools, budget, &t.replay) {
             Ok(body) => body,
             Err(detail) => return t.error(&detail),
         };
@@ -303,13 +303,13 @@ fn context_budget(deps: &Deps, client: &LlmClient, model: &str) -> Option<usize>
 fn budgeted_body(
     deps: &Deps,
     state: &Mutex<ChatState>,
-    model: &str,
     head: &[Box<RawValue>],
     tail: &[Box<RawValue>],
     tools: &[Arc<dyn Tool>],
     budget: Option<usize>,
     replay: &Replay,
 ) -> Result<Vec<u8>, String> {
+    let model = replay.model.as_str();
     let schemas: Vec<Arc<RawValue>> = tools.iter().map(|tool| deps.schemas.json(tool)).collect();
     // Room for the context: what the request costs without any.
     let room = match budget {

@@ -362,3 +362,82 @@ fn strict_provider_errors_name_their_message() {
         assert!(detail.contains("HTTP 400") && detail.contains(want), "{detail}");
     }
 }
+
+fn deepseek() -> Scenario {
+    Scenario {
+        provider: "openai_compatible",
+        model: "deepseek-reasoner",
+        tool: "deepseek-tool-call.chunks.txt",
+        answer: "deepseek-reasoning.chunks.txt",
+        rules: &[],
+    }
+}
+
+/// After a context-budget cut drops the chat's oldest turn, the tool step still sent carries
+/// its reasoning (the fake refuses the request otherwise).
+#[test]
+fn state_survives_a_context_budget_cut() {
+    let fake = FakeLlm::start();
+    fake.enforce(Strict::DeepSeekReasoning);
+    fake.set_completion_fallback(Reply::completion("SUMMARY"));
+    let mut server = TestServer::with_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    let s = deepseek();
+    let long = "x".repeat(4000);
+    fake.push(Reply::recorded("mistral-text.chunks.txt"));
+    turn(&mut ws, &chat, &long, &s);
+    fake.push(Reply::recorded(s.tool));
+    fake.push(Reply::recorded(s.answer));
+    turn(&mut ws, &chat, "use the tool", &s);
+    // A budget that holds the tool turn but not the long one before it.
+    let with_tool_step = fake.chat_requests().last().unwrap().raw.chars().count();
+    drop(ws);
+    server.set_env("CASHCODE_CONTEXT_BUDGET_CHARS", Some(&(with_tool_step - 2500).to_string()));
+    server.restart();
+    let mut ws = WsClient::connect(&server);
+    ws.attach(&chat, None);
+    fake.push(Reply::recorded(s.answer));
+    turn(&mut ws, &chat, "after the cut", &s);
+    let last = fake.chat_requests().into_iter().rfind(|r| r.body["stream"] == json!(true)).unwrap();
+    assert!(!last.raw.contains(&long), "the long turn was cut");
+    let step = last.body["messages"].as_array().unwrap().iter().find(|m| m["tool_calls"].is_array()).cloned();
+    let (_, reasoning) = expected(s.tool);
+    assert_eq!(step.expect("the tool step was kept")["reasoning_content"], reasoning);
+}
+
+/// Reasoning never reaches a consolidation summary's input or the chat's title.
+#[test]
+fn reasoning_stays_out_of_summaries_and_titles() {
+    let fake = FakeLlm::start();
+    let server = TestServer::builder().env("CASHCODE_CONSOLIDATE_CHARS", "300").start();
+    server.configure_llm(&fake);
+    fake.set_completion_fallback(Reply::completion("SUMMARY"));
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    let s = deepseek();
+    fake.push(Reply::recorded(s.tool));
+    fake.push(Reply::recorded(s.answer));
+    turn(&mut ws, &chat, "how many r in strawberry", &s);
+    fake.push(Reply::recorded(s.answer));
+    turn(&mut ws, &chat, "and in raspberry", &s);
+    wait_for("a summary record", WAIT, || {
+        history_records(&server.home, &chat).into_iter().find(|r| r["role"] == "summary")
+    });
+    let summariser: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_chat() && r.body["stream"] != json!(true))
+        .map(|r| r.body["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect())
+        .collect();
+    assert!(!summariser.is_empty());
+    let (answer, reasoning) = expected(s.answer);
+    let (_, tool_reasoning) = expected(s.tool);
+    let snippet = |r: &str| r.chars().take(40).collect::<String>();
+    for raw in &summariser {
+        assert!(raw.contains(&answer[..20]), "the transcript holds the answers: {raw}");
+        assert!(!raw.contains(&snippet(&reasoning)) && !raw.contains(&snippet(&tool_reasoning)), "{raw}");
+    }
+    let sessions = server.get("/api/sessions").json();
+    assert_eq!(sessions["sessions"][0]["title"], "how many r in strawberry");
+}
