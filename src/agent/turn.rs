@@ -482,11 +482,14 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<ChatState>) -> std::io::Result
     records.extend(t.receipts.iter().map(|r| Record::new("assistant", r.clone())));
     records.append(&mut t.durable);
     let mut answer = Record::new("assistant", t.streamed.text.clone());
-    if !t.streamed.reasoning.is_empty() {
-        answer.reasoning_content = Some(t.streamed.reasoning.clone());
-        answer.reasoning_ms = Some(t.reasoning_time.as_millis() as u64);
-    }
     answer.provider_state = t.final_state.take();
+    if !t.streamed.reasoning.is_empty() {
+        answer.reasoning_ms = Some(t.reasoning_time.as_millis() as u64);
+        // Stored once: the state already holds what was shown when the turn made one call.
+        if replay::state_text(answer.provider_state.as_ref()).as_deref() != Some(t.streamed.reasoning.as_str()) {
+            answer.reasoning_content = Some(t.streamed.reasoning.clone());
+        }
+    }
     records.push(answer);
     let chat_id = t.req.chat_id.as_str();
     t.deps.chats.append(chat_id, &mut records)?;

@@ -265,7 +265,7 @@ struct MessageView<'a> {
     /// The model's reasoning shown above the answer (an assistant turn of a thinking model;
     /// our extension), and how long it took.
     #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_content: Option<&'a str>,
+    reasoning_content: Option<std::borrow::Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_ms: Option<u64>,
     role: &'a str,
@@ -288,8 +288,8 @@ impl<'a> MessageView<'a> {
             timestamp: None,
         };
         if r.role == "assistant" {
-            view.reasoning_content = r.reasoning_content.as_deref().filter(|t| !t.is_empty());
-            view.reasoning_ms = view.reasoning_content.and(r.reasoning_ms);
+            view.reasoning_content = crate::store::replay::shown(r);
+            view.reasoning_ms = view.reasoning_content.as_ref().and(r.reasoning_ms);
         }
         if r.role == "user" {
             let mut meta = Map::new();

@@ -4,6 +4,8 @@
 //! produced it, and put back on the model message only for requests to that same provider and
 //! model. Pure JSON; used where history becomes model messages (workers).
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::chats::Record;
@@ -58,6 +60,33 @@ pub(crate) fn stored(
         s.insert("tool_calls".into(), calls.into_iter().map(|c| c.map_or(Value::Null, Value::Object)).collect());
     }
     Some(Value::Object(s))
+}
+
+/// The reasoning text a stored state holds: `reasoning_content`, else `reasoning`, else the
+/// text of `reasoning_details` (what the turn showed for that model call).
+pub(crate) fn state_text(state: Option<&Value>) -> Option<Cow<'_, str>> {
+    let msg = state?.get("message")?;
+    if let Some(t) = msg.get("reasoning_content").or_else(|| msg.get("reasoning")).and_then(Value::as_str) {
+        return Some(Cow::Borrowed(t));
+    }
+    let details: String = msg
+        .get("reasoning_details")?
+        .as_array()?
+        .iter()
+        .filter_map(|d| d.get("text").or_else(|| d.get("summary")).and_then(Value::as_str))
+        .collect();
+    Some(Cow::Owned(details))
+}
+
+/// The reasoning a stored answer shows: its `reasoning_content`, else (when the turn's one
+/// model call showed exactly what its state keeps, and so was stored once) the state's text.
+pub(crate) fn shown(r: &Record) -> Option<Cow<'_, str>> {
+    match &r.reasoning_content {
+        Some(t) => Some(Cow::Borrowed(t.as_str())),
+        None if r.reasoning_ms.is_some() => state_text(r.provider_state.as_ref()),
+        None => None,
+    }
+    .filter(|t| !t.is_empty())
 }
 
 /// Puts the stored state back on an assistant model message, when `replay` is the provider
@@ -131,6 +160,26 @@ mod tests {
         let mut m = message();
         apply(&mut m, Some(&s), None);
         assert_eq!(m, message());
+    }
+
+    /// A one-call answer stores its reasoning once (in the state) and still shows it; an
+    /// answer whose shown reasoning differs keeps its own copy.
+    #[test]
+    fn shown_reasoning_comes_from_the_field_or_the_state() {
+        let mut r = Record::new("assistant", "a");
+        r.provider_state = Some(state());
+        assert_eq!(shown(&r), None, "no reasoning was shown");
+        r.reasoning_ms = Some(5);
+        assert_eq!(shown(&r).as_deref(), Some("think"));
+        r.reasoning_content = Some("step one. think".into());
+        assert_eq!(shown(&r).as_deref(), Some("step one. think"));
+        let mut details = Map::new();
+        details.insert(
+            "reasoning_details".into(),
+            json!([{"type": "reasoning.text", "text": "a"}, {"type": "reasoning.summary", "summary": "b"}]),
+        );
+        let d = stored("p", "m", details, vec![]).unwrap();
+        assert_eq!(state_text(Some(&d)).as_deref(), Some("ab"));
     }
 
     #[test]
