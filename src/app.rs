@@ -318,6 +318,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         evolution,
         dream: dream_control,
         sandbox,
+        assets: Default::default(),
     });
     let sd = Arc::clone(&shutdown);
     let (api2, http2) = (Arc::clone(&api), Arc::clone(&http_server));

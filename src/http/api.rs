@@ -30,6 +30,8 @@ pub struct Api {
     pub(crate) dream: Arc<crate::memory_jobs::dream::DreamControl>,
     /// The `exec` confinement, for its read-only status.
     pub(crate) sandbox: Arc<crate::tool::sandbox::Sandbox>,
+    /// The web client's files, read once.
+    pub(crate) assets: assets::Cache,
 }
 
 impl Api {
@@ -38,7 +40,7 @@ impl Api {
         let path = match &req.target {
             Target::Api(p) => p,
             Target::Static(segments) => {
-                let mut r = assets::serve(self.config.client_dir.as_deref(), &req.method, segments);
+                let mut r = assets::serve(&self.assets, self.config.client_dir.as_deref(), &req.method, segments);
                 r.headers
                     .push(("Content-Security-Policy".into(), headers::client_csp(&self.page_host(req), self.ws_port)));
                 return r;
