@@ -46,4 +46,5 @@ pub(crate) mod housekeep;
 pub mod http;
 
 // 10
+pub mod acp;
 pub mod app;

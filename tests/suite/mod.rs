@@ -1,5 +1,6 @@
 //! The integration tests, one module per area of the contract.
 
+mod acp;
 mod approvals;
 mod consolidation;
 mod crash;

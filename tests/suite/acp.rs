@@ -1,0 +1,218 @@
+//! `cashcode acp` (docs/acp.md) driven by ACP clients we did not write: the official
+//! TypeScript SDK's client (`tests/acp/client.mjs`, `@agentclientprotocol/sdk`) and the
+//! official Python SDK's (`tests/acp/client.py`, `agent-client-protocol`), against the real
+//! server and the fake model; and by raw lines, for what an editor may get wrong (malformed
+//! JSON-RPC, unknown methods, an oversize line, closing stdin). Needs `bash scripts/setup.sh
+//! --test` (the SDKs in `tests/acp/node_modules` and `.venv`).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+fn acp_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp")
+}
+
+fn bin() -> String {
+    std::env::var("CASHCODE_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cashcode").to_string())
+}
+
+/// The flags that make `cashcode acp` read the test server's configuration.
+fn flags(server: &TestServer) -> Vec<String> {
+    vec![
+        "--home".into(),
+        server.home.display().to_string(),
+        "--port".into(),
+        server.http_port.to_string(),
+        "--ws-port".into(),
+        server.ws_port.to_string(),
+    ]
+}
+
+fn server() -> (FakeLlm, TestServer, PathBuf) {
+    let fake = FakeLlm::start();
+    let server = TestServer::start();
+    server.configure_llm(&fake);
+    let ws = server.home.join("workspace");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    (fake, server, ws.canonicalize().expect("workspace path"))
+}
+
+/// Runs a client script to its end; returns its report lines by step.
+fn run_client(program: &str, script: &str, scenario: &str, ws: &Path, server: &TestServer) -> Vec<Value> {
+    let out = Command::new(program)
+        .arg(acp_dir().join(script))
+        .arg(scenario)
+        .arg(ws)
+        .arg(bin())
+        .args(flags(server))
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run the ACP client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<Value> = stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert!(
+        out.status.success() && lines.iter().all(|l| l["step"] != "failed"),
+        "{script} {scenario}: {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lines
+}
+
+fn step<'a>(lines: &'a [Value], name: &str) -> &'a Value {
+    lines.iter().find(|l| l["step"] == name).unwrap_or_else(|| panic!("no step {name} in {lines:#?}"))
+}
+
+/// Scripts the model for the TypeScript client's main scenario: a plain answer, a file
+/// written, two escalated commands (one allowed, one rejected), a slow answer to cancel.
+fn script_main(fake: &FakeLlm) {
+    fake.push(Reply::text(&["Hel", "lo ", "there"]));
+    fake.push(Reply::tool_calls(&[ToolCallSpec::new(
+        "w1",
+        "write_file",
+        &[&json!({"path": "a.txt", "content": "one\n"}).to_string()],
+    )]));
+    fake.push(Reply::text(&["written"]));
+    for (id, file) in [("e1", "allowed.txt"), ("e2", "rejected.txt")] {
+        let args = json!({"command": format!("echo ran > {file}"), "sandbox_permissions": "require_escalated",
+                          "justification": "test"});
+        fake.push(Reply::tool_calls(&[ToolCallSpec::new(id, "exec", &[&args.to_string()])]));
+        fake.push(Reply::text(&["after ", id]));
+    }
+    let slow: Vec<String> = (0..200).map(|i| format!("w{i} ")).collect();
+    let slow: Vec<&str> = slow.iter().map(String::as_str).collect();
+    fake.push(Reply::text(&slow).chunk_delay(std::time::Duration::from_millis(50)));
+}
+
+#[test]
+fn the_typescript_sdk_client_prompts_runs_tools_asks_and_cancels() {
+    let (fake, server, ws) = server();
+    script_main(&fake);
+    let lines = run_client("node", "client.mjs", "main", &ws, &server);
+
+    let init = step(&lines, "initialize");
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["capabilities"]["loadSession"], true);
+    let new = step(&lines, "new");
+    let options = &new["configOptions"][0];
+    assert_eq!((&options["id"], &options["category"]), (&json!("model"), &json!("model")));
+    assert!(options["options"].as_array().is_some_and(|o| o.len() == 3), "{options}");
+
+    let plain = step(&lines, "plain");
+    assert_eq!((&plain["stopReason"], &plain["answer"]), (&json!("end_turn"), &json!("Hello there")));
+
+    let tool = step(&lines, "tool");
+    assert_eq!(tool["tools"], json!([{"title": "write_file", "kind": "edit"}]));
+    assert_eq!(tool["toolEnds"][0]["status"], "completed");
+    assert_eq!(tool["answer"], "written");
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).expect("a.txt"), "one\n");
+
+    // Allowed once: the command ran; rejected: nothing ran, and the turn still ended normally.
+    assert_eq!(step(&lines, "allow")["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(ws.join("allowed.txt")).expect("allowed.txt"), "ran\n");
+    assert_eq!(step(&lines, "reject")["stopReason"], "end_turn");
+    assert!(!ws.join("rejected.txt").exists(), "a rejected command must not run");
+    let asked = step(&lines, "permissions")["permissions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked
+        .iter()
+        .all(|p| p["options"][0] == "allow_once" && p["options"].as_array().unwrap().contains(&json!("reject_once"))));
+
+    let cancel = step(&lines, "cancel");
+    assert_eq!(cancel["stopReason"], "cancelled");
+    assert!(cancel["answer"].as_str().is_some_and(|a| a.starts_with("w0 ") && a.len() < 1000), "{cancel}");
+    assert_eq!(step(&lines, "exit")["code"], 0, "the bridge ends cleanly when stdin closes");
+
+    // The same chat, from another editor window: listed, and loaded with its transcript.
+    let lines = run_client("node", "client.mjs", "load", &ws, &server);
+    let list = step(&lines, "list")["sessions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(list[0]["cwd"], json!(ws.display().to_string()));
+    let load = step(&lines, "load");
+    assert!(load["user"].as_str().is_some_and(|u| u.starts_with("say hello")), "{load}");
+    assert!(load["answer"].as_str().is_some_and(|a| a.starts_with("Hello there")), "{load}");
+    let kinds: Vec<&str> = load["kinds"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(kinds.contains(&"tool_call") && kinds.contains(&"tool_call_update"), "{kinds:?}");
+    assert_eq!(step(&lines, "load-missing")["code"], -32002);
+    assert!(fake.failures().is_empty(), "{:?}", fake.failures());
+}
+
+#[test]
+fn a_cwd_outside_the_workspace_is_refused_with_the_setting_named() {
+    let (_fake, server, ws) = server();
+    let lines = run_client("node", "client.mjs", "outside", &ws, &server);
+    let new = step(&lines, "new");
+    assert_eq!((&new["ok"], &new["code"]), (&json!(false), &json!(-32602)), "{new}");
+    assert!(new["message"].as_str().is_some_and(|m| m.contains("WORKSPACE_DIR")), "{new}");
+}
+
+#[test]
+fn the_python_sdk_client_prompts_and_is_asked() {
+    let (fake, server, ws) = server();
+    fake.push(Reply::text(&["Bonjour"]));
+    let args = json!({"command": "echo py > py.txt", "sandbox_permissions": "require_escalated", "justification": "t"});
+    fake.push(Reply::tool_calls(&[ToolCallSpec::new("p1", "exec", &[&args.to_string()])]));
+    fake.push(Reply::text(&["done"]));
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let lines = run_client(python.to_str().expect("path"), "client.py", "main", &ws, &server);
+    assert_eq!(step(&lines, "initialize")["protocolVersion"], 1);
+    let plain = step(&lines, "plain");
+    assert_eq!((&plain["stopReason"], &plain["answer"]), (&json!("end_turn"), &json!("Bonjour")));
+    let allow = step(&lines, "allow");
+    assert_eq!((&allow["stopReason"], &allow["asked"]), (&json!("end_turn"), &json!(1)));
+    assert_eq!(std::fs::read_to_string(ws.join("py.txt")).expect("py.txt"), "py\n");
+    assert!(step(&lines, "list")["count"].as_u64().is_some_and(|n| n >= 1));
+}
+
+/// Raw lines an editor may get wrong: each gets a JSON-RPC error (or is ignored, for
+/// notifications), and the bridge answers the next request.
+#[test]
+fn bad_input_gets_json_rpc_errors_and_the_bridge_keeps_running() {
+    let (_fake, server, _ws) = server();
+    let mut child = Command::new(bin())
+        .arg("acp")
+        .args(flags(&server))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the bridge");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut ask = |line: &[u8]| -> Value {
+        stdin.write_all(line).and_then(|()| stdin.write_all(b"\n")).expect("write");
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).expect("read");
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer:?}"))
+    };
+    let huge =
+        format!(r#"{{"jsonrpc":"2.0","id":9,"method":"initialize","params":{{"x":"{}"}}}}"#, "a".repeat(9 << 20));
+    let deep = format!(r#"{{"jsonrpc":"2.0","id":8,"method":"x","params":{}{}}}"#, "[".repeat(500), "]".repeat(500));
+    let cases: Vec<(Vec<u8>, Value, i64)> = vec![
+        (b"{oops".to_vec(), Value::Null, -32700),
+        (b"[]".to_vec(), Value::Null, -32600),
+        (br#"{"id":1,"method":"initialize"}"#.to_vec(), json!(1), -32600),
+        (br#"{"jsonrpc":"2.0","id":2,"method":"no/such"}"#.to_vec(), json!(2), -32601),
+        (br#"{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"x"}]}}"#.to_vec(), json!(3), -32002),
+        (br#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{}}"#.to_vec(), json!(4), -32602),
+        (br#"{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":"relative","mcpServers":[]}}"#.to_vec(), json!(5), -32602),
+        (huge.into_bytes(), Value::Null, -32600),
+        (deep.into_bytes(), Value::Null, -32600),
+    ];
+    for (line, id, code) in cases {
+        let a = ask(&line);
+        assert_eq!((&a["id"], &a["error"]["code"]), (&id, &json!(code)), "{a}");
+    }
+    let ok = ask(br#"{"jsonrpc":"2.0","id":"last","method":"initialize","params":{"protocolVersion":1}}"#);
+    assert_eq!((&ok["id"], &ok["result"]["protocolVersion"]), (&json!("last"), &json!(1)), "{ok}");
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+    // The server and its chats are untouched.
+    assert_eq!(server.get("/api/health").status, 200);
+}
