@@ -13,8 +13,10 @@ mod map;
 mod rpc;
 
 use std::collections::HashMap;
-use std::io::{self, BufReader, Stdout};
+use std::io::{self, BufReader, Read, Stdout, Write};
 use std::net::TcpStream;
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -31,8 +33,6 @@ use crate::config::Config;
 const PROTOCOL_VERSION: u64 = 1;
 /// How long `session/new` and `session/load` wait for the server to attach the chat.
 const ATTACH_WAIT: Duration = Duration::from_secs(10);
-/// How often the `acp-ws` thread looks for frames to send while the socket is quiet.
-const SEND_POLL: Duration = Duration::from_millis(5);
 /// Frames waiting to be sent to the server (prompts, cancels, answers); past it the bridge
 /// answers "busy" rather than hold more.
 const MAX_QUEUED_FRAMES: usize = 256;
@@ -60,15 +60,25 @@ pub fn run(cfg: &Config, server_args: &[String]) -> Result<(), String> {
         Ok(other) => return Err(format!("unexpected first frame from CashCode: {other:?}")),
         Err(e) => return Err(format!("CashCode closed the connection: {e}")),
     }
-    ws.get_ref().set_read_timeout(Some(SEND_POLL)).map_err(|e| e.to_string())?;
+    // From here the socket never blocks: the `acp-ws` thread waits in `poll` instead.
+    ws.get_ref().set_nonblocking(true).map_err(|e| e.to_string())?;
+    let (wake, woken) = UnixStream::pair().map_err(|e| e.to_string())?;
+    wake.set_nonblocking(true).map_err(|e| e.to_string())?;
+    woken.set_nonblocking(true).map_err(|e| e.to_string())?;
     let workspace = cfg.workspace_dir.canonicalize().unwrap_or_else(|_| cfg.workspace_dir.clone());
     let (frames, to_send) = bounded(MAX_QUEUED_FRAMES);
-    let bridge =
-        Arc::new(Bridge { out: Out::new(io::stdout()), link, frames, workspace, state: Mutex::new(State::default()) });
+    let bridge = Arc::new(Bridge {
+        out: Out::new(io::stdout()),
+        link,
+        frames,
+        wake,
+        workspace,
+        state: Mutex::new(State::default()),
+    });
     let b = Arc::clone(&bridge);
     let ws_thread = std::thread::Builder::new()
         .name("acp-ws".into())
-        .spawn(move || b.pump(ws, &to_send))
+        .spawn(move || b.pump(ws, &to_send, woken))
         .map_err(|e| format!("cannot start a thread: {e}"))?;
     let mut stdin = BufReader::new(io::stdin().lock());
     loop {
@@ -123,6 +133,8 @@ struct Bridge {
     out: Out<Stdout>,
     link: Endpoint,
     frames: Sender<String>,
+    /// Written after a frame is queued, so `acp-ws` stops waiting on the socket and sends it.
+    wake: UnixStream,
     /// The server's workspace, where sessions work.
     workspace: PathBuf,
     state: Mutex<State>,
@@ -138,7 +150,10 @@ impl Bridge {
     }
 
     fn send(&self, frame: Value) -> Result<(), String> {
-        self.frames.try_send(frame.to_string()).map_err(|_| "the bridge is busy or CashCode is gone".to_string())
+        self.frames.try_send(frame.to_string()).map_err(|_| "the bridge is busy or CashCode is gone".to_string())?;
+        // A full wake-up socket already holds a wake-up.
+        let _ = (&self.wake).write(&[1]);
+        Ok(())
     }
 
     fn dispatch(&self, msg: Incoming) {
@@ -352,16 +367,19 @@ impl Bridge {
         let _ = self.send(json!({"type": "approval_response", "chat_id": chat, "id": approval, "decision": decision}));
     }
 
-    /// The `acp-ws` thread: sends queued frames, reads events, until the socket or the bridge ends.
-    fn pump(&self, mut ws: WebSocket<TcpStream>, to_send: &Receiver<String>) {
+    /// The `acp-ws` thread: sends queued frames, reads events, until the socket or the bridge
+    /// ends. The socket is non-blocking; between bursts the thread waits in `poll` on it (and
+    /// for room to write, while a frame is half sent) and on the wake-up socket.
+    fn pump(&self, mut ws: WebSocket<TcpStream>, to_send: &Receiver<String>, mut woken: UnixStream) {
+        let mut unflushed = false;
         loop {
             loop {
                 match to_send.try_recv() {
-                    Ok(frame) => {
-                        if ws.send(Message::text(frame)).is_err() {
-                            return self.server_gone();
-                        }
-                    }
+                    Ok(frame) => match ws.send(Message::text(frame)) {
+                        Ok(()) => {}
+                        Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => unflushed = true,
+                        Err(_) => return self.server_gone(),
+                    },
                     Err(crossbeam_channel::TryRecvError::Empty) => break,
                     // The main thread is done: the editor closed stdin.
                     Err(crossbeam_channel::TryRecvError::Disconnected) => {
@@ -371,20 +389,46 @@ impl Bridge {
                     }
                 }
             }
-            match ws.read() {
-                Ok(Message::Text(t)) => {
-                    if let Ok(ev) = serde_json::from_str::<Value>(t.as_str()) {
-                        self.on_event(&ev);
-                    }
+            if unflushed {
+                match ws.flush() {
+                    Ok(()) => unflushed = false,
+                    Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return self.server_gone(),
                 }
-                Ok(_) => {}
-                Err(tungstenite::Error::Io(e))
-                    if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            }
+            // Every event already received (tungstenite may hold several frames read at once).
+            loop {
+                match ws.read() {
+                    Ok(Message::Text(t)) => {
+                        if let Ok(ev) = serde_json::from_str::<Value>(t.as_str()) {
+                            self.on_event(&ev);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => return self.server_gone(),
+                }
+            }
+            let socket = if unflushed {
+                nix::poll::PollFlags::POLLIN | nix::poll::PollFlags::POLLOUT
+            } else {
+                nix::poll::PollFlags::POLLIN
+            };
+            let mut fds = [
+                nix::poll::PollFd::new(ws.get_ref().as_fd(), socket),
+                nix::poll::PollFd::new(woken.as_fd(), nix::poll::PollFlags::POLLIN),
+            ];
+            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(_) => return self.server_gone(),
             }
+            let mut drain = [0u8; 64];
+            while matches!(woken.read(&mut drain), Ok(n) if n > 0) {}
         }
     }
 
+    /// The server closed the connection (it stopped or restarted): running prompts end with an
+    /// error and so does the bridge, which an editor shows as the agent having stopped.
     fn server_gone(&self) {
         eprintln!("cashcode acp: the connection to CashCode closed");
         let mut st = self.state();
@@ -393,6 +437,7 @@ impl Bridge {
                 self.out.error(&p.id, INTERNAL_ERROR, "the connection to CashCode closed");
             }
         }
+        std::process::exit(1);
     }
 
     fn on_event(&self, ev: &Value) {

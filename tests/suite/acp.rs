@@ -216,3 +216,28 @@ fn bad_input_gets_json_rpc_errors_and_the_bridge_keeps_running() {
     // The server and its chats are untouched.
     assert_eq!(server.get("/api/health").status, 200);
 }
+
+/// The server stopping ends the bridge (an editor then shows the agent as stopped) instead of
+/// leaving it answering nothing.
+#[test]
+fn the_bridge_ends_when_the_server_goes_away() {
+    let (_fake, mut server, _ws) = server();
+    let mut child = Command::new(bin())
+        .arg("acp")
+        .args(flags(&server))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the bridge");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n")
+        .expect("write");
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("initialize answer");
+    server.kill();
+    let status = wait_for("the bridge to end", WAIT, || child.try_wait().ok().flatten());
+    assert!(!status.success(), "{status:?}");
+}
