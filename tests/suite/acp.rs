@@ -241,3 +241,117 @@ fn the_bridge_ends_when_the_server_goes_away() {
     let status = wait_for("the bridge to end", WAIT, || child.try_wait().ok().flatten());
     assert!(!status.success(), "{status:?}");
 }
+
+/// A bridge driven line by line (for what the SDK scenarios cannot arrange: another door
+/// answering first).
+struct RawBridge {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<Value>,
+    next: u64,
+}
+
+impl RawBridge {
+    fn start(server: &TestServer) -> RawBridge {
+        let mut child = Command::new(bin())
+            .arg("acp")
+            .args(flags(server))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the bridge");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(serde_json::from_str(&line).expect("a JSON line")).is_err() {
+                    break;
+                }
+            }
+        });
+        RawBridge { child, stdin, lines, next: 0 }
+    }
+
+    fn send(&mut self, v: Value) {
+        self.stdin.write_all(format!("{v}\n").as_bytes()).expect("write");
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> u64 {
+        self.next += 1;
+        let id = self.next;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Lines until one matches; returns all of them.
+    fn until(&mut self, what: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let v = self.lines.recv_timeout(WAIT).unwrap_or_else(|_| panic!("no {what}; saw {seen:#?}"));
+            let end = stop(&v);
+            seen.push(v);
+            if end {
+                return seen;
+            }
+        }
+    }
+}
+
+impl Drop for RawBridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The editor and the web client are two doors of one agent: the web client sees the editor's
+/// turn live and can answer its approval first (the editor's request is then withdrawn and its
+/// late answer ignored), and a turn the web client starts streams into the editor.
+#[test]
+fn the_editor_and_the_web_client_share_one_chat_and_one_approval() {
+    let (fake, server, ws_dir) = server();
+    let mut editor = RawBridge::start(&server);
+    editor.request("initialize", json!({"protocolVersion": 1}));
+    let id = editor.request("session/new", json!({"cwd": ws_dir, "mcpServers": []}));
+    let created = editor.until("session/new's answer", |v| v["id"] == id);
+    let chat = created.last().unwrap()["result"]["sessionId"].as_str().expect("session id").to_string();
+    let mut web = WsClient::connect(&server);
+    web.attach(&chat, None);
+
+    let args =
+        json!({"command": "echo web > web.txt", "sandbox_permissions": "require_escalated", "justification": "t"});
+    fake.push(Reply::tool_calls(&[ToolCallSpec::new("x1", "exec", &[&args.to_string()])]));
+    fake.push(Reply::text(&["approved on the web"]));
+    let prompt =
+        editor.request("session/prompt", json!({"sessionId": chat, "prompt": [{"type": "text", "text": "go"}]}));
+    let asked = editor.until("a permission request", |v| v["method"] == "session/request_permission");
+    let ask = asked.last().unwrap().clone();
+    assert_eq!(ask["params"]["sessionId"], json!(chat));
+    // The web client gets the same request and answers first.
+    let req = web.recv_until(|v| v["event"] == "approval_request").pop().expect("approval_request");
+    web.send(&json!({"type": "approval_response", "chat_id": chat, "id": req["id"], "decision": "approve"}));
+    let rest = editor.until("the prompt's end", |v| v["id"] == prompt);
+    let withdrawn = rest.iter().find(|v| v["method"] == "$/cancel_request").expect("the request withdrawn");
+    assert_eq!(withdrawn["params"]["requestId"], ask["id"]);
+    assert_eq!(rest.last().unwrap()["result"]["stopReason"], "end_turn", "{rest:#?}");
+    // The editor's late "reject" changes nothing: the command ran on the web client's answer.
+    editor.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "reject_once"}}}));
+    assert_eq!(std::fs::read_to_string(ws_dir.join("web.txt")).expect("web.txt"), "web\n");
+    let web_turn = web.turn_events(&chat);
+    let answer: String = web_turn.iter().filter(|e| e["event"] == "delta").filter_map(|e| e["text"].as_str()).collect();
+    assert_eq!(answer, "approved on the web", "the web client watched the editor's turn live");
+
+    // A turn from the web client streams into the editor's session.
+    fake.push(Reply::text(&["from ", "the web"]));
+    web.message(&chat, "hello from the browser", "openai_compatible");
+    let _ = web.turn_events(&chat);
+    let seen = editor.until("the web turn's text", |v| v["params"]["update"]["content"]["text"] == "the web");
+    let text: String = seen
+        .iter()
+        .filter(|v| v["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|v| v["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "from the web");
+}
