@@ -24,6 +24,7 @@ pub mod store;
 
 // 3
 pub mod bus;
+pub(crate) mod projects;
 
 // 4
 pub mod tool;

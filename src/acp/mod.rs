@@ -102,6 +102,9 @@ pub fn run(cfg: &Config, server_args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// The server's answer to `new_chat` or `attach`: the chat, or why it refused.
+type Attached = Result<String, String>;
+
 /// A prompt waiting for its turn to end.
 struct Prompt {
     id: Value,
@@ -126,7 +129,8 @@ struct State {
     permissions: HashMap<u64, (String, String)>,
     next_request: u64,
     /// Who waits for the next `attached`: the chat asked for (`None`: a new chat).
-    attach_waiters: Vec<(Option<String>, Sender<String>)>,
+    /// An error without a chat (a refused `new_chat`) goes to the waiter for a new chat.
+    attach_waiters: Vec<(Option<String>, Sender<Attached>)>,
 }
 
 struct Bridge {
@@ -201,25 +205,27 @@ impl Bridge {
         })
     }
 
-    /// The session's working directory must be the server's workspace: that is where its
-    /// tools, sandbox and checkpoints work.
-    fn check_cwd(&self, params: &Value) -> Result<(), (i64, String)> {
+    /// The session's `cwd`: an absolute path (the server decides whether a chat may work there).
+    fn cwd<'a>(&self, params: &'a Value) -> Result<&'a str, (i64, String)> {
         let cwd = str_param(params, "cwd").map_err(|e| (INVALID_PARAMS, e))?;
-        let p = Path::new(cwd);
-        if !p.is_absolute() {
+        if !Path::new(cwd).is_absolute() {
             return Err((INVALID_PARAMS, format!("cwd must be an absolute path, got {cwd:?}")));
         }
-        let same = p.canonicalize().is_ok_and(|c| c == self.workspace);
-        if !same {
-            return Err((
-                INVALID_PARAMS,
-                format!(
-                    "CashCode works in its workspace {}: open that folder, or start CashCode with WORKSPACE_DIR={cwd}",
-                    self.workspace.display()
-                ),
-            ));
-        }
-        Ok(())
+        Ok(cwd)
+    }
+
+    /// Where the server's chats work: each chat's project, or the workspace.
+    fn chat_cwds(&self) -> Result<Vec<(Value, PathBuf)>, (i64, String)> {
+        let all = self.link.get("/sessions").map_err(|(_, e)| (INTERNAL_ERROR, e))?;
+        Ok(all["sessions"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(|s| {
+                let cwd = s["project"].as_str().map_or_else(|| self.workspace.clone(), PathBuf::from);
+                (s.clone(), cwd)
+            })
+            .collect())
     }
 
     fn models(&self) -> Vec<(String, String)> {
@@ -237,7 +243,11 @@ impl Bridge {
         let (tx, rx) = bounded(1);
         self.state().attach_waiters.push((chat.map(str::to_string), tx));
         self.send(frame).map_err(|e| (INTERNAL_ERROR, e))?;
-        rx.recv_timeout(ATTACH_WAIT).map_err(|_| (INTERNAL_ERROR, "CashCode did not open the chat in time".into()))
+        match rx.recv_timeout(ATTACH_WAIT) {
+            Ok(Ok(chat)) => Ok(chat),
+            Ok(Err(detail)) => Err((INVALID_PARAMS, detail)),
+            Err(_) => Err((INTERNAL_ERROR, "CashCode did not open the chat in time".into())),
+        }
     }
 
     fn open_session(&self, chat: &str) -> Result<Value, (i64, String)> {
@@ -254,16 +264,24 @@ impl Bridge {
         Ok(config_options(s))
     }
 
+    /// A new chat whose project is the session's `cwd` (refused by the server, with the
+    /// setting to change named, when `cwd` is not under an allowed root).
     fn new_session(&self, params: &Value) -> Result<Value, (i64, String)> {
-        self.check_cwd(params)?;
-        let chat = self.attach(None, json!({"type": "new_chat"}))?;
+        let cwd = self.cwd(params)?;
+        let chat = self.attach(None, json!({"type": "new_chat", "project": cwd}))?;
         let options = self.open_session(&chat)?;
         Ok(json!({"sessionId": chat, "configOptions": options}))
     }
 
     fn load_session(&self, params: &Value) -> Result<Value, (i64, String)> {
-        self.check_cwd(params)?;
+        let cwd = self.cwd(params)?;
         let chat = str_param(params, "sessionId").map_err(|e| (INVALID_PARAMS, e))?;
+        // The chat works where it works: a session elsewhere would show it the wrong files.
+        if let Some((_, works_in)) = self.chat_cwds()?.into_iter().find(|(s, _)| s["chat_id"] == chat) {
+            if Path::new(cwd).canonicalize().ok().as_ref() != Some(&works_in) {
+                return Err((INVALID_PARAMS, format!("this chat works in {}, not {cwd}", works_in.display())));
+            }
+        }
         let transcript = match self.link.get(&format!("/sessions/{}/messages?tools=1", urlencode(chat))) {
             Ok(v) => v,
             Err((404, _)) => return Err((NOT_FOUND, format!("no CashCode chat {chat}"))),
@@ -278,27 +296,27 @@ impl Bridge {
     }
 
     fn list_sessions(&self, params: &Value) -> Result<Value, (i64, String)> {
-        if let Some(cwd) = params.get("cwd").and_then(Value::as_str) {
-            if !Path::new(cwd).canonicalize().is_ok_and(|c| c == self.workspace) {
-                return Ok(json!({"sessions": []}));
-            }
-        }
+        let only = match params.get("cwd").and_then(Value::as_str) {
+            Some(cwd) => match Path::new(cwd).canonicalize() {
+                Ok(c) => Some(c),
+                Err(_) => return Ok(json!({"sessions": []})),
+            },
+            None => None,
+        };
         let start: usize = match params.get("cursor").and_then(Value::as_str) {
             Some(c) => c.parse().map_err(|_| (INVALID_PARAMS, "cursor is not one this agent gave".to_string()))?,
             None => 0,
         };
-        let all = self.link.get("/sessions").map_err(|(_, e)| (INTERNAL_ERROR, e))?;
-        let list = all["sessions"].as_array().map_or(&[][..], Vec::as_slice);
-        let cwd = self.workspace.display().to_string();
-        let page: Vec<Value> = list
-            .iter()
-            .skip(start)
-            .take(LIST_PAGE)
-            .filter_map(|s| {
+        let rows: Vec<Value> = self
+            .chat_cwds()?
+            .into_iter()
+            .filter(|(_, cwd)| only.as_ref().is_none_or(|o| o == cwd))
+            .filter_map(|(s, cwd)| {
                 Some(json!({"sessionId": s["chat_id"].as_str()?, "cwd": cwd, "title": s["title"], "updatedAt": s["updated_at"]}))
             })
             .collect();
-        let next = (start + LIST_PAGE < list.len()).then(|| (start + LIST_PAGE).to_string());
+        let page: Vec<Value> = rows.iter().skip(start).take(LIST_PAGE).cloned().collect();
+        let next = (start + LIST_PAGE < rows.len()).then(|| (start + LIST_PAGE).to_string());
         Ok(json!({"sessions": page, "nextCursor": next}))
     }
 
@@ -450,7 +468,16 @@ impl Bridge {
                 let waiter = st.attach_waiters.iter().position(|(want, _)| want.as_deref().is_none_or(|w| w == chat));
                 if let Some(i) = waiter {
                     let (_, tx) = st.attach_waiters.remove(i);
-                    let _ = tx.send(chat.to_string());
+                    let _ = tx.send(Ok(chat.to_string()));
+                }
+                return;
+            }
+            "error" if chat.is_empty() => {
+                if let Some(i) = st.attach_waiters.iter().position(|(want, _)| want.is_none()) {
+                    let (_, tx) = st.attach_waiters.remove(i);
+                    let _ = tx.send(Err(s("detail").unwrap_or("CashCode refused the chat").to_string()));
+                } else {
+                    eprintln!("cashcode acp: CashCode said: {}", s("detail").unwrap_or(""));
                 }
                 return;
             }

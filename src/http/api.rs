@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use super::gate::Target;
 use super::{
-    assets, headers, llm_routes, mcp_routes, memory_routes, safety_routes, sessions, skills_routes, Req, Resp,
+    assets, headers, llm_routes, mcp_routes, memory_routes, project_routes, safety_routes, sessions, skills_routes,
+    Req, Resp,
 };
 use crate::agent::Agent;
 use crate::config::Config;
@@ -59,6 +60,7 @@ impl Api {
             ["sessions", rest @ ..] => sessions::route(self, m, rest, req),
             ["settings", "llm", rest @ ..] => llm_routes::route(self, m, rest, req),
             ["settings", "approvals"] => safety_routes::route_approvals(self, m, req),
+            ["settings", "projects"] => project_routes::route_settings(self, m, req),
             ["settings", "sandbox"] => only(m, &["GET"]).unwrap_or_else(|| Resp::ok(self.sandbox.status())),
             ["mcp", "servers", rest @ ..] => mcp_routes::route(self, m, rest, req),
             ["mcp", "oauth", "callback"] => mcp_routes::oauth_callback(self, m, req),

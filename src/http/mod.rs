@@ -21,6 +21,7 @@ pub(crate) mod llm_routes;
 pub(crate) mod mcp_routes;
 pub(crate) mod memory_routes;
 pub(crate) mod multipart;
+pub(crate) mod project_routes;
 pub(crate) mod rewind_routes;
 pub(crate) mod safety_routes;
 pub(crate) mod sessions;

@@ -66,7 +66,7 @@ try {
 
     if (scenario === "outside") {
       try {
-        await ctx.request(acp.methods.agent.session.new, { cwd: "/", mcpServers: [] });
+        await ctx.request(acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
         report("new", { ok: true });
       } catch (e) {
         report("new", { ok: false, code: e.code, message: e.message });

@@ -142,13 +142,54 @@ fn the_typescript_sdk_client_prompts_runs_tools_asks_and_cancels() {
     assert!(fake.failures().is_empty(), "{:?}", fake.failures());
 }
 
+/// A session's `cwd` is its chat's project; one outside the allowed roots is refused with the
+/// setting to change named, and nothing is created.
 #[test]
-fn a_cwd_outside_the_workspace_is_refused_with_the_setting_named() {
-    let (_fake, server, ws) = server();
-    let lines = run_client("node", "client.mjs", "outside", &ws, &server);
+fn a_cwd_outside_the_allowed_roots_is_refused_with_the_setting_named() {
+    let (_fake, server, _ws) = server();
+    let elsewhere = server.home.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("elsewhere");
+    let lines = run_client("node", "client.mjs", "outside", &elsewhere, &server);
     let new = step(&lines, "new");
     assert_eq!((&new["ok"], &new["code"]), (&json!(false), &json!(-32602)), "{new}");
-    assert!(new["message"].as_str().is_some_and(|m| m.contains("WORKSPACE_DIR")), "{new}");
+    assert!(new["message"].as_str().is_some_and(|m| m.contains("CASHCODE_PROJECT_ROOTS")), "{new}");
+    assert_eq!(server.get("/api/sessions").json()["sessions"], json!([]));
+}
+
+/// A session opened in a folder under the workspace is a chat bound to that project: its tools
+/// work there, the list shows it there, and loading it elsewhere is refused.
+#[test]
+fn a_session_in_a_project_folder_works_there() {
+    let (fake, server, ws) = server();
+    let project = ws.join("app");
+    std::fs::create_dir_all(&project).expect("project");
+    fake.push(Reply::tool_calls(&[ToolCallSpec::new(
+        "w1",
+        "write_file",
+        &[&json!({"path": "a.txt", "content": "one\n"}).to_string()],
+    )]));
+    fake.push(Reply::text(&["written"]));
+    let mut editor = RawBridge::start(&server);
+    editor.request("initialize", json!({"protocolVersion": 1}));
+    let id = editor.request("session/new", json!({"cwd": project, "mcpServers": []}));
+    let chat = editor.until("session/new", |v| v["id"] == id).last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .expect("session")
+        .to_string();
+    let id =
+        editor.request("session/prompt", json!({"sessionId": chat, "prompt": [{"type": "text", "text": "write"}]}));
+    editor.until("the prompt's end", |v| v["id"] == id);
+    assert_eq!(std::fs::read_to_string(project.join("a.txt")).expect("a.txt"), "one\n");
+    assert!(!ws.join("a.txt").exists());
+    let id = editor.request("session/list", json!({"cwd": project}));
+    let listed = editor.until("session/list", |v| v["id"] == id).pop().unwrap();
+    assert_eq!(listed["result"]["sessions"][0]["sessionId"], json!(chat), "{listed}");
+    assert_eq!(listed["result"]["sessions"][0]["cwd"], json!(project));
+    let id = editor.request("session/list", json!({"cwd": ws}));
+    assert_eq!(editor.until("session/list", |v| v["id"] == id).pop().unwrap()["result"]["sessions"], json!([]));
+    let id = editor.request("session/load", json!({"sessionId": chat, "cwd": ws, "mcpServers": []}));
+    let refused = editor.until("session/load", |v| v["id"] == id).pop().unwrap();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }
 
 #[test]

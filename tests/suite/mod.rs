@@ -25,6 +25,7 @@ mod mcp_venv;
 mod memory;
 mod memory_api;
 mod origin;
+mod projects;
 mod prompt_cache;
 mod provider_errors;
 mod restart;
