@@ -24,6 +24,7 @@ pub mod store;
 
 // 3
 pub mod bus;
+pub mod search;
 
 // 4
 pub mod tool;

@@ -15,6 +15,20 @@ fn main() -> ExitCode {
     // This image holds the secrets: no process of the same uid may read its memory (execve
     // resets the flag, so it is set after the re-exec).
     cashcode::tool::sandbox::protect_server_process();
+    // `cashcode eval locomo FILE`: the recall benchmark (docs/search.md §7), no server.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("eval") {
+        return match cashcode::search::eval::run(&args[1..]) {
+            Ok(report) => {
+                print!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprint!("cashcode: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     match config::from_args_env(std::env::args().skip(1), secrets) {
         Ok(Command::Help) => {
             print!("{}", config::HELP);
