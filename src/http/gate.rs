@@ -186,6 +186,8 @@ impl Target {
             ("DELETE", ["sessions", _]) => true,
             // A rewind reads, diffs and restores up to every file a chat changed (an fsync each).
             ("POST", ["sessions", _, "rewind", ..]) => true,
+            // Reads the matched records back from their histories (up to a thousand lines).
+            ("GET", ["search"]) => true,
             // Counts the undistilled history (up to 16 MiB read).
             ("GET", ["dream"]) => true,
             (_, ["settings", "llm", _, ..]) => true,

@@ -91,7 +91,7 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Params { k1: 1.2, b: 0.75, neighbour: 0.3 }
+        Params { k1: 1.2, b: 0.5, neighbour: 0.5 }
     }
 }
 

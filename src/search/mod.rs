@@ -588,10 +588,13 @@ fn read_chat(path: &Path) -> (Vec<NewDoc>, u64, i64) {
 }
 
 /// What a record contributes to the index: the text of user and assistant messages (never
-/// reasoning), a tool call's name and arguments, a tool's result. Summaries and unknown roles
-/// are not indexed.
+/// reasoning), a tool call's name and arguments, a tool's result. Summaries, unknown roles and
+/// `search_history`'s own results (earlier hits, quoted again) are not indexed.
 fn record_text(r: &Record) -> Option<(Role, String)> {
     let role = Role::parse(&r.role).filter(|r| *r != Role::Title)?;
+    if role == Role::Tool && r.name.as_deref() == Some("search_history") {
+        return None;
+    }
     let mut text = r.content.clone();
     if role == Role::ToolCalls {
         for call in r.tool_calls.as_ref().and_then(|v| v.as_array()).into_iter().flatten() {

@@ -119,7 +119,7 @@ pub(crate) struct SessionInfo {
 }
 
 /// Told of every change to a chat's history or title, after it is on disk (the search index,
-/// `crate::search`, installed by `app`). Called with the chat's lock held: implementations only
+/// the `search` module, installed by `app`). Called with the chat's lock held: implementations only
 /// queue the news, at a small bounded cost.
 pub(crate) trait HistoryObserver: Send + Sync {
     /// Records were appended: each line's byte offset in history.jsonl and its length (without
