@@ -266,7 +266,7 @@ fn parse_date(s: &str) -> Option<String> {
         "am" | "pm" => {}
         _ => return None,
     }
-    let mut parts = date.split(|c: char| c == ' ' || c == ',').filter(|p| !p.is_empty());
+    let mut parts = date.split([' ', ',']).filter(|p| !p.is_empty());
     let day: u32 = parts.next()?.parse().ok()?;
     let month = parts.next()?.to_ascii_lowercase();
     let year: u32 = parts.next()?.parse().ok()?;

@@ -29,6 +29,7 @@ mod provider_errors;
 mod restart;
 mod rewind;
 mod sandbox;
+mod search;
 mod secrets;
 mod security;
 mod shutdown;

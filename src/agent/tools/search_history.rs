@@ -93,7 +93,8 @@ impl Tool for SearchHistory {
             (Ok(f), Ok(t)) => (f, t),
             (Err(e), _) | (_, Err(e)) => return e,
         };
-        let chat_id = chat_id.filter(|c| !c.trim().is_empty()).map(|c| if c == "current" { ctx.chat_id.clone() } else { c });
+        let chat_id =
+            chat_id.filter(|c| !c.trim().is_empty()).map(|c| if c == "current" { ctx.chat_id.clone() } else { c });
         let limit = limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT) as usize;
         if query.trim().is_empty() {
             return ToolOutput::error("Error: argument 'query' is empty");
