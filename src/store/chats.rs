@@ -35,7 +35,7 @@ struct Archived {
 
 /// One line of history.jsonl, fields in the original's key order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Record {
+pub struct Record {
     #[serde(default)]
     pub(crate) cursor: u64,
     #[serde(default)]
@@ -66,7 +66,7 @@ fn string_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::
 }
 
 impl Record {
-    pub(crate) fn new(role: &str, content: impl Into<String>) -> Self {
+    pub fn new(role: &str, content: impl Into<String>) -> Self {
         Record {
             cursor: 0,
             timestamp: String::new(),
@@ -265,7 +265,7 @@ impl ChatStore {
 
     /// Appends `records` as one write with consecutive cursors and one timestamp; fills in
     /// their `cursor` and `timestamp`. A torn tail gets a newline first so no record merges with it.
-    pub(crate) fn append(&self, id: &str, records: &mut [Record]) -> io::Result<()> {
+    pub fn append(&self, id: &str, records: &mut [Record]) -> io::Result<()> {
         if records.is_empty() {
             return Ok(());
         }
@@ -276,7 +276,7 @@ impl ChatStore {
 
     /// [`ChatStore::append`] with the records' own timestamp `stamp` instead of the current
     /// minute (the recall eval loads dated conversations this way).
-    pub(crate) fn append_stamped(&self, id: &str, records: &mut [Record], stamp: &str) -> io::Result<()> {
+    pub fn append_stamped(&self, id: &str, records: &mut [Record], stamp: &str) -> io::Result<()> {
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let _g = self.stripe(id);
         self.append_locked(id, &dir, records, Some(stamp))
