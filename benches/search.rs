@@ -108,7 +108,11 @@ fn main() {
     }
     times.sort_by(f64::total_cmp);
     let p = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
-    println!("query at {messages} messages: p50 {:.2} ms, p95 {:.2} ms ({found}/{queries} found something)", p(0.5), p(0.95));
+    println!(
+        "query at {messages} messages: p50 {:.2} ms, p95 {:.2} ms ({found}/{queries} found something)",
+        p(0.5),
+        p(0.95)
+    );
 
     // Append cost: with the index observing vs a store without.
     let plain = ChatStore::new(&dir);

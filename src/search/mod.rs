@@ -56,9 +56,15 @@ pub const MARK_OPEN: char = '«';
 pub const MARK_CLOSE: char = '»';
 
 enum Job {
-    Appended { chat: String, lines: Vec<(u64, u32)> },
+    Appended {
+        chat: String,
+        lines: Vec<(u64, u32)>,
+    },
     Reread(String),
     Deleted(String),
+    /// The memory root changed (a chat directory was added or removed behind the server's back):
+    /// compare every chat with the index, as at start-up.
+    Rescan,
 }
 
 /// How far the indexer is: started-up, and jobs sent and handled.
@@ -113,6 +119,11 @@ pub struct Search {
     overflow: Mutex<HashSet<String>>,
     progress: Mutex<Progress>,
     moved: Condvar,
+    /// The memory root's modification time at the last scan.
+    root_mtime: Mutex<i64>,
+    /// The `search-index` thread runs: queries wait for it. Without it (the eval, benches) the
+    /// caller handles the queue with [`Search::drain`].
+    threaded: std::sync::atomic::AtomicBool,
 }
 
 impl Search {
@@ -131,6 +142,8 @@ impl Search {
             overflow: Mutex::new(HashSet::new()),
             progress: Mutex::new(Progress::default()),
             moved: Condvar::new(),
+            root_mtime: Mutex::new(0),
+            threaded: std::sync::atomic::AtomicBool::new(false),
         });
         chats.observe(Arc::clone(&s) as Arc<dyn HistoryObserver>);
         s
@@ -140,6 +153,7 @@ impl Search {
     /// news until `stop` disconnects, and writes the index file last.
     pub fn start(self: &Arc<Self>, stop: Receiver<()>) -> io::Result<std::thread::JoinHandle<()>> {
         let me = Arc::clone(self);
+        self.threaded.store(true, std::sync::atomic::Ordering::SeqCst);
         std::thread::Builder::new().name("search-index".into()).spawn(move || me.run(&stop))
     }
 
@@ -197,6 +211,12 @@ impl Search {
                 let mut ix = sync::write(&self.index);
                 if let Some(&c) = ix.chat_ids.get(&chat) {
                     ix.remove_chat(c);
+                }
+            }
+            Job::Rescan => {
+                let n = self.reconcile();
+                if n > 0 {
+                    log::info!("event=search.rescanned chats_reread={n}");
                 }
             }
         }
@@ -328,6 +348,28 @@ impl Search {
             Err(_) => (Index::default(), "unreadable"),
         };
         *sync::write(&self.index) = loaded;
+        let reread = self.reconcile();
+        if reread > 0 || why != "loaded" {
+            self.persist();
+        }
+        let docs = sync::read(&self.index).live_docs();
+        log::info!(
+            "event=search.ready index={why} chats_reread={reread} documents={docs} duration_ms={:.1}",
+            started.elapsed().as_secs_f64() * 1000.0
+        );
+        let mut p = sync::lock(&self.progress);
+        p.ready = true;
+        self.moved.notify_all();
+    }
+
+    fn root_mtime(&self) -> i64 {
+        fs::metadata(self.chats.root()).map(|m| mtime_ns(&m)).unwrap_or(0)
+    }
+
+    /// Re-reads every chat whose history length, modification time or title differs from the
+    /// index, and drops chats gone from disk. Returns how many chats changed.
+    fn reconcile(&self) -> usize {
+        *sync::lock(&self.root_mtime) = self.root_mtime();
         let mut on_disk = HashSet::new();
         let mut reread = 0usize;
         if let Ok(rd) = fs::read_dir(self.chats.root()) {
@@ -364,24 +406,19 @@ impl Search {
         }
         {
             let mut ix = sync::write(&self.index);
-            let gone: Vec<u32> =
-                ix.chats.iter().enumerate().filter(|(_, c)| !on_disk.contains(&c.id)).map(|(i, _)| i as u32).collect();
+            let gone: Vec<u32> = ix
+                .chats
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.alive && !on_disk.contains(&c.id))
+                .map(|(i, _)| i as u32)
+                .collect();
             for c in &gone {
                 ix.remove_chat(*c);
             }
             reread += gone.len();
         }
-        if reread > 0 || why != "loaded" {
-            self.persist();
-        }
-        let docs = sync::read(&self.index).live_docs();
-        log::info!(
-            "event=search.ready index={why} chats_reread={reread} documents={docs} duration_ms={:.1}",
-            started.elapsed().as_secs_f64() * 1000.0
-        );
-        let mut p = sync::lock(&self.progress);
-        p.ready = true;
-        self.moved.notify_all();
+        reread
     }
 
     /// Writes the index file (compacting the index first).
@@ -406,7 +443,20 @@ impl Search {
     /// One page of results, best first (docs/search.md §6). Waits up to a second for start-up
     /// and for news already queued.
     pub fn search(&self, req: &Request) -> Results {
-        self.settle(Duration::from_secs(1));
+        // A chat directory added or removed behind the server's back changes the root's time.
+        let threaded = self.threaded.load(std::sync::atomic::Ordering::SeqCst);
+        if threaded && sync::lock(&self.progress).ready {
+            let now = self.root_mtime();
+            let mut seen = sync::lock(&self.root_mtime);
+            if *seen != now {
+                *seen = now;
+                drop(seen);
+                self.send(Job::Rescan, "");
+            }
+        }
+        if threaded {
+            self.settle(Duration::from_secs(1));
+        }
         let (keys, phrases) = parse_query(&req.q);
         let empty = Results { hits: Vec::new(), next: None };
         if keys.is_empty() {

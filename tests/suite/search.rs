@@ -133,6 +133,18 @@ fn turns_are_found_after_restart_drop_in_damage_delete_and_rewind() {
     assert_eq!(v["hits"][0]["timestamp"], "2023-05-01 10:00");
     assert_eq!(v["hits"][0]["cursor"], 1);
 
+    // One dropped in while the server runs: the memory root's change is noticed by the next query.
+    let live = server.memory().join("live_drop");
+    fs::create_dir_all(&live).unwrap();
+    fs::write(
+        live.join("history.jsonl"),
+        "{\"cursor\":7,\"timestamp\":\"2023-05-02 10:00\",\"role\":\"assistant\",\"content\":\"the marimba arrives Tuesday\"}\n",
+    )
+    .unwrap();
+    let v = search(&server, "q=marimba");
+    assert_eq!(chats_of(&v), ["live_drop"]);
+    assert_eq!(v["hits"][0]["cursor"], 7);
+
     // A damaged index file is rebuilt from the histories.
     let file = server.memory().join(".search/index.bin");
     let mut bytes = fs::read(&file).unwrap();
