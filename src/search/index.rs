@@ -282,20 +282,22 @@ impl Index {
             && f.to.is_none_or(|to| d.role == Role::Title || d.stamp <= to)
     }
 
-    /// Every matching document, best first: BM25 over the query's keys (each counted once),
-    /// plus `neighbour` times the better of its two neighbours' BM25, so a record that answers
-    /// in the context of the one before it is found from either. Ties: newer first.
-    pub(crate) fn rank(&self, keys: &[String], filter: &Filter, p: Params) -> Vec<(u32, f32)> {
+    /// The `k` best matching documents, best first: BM25 over the query's keys (each counted
+    /// once), plus `neighbour` times the better of its two neighbours' BM25, so a record that
+    /// answers in the context of the one before it is found from either. Ties: newer first.
+    /// Scores live in dense arrays (one slot per document) and only the best `k` are sorted.
+    pub(crate) fn rank(&self, keys: &[String], filter: &Filter, p: Params, k: usize) -> Vec<(u32, f32)> {
         let n = self.live_docs.max(1) as f32;
         let avgdl = (self.live_len as f32 / n).max(1.0);
-        let mut scores: HashMap<u32, f32> = HashMap::new();
+        let mut base = vec![0f32; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
         let mut seen: Vec<&str> = Vec::new();
-        for k in keys {
-            if seen.contains(&k.as_str()) {
+        for key in keys {
+            if seen.contains(&key.as_str()) {
                 continue;
             }
-            seen.push(k);
-            let Some(list) = self.postings.get(k) else { continue };
+            seen.push(key);
+            let Some(list) = self.postings.get(key) else { continue };
             let df = if self.dead_docs == 0 {
                 list.len()
             } else {
@@ -309,27 +311,30 @@ impl Index {
                 }
                 let tf = tf as f32;
                 let part = tf * (p.k1 + 1.0) / (tf + p.k1 * (1.0 - p.b + p.b * doc.len as f32 / avgdl));
-                *scores.entry(d).or_default() += idf * part;
+                let slot = &mut base[d as usize];
+                if *slot == 0.0 {
+                    touched.push(d);
+                }
+                *slot += idf * part;
             }
         }
-        let base = |d: u32| if d == NONE { 0.0 } else { scores.get(&d).copied().unwrap_or(0.0) };
-        let mut out: Vec<(u32, f32)> = Vec::with_capacity(scores.len() * 2);
-        let mut done: HashMap<u32, ()> = HashMap::with_capacity(scores.len() * 3);
+        let score = |d: u32| if d == NONE { 0.0 } else { base[d as usize] };
+        let mut done = vec![false; self.docs.len()];
+        let mut out: Vec<(u32, f32)> = Vec::with_capacity(touched.len() * 2);
         let mut consider = |d: u32, out: &mut Vec<(u32, f32)>| {
-            if d == NONE || done.insert(d, ()).is_some() {
+            if d == NONE || std::mem::replace(&mut done[d as usize], true) {
                 return;
             }
             let doc = &self.docs[d as usize];
             if !self.passes(doc, filter) {
                 return;
             }
-            let own = base(d);
-            let s = own + p.neighbour * base(doc.prev).max(base(doc.next));
+            let s = score(d) + p.neighbour * score(doc.prev).max(score(doc.next));
             if s > 0.0 {
                 out.push((d, s));
             }
         };
-        for &d in scores.keys() {
+        for &d in &touched {
             consider(d, &mut out);
             if p.neighbour > 0.0 {
                 let doc = &self.docs[d as usize];
@@ -337,7 +342,12 @@ impl Index {
                 consider(doc.next, &mut out);
             }
         }
-        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0));
+        if out.len() > k {
+            out.select_nth_unstable_by(k, order);
+            out.truncate(k);
+        }
+        out.sort_by(order);
         out
     }
 
@@ -526,21 +536,21 @@ mod tests {
             ("b", "milk"),
         ]);
         let p = Params { neighbour: 0.0, ..Params::default() };
-        let hits = ix.rank(&keys("green tea"), &Filter::default(), p);
+        let hits = ix.rank(&keys("green tea"), &Filter::default(), p, 10);
         assert_eq!(hits[0].0, 1, "{hits:?}");
         assert_eq!(hits.len(), 2);
-        let hits = ix.rank(&keys("milk"), &Filter::default(), p);
+        let hits = ix.rank(&keys("milk"), &Filter::default(), p, 10);
         assert_eq!(hits[0].0, 3, "the short document first: {hits:?}");
         // Filters.
         let only_a = Filter { chat: ix.chat_ids.get("a").copied(), ..Filter::default() };
-        assert_eq!(ix.rank(&keys("milk"), &only_a, p).iter().map(|h| h.0).collect::<Vec<_>>(), [0]);
+        assert_eq!(ix.rank(&keys("milk"), &only_a, p, 10).iter().map(|h| h.0).collect::<Vec<_>>(), [0]);
     }
 
     #[test]
     fn neighbours_lend_part_of_their_score() {
         let ix = index(&[("a", "where did you go on holiday"), ("a", "we went to Lisbon"), ("b", "unrelated")]);
         let p = Params { neighbour: 0.5, ..Params::default() };
-        let hits = ix.rank(&keys("holiday"), &Filter::default(), p);
+        let hits = ix.rank(&keys("holiday"), &Filter::default(), p, 10);
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [0, 1]);
         assert!((hits[1].1 - hits[0].1 * 0.5).abs() < 1e-5);
     }
@@ -551,14 +561,14 @@ mod tests {
         let a = ix.chat_ids["a"];
         ix.remove_chat(a);
         let p = Params::default();
-        let hits = ix.rank(&keys("alpha"), &Filter::default(), p);
+        let hits = ix.rank(&keys("alpha"), &Filter::default(), p, 10);
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [1]);
         ix.compact();
         assert_eq!(ix.docs.len(), 1);
         assert_eq!(ix.chats.len(), 1);
-        let hits = ix.rank(&keys("beta"), &Filter::default(), p);
+        let hits = ix.rank(&keys("beta"), &Filter::default(), p, 10);
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [0]);
-        assert!(ix.rank(&keys("gamma"), &Filter::default(), p).is_empty());
+        assert!(ix.rank(&keys("gamma"), &Filter::default(), p, 10).is_empty());
     }
 
     #[test]
@@ -571,7 +581,10 @@ mod tests {
         assert_eq!(back.docs.len(), 3);
         assert_eq!(back.chats[c as usize].title, "标题");
         let p = Params::default();
-        assert_eq!(back.rank(&keys("北京"), &Filter::default(), p), ix.rank(&keys("北京"), &Filter::default(), p));
+        assert_eq!(
+            back.rank(&keys("北京"), &Filter::default(), p, 10),
+            ix.rank(&keys("北京"), &Filter::default(), p, 10)
+        );
         // Every truncation and a run of flipped bytes is refused or decodes to something
         // consistent, never a panic.
         for cut in 0..bytes.len() {

@@ -475,9 +475,8 @@ impl Search {
             let roles = req.roles.as_ref().map(|r| r.iter().filter_map(|r| Role::parse(r)).collect());
             let filter = Filter { chat, roles, from: req.from, to: req.to };
             let take = if phrases.is_empty() { want } else { MAX_VERIFY };
-            ix.rank(&keys, &filter, self.params)
+            ix.rank(&keys, &filter, self.params, take)
                 .into_iter()
-                .take(take)
                 .map(|(d, _)| {
                     let doc = &ix.docs[d as usize];
                     let chat = &ix.chats[doc.chat as usize];

@@ -134,8 +134,6 @@ export function SearchDialog({ onClose, onOpen }: { onClose: () => void; onOpen:
             onKeyDown={onKey}
             aria-label={t('search.input')}
             placeholder={t('search.placeholder')}
-            aria-controls="search-results"
-            aria-activedescendant={order[active] ? `search-hit-${active}` : undefined}
             className="min-w-0 flex-1 bg-transparent text-[15px] text-zinc-100 outline-none placeholder:text-zinc-500"
             data-testid="search-input"
             maxLength={1000}
@@ -161,7 +159,7 @@ export function SearchDialog({ onClose, onOpen }: { onClose: () => void; onOpen:
             {t('search.failed', { error })}
           </div>
         )}
-        <div ref={list} id="search-results" role="listbox" aria-label={t('search.title')} className="space-y-4" data-testid="search-results">
+        <div ref={list} className="space-y-4" data-testid="search-results">
           {groups.map((g) => (
             <section key={g.chatId} aria-label={g.title} data-testid="search-group" data-chat-id={g.chatId}>
               <h3 className="mb-1 truncate text-xs font-semibold tracking-wide text-zinc-400">{g.title}</h3>
@@ -172,10 +170,8 @@ export function SearchDialog({ onClose, onOpen }: { onClose: () => void; onOpen:
                     <li key={`${h.chat_id}:${h.cursor}:${h.role}`}>
                       <button
                         type="button"
-                        id={`search-hit-${i}`}
-                        role="option"
-                        aria-selected={i === active}
                         data-index={i}
+                        data-active={i === active ? 'true' : undefined}
                         data-testid="search-hit"
                         data-cursor={h.cursor}
                         onMouseEnter={() => setActive(i)}
