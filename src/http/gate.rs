@@ -339,6 +339,7 @@ mod tests {
             ("GET", "/api/dream"),
             ("POST", "/api/sessions/c1/rewind"),
             ("POST", "/api/sessions/c1/rewind/undo"),
+            ("GET", "/api/search?q=tea"),
         ] {
             assert!(classify(p).is_slow(m), "{m} {p}");
         }
@@ -353,6 +354,7 @@ mod tests {
             ("GET", "/api/health"),
             ("PATCH", "/api/sessions/c1"),
             ("POST", "/api/dream/run"),
+            ("POST", "/api/search"),
         ] {
             assert!(!classify(p).is_slow(m), "{m} {p}");
         }
