@@ -19,20 +19,18 @@ use std::time::Instant;
 
 use cashcode::search::{Params, Request, Search};
 use cashcode::store::chats::{ChatStore, Record};
+use cashcode::util::prng::Prng;
 
 fn smoke() -> bool {
     !std::env::args().any(|a| a == "--bench")
 }
 
 /// A deterministic word stream: a Zipf-ish vocabulary of 20,000 made-up words and some Chinese.
-struct Words(u64);
+struct Words(Prng);
 
 impl Words {
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        self.0.next_u64()
     }
 
     fn word(&mut self) -> String {
@@ -40,7 +38,7 @@ impl Words {
         // Rank ~ 1/u: frequent words are short ranks.
         let u = (r % 1_000_000) as f64 / 1_000_000.0;
         let rank = ((20_000f64).powf(u)) as u64;
-        if rank % 17 == 0 {
+        if rank.is_multiple_of(17) {
             let cjk = ['北', '京', '天', '气', '长', '城', '茶', '书', '猫', '海'];
             return (0..2).map(|i| cjk[((rank / 17 + i) % 10) as usize]).collect();
         }
@@ -69,7 +67,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("cc-bench-search-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let mut words = Words(0x9E37_79B9_7F4A_7C15);
+    let mut words = Words(Prng::new(0x9E37_79B9_7F4A_7C15));
     {
         let store = ChatStore::new(&dir);
         for c in 0..chats {

@@ -212,14 +212,19 @@ pub fn start(config: Config) -> Result<Server, Error> {
 
     // Rewind checkpoints: the server's own directories are never watched nor restored, even
     // when they sit inside the workspace.
-    let checkpoints = if config.checkpoint_max_bytes == 0 {
-        None
+    let (checkpoints, project_checkpoints) = if config.checkpoint_max_bytes == 0 {
+        (None, None)
     } else {
         let skip: Vec<std::path::PathBuf> = [&config.data_dir, &config.memory_dir, &config.config_dir, &config.log_dir]
             .into_iter()
             .chain(protected.iter())
             .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
             .collect();
+        let projects = crate::tool::checkpoints::projects::ProjectCheckpoints::new(
+            config.data_dir.join("checkpoints").join("projects"),
+            skip.clone(),
+            config.checkpoint_max_bytes,
+        );
         let cfg = crate::tool::checkpoints::CheckpointConfig {
             root: config.data_dir.join("checkpoints"),
             workspace: workspace.clone(),
@@ -227,10 +232,9 @@ pub fn start(config: Config) -> Result<Server, Error> {
             max_bytes: config.checkpoint_max_bytes,
             pause_after: config.rewind_test_pause,
         };
-        Some(
-            crate::tool::checkpoints::Checkpoints::open(cfg)
-                .map_err(|e| Error(format!("cannot open the rewind checkpoints: {e}")))?,
-        )
+        let store = crate::tool::checkpoints::Checkpoints::open(cfg)
+            .map_err(|e| Error(format!("cannot open the rewind checkpoints: {e}")))?;
+        (Some(store), Some(projects))
     };
 
     let agent = Agent::new(Deps {
@@ -249,6 +253,8 @@ pub fn start(config: Config) -> Result<Server, Error> {
         elicitations,
         approvals,
         checkpoints,
+        projects: Arc::new(crate::projects::Projects::load(&config)),
+        project_checkpoints,
     });
 
     {
@@ -325,6 +331,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         dream: dream_control,
         sandbox,
         search,
+        assets: Default::default(),
     });
     let sd = Arc::clone(&shutdown);
     let (api2, http2) = (Arc::clone(&api), Arc::clone(&http_server));

@@ -129,15 +129,21 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         t.emit(&Event::SessionUpdated { chat_id, title: &title, updated_at: &updated_at });
     }
 
+    // The chat's project (checked again: the owner may have narrowed the roots) or the workspace.
+    let workspace = match deps.chat_root(&lock(&state).metadata) {
+        Ok(w) => w,
+        Err(detail) => return t.error(&detail),
+    };
+    let checkpoint = deps.checkpoints_for(&workspace).map(|c| c.begin_turn(chat_id, 0));
     let ctx = TurnCtx {
         chat_id: chat_id.to_string(),
-        workspace: deps.workspace.clone(),
+        workspace,
         protected: deps.protected.clone(),
         memory: Arc::clone(&deps.memory),
         cancel: cancel.clone(),
         state: Arc::new(Mutex::new(TurnState { metadata: lock(&state).metadata.clone(), turn_tools: Vec::new() })),
         confinement: Default::default(),
-        checkpoint: deps.checkpoints.as_ref().map(|c| c.begin_turn(chat_id, 0)),
+        checkpoint,
     };
     t.checkpoint = ctx.checkpoint.clone();
     let mut prep = Preparation::default();

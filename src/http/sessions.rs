@@ -17,7 +17,11 @@ use crate::ws::protocol::sanitize_list;
 
 pub(crate) fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     match rest {
-        [] => only(m, &["GET"]).unwrap_or_else(|| list(api)),
+        [] => match m {
+            "GET" => list(api),
+            "POST" => super::project_routes::create_session(api, req),
+            _ => Resp::detail(405, "Method Not Allowed"),
+        },
         [id] => match m {
             "PATCH" => rename(api, id, req),
             "DELETE" => delete(api, id),

@@ -274,7 +274,7 @@ mod tests {
     }
 
     fn body_of(r: Resp) -> String {
-        String::from_utf8(r.body).unwrap()
+        String::from_utf8(r.body.into_vec()).unwrap()
     }
 
     #[test]

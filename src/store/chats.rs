@@ -116,6 +116,9 @@ pub(crate) struct SessionInfo {
     pub(crate) chat_id: String,
     pub(crate) title: String,
     pub(crate) updated_at: String,
+    /// The chat's project directory (our extension), absent for a chat in the workspace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) project: Option<String>,
 }
 
 /// Told of every change to a chat's history or title, after it is on disk (the search index,
@@ -211,14 +214,15 @@ impl ChatStore {
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map(|d| d.as_secs() as i64)
                 .unwrap_or(0);
-            let title = self
-                .read_metadata(&name)
+            let meta = self.read_metadata(&name);
+            let title = meta
                 .get("title")
                 .and_then(Value::as_str)
                 .filter(|t| !t.is_empty())
                 .unwrap_or(DEFAULT_TITLE)
                 .to_string();
-            out.push(SessionInfo { chat_id: name, title, updated_at: time::local_iso_naive(mtime) });
+            let project = meta.get("project").and_then(Value::as_str).map(str::to_string);
+            out.push(SessionInfo { chat_id: name, title, updated_at: time::local_iso_naive(mtime), project });
         }
         out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.chat_id.cmp(&b.chat_id)));
         Ok(out)

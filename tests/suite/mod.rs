@@ -1,5 +1,6 @@
 //! The integration tests, one module per area of the contract.
 
+mod acp;
 mod approvals;
 mod consolidation;
 mod crash;
@@ -24,6 +25,7 @@ mod mcp_venv;
 mod memory;
 mod memory_api;
 mod origin;
+mod projects;
 mod prompt_cache;
 mod provider_errors;
 mod restart;
