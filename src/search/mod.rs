@@ -61,6 +61,7 @@ enum Job {
         lines: Vec<(u64, u32)>,
     },
     Reread(String),
+    Retitle(String),
     Deleted(String),
     /// The memory root changed (a chat directory was added or removed behind the server's back):
     /// compare every chat with the index, as at start-up.
@@ -207,6 +208,7 @@ impl Search {
         match job {
             Job::Appended { chat, lines } => self.index_lines(&chat, &lines),
             Job::Reread(chat) => self.reindex_chat(&chat),
+            Job::Retitle(chat) => self.retitle(&chat),
             Job::Deleted(chat) => {
                 let mut ix = sync::write(&self.index);
                 if let Some(&c) = ix.chat_ids.get(&chat) {
@@ -289,6 +291,25 @@ impl Search {
         set_title(&mut ix, c, title, &title_tokens);
     }
 
+    /// Indexes the chat's title again when it changed (a chat the index lacks is read whole).
+    fn retitle(&self, chat: &str) {
+        let title = self.title_of(chat);
+        let known = {
+            let ix = sync::read(&self.index);
+            ix.chat_ids.get(chat).filter(|&&c| ix.chats[c as usize].alive).map(|&c| ix.chats[c as usize].title == title)
+        };
+        match known {
+            Some(true) => {}
+            Some(false) => {
+                let t = tokens::tokens(&title);
+                let mut ix = sync::write(&self.index);
+                let c = ix.chat_slot(chat);
+                set_title(&mut ix, c, title, &t);
+            }
+            None => self.reindex_chat(chat),
+        }
+    }
+
     fn title_of(&self, chat: &str) -> String {
         let meta = self.chats.read_metadata(chat);
         meta.get("title").and_then(|t| t.as_str()).unwrap_or("").to_string()
@@ -301,7 +322,7 @@ impl Search {
         let Ok(file) = fs::File::open(&path) else { return };
         let indexed = {
             let ix = sync::read(&self.index);
-            ix.chat_ids.get(chat).map(|&c| ix.chats[c as usize].file_len)
+            ix.chat_ids.get(chat).filter(|&&c| ix.chats[c as usize].alive).map(|&c| ix.chats[c as usize].file_len)
         };
         let Some(indexed) = indexed else {
             // A chat the index has never seen (new, or appended before start-up ended).
@@ -383,7 +404,7 @@ impl Search {
                 let title = self.title_of(&name);
                 let known = {
                     let ix = sync::read(&self.index);
-                    ix.chat_ids.get(&name).map(|&c| {
+                    ix.chat_ids.get(&name).filter(|&&c| ix.chats[c as usize].alive).map(|&c| {
                         let k = &ix.chats[c as usize];
                         (k.file_len == len && k.mtime == mtime, k.title == title)
                     })
@@ -550,6 +571,10 @@ impl HistoryObserver for Search {
 
     fn rewritten(&self, chat: &str) {
         self.send(Job::Reread(chat.to_string()), chat);
+    }
+
+    fn retitled(&self, chat: &str) {
+        self.send(Job::Retitle(chat.to_string()), chat);
     }
 
     fn deleted(&self, chat: &str) {

@@ -128,8 +128,10 @@ pub(crate) trait HistoryObserver: Send + Sync {
     /// Records were appended: each line's byte offset in history.jsonl and its length (without
     /// the newline).
     fn appended(&self, chat: &str, lines: &[(u64, u32)]);
-    /// The history was rewritten (rewind, undo) or the chat's title changed: read it again.
+    /// The history was rewritten (rewind, undo): read it again.
     fn rewritten(&self, chat: &str);
+    /// metadata.json was written (each turn writes it; the title may have changed).
+    fn retitled(&self, chat: &str);
     /// The chat is gone.
     fn deleted(&self, chat: &str);
 }
@@ -462,7 +464,7 @@ impl ChatStore {
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let text = serde_json::to_string_pretty(meta).map_err(io::Error::other)?;
         fsx::write_replace(&dir.join("metadata.json"), text.as_bytes())?;
-        self.tell(|o| o.rewritten(id));
+        self.tell(|o| o.retitled(id));
         Ok(())
     }
 
