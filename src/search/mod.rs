@@ -2,16 +2,18 @@
 //! ([`index`]), keeps it current and answers queries for `GET /api/search`, the
 //! `search_history` tool and `cashcode eval locomo` alike.
 //!
-//! Threads: [`crate::store::chats::ChatStore`] tells it of every append, rewrite and delete
-//! ([`HistoryObserver`], called on the writer's thread under the chat's lock): that only queues
-//! the news on a bounded channel (a full queue marks the chat for a whole re-read instead), so a
-//! turn never waits on indexing. The `search-index` thread reads the new lines back from
-//! history.jsonl, indexes them, and writes the index file (`<memory>/.search/index.bin`, 0600 in
-//! a 0700 directory, atomic rename, SHA-256 checked) when it has been idle a moment and when the
-//! server stops. At start-up it loads that file and re-reads every chat whose history length or
-//! modification time differs from what the file recorded (a chat dropped in by hand or from an
-//! old install, a crash before the last write), and every chat when the file is missing, of
-//! another version or damaged. Queries run on the caller's thread (`http-slow`, a worker).
+//! Threads: [`crate::store::chats::ChatStore`] tells it of every append, rewrite, metadata write
+//! and delete ([`HistoryObserver`], called on the writer's thread under the chat's lock): that
+//! only queues the news on a bounded channel (a full queue marks the chat for a whole re-read
+//! instead), so a turn never waits on indexing. The `search-index` thread reads the new lines
+//! back from history.jsonl, indexes them, and writes the index file
+//! (`<memory>/.search/index.bin`, 0600 in a 0700 directory, atomic rename, SHA-256 checked)
+//! after 30 s without news (at least every 5 minutes) and when the server stops. At start-up it
+//! loads that file and re-reads every chat whose history length or modification time differs
+//! from what the file recorded (a chat dropped in by hand or from an old install, a crash before
+//! the last write), and every chat when the file is missing, of another version or damaged; a
+//! query that finds the memory root changed has it compare again. Queries run on the caller's
+//! thread (`http-slow`, a worker).
 
 pub mod eval;
 pub(crate) mod index;
@@ -42,8 +44,11 @@ const MAX_TEXT: usize = 32 * 1024;
 const MAX_LINE: u64 = 8 * 1024 * 1024;
 /// The index file's first bytes: the format and tokeniser version. Another value rebuilds.
 const MAGIC: &[u8; 12] = b"CCSEARCH\x00\x00\x00\x03";
-/// How long the indexer waits after the last change before it writes the index file.
-const PERSIST_IDLE: Duration = Duration::from_secs(2);
+/// How long the indexer waits after the last change before it writes the index file. Rarely
+/// is enough: what a crash loses is read again from the histories at start-up.
+const PERSIST_IDLE: Duration = Duration::from_secs(30);
+/// Under a steady stream of news, the file is still written this often.
+const PERSIST_EVERY: Duration = Duration::from_secs(300);
 /// Candidates a phrase query checks against their records' text at most.
 const MAX_VERIFY: usize = 2000;
 /// The most results one query pages through (`after` + `limit`).
@@ -187,7 +192,7 @@ impl Search {
                 dirty_since.get_or_insert_with(Instant::now);
             }
             // Under a steady stream of news, still write the file now and then.
-            if dirty_since.is_some_and(|t| t.elapsed() > Duration::from_secs(60)) {
+            if dirty_since.is_some_and(|t| t.elapsed() > PERSIST_EVERY) {
                 dirty_since = None;
                 self.persist();
             }
@@ -319,7 +324,7 @@ impl Search {
     /// re-read are skipped).
     fn index_lines(&self, chat: &str, lines: &[(u64, u32)]) {
         let Some(path) = self.chats.history_path(chat) else { return };
-        let Ok(file) = fs::File::open(&path) else { return };
+        let Ok(Some(file)) = fsx::open_regular(&path) else { return };
         let indexed = {
             let ix = sync::read(&self.index);
             ix.chat_ids.get(chat).filter(|&&c| ix.chats[c as usize].alive).map(|&c| ix.chats[c as usize].file_len)
@@ -523,7 +528,7 @@ impl Search {
             } else {
                 let file = files
                     .entry(c.chat_id.clone())
-                    .or_insert_with(|| self.chats.history_path(&c.chat_id).and_then(|p| fs::File::open(p).ok()));
+                    .or_insert_with(|| self.chats.history_path(&c.chat_id).and_then(|p| fsx::open_regular(&p).ok().flatten()));
                 let Some(file) = file else { continue };
                 let mut buf = vec![0u8; c.line_len as usize];
                 if file.read_exact_at(&mut buf, c.offset).is_err() {
