@@ -1,7 +1,8 @@
 // Browser test for search over every chat (docs/search.md): Ctrl+K and the sidebar entry open
 // the dialog, hits come grouped by chat with the matched words in <mark>, a hit far back in a
 // long chat opens that chat scrolled to the message (paging back) and highlighted, Chinese
-// finds Chinese, and the dialog speaks Chinese when the page does. The histories are written
+// finds Chinese, and the dialog speaks Chinese when the page does. With UPDATE_SCREENS=1 it also
+// saves the README's picture (client/screenshots/screen-search.png). The histories are written
 // straight into the data dir while the server runs (the index notices them); no model is needed.
 import assert from 'node:assert/strict'
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -74,6 +75,8 @@ describe('search in the web client', { concurrency: 1 }, () => {
       assert.deepEqual(marks, ['zebrafish', 'heater'])
       await assertAccessible(p, 'search dialog')
       await screenshot(p, 'search-01-hits')
+      // The README's picture, only when asked for (as e2e/memory.test.mjs).
+      if (process.env.UPDATE_SCREENS === '1') await screenshot(p, 'screen-search')
 
       // Enter opens the first hit: the chat pages back to turn 2 and marks that message.
       await p.keyboard.press('Enter')

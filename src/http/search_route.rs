@@ -1,4 +1,4 @@
-//! `GET /api/search?q=&chat_id=&role=&from=&to=&limit=&after=` (docs/http-api.md "Search",
+//! `GET /api/search?q=&chat_id=&role=&from=&to=&limit=&after=` (docs/http-api.md §12,
 //! docs/search.md §6): checks the parameters (a 422 in pydantic's form naming every bad one),
 //! then asks [`crate::search::Search`]. Runs on an `http-slow` thread: the hits' records are
 //! read back from their histories.
