@@ -526,9 +526,9 @@ impl Search {
             let (text, timestamp) = if c.role == Role::Title {
                 (c.title.clone(), String::new())
             } else {
-                let file = files
-                    .entry(c.chat_id.clone())
-                    .or_insert_with(|| self.chats.history_path(&c.chat_id).and_then(|p| fsx::open_regular(&p).ok().flatten()));
+                let file = files.entry(c.chat_id.clone()).or_insert_with(|| {
+                    self.chats.history_path(&c.chat_id).and_then(|p| fsx::open_regular(&p).ok().flatten())
+                });
                 let Some(file) = file else { continue };
                 let mut buf = vec![0u8; c.line_len as usize];
                 if file.read_exact_at(&mut buf, c.offset).is_err() {
@@ -832,6 +832,109 @@ mod tests {
 
     fn keys(q: &str) -> Vec<String> {
         parse_query(q).0
+    }
+
+    struct Dir(PathBuf);
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn setup() -> (Dir, Arc<ChatStore>, Arc<Search>) {
+        let dir = std::env::temp_dir().join(format!("cc-search-{}", crate::util::rand::hex(6)));
+        fs::create_dir_all(&dir).unwrap();
+        let store = Arc::new(ChatStore::new(&dir));
+        let search = Search::new(Arc::clone(&store), Params::default());
+        search.open_now();
+        (Dir(dir), store, search)
+    }
+
+    fn find(s: &Search, q: &str) -> Vec<(String, u64)> {
+        let r = s.search(&Request { q: q.into(), limit: 100, roles: Some(vec!["user".into()]), ..Request::default() });
+        r.hits.into_iter().filter(|h| h.snippet.contains(MARK_OPEN)).map(|h| (h.chat_id, h.cursor)).collect()
+    }
+
+    /// More news than the queue holds: the chats that did not fit are read whole, nothing is lost.
+    #[test]
+    fn a_full_queue_loses_nothing() {
+        let (_d, store, search) = setup();
+        for i in 0..QUEUE + 500 {
+            let mut r = [Record::new("user", format!("entry{} common", i % 7))];
+            store.append(if i % 2 == 0 { "even" } else { "odd" }, &mut r).unwrap();
+        }
+        assert!(!sync::lock(&search.overflow).is_empty(), "the queue overflowed");
+        search.drain();
+        assert_eq!(find(&search, "common").len(), 100, "a page");
+        let all = search.search(&Request { q: "entry3".into(), limit: 100, after: 0, ..Request::default() });
+        assert!(all.next.is_some());
+        let (_, docs) = search.stats();
+        assert_eq!(docs as usize, QUEUE + 500);
+    }
+
+    /// The file round-trips; a damaged or foreign one is rebuilt from the histories; appends,
+    /// rewinds and deletes made while no index was looking are found at the next start.
+    #[test]
+    fn the_index_file_is_reloaded_checked_and_rebuilt() {
+        let (d, store, search) = setup();
+        store.append("a", &mut [Record::new("user", "alpha beta"), Record::new("assistant", "gamma")]).unwrap();
+        store.append("b", &mut [Record::new("user", "alpha 北京")]).unwrap();
+        search.drain();
+        search.persist();
+        let file = d.0.join(".search/index.bin");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+        let before = find(&search, "alpha");
+        assert_eq!(before.len(), 2);
+        drop(search);
+
+        // Reloaded as it was; a chat appended to behind its back is read again.
+        let again = |store: &Arc<ChatStore>| {
+            let s = Search::new(Arc::clone(store), Params::default());
+            s.open_now();
+            s
+        };
+        let plain = Arc::new(ChatStore::new(&d.0));
+        plain.append("b", &mut [Record::new("user", "delta")]).unwrap();
+        let s = again(&plain);
+        assert_eq!(find(&s, "alpha"), before);
+        assert_eq!(find(&s, "delta"), [("b".to_string(), 2)]);
+        assert_eq!(find(&s, "北京"), [("b".to_string(), 1)]);
+        s.persist();
+
+        // Every kind of damage rebuilds the same answers.
+        let good = fs::read(&file).unwrap();
+        let mut flipped = good.clone();
+        let n = flipped.len();
+        flipped[n / 2] ^= 1;
+        let mut other_version = good.clone();
+        other_version[11] ^= 0xff;
+        for bad in [flipped, good[..good.len() / 2].to_vec(), other_version, b"garbage".to_vec(), Vec::new()] {
+            fs::write(&file, &bad).unwrap();
+            let s = again(&plain);
+            assert_eq!(find(&s, "alpha"), before);
+            assert_eq!(find(&s, "delta"), [("b".to_string(), 2)]);
+        }
+
+        // A rewind and a delete while nobody indexed: gone at the next start.
+        let s = again(&plain);
+        s.persist();
+        drop(s);
+        plain.rewind_history("a", 1, 0).unwrap();
+        plain.delete("b").unwrap();
+        let s = again(&plain);
+        assert!(find(&s, "alpha").is_empty());
+        assert!(find(&s, "delta").is_empty());
+        // And live: news through the observer (a store has one observer for good: a fresh one).
+        let fresh = Arc::new(ChatStore::new(&d.0));
+        let live = again(&fresh);
+        fresh.append("c", &mut [Record::new("user", "epsilon")]).unwrap();
+        live.drain();
+        assert_eq!(find(&live, "epsilon"), [("c".to_string(), 1)]);
+        fresh.rewind_history("c", 1, 0).unwrap();
+        live.drain();
+        assert!(find(&live, "epsilon").is_empty());
     }
 
     #[test]
