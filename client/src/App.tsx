@@ -149,6 +149,15 @@ export function App() {
     if (socketRef.current?.send({ type: 'attach', ...a })) subscribed.current.add(active)
   }, [active, conn])
 
+  // A chat bound to a project exists on the server from `new_chat` on: once it is open (or
+  // refused), the list is read again so it shows there with its project.
+  const projectChatSent = useRef(false)
+  useEffect(() => {
+    if (!projectChatSent.current || state.awaitingNewChat) return
+    projectChatSent.current = false
+    void loadSessionsRef.current()
+  }, [state.awaitingNewChat, active])
+
   // Never leave the person without a chat to type into (e.g. after deleting the last one).
   useEffect(() => {
     if (active || conn !== 'connected' || !state.sessionsLoaded || state.awaitingNewChat) return
@@ -229,10 +238,13 @@ export function App() {
     if (!found) dispatch({ type: 'banner', text: tr('search.notFound') })
   }, [])
 
-  const onNewChat = () => {
+  const onNewChat = (project?: string) => {
     chooseView('chat')
-    if (socketRef.current?.send({ type: 'new_chat' })) dispatch({ type: 'newChatRequested' })
-    else dispatch({ type: 'banner', text: tr('app.offlineNewChat') })
+    const frame = project ? { type: 'new_chat', project } : { type: 'new_chat' }
+    if (socketRef.current?.send(frame)) {
+      projectChatSent.current = Boolean(project)
+      dispatch({ type: 'newChatRequested', project })
+    } else dispatch({ type: 'banner', text: tr('app.offlineNewChat') })
   }
 
   const onRename = async (chatId: string, title: string) => {

@@ -178,6 +178,22 @@ describe('WS event reducer', () => {
     expect(s.sessions.map((x) => x.title)).toEqual(['A2', 'B'])
   })
 
+  it('a project new_chat the server refuses lets the app open a chat again; a bound chat keeps its project', () => {
+    let s = run(initialState, ws({ event: 'ready', chat_id: 'd1' }), { type: 'newChatRequested', project: '/p' })
+    expect(s.awaitingNewChat).toBe(true)
+    s = run(s, ws({ event: 'error', detail: '/p is not under an allowed project root' }))
+    expect([s.awaitingNewChat, s.banner]).toEqual([false, '/p is not under an allowed project root'])
+    // A plain new_chat is not given up on a chat-less error (it cannot be refused).
+    s = run(s, { type: 'newChatRequested' }, ws({ event: 'error', detail: 'unknown approval id' }))
+    expect(s.awaitingNewChat).toBe(true)
+    s = run(
+      s,
+      { type: 'sessions', sessions: [{ chat_id: 'b', title: '新对话', updated_at: '2026-12-03T10:00:00', project: '/p/app' }] },
+      ws({ event: 'session_updated', chat_id: 'b', title: 'Fix it', updated_at: '2026-12-03T10:01:00+00:00', seq: 1 }),
+    )
+    expect(s.sessions[0]).toEqual({ chat_id: 'b', title: 'Fix it', updated_at: '2026-12-03T10:01:00+00:00', project: '/p/app' })
+  })
+
   it('new_chat: the next attached becomes active; a plain attached does not steal focus', () => {
     let s = run(initialState, ws({ event: 'ready', chat_id: 'd' }))
     s = run(s, ws({ event: 'attached', chat_id: 'bg', last_seq: 0 }))

@@ -69,6 +69,8 @@ export interface State {
   banner: string | null
   /** a `new_chat` is in flight: the next `attached` becomes the active chat */
   awaitingNewChat: boolean
+  /** that `new_chat` names a project, so the server may refuse it with a chat-less `error` */
+  awaitingProjectChat: boolean
   /** MCP forms waiting for an answer, by chat (opened by `elicitation`, closed by `elicitation_end`) */
   elicitations: Record<string, Elicitation[]>
   /** tool calls waiting for the owner's approval, by chat (`approval_request` … `approval_end`) */
@@ -83,6 +85,7 @@ export const initialState: State = {
   generating: {},
   banner: null,
   awaitingNewChat: false,
+  awaitingProjectChat: false,
   elicitations: {},
   approvals: {},
 }
@@ -95,7 +98,7 @@ export type Action =
   | { type: 'history'; chatId: string; messages: HistoryMessage[]; start?: number }
   | { type: 'olderHistory'; chatId: string; messages: HistoryMessage[]; start: number }
   | { type: 'select'; chatId: string }
-  | { type: 'newChatRequested' }
+  | { type: 'newChatRequested'; project?: string }
   | { type: 'sent'; chatId: string; content: string; selections: Selection[] }
   | { type: 'renamed'; chatId: string; title: string }
   | { type: 'deleted'; chatId: string }
@@ -356,7 +359,9 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
       const title = str(ev.title) ?? ''
       const updated_at = str(ev.updated_at) ?? new Date().toISOString()
       const known = isKnownSession(state, chatId)
-      const sessions = [{ chat_id: chatId, title, updated_at }, ...state.sessions.filter((x) => x.chat_id !== chatId)]
+      // What the list knows besides the title (the chat's project) stays.
+      const prev = state.sessions.find((x) => x.chat_id === chatId)
+      const sessions = [{ ...prev, chat_id: chatId, title, updated_at }, ...state.sessions.filter((x) => x.chat_id !== chatId)]
       const nextChat: ChatData = { ...chat, lastSeq, loaded: known ? chat.loaded : true }
       return {
         ...state,
@@ -412,7 +417,7 @@ export function reduce(state: State, action: Action): State {
       if (state.activeChatId === action.chatId) return state
       return { ...state, activeChatId: action.chatId, banner: null }
     case 'newChatRequested':
-      return { ...state, awaitingNewChat: true, banner: null }
+      return { ...state, awaitingNewChat: true, awaitingProjectChat: Boolean(action.project), banner: null }
     case 'sent': {
       const chat = chatOf(state, action.chatId)
       const msg: ChatMessage = { id: nextId('u'), role: 'user', content: action.content, at: Date.now() }
@@ -482,7 +487,9 @@ function reduceEvent(state: State, ev: ServerEvent): State {
       let s = { ...withChat(state, chatId, next), generating }
       // The answer to our `new_chat`, not to an `attach` still in flight (the chat shown at load
       // whose answer arrives after New chat was clicked must not take the new chat's place).
-      if (state.awaitingNewChat && !chat.attaching) s = { ...s, activeChatId: chatId, awaitingNewChat: false }
+      if (state.awaitingNewChat && !chat.attaching) {
+        s = { ...s, activeChatId: chatId, awaitingNewChat: false, awaitingProjectChat: false }
+      }
       return s
     }
     case 'pong':
@@ -491,6 +498,10 @@ function reduceEvent(state: State, ev: ServerEvent): State {
     case 'error': {
       if (!chatId) {
         const detail = str(ev.detail) ?? tr('chat.unknownError')
+        // A refused project: no chat comes, so the app may open a plain one again.
+        if (state.awaitingProjectChat) {
+          return { ...state, banner: detail, awaitingNewChat: false, awaitingProjectChat: false }
+        }
         return { ...state, banner: detail }
       }
       return applyChatEvent(state, chatId, ev) ?? state

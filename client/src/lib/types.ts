@@ -6,6 +6,16 @@ export interface SessionInfo {
   chat_id: string
   title: string
   updated_at: string
+  /** the directory the chat works in, when it was bound to a project (docs/http-api.md §11) */
+  project?: string
+}
+
+/** `GET /api/settings/projects`. */
+export interface ProjectSettings {
+  roots: string[]
+  env_roots: string[]
+  allowed: string[]
+  workspace: string
 }
 
 export interface SkillReceipt {
