@@ -24,7 +24,7 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprint!("cashcode: {e}");
+                eprintln!("cashcode: {}", e.trim_end());
                 ExitCode::from(2)
             }
         };
