@@ -31,6 +31,7 @@ mod provider_errors;
 mod restart;
 mod rewind;
 mod sandbox;
+mod search;
 mod secrets;
 mod security;
 mod shutdown;

@@ -39,6 +39,8 @@ export interface HistoryMessage {
   tool_name?: unknown
   /** `tools=1`: when a turn was stored (`YYYY-MM-DD HH:MM`, the server's local time) */
   timestamp?: unknown
+  /** `tools=1`: the record's cursor in history.jsonl (what search hits name) */
+  cursor?: unknown
 }
 
 /** `GET /api/sessions/{id}/messages?limit=`: one page of items and where it sits. */
