@@ -64,6 +64,14 @@ pub(crate) enum Event<'a> {
         text: &'a str,
         stream_id: u64,
     },
+    /// The model's reasoning (thinking) text, streamed before and between the answer's
+    /// deltas and never part of the answer (our extension; clients that do not know it
+    /// ignore it).
+    Reasoning {
+        chat_id: &'a str,
+        text: &'a str,
+        stream_id: u64,
+    },
     StreamEnd {
         chat_id: &'a str,
         stream_id: u64,

@@ -274,6 +274,12 @@ struct MessageView<'a> {
     cursor: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mentioned_skills: Option<Vec<Value>>,
+    /// The model's reasoning shown above the answer (an assistant turn of a thinking model;
+    /// our extension), and how long it took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_ms: Option<u64>,
     role: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     selected_mcp_connectors: Option<Vec<Value>>,
@@ -288,10 +294,16 @@ impl<'a> MessageView<'a> {
             content: &r.content,
             cursor: None,
             mentioned_skills: None,
+            reasoning_content: None,
+            reasoning_ms: None,
             role: &r.role,
             selected_mcp_connectors: None,
             timestamp: None,
         };
+        if r.role == "assistant" {
+            view.reasoning_content = crate::store::replay::shown(r);
+            view.reasoning_ms = view.reasoning_content.as_ref().and(r.reasoning_ms);
+        }
         if r.role == "user" {
             let mut meta = Map::new();
             if let Some(v) = &r.mentioned_skills {

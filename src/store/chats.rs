@@ -55,6 +55,17 @@ pub struct Record {
     pub(crate) name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub(crate) keep_from_cursor: Option<u64>,
+    /// The turn's reasoning as shown to the user (a turn's final assistant record); never
+    /// part of `content`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub(crate) reasoning_content: Option<String>,
+    /// Milliseconds the model spent reasoning before it answered, over the turn's calls.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub(crate) reasoning_ms: Option<u64>,
+    /// What the provider sent beside the answer, with which provider and model sent it
+    /// (`store::replay`): sent back on this message to that provider and model only.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub(crate) provider_state: Option<Value>,
 }
 
 fn string_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -78,6 +89,9 @@ impl Record {
             tool_call_id: None,
             name: None,
             keep_from_cursor: None,
+            reasoning_content: None,
+            reasoning_ms: None,
+            provider_state: None,
         }
     }
 }

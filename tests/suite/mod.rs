@@ -28,6 +28,7 @@ mod origin;
 mod projects;
 mod prompt_cache;
 mod provider_errors;
+mod providers;
 mod restart;
 mod rewind;
 mod sandbox;

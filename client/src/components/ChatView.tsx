@@ -9,6 +9,7 @@ import type { LlmSettings } from '../lib/types'
 import { Composer } from './Composer'
 import { Logo } from './Logo'
 import { Markdown, PlainText, RenderBoundary } from './Markdown'
+import { Thinking } from './Thinking'
 import { RewindDialog } from './RewindDialog'
 import { Button, Spinner, useCopy } from './ui'
 
@@ -160,6 +161,7 @@ function MessageView({ m, onRegenerate, onRewind }: { m: ChatMessage; onRegenera
           ))}
         </div>
       )}
+      <Thinking m={m} />
       {(m.content || m.streaming) && <Markdown text={m.content} streaming={m.streaming} />}
       {!m.streaming && <MessageActions m={m} onRegenerate={onRegenerate} />}
     </div>

@@ -328,3 +328,35 @@ describe('approval requests', () => {
     expect(s.approvals.c1).toBeUndefined()
   })
 })
+
+describe('reasoning (thinking models)', () => {
+  it('streams reasoning beside the answer, never into it, and stops its clock at the answer', () => {
+    let s = started()
+    s = run(
+      s,
+      ws({ event: 'reasoning', chat_id: 'c1', text: 'Let me ', stream_id: 1, seq: 1 }),
+      ws({ event: 'reasoning', chat_id: 'c1', text: 'think.', stream_id: 1, seq: 2 }),
+      ws({ event: 'delta', chat_id: 'c1', text: 'Answer', stream_id: 1, seq: 3 }),
+      ws({ event: 'stream_end', chat_id: 'c1', stream_id: 1, seq: 4 }),
+      ws({ event: 'done', chat_id: 'c1', duration_sec: 1, seq: 5 }),
+    )
+    const answer = msgs(s)[1]
+    expect(answer.content).toBe('Answer')
+    expect(answer.reasoning).toBe('Let me think.')
+    expect(answer.reasoningSince).toBeUndefined()
+    expect(typeof answer.reasoningMs).toBe('number')
+  })
+
+  it('keeps the reasoning and its duration from history after a reload', () => {
+    const s = reduce(initialState, {
+      type: 'history',
+      chatId: 'c1',
+      messages: [
+        { role: 'user', content: 'q' },
+        { role: 'assistant', content: 'a', reasoning_content: 'because', reasoning_ms: 2300 },
+      ],
+    } as unknown as Action)
+    const answer = msgs(s)[1]
+    expect(answer).toMatchObject({ content: 'a', reasoning: 'because', reasoningMs: 2300 })
+  })
+})

@@ -32,6 +32,12 @@ export interface ChatMessage {
   at?: number
   /** assistant: the turn's `done.duration_sec` */
   durationSec?: number
+  /** assistant: the model's reasoning (`reasoning` events; history's `reasoning_content`), never part of `content` */
+  reasoning?: string
+  /** assistant: milliseconds spent reasoning (history's `reasoning_ms`, or measured live) */
+  reasoningMs?: number
+  /** assistant, live: when the current run of reasoning began (epoch ms) */
+  reasoningSince?: number
   /** a notice in the client's own words: shown in the language on screen, even after a switch */
   textKey?: MessageKey
   /** history: the cursors of the records shown as this message (a tool step's fold into the
@@ -129,7 +135,7 @@ function withChat(state: State, chatId: string, chat: ChatData): State {
 
 function finaliseStreaming(messages: ChatMessage[]): ChatMessage[] {
   if (!messages.some((m) => m.streaming)) return messages
-  return messages.map((m) => (m.streaming ? { ...m, streaming: false } : m))
+  return messages.map((m) => (m.streaming ? { ...endReasoning(m), streaming: false } : m))
 }
 
 /** Puts the turn's duration on its answer: the last assistant message after the last user message. */
@@ -141,6 +147,17 @@ function withDuration(messages: ChatMessage[], sec: number | null): ChatMessage[
     if (m.role === 'assistant') return messages.map((x, j) => (j === i ? { ...x, durationSec: sec } : x))
   }
   return messages
+}
+
+/** Appends streamed reasoning, starting the reasoning clock if it is not running. */
+export function withReasoning(m: ChatMessage, text: string, now: number): ChatMessage {
+  return { ...m, reasoning: (m.reasoning ?? '') + text, reasoningSince: m.reasoningSince ?? now }
+}
+
+/** Stops the reasoning clock (the answer began, or the stream ended), adding the time it ran. */
+export function endReasoning(m: ChatMessage, now = Date.now()): ChatMessage {
+  if (m.reasoningSince === undefined) return m
+  return { ...m, reasoningMs: (m.reasoningMs ?? 0) + Math.max(0, now - m.reasoningSince), reasoningSince: undefined }
 }
 
 /** The last message if it is a streaming assistant message, else a fresh one appended. */
@@ -223,6 +240,10 @@ export function historyMessages(items: HistoryMessage[]): ChatMessage[] {
         ...stamp(m),
         ...cursorsWith(m),
       }
+      if (typeof m.reasoning_content === 'string' && m.reasoning_content) {
+        base.reasoning = m.reasoning_content
+        if (typeof m.reasoning_ms === 'number') base.reasoningMs = m.reasoning_ms
+      }
       // Receipts and answers of one turn: the blocks go on the turn's last assistant message.
       if (pending.length) base.tools = pending
       pending = []
@@ -262,7 +283,12 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
     case 'delta': {
       const text = str(ev.text) ?? ''
       const { list, tail } = streamingTail(chat.messages)
-      return put(state, [...list, { ...tail, content: tail.content + text }])
+      return put(state, [...list, { ...endReasoning(tail), content: tail.content + text }])
+    }
+    case 'reasoning': {
+      const text = str(ev.text) ?? ''
+      const { list, tail } = streamingTail(chat.messages)
+      return put(state, [...list, withReasoning(tail, text, Date.now())])
     }
     case 'message': {
       // Non-streamed fallback: a complete assistant text.
@@ -507,6 +533,7 @@ function reduceEvent(state: State, ev: ServerEvent): State {
       return applyChatEvent(state, chatId, ev) ?? state
     }
     case 'delta':
+    case 'reasoning':
     case 'message':
     case 'tool_call':
     case 'tool_result':

@@ -39,6 +39,9 @@ export interface HistoryMessage {
   tool_name?: unknown
   /** `tools=1`: when a turn was stored (`YYYY-MM-DD HH:MM`, the server's local time) */
   timestamp?: unknown
+  /** an assistant turn of a thinking model: its reasoning, and how long it took */
+  reasoning_content?: unknown
+  reasoning_ms?: unknown
   /** `tools=1`: the record's cursor in history.jsonl (what search hits name) */
   cursor?: unknown
 }
