@@ -372,6 +372,68 @@ fn a_rewind_killed_mid_journal_is_finished_at_the_next_start() {
     assert_eq!((r["files"].clone(), r["conflicts"].clone()), (json!([]), json!([])));
 }
 
+/// Issue 33 item 10: the owner's edits and new files made between the crash and the restart
+/// survive recovery, whether their path's step had run before the kill or not; the paths left
+/// alone are logged and the next preview lists them as conflicts.
+#[test]
+fn recovery_after_a_kill_never_overwrites_what_the_owner_changed_meanwhile() {
+    let fake = FakeLlm::start();
+    let mut server = TestServer::builder().env("CASHCODE_TEST_REWIND_PAUSE", "2").start();
+    server.configure_llm(&fake);
+    let w = server.home.join("workspace");
+    fs::create_dir_all(&w).unwrap();
+    fs::write(w.join("keep.txt"), "v1\n").unwrap();
+    fs::write(w.join("same.txt"), "s1\n").unwrap();
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.new_chat();
+    let cmd = "for i in 1 2 3 4 5; do echo $i > f$i.txt; done; echo v2 > keep.txt; echo s2 > same.txt";
+    turn(&fake, &mut ws, &chat, "[K]", "go", &[("exec", json!({ "command": cmd }))]);
+    let url = format!("{}/api/sessions/{chat}/rewind", server.http_base());
+    let stuck = std::thread::spawn(move || {
+        let _ = http_agent(Duration::from_secs(30))
+            .post(&url)
+            .header("content-type", "application/json")
+            .send(r#"{"before_message": 0}"#);
+    });
+    server.wait_log("event=rewind.test_pause", 1);
+    // The deletes run first (f1, f2 done), then the restores (keep.txt, same.txt not yet).
+    assert!(!w.join("f1.txt").exists() && !w.join("f2.txt").exists() && w.join("f3.txt").exists());
+    server.kill();
+    stuck.join().unwrap();
+    // The owner, before the restart: writes a new f1.txt where the rewind had deleted the chat's,
+    // edits f4.txt (its delete had not run), and edits keep.txt (its restore had not run).
+    fs::write(w.join("f1.txt"), "the owner's new file\n").unwrap();
+    fs::write(w.join("f4.txt"), "the owner's edit\n").unwrap();
+    fs::write(w.join("keep.txt"), "the owner's v3\n").unwrap();
+    server.set_env("CASHCODE_TEST_REWIND_PAUSE", None);
+    server.restart();
+    assert!(!server.home.join("data/checkpoints/journal.json").exists());
+    let file = |s: &str| (Some(s.as_bytes().to_vec()), 0o644);
+    assert_eq!(
+        tree(&w),
+        BTreeMap::from([
+            ("f1.txt".to_string(), file("the owner's new file\n")),
+            ("f4.txt".to_string(), file("the owner's edit\n")),
+            ("keep.txt".to_string(), file("the owner's v3\n")),
+            // Untouched by the owner: its step ran at recovery as before.
+            ("same.txt".to_string(), file("s1\n")),
+        ])
+    );
+    for p in ["f1.txt", "f4.txt", "keep.txt"] {
+        assert!(server.log_text().contains(&format!("event=rewind.recover_conflict chat_id={chat} path={p:?}")), "{p}");
+    }
+    let r = rewind(&server, &chat, json!({"before_message": 0, "dry_run": true}));
+    assert_eq!(r["files"], json!([]), "{r:#}");
+    let mut conflicts = paths(&r["conflicts"]);
+    conflicts.sort();
+    assert_eq!(conflicts, ["f1.txt", "f4.txt", "keep.txt"], "{r:#}");
+    assert!(r["conflicts"].as_array().unwrap().iter().all(|c| c["reason"].as_str().unwrap().contains("interrupted")));
+    // A plain rewind still leaves them; the owner may force it, and then it is their choice.
+    let r = rewind(&server, &chat, json!({"before_message": 0}));
+    assert_eq!(r["files"], json!([]), "{r:#}");
+    assert_eq!(fs::read_to_string(w.join("keep.txt")).unwrap(), "the owner's v3\n");
+}
+
 /// The crate's seeded generator, so a failing seed can be replayed.
 type Rng = cashcode::util::prng::Prng;
 

@@ -66,11 +66,15 @@ pub struct Report {
     pub failed: Vec<Refusal>,
 }
 
-/// One journalled step: the state `path` must end in.
+/// One journalled step: the state `path` must end in, and the state it was in when the rewind
+/// was planned (recovery runs the step only from there, see [`recover`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Op {
     path: String,
     target: State,
+    /// `None` in a journal of an older version: recovery then leaves the path alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    from: Option<State>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -79,7 +83,15 @@ struct Journal {
     ops: Vec<Op>,
     /// The chat's records as they are once the ops ran (the paths put back removed).
     records: Vec<TurnRecord>,
+    /// The same records before the rewind: recovery puts back the entries of the paths it left
+    /// alone, so the next preview lists them as conflicts.
+    #[serde(default)]
+    original: Vec<TurnRecord>,
 }
+
+/// The reason the preview gives for a path recovery left alone.
+const CHANGED_DURING_RECOVERY: &str =
+    "changed after a rewind was interrupted (the server stopped mid-way); left as it is";
 
 struct Plan {
     report: Report,
@@ -106,7 +118,10 @@ impl Checkpoints {
             return plan.report;
         }
         plan.ops.sort_by_key(order);
-        let journal = Journal { chat_id: chat_id.to_string(), ops: plan.ops.clone(), records: plan.records.clone() };
+        let original: Vec<TurnRecord> =
+            self.chat_records(chat_id).into_iter().filter(|r| plan.records.iter().any(|p| p.seq == r.seq)).collect();
+        let journal =
+            Journal { chat_id: chat_id.to_string(), ops: plan.ops.clone(), records: plan.records.clone(), original };
         let path = self.cfg.root.join("journal.json");
         let written =
             serde_json::to_vec(&journal).map_err(io::Error::other).and_then(|b| fsx::write_atomic(&path, &b, true));
@@ -240,7 +255,16 @@ impl Checkpoints {
             };
             let (diff, binary) = if applying { (None, false) } else { self.diff(p, &abs, current.as_ref(), target) };
             report.files.push(FileAction { path: p.to_string(), action, diff, binary });
-            ops.push(Op { path: p.to_string(), target: target.clone() });
+            let from = applying.then(|| {
+                let hash = match &current {
+                    Some(s) if s.is_file() => {
+                        read_capped(&abs).ok().flatten().map(|b| crate::util::hash::sha256_hex(&b))
+                    }
+                    _ => None,
+                };
+                State::of(current.as_ref(), hash)
+            });
+            ops.push(Op { path: p.to_string(), target: target.clone(), from });
             settled.insert(p.to_string());
         }
         let records = recs
@@ -411,8 +435,11 @@ fn temp_name(name: &OsStr) -> std::ffi::OsString {
     std::ffi::OsString::from(OsStr::from_bytes(&bytes))
 }
 
-/// At start-up: finishes the rewind a crash interrupted (every op of its journal run again,
-/// each safe to repeat), then removes the journal. Returns how many paths it went over.
+/// At start-up: finishes the rewind a crash interrupted, then removes the journal. A step runs
+/// only where its path is still in the state recorded when the rewind was planned (or is already
+/// in its target state); anything else was changed since, by the owner between the crash and
+/// this start, and is left as it is: logged, its entries kept in the chat's records with a
+/// conflict reason the next preview shows. Returns how many paths it went over.
 pub(crate) fn recover(cp: &Checkpoints) -> io::Result<usize> {
     let path = cp.cfg.root.join("journal.json");
     let bytes = match std::fs::read(&path) {
@@ -426,13 +453,41 @@ pub(crate) fn recover(cp: &Checkpoints) -> io::Result<usize> {
         return Ok(0);
     };
     let ws = Workspace::from_paths(&cp.cfg.workspace, &cp.cfg.skip).map_err(io::Error::other)?;
+    let mut left = BTreeSet::new();
     for op in &journal.ops {
+        let abs = cp.cfg.workspace.join(&op.path);
+        let current = if through_link(&abs) { None } else { Some(lstat(&abs).ok().flatten()) };
+        let Some(current) = current else {
+            left.insert(op.path.clone());
+            continue;
+        };
+        if op.target.matches(current.as_ref(), &abs) {
+            continue;
+        }
+        if !op.from.as_ref().is_some_and(|from| from.matches(current.as_ref(), &abs)) {
+            log::warn!("event=rewind.recover_conflict chat_id={} path={:?}", journal.chat_id, op.path);
+            left.insert(op.path.clone());
+            continue;
+        }
         if let Err(e) = apply(&ws, &cp.blobs, op) {
             log::warn!("event=rewind.recover_op_failed chat_id={} error={e:?}", journal.chat_id);
+            left.insert(op.path.clone());
         }
     }
-    // The paths put back leave the chat's records, as after a rewind that ran to its end.
-    for rec in &journal.records {
+    // The paths put back leave the chat's records, as after a rewind that ran to its end; those
+    // left alone keep their entries, marked as conflicts.
+    let mut records = journal.records.clone();
+    for rec in &mut records {
+        let Some(orig) = journal.original.iter().find(|r| r.seq == rec.seq) else { continue };
+        for p in &left {
+            if let Some(e) = orig.entries.get(p) {
+                let mut e = e.clone();
+                e.conflict = Some(CHANGED_DURING_RECOVERY.to_string());
+                rec.entries.insert(p.clone(), e);
+            }
+        }
+    }
+    for rec in &records {
         let file = cp.record_path(&rec.chat_id, rec.seq);
         if rec.entries.is_empty() && !rec.evicted {
             match std::fs::remove_file(&file) {
