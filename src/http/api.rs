@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use super::gate::Target;
 use super::{
-    assets, headers, llm_routes, mcp_routes, memory_routes, safety_routes, sessions, skills_routes, Req, Resp,
+    assets, headers, llm_routes, mcp_routes, memory_routes, safety_routes, sessions, skills_routes, transfer_routes,
+    Req, Resp,
 };
 use crate::agent::Agent;
 use crate::config::Config;
@@ -64,6 +65,8 @@ impl Api {
             ["skill-evolution", rest @ ..] => skills_routes::route_evolution(self, m, rest),
             ["memory", rest @ ..] => memory_routes::route(self, m, rest, req),
             ["dream", rest @ ..] => memory_routes::route_dream(self, m, rest),
+            ["export"] => only(m, &["GET"]).unwrap_or_else(|| transfer_routes::export_all(self, req)),
+            ["import"] => only(m, &["POST"]).unwrap_or_else(|| transfer_routes::import(self, req)),
             _ => Resp::detail(404, "Not Found"),
         }
     }

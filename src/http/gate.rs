@@ -195,6 +195,10 @@ impl Target {
             // Editing or deleting a server closes its connection (a stdio child gets a grace period).
             ("PUT" | "DELETE", ["mcp", "servers", _, ..]) => true,
             ("POST", ["skills", "import"]) => true,
+            // Exports read whole histories (all of them for the zip); an import checks and
+            // writes up to thousands of chats.
+            ("GET", ["sessions", _, "export"] | ["export"]) => true,
+            ("POST", ["import"]) => true,
             _ => false,
         }
     }

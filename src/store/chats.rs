@@ -150,6 +150,11 @@ impl ChatStore {
         }
     }
 
+    /// The memory root the chat directories live in.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// The chat's directory; `None` for ids that are not valid chat ids.
     pub(crate) fn dir(&self, id: &str) -> Option<PathBuf> {
         valid_chat_id(id).then(|| self.root.join(id))

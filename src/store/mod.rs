@@ -6,3 +6,4 @@ pub mod memory_files;
 pub(crate) mod paging;
 pub(crate) mod seq;
 pub(crate) mod tail;
+pub(crate) mod transfer;
