@@ -305,6 +305,8 @@ export function App() {
           onRename={onRename}
           onDelete={onDelete}
           onView={chooseView}
+          onImported={() => void loadSessions()}
+          onNotice={(text) => dispatch({ type: 'banner', text })}
         />
         <main className="flex min-w-0 flex-1 flex-col">
           {state.banner && (
