@@ -3,6 +3,7 @@
 //   [tool]  first call streams two save_memory tool calls; after the tool results, a short answer
 //   [slow]  a long answer streamed slowly (cancel / reconnect tests)
 //   [fail]  HTTP 500 (the turn fails; the client shows the error inline)
+//   [exec] CMD  one sandboxed `exec` call of CMD (the rest of the line); after it, "Result: …"
 //   [escalate] CMD  one `exec` call of CMD (the rest of the line) asking to leave the sandbox
 //           (`sandbox_permissions: require_escalated`); after the result, "Result: <tool text>"
 //   [wait]  15 s of empty heartbeat deltas before any content (cancel before any text)
@@ -100,7 +101,12 @@ export async function startFakeLlm() {
 
     const plan = []
     const escalate = /\[escalate\] ?(.*)/.exec(text)
-    if (escalate && !afterTools) {
+    const confined = /\[exec\] ?(.*)/.exec(text)
+    if (confined && !afterTools) {
+      plan.push({ tools: true, calls: [[`call_exec_${state.requests.length}`, 'exec', JSON.stringify({ command: confined[1].trim() })]] })
+    } else if (confined) {
+      plan.push({ text: `Result: ${messages[messages.length - 1].content}`, size: 16, delay: 5 })
+    } else if (escalate && !afterTools) {
       const args = { command: escalate[1].trim(), sandbox_permissions: 'require_escalated', justification: 'The task needs files outside the workspace.' }
       plan.push({ tools: true, calls: [[`call_esc_${state.requests.length}`, 'exec', JSON.stringify(args)]] })
     } else if (escalate) {

@@ -29,7 +29,7 @@ fn format(req: &Req) -> Result<Format, Resp> {
 }
 
 fn download(body: Vec<u8>, content_type: &'static str, filename: &str) -> Resp {
-    let mut r = Resp { status: 200, content_type, body, headers: Vec::new() };
+    let mut r = Resp { status: 200, content_type, body: super::Body::Owned(body), headers: Vec::new() };
     // Names are built from chat ids and fixed words only: plain ASCII, nothing to escape.
     r.headers.push(("Content-Disposition".into(), format!("attachment; filename=\"{filename}\"")));
     r.headers.push(("Cache-Control".into(), "no-store".into()));
@@ -105,10 +105,13 @@ pub(crate) fn import(api: &Api, req: &Req) -> Resp {
     }
 }
 
-/// Makes the imported chats searchable at once: the one place the search index learns of
-/// them (`Search::reindex_chat` per chat once the search index is in the tree; until then
-/// there is no index to update).
-fn index_imported(_api: &Api, _imported: &[Imported]) {}
+/// Makes the imported chats searchable at once, before the 201: each is indexed whole on this
+/// thread rather than left to the index thread's next look at the memory root.
+fn index_imported(api: &Api, imported: &[Imported]) {
+    for chat in imported {
+        api.search.reindex_chat(&chat.chat_id);
+    }
+}
 
 /// `POST /api/import`'s answer.
 #[derive(Serialize)]

@@ -4,6 +4,7 @@ pub(crate) mod cache;
 pub mod chats;
 pub mod memory_files;
 pub(crate) mod paging;
+pub(crate) mod replay;
 pub(crate) mod seq;
 pub(crate) mod tail;
 pub(crate) mod transfer;

@@ -121,6 +121,10 @@ fn export_then_import_round_trips_byte_for_byte() {
     assert_eq!(list["sessions"].as_array().unwrap().len(), 2);
     let msgs = server.get(&format!("/api/sessions/{new_id}/messages")).json();
     assert_eq!(msgs["messages"][0]["content"], "列出文件");
+    // ... and found by search as soon as the import has answered.
+    let hits = server.get("/api/search?q=%E5%88%97%E5%87%BA%E6%96%87%E4%BB%B6&limit=50").json();
+    let chats: Vec<&str> = hits["hits"].as_array().unwrap().iter().filter_map(|h| h["chat_id"].as_str()).collect();
+    assert!(chats.contains(&new_id.as_str()), "{hits}");
 
     // One chat's JSONL, named by its id: also a new id, same bytes.
     let (s, v) = upload(&server, "c1.jsonl", HISTORY.as_bytes(), None);
