@@ -203,18 +203,25 @@ pub(crate) fn markdown(id: &str, title: &str, bytes: &[u8]) -> String {
         out.push_str(&format!("- Dates: {} – {}\n", s(first, "timestamp"), s(last, "timestamp")));
     }
     out.push_str(&format!("- Exported: {}\n- Records: {}\n\n", time::minute_stamp(), records.len()));
+    // Whether the assistant's heading of the current turn is out: its tool steps and answer
+    // share one.
+    let mut answering = false;
     for m in &records {
         let stamp = s(m, "timestamp");
         let content = s(m, "content");
         let reasoning = s(m, "reasoning_content");
         match s(m, "role") {
-            "user" => out.push_str(&format!("---\n\n## User · {stamp}\n\n{content}\n\n")),
+            "user" => {
+                out.push_str(&format!("---\n\n## User · {stamp}\n\n{content}\n\n"));
+                answering = false;
+            }
             "assistant" => {
-                out.push_str(&format!("## Assistant · {stamp}\n\n"));
+                assistant_heading(&mut out, &mut answering, stamp);
                 thinking(&mut out, reasoning);
                 out.push_str(&format!("{content}\n\n"));
             }
             "tool_calls" => {
+                assistant_heading(&mut out, &mut answering, stamp);
                 thinking(&mut out, reasoning);
                 for (call_id, name, args) in calls(m) {
                     out.push_str(&format!("**Tool call** `{name}` ({call_id})\n\n"));
@@ -232,6 +239,7 @@ pub(crate) fn markdown(id: &str, title: &str, bytes: &[u8]) -> String {
                 out.push_str("</details>\n\n");
             }
             "summary" => {
+                answering = false;
                 out.push_str(&format!("## Summary of earlier turns · {stamp}\n\n"));
                 for line in content.lines() {
                     out.push_str(&format!("> {line}\n"));
@@ -242,6 +250,13 @@ pub(crate) fn markdown(id: &str, title: &str, bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+fn assistant_heading(out: &mut String, answering: &mut bool, stamp: &str) {
+    if !*answering {
+        out.push_str(&format!("## Assistant · {stamp}\n\n"));
+        *answering = true;
+    }
 }
 
 fn thinking(out: &mut String, reasoning: &str) {

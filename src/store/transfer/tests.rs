@@ -113,6 +113,7 @@ fn markdown_shows_turns_tools_reasoning_and_dates() {
     assert!(md.starts_with("# 文件 listing\n"), "{md}");
     for want in [
         "## User · ",
+        "\n\n## Assistant · ",
         "列出文件 please `ls`",
         "**Tool call** `list_dir` (call_a1)",
         "\"path\": \".\"",
@@ -125,6 +126,8 @@ fn markdown_shows_turns_tools_reasoning_and_dates() {
     ] {
         assert!(md.contains(want), "missing {want:?} in\n{md}");
     }
+    // The tool step sits under the assistant's heading of its turn, not the user's.
+    assert!(md.find("## Assistant · ").unwrap() < md.find("**Tool call**").unwrap(), "{md}");
     let _ = fs::remove_dir_all(root);
 }
 
