@@ -346,6 +346,8 @@ export function App() {
           onRename={onRename}
           onDelete={onDelete}
           onView={chooseView}
+          onImported={() => void loadSessions()}
+          onNotice={(text) => dispatch({ type: 'banner', text })}
           onSearch={() => {
             setDrawer(false)
             setSearchOpen(true)

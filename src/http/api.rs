@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::gate::Target;
 use super::{
     assets, headers, llm_routes, mcp_routes, memory_routes, project_routes, safety_routes, search_route, sessions,
-    skills_routes, Req, Resp,
+    skills_routes, transfer_routes, Req, Resp,
 };
 use crate::agent::Agent;
 use crate::config::Config;
@@ -71,6 +71,8 @@ impl Api {
             ["memory", rest @ ..] => memory_routes::route(self, m, rest, req),
             ["search"] => only(m, &["GET"]).unwrap_or_else(|| search_route::search(self, req)),
             ["dream", rest @ ..] => memory_routes::route_dream(self, m, rest),
+            ["export"] => only(m, &["GET"]).unwrap_or_else(|| transfer_routes::export_all(self, req)),
+            ["import"] => only(m, &["POST"]).unwrap_or_else(|| transfer_routes::import(self, req)),
             _ => Resp::detail(404, "Not Found"),
         }
     }

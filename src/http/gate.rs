@@ -197,6 +197,10 @@ impl Target {
             // Editing or deleting a server closes its connection (a stdio child gets a grace period).
             ("PUT" | "DELETE", ["mcp", "servers", _, ..]) => true,
             ("POST", ["skills", "import"]) => true,
+            // Exports read whole histories (all of them for the zip); an import checks and
+            // writes up to thousands of chats.
+            ("GET", ["sessions", _, "export"] | ["export"]) => true,
+            ("POST", ["import"]) => true,
             _ => false,
         }
     }
@@ -332,6 +336,9 @@ mod tests {
             ("PUT", "/api/mcp/servers/a"),
             ("DELETE", "/api/mcp/servers/a"),
             ("POST", "/api/skills/import"),
+            ("POST", "/api/import"),
+            ("GET", "/api/export?format=md"),
+            ("GET", "/api/sessions/c1/export"),
             ("GET", "/api/sessions"),
             ("GET", "/api/sessions/c1/messages?limit=50"),
             ("GET", "/api/sessions/c1/messages"),

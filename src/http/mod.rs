@@ -28,6 +28,7 @@ pub(crate) mod search_route;
 pub(crate) mod sessions;
 pub(crate) mod shape;
 pub(crate) mod skills_routes;
+pub(crate) mod transfer_routes;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -7,3 +7,4 @@ pub(crate) mod paging;
 pub(crate) mod replay;
 pub(crate) mod seq;
 pub(crate) mod tail;
+pub(crate) mod transfer;

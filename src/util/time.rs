@@ -119,6 +119,12 @@ pub(crate) fn minute_stamp() -> String {
     format!("{:04}-{:02}-{:02} {:02}:{:02}", t.year, t.month, t.day, t.hour, t.minute)
 }
 
+/// `YYYY-MM-DD HH:MM` local for `secs` since the epoch (imported records' timestamps).
+pub(crate) fn minute_stamp_of(secs: i64) -> String {
+    let t = local(secs);
+    format!("{:04}-{:02}-{:02} {:02}:{:02}", t.year, t.month, t.day, t.hour, t.minute)
+}
+
 /// `YYYY-MM-DDTHH:MM:SS` local without offset (session list `updated_at`).
 pub(crate) fn local_iso_naive(secs: i64) -> String {
     local(secs).ymd_hms('T')

@@ -40,6 +40,7 @@ mod skills_turns;
 mod skills_wire;
 mod startup;
 mod tools_turns;
+mod transfer;
 mod web_assets;
 mod web_fetch;
 mod ws_cancel;

@@ -1,5 +1,5 @@
-// Sidebar: new chat, search, markets, collapsible history (rename / delete), and the settings menu
-// (LLM Settings, Safety and the interface language, remembered in localStorage by the i18n
+// Sidebar: new chat, search, markets, collapsible history (rename / export / delete), and the settings
+// menu (LLM Settings, Safety, export and import, and the interface language, remembered in localStorage by the i18n
 // provider). A chat waiting for the owner's approval carries a badge.
 
 import { useEffect, useRef, useState, type ReactNode } from 'react'
@@ -20,6 +20,8 @@ import {
   SlidersHorizontal,
   Sparkles,
   Trash2,
+  Download,
+  ArrowDownUp,
 } from 'lucide-react'
 import { LANGS, useI18n, useT } from '../i18n'
 import type { GeneratingMap } from '../lib/generation'
@@ -27,6 +29,9 @@ import type { AppView } from '../lib/skills'
 import { relativeTime } from '../lib/time'
 import type { SessionInfo } from '../lib/types'
 import { ProjectPicker, folderName } from './ProjectPicker'
+import { describeError } from '../lib/api'
+import { EXPORT_FORMATS, exportChat } from '../lib/transfer'
+import { TransferDialog } from './TransferDialog'
 import { ConfirmDialog, Spinner, useMenuKeyboard } from './ui'
 
 interface Props {
@@ -46,6 +51,10 @@ interface Props {
   onView: (v: AppView) => void
   /** opens search over every chat */
   onSearch: () => void
+  /** chats were imported: reload the list */
+  onImported: () => void
+  /** a message for the banner (a failed export) */
+  onNotice: (text: string) => void
 }
 
 function NavButton({
@@ -90,6 +99,7 @@ function SessionRow({
   onSelect,
   onRename,
   onAskDelete,
+  onNotice,
 }: {
   s: SessionInfo
   active: boolean
@@ -99,6 +109,7 @@ function SessionRow({
   onSelect: () => void
   onRename: (title: string) => void
   onAskDelete: () => void
+  onNotice: (text: string) => void
 }) {
   const { t, lang } = useI18n()
   const [menu, setMenu] = useState(false)
@@ -205,7 +216,7 @@ function SessionRow({
         <MoreHorizontal size={16} />
       </button>
       {menu && (
-        <div ref={menuRef} role="menu" className="absolute top-9 right-1 z-20 w-36 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
+        <div ref={menuRef} role="menu" className="absolute top-9 right-1 z-20 w-48 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
           <button
             role="menuitem"
             type="button"
@@ -218,6 +229,21 @@ function SessionRow({
           >
             <Pencil size={14} /> {t('sidebar.rename')}
           </button>
+          {EXPORT_FORMATS.map((f) => (
+            <button
+              key={f}
+              role="menuitem"
+              type="button"
+              data-testid={`export-chat-${f}`}
+              onClick={() => {
+                setMenu(false)
+                exportChat(s.chat_id, f).catch((e: unknown) => onNotice(t('transfer.exportFailed', { error: describeError(e) })))
+              }}
+              className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-zinc-200 hover:bg-zinc-800"
+            >
+              <Download size={14} /> {t('transfer.exportChat', { format: t(`transfer.format.${f}`) })}
+            </button>
+          ))}
           <button
             role="menuitem"
             type="button"
@@ -280,6 +306,7 @@ export function Sidebar(p: Props) {
   const [settingsMenu, setSettingsMenu] = useState(false)
   const [confirm, setConfirm] = useState<string | null>(null)
   const [deleting, setDeleting] = useState(false)
+  const [transfer, setTransfer] = useState(false)
   const settingsRef = useRef<HTMLDivElement>(null)
   const settingsMenuRef = useRef<HTMLDivElement>(null)
   useMenuKeyboard(settingsMenu, settingsMenuRef, () => setSettingsMenu(false))
@@ -371,6 +398,7 @@ export function Sidebar(p: Props) {
                     onSelect={() => p.onSelect(s.chat_id)}
                     onRename={(title) => p.onRename(s.chat_id, title)}
                     onAskDelete={() => setConfirm(s.chat_id)}
+                    onNotice={p.onNotice}
                   />
                 ))
               )}
@@ -386,6 +414,15 @@ export function Sidebar(p: Props) {
               <SettingsItem testId="nav-safety" onClick={() => openView('safety')}>
                 <ShieldCheck size={15} /> {t('sidebar.safety')}
               </SettingsItem>
+              <SettingsItem
+                testId="nav-transfer"
+                onClick={() => {
+                  setSettingsMenu(false)
+                  setTransfer(true)
+                }}
+              >
+                <ArrowDownUp size={15} /> {t('transfer.menu')}
+              </SettingsItem>
               <LanguageItems />
             </div>
           )}
@@ -399,6 +436,7 @@ export function Sidebar(p: Props) {
           />
         </div>
       </nav>
+      {transfer && <TransferDialog onClose={() => setTransfer(false)} onImported={p.onImported} />}
       {confirm && (
         <ConfirmDialog
           message={t('sidebar.confirmDelete')}

@@ -435,6 +435,27 @@ export const en = {
   // Chat history paging (long chats)
   'chat.history.older': 'Load earlier messages',
   'chat.history.loading': 'Loading earlier messages…',
+  // Export and import (Settings, the chat menu)
+  'transfer.title': 'Export and import',
+  'transfer.menu': 'Export / Import',
+  'transfer.exportAll': 'Export all conversations',
+  'transfer.exportAllButton': 'Export all as a zip',
+  'transfer.format': 'Format',
+  'transfer.format.jsonl': 'JSONL (re-importable)',
+  'transfer.format.md': 'Markdown',
+  'transfer.format.atif': 'ATIF trajectory',
+  'transfer.import': 'Import conversations',
+  'transfer.importHint': 'A CashCode .jsonl or .zip export, ChatGPT conversations.json or an Open WebUI export. Existing conversations are never overwritten.',
+  'transfer.importButton': 'Choose a file…',
+  'transfer.exported': 'Saved {name}',
+  'transfer.exportFailed': 'Export failed: {error}',
+  'transfer.imported': 'Imported {count} conversation(s) from {source}',
+  'transfer.importFailed': 'Import failed: {error}',
+  'transfer.source.native': 'a CashCode history',
+  'transfer.source.native_zip': 'a CashCode zip',
+  'transfer.source.chatgpt': 'ChatGPT',
+  'transfer.source.open_webui': 'Open WebUI',
+  'transfer.exportChat': 'Export as {format}',
 
   // Search over every chat (SearchDialog, the sidebar entry, Ctrl/Cmd+K)
   'search.open': 'Search',

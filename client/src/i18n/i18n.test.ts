@@ -11,14 +11,14 @@ import { serverKeyError } from '../lib/llmSettings'
 import { initialState, reduce } from '../lib/chatStore'
 
 /** Keys whose Chinese text is rightly the same as the English (names, numbers only). */
-const SAME_IN_BOTH = new Set<MessageKey>(['lang.en', 'lang.zh-CN', 'composer.catMcp', 'models.ollama', 'skills.page'])
+const SAME_IN_BOTH = new Set<MessageKey>(['lang.en', 'lang.zh-CN', 'composer.catMcp', 'models.ollama', 'skills.page', 'transfer.format.md', 'transfer.source.chatgpt', 'transfer.source.open_webui'])
 
 /**
  * Latin words allowed in Chinese text: product, feature, protocol and format names, file names
  * (MEMORY.md), settings (SKILL_EVOLUTION_ENABLED), tool ids (save_memory), key names (Esc) and placeholders.
  */
 const LATIN_OK =
-  /CashCode|OpenAI|OAuth|Landlock|seccomp|\bexec\b|Streamable|Ollama|English|Markdown|Esc|Dream|JSON|HTTPS?|MCP|SSE|API|URL|ID|KB|http\(s\)|\.zip|[\w-]+\.md\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\b[a-z]+(?:_[a-z]+)+\b|\{\w+\}/g
+  /CashCode|OpenAI|OAuth|Landlock|seccomp|\bexec\b|Streamable|Ollama|English|Markdown|JSONL|ATIF|ChatGPT|Open WebUI|conversations\.json|\.jsonl|Esc|Dream|JSON|HTTPS?|MCP|SSE|API|URL|ID|KB|http\(s\)|\.zip|[\w-]+\.md\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\b[a-z]+(?:_[a-z]+)+\b|\{\w+\}/g
 
 describe('i18n', () => {
   afterEach(() => setCurrentLang('en'))

@@ -435,6 +435,27 @@ export const zhCN: Record<MessageKey, string> = {
   // 聊天记录分页（长对话）
   'chat.history.older': '加载更早的消息',
   'chat.history.loading': '正在加载更早的消息…',
+  // 导出与导入（设置、对话菜单）
+  'transfer.title': '导出与导入',
+  'transfer.menu': '导出 / 导入',
+  'transfer.exportAll': '导出全部对话',
+  'transfer.exportAllButton': '全部导出为 .zip 压缩包',
+  'transfer.format': '格式',
+  'transfer.format.jsonl': 'JSONL（可再导入）',
+  'transfer.format.md': 'Markdown',
+  'transfer.format.atif': 'ATIF 轨迹',
+  'transfer.import': '导入对话',
+  'transfer.importHint': '支持 CashCode 导出的 .jsonl 或 .zip、ChatGPT 的 conversations.json 以及 Open WebUI 导出文件。已有对话永远不会被覆盖。',
+  'transfer.importButton': '选择文件…',
+  'transfer.exported': '已保存 {name}',
+  'transfer.exportFailed': '导出失败：{error}',
+  'transfer.imported': '已导入 {count} 个对话（来源：{source}）',
+  'transfer.importFailed': '导入失败：{error}',
+  'transfer.source.native': 'CashCode 对话记录',
+  'transfer.source.native_zip': 'CashCode 压缩包',
+  'transfer.source.chatgpt': 'ChatGPT',
+  'transfer.source.open_webui': 'Open WebUI',
+  'transfer.exportChat': '导出为 {format}',
 
   // 全部对话搜索（SearchDialog、侧边栏入口、Ctrl/Cmd+K）
   'search.open': '搜索',
