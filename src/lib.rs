@@ -13,6 +13,7 @@ pub mod util;
 // 1
 pub mod secrets;
 pub(crate) mod wire;
+pub mod ledger;
 
 // 2
 pub mod config;

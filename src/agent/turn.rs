@@ -99,6 +99,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         checkpoint: None,
     };
     let sel = &req.selection;
+    let job = crate::ledger::Job::new("turn", Some(&req.chat_id));
     let client = match deps.llm.acquire(sel.provider, &sel.model) {
         Ok(c) => c,
         Err(e) => return t.error(&e.to_string()),
@@ -250,7 +251,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
                     .collect();
                 sink.emit_all(chat, &events);
             };
-            let result = client.stream_chat(body, cancel, &on_text, &mut t.streamed);
+            let result = client.stream_chat(&job, &sel.model, body, cancel, &on_text, &mut t.streamed);
             t.reasoning_time = thought.get() + thinking.get().map_or(std::time::Duration::ZERO, |s| s.elapsed());
             result
         };

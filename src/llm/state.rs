@@ -130,18 +130,29 @@ pub(crate) struct Usage {
     pub(crate) cache_miss_tokens: Option<u64>,
     /// `completion_tokens_details.reasoning_tokens`: part of the completion tokens.
     pub(crate) reasoning_tokens: Option<u64>,
+    /// Prompt tokens written to the cache (Anthropic-compatible `cache_creation_input_tokens`).
+    pub(crate) cache_write_tokens: Option<u64>,
 }
 
 impl Usage {
     pub(crate) fn from_value(u: &Value) -> Usage {
         let n = |path: &str| u.pointer(path).and_then(Value::as_u64);
+        let cache_read = n("/cache_read_input_tokens");
+        let cache_write = n("/cache_creation_input_tokens");
+        // Anthropic's `input_tokens` leaves out the cached ones; Ollama's native counts are
+        // `prompt_eval_count` and `eval_count`.
+        let anthropic_input = n("/input_tokens")
+            .map(|i| i.saturating_add(cache_read.unwrap_or(0)).saturating_add(cache_write.unwrap_or(0)));
         Usage {
-            prompt_tokens: n("/prompt_tokens"),
-            completion_tokens: n("/completion_tokens"),
+            prompt_tokens: n("/prompt_tokens").or(anthropic_input).or_else(|| n("/prompt_eval_count")),
+            completion_tokens: n("/completion_tokens").or_else(|| n("/output_tokens")).or_else(|| n("/eval_count")),
             total_tokens: n("/total_tokens"),
-            cached_tokens: n("/prompt_tokens_details/cached_tokens").or_else(|| n("/prompt_cache_hit_tokens")),
+            cached_tokens: n("/prompt_tokens_details/cached_tokens")
+                .or_else(|| n("/prompt_cache_hit_tokens"))
+                .or(cache_read),
             cache_miss_tokens: n("/prompt_cache_miss_tokens"),
             reasoning_tokens: n("/completion_tokens_details/reasoning_tokens"),
+            cache_write_tokens: cache_write.or_else(|| n("/prompt_tokens_details/cache_write_tokens")),
         }
     }
 }
