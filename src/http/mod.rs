@@ -18,6 +18,7 @@ pub(crate) mod conn_limits;
 pub mod gate;
 pub(crate) mod headers;
 pub(crate) mod llm_routes;
+pub(crate) mod usage_routes;
 pub(crate) mod mcp_routes;
 pub(crate) mod memory_routes;
 pub(crate) mod multipart;

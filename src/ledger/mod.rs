@@ -225,6 +225,9 @@ impl Ledger {
     /// cap)` for each cap set.
     pub(crate) fn spend(&self, job: &Job) -> Vec<limits::Spend> {
         let budgets = self.limits.budgets();
+        if !budgets.chat.is_set() && !budgets.day.is_set() && !budgets.background_day.is_set() {
+            return Vec::new();
+        }
         let prices = self.limits.prices();
         let now = time::now_millis() as u64;
         let day_start = limits::day_start(now);

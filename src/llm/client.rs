@@ -263,6 +263,11 @@ impl LlmClient {
         self
     }
 
+    /// The ledger this client records in.
+    pub(crate) fn ledger(&self) -> Option<&Arc<crate::ledger::Ledger>> {
+        self.ledger.as_ref()
+    }
+
     /// Whether streamed requests ask for usage (`stream_options.include_usage`).
     pub(crate) fn asks_usage(&self) -> bool {
         !self.no_stream_options.load(std::sync::atomic::Ordering::Relaxed)
