@@ -11,9 +11,9 @@
 pub mod util;
 
 // 1
+pub mod ledger;
 pub mod secrets;
 pub(crate) mod wire;
-pub mod ledger;
 
 // 2
 pub mod config;

@@ -259,6 +259,15 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         let completion: Completion = match result {
             Ok(c) => c,
             Err(LlmError::Cancelled) => return finish_cancelled(&mut t, &state, &client),
+            // A budget is reached: no request was sent. The user's message (and the tool
+            // steps so far) stay in the history, with the note as the answer, so the next
+            // message after the owner raises the cap simply goes on.
+            Err(LlmError::Budget(detail)) => {
+                if t.streamed.text.is_empty() {
+                    t.streamed.text = format!("[{detail}]");
+                }
+                return finish(&mut t, &state, &client, iterations, Some(&detail));
+            }
             Err(LlmError::TooLarge(note)) => {
                 log::warn!(
                     "event=llm.call.too_large chat_id={chat_id} provider={} iteration={iterations} kept_bytes={}",

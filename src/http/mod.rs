@@ -18,7 +18,6 @@ pub(crate) mod conn_limits;
 pub mod gate;
 pub(crate) mod headers;
 pub(crate) mod llm_routes;
-pub(crate) mod usage_routes;
 pub(crate) mod mcp_routes;
 pub(crate) mod memory_routes;
 pub(crate) mod multipart;
@@ -28,6 +27,7 @@ pub(crate) mod safety_routes;
 pub(crate) mod sessions;
 pub(crate) mod shape;
 pub(crate) mod skills_routes;
+pub(crate) mod usage_routes;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -207,7 +207,8 @@ impl Limits {
         }
         p.updated = Some(time::local_date(time::now_epoch() as i64));
         let bytes = serde_json::to_vec_pretty(&p).expect("prices serialise");
-        fsx::write_atomic(&self.prices_path, &bytes, true).map_err(|_| (503, "unable to save the price table".into()))?;
+        fsx::write_atomic(&self.prices_path, &bytes, true)
+            .map_err(|_| (503, "unable to save the price table".into()))?;
         *sync::write(&self.prices) = p.clone();
         Ok(p)
     }

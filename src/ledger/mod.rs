@@ -257,7 +257,12 @@ impl Ledger {
                 out.push(limits::Spend { budget: "day", tokens: all.0, cost: all.1, cap: budgets.day });
             }
             if background {
-                out.push(limits::Spend { budget: "background_day", tokens: bg.0, cost: bg.1, cap: budgets.background_day });
+                out.push(limits::Spend {
+                    budget: "background_day",
+                    tokens: bg.0,
+                    cost: bg.1,
+                    cap: budgets.background_day,
+                });
             }
         }
         out

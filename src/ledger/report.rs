@@ -128,7 +128,14 @@ pub(crate) fn report(
         GroupBy::Model => "model",
         GroupBy::Job => "job",
     };
-    Report { from, to, group_by: name, total, groups: groups.into_values().collect(), prices_updated: prices.updated.clone() }
+    Report {
+        from,
+        to,
+        group_by: name,
+        total,
+        groups: groups.into_values().collect(),
+        prices_updated: prices.updated.clone(),
+    }
 }
 
 /// `GET /api/usage/records`'s body.

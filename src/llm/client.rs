@@ -12,13 +12,13 @@ use super::settings::Settings;
 use super::state::{merge_details, MessageState, Usage};
 use super::wire::{parse_chunk, Chunk, CompletionRequest, ReasoningKey};
 use super::Provider;
+use crate::ledger::{Job, Record};
 use crate::util::blocking;
 use crate::util::cancel::CancelToken;
 use crate::util::json::{too_deep, MAX_DEPTH as MAX_JSON_DEPTH};
 use crate::util::redact;
 use crate::util::sse::{SseError, SseReader};
 use crate::util::{sync, time};
-use crate::ledger::{Job, Record};
 
 /// Discovery (and the settings connection test) is bounded by 15 s in total.
 pub(crate) const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -354,7 +354,16 @@ impl LlmClient {
             let (ts, took) = stream_started(&stream);
             let out_bytes = streamed.len().saturating_sub(before);
             let (tokens, outcome) = match &result {
-                Ok(c) => (Tokens::of(c.usage, body.len(), c.content.len() + c.state.extra_bytes() + c.tool_calls.iter().map(|t| t.name.len() + t.arguments.len()).sum::<usize>()), "ok"),
+                Ok(c) => (
+                    Tokens::of(
+                        c.usage,
+                        body.len(),
+                        c.content.len()
+                            + c.state.extra_bytes()
+                            + c.tool_calls.iter().map(|t| t.name.len() + t.arguments.len()).sum::<usize>(),
+                    ),
+                    "ok",
+                ),
                 Err(LlmError::Cancelled) => (Tokens::of(None, body.len(), out_bytes), "cancelled"),
                 Err(LlmError::Truncated | LlmError::Timeout(_) | LlmError::TooLarge(_) | LlmError::Malformed(_)) => {
                     (Tokens::of(None, body.len(), out_bytes), "error")
@@ -406,7 +415,11 @@ impl LlmClient {
                         without_stream_options(body);
                         stream.asked = false;
                         self.no_stream_options.store(true, std::sync::atomic::Ordering::Relaxed);
-                        log::warn!("event=llm.stream_options_refused provider={} model={:?}", self.provider, stream.model);
+                        log::warn!(
+                            "event=llm.stream_options_refused provider={} model={:?}",
+                            self.provider,
+                            stream.model
+                        );
                         continue;
                     }
                     if e.retry_wait(retry_after).is_some() && attempt == 1 {
@@ -414,13 +427,13 @@ impl LlmClient {
                         stream.started = (time::now_millis() as u64, Instant::now());
                     }
                     match e.retry_wait(retry_after) {
-                    Some(wait) if attempt == 1 => {
-                        if cancel.wait_chan().recv_timeout(wait).is_err() && cancel.is_cancelled() {
-                            return Err(LlmError::Cancelled);
+                        Some(wait) if attempt == 1 => {
+                            if cancel.wait_chan().recv_timeout(wait).is_err() && cancel.is_cancelled() {
+                                return Err(LlmError::Cancelled);
+                            }
                         }
+                        _ => return Err(e),
                     }
-                    _ => return Err(e),
-                }
                 }
             }
         };
@@ -1112,7 +1125,12 @@ mod tests {
         let client = Arc::new(LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(60)).unwrap());
         let c2 = Arc::clone(&client);
         let call = std::thread::spawn(move || {
-            let r = c2.complete("m", vec![json!({"role": "user", "content": "hi"})], Duration::from_secs(60));
+            let r = c2.complete(
+                &Job::new("dream", None),
+                "m",
+                vec![json!({"role": "user", "content": "hi"})],
+                Duration::from_secs(60),
+            );
             (r, Instant::now())
         });
         // The request arrives and is never answered.
@@ -1149,6 +1167,8 @@ mod tests {
         let (mut streamed, deltas) = (Streamed::default(), std::cell::RefCell::new(Vec::new()));
         let started = Instant::now();
         let r = client.stream_chat(
+            &Job::new("turn", None),
+            "m",
             br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
             &CancelToken::new(),
             &|d: &[Piece]| deltas.borrow_mut().extend(d.iter().map(|p| p.text.clone())),
@@ -1184,6 +1204,8 @@ mod tests {
         let (mut streamed, handed) =
             (Streamed { text: "x".repeat(10), ..Streamed::default() }, std::cell::Cell::new(0));
         let r = client.stream_chat(
+            &Job::new("turn", None),
+            "m",
             br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
             &CancelToken::new(),
             &|d: &[Piece]| handed.set(handed.get() + d.iter().map(|p| p.text.len()).sum::<usize>()),
@@ -1224,6 +1246,8 @@ mod tests {
         let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
         let mut streamed = Streamed::default();
         let r = client.stream_chat(
+            &Job::new("turn", None),
+            "m",
             br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
             &CancelToken::new(),
             &|_: &[Piece]| {},
@@ -1276,6 +1300,8 @@ mod tests {
         let (mut streamed, pieces) = (Streamed::default(), std::cell::RefCell::new(Vec::new()));
         let c = client
             .stream_chat(
+                &Job::new("turn", None),
+                "m",
                 br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
                 &CancelToken::new(),
                 &|d: &[Piece]| pieces.borrow_mut().extend_from_slice(d),
@@ -1334,6 +1360,8 @@ mod tests {
         let call = || {
             let mut streamed = Streamed::default();
             let r = client.stream_chat(
+                &Job::new("turn", None),
+                "m",
                 br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
                 &CancelToken::new(),
                 &|_: &[Piece]| {},
@@ -1372,6 +1400,8 @@ mod tests {
         });
         let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
         let r = client.stream_chat(
+            &Job::new("turn", None),
+            "m",
             br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
             &CancelToken::new(),
             &|_: &[Piece]| {},

@@ -96,8 +96,10 @@ impl LlmRuntime {
     }
 
     fn install(&self, s: Settings) {
-        let clients =
-            Provider::ALL.iter().filter_map(|p| LlmClient::new(&s, *p, self.timeout).map(|c| Arc::new(c.with_ledger(self.ledger.clone())))).collect::<Vec<_>>();
+        let clients = Provider::ALL
+            .iter()
+            .filter_map(|p| LlmClient::new(&s, *p, self.timeout).map(|c| Arc::new(c.with_ledger(self.ledger.clone()))))
+            .collect::<Vec<_>>();
         self.publish_key(&s);
         let mut st = self.write();
         if let Some((p, _)) = &st.last {

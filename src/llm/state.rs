@@ -204,9 +204,20 @@ mod tests {
                 total_tokens: Some(15),
                 cached_tokens: Some(8),
                 cache_miss_tokens: None,
-                reasoning_tokens: Some(3)
+                reasoning_tokens: Some(3),
+                cache_write_tokens: None,
             }
         );
+        // Anthropic-compatible: input without the cache reads and writes; Ollama's native counts.
+        let anthropic =
+            json!({"input_tokens":5,"output_tokens":2,"cache_read_input_tokens":90,"cache_creation_input_tokens":10});
+        let u = Usage::from_value(&anthropic);
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.cache_write_tokens),
+            (Some(105), Some(2), Some(90), Some(10))
+        );
+        let ollama = Usage::from_value(&json!({"prompt_eval_count":12,"eval_count":4}));
+        assert_eq!((ollama.prompt_tokens, ollama.completion_tokens), (Some(12), Some(4)));
         let deepseek = json!({"prompt_tokens":9,"prompt_cache_hit_tokens":4,"prompt_cache_miss_tokens":5});
         let u = Usage::from_value(&deepseek);
         assert_eq!((u.cached_tokens, u.cache_miss_tokens), (Some(4), Some(5)));

@@ -39,6 +39,7 @@ mod skills_turns;
 mod skills_wire;
 mod startup;
 mod tools_turns;
+mod usage;
 mod web_assets;
 mod web_fetch;
 mod ws_cancel;
