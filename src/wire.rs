@@ -126,8 +126,8 @@ pub(crate) enum Event<'a> {
         chat_id: &'a str,
         before_message: u64,
     },
-    /// After each model call of a turn (our extension; docs/usage.md): the call's ledger
-    /// counts and the chat's context fill (`context_tokens` of `context_window`, null when
+    /// After each model call of a turn (our extension; docs/usage.md), sent to the clients
+    /// attached then, without a `seq` and never replayed: the call's ledger counts and the chat's context fill (`context_tokens` of `context_window`, null when
     /// the window is unknown).
     Usage {
         chat_id: &'a str,

@@ -317,7 +317,7 @@ fn report_usage(
     before: &[crate::ledger::limits::Spend],
 ) {
     let window = budget.map(|chars| chars as u64 / crate::llm::context::CHARS_PER_TOKEN);
-    deps.sink.emit(
+    deps.sink.emit_transient(
         chat,
         &Event::Usage {
             chat_id: chat,

@@ -47,6 +47,7 @@ fn every_model_request_of_every_job_is_one_row_with_the_providers_counts() {
     server.configure_llm(&fake);
     fake.set_completion_fallback(Reply::completion("SUMMARY: blocks were sent."));
     let mut ws = WsClient::connect(&server);
+    ws.usage_events = true;
     let chat = ws.chat_id.clone();
     // Turn 1: a tool call (OpenAI's usage shape) then the answer (DeepSeek's).
     let openai = json!({"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,
@@ -132,6 +133,7 @@ fn a_provider_refusing_stream_options_is_asked_once_more_without_and_remembered(
     let server = TestServer::with_llm(&fake);
     fake.enforce(Strict::RefuseStreamOptions);
     let mut ws = WsClient::connect(&server);
+    ws.usage_events = true;
     let chat = ws.chat_id.clone();
     for answer in ["one", "two"] {
         fake.push(Reply::text(&[answer]));
@@ -164,6 +166,7 @@ fn a_runaway_tool_loop_stops_at_the_chat_budget_and_the_next_message_works_once_
         fake.push(Reply::tool_calls(&[call]));
     }
     let mut ws = WsClient::connect(&server);
+    ws.usage_events = true;
     let chat = ws.chat_id.clone();
     ws.message(&chat, "loop forever", "openai_compatible");
     let events = ws.turn_events(&chat);
@@ -217,6 +220,7 @@ fn a_cost_budget_uses_the_owners_prices_and_a_background_cap_skips_consolidation
     let put = server.put("/api/settings/budgets", &json!({"background_day": {"tokens": 0}}));
     assert_eq!(put.status, 200);
     let mut ws = WsClient::connect(&server);
+    ws.usage_events = true;
     let chat = ws.chat_id.clone();
     for (u, a) in [("a", "A"), ("b", "B")] {
         fake.push(Reply::text(&[&a.repeat(100)]));
@@ -237,6 +241,7 @@ fn kill_9_during_a_turn_leaves_a_readable_ledger() {
     let fake = FakeLlm::start();
     let mut server = TestServer::with_llm(&fake);
     let mut ws = WsClient::connect(&server);
+    ws.usage_events = true;
     let chat = ws.chat_id.clone();
     fake.push(Reply::text(&["first"]));
     ws.message(&chat, "one", "openai_compatible");
@@ -257,6 +262,7 @@ fn kill_9_during_a_turn_leaves_a_readable_ledger() {
     server.restart();
     assert_eq!(records(&server), before, "the torn line is skipped, nothing before it lost");
     let mut ws = WsClient::connect(&server);
+    ws.usage_events = true;
     ws.attach(&chat, None);
     fake.push(Reply::text(&["third"]));
     ws.message(&chat, "three", "openai_compatible");
