@@ -151,6 +151,9 @@ impl WsClient {
                     let v: Value = serde_json::from_str(t.as_str())
                         .unwrap_or_else(|e| panic!("server sent non-JSON text {t:?}: {e}"));
                     self.log.push(v.clone());
+                    if !self.usage_events && matches!(v["event"].as_str(), Some("usage" | "budget_warning")) {
+                        continue;
+                    }
                     return Ok(Some(v));
                 }
                 Ok(Message::Close(c)) => return Err(format!("closed: {c:?}")),
