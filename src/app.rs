@@ -125,6 +125,9 @@ pub fn start(config: Config) -> Result<Server, Error> {
         Consolidator::start(Arc::clone(&chats), config.consolidate_chars.min(config.context_budget_chars / 2));
     let (timers_stop, timers_rx) = crossbeam_channel::bounded::<()>(0);
     let mut threads = vec![consolidate_thread];
+    // Search: the index loads (or rebuilds) on its own thread; queries wait for it briefly.
+    let search = crate::search::Search::new(Arc::clone(&chats), crate::search::Params::default());
+    threads.push(search.start(timers_rx.clone()).map_err(|e| Error(format!("cannot start search-index: {e}")))?);
     // The dream thread runs with the timer off too: `POST /api/dream/run` asks it for a run.
     let dream_control = Arc::new(DreamControl::new(&config.memory_dir, config.dream_interval));
     {
@@ -169,8 +172,11 @@ pub fn start(config: Config) -> Result<Server, Error> {
     ));
 
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
-    let builtin_tools =
-        tools::builtins_with(&tools::ToolSettings::from_config(&config, Arc::clone(&sandbox)), &config.secrets);
+    let tool_settings = tools::ToolSettings {
+        search: tools::search_history::SearchHandle(Some(Arc::clone(&search))),
+        ..tools::ToolSettings::from_config(&config, Arc::clone(&sandbox))
+    };
+    let builtin_tools = tools::builtins_with(&tool_settings, &config.secrets);
     let mut registry: std::collections::BTreeSet<String> = builtin_tools.iter().map(|t| t.name().to_string()).collect();
     // The skill tools are always visible too, so a skill may require them (the original
     // reported them missing).
@@ -325,6 +331,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         evolution,
         dream: dream_control,
         sandbox,
+        search,
         assets: Default::default(),
     });
     let sd = Arc::clone(&shutdown);

@@ -73,6 +73,7 @@ pub const HELP: &str = "\
 cashcode - a locally hosted personal AI agent server
 
 USAGE: cashcode [FLAGS]
+       cashcode eval locomo FILE   recall benchmark of the search over a LoCoMo-format file
 
 Flags override environment variables, which override .env files, which override defaults.
 The .env files read are <checkout>/.env (the installation: --project-dir, or the checkout

@@ -26,6 +26,7 @@ pub mod store;
 // 3
 pub mod bus;
 pub(crate) mod projects;
+pub mod search;
 
 // 4
 pub mod tool;

@@ -15,8 +15,21 @@ fn main() -> ExitCode {
     // This image holds the secrets: no process of the same uid may read its memory (execve
     // resets the flag, so it is set after the re-exec).
     cashcode::tool::sandbox::protect_server_process();
-    // `cashcode acp [flags]`: the editor bridge, reading the same flags as the server.
+    // `cashcode eval locomo FILE`: the recall benchmark (docs/search.md §7), no server.
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("eval") {
+        return match cashcode::search::eval::run(&args[1..]) {
+            Ok(report) => {
+                print!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("cashcode: {}", e.trim_end());
+                ExitCode::from(2)
+            }
+        };
+    }
+    // `cashcode acp [flags]`: the editor bridge, reading the same flags as the server.
     let acp = args.first().is_some_and(|a| a == "acp");
     if acp {
         args.remove(0);

@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use super::gate::Target;
 use super::{
-    assets, headers, llm_routes, mcp_routes, memory_routes, project_routes, safety_routes, sessions, skills_routes,
-    Req, Resp,
+    assets, headers, llm_routes, mcp_routes, memory_routes, project_routes, safety_routes, search_route, sessions,
+    skills_routes, Req, Resp,
 };
 use crate::agent::Agent;
 use crate::config::Config;
@@ -31,6 +31,8 @@ pub struct Api {
     pub(crate) dream: Arc<crate::memory_jobs::dream::DreamControl>,
     /// The `exec` confinement, for its read-only status.
     pub(crate) sandbox: Arc<crate::tool::sandbox::Sandbox>,
+    /// The index over every chat (`GET /api/search`).
+    pub(crate) search: Arc<crate::search::Search>,
     /// The web client's files, read once.
     pub(crate) assets: assets::Cache,
 }
@@ -70,6 +72,7 @@ impl Api {
             ["skills", rest @ ..] => skills_routes::route(self, m, rest, req),
             ["skill-evolution", rest @ ..] => skills_routes::route_evolution(self, m, rest),
             ["memory", rest @ ..] => memory_routes::route(self, m, rest, req),
+            ["search"] => only(m, &["GET"]).unwrap_or_else(|| search_route::search(self, req)),
             ["dream", rest @ ..] => memory_routes::route_dream(self, m, rest),
             _ => Resp::detail(404, "Not Found"),
         }

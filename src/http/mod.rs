@@ -24,6 +24,7 @@ pub(crate) mod multipart;
 pub(crate) mod project_routes;
 pub(crate) mod rewind_routes;
 pub(crate) mod safety_routes;
+pub(crate) mod search_route;
 pub(crate) mod sessions;
 pub(crate) mod shape;
 pub(crate) mod skills_routes;

@@ -35,7 +35,7 @@ struct Archived {
 
 /// One line of history.jsonl, fields in the original's key order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Record {
+pub struct Record {
     #[serde(default)]
     pub(crate) cursor: u64,
     #[serde(default)]
@@ -77,7 +77,7 @@ fn string_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::
 }
 
 impl Record {
-    pub(crate) fn new(role: &str, content: impl Into<String>) -> Self {
+    pub fn new(role: &str, content: impl Into<String>) -> Self {
         Record {
             cursor: 0,
             timestamp: String::new(),
@@ -135,8 +135,24 @@ pub(crate) struct SessionInfo {
     pub(crate) project: Option<String>,
 }
 
+/// Told of every change to a chat's history or title, after it is on disk (the search index,
+/// the `search` module, installed by `app`). Called with the chat's lock held: implementations only
+/// queue the news, at a small bounded cost.
+pub(crate) trait HistoryObserver: Send + Sync {
+    /// Records were appended: each line's byte offset in history.jsonl and its length (without
+    /// the newline).
+    fn appended(&self, chat: &str, lines: &[(u64, u32)]);
+    /// The history was rewritten (rewind, undo): read it again.
+    fn rewritten(&self, chat: &str);
+    /// metadata.json was written (each turn writes it; the title may have changed).
+    fn retitled(&self, chat: &str);
+    /// The chat is gone.
+    fn deleted(&self, chat: &str);
+}
+
 pub struct ChatStore {
     root: PathBuf,
+    observer: std::sync::OnceLock<std::sync::Arc<dyn HistoryObserver>>,
     stripes: Vec<Mutex<()>>,
     /// chat id -> (history.jsonl length, last cursor) as this process last read or wrote it.
     /// While the file keeps that length nobody else wrote it: the next append needs neither
@@ -162,8 +178,25 @@ impl ChatStore {
     pub fn new(root: &Path) -> Self {
         ChatStore {
             root: root.to_path_buf(),
+            observer: std::sync::OnceLock::new(),
             stripes: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             tails: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Installs the one observer of history changes (a second is ignored).
+    pub(crate) fn observe(&self, observer: std::sync::Arc<dyn HistoryObserver>) {
+        let _ = self.observer.set(observer);
+    }
+
+    /// The memory root the chat directories live in.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn tell(&self, f: impl FnOnce(&dyn HistoryObserver)) {
+        if let Some(o) = self.observer.get() {
+            f(o.as_ref());
         }
     }
 
@@ -252,13 +285,21 @@ impl ChatStore {
 
     /// Appends `records` as one write with consecutive cursors and one timestamp; fills in
     /// their `cursor` and `timestamp`. A torn tail gets a newline first so no record merges with it.
-    pub(crate) fn append(&self, id: &str, records: &mut [Record]) -> io::Result<()> {
+    pub fn append(&self, id: &str, records: &mut [Record]) -> io::Result<()> {
         if records.is_empty() {
             return Ok(());
         }
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let _g = self.stripe(id);
-        self.append_locked(id, &dir, records)
+        self.append_locked(id, &dir, records, None)
+    }
+
+    /// [`ChatStore::append`] with the records' own timestamp `stamp` instead of the current
+    /// minute (the recall eval loads dated conversations this way).
+    pub fn append_stamped(&self, id: &str, records: &mut [Record], stamp: &str) -> io::Result<()> {
+        let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let _g = self.stripe(id);
+        self.append_locked(id, &dir, records, Some(stamp))
     }
 
     /// [`ChatStore::append`] only while the record with cursor `kept` is still in the history,
@@ -271,7 +312,7 @@ impl ChatStore {
         if !self.holds_cursor(id, kept)? {
             return Ok(false);
         }
-        self.append_locked(id, &dir, records).map(|()| true)
+        self.append_locked(id, &dir, records, None).map(|()| true)
     }
 
     /// Whether history.jsonl still holds the record with `cursor`: read line by line up to it,
@@ -289,7 +330,7 @@ impl ChatStore {
         }
     }
 
-    fn append_locked(&self, id: &str, dir: &Path, records: &mut [Record]) -> io::Result<()> {
+    fn append_locked(&self, id: &str, dir: &Path, records: &mut [Record], stamp: Option<&str>) -> io::Result<()> {
         if records.is_empty() {
             return Ok(());
         }
@@ -300,16 +341,19 @@ impl ChatStore {
             Some(t) => (t.cursor, false),
             None => (self.last_cursor(dir)?, needs_newline(&path)?),
         };
-        let stamp = time::minute_stamp();
+        let stamp = stamp.map_or_else(time::minute_stamp, str::to_string);
         let mut buf = Vec::with_capacity(records.len() * 128);
         if newline {
             buf.push(b'\n');
         }
+        let mut lines = Vec::with_capacity(records.len());
         for r in records.iter_mut() {
             cursor += 1;
             r.cursor = cursor;
             r.timestamp = stamp.clone();
+            let start = buf.len();
             serde_json::to_writer(&mut buf, r).map_err(io::Error::other)?;
+            lines.push((len + start as u64, (buf.len() - start) as u32));
             buf.push(b'\n');
         }
         if let Err(e) = fsx::append_to(&mut file, len, &buf) {
@@ -317,6 +361,7 @@ impl ChatStore {
             return Err(e);
         }
         self.remember_tail(id, Tail { len: len + buf.len() as u64, cursor });
+        self.tell(|o| o.appended(id, &lines));
         fsx::overwrite_counter(&dir.join(".cursor"), cursor.to_string().as_bytes())?;
         Ok(())
     }
@@ -432,7 +477,9 @@ impl ChatStore {
     pub(crate) fn write_metadata(&self, id: &str, meta: &Map<String, Value>) -> io::Result<()> {
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let text = serde_json::to_string_pretty(meta).map_err(io::Error::other)?;
-        fsx::write_replace(&dir.join("metadata.json"), text.as_bytes())
+        fsx::write_replace(&dir.join("metadata.json"), text.as_bytes())?;
+        self.tell(|o| o.retitled(id));
+        Ok(())
     }
 
     /// Rewinds the chat's history (docs/http-api.md "Rewind"): every line from the first record
@@ -476,6 +523,7 @@ impl ChatStore {
         fsx::write_replace(&path, &kept)?;
         fsx::overwrite_counter(&dir.join(".cursor"), last.to_string().as_bytes())?;
         self.forget_tail(id);
+        self.tell(|o| o.rewritten(id));
         Ok(lines.len() - cut)
     }
 
@@ -504,6 +552,7 @@ impl ChatStore {
         let len = file.metadata()?.len();
         fsx::append_to(&mut file, len, &buf)?;
         self.forget_tail(id);
+        self.tell(|o| o.rewritten(id));
         self.write_archive(&dir, &archive)?;
         Ok(Ok(last.before_message))
     }
@@ -530,7 +579,9 @@ impl ChatStore {
         };
         let _g = self.stripe(id);
         self.forget_tail(id);
-        match fs::remove_dir_all(&dir) {
+        let removed = fs::remove_dir_all(&dir);
+        self.tell(|o| o.deleted(id));
+        match removed {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),

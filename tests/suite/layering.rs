@@ -18,7 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["mcp"],
     &["skills", "memory_jobs"],
     &["tool"],
-    &["bus", "projects"],
+    &["bus", "projects", "search"],
     &["config", "logging", "net", "security", "store", "llm"],
     &["secrets", "wire", "ledger"],
     &["util"],

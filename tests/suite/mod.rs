@@ -32,6 +32,7 @@ mod providers;
 mod restart;
 mod rewind;
 mod sandbox;
+mod search;
 mod secrets;
 mod security;
 mod shutdown;

@@ -1,4 +1,4 @@
-// Sidebar: new chat, markets, collapsible history (rename / delete), and the settings menu
+// Sidebar: new chat, search, markets, collapsible history (rename / delete), and the settings menu
 // (LLM Settings, Safety and the interface language, remembered in localStorage by the i18n
 // provider). A chat waiting for the owner's approval carries a badge.
 
@@ -13,6 +13,7 @@ import {
   MessageSquarePlus,
   MoreHorizontal,
   Pencil,
+  Search,
   Settings,
   ShieldAlert,
   ShieldCheck,
@@ -43,6 +44,8 @@ interface Props {
   onRename: (chatId: string, title: string) => void
   onDelete: (chatId: string) => Promise<void>
   onView: (v: AppView) => void
+  /** opens search over every chat */
+  onSearch: () => void
 }
 
 function NavButton({
@@ -320,6 +323,7 @@ export function Sidebar(p: Props) {
             />
             <ProjectPicker sessions={p.sessions} onPick={p.onNewChat} />
           </div>
+          <NavButton icon={<Search size={17} />} label={t('search.open')} onClick={p.onSearch} testId="nav-search" />
           <NavButton
             active={p.view === 'mcp-market'}
             icon={<Blocks size={17} />}

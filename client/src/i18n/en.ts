@@ -435,6 +435,24 @@ export const en = {
   // Chat history paging (long chats)
   'chat.history.older': 'Load earlier messages',
   'chat.history.loading': 'Loading earlier messages…',
+
+  // Search over every chat (SearchDialog, the sidebar entry, Ctrl/Cmd+K)
+  'search.open': 'Search',
+  'search.title': 'Search all chats',
+  'search.input': 'Search messages, tool calls and titles',
+  'search.placeholder': 'Words in any language; "quotes" for a phrase',
+  'search.hint': 'Type to search every conversation. {shortcut} opens this from anywhere.',
+  'search.searching': 'Searching…',
+  'search.none': 'Nothing matches “{query}”',
+  'search.failed': 'Search failed: {error}',
+  'search.more': 'More results',
+  'search.results': '{count} results',
+  'search.role.user': 'You',
+  'search.role.assistant': 'Assistant',
+  'search.role.tool_calls': 'Tool call',
+  'search.role.tool': 'Tool result',
+  'search.role.title': 'Title',
+  'search.notFound': 'That message is no longer in the conversation',
 } as const
 
 export type MessageKey = keyof typeof en

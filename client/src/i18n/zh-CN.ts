@@ -435,4 +435,22 @@ export const zhCN: Record<MessageKey, string> = {
   // 聊天记录分页（长对话）
   'chat.history.older': '加载更早的消息',
   'chat.history.loading': '正在加载更早的消息…',
+
+  // 全部对话搜索（SearchDialog、侧边栏入口、Ctrl/Cmd+K）
+  'search.open': '搜索',
+  'search.title': '搜索全部对话',
+  'search.input': '搜索消息、工具调用和标题',
+  'search.placeholder': '任何语言的词语；用"引号"搜索短语',
+  'search.hint': '输入即可搜索所有对话。在任何地方按 {shortcut} 打开。',
+  'search.searching': '正在搜索…',
+  'search.none': '没有与“{query}”匹配的内容',
+  'search.failed': '搜索失败：{error}',
+  'search.more': '更多结果',
+  'search.results': '{count} 条结果',
+  'search.role.user': '你',
+  'search.role.assistant': '助手',
+  'search.role.tool_calls': '工具调用',
+  'search.role.tool': '工具结果',
+  'search.role.title': '标题',
+  'search.notFound': '这条消息已不在对话中',
 }

@@ -40,6 +40,9 @@ export interface ChatMessage {
   reasoningSince?: number
   /** a notice in the client's own words: shown in the language on screen, even after a switch */
   textKey?: MessageKey
+  /** history: the cursors of the records shown as this message (a tool step's fold into the
+   * answer after it), so a search hit finds its message */
+  cursors?: number[]
 }
 
 export interface ChatData {
@@ -202,11 +205,19 @@ function stamp(m: HistoryMessage): { at?: number } {
 export function historyMessages(items: HistoryMessage[]): ChatMessage[] {
   const out: ChatMessage[] = []
   let pending: ToolBlock[] = []
+  let pendingCursors: number[] = []
+  const cursorsWith = (m: HistoryMessage | null): { cursors?: number[] } => {
+    const own = typeof m?.cursor === 'number' ? [m.cursor] : []
+    const all = [...pendingCursors, ...own]
+    pendingCursors = []
+    return all.length ? { cursors: all } : {}
+  }
   const flush = () => {
-    if (pending.length) out.push({ id: nextId('h'), role: 'assistant', content: '', tools: pending })
+    if (pending.length) out.push({ id: nextId('h'), role: 'assistant', content: '', tools: pending, ...cursorsWith(null) })
     pending = []
   }
   for (const m of items) {
+    if ((m.role === 'tool_calls' || m.role === 'tool') && typeof m.cursor === 'number') pendingCursors.push(m.cursor)
     if (m.role === 'tool_calls') {
       for (const c of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
         pending.push({
@@ -222,7 +233,13 @@ export function historyMessages(items: HistoryMessage[]): ChatMessage[] {
       const i = pending.findIndex((t) => !t.done && (callId ? t.callId === callId : t.toolName === str(m.tool_name)))
       if (i >= 0) pending[i] = { ...pending[i], done: true, result: String(m.content ?? '') }
     } else if (m.role === 'assistant') {
-      const base: ChatMessage = { id: nextId('h'), role: 'assistant', content: String(m.content ?? ''), ...stamp(m) }
+      const base: ChatMessage = {
+        id: nextId('h'),
+        role: 'assistant',
+        content: String(m.content ?? ''),
+        ...stamp(m),
+        ...cursorsWith(m),
+      }
       if (typeof m.reasoning_content === 'string' && m.reasoning_content) {
         base.reasoning = m.reasoning_content
         if (typeof m.reasoning_ms === 'number') base.reasoningMs = m.reasoning_ms
@@ -233,7 +250,7 @@ export function historyMessages(items: HistoryMessage[]): ChatMessage[] {
       out.push(base)
     } else if (m.role === 'user') {
       flush()
-      const base: ChatMessage = { id: nextId('h'), role: 'user', content: String(m.content ?? ''), ...stamp(m) }
+      const base: ChatMessage = { id: nextId('h'), role: 'user', content: String(m.content ?? ''), ...stamp(m), ...cursorsWith(m) }
       const selections = normaliseReceipts(m)
       if (selections.length) base.selections = selections
       out.push(base)

@@ -42,6 +42,8 @@ export interface HistoryMessage {
   /** an assistant turn of a thinking model: its reasoning, and how long it took */
   reasoning_content?: unknown
   reasoning_ms?: unknown
+  /** `tools=1`: the record's cursor in history.jsonl (what search hits name) */
+  cursor?: unknown
 }
 
 /** `GET /api/sessions/{id}/messages?limit=`: one page of items and where it sits. */
