@@ -86,7 +86,7 @@ struct State {
     /// The open month file and its month (`YYYY-MM`) and size.
     file: Option<(String, File, u64)>,
     /// Token and per-model sums by chat, for the per-chat budgets.
-    by_chat: HashMap<String, HashMap<(String, String), (u64, u64, u64)>>,
+    by_chat: ByChat,
 }
 
 pub struct Ledger {
@@ -277,7 +277,10 @@ impl Ledger {
     }
 }
 
-fn add_chat(by_chat: &mut HashMap<String, HashMap<(String, String), (u64, u64, u64)>>, r: &Record) {
+/// Input, cached input and output tokens by chat, then by (provider, model).
+type ByChat = HashMap<String, HashMap<(String, String), (u64, u64, u64)>>;
+
+fn add_chat(by_chat: &mut ByChat, r: &Record) {
     if let Some(chat) = &r.chat_id {
         let e = by_chat.entry(chat.clone()).or_default().entry((r.provider.clone(), r.model.clone())).or_default();
         e.0 += r.input_tokens;
