@@ -26,6 +26,16 @@ pub(crate) struct Price {
     pub(crate) currency: String,
 }
 
+impl Price {
+    /// Cost of the tokens in this price's currency (`input` includes `cached`).
+    pub(crate) fn cost(&self, input: u64, cached: u64, output: u64) -> f64 {
+        let cached = cached.min(input);
+        let fresh = (input - cached) as f64 * self.input;
+        let cached = cached as f64 * self.cached_input.unwrap_or(self.input);
+        (fresh + cached + output as f64 * self.output) / 1e6
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Prices {
@@ -43,11 +53,7 @@ impl Prices {
 
     /// Cost of the tokens in the row's currency; `None` without a price.
     pub(crate) fn cost(&self, provider: &str, model: &str, input: u64, cached: u64, output: u64) -> Option<f64> {
-        let p = self.find(provider, model)?;
-        let cached = cached.min(input);
-        let fresh = (input - cached) as f64 * p.input;
-        let cached = cached as f64 * p.cached_input.unwrap_or(p.input);
-        Some((fresh + cached + output as f64 * p.output) / 1e6)
+        Some(self.find(provider, model)?.cost(input, cached, output))
     }
 
     fn check(&self) -> Result<(), String> {

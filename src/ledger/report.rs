@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use std::collections::HashMap;
+
+use super::limits::Price;
 use super::{Prices, Record};
 use crate::util::time;
 
@@ -26,7 +29,7 @@ pub(crate) struct Totals {
 }
 
 impl Totals {
-    fn add(&mut self, r: &Record, prices: &Prices) {
+    fn add(&mut self, r: &Record, price: Option<&Price>) {
         self.requests += 1;
         self.input_tokens += r.input_tokens;
         self.cached_input_tokens += r.cached_input_tokens;
@@ -34,10 +37,15 @@ impl Totals {
         self.output_tokens += r.output_tokens;
         self.reasoning_tokens += r.reasoning_tokens;
         self.estimated_requests += u64::from(r.source == "estimated");
-        match prices.find(&r.provider, &r.model) {
+        match price {
             Some(p) => {
-                let c = prices.cost(&r.provider, &r.model, r.input_tokens, r.cached_input_tokens, r.output_tokens);
-                *self.cost.entry(p.currency.clone()).or_default() += c.unwrap_or(0.0);
+                let c = p.cost(r.input_tokens, r.cached_input_tokens, r.output_tokens);
+                match self.cost.get_mut(&p.currency) {
+                    Some(sum) => *sum += c,
+                    None => {
+                        self.cost.insert(p.currency.clone(), c);
+                    }
+                }
             }
             None => self.unpriced_requests += u64::from(r.tokens() > 0),
         }
@@ -86,56 +94,56 @@ pub(crate) fn report(
     chat: Option<&str>,
 ) -> Report {
     let mut total = Totals { key: "total".into(), ..Totals::default() };
-    let mut groups: BTreeMap<String, Totals> = BTreeMap::new();
+    // Keys borrowed from the records (or a day's start), prices looked up once per model.
+    let mut groups: HashMap<(&str, &str), Totals> = HashMap::new();
+    let mut days: BTreeMap<u64, Totals> = BTreeMap::new();
+    let mut priced: HashMap<(&str, &str), Option<&Price>> = HashMap::new();
     // Records are in append order, which is start order up to clock steps: find the range's
     // start by binary search, then scan.
     let start = records.partition_point(|r| r.ts < from);
-    let mut day_cache: Option<(u64, u64, String)> = None;
+    let mut day: Option<(u64, u64)> = None;
     for r in &records[start..] {
-        if r.ts >= to {
+        if r.ts >= to || chat.is_some_and(|c| r.chat_id.as_deref() != Some(c)) {
             continue;
         }
-        if chat.is_some_and(|c| r.chat_id.as_deref() != Some(c)) {
-            continue;
-        }
-        total.add(r, prices);
+        let price = *priced.entry((&r.provider, &r.model)).or_insert_with(|| prices.find(&r.provider, &r.model));
+        total.add(r, price);
         let key = match group {
-            GroupBy::Day => match &day_cache {
-                Some((lo, hi, d)) if r.ts >= *lo && r.ts < *hi => d.clone(),
-                _ => {
-                    let lo = super::limits::day_start(r.ts);
-                    let d = time::local_date((r.ts / 1000) as i64);
-                    day_cache = Some((lo, lo + 86_400_000, d.clone()));
-                    d
-                }
-            },
-            GroupBy::Chat => r.chat_id.clone().unwrap_or_default(),
-            GroupBy::Model => format!("{}/{}", r.provider, r.model),
-            GroupBy::Job => r.job.clone(),
-        };
-        match groups.get_mut(&key) {
-            Some(t) => t.add(r, prices),
-            None => {
-                let mut t = Totals { key: key.clone(), ..Totals::default() };
-                t.add(r, prices);
-                groups.insert(key, t);
+            GroupBy::Day => {
+                let lo = match day {
+                    Some((lo, hi)) if r.ts >= lo && r.ts < hi => lo,
+                    _ => {
+                        let lo = super::limits::day_start(r.ts);
+                        day = Some((lo, lo + 86_400_000));
+                        lo
+                    }
+                };
+                days.entry(lo).or_default().add(r, price);
+                continue;
             }
-        }
+            GroupBy::Chat => (r.chat_id.as_deref().unwrap_or(""), ""),
+            GroupBy::Model => (r.provider.as_str(), r.model.as_str()),
+            GroupBy::Job => (r.job.as_str(), ""),
+        };
+        groups.entry(key).or_default().add(r, price);
     }
+    let mut groups: Vec<Totals> = match group {
+        GroupBy::Day => {
+            days.into_iter().map(|(lo, t)| Totals { key: time::local_date((lo / 1000) as i64), ..t }).collect()
+        }
+        _ => groups
+            .into_iter()
+            .map(|((a, b), t)| Totals { key: if b.is_empty() { a.to_string() } else { format!("{a}/{b}") }, ..t })
+            .collect(),
+    };
+    groups.sort_by(|a, b| a.key.cmp(&b.key));
     let name = match group {
         GroupBy::Day => "day",
         GroupBy::Chat => "chat",
         GroupBy::Model => "model",
         GroupBy::Job => "job",
     };
-    Report {
-        from,
-        to,
-        group_by: name,
-        total,
-        groups: groups.into_values().collect(),
-        prices_updated: prices.updated.clone(),
-    }
+    Report { from, to, group_by: name, total, groups, prices_updated: prices.updated.clone() }
 }
 
 /// `GET /api/usage/records`'s body.
