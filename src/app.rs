@@ -116,7 +116,8 @@ pub fn start(config: Config) -> Result<Server, Error> {
             config.deepseek_api_key.as_ref().map(|k| k.expose().as_str()),
             config.deepseek_api_base.as_deref(),
         )
-        .with_secrets(config.secrets.clone()),
+        .with_secrets(config.secrets.clone())
+        .with_ledger(Arc::new(crate::ledger::Ledger::open(&config.data_dir))),
     );
     let hub =
         Arc::new(Hub::with_marks(config.replay_ttl, Arc::new(crate::store::seq::SeqFiles::new(Arc::clone(&chats)))));

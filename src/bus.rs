@@ -48,6 +48,11 @@ pub(crate) trait EventSink: Send + Sync {
     fn emit_all(&self, chat_id: &str, events: &[Event<'_>]) -> u64 {
         events.iter().map(|e| self.emit(chat_id, e)).last().unwrap_or(0)
     }
+    /// Sends a chat-scoped event to the clients attached now, without a `seq` and without
+    /// keeping it for replay: live readings (`usage`) that a later one replaces.
+    fn emit_transient(&self, chat_id: &str, event: &Event<'_>) {
+        self.emit(chat_id, event);
+    }
     /// How many clients would receive the chat's events now (an elicitation with nobody
     /// to ask is declined at once).
     fn subscribers(&self, chat_id: &str) -> usize;

@@ -11,6 +11,7 @@
 pub mod util;
 
 // 1
+pub mod ledger;
 pub mod secrets;
 pub(crate) mod wire;
 

@@ -126,6 +126,31 @@ pub(crate) enum Event<'a> {
         chat_id: &'a str,
         before_message: u64,
     },
+    /// After each model call of a turn (our extension; docs/usage.md), sent to the clients
+    /// attached then, without a `seq` and never replayed: the call's ledger counts and the chat's context fill (`context_tokens` of `context_window`, null when
+    /// the window is unknown).
+    Usage {
+        chat_id: &'a str,
+        stream_id: u64,
+        input_tokens: u64,
+        cached_input_tokens: u64,
+        output_tokens: u64,
+        reasoning_tokens: u64,
+        /// `reported` or `estimated`.
+        source: &'a str,
+        context_tokens: u64,
+        context_window: Option<u64>,
+    },
+    /// A budget that applies to this chat passed 80% of its cap (our extension): `budget` is
+    /// `chat`, `day` or `background_day`; caps are null when not set.
+    BudgetWarning {
+        chat_id: &'a str,
+        budget: &'a str,
+        tokens: u64,
+        cap_tokens: Option<u64>,
+        cost: f64,
+        cap_cost: Option<f64>,
+    },
     /// Build with [`Event::error`].
     Error {
         detail: &'a str,

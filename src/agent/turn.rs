@@ -99,6 +99,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         checkpoint: None,
     };
     let sel = &req.selection;
+    let job = crate::ledger::Job::new("turn", Some(&req.chat_id));
     let client = match deps.llm.acquire(sel.provider, &sel.model) {
         Ok(c) => c,
         Err(e) => return t.error(&e.to_string()),
@@ -224,6 +225,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         };
         iterations += 1;
         t.final_state = None;
+        let spent_before = client.ledger().map(|l| l.spend(&job)).unwrap_or_default();
         let result = {
             let (sink, stream_id, chat) = (&deps.sink, t.stream_id, req.chat_id.as_str());
             // When reasoning began and has not yet given way to the answer.
@@ -250,13 +252,22 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
                     .collect();
                 sink.emit_all(chat, &events);
             };
-            let result = client.stream_chat(body, cancel, &on_text, &mut t.streamed);
+            let result = client.stream_chat(&job, &sel.model, body, cancel, &on_text, &mut t.streamed);
             t.reasoning_time = thought.get() + thinking.get().map_or(std::time::Duration::ZERO, |s| s.elapsed());
             result
         };
         let completion: Completion = match result {
             Ok(c) => c,
             Err(LlmError::Cancelled) => return finish_cancelled(&mut t, &state, &client),
+            // A budget is reached: no request was sent. The user's message (and the tool
+            // steps so far) stay in the history, with the note as the answer, so the next
+            // message after the owner raises the cap simply goes on.
+            Err(LlmError::Budget(detail)) => {
+                if t.streamed.text.is_empty() {
+                    t.streamed.text = format!("[{detail}]");
+                }
+                return finish(&mut t, &state, &client, iterations, Some(&detail));
+            }
             Err(LlmError::TooLarge(note)) => {
                 log::warn!(
                     "event=llm.call.too_large chat_id={chat_id} provider={} iteration={iterations} kept_bytes={}",
@@ -277,6 +288,9 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
                 return t.error(&e.to_string());
             }
         };
+        if let Some(r) = &completion.record {
+            report_usage(deps, &req.chat_id, t.stream_id, r, budget, &client, &job, &spent_before);
+        }
         t.replay.empty_reasoning |= completion.state.reasoning_content.is_some();
         t.final_state = replay::stored(&t.replay.provider, &t.replay.model, completion.state.to_map(), Vec::new());
         if completion.tool_calls.is_empty() || final_call {
@@ -287,6 +301,53 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         }
     }
     finish(&mut t, &state, &client, iterations, None);
+}
+
+/// The `usage` event of one model call, and a `budget_warning` for each budget this call
+/// took past [`crate::ledger::WARN_AT`] of its cap.
+#[allow(clippy::too_many_arguments)]
+fn report_usage(
+    deps: &Deps,
+    chat: &str,
+    stream_id: u64,
+    r: &crate::ledger::Record,
+    budget: Option<usize>,
+    client: &LlmClient,
+    job: &crate::ledger::Job,
+    before: &[crate::ledger::limits::Spend],
+) {
+    let window = budget.map(|chars| chars as u64 / crate::llm::context::CHARS_PER_TOKEN);
+    deps.sink.emit_transient(
+        chat,
+        &Event::Usage {
+            chat_id: chat,
+            stream_id,
+            input_tokens: r.input_tokens,
+            cached_input_tokens: r.cached_input_tokens,
+            output_tokens: r.output_tokens,
+            reasoning_tokens: r.reasoning_tokens,
+            source: &r.source,
+            context_tokens: r.input_tokens + r.output_tokens,
+            context_window: window,
+        },
+    );
+    let Some(ledger) = client.ledger() else { return };
+    for s in ledger.spend(job) {
+        let was = before.iter().find(|b| b.budget == s.budget).map_or(0.0, |b| b.share());
+        if s.share() >= crate::ledger::WARN_AT && was < crate::ledger::WARN_AT {
+            deps.sink.emit(
+                chat,
+                &Event::BudgetWarning {
+                    chat_id: chat,
+                    budget: s.budget,
+                    tokens: s.tokens,
+                    cap_tokens: s.cap.tokens,
+                    cost: s.cost,
+                    cap_cost: s.cap.cost,
+                },
+            );
+        }
+    }
 }
 
 /// The turn's request budget in characters: the configured one, or the provider's reported

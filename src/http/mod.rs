@@ -29,6 +29,7 @@ pub(crate) mod sessions;
 pub(crate) mod shape;
 pub(crate) mod skills_routes;
 pub(crate) mod transfer_routes;
+pub(crate) mod usage_routes;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

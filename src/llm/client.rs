@@ -12,12 +12,13 @@ use super::settings::Settings;
 use super::state::{merge_details, MessageState, Usage};
 use super::wire::{parse_chunk, Chunk, CompletionRequest, ReasoningKey};
 use super::Provider;
+use crate::ledger::{Job, Record};
 use crate::util::blocking;
 use crate::util::cancel::CancelToken;
 use crate::util::json::{too_deep, MAX_DEPTH as MAX_JSON_DEPTH};
 use crate::util::redact;
 use crate::util::sse::{SseError, SseReader};
-use crate::util::sync;
+use crate::util::{sync, time};
 
 /// Discovery (and the settings connection test) is bounded by 15 s in total.
 pub(crate) const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -59,6 +60,9 @@ pub enum LlmError {
     /// A size cap was hit ([`MAX_ANSWER_BYTES`], [`MAX_TOOL_CALL_BYTES`], [`MAX_CHUNK_BYTES`]);
     /// the stream was dropped. The note to show.
     TooLarge(&'static str),
+    /// A budget is reached (`ledger::Ledger::admit`): no request was sent. The detail says
+    /// which budget and how to raise it.
+    Budget(String),
     Other(String),
 }
 
@@ -91,6 +95,7 @@ impl std::fmt::Display for LlmError {
             }
             LlmError::Truncated => f.write_str("The model service closed the stream before finishing the answer."),
             LlmError::TooLarge(note) => f.write_str(note),
+            LlmError::Budget(detail) => f.write_str(detail),
             LlmError::Other(m) => write!(f, "Model request failed: {m}"),
         }
     }
@@ -146,6 +151,8 @@ pub(crate) struct Completion {
     /// What the provider sent on the message beside `content` and `tool_calls`
     /// (`reasoning_content`, `reasoning`, `reasoning_details`), to be sent back on it.
     pub(crate) state: MessageState,
+    /// The ledger row of the request that answered (set when the client keeps a ledger).
+    pub(crate) record: Option<Record>,
 }
 
 /// One piece of a stream handed to the turn: answer text or reasoning text.
@@ -187,6 +194,11 @@ pub struct LlmClient {
     timeout: Duration,
     /// Context lengths this endpoint reported, by model (`llm::context`).
     context: Arc<super::context::ContextLengths>,
+    /// Where each request is recorded and asked for first (`ledger`).
+    ledger: crate::ledger::Shared,
+    /// Set once the endpoint refused `stream_options` (a 400 naming it) and took the request
+    /// without: later streams do not ask for usage.
+    no_stream_options: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Idle stream agents kept per client: as many as the default number of workers, so a burst
@@ -240,7 +252,57 @@ impl LlmClient {
             stopped: std::sync::atomic::AtomicBool::new(false),
             timeout,
             context: Arc::default(),
+            ledger: None,
+            no_stream_options: Arc::default(),
         })
+    }
+
+    /// Records every request in `ledger` and checks its budgets before each.
+    pub(crate) fn with_ledger(mut self, ledger: crate::ledger::Shared) -> LlmClient {
+        self.ledger = ledger;
+        self
+    }
+
+    /// The ledger this client records in.
+    pub(crate) fn ledger(&self) -> Option<&Arc<crate::ledger::Ledger>> {
+        self.ledger.as_ref()
+    }
+
+    /// Whether streamed requests ask for usage (`stream_options.include_usage`).
+    pub(crate) fn asks_usage(&self) -> bool {
+        !self.no_stream_options.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `Err(Budget)` when a cap that applies to `job` is reached; the refusal is recorded.
+    fn admit(&self, job: &Job, model: &str) -> Result<(), LlmError> {
+        let Some(ledger) = &self.ledger else { return Ok(()) };
+        ledger.admit(job).map_err(|detail| {
+            log::warn!("event=usage.budget_refused job={} provider={} model={model:?}", job.kind, self.provider);
+            self.record(job, model, time::now_millis() as u64, Duration::ZERO, Tokens::default(), "budget");
+            LlmError::Budget(detail)
+        })
+    }
+
+    /// Appends the ledger row of one request; returns it.
+    fn record(&self, job: &Job, model: &str, ts: u64, took: Duration, t: Tokens, outcome: &str) -> Option<Record> {
+        let ledger = self.ledger.as_ref()?;
+        let r = Record {
+            ts,
+            chat_id: job.chat_id.clone(),
+            job: job.kind.to_string(),
+            provider: self.provider.id().to_string(),
+            model: model.to_string(),
+            input_tokens: t.input,
+            cached_input_tokens: t.cached,
+            cache_write_tokens: t.cache_write,
+            output_tokens: t.output,
+            reasoning_tokens: t.reasoning,
+            duration_ms: took.as_millis() as u64,
+            outcome: outcome.to_string(),
+            source: if t.reported { "reported" } else { "estimated" }.to_string(),
+        };
+        ledger.append(r.clone());
+        Some(r)
     }
 
     fn redact(&self, s: &str) -> String {
@@ -256,8 +318,11 @@ impl LlmClient {
     /// appended to `streamed`, which never grows past [`MAX_ANSWER_BYTES`]: the text up to the
     /// cap is handed over and the call ends with `TooLarge`, its connection dropped (so the
     /// provider cannot make the process hold more than about the caps).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn stream_chat(
         &self,
+        job: &Job,
+        model: &str,
         body: Vec<u8>,
         cancel: &CancelToken,
         on_text: &dyn Fn(&[Piece]),
@@ -266,12 +331,50 @@ impl LlmClient {
         if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(LlmError::Other("the server is stopping".into()));
         }
+        self.admit(job, model)?;
+        let mut body = body;
+        let asked = self.asks_usage() && self.ledger.is_some() && with_stream_options(&mut body);
         let agent = sync::lock(&self.stream_agents).pop().unwrap_or_else(|| self.config.new_agent());
         let room = MAX_ANSWER_BYTES.saturating_sub(streamed.len());
-        let mut stream = Stream { cancel, on_text, streamed, room };
+        let before = streamed.len();
+        let mut stream = Stream {
+            cancel,
+            on_text,
+            streamed,
+            room,
+            job,
+            model,
+            asked,
+            started: (time::now_millis() as u64, Instant::now()),
+        };
         // A cancelled turn never takes a result, even one complete before the cancel landed.
-        let result = blocking::interruptible(cancel, &agent, || self.read_stream(&agent, &body, &mut stream))
+        let mut result = blocking::interruptible(cancel, &agent, || self.read_stream(&agent, &mut body, &mut stream))
             .unwrap_or(Err(LlmError::Cancelled));
+        if self.ledger.is_some() {
+            let (ts, took) = stream_started(&stream);
+            let out_bytes = streamed.len().saturating_sub(before);
+            let (tokens, outcome) = match &result {
+                Ok(c) => (
+                    Tokens::of(
+                        c.usage,
+                        body.len(),
+                        c.content.len()
+                            + c.state.extra_bytes()
+                            + c.tool_calls.iter().map(|t| t.name.len() + t.arguments.len()).sum::<usize>(),
+                    ),
+                    "ok",
+                ),
+                Err(LlmError::Cancelled) => (Tokens::of(None, body.len(), out_bytes), "cancelled"),
+                Err(LlmError::Truncated | LlmError::Timeout(_) | LlmError::TooLarge(_) | LlmError::Malformed(_)) => {
+                    (Tokens::of(None, body.len(), out_bytes), "error")
+                }
+                Err(_) => (Tokens::default(), "error"),
+            };
+            let row = self.record(job, model, ts, took, tokens, outcome);
+            if let Ok(c) = &mut result {
+                c.record = row;
+            }
+        }
         match &result {
             // A timed-out read leaves the connection in an unknown state, and an oversize
             // stream is not read on: drop the agent (and with it the connection).
@@ -288,7 +391,12 @@ impl LlmClient {
 
     /// The stream: request (one retry before any byte arrived), then decode SSE and assemble
     /// the completion.
-    fn read_stream(&self, agent: &ureq::Agent, body: &[u8], stream: &mut Stream<'_>) -> Result<Completion, LlmError> {
+    fn read_stream(
+        &self,
+        agent: &ureq::Agent,
+        body: &mut Vec<u8>,
+        stream: &mut Stream<'_>,
+    ) -> Result<Completion, LlmError> {
         let url = format!("{}/chat/completions", self.api_base);
         let cancel = stream.cancel;
         let mut attempt = 0;
@@ -296,14 +404,37 @@ impl LlmClient {
             attempt += 1;
             match self.post(agent, &url, body, "text/event-stream") {
                 Ok(r) => break r,
-                Err((e, retry_after)) => match e.retry_wait(retry_after) {
-                    Some(wait) if attempt == 1 => {
-                        if cancel.wait_chan().recv_timeout(wait).is_err() && cancel.is_cancelled() {
-                            return Err(LlmError::Cancelled);
-                        }
+                Err((e, retry_after)) => {
+                    // Every request sent is a ledger row; the last one is recorded by the caller.
+                    let (ts, took) = stream_started(stream);
+                    let refused_usage = stream.asked
+                        && matches!(&e, LlmError::Http { status: 400 | 422, message } if message.contains("stream_options"));
+                    if refused_usage {
+                        self.record(stream.job, stream.model, ts, took, Tokens::default(), "error");
+                        stream.started = (time::now_millis() as u64, Instant::now());
+                        without_stream_options(body);
+                        stream.asked = false;
+                        self.no_stream_options.store(true, std::sync::atomic::Ordering::Relaxed);
+                        log::warn!(
+                            "event=llm.stream_options_refused provider={} model={:?}",
+                            self.provider,
+                            stream.model
+                        );
+                        continue;
                     }
-                    _ => return Err(e),
-                },
+                    if e.retry_wait(retry_after).is_some() && attempt == 1 {
+                        self.record(stream.job, stream.model, ts, took, Tokens::default(), "error");
+                        stream.started = (time::now_millis() as u64, Instant::now());
+                    }
+                    match e.retry_wait(retry_after) {
+                        Some(wait) if attempt == 1 => {
+                            if cancel.wait_chan().recv_timeout(wait).is_err() && cancel.is_cancelled() {
+                                return Err(LlmError::Cancelled);
+                            }
+                        }
+                        _ => return Err(e),
+                    }
+                }
             }
         };
         let is_sse = resp
@@ -593,36 +724,37 @@ impl LlmClient {
     }
 
     /// Non-streamed completion without tools (consolidation, Dream), bounded by `timeout`.
-    pub(crate) fn complete(&self, model: &str, messages: Vec<Value>, timeout: Duration) -> Result<String, LlmError> {
+    pub(crate) fn complete(
+        &self,
+        job: &Job,
+        model: &str,
+        messages: Vec<Value>,
+        timeout: Duration,
+    ) -> Result<String, LlmError> {
+        if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(LlmError::Other("the server is stopping".into()));
+        }
+        self.admit(job, model)?;
         let body = CompletionRequest::new(model, &messages).to_vec();
         let url = format!("{}/chat/completions", self.api_base);
         let started = Instant::now();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let req = self
-                .agent
-                .post(&url)
-                .config()
-                .timeout_global(Some(timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1))))
-                .build()
-                .header("Authorization", &format!("Bearer {}", self.bearer))
-                .header("Content-Type", "application/json")
-                .header("Accept", "application/json");
-            let result = req.send(&body[..]).map_err(|e| (self.map_err(&e), None)).and_then(|r| self.check_status(r));
+            let sent = (time::now_millis() as u64, Instant::now());
+            let result = self.complete_once(&url, &body, started, timeout);
+            let (tokens, outcome) = match &result {
+                Ok((c, _)) => (Tokens::of(c.usage, body.len(), c.content.len()), "ok"),
+                Err((LlmError::Timeout(_) | LlmError::Truncated, _)) => (Tokens::of(None, body.len(), 0), "error"),
+                Err(_) => (Tokens::default(), "error"),
+            };
+            self.record(job, model, sent.0, sent.1.elapsed(), tokens, outcome);
             match result {
-                Ok(resp) => {
-                    let bytes = resp
-                        .into_body()
-                        .into_with_config()
-                        .limit(MAX_BODY)
-                        .read_to_vec()
-                        .map_err(|e| self.map_err(&e))?;
-                    let content = parse_completion(&bytes)?.content;
-                    if content.len() > MAX_ANSWER_BYTES {
+                Ok((c, _)) => {
+                    if c.content.len() > MAX_ANSWER_BYTES {
                         return Err(LlmError::TooLarge(ANSWER_TOO_LARGE));
                     }
-                    return Ok(content);
+                    return Ok(c.content);
                 }
                 Err((e, retry_after)) => match e.retry_wait(retry_after) {
                     Some(wait) if attempt == 1 && started.elapsed() < timeout => {
@@ -631,6 +763,36 @@ impl LlmClient {
                     _ => return Err(e),
                 },
             }
+        }
+    }
+
+    /// One attempt of [`LlmClient::complete`].
+    #[allow(clippy::type_complexity)]
+    fn complete_once(
+        &self,
+        url: &str,
+        body: &[u8],
+        started: Instant,
+        timeout: Duration,
+    ) -> Result<(Completion, ()), (LlmError, Option<Duration>)> {
+        {
+            let req = self
+                .agent
+                .post(url)
+                .config()
+                .timeout_global(Some(timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1))))
+                .build()
+                .header("Authorization", &format!("Bearer {}", self.bearer))
+                .header("Content-Type", "application/json")
+                .header("Accept", "application/json");
+            let resp = req.send(body).map_err(|e| (self.map_err(&e), None)).and_then(|r| self.check_status(r))?;
+            let bytes = resp
+                .into_body()
+                .into_with_config()
+                .limit(MAX_BODY)
+                .read_to_vec()
+                .map_err(|e| (self.map_err(&e), None))?;
+            parse_completion(&bytes).map(|c| (c, ())).map_err(|e| (e, None))
         }
     }
 
@@ -694,6 +856,71 @@ struct Stream<'a> {
     streamed: &'a mut Streamed,
     /// Bytes this call may still add to `streamed` ([`MAX_ANSWER_BYTES`] for the turn).
     room: usize,
+    /// What the request is for, and its model (the ledger row).
+    job: &'a Job,
+    model: &'a str,
+    /// Whether the body asks for usage (`stream_options`).
+    asked: bool,
+    /// When the current request was sent: epoch milliseconds and the clock.
+    started: (u64, Instant),
+}
+
+fn stream_started(s: &Stream<'_>) -> (u64, Duration) {
+    (s.started.0, s.started.1.elapsed())
+}
+
+const STREAM_OPTIONS: &[u8] = br#","stream_options":{"include_usage":true}}"#;
+
+/// Adds `"stream_options":{"include_usage":true}` as the body object's last key, in place
+/// (the request's other bytes, and so the provider's prompt cache, stay as they were);
+/// `false` when the body is not an object.
+fn with_stream_options(body: &mut Vec<u8>) -> bool {
+    if body.last() != Some(&b'}') || body.len() < 2 {
+        return false;
+    }
+    body.pop();
+    body.extend_from_slice(STREAM_OPTIONS);
+    true
+}
+
+/// Undoes [`with_stream_options`].
+fn without_stream_options(body: &mut Vec<u8>) {
+    if body.ends_with(STREAM_OPTIONS) {
+        body.truncate(body.len() - STREAM_OPTIONS.len());
+        body.push(b'}');
+    }
+}
+
+/// The token counts of one request: the provider's, or estimated from bytes (about four
+/// per token) where it sent none.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tokens {
+    input: u64,
+    cached: u64,
+    cache_write: u64,
+    output: u64,
+    reasoning: u64,
+    reported: bool,
+}
+
+impl Tokens {
+    fn of(usage: Option<Usage>, sent_bytes: usize, got_bytes: usize) -> Tokens {
+        match usage {
+            Some(u) if u.prompt_tokens.is_some() || u.completion_tokens.is_some() => Tokens {
+                input: u.prompt_tokens.unwrap_or(0),
+                cached: u.cached_tokens.unwrap_or(0),
+                cache_write: u.cache_write_tokens.unwrap_or(0),
+                output: u.completion_tokens.unwrap_or(0),
+                reasoning: u.reasoning_tokens.unwrap_or(0),
+                reported: true,
+            },
+            _ => Tokens {
+                input: sent_bytes.div_ceil(4) as u64,
+                output: got_bytes.div_ceil(4) as u64,
+                ..Tokens::default()
+            },
+        }
+    }
 }
 
 /// Deltas held back while more parsed chunks follow at once (see `read_stream`).
@@ -776,6 +1003,7 @@ pub(crate) fn parse_completion(bytes: &[u8]) -> Result<Completion, LlmError> {
         finish_reason: v.pointer("/choices/0/finish_reason").and_then(Value::as_str).map(str::to_string),
         usage: v.get("usage").or_else(|| v.pointer("/x_groq/usage")).filter(|u| u.is_object()).map(Usage::from_value),
         state: MessageState::of_message(msg),
+        record: None,
     })
 }
 
@@ -897,7 +1125,12 @@ mod tests {
         let client = Arc::new(LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(60)).unwrap());
         let c2 = Arc::clone(&client);
         let call = std::thread::spawn(move || {
-            let r = c2.complete("m", vec![json!({"role": "user", "content": "hi"})], Duration::from_secs(60));
+            let r = c2.complete(
+                &Job::new("dream", None),
+                "m",
+                vec![json!({"role": "user", "content": "hi"})],
+                Duration::from_secs(60),
+            );
             (r, Instant::now())
         });
         // The request arrives and is never answered.
@@ -934,6 +1167,8 @@ mod tests {
         let (mut streamed, deltas) = (Streamed::default(), std::cell::RefCell::new(Vec::new()));
         let started = Instant::now();
         let r = client.stream_chat(
+            &Job::new("turn", None),
+            "m",
             br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
             &CancelToken::new(),
             &|d: &[Piece]| deltas.borrow_mut().extend(d.iter().map(|p| p.text.clone())),
@@ -969,6 +1204,8 @@ mod tests {
         let (mut streamed, handed) =
             (Streamed { text: "x".repeat(10), ..Streamed::default() }, std::cell::Cell::new(0));
         let r = client.stream_chat(
+            &Job::new("turn", None),
+            "m",
             br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
             &CancelToken::new(),
             &|d: &[Piece]| handed.set(handed.get() + d.iter().map(|p| p.text.len()).sum::<usize>()),
@@ -1009,6 +1246,8 @@ mod tests {
         let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
         let mut streamed = Streamed::default();
         let r = client.stream_chat(
+            &Job::new("turn", None),
+            "m",
             br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
             &CancelToken::new(),
             &|_: &[Piece]| {},
@@ -1061,6 +1300,8 @@ mod tests {
         let (mut streamed, pieces) = (Streamed::default(), std::cell::RefCell::new(Vec::new()));
         let c = client
             .stream_chat(
+                &Job::new("turn", None),
+                "m",
                 br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
                 &CancelToken::new(),
                 &|d: &[Piece]| pieces.borrow_mut().extend_from_slice(d),
@@ -1119,6 +1360,8 @@ mod tests {
         let call = || {
             let mut streamed = Streamed::default();
             let r = client.stream_chat(
+                &Job::new("turn", None),
+                "m",
                 br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
                 &CancelToken::new(),
                 &|_: &[Piece]| {},
@@ -1157,6 +1400,8 @@ mod tests {
         });
         let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
         let r = client.stream_chat(
+            &Job::new("turn", None),
+            "m",
             br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
             &CancelToken::new(),
             &|_: &[Piece]| {},

@@ -26,6 +26,8 @@ pub struct LlmRuntime {
     state: RwLock<State>,
     /// Told the stored API key whenever settings are installed.
     secrets: Secrets,
+    /// Where every client records its requests (and checks the budgets).
+    ledger: crate::ledger::Shared,
 }
 
 impl LlmRuntime {
@@ -48,6 +50,7 @@ impl LlmRuntime {
             timeout,
             state: RwLock::new(State { settings: Ok(Settings::default()), clients: Vec::new(), last: None }),
             secrets: Secrets::new(),
+            ledger: None,
         };
         match settings {
             Ok(s) => rt.install(s),
@@ -66,6 +69,20 @@ impl LlmRuntime {
         self
     }
 
+    /// Every client (now and after each save) records its requests in `ledger`.
+    pub(crate) fn with_ledger(mut self, ledger: Arc<crate::ledger::Ledger>) -> LlmRuntime {
+        self.ledger = Some(ledger);
+        if let Some(s) = self.settings() {
+            self.install(s);
+        }
+        self
+    }
+
+    /// The ledger, when the server keeps one.
+    pub(crate) fn ledger(&self) -> Option<&Arc<crate::ledger::Ledger>> {
+        self.ledger.as_ref()
+    }
+
     fn publish_key(&self, s: &Settings) {
         self.secrets.set("llm", [s.openai_api_key.clone()]);
     }
@@ -79,8 +96,10 @@ impl LlmRuntime {
     }
 
     fn install(&self, s: Settings) {
-        let clients =
-            Provider::ALL.iter().filter_map(|p| LlmClient::new(&s, *p, self.timeout).map(Arc::new)).collect::<Vec<_>>();
+        let clients = Provider::ALL
+            .iter()
+            .filter_map(|p| LlmClient::new(&s, *p, self.timeout).map(|c| Arc::new(c.with_ledger(self.ledger.clone()))))
+            .collect::<Vec<_>>();
         self.publish_key(&s);
         let mut st = self.write();
         if let Some((p, _)) = &st.last {

@@ -130,18 +130,29 @@ pub(crate) struct Usage {
     pub(crate) cache_miss_tokens: Option<u64>,
     /// `completion_tokens_details.reasoning_tokens`: part of the completion tokens.
     pub(crate) reasoning_tokens: Option<u64>,
+    /// Prompt tokens written to the cache (Anthropic-compatible `cache_creation_input_tokens`).
+    pub(crate) cache_write_tokens: Option<u64>,
 }
 
 impl Usage {
     pub(crate) fn from_value(u: &Value) -> Usage {
         let n = |path: &str| u.pointer(path).and_then(Value::as_u64);
+        let cache_read = n("/cache_read_input_tokens");
+        let cache_write = n("/cache_creation_input_tokens");
+        // Anthropic's `input_tokens` leaves out the cached ones; Ollama's native counts are
+        // `prompt_eval_count` and `eval_count`.
+        let anthropic_input = n("/input_tokens")
+            .map(|i| i.saturating_add(cache_read.unwrap_or(0)).saturating_add(cache_write.unwrap_or(0)));
         Usage {
-            prompt_tokens: n("/prompt_tokens"),
-            completion_tokens: n("/completion_tokens"),
+            prompt_tokens: n("/prompt_tokens").or(anthropic_input).or_else(|| n("/prompt_eval_count")),
+            completion_tokens: n("/completion_tokens").or_else(|| n("/output_tokens")).or_else(|| n("/eval_count")),
             total_tokens: n("/total_tokens"),
-            cached_tokens: n("/prompt_tokens_details/cached_tokens").or_else(|| n("/prompt_cache_hit_tokens")),
+            cached_tokens: n("/prompt_tokens_details/cached_tokens")
+                .or_else(|| n("/prompt_cache_hit_tokens"))
+                .or(cache_read),
             cache_miss_tokens: n("/prompt_cache_miss_tokens"),
             reasoning_tokens: n("/completion_tokens_details/reasoning_tokens"),
+            cache_write_tokens: cache_write.or_else(|| n("/prompt_tokens_details/cache_write_tokens")),
         }
     }
 }
@@ -193,9 +204,20 @@ mod tests {
                 total_tokens: Some(15),
                 cached_tokens: Some(8),
                 cache_miss_tokens: None,
-                reasoning_tokens: Some(3)
+                reasoning_tokens: Some(3),
+                cache_write_tokens: None,
             }
         );
+        // Anthropic-compatible: input without the cache reads and writes; Ollama's native counts.
+        let anthropic =
+            json!({"input_tokens":5,"output_tokens":2,"cache_read_input_tokens":90,"cache_creation_input_tokens":10});
+        let u = Usage::from_value(&anthropic);
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.cache_write_tokens),
+            (Some(105), Some(2), Some(90), Some(10))
+        );
+        let ollama = Usage::from_value(&json!({"prompt_eval_count":12,"eval_count":4}));
+        assert_eq!((ollama.prompt_tokens, ollama.completion_tokens), (Some(12), Some(4)));
         let deepseek = json!({"prompt_tokens":9,"prompt_cache_hit_tokens":4,"prompt_cache_miss_tokens":5});
         let u = Usage::from_value(&deepseek);
         assert_eq!((u.cached_tokens, u.cache_miss_tokens), (Some(4), Some(5)));

@@ -168,7 +168,10 @@ pub(crate) fn consolidate(job: &Job, chats: &ChatStore, threshold: usize) -> Res
     }
     let messages =
         vec![json!({"role": "system", "content": SUMMARY_PROMPT}), json!({"role": "user", "content": transcript})];
-    let summary = job.client.complete(&job.model, messages, SUMMARY_TIMEOUT).map_err(|e| e.to_string())?;
+    let summary = job
+        .client
+        .complete(&crate::ledger::Job::new("consolidate", Some(&job.chat_id)), &job.model, messages, SUMMARY_TIMEOUT)
+        .map_err(|e| e.to_string())?;
     let summary = summary.trim();
     let summary = if summary.is_empty() { "[summary unavailable]" } else { summary };
     let mut rec = Record::new("summary", summary);

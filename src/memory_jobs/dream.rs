@@ -300,6 +300,7 @@ impl Dream {
         let old = self.memory.memory().unwrap_or_default();
         let shown = if old.trim().is_empty() { "(no memory yet)".to_string() } else { old.clone() };
         let analysis = match client.complete(
+            &crate::ledger::Job::new("dream", None),
             &model,
             vec![
                 json!({"role": "system", "content": PHASE1}),
@@ -312,6 +313,7 @@ impl Dream {
             Err(e) => return Outcome::Failed(e.to_string()),
         };
         let new_memory = match client.complete(
+            &crate::ledger::Job::new("dream", None),
             &model,
             vec![
                 json!({"role": "system", "content": PHASE2}),

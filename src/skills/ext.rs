@@ -72,9 +72,11 @@ impl TurnExtension for SkillsExtension {
         }
         let client = Arc::clone(turn.client);
         let model = turn.req.selection.model.clone();
+        let job = crate::ledger::Job::new("skill_evolution", Some(&turn.req.chat_id));
         let timeout = self.llm_timeout;
-        let generator: Arc<Generator> =
-            Arc::new(move |msgs: &[Value]| client.complete(&model, msgs.to_vec(), timeout).map_err(|e| e.to_string()));
+        let generator: Arc<Generator> = Arc::new(move |msgs: &[Value]| {
+            client.complete(&job, &model, msgs.to_vec(), timeout).map_err(|e| e.to_string())
+        });
         self.evolution.schedule_turn(trace, generator);
     }
 }

@@ -571,6 +571,13 @@ fn prune(inner: &mut Inner, now: bool) -> usize {
 }
 
 impl EventSink for Hub {
+    fn emit_transient(&self, chat_id: &str, event: &Event<'_>) {
+        let text: Arc<str> = event.to_text(None).into();
+        self.with_chan(chat_id, true, |chan| {
+            chan.subs.retain(|c| c.send_all(std::slice::from_ref(&text)));
+        });
+    }
+
     fn subscribers(&self, chat_id: &str) -> usize {
         Hub::subscribers(self, chat_id)
     }

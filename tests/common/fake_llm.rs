@@ -104,6 +104,9 @@ pub struct Reply {
     /// Tool calls a recorded stream issues ([`Reply::recorded`]): what the provider's rules
     /// want back in later requests.
     issued: Vec<Issued>,
+    /// Position in `steps` of the usage chunk: sent only when the request asks for it with
+    /// `stream_options.include_usage`, as OpenAI does.
+    usage_at: Option<usize>,
 }
 
 /// One tool call a recorded stream issued, with what its provider wants sent back on it.
@@ -131,7 +134,12 @@ pub enum Strict {
     /// The request after a tool-call stream sends the issued call ids back as they were
     /// (Mistral's 9-character ids, Kimi's `name:0`), each answered by a tool message.
     EchoIds,
+    /// Some Azure OpenAI API versions: a request with `stream_options` is refused with 400.
+    RefuseStreamOptions,
 }
+
+/// Azure's answer to a request with a field its API version does not know.
+pub const AZURE_STREAM_OPTIONS_400: &str = r#"{"error":{"code":null,"message":"Unrecognized request argument supplied: stream_options","param":null,"type":"invalid_request_error"}}"#;
 
 /// DeepSeek's answer to a request that dropped the reasoning of a tool-call message.
 pub const DEEPSEEK_400: &str = r#"{"error":{"message":"The reasoning_content in the thinking mode must be passed back to the API.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}"#;
@@ -187,6 +195,11 @@ fn broken_rule(rules: &[Strict], issued: &[Issued], last: &[Issued], body: &Valu
     };
     for rule in rules {
         match rule {
+            Strict::RefuseStreamOptions => {
+                if body.get("stream_options").is_some() {
+                    return Some((400, AZURE_STREAM_OPTIONS_400.to_string()));
+                }
+            }
             Strict::DeepSeekReasoning => {
                 for (m, c) in assistant_calls() {
                     let want =
@@ -266,7 +279,22 @@ impl Reply {
             chunk_pos,
             content_type: "text/event-stream",
             issued: Vec::new(),
+            usage_at: None,
         }
+    }
+
+    /// The usage object this streamed reply reports (when asked for it) instead of the
+    /// default `{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}`; `Value::Null`
+    /// sends no usage chunk at all.
+    pub fn with_usage(mut self, usage: Value) -> Self {
+        let at = self.usage_at.expect("a text or tool-call reply");
+        let mut c = usage_chunk();
+        c["usage"] = usage.clone();
+        self.steps.as_mut().expect("streamed")[at] = match usage.is_null() {
+            true => Step::Data(Vec::new()),
+            false => Step::Data(sse(&c)),
+        };
+        self
     }
 
     /// A streamed text answer: a role-only chunk, one SSE chunk per piece, a finish chunk, a
@@ -279,9 +307,10 @@ impl Reply {
             steps.push(Step::Data(sse(&chunk(json!({"content":p}), None))));
         }
         steps.push(Step::Data(sse(&chunk(json!({}), Some("stop")))));
+        let usage_at = steps.len();
         steps.push(Step::Data(sse(&usage_chunk())));
         steps.push(Step::Data(b"data: [DONE]\n\n".to_vec()));
-        Reply::stream(steps, pos)
+        Reply { usage_at: Some(usage_at), ..Reply::stream(steps, pos) }
     }
 
     /// Streamed tool calls: each call's id/name first, then the argument fragments of all calls
@@ -309,8 +338,10 @@ impl Reply {
             }
         }
         steps.push(Step::Data(sse(&chunk(json!({}), Some("tool_calls")))));
+        let usage_at = steps.len();
+        steps.push(Step::Data(sse(&usage_chunk())));
         steps.push(Step::Data(b"data: [DONE]\n\n".to_vec()));
-        Reply::stream(steps, pos)
+        Reply { usage_at: Some(usage_at), ..Reply::stream(steps, pos) }
     }
 
     /// An HTTP error with a JSON body (a retry of the same request gets it again).
@@ -326,6 +357,7 @@ impl Reply {
             chunk_pos: Vec::new(),
             content_type: "application/json",
             issued: Vec::new(),
+            usage_at: None,
         }
     }
 
@@ -398,6 +430,7 @@ impl Reply {
             chunk_pos: Vec::new(),
             content_type: "application/json",
             issued: Vec::new(),
+            usage_at: None,
         }
     }
 
@@ -925,6 +958,12 @@ fn choose_reply(shared: &Shared, req: &RawRequest, now: Instant, conn: u64) -> (
         st.failures.push(format!("unexpected request {} {path}", req.method));
         Reply::status(404, r#"{"error":{"message":"no such route"}}"#)
     };
+    let mut reply = reply;
+    if let (Some(at), false) = (reply.usage_at, body.pointer("/stream_options/include_usage") == Some(&json!(true))) {
+        if let Some(steps) = reply.steps.as_mut() {
+            steps[at] = Step::Data(Vec::new());
+        }
+    }
     (reply, idx)
 }
 

@@ -19,6 +19,9 @@ pub struct WsClient {
     pub client_id: String,
     /// Every JSON frame received, in order.
     pub log: Vec<Value>,
+    /// Whether `usage` and `budget_warning` events are returned (`suite::usage`); other
+    /// tests see the turn's events as the original protocol has them (they stay in `log`).
+    pub usage_events: bool,
 }
 
 /// Outcome of a handshake attempt.
@@ -62,7 +65,13 @@ impl WsClient {
         let stream = open_socket(port);
         match tungstenite::client(req, stream) {
             Ok((ws, _resp)) => {
-                let mut c = WsClient { ws, chat_id: String::new(), client_id: String::new(), log: Vec::new() };
+                let mut c = WsClient {
+                    ws,
+                    chat_id: String::new(),
+                    client_id: String::new(),
+                    log: Vec::new(),
+                    usage_events: false,
+                };
                 c.ws.get_ref().set_read_timeout(Some(Duration::from_millis(50))).expect("read timeout");
                 let ready = c.recv();
                 let chat = ready["chat_id"].as_str().unwrap_or("").to_string();
@@ -114,6 +123,9 @@ impl WsClient {
                     let v: Value = serde_json::from_str(t.as_str())
                         .unwrap_or_else(|e| panic!("server sent non-JSON text {t:?}: {e}"));
                     self.log.push(v.clone());
+                    if !self.usage_events && matches!(v["event"].as_str(), Some("usage" | "budget_warning")) {
+                        continue;
+                    }
                     return Some(v);
                 }
                 Ok(Message::Binary(b)) => panic!("server sent a binary frame: {b:?}"),
@@ -139,6 +151,9 @@ impl WsClient {
                     let v: Value = serde_json::from_str(t.as_str())
                         .unwrap_or_else(|e| panic!("server sent non-JSON text {t:?}: {e}"));
                     self.log.push(v.clone());
+                    if !self.usage_events && matches!(v["event"].as_str(), Some("usage" | "budget_warning")) {
+                        continue;
+                    }
                     return Ok(Some(v));
                 }
                 Ok(Message::Close(c)) => return Err(format!("closed: {c:?}")),

@@ -20,7 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["tool"],
     &["bus", "projects", "search"],
     &["config", "logging", "net", "security", "store", "llm"],
-    &["secrets", "wire"],
+    &["secrets", "wire", "ledger"],
     &["util"],
 ];
 

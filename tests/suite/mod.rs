@@ -41,6 +41,7 @@ mod skills_wire;
 mod startup;
 mod tools_turns;
 mod transfer;
+mod usage;
 mod web_assets;
 mod web_fetch;
 mod ws_cancel;
