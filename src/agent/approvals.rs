@@ -152,7 +152,7 @@ impl Approvals {
                 Err(ToolOutput::error(Refusal::Policy.for_model(name, escalated)))
             }
             Decision::Ask { confinement, escalated, grant } => {
-                match self.ask(name, args, ctx, secrets, escalated, confinement, grant.as_ref()) {
+                match self.ask(name, args, ctx, secrets, escalated, grant.as_ref()) {
                     Ok(answer) => {
                         if let (Answer::ApproveForChat, Some(g)) = (answer, grant) {
                             self.grant(&ctx.chat_id, g);
@@ -192,7 +192,6 @@ impl Approvals {
         ctx: &TurnCtx,
         secrets: &Secrets,
         escalated: bool,
-        confinement: Confinement,
         grant: Option<&Grant>,
     ) -> Result<Answer, Refusal> {
         let chat_id = ctx.chat_id.as_str();
@@ -230,7 +229,8 @@ impl Approvals {
             timeout_sec: self.timeout.as_secs().max(1),
             deadline_ms,
             remaining_sec: self.timeout.as_secs(),
-            confined: confinement == Confinement::Sandboxed,
+            // An escalation is exactly an unconfined run (`approval::decide`).
+            confined: !escalated,
         };
         let (tx, rx) = crossbeam_channel::bounded(1);
         {
