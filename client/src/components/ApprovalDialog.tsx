@@ -134,7 +134,10 @@ export function ApprovalDialog({ request, onAnswer }: { request: Approval; onAns
       : grant?.scope === 'exact'
         ? t('approval.chatExact', { cmd: grant.argv.join(' ') })
         : grant?.scope === 'family'
-          ? t('approval.chatFamily', { cmd: [grant.program, ...grant.prefix].join(' '), rule: grant.rule })
+          ? t('approval.chatFamily', {
+              cmd: [grant.program, ...grant.prefix].join(' '),
+              rule: grant.rule === 'host_names' ? t('approval.ruleHostNames') : grant.rule,
+            })
           : null
   const total = request.timeoutSec
   const fraction = left !== null && total > 0 ? Math.min(1, left / total) : null
