@@ -35,8 +35,11 @@ fn sequential_run(server: &TestServer, fake: &FakeLlm) -> (Vec<f64>, Vec<f64>) {
     fake.clear_requests();
     let mut ws = WsClient::connect(server);
     let chat = ws.chat_id.clone();
+    // `BENCH_THINKING=1`: each turn streams a recorded DeepSeek thinking answer (606
+    // characters of reasoning in 200 chunks, then the text) instead of three text deltas.
+    let thinking = std::env::var_os("BENCH_THINKING").is_some();
     for _ in 0..SEQ_TURNS {
-        fake.push(Reply::text(&ANSWER));
+        fake.push(if thinking { Reply::recorded("deepseek-reasoning.chunks.txt") } else { Reply::text(&ANSWER) });
     }
     let mut overheads = Vec::with_capacity(SEQ_TURNS);
     let mut firsts = Vec::with_capacity(SEQ_TURNS);

@@ -31,13 +31,8 @@ fn main() {
     let iters = |n: u32| if bench { n } else { 1 };
     let data = home();
     let paths = install_skills(&data);
-    let mut x: u64 = 42;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = cashcode::util::prng::Prng::new(42);
+    let mut next = || rng.next_u64();
     let probe: Arc<cashcode::skills::service::ProbeFn> = Arc::new(|| DepProbe::base(Default::default()));
     let svc = SkillService::new(paths.clone(), probe).expect("service");
     assert_eq!(svc.catalog().records.len(), 1004);

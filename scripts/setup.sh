@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# Installs everything CashCode needs on a fresh Debian/Ubuntu machine (idempotent): the Python
-# MCP SDK for mcp_servers/ into the checkout's virtual environment .venv/ (a Debian python3 is
-# "externally managed", PEP 668: pip refuses to install into it, and we never try), npm packages
-# for the web client and the MCP test servers, cargo-nextest (the runner of scripts/test.sh) at
-# its pinned version, (with --browser) Debian's chromium for the browser tests and (with --audit)
-# cargo-deny for scripts/deny.sh. A missing prerequisite stops it with one line naming the command
-# that fixes it.
+# Installs what CashCode needs on a fresh Debian/Ubuntu machine (idempotent). Serving needs only
+# the Python MCP SDK for mcp_servers/ in the checkout's virtual environment .venv/ (a Debian
+# python3 is "externally managed", PEP 668: pip refuses to install into it, and we never try) and
+# the web client's npm packages. The test tools come with flags, so the start command builds
+# nothing it never runs: --test adds the MCP test servers' npm packages, the ACP client SDKs
+# (tests/acp) and cargo-nextest (the runner of scripts/test.sh) at its pinned version,
+# --browser Debian's chromium for the browser tests, --audit cargo-deny for scripts/deny.sh. A missing prerequisite stops it with one line
+# naming the command that fixes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+want_test=0
 want_browser=0
 want_audit=0
 for a in "$@"; do
-  [ "$a" = "--browser" ] && want_browser=1
-  [ "$a" = "--audit" ] && want_audit=1
+  case "$a" in
+    --test) want_test=1 ;;
+    --browser) want_browser=1 ;;
+    --audit) want_audit=1 ;;
+    *) echo "setup: unknown option $a (known: --test, --browser, --audit)" >&2; exit 2 ;;
+  esac
 done
 
 log() { printf '\n== %s\n' "$*"; }
@@ -39,7 +45,7 @@ fi
 
 # scripts/test.sh runs the Rust tests with cargo-nextest; pinned so every machine runs the same.
 nextest_version=0.9.143
-if [ "$(cargo nextest --version 2>/dev/null | head -n1 | awk '{print $2}')" != "$nextest_version" ]; then
+if [ "$want_test" = 1 ] && [ "$(cargo nextest --version 2>/dev/null | head -n1 | awk '{print $2}')" != "$nextest_version" ]; then
   log "cargo-nextest $nextest_version (the test runner of scripts/test.sh)"
   cargo install --locked cargo-nextest --version "$nextest_version" ||
     fail "cargo install --locked cargo-nextest --version $nextest_version failed (cargo's message is above)"
@@ -57,14 +63,14 @@ if [ "$want_audit" = 1 ]; then
 fi
 
 install_python_venv() {
-  log "Python MCP SDK (mcp_servers/requirements.txt) in .venv/"
+  log "Python packages (${reqs[*]}) in .venv/"
   py=.venv/bin/python
-  # .venv is a virtual environment (never the system Python) with every pin of
-  # requirements.txt at exactly its version (no import of mcp: stays fast).
+  # .venv is a virtual environment (never the system Python) with every pin of the
+  # requirements files at exactly its version (no import of mcp: stays fast).
   pins_ok() {
-    "$py" - <<'PY' >/dev/null 2>&1
+    "$py" - "${reqs[@]}" <<'PY' >/dev/null 2>&1
 import importlib.metadata as m, importlib.util, re, sys
-req = open("mcp_servers/requirements.txt").read()
+req = "\n".join(open(f).read() for f in sys.argv[1:])
 pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==([^\s#]+)", req, re.M))
 ok = sys.prefix != sys.base_prefix and importlib.util.find_spec("mcp") is not None
 sys.exit(0 if ok and all(m.version(k) == v for k, v in pins.items()) else 1)
@@ -92,10 +98,19 @@ PY
         fail "python3 -m venv .venv failed: $(grep -v '^\s*$' <<<"$out" | tail -n1)"
       fi
     fi
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r mcp_servers/requirements.txt ||
-      fail "installing mcp_servers/requirements.txt into .venv failed (pip's message is above)"
-    pins_ok || fail "the pins of mcp_servers/requirements.txt are still not met in .venv after pip install"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check "${reqs[@]/#/-r}" ||
+      fail "installing ${reqs[*]} into .venv failed (pip's message is above)"
+    pins_ok || fail "the pins of ${reqs[*]} are still not met in .venv after pip install"
   fi
+}
+
+# The Python packages: the MCP SDK for serving; the ACP client SDK for the tests too.
+reqs=(mcp_servers/requirements.txt)
+[ "$want_test" = 0 ] || [ ! -f tests/acp/requirements.txt ] || reqs+=(tests/acp/requirements.txt)
+
+install_acp_npm() {
+  log "npm packages for the ACP test client"
+  (cd tests/acp && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; })
 }
 
 install_mcp_npm() {
@@ -121,7 +136,8 @@ start() {
   pids+=("$!")
 }
 [ ! -f mcp_servers/requirements.txt ] || start python install_python_venv
-[ ! -f mcp_servers/package.json ] || start mcp_npm install_mcp_npm
+[ "$want_test" = 0 ] || [ ! -f mcp_servers/package.json ] || start mcp_npm install_mcp_npm
+[ "$want_test" = 0 ] || [ ! -f tests/acp/package.json ] || start acp_npm install_acp_npm
 [ ! -f client/package.json ] || start client_npm install_client_npm
 installs_ok=1
 for i in "${!pids[@]}"; do

@@ -124,6 +124,9 @@ pub fn start(config: Config) -> Result<Server, Error> {
         Consolidator::start(Arc::clone(&chats), config.consolidate_chars.min(config.context_budget_chars / 2));
     let (timers_stop, timers_rx) = crossbeam_channel::bounded::<()>(0);
     let mut threads = vec![consolidate_thread];
+    // Search: the index loads (or rebuilds) on its own thread; queries wait for it briefly.
+    let search = crate::search::Search::new(Arc::clone(&chats), crate::search::Params::default());
+    threads.push(search.start(timers_rx.clone()).map_err(|e| Error(format!("cannot start search-index: {e}")))?);
     // The dream thread runs with the timer off too: `POST /api/dream/run` asks it for a run.
     let dream_control = Arc::new(DreamControl::new(&config.memory_dir, config.dream_interval));
     {
@@ -168,8 +171,11 @@ pub fn start(config: Config) -> Result<Server, Error> {
     ));
 
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
-    let builtin_tools =
-        tools::builtins_with(&tools::ToolSettings::from_config(&config, Arc::clone(&sandbox)), &config.secrets);
+    let tool_settings = tools::ToolSettings {
+        search: tools::search_history::SearchHandle(Some(Arc::clone(&search))),
+        ..tools::ToolSettings::from_config(&config, Arc::clone(&sandbox))
+    };
+    let builtin_tools = tools::builtins_with(&tool_settings, &config.secrets);
     let mut registry: std::collections::BTreeSet<String> = builtin_tools.iter().map(|t| t.name().to_string()).collect();
     // The skill tools are always visible too, so a skill may require them (the original
     // reported them missing).
@@ -206,14 +212,19 @@ pub fn start(config: Config) -> Result<Server, Error> {
 
     // Rewind checkpoints: the server's own directories are never watched nor restored, even
     // when they sit inside the workspace.
-    let checkpoints = if config.checkpoint_max_bytes == 0 {
-        None
+    let (checkpoints, project_checkpoints) = if config.checkpoint_max_bytes == 0 {
+        (None, None)
     } else {
         let skip: Vec<std::path::PathBuf> = [&config.data_dir, &config.memory_dir, &config.config_dir, &config.log_dir]
             .into_iter()
             .chain(protected.iter())
             .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
             .collect();
+        let projects = crate::tool::checkpoints::projects::ProjectCheckpoints::new(
+            config.data_dir.join("checkpoints").join("projects"),
+            skip.clone(),
+            config.checkpoint_max_bytes,
+        );
         let cfg = crate::tool::checkpoints::CheckpointConfig {
             root: config.data_dir.join("checkpoints"),
             workspace: workspace.clone(),
@@ -221,10 +232,9 @@ pub fn start(config: Config) -> Result<Server, Error> {
             max_bytes: config.checkpoint_max_bytes,
             pause_after: config.rewind_test_pause,
         };
-        Some(
-            crate::tool::checkpoints::Checkpoints::open(cfg)
-                .map_err(|e| Error(format!("cannot open the rewind checkpoints: {e}")))?,
-        )
+        let store = crate::tool::checkpoints::Checkpoints::open(cfg)
+            .map_err(|e| Error(format!("cannot open the rewind checkpoints: {e}")))?;
+        (Some(store), Some(projects))
     };
 
     let agent = Agent::new(Deps {
@@ -243,6 +253,8 @@ pub fn start(config: Config) -> Result<Server, Error> {
         elicitations,
         approvals,
         checkpoints,
+        projects: Arc::new(crate::projects::Projects::load(&config)),
+        project_checkpoints,
     });
 
     {
@@ -318,6 +330,8 @@ pub fn start(config: Config) -> Result<Server, Error> {
         evolution,
         dream: dream_control,
         sandbox,
+        search,
+        assets: Default::default(),
     });
     let sd = Arc::clone(&shutdown);
     let (api2, http2) = (Arc::clone(&api), Arc::clone(&http_server));

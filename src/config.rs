@@ -73,6 +73,7 @@ pub const HELP: &str = "\
 cashcode - a locally hosted personal AI agent server
 
 USAGE: cashcode [FLAGS]
+       cashcode eval locomo FILE   recall benchmark of the search over a LoCoMo-format file
 
 Flags override environment variables, which override .env files, which override defaults.
 The .env files read are <checkout>/.env (the installation: --project-dir, or the checkout
@@ -135,6 +136,8 @@ Environment only (the README lists every setting):
   CASHCODE_SANDBOX_NETWORK=1  let confined commands open network sockets (default 0)
   CASHCODE_SANDBOX_READ=P:P   extra read+execute roots for confined commands (':'-separated)
   CASHCODE_SANDBOX_WRITE=P:P  extra read+write roots for confined commands (':'-separated)
+  CASHCODE_PROJECT_ROOTS=P:P  directories a chat may be bound to as its project, and what is
+                         under them (':'-separated; default: the workspace alone)
 
   Skill self-evolution (off by default; integers below their minimum are raised to it):
   SKILL_EVOLUTION_ENABLED=1            propose Skills from repeated successful turns (1/true/yes)
@@ -206,6 +209,9 @@ pub struct Config {
     pub memory_dir: PathBuf,
     pub(crate) config_dir: PathBuf,
     pub(crate) workspace_dir: PathBuf,
+    /// `CASHCODE_PROJECT_ROOTS`: directories under which a chat may be bound to a project
+    /// (`src/projects.rs`; none: the workspace alone, unless the Safety page lists some).
+    pub(crate) project_roots: Vec<PathBuf>,
     pub(crate) log_dir: PathBuf,
     /// Checkout holding `mcp_servers/` and `client/dist`, if one was found.
     pub project_dir: Option<PathBuf>,
@@ -295,8 +301,9 @@ impl Default for SandboxConfig {
     }
 }
 
-/// A `:`-separated list of directories (`CASHCODE_SANDBOX_READ`/`_WRITE`): each resolved
-/// against `cwd` and required to exist, so a typo does not silently grant nothing.
+/// A `:`-separated list of directories (`CASHCODE_SANDBOX_READ`/`_WRITE`,
+/// `CASHCODE_PROJECT_ROOTS`): each resolved against `cwd` and required to exist, so a typo does
+/// not silently grant nothing.
 fn sandbox_roots(vars: &Vars, cwd: &Path, name: &str) -> Result<Vec<PathBuf>, Error> {
     let Some(raw) = vars.get(name) else { return Ok(Vec::new()) };
     let mut roots = Vec::new();
@@ -752,6 +759,7 @@ pub(crate) fn parse(
         memory_dir: dir("MEMORY_DIR", home.join("memory")),
         config_dir: dir("CASHCODE_CONFIG_DIR", default_config_root(vars.map())),
         workspace_dir: dir("WORKSPACE_DIR", home.join("workspace")),
+        project_roots: sandbox_roots(&vars, cwd, "CASHCODE_PROJECT_ROOTS")?,
         log_dir: dir("CASHCODE_LOG_DIR", home.join("logs")),
         project_dir,
         client_dir,
@@ -988,8 +996,20 @@ fn default_config_root(vars: &BTreeMap<String, String>) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A configuration with every directory under `base` (for other modules' unit tests).
+    pub(crate) fn config_in(base: &Path) -> Config {
+        let home = base.display().to_string();
+        match parse(["--home".to_string(), home], BTreeMap::new(), base, None) {
+            Ok(Command::Run(mut c)) => {
+                c.config_dir = base.join("config");
+                *c
+            }
+            _ => panic!("a configuration under {}", base.display()),
+        }
+    }
 
     fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Config, Error> {
         let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();

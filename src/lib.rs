@@ -24,6 +24,8 @@ pub mod store;
 
 // 3
 pub mod bus;
+pub(crate) mod projects;
+pub mod search;
 
 // 4
 pub mod tool;
@@ -46,4 +48,5 @@ pub(crate) mod housekeep;
 pub mod http;
 
 // 10
+pub mod acp;
 pub mod app;

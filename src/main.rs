@@ -15,7 +15,26 @@ fn main() -> ExitCode {
     // This image holds the secrets: no process of the same uid may read its memory (execve
     // resets the flag, so it is set after the re-exec).
     cashcode::tool::sandbox::protect_server_process();
-    match config::from_args_env(std::env::args().skip(1), secrets) {
+    // `cashcode eval locomo FILE`: the recall benchmark (docs/search.md §7), no server.
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("eval") {
+        return match cashcode::search::eval::run(&args[1..]) {
+            Ok(report) => {
+                print!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("cashcode: {}", e.trim_end());
+                ExitCode::from(2)
+            }
+        };
+    }
+    // `cashcode acp [flags]`: the editor bridge, reading the same flags as the server.
+    let acp = args.first().is_some_and(|a| a == "acp");
+    if acp {
+        args.remove(0);
+    }
+    match config::from_args_env(args.clone(), secrets) {
         Ok(Command::Help) => {
             print!("{}", config::HELP);
             ExitCode::SUCCESS
@@ -30,6 +49,13 @@ fn main() -> ExitCode {
             println!("cashcode {} (features: {features})", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Ok(Command::Run(cfg)) if acp => match cashcode::acp::run(&cfg, &args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("cashcode acp: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Ok(Command::Run(cfg)) => match cashcode::app::run(*cfg) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

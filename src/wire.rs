@@ -64,6 +64,14 @@ pub(crate) enum Event<'a> {
         text: &'a str,
         stream_id: u64,
     },
+    /// The model's reasoning (thinking) text, streamed before and between the answer's
+    /// deltas and never part of the answer (our extension; clients that do not know it
+    /// ignore it).
+    Reasoning {
+        chat_id: &'a str,
+        text: &'a str,
+        stream_id: u64,
+    },
     StreamEnd {
         chat_id: &'a str,
         stream_id: u64,
@@ -174,7 +182,11 @@ pub(crate) fn with_seq(mut text: String, seq: u64) -> String {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(crate) enum ClientFrame {
     Ping,
-    NewChat,
+    NewChat {
+        /// The project directory the new chat works in (our extension; src/projects.rs).
+        #[serde(default, deserialize_with = "lenient")]
+        project: Option<String>,
+    },
     Attach {
         #[serde(default, deserialize_with = "lenient")]
         chat_id: Option<String>,
@@ -216,6 +228,9 @@ pub(crate) enum ClientFrame {
         /// Sanitised by `protocol::sanitize_metadata` (shared with receipt filtering).
         #[serde(default)]
         metadata: Option<Value>,
+        /// A new chat's project, bound by its first message (our extension).
+        #[serde(default, deserialize_with = "lenient")]
+        project: Option<String>,
     },
     #[serde(other)]
     Unknown,
@@ -380,7 +395,9 @@ mod tests {
     #[test]
     fn client_frames_read_leniently() {
         assert_eq!(frame(r#"{"type":"ping","x":1}"#), ClientFrame::Ping);
-        assert_eq!(frame(r#"{"type":"new_chat"}"#), ClientFrame::NewChat);
+        assert_eq!(frame(r#"{"type":"new_chat"}"#), ClientFrame::NewChat { project: None });
+        assert_eq!(frame(r#"{"type":"new_chat","project":"/p"}"#), ClientFrame::NewChat { project: Some("/p".into()) });
+        assert_eq!(frame(r#"{"type":"new_chat","project":5}"#), ClientFrame::NewChat { project: None });
         assert_eq!(frame(r#"{"type":"bogus","chat_id":1}"#), ClientFrame::Unknown);
         assert_eq!(frame(r#"{"type":"stop","chat_id":"a"}"#), ClientFrame::Cancel { chat_id: Some("a".into()) });
         assert_eq!(
@@ -393,7 +410,7 @@ mod tests {
         );
         assert_eq!(
             frame(r#"{"type":"message","chat_id":"a","content":[1],"metadata":null}"#),
-            ClientFrame::Message { chat_id: Some("a".into()), content: None, metadata: None }
+            ClientFrame::Message { chat_id: Some("a".into()), content: None, metadata: None, project: None }
         );
         assert!(serde_json::from_str::<ClientFrame>(r#"{"type":1}"#).is_err());
         assert_eq!(

@@ -59,19 +59,8 @@ const TOOL_WORDS: &[&str] = &[
 ];
 const CJK: &[&str] = &["天气", "查询", "文件", "搜索", "邮件", "日历", "图片", "翻译", "地图", "股票"];
 
-/// Deterministic xorshift, so runs are comparable.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[(self.next() % xs.len() as u64) as usize]
-    }
-}
+/// The crate's seeded generator, so runs are comparable.
+type Rng = cashcode::util::prng::Prng;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -94,15 +83,15 @@ pub fn report(name: &str, mut samples: Vec<Duration>) -> (Duration, Duration) {
 /// Indexes `servers` x 50 synthetic tools and times `queries` searches (search + render);
 /// prints the figures and returns (p50, p99).
 pub fn bench_tool_search(servers: usize, queries: usize) -> (Duration, Duration) {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     let mut docs = Vec::with_capacity(10_000);
     for s in 0..servers {
         let server = format!("server{s}");
-        let display = format!("{} {}", rng.pick(TOOL_WORDS), rng.pick(TOOL_WORDS));
-        let sdesc = format!("Tools for {} and {} {}", rng.pick(TOOL_WORDS), rng.pick(TOOL_WORDS), rng.pick(CJK));
+        let display = format!("{} {}", *rng.pick(TOOL_WORDS), *rng.pick(TOOL_WORDS));
+        let sdesc = format!("Tools for {} and {} {}", *rng.pick(TOOL_WORDS), *rng.pick(TOOL_WORDS), *rng.pick(CJK));
         for t in 0..50 {
-            let tool = format!("{}{}{t}", rng.pick(TOOL_WORDS), capitalise(rng.pick(TOOL_WORDS)));
-            let desc = (0..12).map(|_| rng.pick(TOOL_WORDS)).collect::<Vec<_>>().join(" ") + " " + rng.pick(CJK);
+            let tool = format!("{}{}{t}", rng.pick(TOOL_WORDS), capitalise(rng.pick::<&str>(TOOL_WORDS)));
+            let desc = (0..12).map(|_| *rng.pick(TOOL_WORDS)).collect::<Vec<_>>().join(" ") + " " + *rng.pick(CJK);
             let kind =
                 if t % 2 == 0 { DocKind::Live { wrapped: format!("mcp_{server}_{tool}") } } else { DocKind::Cached };
             docs.push(SearchDoc::tool(&server, &display, &sdesc, &tool, &desc, kind));
@@ -114,9 +103,9 @@ pub fn bench_tool_search(servers: usize, queries: usize) -> (Duration, Duration)
     let queries: Vec<String> = (0..queries)
         .map(|i| match i % 4 {
             0 => rng.pick(TOOL_WORDS).to_string(),
-            1 => format!("{} {}", rng.pick(TOOL_WORDS), rng.pick(TOOL_WORDS)),
-            2 => format!("{} {} {}", rng.pick(TOOL_WORDS), rng.pick(CJK), rng.pick(TOOL_WORDS)),
-            _ => format!("{}{}", rng.pick(TOOL_WORDS), capitalise(rng.pick(TOOL_WORDS))),
+            1 => format!("{} {}", *rng.pick(TOOL_WORDS), *rng.pick(TOOL_WORDS)),
+            2 => format!("{} {} {}", *rng.pick(TOOL_WORDS), *rng.pick(CJK), *rng.pick(TOOL_WORDS)),
+            _ => format!("{}{}", rng.pick(TOOL_WORDS), capitalise(rng.pick::<&str>(TOOL_WORDS))),
         })
         .collect();
     let mut samples = Vec::with_capacity(queries.len());
@@ -167,13 +156,8 @@ pub fn install_skills(data: &Path) -> SkillPaths {
     let paths = SkillPaths::under(data);
     cashcode::skills::builtin::install(&paths.builtin).expect("builtins");
     fs::create_dir_all(&paths.user).expect("user root");
-    let mut x: u64 = 42;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = Rng::new(42);
+    let mut next = || rng.next_u64();
     for i in 0..1000 {
         let name = format!("skill-{i:04}");
         let dir = paths.user.join(&name);

@@ -5,6 +5,7 @@
 //   [fail]  HTTP 500 (the turn fails; the client shows the error inline)
 //   [escalate-lines N]  one escalated `exec` of an N-line script ending `echo end-of-command`;
 //           after the result, "Result: <tool text>"
+//   [exec] CMD  one sandboxed `exec` call of CMD (the rest of the line); after it, "Result: …"
 //   [escalate] CMD  one `exec` call of CMD (the rest of the line) asking to leave the sandbox
 //           (`sandbox_permissions: require_escalated`); after the result, "Result: <tool text>"
 //   [wait]  15 s of empty heartbeat deltas before any content (cancel before any text)
@@ -103,12 +104,17 @@ export async function startFakeLlm() {
     const plan = []
     const escalate = /\[escalate\] ?(.*)/.exec(text)
     const lines = /\[escalate-lines (\d+)\]/.exec(text)
+    const confined = /\[exec\] ?(.*)/.exec(text)
     if (lines && !afterTools) {
       const n = Math.max(1, Math.min(200, Number(lines[1])))
       const body = Array.from({ length: n - 1 }, (_, i) => `echo step-${i + 1}`)
       const args = { command: [...body, 'echo end-of-command'].join('\n'), sandbox_permissions: 'require_escalated', justification: 'A long script.' }
       plan.push({ tools: true, calls: [[`call_lines_${state.requests.length}`, 'exec', JSON.stringify(args)]] })
     } else if (lines) {
+      plan.push({ text: `Result: ${messages[messages.length - 1].content}`, size: 16, delay: 5 })
+    } else if (confined && !afterTools) {
+      plan.push({ tools: true, calls: [[`call_exec_${state.requests.length}`, 'exec', JSON.stringify({ command: confined[1].trim() })]] })
+    } else if (confined) {
       plan.push({ text: `Result: ${messages[messages.length - 1].content}`, size: 16, delay: 5 })
     } else if (escalate && !afterTools) {
       const args = { command: escalate[1].trim(), sandbox_permissions: 'require_escalated', justification: 'The task needs files outside the workspace.' }

@@ -19,6 +19,7 @@ import { responseFrame, type Elicitation } from './lib/elicitation'
 import { ApprovalDialog } from './components/ApprovalDialog'
 import { approvalFrame, type Approval, type ApprovalDecision } from './lib/approvals'
 import type { MessageFrame, Selection } from './lib/selections'
+import type { SearchHit } from './lib/search'
 
 interface QueuedMessage {
   frame: MessageFrame
@@ -30,6 +31,7 @@ const McpMarket = lazy(() => import('./components/McpMarket').then((m) => ({ def
 const SkillMarket = lazy(() => import('./components/SkillMarket').then((m) => ({ default: m.SkillMarket })))
 const LlmSettingsView = lazy(() => import('./components/LlmSettings').then((m) => ({ default: m.LlmSettingsView })))
 const MemoryPage = lazy(() => import('./components/MemoryPage').then((m) => ({ default: m.MemoryPage })))
+const SearchDialog = lazy(() => import('./components/SearchDialog').then((m) => ({ default: m.SearchDialog })))
 const SafetyPage = lazy(() => import('./components/SafetyPage').then((m) => ({ default: m.SafetyPage })))
 
 /** Items per history request: the newest page first, older ones on scroll-back. */
@@ -52,6 +54,21 @@ export function App() {
   const [queue, setQueue] = useState<Record<string, QueuedMessage[]>>({})
   /** chats this connection is subscribed to (reset on every reconnect) */
   const subscribed = useRef<Set<string>>(new Set())
+  const [searchOpen, setSearchOpen] = useState(false)
+  /** a search hit the open chat is to scroll to */
+  const [jump, setJump] = useState<{ chatId: string; cursor: number; nonce: number } | null>(null)
+
+  // Ctrl+K / Cmd+K opens search from anywhere (a dialog already open keeps the key).
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (!(e.ctrlKey || e.metaKey) || e.altKey || e.shiftKey || e.key.toLowerCase() !== 'k') return
+      if (document.querySelector('[role="dialog"]')) return
+      e.preventDefault()
+      setSearchOpen(true)
+    }
+    window.addEventListener('keydown', onKey)
+    return () => window.removeEventListener('keydown', onKey)
+  }, [])
 
   const loadSessions = useCallback(async () => {
     try {
@@ -132,6 +149,15 @@ export function App() {
     if (socketRef.current?.send({ type: 'attach', ...a })) subscribed.current.add(active)
   }, [active, conn])
 
+  // A chat bound to a project exists on the server from `new_chat` on: once it is open (or
+  // refused), the list is read again so it shows there with its project.
+  const projectChatSent = useRef(false)
+  useEffect(() => {
+    if (!projectChatSent.current || state.awaitingNewChat) return
+    projectChatSent.current = false
+    void loadSessionsRef.current()
+  }, [state.awaitingNewChat, active])
+
   // Never leave the person without a chat to type into (e.g. after deleting the last one).
   useEffect(() => {
     if (active || conn !== 'connected' || !state.sessionsLoaded || state.awaitingNewChat) return
@@ -200,10 +226,25 @@ export function App() {
     dispatch({ type: 'select', chatId })
   }
 
-  const onNewChat = () => {
+  const openHit = (hit: SearchHit) => {
+    setSearchOpen(false)
+    onSelectChat(hit.chat_id)
+    // A title hit (cursor 0) opens the chat where it is.
+    setJump(hit.cursor > 0 ? { chatId: hit.chat_id, cursor: hit.cursor, nonce: Date.now() } : null)
+  }
+
+  const onJumpDone = useCallback((found: boolean) => {
+    setJump(null)
+    if (!found) dispatch({ type: 'banner', text: tr('search.notFound') })
+  }, [])
+
+  const onNewChat = (project?: string) => {
     chooseView('chat')
-    if (socketRef.current?.send({ type: 'new_chat' })) dispatch({ type: 'newChatRequested' })
-    else dispatch({ type: 'banner', text: tr('app.offlineNewChat') })
+    const frame = project ? { type: 'new_chat', project } : { type: 'new_chat' }
+    if (socketRef.current?.send(frame)) {
+      projectChatSent.current = Boolean(project)
+      dispatch({ type: 'newChatRequested', project })
+    } else dispatch({ type: 'banner', text: tr('app.offlineNewChat') })
   }
 
   const onRename = async (chatId: string, title: string) => {
@@ -305,6 +346,10 @@ export function App() {
           onRename={onRename}
           onDelete={onDelete}
           onView={chooseView}
+          onSearch={() => {
+            setDrawer(false)
+            setSearchOpen(true)
+          }}
         />
         <main className="flex min-w-0 flex-1 flex-col">
           {state.banner && (
@@ -348,6 +393,11 @@ export function App() {
               </button>
             </div>
           )}
+          {searchOpen && (
+            <Suspense fallback={null}>
+              <SearchDialog onClose={() => setSearchOpen(false)} onOpen={openHit} />
+            </Suspense>
+          )}
           {approval && view === 'chat' && (
             <ApprovalDialog key={approval.id} request={approval} onAnswer={(d) => answerApproval(approval, d)} />
           )}
@@ -371,6 +421,8 @@ export function App() {
                 onLoadOlder={loadOlder}
                 loadingOlder={olderBusy}
                 awaitingChat={state.awaitingNewChat}
+                jumpTo={jump && jump.chatId === active ? jump : null}
+                onJumpDone={onJumpDone}
               />
             )}
             {/* Keyed by view: a view that suspends must not keep the previous one mounted (stale). */}

@@ -48,6 +48,66 @@ pub(crate) struct Deps {
     pub(crate) approvals: Arc<approvals::Approvals>,
     /// Rewind checkpoints of the workspace (`None`: `CASHCODE_CHECKPOINT_MAX_BYTES=0`).
     pub(crate) checkpoints: Option<Arc<crate::tool::checkpoints::Checkpoints>>,
+    /// Where chats may work as projects, and the checkpoint stores of projects outside the
+    /// workspace (`None` with checkpoints off).
+    pub(crate) projects: Arc<crate::projects::Projects>,
+    pub(crate) project_checkpoints: Option<crate::tool::checkpoints::projects::ProjectCheckpoints>,
+}
+
+/// The metadata key of a chat's project directory (docs/storage.md §3).
+pub(crate) const PROJECT_KEY: &str = "project";
+
+impl Deps {
+    /// Where a chat works: its project (checked again, as the allowed roots may have changed
+    /// since it was bound) or the workspace. `Err` names why the project no longer may be used.
+    pub(crate) fn chat_root(&self, metadata: &serde_json::Map<String, serde_json::Value>) -> Result<PathBuf, String> {
+        match metadata.get(PROJECT_KEY).and_then(serde_json::Value::as_str) {
+            None => Ok(self.workspace.clone()),
+            Some(p) => self.projects.resolve(p).map_err(|e| format!("this chat's project cannot be used: {e}")),
+        }
+    }
+
+    /// The checkpoint store of a chat working in `root`: the workspace's for the workspace and
+    /// what lies under it, else the project's own.
+    pub(crate) fn checkpoints_for(&self, root: &std::path::Path) -> Option<Arc<crate::tool::checkpoints::Checkpoints>> {
+        if root.starts_with(&self.workspace) {
+            return self.checkpoints.clone();
+        }
+        self.project_checkpoints.as_ref().and_then(|p| p.get(root))
+    }
+
+    /// A first message's `project`: binds a chat that has no folder yet; for an existing chat
+    /// it must name the project the chat already works in.
+    pub(crate) fn bind_first_message(&self, chat_id: &str, requested: &str) -> Result<(), String> {
+        if self.chats.dir(chat_id).is_some_and(|d| d.exists()) {
+            let meta = self.chats.read_metadata(chat_id);
+            let current = self.chat_root(&meta)?;
+            let asked = self.projects.resolve(requested).map_err(|e| e.to_string())?;
+            if asked != current {
+                return Err(format!(
+                    "this chat works in {}; start a new chat to work in {}",
+                    current.display(),
+                    asked.display()
+                ));
+            }
+            return Ok(());
+        }
+        self.bind_project(chat_id, requested).map(|_| ())
+    }
+
+    /// Creates chat `chat_id` bound to the project `requested` names (decided by
+    /// [`crate::projects::Projects::resolve`]): its folder and `metadata.json` with the
+    /// canonical path. Returns that path.
+    pub(crate) fn bind_project(&self, chat_id: &str, requested: &str) -> Result<PathBuf, String> {
+        let root = self.projects.resolve(requested).map_err(|e| e.to_string())?;
+        let mut meta = serde_json::Map::new();
+        meta.insert(PROJECT_KEY.into(), serde_json::Value::String(root.display().to_string()));
+        if let Some(dir) = self.chats.dir(chat_id) {
+            crate::util::fsx::create_private_dirs(&dir).map_err(|e| format!("cannot create the chat: {e}"))?;
+        }
+        self.chats.write_metadata(chat_id, &meta).map_err(|e| format!("cannot create the chat: {e}"))?;
+        Ok(root)
+    }
 }
 
 pub struct Agent {

@@ -13,11 +13,12 @@ use serde_json::{json, Map, Value};
 use super::prompt;
 use super::Deps;
 use crate::bus::TurnRequest;
-use crate::llm::client::{Completion, LlmClient, LlmError, ToolCall};
+use crate::llm::client::{Completion, LlmClient, LlmError, Piece, Streamed, ToolCall};
 use crate::llm::wire::ChatRequest;
 use crate::memory_jobs::consolidator::Job;
-use crate::store::cache::ChatState;
+use crate::store::cache::{assistant_calls, ChatState};
 use crate::store::chats::{PendingTurn, Record};
+use crate::store::replay::{self, Replay};
 use crate::tool::checkpoints::TurnCheckpoint;
 use crate::tool::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use crate::util::cancel::CancelToken;
@@ -40,8 +41,15 @@ struct Turn<'a> {
     cancel: &'a CancelToken,
     stream_id: u64,
     started: Instant,
-    /// Every text delta of the turn, in order: the stored final answer.
-    streamed: String,
+    /// Every text delta of the turn, in order (the stored final answer), and every reasoning
+    /// delta (stored beside it).
+    streamed: Streamed,
+    /// Time the model spent reasoning before answering, over the turn's calls.
+    reasoning_time: std::time::Duration,
+    /// The provider state of the turn's last completed call (stored on the final answer).
+    final_state: Option<Value>,
+    /// Where this turn's requests go, and whether the model wants `reasoning_content` back.
+    replay: Replay,
     /// Completed tool steps (`tool_calls` record + one `tool` record per call).
     durable: Vec<Record>,
     /// Explicit-selection receipts, persisted right after the user record.
@@ -80,7 +88,10 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         cancel,
         stream_id: rand::js_safe_id(),
         started: Instant::now(),
-        streamed: String::new(),
+        streamed: Streamed::default(),
+        reasoning_time: std::time::Duration::ZERO,
+        final_state: None,
+        replay: Replay::new(req.selection.provider.id(), &req.selection.model),
         durable: Vec::new(),
         receipts: Vec::new(),
         turn_state: None,
@@ -129,15 +140,21 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         t.emit(&Event::SessionUpdated { chat_id, title: &title, updated_at: &updated_at });
     }
 
+    // The chat's project (checked again: the owner may have narrowed the roots) or the workspace.
+    let workspace = match deps.chat_root(&lock(&state).metadata) {
+        Ok(w) => w,
+        Err(detail) => return t.error(&detail),
+    };
+    let checkpoint = deps.checkpoints_for(&workspace).map(|c| c.begin_turn(chat_id, 0));
     let ctx = TurnCtx {
         chat_id: chat_id.to_string(),
-        workspace: deps.workspace.clone(),
+        workspace,
         protected: deps.protected.clone(),
         memory: Arc::clone(&deps.memory),
         cancel: cancel.clone(),
         state: Arc::new(Mutex::new(TurnState { metadata: lock(&state).metadata.clone(), turn_tools: Vec::new() })),
         confinement: Default::default(),
-        checkpoint: deps.checkpoints.as_ref().map(|c| c.begin_turn(chat_id, 0)),
+        checkpoint,
     };
     t.checkpoint = ctx.checkpoint.clone();
     let mut prep = Preparation::default();
@@ -198,19 +215,44 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
             push_message(&mut tail, &json!({"role": "user", "content": MAX_ITERATIONS_NOTE}));
         }
         let tools = if final_call { Vec::new() } else { visible_tools(deps, &ctx) };
-        let body = match budgeted_body(deps, &state, &sel.model, &head, &tail, &tools, budget) {
+        if !t.replay.empty_reasoning {
+            t.replay.empty_reasoning = t.replay.seen_reasoning_content(lock(&state).records());
+        }
+        let body = match budgeted_body(deps, &state, &head, &tail, &tools, budget, &t.replay) {
             Ok(body) => body,
             Err(detail) => return t.error(&detail),
         };
         iterations += 1;
+        t.final_state = None;
         let result = {
             let (sink, stream_id, chat) = (&deps.sink, t.stream_id, req.chat_id.as_str());
-            let on_text = |deltas: &[String]| {
-                let events: Vec<Event> =
-                    deltas.iter().map(|text| Event::Delta { chat_id: chat, text, stream_id }).collect();
+            // When reasoning began and has not yet given way to the answer.
+            let thinking: std::cell::Cell<Option<Instant>> = Default::default();
+            let thought = std::cell::Cell::new(t.reasoning_time);
+            let on_text = |pieces: &[Piece]| {
+                let events: Vec<Event> = pieces
+                    .iter()
+                    .map(|p| {
+                        let text = p.text.as_str();
+                        match (p.reasoning, thinking.get()) {
+                            (true, None) => thinking.set(Some(Instant::now())),
+                            (false, Some(since)) => {
+                                thought.set(thought.get() + since.elapsed());
+                                thinking.set(None);
+                            }
+                            _ => {}
+                        }
+                        match p.reasoning {
+                            true => Event::Reasoning { chat_id: chat, text, stream_id },
+                            false => Event::Delta { chat_id: chat, text, stream_id },
+                        }
+                    })
+                    .collect();
                 sink.emit_all(chat, &events);
             };
-            client.stream_chat(body, cancel, &on_text, &mut t.streamed)
+            let result = client.stream_chat(body, cancel, &on_text, &mut t.streamed);
+            t.reasoning_time = thought.get() + thinking.get().map_or(std::time::Duration::ZERO, |s| s.elapsed());
+            result
         };
         let completion: Completion = match result {
             Ok(c) => c,
@@ -219,7 +261,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
                 log::warn!(
                     "event=llm.call.too_large chat_id={chat_id} provider={} iteration={iterations} kept_bytes={}",
                     sel.provider,
-                    t.streamed.len()
+                    t.streamed.text.len()
                 );
                 return finish_oversize(&mut t, &state, &client, note);
             }
@@ -235,6 +277,8 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
                 return t.error(&e.to_string());
             }
         };
+        t.replay.empty_reasoning |= completion.state.reasoning_content.is_some();
+        t.final_state = replay::stored(&t.replay.provider, &t.replay.model, completion.state.to_map(), Vec::new());
         if completion.tool_calls.is_empty() || final_call {
             break;
         }
@@ -265,12 +309,13 @@ fn context_budget(deps: &Deps, client: &LlmClient, model: &str) -> Option<usize>
 fn budgeted_body(
     deps: &Deps,
     state: &Mutex<ChatState>,
-    model: &str,
     head: &[Box<RawValue>],
     tail: &[Box<RawValue>],
     tools: &[Arc<dyn Tool>],
     budget: Option<usize>,
+    replay: &Replay,
 ) -> Result<Vec<u8>, String> {
+    let model = replay.model.as_str();
     let schemas: Vec<Arc<RawValue>> = tools.iter().map(|tool| deps.schemas.json(tool)).collect();
     // Room for the context: what the request costs without any.
     let room = match budget {
@@ -289,7 +334,7 @@ chat's earlier messages"
     // Written under the chat's lock: the context goes from its cached serialisation straight
     // into the body.
     let mut st = lock(state);
-    let (context, _, left_out) = st.context(!(head.is_empty() && tail.is_empty()), room);
+    let (context, _, left_out) = st.context(!(head.is_empty() && tail.is_empty()), room, Some(replay));
     if left_out {
         log::info!("event=turn.context_trimmed budget_chars={}", budget.unwrap_or(0));
     }
@@ -330,12 +375,19 @@ fn run_tools(
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     let label =
         if names.is_empty() { "[TOOL_CALLS]".to_string() } else { format!("[TOOL_CALLS: {}]", names.join(", ")) };
-    // The model gets the same content history will replay, so later requests of this chat
+    let state = replay::stored(
+        &t.replay.provider,
+        &t.replay.model,
+        completion.state.to_map(),
+        calls.iter().map(|c| c.extra.clone()).collect(),
+    );
+    // The model gets the same message history will replay, so later requests of this chat
     // extend this one byte for byte (provider prompt caches keep hitting).
-    push_message(messages, &json!({"role": "assistant", "content": label, "tool_calls": wire}));
+    push_message(messages, &assistant_calls(&label, &wire, state.as_ref(), Some(&t.replay)));
     let mut step = Vec::with_capacity(calls.len() + 1);
     let mut rec = Record::new("tool_calls", label.clone());
     rec.tool_calls = Some(Value::Array(wire));
+    rec.provider_state = state;
     step.push(rec);
 
     for call in &calls {
@@ -435,7 +487,16 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<ChatState>) -> std::io::Result
     records.push(user_record(t.req));
     records.extend(t.receipts.iter().map(|r| Record::new("assistant", r.clone())));
     records.append(&mut t.durable);
-    records.push(Record::new("assistant", t.streamed.clone()));
+    let mut answer = Record::new("assistant", t.streamed.text.clone());
+    answer.provider_state = t.final_state.take();
+    if !t.streamed.reasoning.is_empty() {
+        answer.reasoning_ms = Some(t.reasoning_time.as_millis() as u64);
+        // Stored once: the state already holds what was shown when the turn made one call.
+        if replay::state_text(answer.provider_state.as_ref()).as_deref() != Some(t.streamed.reasoning.as_str()) {
+            answer.reasoning_content = Some(t.streamed.reasoning.clone());
+        }
+    }
+    records.push(answer);
     let chat_id = t.req.chat_id.as_str();
     t.deps.chats.append(chat_id, &mut records)?;
     if let Some(p) = t.pending.take() {
@@ -517,8 +578,8 @@ fn finish_cancelled(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<Ll
     if t.cancel.is_discarded() {
         return t.error(CANCELLED);
     }
-    log::debug!("event=turn.cancelled chat_id={} had_text={}", t.req.chat_id, !t.streamed.is_empty());
-    if t.streamed.is_empty() {
+    log::debug!("event=turn.cancelled chat_id={} had_text={}", t.req.chat_id, !t.streamed.text.is_empty());
+    if t.streamed.text.is_empty() {
         return t.error(CANCELLED);
     }
     finish(t, state, client, 0, None);
@@ -528,7 +589,7 @@ fn finish_cancelled(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<Ll
 /// streamed is stored as the answer, and the turn ends with `note` as its closing error
 /// (docs/ws-protocol.md §6.4); with nothing streamed it is a failed turn.
 fn finish_oversize(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, note: &str) {
-    if t.streamed.is_empty() || t.cancel.is_discarded() {
+    if t.streamed.text.is_empty() || t.cancel.is_discarded() {
         return t.error(note);
     }
     finish(t, state, client, 0, Some(note));

@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use super::gate::Target;
 use super::{
-    assets, headers, llm_routes, mcp_routes, memory_routes, safety_routes, sessions, skills_routes, Req, Resp,
+    assets, headers, llm_routes, mcp_routes, memory_routes, project_routes, safety_routes, search_route, sessions,
+    skills_routes, Req, Resp,
 };
 use crate::agent::Agent;
 use crate::config::Config;
@@ -30,6 +31,10 @@ pub struct Api {
     pub(crate) dream: Arc<crate::memory_jobs::dream::DreamControl>,
     /// The `exec` confinement, for its read-only status.
     pub(crate) sandbox: Arc<crate::tool::sandbox::Sandbox>,
+    /// The index over every chat (`GET /api/search`).
+    pub(crate) search: Arc<crate::search::Search>,
+    /// The web client's files, read once.
+    pub(crate) assets: assets::Cache,
 }
 
 impl Api {
@@ -38,7 +43,7 @@ impl Api {
         let path = match &req.target {
             Target::Api(p) => p,
             Target::Static(segments) => {
-                let mut r = assets::serve(self.config.client_dir.as_deref(), &req.method, segments);
+                let mut r = assets::serve(&self.assets, self.config.client_dir.as_deref(), &req.method, segments);
                 r.headers
                     .push(("Content-Security-Policy".into(), headers::client_csp(&self.page_host(req), self.ws_port)));
                 return r;
@@ -57,12 +62,14 @@ impl Api {
             ["sessions", rest @ ..] => sessions::route(self, m, rest, req),
             ["settings", "llm", rest @ ..] => llm_routes::route(self, m, rest, req),
             ["settings", "approvals"] => safety_routes::route_approvals(self, m, req),
+            ["settings", "projects"] => project_routes::route_settings(self, m, req),
             ["settings", "sandbox"] => only(m, &["GET"]).unwrap_or_else(|| Resp::ok(self.sandbox.status())),
             ["mcp", "servers", rest @ ..] => mcp_routes::route(self, m, rest, req),
             ["mcp", "oauth", "callback"] => mcp_routes::oauth_callback(self, m, req),
             ["skills", rest @ ..] => skills_routes::route(self, m, rest, req),
             ["skill-evolution", rest @ ..] => skills_routes::route_evolution(self, m, rest),
             ["memory", rest @ ..] => memory_routes::route(self, m, rest, req),
+            ["search"] => only(m, &["GET"]).unwrap_or_else(|| search_route::search(self, req)),
             ["dream", rest @ ..] => memory_routes::route_dream(self, m, rest),
             _ => Resp::detail(404, "Not Found"),
         }

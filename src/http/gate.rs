@@ -186,6 +186,8 @@ impl Target {
             ("DELETE", ["sessions", _]) => true,
             // A rewind reads, diffs and restores up to every file a chat changed (an fsync each).
             ("POST", ["sessions", _, "rewind", ..]) => true,
+            // Reads the matched records back from their histories (up to a thousand lines).
+            ("GET", ["search"]) => true,
             // Counts the undistilled history (up to 16 MiB read).
             ("GET", ["dream"]) => true,
             (_, ["settings", "llm", _, ..]) => true,
@@ -337,6 +339,7 @@ mod tests {
             ("GET", "/api/dream"),
             ("POST", "/api/sessions/c1/rewind"),
             ("POST", "/api/sessions/c1/rewind/undo"),
+            ("GET", "/api/search?q=tea"),
         ] {
             assert!(classify(p).is_slow(m), "{m} {p}");
         }
@@ -351,6 +354,7 @@ mod tests {
             ("GET", "/api/health"),
             ("PATCH", "/api/sessions/c1"),
             ("POST", "/api/dream/run"),
+            ("POST", "/api/search"),
         ] {
             assert!(!classify(p).is_slow(m), "{m} {p}");
         }

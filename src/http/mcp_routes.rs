@@ -204,7 +204,7 @@ mod tests {
         for (e, status, detail) in cases {
             let r = error(e);
             assert_eq!(
-                (r.status, r.body),
+                (r.status, r.body.into_vec()),
                 (status, serde_json::to_vec(&serde_json::json!({"detail": detail})).unwrap())
             );
         }

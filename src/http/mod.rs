@@ -21,8 +21,10 @@ pub(crate) mod llm_routes;
 pub(crate) mod mcp_routes;
 pub(crate) mod memory_routes;
 pub(crate) mod multipart;
+pub(crate) mod project_routes;
 pub(crate) mod rewind_routes;
 pub(crate) mod safety_routes;
+pub(crate) mod search_route;
 pub(crate) mod sessions;
 pub(crate) mod shape;
 pub(crate) mod skills_routes;
@@ -94,8 +96,49 @@ impl Req {
 pub struct Resp {
     pub status: u16,
     pub(crate) content_type: &'static str,
-    pub body: Vec<u8>,
+    pub body: Body,
     pub(crate) headers: Vec<(String, String)>,
+}
+
+/// A response body: made for this request, or shared with the static-file cache
+/// ([`assets::Cache`]) so a page load copies nothing and each connection writing the client's
+/// bundle holds a reference, not its own copy.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    Owned(Vec<u8>),
+    Shared(Arc<[u8]>),
+}
+
+impl Body {
+    /// The bytes as an owned vector (a copy only for a shared body).
+    pub fn into_vec(self) -> Vec<u8> {
+        match self {
+            Body::Owned(v) => v,
+            Body::Shared(b) => b.to_vec(),
+        }
+    }
+}
+
+impl From<Vec<u8>> for Body {
+    fn from(v: Vec<u8>) -> Self {
+        Body::Owned(v)
+    }
+}
+
+impl std::ops::Deref for Body {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_ref()
+    }
+}
+
+impl AsRef<[u8]> for Body {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Body::Owned(v) => v,
+            Body::Shared(b) => b,
+        }
+    }
 }
 
 impl Resp {
@@ -104,7 +147,7 @@ impl Resp {
         Resp {
             status,
             content_type: "application/json",
-            body: serde_json::to_vec(v).unwrap_or_default(),
+            body: serde_json::to_vec(v).unwrap_or_default().into(),
             headers: Vec::new(),
         }
     }
@@ -127,11 +170,16 @@ impl Resp {
     }
 
     pub(crate) fn no_content() -> Resp {
-        Resp { status: 204, content_type: "application/json", body: Vec::new(), headers: Vec::new() }
+        Resp { status: 204, content_type: "application/json", body: Vec::new().into(), headers: Vec::new() }
     }
 
     pub(crate) fn text(status: u16, text: &str) -> Resp {
-        Resp { status, content_type: "text/plain; charset=utf-8", body: text.as_bytes().to_vec(), headers: Vec::new() }
+        Resp {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: text.as_bytes().to_vec().into(),
+            headers: Vec::new(),
+        }
     }
 }
 
@@ -174,7 +222,14 @@ fn handle(mut rq: tiny_http::Request, mut req: Req, api: &api::Api) {
 /// connection's own thread writes it: this returns without waiting on the peer.
 fn respond(rq: tiny_http::Request, req: &Req, resp: Resp, api: &api::Api, request_id: &str, started: Instant) {
     let status = resp.status;
-    let mut out = tiny_http::Response::from_data(resp.body).with_status_code(resp.status);
+    let len = resp.body.len();
+    let mut out = tiny_http::Response::new(
+        tiny_http::StatusCode(resp.status),
+        Vec::new(),
+        std::io::Cursor::new(resp.body),
+        Some(len),
+        None,
+    );
     let mut headers =
         vec![("Content-Type".to_string(), resp.content_type.to_string()), ("X-Request-ID".into(), request_id.into())];
     if let Some(o) = req.header("origin").filter(|o| api.policy.is_listed(o)) {

@@ -75,7 +75,12 @@ pub(crate) fn rewind(api: &Api, id: &str, req: &Req) -> Resp {
     };
     let (cut, message) = (target.cursor, target.content.clone());
     let report = if files {
-        match &deps.checkpoints {
+        // The store of where the chat works: its project's, or the workspace's.
+        let root = match deps.chat_root(&deps.chats.read_metadata(id)) {
+            Ok(r) => r,
+            Err(detail) => return Resp::detail(409, &detail),
+        };
+        match deps.checkpoints_for(&root) {
             Some(cp) => Some(cp.rewind(id, cut, force, dry_run)),
             None => return Resp::detail(409, "rewind checkpoints are off (CASHCODE_CHECKPOINT_MAX_BYTES=0)"),
         }

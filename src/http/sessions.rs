@@ -17,7 +17,11 @@ use crate::ws::protocol::sanitize_list;
 
 pub(crate) fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     match rest {
-        [] => only(m, &["GET"]).unwrap_or_else(|| list(api)),
+        [] => match m {
+            "GET" => list(api),
+            "POST" => super::project_routes::create_session(api, req),
+            _ => Resp::detail(405, "Method Not Allowed"),
+        },
         [id] => match m {
             "PATCH" => rename(api, id, req),
             "DELETE" => delete(api, id),
@@ -213,18 +217,20 @@ impl<'a> ItemView<'a> {
                         tool_name: c["function"]["name"].as_str().unwrap_or_default(),
                     })
                     .collect();
-                ItemView::Calls(ToolCallsView { content: &r.content, role: "tool_calls", tool_calls })
+                ItemView::Calls(ToolCallsView { content: &r.content, cursor: r.cursor, role: "tool_calls", tool_calls })
             }
             "tool" => ItemView::Result(ToolResultView {
                 call_id: r.tool_call_id.as_deref().unwrap_or_default(),
                 // The same preview the live `tool_result` event carries.
                 content: text::take_chars(&r.content, RESULT_PREVIEW),
+                cursor: r.cursor,
                 role: "tool",
                 tool_name: r.name.as_deref().unwrap_or_default(),
             }),
             _ => {
                 let mut view = MessageView::new(r);
                 view.timestamp = (stamped && !r.timestamp.is_empty()).then_some(r.timestamp.as_str());
+                view.cursor = stamped.then_some(r.cursor);
                 ItemView::Message(view)
             }
         }
@@ -235,6 +241,8 @@ impl<'a> ItemView<'a> {
 #[derive(Serialize)]
 struct ToolCallsView<'a> {
     content: &'a str,
+    /// The record's `cursor` in history.jsonl (what search hits name).
+    cursor: u64,
     role: &'static str,
     tool_calls: Vec<CallView<'a>>,
 }
@@ -251,6 +259,7 @@ struct CallView<'a> {
 struct ToolResultView<'a> {
     call_id: &'a str,
     content: &'a str,
+    cursor: u64,
     role: &'static str,
     tool_name: &'a str,
 }
@@ -260,8 +269,17 @@ struct ToolResultView<'a> {
 #[derive(Serialize)]
 struct MessageView<'a> {
     content: &'a str,
+    /// The record's `cursor` in history.jsonl (`tools=1` only; what search hits name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cursor: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mentioned_skills: Option<Vec<Value>>,
+    /// The model's reasoning shown above the answer (an assistant turn of a thinking model;
+    /// our extension), and how long it took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_ms: Option<u64>,
     role: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     selected_mcp_connectors: Option<Vec<Value>>,
@@ -274,11 +292,18 @@ impl<'a> MessageView<'a> {
     fn new(r: &'a Record) -> MessageView<'a> {
         let mut view = MessageView {
             content: &r.content,
+            cursor: None,
             mentioned_skills: None,
+            reasoning_content: None,
+            reasoning_ms: None,
             role: &r.role,
             selected_mcp_connectors: None,
             timestamp: None,
         };
+        if r.role == "assistant" {
+            view.reasoning_content = crate::store::replay::shown(r);
+            view.reasoning_ms = view.reasoning_content.as_ref().and(r.reasoning_ms);
+        }
         if r.role == "user" {
             let mut meta = Map::new();
             if let Some(v) = &r.mentioned_skills {

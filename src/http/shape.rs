@@ -243,6 +243,11 @@ impl<'a> Query<'a> {
         None
     }
 
+    /// The issues found, for a handler that reports them with its own.
+    pub(crate) fn into_issues(self) -> Vec<Issue> {
+        self.issues
+    }
+
     /// `Err` with a 422 when any parameter had an issue.
     pub(crate) fn finish(self) -> Result<(), Resp> {
         if self.issues.is_empty() {
@@ -269,7 +274,7 @@ mod tests {
     }
 
     fn body_of(r: Resp) -> String {
-        String::from_utf8(r.body).unwrap()
+        String::from_utf8(r.body.into_vec()).unwrap()
     }
 
     #[test]

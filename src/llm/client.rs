@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::settings::Settings;
-use super::wire::{parse_chunk, Chunk, CompletionRequest};
+use super::state::{merge_details, MessageState, Usage};
+use super::wire::{parse_chunk, Chunk, CompletionRequest, ReasoningKey};
 use super::Provider;
 use crate::util::blocking;
 use crate::util::cancel::CancelToken;
@@ -130,6 +131,9 @@ pub(crate) struct ToolCall {
     pub(crate) id: String,
     pub(crate) name: String,
     pub(crate) arguments: String,
+    /// The provider's keys beside `id`, `type` and `function` (Gemini's `extra_content`),
+    /// to be sent back on this call to the same provider and model.
+    pub(crate) extra: Option<serde_json::Map<String, Value>>,
 }
 
 /// A finished model reply.
@@ -138,7 +142,32 @@ pub(crate) struct Completion {
     pub(crate) content: String,
     pub(crate) tool_calls: Vec<ToolCall>,
     pub(crate) finish_reason: Option<String>,
-    pub(crate) usage: Option<Value>,
+    pub(crate) usage: Option<Usage>,
+    /// What the provider sent on the message beside `content` and `tool_calls`
+    /// (`reasoning_content`, `reasoning`, `reasoning_details`), to be sent back on it.
+    pub(crate) state: MessageState,
+}
+
+/// One piece of a stream handed to the turn: answer text or reasoning text.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Piece {
+    pub(crate) reasoning: bool,
+    pub(crate) text: String,
+}
+
+/// What a turn's model calls streamed so far, together bounded by [`MAX_ANSWER_BYTES`].
+#[derive(Debug, Default)]
+pub(crate) struct Streamed {
+    /// The answer: every text delta, in order.
+    pub(crate) text: String,
+    /// The reasoning shown to the user (never part of the answer).
+    pub(crate) reasoning: String,
+}
+
+impl Streamed {
+    pub(crate) fn len(&self) -> usize {
+        self.text.len() + self.reasoning.len()
+    }
 }
 
 /// A client bound to one provider's credentials.
@@ -231,8 +260,8 @@ impl LlmClient {
         &self,
         body: Vec<u8>,
         cancel: &CancelToken,
-        on_text: &dyn Fn(&[String]),
-        streamed: &mut String,
+        on_text: &dyn Fn(&[Piece]),
+        streamed: &mut Streamed,
     ) -> Result<Completion, LlmError> {
         if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(LlmError::Other("the server is stopping".into()));
@@ -291,13 +320,20 @@ impl LlmClient {
                 .read_to_vec()
                 .map_err(|e| self.map_err(&e))
                 .and_then(|b| parse_completion(&b))?;
-            let over = c.content.len() > stream.room;
+            let shown = c.state.shown();
+            let over = c.content.len() + shown.len() + c.state.extra_bytes() > stream.room;
             if over {
-                c.content.truncate(crate::util::text::take_bytes(&c.content, stream.room).len());
+                let room = stream.room.saturating_sub(shown.len());
+                c.content.truncate(crate::util::text::take_bytes(&c.content, room).len());
+            }
+            let mut pieces = Vec::new();
+            if !shown.is_empty() && shown.len() <= stream.room {
+                pieces.push(Piece { reasoning: true, text: shown });
             }
             if !c.content.is_empty() {
-                stream.hand_over(&mut vec![c.content.clone()])?;
+                pieces.push(Piece { reasoning: false, text: c.content.clone() });
             }
+            stream.hand_over(&mut pieces)?;
             if over {
                 return Err(LlmError::TooLarge(ANSWER_TOO_LARGE));
             }
@@ -324,13 +360,18 @@ impl LlmClient {
         &self,
         reader: &mut SseReader<R>,
         stream: &mut Stream<'_>,
-        held: &mut Vec<String>,
+        held: &mut Vec<Piece>,
     ) -> Result<Completion, LlmError> {
         let cancel = stream.cancel;
         let mut out = Completion::default();
         let mut calls: Vec<ToolCall> = Vec::new();
-        // Bytes of tool-call names and arguments so far ([`MAX_TOOL_CALL_BYTES`]).
+        // Bytes of tool-call names, arguments and extras so far ([`MAX_TOOL_CALL_BYTES`]).
         let mut call_bytes = 0;
+        // Bytes of this call's answer and reasoning (shown or kept) so far, against `room`.
+        let mut used = 0;
+        // The key whose text is shown as reasoning: the first one the stream uses (vLLM
+        // sends the same text under both).
+        let mut shown_key: Option<ReasoningKey> = None;
         let max_gap = self.timeout * MAX_EVENT_GAP_READS;
         let mut last_event = Instant::now();
         loop {
@@ -388,32 +429,65 @@ impl LlmClient {
             }
             let chunk = parse_chunk(data).map_err(|_| LlmError::Malformed("stream data is not JSON"))?;
             if let Some(err) = &chunk.error {
-                let msg = err.get("message").and_then(Value::as_str).unwrap_or("error in stream");
+                let msg = message_of(err, 0).unwrap_or("error in stream");
                 let status = err.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
                 return Err(LlmError::Http { status, message: self.short(msg) });
             }
             for c in chunk.into_chunks() {
                 match c {
+                    Chunk::Reasoning(key, t) => {
+                        let shown = *shown_key.get_or_insert(key) == key;
+                        let room = stream.room - used;
+                        // Reasoning counts against the cap as answers do, shown or not.
+                        if t.len() > room {
+                            let cut = crate::util::text::take_bytes(&t, if shown { room } else { 0 });
+                            if !cut.is_empty() {
+                                held.push(Piece { reasoning: true, text: cut.to_string() });
+                            }
+                            stream.hand_over(held)?;
+                            return Err(LlmError::TooLarge(ANSWER_TOO_LARGE));
+                        }
+                        used += t.len();
+                        out.state.push_text(key, &t);
+                        if shown && !t.is_empty() {
+                            held.push(Piece { reasoning: true, text: t.into_owned() });
+                        }
+                    }
+                    Chunk::ReasoningDetails(items) => {
+                        let bytes: usize = items.iter().map(|i| i.to_string().len()).sum();
+                        if bytes > stream.room - used {
+                            stream.hand_over(held)?;
+                            return Err(LlmError::TooLarge(ANSWER_TOO_LARGE));
+                        }
+                        used += bytes;
+                        if shown_key.is_none() {
+                            // Shown only when no plain reasoning text comes with them.
+                            for text in items.iter().filter_map(MessageState::detail_text) {
+                                held.push(Piece { reasoning: true, text: text.to_string() });
+                            }
+                        }
+                        merge_details(&mut out.state.reasoning_details, items);
+                    }
                     Chunk::Text(t) => {
-                        let room = stream.room - out.content.len();
+                        let room = stream.room - used;
                         if t.len() > room {
                             // The text up to the cap goes out and is kept; the rest is dropped
                             // with the connection.
                             let cut = crate::util::text::take_bytes(&t, room);
                             if !cut.is_empty() {
-                                held.push(cut.to_string());
+                                held.push(Piece { reasoning: false, text: cut.to_string() });
                             }
                             stream.hand_over(held)?;
                             return Err(LlmError::TooLarge(ANSWER_TOO_LARGE));
                         }
+                        used += t.len();
                         out.content.push_str(&t);
-                        held.push(t.into_owned());
-                        if held.len() >= MAX_HELD_DELTAS {
-                            stream.hand_over(held)?;
-                        }
+                        held.push(Piece { reasoning: false, text: t.into_owned() });
                     }
-                    Chunk::ToolFragment { index, id, name, arguments } => {
-                        call_bytes += name.as_ref().map_or(0, String::len) + arguments.as_ref().map_or(0, String::len);
+                    Chunk::ToolFragment { index, id, name, arguments, extra } => {
+                        call_bytes += name.as_ref().map_or(0, String::len)
+                            + arguments.as_ref().map_or(0, String::len)
+                            + extra.as_ref().map_or(0, |e| Value::Object(e.clone()).to_string().len());
                         if call_bytes > MAX_TOOL_CALL_BYTES {
                             return Err(LlmError::TooLarge(TOOL_CALLS_TOO_LARGE));
                         }
@@ -427,16 +501,24 @@ impl LlmClient {
                         if let Some(id) = id.filter(|s| !s.is_empty()) {
                             c.id = id;
                         }
-                        if let Some(n) = name {
+                        // A later fragment repeating the whole name (or an empty one, as Z.ai's
+                        // GLM sends) leaves it as it is.
+                        if let Some(n) = name.filter(|n| *n != c.name) {
                             c.name.push_str(&n);
                         }
                         if let Some(a) = arguments {
                             c.arguments.push_str(&a);
                         }
+                        if let Some(extra) = extra {
+                            c.extra.get_or_insert_with(Default::default).extend(extra);
+                        }
                     }
                     Chunk::Finish(reason) => out.finish_reason = Some(reason),
-                    Chunk::Usage(u) => out.usage = Some(u),
+                    Chunk::Usage(u) => out.usage = Some(Usage::from_value(&u)),
                 }
+            }
+            if held.len() >= MAX_HELD_DELTAS {
+                stream.hand_over(held)?;
             }
         }
     }
@@ -476,17 +558,7 @@ impl LlmClient {
             .filter(|s| (0.0..=60.0).contains(s))
             .map(Duration::from_secs_f64);
         let text = resp.into_body().into_with_config().limit(MAX_ERROR_BODY).read_to_string().unwrap_or_default();
-        let message = serde_json::from_str::<Value>(&text)
-            .ok()
-            .and_then(|v| {
-                v.pointer("/error/message")
-                    .or_else(|| v.get("message"))
-                    .or_else(|| v.get("error"))
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            })
-            .unwrap_or_default();
-        Err((LlmError::Http { status, message: self.short(&message) }, retry_after))
+        Err((LlmError::Http { status, message: self.short(&error_message(&text)) }, retry_after))
     }
 
     /// A provider message made safe to show: redacted, one line, at most 200 characters.
@@ -615,11 +687,11 @@ pub(crate) fn model_ids(v: &Value) -> Vec<String> {
 /// One stream in flight.
 struct Stream<'a> {
     cancel: &'a CancelToken,
-    /// Where its text deltas go (the turn emits them as `delta` events), in order: the deltas
-    /// of chunks that arrived together come in one call.
-    on_text: &'a dyn Fn(&[String]),
+    /// Where its text and reasoning deltas go (the turn emits them as `delta` and `reasoning`
+    /// events), in order: the deltas of chunks that arrived together come in one call.
+    on_text: &'a dyn Fn(&[Piece]),
     /// Every delta handed to `on_text` so far.
-    streamed: &'a mut String,
+    streamed: &'a mut Streamed,
     /// Bytes this call may still add to `streamed` ([`MAX_ANSWER_BYTES`] for the turn).
     room: usize,
 }
@@ -637,7 +709,7 @@ const DRAIN_TIME: Duration = Duration::from_millis(500);
 impl Stream<'_> {
     /// Hands the held deltas over (and empties `held`); `Cancelled` once the turn is: a
     /// cancelled turn emits nothing more.
-    fn hand_over(&mut self, held: &mut Vec<String>) -> Result<(), LlmError> {
+    fn hand_over(&mut self, held: &mut Vec<Piece>) -> Result<(), LlmError> {
         if held.is_empty() {
             return Ok(());
         }
@@ -645,8 +717,11 @@ impl Stream<'_> {
             held.clear();
             return Err(LlmError::Cancelled);
         }
-        for t in held.iter() {
-            self.streamed.push_str(t);
+        for p in held.iter() {
+            match p.reasoning {
+                true => self.streamed.reasoning.push_str(&p.text),
+                false => self.streamed.text.push_str(&p.text),
+            }
         }
         (self.on_text)(held);
         held.clear();
@@ -675,7 +750,14 @@ pub(crate) fn parse_completion(bytes: &[u8]) -> Result<Completion, LlmError> {
                 .iter()
                 .filter_map(|c| {
                     let f = c.get("function")?;
+                    let extra: serde_json::Map<String, Value> = c
+                        .as_object()?
+                        .iter()
+                        .filter(|(k, v)| !matches!(k.as_str(), "index" | "id" | "type" | "function") && !v.is_null())
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
                     Some(ToolCall {
+                        extra: (!extra.is_empty()).then_some(extra),
                         id: c.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
                         name: f.get("name").and_then(Value::as_str)?.to_string(),
                         arguments: match f.get("arguments") {
@@ -692,8 +774,40 @@ pub(crate) fn parse_completion(bytes: &[u8]) -> Result<Completion, LlmError> {
         content,
         tool_calls,
         finish_reason: v.pointer("/choices/0/finish_reason").and_then(Value::as_str).map(str::to_string),
-        usage: v.get("usage").cloned(),
+        usage: v.get("usage").or_else(|| v.pointer("/x_groq/usage")).filter(|u| u.is_object()).map(Usage::from_value),
+        state: MessageState::of_message(msg),
     })
+}
+
+/// The provider's own message in an error body: an object (`{"error": {"message"}}`,
+/// `{"error": "…"}`, `{"message"}`, `{"detail"}`), a list of such objects (Gemini's body is
+/// a JSON list), a JSON string, or plain text (not an HTML page). Empty when there is none.
+fn error_message(body: &str) -> String {
+    let body = body.trim();
+    if too_deep(body.as_bytes(), MAX_JSON_DEPTH).is_some() {
+        return String::new();
+    }
+    match serde_json::from_str::<Value>(body) {
+        Ok(v) => message_of(&v, 0).unwrap_or_default().to_string(),
+        Err(_) if body.starts_with('<') => String::new(),
+        Err(_) => body.to_string(),
+    }
+}
+
+/// The message of an error value (see [`error_message`]), looked for a few levels deep.
+fn message_of(v: &Value, depth: usize) -> Option<&str> {
+    if depth > 6 {
+        return None;
+    }
+    match v {
+        Value::String(s) => Some(s.as_str()).filter(|s| !s.trim().is_empty()),
+        Value::Array(items) => items.iter().find_map(|i| message_of(i, depth + 1)),
+        Value::Object(m) => ["error", "message", "detail", "msg"]
+            .iter()
+            .filter_map(|k| m.get(*k))
+            .find_map(|v| message_of(v, depth + 1)),
+        _ => None,
+    }
 }
 
 fn map_io(e: &std::io::Error, timeout: Duration) -> LlmError {
@@ -733,6 +847,28 @@ mod tests {
         assert_eq!(c.content, "");
         assert_eq!(c.tool_calls[0].name, "save_memory");
         assert!(parse_completion(b"nope").is_err());
+    }
+
+    /// Every shape of error body gives the provider's own message.
+    #[test]
+    fn error_bodies_of_every_shape() {
+        let gemini = r#"[{"error": {"code": 400, "message": "Function call is missing a thought_signature in functionCall parts.", "status": "INVALID_ARGUMENT"}}]"#;
+        for (body, want) in [
+            (r#"{"error":{"message":"The reasoning_content in the thinking mode must be passed back to the API.","type":"invalid_request_error"}}"#, "The reasoning_content in the thinking mode must be passed back to the API."),
+            (gemini, "Function call is missing a thought_signature in functionCall parts."),
+            (r#"{"error":"model not found"}"#, "model not found"),
+            (r#"{"message":"Rate limit","code":"1302"}"#, "Rate limit"),
+            (r#"{"detail":"Not Found"}"#, "Not Found"),
+            (r#"{"object":"error","message":{"detail":[{"msg":"Input should be a valid string"}]}}"#, "Input should be a valid string"),
+            (r#""overloaded""#, "overloaded"),
+            ("upstream connect error or disconnect/reset before headers\n", "upstream connect error or disconnect/reset before headers\n"),
+            ("<html><body>502 Bad Gateway</body></html>", ""),
+            ("", ""),
+            (r#"{"error":{"code":500}}"#, ""),
+            ("[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"x\"]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]", ""),
+        ] {
+            assert_eq!(error_message(body), want.trim(), "{body}");
+        }
     }
 
     #[test]
@@ -795,18 +931,18 @@ mod tests {
             started.elapsed()
         });
         let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(1)).unwrap();
-        let (mut streamed, deltas) = (String::new(), std::cell::RefCell::new(Vec::new()));
+        let (mut streamed, deltas) = (Streamed::default(), std::cell::RefCell::new(Vec::new()));
         let started = Instant::now();
         let r = client.stream_chat(
             br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
             &CancelToken::new(),
-            &|d: &[String]| deltas.borrow_mut().extend_from_slice(d),
+            &|d: &[Piece]| deltas.borrow_mut().extend(d.iter().map(|p| p.text.clone())),
             &mut streamed,
         );
         let took = started.elapsed();
         assert_eq!(r, Err(LlmError::Timeout(Duration::from_secs(1))));
         assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(6), "took {took:?}");
-        assert_eq!((streamed.as_str(), deltas.into_inner()), ("hi", vec!["hi".to_string()]));
+        assert_eq!((streamed.text.as_str(), deltas.into_inner()), ("hi", vec!["hi".to_string()]));
         assert!(peer.join().unwrap() < Duration::from_secs(10), "the connection was closed");
     }
 
@@ -830,20 +966,121 @@ mod tests {
             written
         });
         let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
-        let (mut streamed, handed) = ("x".repeat(10), std::cell::Cell::new(0));
+        let (mut streamed, handed) =
+            (Streamed { text: "x".repeat(10), ..Streamed::default() }, std::cell::Cell::new(0));
         let r = client.stream_chat(
             br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
             &CancelToken::new(),
-            &|d: &[String]| handed.set(handed.get() + d.iter().map(String::len).sum::<usize>()),
+            &|d: &[Piece]| handed.set(handed.get() + d.iter().map(|p| p.text.len()).sum::<usize>()),
             &mut streamed,
         );
         assert_eq!(r, Err(LlmError::TooLarge(ANSWER_TOO_LARGE)));
         // The turn's earlier text counts: 10 bytes, then two-byte characters up to the cap.
-        assert_eq!(streamed.len(), MAX_ANSWER_BYTES);
+        assert_eq!(streamed.text.len(), MAX_ANSWER_BYTES);
         assert_eq!(handed.get(), MAX_ANSWER_BYTES - 10);
-        assert!(streamed[10..].chars().all(|c| c == 'é'));
+        assert!(streamed.text[10..].chars().all(|c| c == 'é'));
         drop(client);
         assert!(peer.join().unwrap() < 64 * 1024 * 1024, "the connection was dropped, not read on");
+    }
+
+    /// Reasoning counts against the same cap as the answer: a model thinking without end is
+    /// cut at 1 MiB of answer and reasoning together, the reasoning up to it kept.
+    #[test]
+    fn endless_reasoning_is_cut_at_the_answer_cap() {
+        use std::io::{Read, Write};
+        let (listener, settings) = local_endpoint();
+        let peer = std::thread::spawn(move || {
+            let (mut sock, _) = listener.accept().unwrap();
+            let _ = sock.read(&mut [0u8; 64 * 1024]).unwrap();
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            sock.write_all(head.as_bytes()).unwrap();
+            let answer = "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\n";
+            sock.write_all(answer.as_bytes()).unwrap();
+            let event = format!(
+                "data: {{\"choices\":[{{\"delta\":{{\"reasoning_content\":\"{}\"}}}}]}}\n\n",
+                "é".repeat(100_000)
+            );
+            let mut written = 0;
+            while written < 256 * 1024 * 1024 && sock.write_all(event.as_bytes()).is_ok() {
+                written += event.len();
+            }
+            written
+        });
+        let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
+        let mut streamed = Streamed::default();
+        let r = client.stream_chat(
+            br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
+            &CancelToken::new(),
+            &|_: &[Piece]| {},
+            &mut streamed,
+        );
+        assert_eq!(r, Err(LlmError::TooLarge(ANSWER_TOO_LARGE)));
+        assert_eq!(streamed.text, "ok");
+        assert!(streamed.len() <= MAX_ANSWER_BYTES && streamed.len() > MAX_ANSWER_BYTES - 4, "{}", streamed.len());
+        drop(client);
+        assert!(peer.join().unwrap() < 64 * 1024 * 1024, "the connection was dropped, not read on");
+    }
+
+    /// A stream's reasoning and extras: shown reasoning goes out as reasoning pieces before
+    /// the answer, every key the provider used is kept, tool-call extras are kept per call,
+    /// and a later fragment's empty or repeated name leaves the name alone.
+    #[test]
+    fn reasoning_and_extras_are_kept_apart_from_the_answer() {
+        use std::io::{Read, Write};
+        let (listener, settings) = local_endpoint();
+        let peer = std::thread::spawn(move || {
+            let (mut sock, _) = listener.accept().unwrap();
+            let _ = sock.read(&mut [0u8; 64 * 1024]).unwrap();
+            let events = [
+                r#"{"choices":[{"delta":{"role":"assistant","content":null,"reasoning_content":""}}]}"#,
+                r#"{"choices":[{"delta":{"reasoning_content":"Think","reasoning":"Think"}}]}"#,
+                r#"{"choices":[{"delta":{"content":"Hi"}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"grep","arguments":""},"extra_content":{"google":{"thought_signature":"SIG"}}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"","arguments":"{}"}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"grep"}}]}}]}"#,
+                r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}],"x_groq":{"usage":{"prompt_tokens":3}}}"#,
+            ];
+            let body: String = events
+                .iter()
+                .map(|e| {
+                    format!(
+                        "data: {e}
+
+"
+                    )
+                })
+                .collect::<String>()
+                + "data: [DONE]
+
+";
+            let head =
+                format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n", body.len());
+            sock.write_all(format!("{head}{body}").as_bytes()).unwrap();
+        });
+        let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
+        let (mut streamed, pieces) = (Streamed::default(), std::cell::RefCell::new(Vec::new()));
+        let c = client
+            .stream_chat(
+                br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
+                &CancelToken::new(),
+                &|d: &[Piece]| pieces.borrow_mut().extend_from_slice(d),
+                &mut streamed,
+            )
+            .unwrap();
+        peer.join().unwrap();
+        assert_eq!(
+            pieces.into_inner(),
+            [Piece { reasoning: true, text: "Think".into() }, Piece { reasoning: false, text: "Hi".into() }]
+        );
+        assert_eq!((c.content.as_str(), streamed.text.as_str(), streamed.reasoning.as_str()), ("Hi", "Hi", "Think"));
+        assert_eq!(Value::Object(c.state.to_map()), json!({"reasoning_content": "Think", "reasoning": "Think"}));
+        assert_eq!(c.tool_calls.len(), 1);
+        assert_eq!((c.tool_calls[0].name.as_str(), c.tool_calls[0].arguments.as_str()), ("grep", "{}"));
+        assert_eq!(
+            c.tool_calls[0].extra.clone().map(Value::Object),
+            Some(json!({"extra_content": {"google": {"thought_signature": "SIG"}}}))
+        );
+        assert_eq!(c.usage.and_then(|u| u.prompt_tokens), Some(3));
     }
 
     /// A kept-alive connection the service closes just as it is reused fails before any
@@ -880,11 +1117,11 @@ mod tests {
         });
         let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
         let call = || {
-            let mut streamed = String::new();
+            let mut streamed = Streamed::default();
             let r = client.stream_chat(
                 br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
                 &CancelToken::new(),
-                &|_: &[String]| {},
+                &|_: &[Piece]| {},
                 &mut streamed,
             );
             r.map(|c| c.content)
@@ -922,8 +1159,8 @@ mod tests {
         let r = client.stream_chat(
             br#"{"model":"m","stream":true,"messages":[]}"#.to_vec(),
             &CancelToken::new(),
-            &|_: &[String]| {},
-            &mut String::new(),
+            &|_: &[Piece]| {},
+            &mut Streamed::default(),
         );
         assert_eq!(r, Err(LlmError::Truncated));
         assert_eq!(peer.join().unwrap(), 2, "one request and one retry");

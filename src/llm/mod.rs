@@ -6,6 +6,7 @@ pub(crate) mod client;
 pub(crate) mod context;
 pub mod runtime;
 pub mod settings;
+pub(crate) mod state;
 pub(crate) mod views;
 pub(crate) mod wire;
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// A streamed `POST /chat/completions` body. Fields in this order (the order serialising the
 /// same JSON object as a `Value` gives), so consecutive requests of a chat extend each other
@@ -104,11 +104,32 @@ fn raws<S: Serializer>(items: &[Arc<RawValue>], s: S) -> Result<S::Ok, S::Error>
     s.collect_seq(items.iter().map(|item| &**item))
 }
 
+/// Which key of a delta carried reasoning text: DeepSeek, Qwen, Kimi, xAI and vLLM send
+/// `reasoning_content`; OpenRouter, Groq, Ollama and vLLM send `reasoning`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReasoningKey {
+    Content,
+    Plain,
+}
+
 /// What one chunk carries, in the order the stream consumer applies it.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Chunk<'a> {
+    /// A reasoning fragment; empty when the key was present with `""` (a provider that
+    /// thinks sends it so, and wants the field back even when empty).
+    Reasoning(ReasoningKey, Cow<'a, str>),
+    /// `reasoning_details` items (OpenRouter): structured reasoning, merged by `index`.
+    ReasoningDetails(Vec<Value>),
     Text(Cow<'a, str>),
-    ToolFragment { index: usize, id: Option<String>, name: Option<String>, arguments: Option<String> },
+    /// `extra`: the call's keys beside `index`, `id`, `type` and `function` (Gemini's
+    /// `extra_content` with its thought signature), as sent.
+    ToolFragment {
+        index: usize,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: Option<String>,
+        extra: Option<Map<String, Value>>,
+    },
     Finish(String),
     Usage(Value),
 }
@@ -119,6 +140,8 @@ pub(crate) enum Chunk<'a> {
 pub(crate) struct StreamChunk<'a> {
     choice: Option<ChunkChoice<'a>>,
     usage: Option<Value>,
+    /// Groq's `x_groq` (its `usage` stands in for a missing top-level one).
+    x_groq: Option<Value>,
     /// Any non-null value: the provider reports a failure mid-stream.
     pub(crate) error: Option<Value>,
 }
@@ -136,6 +159,9 @@ struct ChunkChoice<'a> {
 struct ChunkDelta<'a> {
     content: Option<Cow<'a, str>>,
     tool_calls: Vec<Value>,
+    reasoning_content: Option<Cow<'a, str>>,
+    reasoning: Option<Cow<'a, str>>,
+    reasoning_details: Vec<Value>,
 }
 
 /// Reads one chunk's data (already known to nest at most [`crate::util::json::MAX_DEPTH`]).
@@ -144,12 +170,23 @@ pub(crate) fn parse_chunk(data: &str) -> serde_json::Result<StreamChunk<'_>> {
 }
 
 impl<'a> StreamChunk<'a> {
-    /// Text (non-empty), tool-call fragments, finish reason of the first choice, then usage
-    /// (an object).
+    /// Reasoning (`reasoning_content`, `reasoning`, then `reasoning_details`), text
+    /// (non-empty), tool-call fragments, finish reason of the first choice, then usage (an
+    /// object; Groq's `x_groq.usage` without one).
     pub(crate) fn into_chunks(self) -> Vec<Chunk<'a>> {
         let mut out = Vec::new();
         if let Some(choice) = self.choice {
             if let Some(d) = choice.delta.or(choice.message) {
+                if let Some(t) = d.reasoning_content {
+                    out.push(Chunk::Reasoning(ReasoningKey::Content, t));
+                }
+                if let Some(t) = d.reasoning {
+                    out.push(Chunk::Reasoning(ReasoningKey::Plain, t));
+                }
+                let details: Vec<Value> = d.reasoning_details.into_iter().filter(Value::is_object).collect();
+                if !details.is_empty() {
+                    out.push(Chunk::ReasoningDetails(details));
+                }
                 if let Some(t) = d.content.filter(|t| !t.is_empty()) {
                     out.push(Chunk::Text(t));
                 }
@@ -161,7 +198,8 @@ impl<'a> StreamChunk<'a> {
                 out.push(Chunk::Finish(r.into_owned()));
             }
         }
-        if let Some(u) = self.usage.filter(Value::is_object) {
+        let groq = self.x_groq.and_then(|mut x| x.get_mut("usage").map(Value::take));
+        if let Some(u) = self.usage.filter(Value::is_object).or(groq.filter(Value::is_object)) {
             out.push(Chunk::Usage(u));
         }
         out
@@ -173,7 +211,15 @@ impl<'a> StreamChunk<'a> {
 fn tool_fragment<'a>(c: &Value, pos: usize) -> Chunk<'a> {
     let index = c.get("index").and_then(Value::as_u64).map(|i| i as usize).unwrap_or(pos);
     let f = c.get("function");
+    let extra: Map<String, Value> = c
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, v)| !matches!(k.as_str(), "index" | "id" | "type" | "function") && !v.is_null())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     Chunk::ToolFragment {
+        extra: (!extra.is_empty()).then_some(extra),
         index,
         id: c.get("id").and_then(Value::as_str).map(str::to_string),
         name: f.and_then(|f| f.get("name")).and_then(Value::as_str).map(str::to_string),
@@ -193,12 +239,13 @@ trait Fields<'de>: Default {
 }
 
 impl<'de: 'a, 'a> Fields<'de> for StreamChunk<'a> {
-    const KEYS: &'static [&'static str] = &["choices", "usage", "error"];
+    const KEYS: &'static [&'static str] = &["choices", "usage", "error", "x_groq"];
     fn read<A: MapAccess<'de>>(&mut self, key: usize, map: &mut A) -> Result<(), A::Error> {
         match key {
             0 => self.choice = map.next_value::<FirstChoice>()?.0,
             1 => self.usage = map.next_value()?,
-            _ => self.error = map.next_value()?,
+            2 => self.error = map.next_value()?,
+            _ => self.x_groq = map.next_value()?,
         }
         Ok(())
     }
@@ -217,11 +264,15 @@ impl<'de: 'a, 'a> Fields<'de> for ChunkChoice<'a> {
 }
 
 impl<'de: 'a, 'a> Fields<'de> for ChunkDelta<'a> {
-    const KEYS: &'static [&'static str] = &["content", "tool_calls"];
+    const KEYS: &'static [&'static str] =
+        &["content", "tool_calls", "reasoning_content", "reasoning", "reasoning_details"];
     fn read<A: MapAccess<'de>>(&mut self, key: usize, map: &mut A) -> Result<(), A::Error> {
         match key {
             0 => self.content = map.next_value::<Text>()?.0,
-            _ => self.tool_calls = map.next_value::<List>()?.0,
+            1 => self.tool_calls = map.next_value::<List>()?.0,
+            2 => self.reasoning_content = map.next_value::<Text>()?.0,
+            3 => self.reasoning = map.next_value::<Text>()?.0,
+            _ => self.reasoning_details = map.next_value::<List>()?.0,
         }
         Ok(())
     }
@@ -478,7 +529,7 @@ mod tests {
 
     fn fragment(index: usize, id: Option<&str>, name: Option<&str>, arguments: Option<&str>) -> Chunk<'static> {
         let own = |s: Option<&str>| s.map(str::to_string);
-        Chunk::ToolFragment { index, id: own(id), name: own(name), arguments: own(arguments) }
+        Chunk::ToolFragment { index, id: own(id), name: own(name), arguments: own(arguments), extra: None }
     }
 
     #[test]

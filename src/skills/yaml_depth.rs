@@ -652,13 +652,8 @@ mod tests {
             "\n", "\n", "  ", " ", "- ", "k: ", "k:", "? ", ": ", "[", "]", "{", "}", ", ", "'q'", "\"d\"", "'", "\"",
             " # c", "|\n", ">2\n", "&a ", "!t ", "w", "x y", "\n  ",
         ];
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut rng = crate::util::prng::Prng::new(0x9E37_79B9_7F4A_7C15);
+        let mut next = |n: usize| rng.below(n);
         let mut checked = 0;
         for _ in 0..20_000 {
             let len = 1 + next(40);

@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::chats::{ChatStore, Record};
+use super::replay::{self, Replay};
 use crate::util::sync;
 
 /// Prefix of a consolidation summary when sent to the model (the original's "history summary").
@@ -52,6 +53,8 @@ fn content_chars(records: &[Record]) -> usize {
 #[derive(Debug, Default)]
 struct Wire {
     covered: usize,
+    /// Whose provider state the messages carry (`None`: nobody's).
+    replay: Option<Replay>,
     messages: Vec<Box<RawValue>>,
     /// (index of its first message, characters of the comma-joined list before it) of each group.
     groups: Vec<(usize, usize)>,
@@ -63,7 +66,7 @@ struct Wire {
 
 impl Wire {
     fn push(&mut self, records: &[Record]) {
-        for m in to_messages(records) {
+        for m in to_messages_for(records, self.replay.as_ref()) {
             let raw = serde_json::value::to_raw_value(&m).expect("a Value always serialises");
             if !self.messages.is_empty() {
                 self.chars += 1;
@@ -164,11 +167,12 @@ impl ChatState {
         self.trim();
     }
 
-    fn wire(&mut self) -> &Wire {
+    fn wire(&mut self, replay: Option<&Replay>) -> &Wire {
         let len = self.records.len();
-        if self.wire.as_ref().is_none_or(|w| w.covered != len) {
+        if self.wire.as_ref().is_none_or(|w| w.covered != len || w.replay.as_ref() != replay) {
             let mut w = Wire {
                 covered: len,
+                replay: replay.cloned(),
                 summary_head: self.records.first().is_some_and(|r| r.role == "summary" && !r.content.is_empty()),
                 ..Wire::default()
             };
@@ -182,7 +186,7 @@ impl ChatState {
     /// byte for byte what serialising [`to_messages`] gives.
     #[cfg(test)]
     pub(crate) fn messages_json(&mut self) -> String {
-        let w = self.wire();
+        let w = self.wire(None);
         w.messages.iter().map(|m| m.get()).collect::<Vec<_>>().join(",")
     }
 
@@ -190,9 +194,15 @@ impl ChatState {
     /// as part of a comma-joined list, commas included (`after_others`: other messages are in
     /// the list, so the context costs one comma more). Returns them, the characters they add,
     /// and whether anything of the context was left out.
-    pub(crate) fn context(&mut self, after_others: bool, max_chars: usize) -> (Context<'_>, usize, bool) {
+    /// Stored provider state goes back for `replay`'s provider and model only.
+    pub(crate) fn context(
+        &mut self,
+        after_others: bool,
+        max_chars: usize,
+        replay: Option<&Replay>,
+    ) -> (Context<'_>, usize, bool) {
         let sep = usize::from(after_others);
-        let w = self.wire();
+        let w = self.wire(replay);
         if w.messages.is_empty() {
             return (Context::default(), 0, false);
         }
@@ -227,7 +237,7 @@ impl ChatState {
     #[cfg(test)]
     pub(crate) fn push_context(&mut self, out: &mut String, max_chars: usize) -> (usize, bool) {
         let after_others = !out.is_empty();
-        let (ctx, added, left_out) = self.context(after_others, max_chars);
+        let (ctx, added, left_out) = self.context(after_others, max_chars, None);
         for m in ctx.summary.iter().chain(ctx.rest) {
             if !out.is_empty() {
                 out.push(',');
@@ -415,15 +425,28 @@ impl ChatCache {
     }
 }
 
-/// Maps context records to model messages (docs/storage.md §3.1 "Mapping").
+/// Maps context records to model messages (docs/storage.md §3.1 "Mapping"), without any
+/// provider state.
+#[cfg(test)]
 pub(crate) fn to_messages(records: &[Record]) -> Vec<Value> {
+    to_messages_for(records, None)
+}
+
+/// [`to_messages`] for a request to `replay`'s provider and model: assistant messages carry
+/// the state that provider and model stored on them (`store::replay`).
+pub(crate) fn to_messages_for(records: &[Record], replay: Option<&Replay>) -> Vec<Value> {
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         match r.role.as_str() {
-            "user" | "assistant" if !r.content.is_empty() => out.push(json!({"role": r.role, "content": r.content})),
+            "user" if !r.content.is_empty() => out.push(json!({"role": r.role, "content": r.content})),
+            "assistant" if !r.content.is_empty() => {
+                let mut m = json!({"role": r.role, "content": r.content});
+                replay::apply(&mut m, r.provider_state.as_ref(), replay);
+                out.push(m);
+            }
             "tool_calls" => {
                 if let Some(calls) = r.tool_calls.as_ref().and_then(Value::as_array).filter(|a| !a.is_empty()) {
-                    out.push(json!({"role": "assistant", "content": r.content, "tool_calls": calls}));
+                    out.push(assistant_calls(&r.content, calls, r.provider_state.as_ref(), replay));
                 }
             }
             "tool" => {
@@ -444,6 +467,14 @@ pub(crate) fn to_messages(records: &[Record]) -> Vec<Value> {
         }
     }
     drop_orphans(out)
+}
+
+/// The assistant message of a tool step: the one form both a turn's own tool loop and later
+/// requests send, so consecutive requests extend each other byte for byte.
+pub(crate) fn assistant_calls(content: &str, calls: &[Value], state: Option<&Value>, replay: Option<&Replay>) -> Value {
+    let mut m = json!({"role": "assistant", "content": content, "tool_calls": calls});
+    replay::apply(&mut m, state, replay);
+    m
 }
 
 /// Keeps the tool protocol valid for providers: an assistant `tool_calls` message must be

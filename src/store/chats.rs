@@ -35,7 +35,7 @@ struct Archived {
 
 /// One line of history.jsonl, fields in the original's key order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Record {
+pub struct Record {
     #[serde(default)]
     pub(crate) cursor: u64,
     #[serde(default)]
@@ -55,6 +55,17 @@ pub(crate) struct Record {
     pub(crate) name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub(crate) keep_from_cursor: Option<u64>,
+    /// The turn's reasoning as shown to the user (a turn's final assistant record); never
+    /// part of `content`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub(crate) reasoning_content: Option<String>,
+    /// Milliseconds the model spent reasoning before it answered, over the turn's calls.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub(crate) reasoning_ms: Option<u64>,
+    /// What the provider sent beside the answer, with which provider and model sent it
+    /// (`store::replay`): sent back on this message to that provider and model only.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub(crate) provider_state: Option<Value>,
 }
 
 fn string_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -66,7 +77,7 @@ fn string_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::
 }
 
 impl Record {
-    pub(crate) fn new(role: &str, content: impl Into<String>) -> Self {
+    pub fn new(role: &str, content: impl Into<String>) -> Self {
         Record {
             cursor: 0,
             timestamp: String::new(),
@@ -78,6 +89,9 @@ impl Record {
             tool_call_id: None,
             name: None,
             keep_from_cursor: None,
+            reasoning_content: None,
+            reasoning_ms: None,
+            provider_state: None,
         }
     }
 }
@@ -116,10 +130,29 @@ pub(crate) struct SessionInfo {
     pub(crate) chat_id: String,
     pub(crate) title: String,
     pub(crate) updated_at: String,
+    /// The chat's project directory (our extension), absent for a chat in the workspace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) project: Option<String>,
+}
+
+/// Told of every change to a chat's history or title, after it is on disk (the search index,
+/// the `search` module, installed by `app`). Called with the chat's lock held: implementations only
+/// queue the news, at a small bounded cost.
+pub(crate) trait HistoryObserver: Send + Sync {
+    /// Records were appended: each line's byte offset in history.jsonl and its length (without
+    /// the newline).
+    fn appended(&self, chat: &str, lines: &[(u64, u32)]);
+    /// The history was rewritten (rewind, undo): read it again.
+    fn rewritten(&self, chat: &str);
+    /// metadata.json was written (each turn writes it; the title may have changed).
+    fn retitled(&self, chat: &str);
+    /// The chat is gone.
+    fn deleted(&self, chat: &str);
 }
 
 pub struct ChatStore {
     root: PathBuf,
+    observer: std::sync::OnceLock<std::sync::Arc<dyn HistoryObserver>>,
     stripes: Vec<Mutex<()>>,
     /// chat id -> (history.jsonl length, last cursor) as this process last read or wrote it.
     /// While the file keeps that length nobody else wrote it: the next append needs neither
@@ -145,8 +178,25 @@ impl ChatStore {
     pub fn new(root: &Path) -> Self {
         ChatStore {
             root: root.to_path_buf(),
+            observer: std::sync::OnceLock::new(),
             stripes: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             tails: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Installs the one observer of history changes (a second is ignored).
+    pub(crate) fn observe(&self, observer: std::sync::Arc<dyn HistoryObserver>) {
+        let _ = self.observer.set(observer);
+    }
+
+    /// The memory root the chat directories live in.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn tell(&self, f: impl FnOnce(&dyn HistoryObserver)) {
+        if let Some(o) = self.observer.get() {
+            f(o.as_ref());
         }
     }
 
@@ -180,14 +230,15 @@ impl ChatStore {
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map(|d| d.as_secs() as i64)
                 .unwrap_or(0);
-            let title = self
-                .read_metadata(&name)
+            let meta = self.read_metadata(&name);
+            let title = meta
                 .get("title")
                 .and_then(Value::as_str)
                 .filter(|t| !t.is_empty())
                 .unwrap_or(DEFAULT_TITLE)
                 .to_string();
-            out.push(SessionInfo { chat_id: name, title, updated_at: time::local_iso_naive(mtime) });
+            let project = meta.get("project").and_then(Value::as_str).map(str::to_string);
+            out.push(SessionInfo { chat_id: name, title, updated_at: time::local_iso_naive(mtime), project });
         }
         out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.chat_id.cmp(&b.chat_id)));
         Ok(out)
@@ -234,13 +285,21 @@ impl ChatStore {
 
     /// Appends `records` as one write with consecutive cursors and one timestamp; fills in
     /// their `cursor` and `timestamp`. A torn tail gets a newline first so no record merges with it.
-    pub(crate) fn append(&self, id: &str, records: &mut [Record]) -> io::Result<()> {
+    pub fn append(&self, id: &str, records: &mut [Record]) -> io::Result<()> {
         if records.is_empty() {
             return Ok(());
         }
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let _g = self.stripe(id);
-        self.append_locked(id, &dir, records)
+        self.append_locked(id, &dir, records, None)
+    }
+
+    /// [`ChatStore::append`] with the records' own timestamp `stamp` instead of the current
+    /// minute (the recall eval loads dated conversations this way).
+    pub fn append_stamped(&self, id: &str, records: &mut [Record], stamp: &str) -> io::Result<()> {
+        let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
+        let _g = self.stripe(id);
+        self.append_locked(id, &dir, records, Some(stamp))
     }
 
     /// [`ChatStore::append`] only while the record with cursor `kept` is still in the history,
@@ -253,7 +312,7 @@ impl ChatStore {
         if !self.holds_cursor(id, kept)? {
             return Ok(false);
         }
-        self.append_locked(id, &dir, records).map(|()| true)
+        self.append_locked(id, &dir, records, None).map(|()| true)
     }
 
     /// Whether history.jsonl still holds the record with `cursor`: read line by line up to it,
@@ -271,7 +330,7 @@ impl ChatStore {
         }
     }
 
-    fn append_locked(&self, id: &str, dir: &Path, records: &mut [Record]) -> io::Result<()> {
+    fn append_locked(&self, id: &str, dir: &Path, records: &mut [Record], stamp: Option<&str>) -> io::Result<()> {
         if records.is_empty() {
             return Ok(());
         }
@@ -282,16 +341,19 @@ impl ChatStore {
             Some(t) => (t.cursor, false),
             None => (self.last_cursor(dir)?, needs_newline(&path)?),
         };
-        let stamp = time::minute_stamp();
+        let stamp = stamp.map_or_else(time::minute_stamp, str::to_string);
         let mut buf = Vec::with_capacity(records.len() * 128);
         if newline {
             buf.push(b'\n');
         }
+        let mut lines = Vec::with_capacity(records.len());
         for r in records.iter_mut() {
             cursor += 1;
             r.cursor = cursor;
             r.timestamp = stamp.clone();
+            let start = buf.len();
             serde_json::to_writer(&mut buf, r).map_err(io::Error::other)?;
+            lines.push((len + start as u64, (buf.len() - start) as u32));
             buf.push(b'\n');
         }
         if let Err(e) = fsx::append_to(&mut file, len, &buf) {
@@ -299,6 +361,7 @@ impl ChatStore {
             return Err(e);
         }
         self.remember_tail(id, Tail { len: len + buf.len() as u64, cursor });
+        self.tell(|o| o.appended(id, &lines));
         fsx::overwrite_counter(&dir.join(".cursor"), cursor.to_string().as_bytes())?;
         Ok(())
     }
@@ -414,7 +477,9 @@ impl ChatStore {
     pub(crate) fn write_metadata(&self, id: &str, meta: &Map<String, Value>) -> io::Result<()> {
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let text = serde_json::to_string_pretty(meta).map_err(io::Error::other)?;
-        fsx::write_replace(&dir.join("metadata.json"), text.as_bytes())
+        fsx::write_replace(&dir.join("metadata.json"), text.as_bytes())?;
+        self.tell(|o| o.retitled(id));
+        Ok(())
     }
 
     /// Rewinds the chat's history (docs/http-api.md "Rewind"): every line from the first record
@@ -458,6 +523,7 @@ impl ChatStore {
         fsx::write_replace(&path, &kept)?;
         fsx::overwrite_counter(&dir.join(".cursor"), last.to_string().as_bytes())?;
         self.forget_tail(id);
+        self.tell(|o| o.rewritten(id));
         Ok(lines.len() - cut)
     }
 
@@ -486,6 +552,7 @@ impl ChatStore {
         let len = file.metadata()?.len();
         fsx::append_to(&mut file, len, &buf)?;
         self.forget_tail(id);
+        self.tell(|o| o.rewritten(id));
         self.write_archive(&dir, &archive)?;
         Ok(Ok(last.before_message))
     }
@@ -512,7 +579,9 @@ impl ChatStore {
         };
         let _g = self.stripe(id);
         self.forget_tail(id);
-        match fs::remove_dir_all(&dir) {
+        let removed = fs::remove_dir_all(&dir);
+        self.tell(|o| o.deleted(id));
+        match removed {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),

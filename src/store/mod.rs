@@ -4,5 +4,6 @@ pub(crate) mod cache;
 pub mod chats;
 pub mod memory_files;
 pub(crate) mod paging;
+pub(crate) mod replay;
 pub(crate) mod seq;
 pub(crate) mod tail;

@@ -101,7 +101,11 @@ pub(crate) fn quick_role_head(line: &[u8]) -> Option<&[u8]> {
 
 /// Characters a record weighs in the context (what its model message costs, roughly).
 pub(crate) fn weight(r: &Record) -> usize {
-    r.content.chars().count() + r.tool_calls.as_ref().map_or(0, |v| v.to_string().len()) + 48
+    r.content.chars().count()
+        + r.tool_calls.as_ref().map_or(0, |v| v.to_string().len())
+        + r.reasoning_content.as_ref().map_or(0, String::len)
+        + r.provider_state.as_ref().map_or(0, |v| v.to_string().len())
+        + 48
 }
 
 /// The model context of a chat (docs/storage.md §3.1: the last summary and the records it keeps),

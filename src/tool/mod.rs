@@ -186,7 +186,7 @@ pub(crate) fn fmt_secs(d: Duration) -> String {
 
 /// The built-in tools' names in the contract's order (docs/tools-and-mcp.md §1): the one list of
 /// them, which `agent::tools::builtins_with` is tested against and the skills' base registry builds on.
-pub(crate) const BUILTIN_NAMES: [&str; 10] = [
+pub(crate) const BUILTIN_NAMES: [&str; 11] = [
     "save_memory",
     "web_fetch",
     "web_search",
@@ -197,4 +197,5 @@ pub(crate) const BUILTIN_NAMES: [&str; 10] = [
     "glob",
     "grep",
     "exec",
+    "search_history",
 ];

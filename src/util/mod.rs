@@ -18,8 +18,7 @@ pub(crate) mod json;
 pub mod malloc;
 pub(crate) mod netguard;
 
-#[cfg(test)]
-pub(crate) mod prng;
+pub mod prng;
 pub(crate) mod pydantic;
 pub(crate) mod pyjson;
 pub(crate) mod rand;

@@ -287,8 +287,13 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
         Frame::Ping => {
             conn.send_text(Event::Pong.to_text(None));
         }
-        Frame::NewChat => {
+        Frame::NewChat { project } => {
             let chat_id = crate::util::rand::uuid4();
+            if let Some(p) = project {
+                if let Err(detail) = shared.agent.deps.bind_project(&chat_id, &p) {
+                    return send_error(conn, &detail, None);
+                }
+            }
             shared.hub.attach(&chat_id, conn, None);
         }
         Frame::Attach { chat_id, after_seq } => {
@@ -317,7 +322,12 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
                 send_error(conn, &detail, None);
             }
         }
-        Frame::Message { chat_id, content, selection } => {
+        Frame::Message { chat_id, content, selection, project } => {
+            if let Some(p) = project {
+                if let Err(detail) = shared.agent.deps.bind_first_message(&chat_id, &p) {
+                    return send_error(conn, &detail, Some(&chat_id));
+                }
+            }
             shared.hub.subscribe(&chat_id, conn);
             let req = TurnRequest { chat_id: chat_id.clone(), content, selection };
             if let Err(detail) = shared.agent.submit(req) {

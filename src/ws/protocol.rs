@@ -24,7 +24,10 @@ pub(crate) const MAX_FRAME_DEPTH: usize = 32;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Frame {
     Ping,
-    NewChat,
+    /// `project`: the directory the new chat works in, decided by `src/projects.rs`.
+    NewChat {
+        project: Option<String>,
+    },
     Attach {
         chat_id: String,
         after_seq: Option<u64>,
@@ -36,6 +39,8 @@ pub(crate) enum Frame {
         chat_id: String,
         content: String,
         selection: Selection,
+        /// The project a chat without history is bound to by this, its first message.
+        project: Option<String>,
     },
     /// `decision` is `approve`, `approve_for_chat` or `deny`; whether it answers anything is
     /// `agent::approvals`' call (the chat and id must match a request waiting).
@@ -96,17 +101,17 @@ pub(crate) fn parse_frame(text: &str) -> Result<Frame, Reject> {
     };
     match frame {
         ClientFrame::Ping => Ok(Frame::Ping),
-        ClientFrame::NewChat => Ok(Frame::NewChat),
+        ClientFrame::NewChat { project } => Ok(Frame::NewChat { project }),
         ClientFrame::Attach { chat_id: id, after_seq } => Ok(Frame::Attach { chat_id: chat_id(id)?, after_seq }),
         ClientFrame::Cancel { chat_id: id } => Ok(Frame::Cancel { chat_id: chat_id(id)? }),
-        ClientFrame::Message { chat_id: id, content, metadata } => {
+        ClientFrame::Message { chat_id: id, content, metadata, project } => {
             let chat_id = chat_id(id)?;
             let content = match content {
                 Some(s) if !s.trim().is_empty() => s,
                 _ => return Err(reject("missing content", Some(&chat_id))),
             };
             let selection = sanitize_metadata(metadata.as_ref()).map_err(|d| reject(d, Some(&chat_id)))?;
-            Ok(Frame::Message { chat_id, content, selection })
+            Ok(Frame::Message { chat_id, content, selection, project })
         }
         // Errors about an answer carry no `chat_id`: a client reads a chat's error as the end
         // of its turn, and the turn goes on (the form stays open).

@@ -101,6 +101,122 @@ pub struct Reply {
     /// Content chunk indexes, for delay/gate placement: position in `steps` of each chunk.
     chunk_pos: Vec<usize>,
     content_type: &'static str,
+    /// Tool calls a recorded stream issues ([`Reply::recorded`]): what the provider's rules
+    /// want back in later requests.
+    issued: Vec<Issued>,
+}
+
+/// One tool call a recorded stream issued, with what its provider wants sent back on it.
+#[derive(Clone, Debug)]
+pub struct Issued {
+    /// The model the stream answered for: its rules bind requests to that model only.
+    pub model: String,
+    pub id: String,
+    /// The message's `reasoning_content` when the stream used the key (DeepSeek's rule).
+    pub reasoning_content: Option<String>,
+    /// The call's `extra_content` (Gemini's thought signature).
+    pub extra_content: Option<Value>,
+}
+
+/// The strict rules of real providers the fake can enforce ([`FakeLlm::enforce`]). A request
+/// breaking one is answered with that provider's own error, as the real API would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strict {
+    /// DeepSeek's thinking mode: an assistant message whose tool calls came with
+    /// `reasoning_content` carries it back, exactly, in every later request.
+    DeepSeekReasoning,
+    /// Gemini 3: every tool call that came with `extra_content` (its thought signature)
+    /// carries it back verbatim in every later request.
+    GeminiSignatures,
+    /// The request after a tool-call stream sends the issued call ids back as they were
+    /// (Mistral's 9-character ids, Kimi's `name:0`), each answered by a tool message.
+    EchoIds,
+}
+
+/// DeepSeek's answer to a request that dropped the reasoning of a tool-call message.
+pub const DEEPSEEK_400: &str = r#"{"error":{"message":"The reasoning_content in the thinking mode must be passed back to the API.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}"#;
+/// Gemini's answer (a JSON list) to a tool call without its thought signature.
+pub const GEMINI_400: &str = r#"[{"error":{"code":400,"message":"Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:bash` , position 2. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.","status":"INVALID_ARGUMENT"}}]"#;
+
+impl Issued {
+    /// The tool calls a recorded stream (one chunk JSON per line) issues.
+    fn of_stream(lines: &[Value]) -> Vec<Issued> {
+        let mut calls: Vec<Issued> = Vec::new();
+        let mut reasoning: Option<String> = None;
+        for chunk in lines {
+            let delta = &chunk["choices"][0]["delta"];
+            if let Some(t) = delta.get("reasoning_content").and_then(Value::as_str) {
+                reasoning.get_or_insert_with(String::new).push_str(t);
+            }
+            for (pos, c) in delta["tool_calls"].as_array().into_iter().flatten().enumerate() {
+                let i = c["index"].as_u64().map_or(pos, |i| i as usize);
+                while calls.len() <= i {
+                    calls.push(Issued {
+                        model: String::new(),
+                        id: String::new(),
+                        reasoning_content: None,
+                        extra_content: None,
+                    });
+                }
+                if let Some(id) = c["id"].as_str().filter(|id| !id.is_empty()) {
+                    calls[i].id = id.to_string();
+                }
+                if let Some(e) = c.get("extra_content") {
+                    calls[i].extra_content = Some(e.clone());
+                }
+            }
+        }
+        calls.retain(|c| !c.id.is_empty());
+        for c in &mut calls {
+            c.reasoning_content = reasoning.clone();
+        }
+        calls
+    }
+}
+
+/// The error a request earns under `rules`, given every call issued so far and the calls of
+/// the stream served just before.
+fn broken_rule(rules: &[Strict], issued: &[Issued], last: &[Issued], body: &Value) -> Option<(u16, String)> {
+    let msgs = body["messages"].as_array()?;
+    let issued: Vec<&Issued> = issued.iter().filter(|i| body["model"] == i.model.as_str()).collect();
+    let last: Vec<&Issued> = last.iter().filter(|i| body["model"] == i.model.as_str()).collect();
+    let assistant_calls = || {
+        msgs.iter()
+            .filter(|m| m["role"] == "assistant")
+            .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten().map(move |c| (m, c)))
+    };
+    for rule in rules {
+        match rule {
+            Strict::DeepSeekReasoning => {
+                for (m, c) in assistant_calls() {
+                    let want =
+                        issued.iter().find(|i| c["id"] == i.id.as_str()).and_then(|i| i.reasoning_content.as_ref());
+                    if want.is_some_and(|w| m["reasoning_content"] != w.as_str()) {
+                        return Some((400, DEEPSEEK_400.to_string()));
+                    }
+                }
+            }
+            Strict::GeminiSignatures => {
+                for (_, c) in assistant_calls() {
+                    let want = issued.iter().find(|i| c["id"] == i.id.as_str()).and_then(|i| i.extra_content.as_ref());
+                    if want.is_some_and(|w| c.get("extra_content") != Some(w)) {
+                        return Some((400, GEMINI_400.to_string()));
+                    }
+                }
+            }
+            Strict::EchoIds => {
+                for i in &last {
+                    let called = assistant_calls().any(|(_, c)| c["id"] == i.id.as_str());
+                    let answered = msgs.iter().any(|m| m["role"] == "tool" && m["tool_call_id"] == i.id.as_str());
+                    if !called || !answered {
+                        let msg = format!("Tool call id {:?} was not sent back with its result", i.id);
+                        return Some((400, json!({"object":"error","message":msg,"type":"invalid_request_message_error","code":"3230"}).to_string()));
+                    }
+                }
+            }
+        }
+    }
+    None
 }
 
 /// One tool call a scripted reply streams, its arguments split into fragments.
@@ -149,6 +265,7 @@ impl Reply {
             expect_stream: Some(true),
             chunk_pos,
             content_type: "text/event-stream",
+            issued: Vec::new(),
         }
     }
 
@@ -208,6 +325,7 @@ impl Reply {
             expect_stream: None,
             chunk_pos: Vec::new(),
             content_type: "application/json",
+            issued: Vec::new(),
         }
     }
 
@@ -246,6 +364,22 @@ impl Reply {
         r
     }
 
+    /// A stream recorded from a real provider (`tests/fixtures/providers/<name>`: one chunk's
+    /// JSON per line), each chunk its own SSE event, then `[DONE]`. The tool calls it issues
+    /// are remembered for [`FakeLlm::enforce`].
+    pub fn recorded(name: &str) -> Self {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/providers").join(name);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let lines: Vec<Value> =
+            text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect(name)).collect();
+        let mut steps = vec![Step::Head];
+        steps.extend(lines.iter().map(|l| Step::Data(sse(l))));
+        steps.push(Step::Data(b"data: [DONE]\n\n".to_vec()));
+        let mut r = Reply::stream(steps, Vec::new());
+        r.issued = Issued::of_stream(&lines);
+        r
+    }
+
     /// A non-streamed `chat.completion` answering a `stream: false` request.
     pub fn completion(text: &str) -> Self {
         let body = json!({"id":"chatcmpl-fake","object":"chat.completion","created":1796000000,
@@ -263,6 +397,7 @@ impl Reply {
             expect_stream: Some(false),
             chunk_pos: Vec::new(),
             content_type: "application/json",
+            issued: Vec::new(),
         }
     }
 
@@ -381,6 +516,11 @@ struct State {
     /// Replies kept for streamed requests whose body contains the key (a tag in a chat's
     /// messages), so chats running at the same time each get their own script.
     routed: Vec<(String, VecDeque<Reply>)>,
+    /// Provider rules enforced, every tool call recorded streams issued, and the calls of the
+    /// last stream served.
+    strict: Vec<Strict>,
+    issued: Vec<Issued>,
+    last_issued: Vec<Issued>,
 }
 
 struct Shared {
@@ -458,6 +598,11 @@ impl FakeLlm {
     /// misuse (for tests whose number of model calls is legitimately unknown).
     pub fn set_fallback(&self, reply: Reply) {
         self.shared.state.lock().expect("fake state").fallback = Some(reply);
+    }
+
+    /// Enforces a real provider's rule on every later chat request ([`Strict`]).
+    pub fn enforce(&self, rule: Strict) {
+        self.shared.state.lock().expect("fake state").strict.push(rule);
     }
 
     /// Queues a reply for the next non-streamed chat request.
@@ -715,6 +860,9 @@ fn choose_reply(shared: &Shared, req: &RawRequest, now: Instant, conn: u64) -> (
         if let Some(problem) = check_chat_body(&body) {
             st.failures.push(format!("chat request {path}: {problem}"));
         }
+        if let Some((status, error)) = broken_rule(&st.strict, &st.issued, &st.last_issued, &body) {
+            return (Reply::status(status, &error), idx);
+        }
         let retry = match &mut st.last {
             Some(last) if last.raw == raw && last.retries_left > 0 => {
                 last.retries_left -= 1;
@@ -758,6 +906,11 @@ fn choose_reply(shared: &Shared, req: &RawRequest, now: Instant, conn: u64) -> (
                         reply: r.clone(),
                         retries_left: if r.retryable { MAX_RETRIES } else { 0 },
                     });
+                    let model = body["model"].as_str().unwrap_or_default();
+                    let issued: Vec<Issued> =
+                        r.issued.iter().map(|i| Issued { model: model.to_string(), ..i.clone() }).collect();
+                    st.issued.extend(issued.iter().cloned());
+                    st.last_issued = issued;
                     r
                 }
                 None if st.fallback.is_some() => st.fallback.clone().expect("checked"),

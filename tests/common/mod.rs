@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-pub use fake_llm::{FakeLlm, Gate, Reply, ToolCallSpec};
+pub use fake_llm::{FakeLlm, Gate, Reply, Strict, ToolCallSpec, DEEPSEEK_400, GEMINI_400};
 pub use server::{HttpResp, TestServer};
 pub use ws::WsClient;
 

@@ -2230,3 +2230,59 @@ fn dream_over_a_history_with_a_64_mib_line_reads_it_bounded() {
     row.note(&format!("peak RSS +{} MiB", grew >> 20));
     assert!(grew < RSS_GROWTH, "peak RSS grew by {} MiB", grew >> 20);
 }
+
+/// Binding a chat to a project (src/projects.rs): a request crafted to leave the allowed roots.
+const PROJECT_BIND: Duration = Duration::from_secs(5);
+
+/// Project paths a model-steered client could send: `..` out of the workspace, a symlink
+/// planted in the workspace pointing out, the server's own directories and their parent, a
+/// 100,000-character path, NUL, a relative path. Each is refused by both doors (`new_chat` and
+/// `POST /api/sessions`) and creates nothing.
+#[test]
+fn project_paths_crafted_to_escape_are_refused() {
+    let mut row = Row::new("projects: escapes by .., symlinks, server dirs, huge", PROJECT_BIND);
+    let ws_dir = row.workspace().canonicalize().expect("workspace");
+    let home = row.server.home.canonicalize().expect("home");
+    std::fs::create_dir_all(home.join("outside")).expect("outside");
+    std::os::unix::fs::symlink(home.join("outside"), ws_dir.join("planted")).expect("symlink");
+    let w = ws_dir.display().to_string();
+    let h = home.display().to_string();
+    let attempts = vec![
+        format!("{w}/.."),
+        format!("{w}/../outside"),
+        format!("{w}/planted"),
+        format!("{w}/planted/."),
+        format!("{h}/data"),
+        format!("{h}/data/skills"),
+        format!("{h}/memory"),
+        format!("{h}/logs"),
+        h.clone(),
+        "/".to_string(),
+        format!("/{}", "a/".repeat(50_000)),
+        format!("{w}/\u{0}x"),
+        "workspace".to_string(),
+    ];
+    row.run(|row, deadline| {
+        let mut ws = WsClient::connect(&row.server);
+        for p in &attempts {
+            if deadline.passed() {
+                return Err("out of time".into());
+            }
+            ws.send(&json!({"type": "new_chat", "project": p}));
+            let v = ws.recv();
+            if v["event"] != "error" {
+                return Err(format!("new_chat with project {:?} was accepted: {v}", head(p)));
+            }
+            let r = row.server.post("/api/sessions", &json!({"project": p}));
+            if r.status != 422 {
+                return Err(format!("POST /api/sessions with {:?}: {} {}", head(p), r.status, head(&r.body)));
+            }
+        }
+        Ok(())
+    });
+    assert_eq!(
+        row.server.get("/api/sessions").json()["sessions"].as_array().map_or(0, Vec::len),
+        1,
+        "only the follow-up's chat"
+    );
+}

@@ -11,14 +11,14 @@ use std::path::{Path, PathBuf};
 /// The layers, top first; a module imports only modules in the rows below its own. A new
 /// top-level module gets a row here and in ARCHITECTURE.md's drawing.
 const LAYERS: &[&[&str]] = &[
-    &["app"],
+    &["app", "acp"],
     &["http", "housekeep"],
     &["ws"],
     &["agent"],
     &["mcp"],
     &["skills", "memory_jobs"],
     &["tool"],
-    &["bus"],
+    &["bus", "projects", "search"],
     &["config", "logging", "net", "security", "store", "llm"],
     &["secrets", "wire"],
     &["util"],

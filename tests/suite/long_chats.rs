@@ -254,9 +254,12 @@ fn tools_are_opt_in_and_combine_with_paging() {
         assert!(m["timestamp"].as_str().is_some_and(is_minute_stamp), "{m}");
     }
     assert!(msgs[1].get("timestamp").is_none());
+    // And gives each item its record's cursor (what search hits name).
+    let cursors: Vec<u64> = msgs.iter().map(|m| m["cursor"].as_u64().expect("a cursor")).collect();
+    assert_eq!(cursors, [1, 2, 3, 4]);
     assert_eq!(
         msgs[1],
-        json!({"content":"[TOOL_CALLS: save_memory]","role":"tool_calls","tool_calls":[
+        json!({"content":"[TOOL_CALLS: save_memory]","cursor":2,"role":"tool_calls","tool_calls":[
             {"arguments":"{\"content\":\"tool fact\"}","call_id":"call_t1","tool_name":"save_memory"}]})
     );
     assert_eq!(

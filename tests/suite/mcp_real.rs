@@ -61,7 +61,7 @@ fn threads_named(name: &str) -> usize {
 fn everything_js() -> PathBuf {
     assert!(which("node").is_some(), "MCP tests need Node.js (node) on PATH");
     let p = root().join("mcp_servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(p.is_file(), "server-everything is not installed: run `npm ci --prefix mcp_servers`");
+    assert!(p.is_file(), "server-everything is not installed: run `bash scripts/setup.sh --test`");
     p
 }
 

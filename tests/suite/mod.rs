@@ -1,5 +1,6 @@
 //! The integration tests, one module per area of the contract.
 
+mod acp;
 mod approvals;
 mod consolidation;
 mod crash;
@@ -24,11 +25,14 @@ mod mcp_venv;
 mod memory;
 mod memory_api;
 mod origin;
+mod projects;
 mod prompt_cache;
 mod provider_errors;
+mod providers;
 mod restart;
 mod rewind;
 mod sandbox;
+mod search;
 mod secrets;
 mod security;
 mod shutdown;

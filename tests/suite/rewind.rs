@@ -372,20 +372,8 @@ fn a_rewind_killed_mid_journal_is_finished_at_the_next_start() {
     assert_eq!((r["files"].clone(), r["conflicts"].clone()), (json!([]), json!([])));
 }
 
-/// A small deterministic generator (xorshift), so a failing seed can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+/// The crate's seeded generator, so a failing seed can be replayed.
+type Rng = cashcode::util::prng::Prng;
 
 /// One random tool call of a chat working in its own directory `dir`.
 fn random_call(rng: &mut Rng, dir: &str, round: usize) -> (&'static str, Value) {
@@ -394,13 +382,13 @@ fn random_call(rng: &mut Rng, dir: &str, round: usize) -> (&'static str, Value) 
     let d = format!("{dir}/d{}", rng.below(2));
     match rng.below(8) {
         7 => ("exec", json!({"command": format!("[ -d {d} ] && mv {d} {dir}/moved{round}; true")})),
-        0 | 1 => ("write_file", json!({"path": f, "content": format!("{dir} round {round} {}\n", rng.next())})),
+        0 | 1 => ("write_file", json!({"path": f, "content": format!("{dir} round {round} {}\n", rng.next_u64())})),
         2 => ("exec", json!({"command": format!("mkdir -p {d} && printf '\\000{round}' > {d}/bin{}", rng.below(2))})),
         3 => ("exec", json!({"command": format!("rm -rf {d}")})),
         4 => ("exec", json!({"command": format!("[ -f {f} ] && mv {f} {g}.moved; true")})),
         5 => (
             "exec",
-            json!({"command": format!("echo more{round} >> {f}; chmod {} {f}", ["600", "644", "755"][rng.below(3) as usize])}),
+            json!({"command": format!("echo more{round} >> {f}; chmod {} {f}", ["600", "644", "755"][rng.below(3)])}),
         ),
         _ => ("exec", json!({"command": format!("rm -f {f}")})),
     }
@@ -418,7 +406,7 @@ fn property_two_chats_at_once_and_the_owner() {
         }
     }
     let seed = std::env::var("REWIND_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x9E37_79B9_7F4A_7C15u64);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let initial = tree(&w);
     let mut wa = WsClient::connect(&server);
     let mut wb = WsClient::connect(&server);

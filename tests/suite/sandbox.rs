@@ -1,7 +1,7 @@
 //! The `exec` sandbox (issue 26, SECURITY.md "Sandbox") against the real binary: the fake model
 //! makes `exec` calls and the test reads what the commands got. Ordinary work (python3, node,
 //! git, make, sed/awk/grep/find, a project's unittest run) works confined; each escape attempt
-//! of the README's table is refused, and the test checks the effect did not happen (no file
+//! of SECURITY.md's table is refused, and the test checks the effect did not happen (no file
 //! written, no connection or datagram arrived, the server's secrets not printed). The settings:
 //! the network switch, extra read and write roots (a granted root holding the server's data is
 //! split around it), and `CASHCODE_SANDBOX=off`, which is reported loudly. This machine's
@@ -176,7 +176,7 @@ fn status_shape_and_ordinary_work_runs_confined() {
     assert!(fake.failures().is_empty(), "{:?}", fake.failures());
 }
 
-/// The escape table of the README, one row each. Every command runs as the test's own user
+/// The escape table of SECURITY.md ("Sandbox"), one row each. Every command runs as the test's own user
 /// would (root on CI), and the effect is checked besides the refusal.
 #[test]
 fn escape_attempts_are_refused() {

@@ -9,6 +9,7 @@ import type { LlmSettings } from '../lib/types'
 import { Composer } from './Composer'
 import { Logo } from './Logo'
 import { Markdown, PlainText, RenderBoundary } from './Markdown'
+import { Thinking } from './Thinking'
 import { RewindDialog } from './RewindDialog'
 import { Button, Spinner, useCopy } from './ui'
 
@@ -160,6 +161,7 @@ function MessageView({ m, onRegenerate, onRewind }: { m: ChatMessage; onRegenera
           ))}
         </div>
       )}
+      <Thinking m={m} />
       {(m.content || m.streaming) && <Markdown text={m.content} streaming={m.streaming} />}
       {!m.streaming && <MessageActions m={m} onRegenerate={onRegenerate} />}
     </div>
@@ -214,6 +216,10 @@ export function ChatView(props: {
   loadingOlder?: boolean
   /** a new chat was asked for and is not open yet: a message sent now would land in this one */
   awaitingChat?: boolean
+  /** a search hit to show: the message holding the record with this cursor is scrolled to and
+   * highlighted, paging back as needed; `onJumpDone` says whether it was found */
+  jumpTo?: { cursor: number; nonce: number } | null
+  onJumpDone?: (found: boolean) => void
 }) {
   const t = useT()
   const { chatId, chat, generating, onCancel } = props
@@ -312,6 +318,34 @@ export function ChatView(props: {
     lastTop.current = el.scrollTop
   }, [firstId])
 
+  // A search hit: find its message (paging back until it is loaded or the history starts),
+  // then scroll it to the middle and mark it.
+  const [highlightId, setHighlightId] = useState<string | null>(null)
+  const { jumpTo, onJumpDone, onLoadOlder, loadingOlder } = props
+  useEffect(() => setHighlightId(null), [chatId])
+  useEffect(() => {
+    if (!jumpTo || !chatId || !chat?.loaded) return
+    const target = (chat.messages ?? []).find((m) => m.cursors?.includes(jumpTo.cursor))
+    if (target) {
+      followRef.current = false
+      setFollowing(false)
+      setHighlightId(target.id)
+      onJumpDone?.(true)
+      return
+    }
+    const older = (chat.historyStart ?? 0) > 0
+    if (older) {
+      if (!loadingOlder) onLoadOlder?.(chatId)
+    } else {
+      onJumpDone?.(false)
+    }
+  }, [jumpTo, chatId, chat, loadingOlder, onLoadOlder, onJumpDone])
+  useLayoutEffect(() => {
+    if (!highlightId) return
+    const el = scroller.current?.querySelector(`[data-msg-id="${highlightId}"]`)
+    if (el instanceof HTMLElement) el.scrollIntoView({ block: 'center' })
+  }, [highlightId])
+
   const onScroll = () => {
     const el = scroller.current
     if (!el) return
@@ -368,12 +402,18 @@ export function ChatView(props: {
             {/* A log region: screen readers announce new messages, once the streamed text settles. */}
             <div role="log" aria-live="polite" aria-busy={generating} className="space-y-5">
               {messages.map((m, i) => (
-                <SafeMessage
+                <div
                   key={m.id}
-                  m={m}
-                  onRegenerate={i === regenerateAt && canRegenerate ? regenerate : undefined}
-                  onRewind={m.role === 'user' && canRewind ? () => setRewindFrom(usersAfter[i]) : undefined}
-                />
+                  data-msg-id={m.id}
+                  data-highlighted={m.id === highlightId ? 'true' : undefined}
+                  className={m.id === highlightId ? 'rounded-xl ring-2 ring-amber-400/60 ring-offset-4 ring-offset-page' : undefined}
+                >
+                  <SafeMessage
+                    m={m}
+                    onRegenerate={i === regenerateAt && canRegenerate ? regenerate : undefined}
+                    onRewind={m.role === 'user' && canRewind ? () => setRewindFrom(usersAfter[i]) : undefined}
+                  />
+                </div>
               ))}
             </div>
           </div>

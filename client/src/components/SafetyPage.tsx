@@ -7,6 +7,7 @@ import { useT, type MessageKey } from '../i18n'
 import { api, describeError } from '../lib/api'
 import { MODES, parsePolicy, parseSandbox, type ApprovalPolicy, type Mode, type SandboxStatus } from '../lib/approvals'
 import { Button, ErrorBox, SkeletonRows } from './ui'
+import { ProjectRoots } from './ProjectRoots'
 
 const MODE_KEYS: Record<Mode, MessageKey> = { auto: 'safety.mode.auto', ask: 'safety.mode.ask', deny: 'safety.mode.deny' }
 
@@ -155,6 +156,12 @@ export function SafetyPage() {
             {t('safety.sandbox')}
           </h2>
           <SandboxCard status={sandbox} />
+        </section>
+        <section className="mb-6 rounded-xl border border-zinc-800 bg-zinc-900/40 p-4" aria-labelledby="safety-projects">
+          <h2 id="safety-projects" className="mb-1 text-sm font-semibold text-zinc-200">
+            {t('projects.title')}
+          </h2>
+          <ProjectRoots />
         </section>
         <section className="rounded-xl border border-zinc-800 bg-zinc-900/40 p-4" aria-labelledby="safety-policy">
           <h2 id="safety-policy" className="mb-1 text-sm font-semibold text-zinc-200">

@@ -1,4 +1,4 @@
-// Sidebar: new chat, markets, collapsible history (rename / delete), and the settings menu
+// Sidebar: new chat, search, markets, collapsible history (rename / delete), and the settings menu
 // (LLM Settings, Safety and the interface language, remembered in localStorage by the i18n
 // provider). A chat waiting for the owner's approval carries a badge.
 
@@ -7,11 +7,13 @@ import {
   Brain,
   Check,
   ChevronDown,
+  FolderOpen,
   Blocks,
   Languages,
   MessageSquarePlus,
   MoreHorizontal,
   Pencil,
+  Search,
   Settings,
   ShieldAlert,
   ShieldCheck,
@@ -24,6 +26,7 @@ import type { GeneratingMap } from '../lib/generation'
 import type { AppView } from '../lib/skills'
 import { relativeTime } from '../lib/time'
 import type { SessionInfo } from '../lib/types'
+import { ProjectPicker, folderName } from './ProjectPicker'
 import { ConfirmDialog, Spinner, useMenuKeyboard } from './ui'
 
 interface Props {
@@ -35,11 +38,14 @@ interface Props {
   generating: GeneratingMap
   /** chats with a tool call waiting for approval */
   waiting: Record<string, unknown>
-  onNewChat: () => void
+  /** a new chat, bound to `project` when one is given */
+  onNewChat: (project?: string) => void
   onSelect: (chatId: string) => void
   onRename: (chatId: string, title: string) => void
   onDelete: (chatId: string) => Promise<void>
   onView: (v: AppView) => void
+  /** opens search over every chat */
+  onSearch: () => void
 }
 
 function NavButton({
@@ -173,7 +179,15 @@ function SessionRow({
             </span>
           )}
         </span>
-        <span className="block text-[11px] text-zinc-500">{relativeTime(s.updated_at, Date.now(), lang)}</span>
+        <span className="flex gap-1.5 text-[11px] text-zinc-500">
+          {relativeTime(s.updated_at, Date.now(), lang)}
+          {s.project && (
+            <span className="flex min-w-0 items-center gap-0.5 truncate text-zinc-400" title={s.project} data-testid="session-project">
+              <FolderOpen size={10} aria-hidden className="shrink-0" />
+              <span className="truncate">{folderName(s.project)}</span>
+            </span>
+          )}
+        </span>
       </button>
       <button
         type="button"
@@ -300,12 +314,16 @@ export function Sidebar(p: Props) {
         }`}
       >
         <div className="space-y-0.5 p-2">
-          <NavButton
-            icon={<MessageSquarePlus size={17} />}
-            label={t('sidebar.newChat')}
-            onClick={p.onNewChat}
-            testId="new-chat"
-          />
+          <div className="flex items-center gap-0.5">
+            <NavButton
+              icon={<MessageSquarePlus size={17} />}
+              label={t('sidebar.newChat')}
+              onClick={() => p.onNewChat()}
+              testId="new-chat"
+            />
+            <ProjectPicker sessions={p.sessions} onPick={p.onNewChat} />
+          </div>
+          <NavButton icon={<Search size={17} />} label={t('search.open')} onClick={p.onSearch} testId="nav-search" />
           <NavButton
             active={p.view === 'mcp-market'}
             icon={<Blocks size={17} />}

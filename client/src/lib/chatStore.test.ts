@@ -178,6 +178,22 @@ describe('WS event reducer', () => {
     expect(s.sessions.map((x) => x.title)).toEqual(['A2', 'B'])
   })
 
+  it('a project new_chat the server refuses lets the app open a chat again; a bound chat keeps its project', () => {
+    let s = run(initialState, ws({ event: 'ready', chat_id: 'd1' }), { type: 'newChatRequested', project: '/p' })
+    expect(s.awaitingNewChat).toBe(true)
+    s = run(s, ws({ event: 'error', detail: '/p is not under an allowed project root' }))
+    expect([s.awaitingNewChat, s.banner]).toEqual([false, '/p is not under an allowed project root'])
+    // A plain new_chat is not given up on a chat-less error (it cannot be refused).
+    s = run(s, { type: 'newChatRequested' }, ws({ event: 'error', detail: 'unknown approval id' }))
+    expect(s.awaitingNewChat).toBe(true)
+    s = run(
+      s,
+      { type: 'sessions', sessions: [{ chat_id: 'b', title: '新对话', updated_at: '2026-12-03T10:00:00', project: '/p/app' }] },
+      ws({ event: 'session_updated', chat_id: 'b', title: 'Fix it', updated_at: '2026-12-03T10:01:00+00:00', seq: 1 }),
+    )
+    expect(s.sessions[0]).toEqual({ chat_id: 'b', title: 'Fix it', updated_at: '2026-12-03T10:01:00+00:00', project: '/p/app' })
+  })
+
   it('new_chat: the next attached becomes active; a plain attached does not steal focus', () => {
     let s = run(initialState, ws({ event: 'ready', chat_id: 'd' }))
     s = run(s, ws({ event: 'attached', chat_id: 'bg', last_seq: 0 }))
@@ -310,5 +326,37 @@ describe('approval requests', () => {
     // A malformed request (an id that is not a string) is not shown.
     s = run(started(), ws({ ...req('ap-3', 2), id: 7 }))
     expect(s.approvals.c1).toBeUndefined()
+  })
+})
+
+describe('reasoning (thinking models)', () => {
+  it('streams reasoning beside the answer, never into it, and stops its clock at the answer', () => {
+    let s = started()
+    s = run(
+      s,
+      ws({ event: 'reasoning', chat_id: 'c1', text: 'Let me ', stream_id: 1, seq: 1 }),
+      ws({ event: 'reasoning', chat_id: 'c1', text: 'think.', stream_id: 1, seq: 2 }),
+      ws({ event: 'delta', chat_id: 'c1', text: 'Answer', stream_id: 1, seq: 3 }),
+      ws({ event: 'stream_end', chat_id: 'c1', stream_id: 1, seq: 4 }),
+      ws({ event: 'done', chat_id: 'c1', duration_sec: 1, seq: 5 }),
+    )
+    const answer = msgs(s)[1]
+    expect(answer.content).toBe('Answer')
+    expect(answer.reasoning).toBe('Let me think.')
+    expect(answer.reasoningSince).toBeUndefined()
+    expect(typeof answer.reasoningMs).toBe('number')
+  })
+
+  it('keeps the reasoning and its duration from history after a reload', () => {
+    const s = reduce(initialState, {
+      type: 'history',
+      chatId: 'c1',
+      messages: [
+        { role: 'user', content: 'q' },
+        { role: 'assistant', content: 'a', reasoning_content: 'because', reasoning_ms: 2300 },
+      ],
+    } as unknown as Action)
+    const answer = msgs(s)[1]
+    expect(answer).toMatchObject({ content: 'a', reasoning: 'because', reasoningMs: 2300 })
   })
 })

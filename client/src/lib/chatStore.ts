@@ -32,8 +32,17 @@ export interface ChatMessage {
   at?: number
   /** assistant: the turn's `done.duration_sec` */
   durationSec?: number
+  /** assistant: the model's reasoning (`reasoning` events; history's `reasoning_content`), never part of `content` */
+  reasoning?: string
+  /** assistant: milliseconds spent reasoning (history's `reasoning_ms`, or measured live) */
+  reasoningMs?: number
+  /** assistant, live: when the current run of reasoning began (epoch ms) */
+  reasoningSince?: number
   /** a notice in the client's own words: shown in the language on screen, even after a switch */
   textKey?: MessageKey
+  /** history: the cursors of the records shown as this message (a tool step's fold into the
+   * answer after it), so a search hit finds its message */
+  cursors?: number[]
 }
 
 export interface ChatData {
@@ -66,6 +75,8 @@ export interface State {
   banner: string | null
   /** a `new_chat` is in flight: the next `attached` becomes the active chat */
   awaitingNewChat: boolean
+  /** that `new_chat` names a project, so the server may refuse it with a chat-less `error` */
+  awaitingProjectChat: boolean
   /** MCP forms waiting for an answer, by chat (opened by `elicitation`, closed by `elicitation_end`) */
   elicitations: Record<string, Elicitation[]>
   /** tool calls waiting for the owner's approval, by chat (`approval_request` … `approval_end`) */
@@ -80,6 +91,7 @@ export const initialState: State = {
   generating: {},
   banner: null,
   awaitingNewChat: false,
+  awaitingProjectChat: false,
   elicitations: {},
   approvals: {},
 }
@@ -92,7 +104,7 @@ export type Action =
   | { type: 'history'; chatId: string; messages: HistoryMessage[]; start?: number }
   | { type: 'olderHistory'; chatId: string; messages: HistoryMessage[]; start: number }
   | { type: 'select'; chatId: string }
-  | { type: 'newChatRequested' }
+  | { type: 'newChatRequested'; project?: string }
   | { type: 'sent'; chatId: string; content: string; selections: Selection[] }
   | { type: 'renamed'; chatId: string; title: string }
   | { type: 'deleted'; chatId: string }
@@ -123,7 +135,7 @@ function withChat(state: State, chatId: string, chat: ChatData): State {
 
 function finaliseStreaming(messages: ChatMessage[]): ChatMessage[] {
   if (!messages.some((m) => m.streaming)) return messages
-  return messages.map((m) => (m.streaming ? { ...m, streaming: false } : m))
+  return messages.map((m) => (m.streaming ? { ...endReasoning(m), streaming: false } : m))
 }
 
 /** Puts the turn's duration on its answer: the last assistant message after the last user message. */
@@ -135,6 +147,17 @@ function withDuration(messages: ChatMessage[], sec: number | null): ChatMessage[
     if (m.role === 'assistant') return messages.map((x, j) => (j === i ? { ...x, durationSec: sec } : x))
   }
   return messages
+}
+
+/** Appends streamed reasoning, starting the reasoning clock if it is not running. */
+export function withReasoning(m: ChatMessage, text: string, now: number): ChatMessage {
+  return { ...m, reasoning: (m.reasoning ?? '') + text, reasoningSince: m.reasoningSince ?? now }
+}
+
+/** Stops the reasoning clock (the answer began, or the stream ended), adding the time it ran. */
+export function endReasoning(m: ChatMessage, now = Date.now()): ChatMessage {
+  if (m.reasoningSince === undefined) return m
+  return { ...m, reasoningMs: (m.reasoningMs ?? 0) + Math.max(0, now - m.reasoningSince), reasoningSince: undefined }
 }
 
 /** The last message if it is a streaming assistant message, else a fresh one appended. */
@@ -182,11 +205,19 @@ function stamp(m: HistoryMessage): { at?: number } {
 export function historyMessages(items: HistoryMessage[]): ChatMessage[] {
   const out: ChatMessage[] = []
   let pending: ToolBlock[] = []
+  let pendingCursors: number[] = []
+  const cursorsWith = (m: HistoryMessage | null): { cursors?: number[] } => {
+    const own = typeof m?.cursor === 'number' ? [m.cursor] : []
+    const all = [...pendingCursors, ...own]
+    pendingCursors = []
+    return all.length ? { cursors: all } : {}
+  }
   const flush = () => {
-    if (pending.length) out.push({ id: nextId('h'), role: 'assistant', content: '', tools: pending })
+    if (pending.length) out.push({ id: nextId('h'), role: 'assistant', content: '', tools: pending, ...cursorsWith(null) })
     pending = []
   }
   for (const m of items) {
+    if ((m.role === 'tool_calls' || m.role === 'tool') && typeof m.cursor === 'number') pendingCursors.push(m.cursor)
     if (m.role === 'tool_calls') {
       for (const c of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
         pending.push({
@@ -202,14 +233,24 @@ export function historyMessages(items: HistoryMessage[]): ChatMessage[] {
       const i = pending.findIndex((t) => !t.done && (callId ? t.callId === callId : t.toolName === str(m.tool_name)))
       if (i >= 0) pending[i] = { ...pending[i], done: true, result: String(m.content ?? '') }
     } else if (m.role === 'assistant') {
-      const base: ChatMessage = { id: nextId('h'), role: 'assistant', content: String(m.content ?? ''), ...stamp(m) }
+      const base: ChatMessage = {
+        id: nextId('h'),
+        role: 'assistant',
+        content: String(m.content ?? ''),
+        ...stamp(m),
+        ...cursorsWith(m),
+      }
+      if (typeof m.reasoning_content === 'string' && m.reasoning_content) {
+        base.reasoning = m.reasoning_content
+        if (typeof m.reasoning_ms === 'number') base.reasoningMs = m.reasoning_ms
+      }
       // Receipts and answers of one turn: the blocks go on the turn's last assistant message.
       if (pending.length) base.tools = pending
       pending = []
       out.push(base)
     } else if (m.role === 'user') {
       flush()
-      const base: ChatMessage = { id: nextId('h'), role: 'user', content: String(m.content ?? ''), ...stamp(m) }
+      const base: ChatMessage = { id: nextId('h'), role: 'user', content: String(m.content ?? ''), ...stamp(m), ...cursorsWith(m) }
       const selections = normaliseReceipts(m)
       if (selections.length) base.selections = selections
       out.push(base)
@@ -242,7 +283,12 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
     case 'delta': {
       const text = str(ev.text) ?? ''
       const { list, tail } = streamingTail(chat.messages)
-      return put(state, [...list, { ...tail, content: tail.content + text }])
+      return put(state, [...list, { ...endReasoning(tail), content: tail.content + text }])
+    }
+    case 'reasoning': {
+      const text = str(ev.text) ?? ''
+      const { list, tail } = streamingTail(chat.messages)
+      return put(state, [...list, withReasoning(tail, text, Date.now())])
     }
     case 'message': {
       // Non-streamed fallback: a complete assistant text.
@@ -339,7 +385,9 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
       const title = str(ev.title) ?? ''
       const updated_at = str(ev.updated_at) ?? new Date().toISOString()
       const known = isKnownSession(state, chatId)
-      const sessions = [{ chat_id: chatId, title, updated_at }, ...state.sessions.filter((x) => x.chat_id !== chatId)]
+      // What the list knows besides the title (the chat's project) stays.
+      const prev = state.sessions.find((x) => x.chat_id === chatId)
+      const sessions = [{ ...prev, chat_id: chatId, title, updated_at }, ...state.sessions.filter((x) => x.chat_id !== chatId)]
       const nextChat: ChatData = { ...chat, lastSeq, loaded: known ? chat.loaded : true }
       return {
         ...state,
@@ -395,7 +443,7 @@ export function reduce(state: State, action: Action): State {
       if (state.activeChatId === action.chatId) return state
       return { ...state, activeChatId: action.chatId, banner: null }
     case 'newChatRequested':
-      return { ...state, awaitingNewChat: true, banner: null }
+      return { ...state, awaitingNewChat: true, awaitingProjectChat: Boolean(action.project), banner: null }
     case 'sent': {
       const chat = chatOf(state, action.chatId)
       const msg: ChatMessage = { id: nextId('u'), role: 'user', content: action.content, at: Date.now() }
@@ -465,7 +513,9 @@ function reduceEvent(state: State, ev: ServerEvent): State {
       let s = { ...withChat(state, chatId, next), generating }
       // The answer to our `new_chat`, not to an `attach` still in flight (the chat shown at load
       // whose answer arrives after New chat was clicked must not take the new chat's place).
-      if (state.awaitingNewChat && !chat.attaching) s = { ...s, activeChatId: chatId, awaitingNewChat: false }
+      if (state.awaitingNewChat && !chat.attaching) {
+        s = { ...s, activeChatId: chatId, awaitingNewChat: false, awaitingProjectChat: false }
+      }
       return s
     }
     case 'pong':
@@ -474,11 +524,16 @@ function reduceEvent(state: State, ev: ServerEvent): State {
     case 'error': {
       if (!chatId) {
         const detail = str(ev.detail) ?? tr('chat.unknownError')
+        // A refused project: no chat comes, so the app may open a plain one again.
+        if (state.awaitingProjectChat) {
+          return { ...state, banner: detail, awaitingNewChat: false, awaitingProjectChat: false }
+        }
         return { ...state, banner: detail }
       }
       return applyChatEvent(state, chatId, ev) ?? state
     }
     case 'delta':
+    case 'reasoning':
     case 'message':
     case 'tool_call':
     case 'tool_result':

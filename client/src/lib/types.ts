@@ -6,6 +6,16 @@ export interface SessionInfo {
   chat_id: string
   title: string
   updated_at: string
+  /** the directory the chat works in, when it was bound to a project (docs/http-api.md §11) */
+  project?: string
+}
+
+/** `GET /api/settings/projects`. */
+export interface ProjectSettings {
+  roots: string[]
+  env_roots: string[]
+  allowed: string[]
+  workspace: string
 }
 
 export interface SkillReceipt {
@@ -29,6 +39,11 @@ export interface HistoryMessage {
   tool_name?: unknown
   /** `tools=1`: when a turn was stored (`YYYY-MM-DD HH:MM`, the server's local time) */
   timestamp?: unknown
+  /** an assistant turn of a thinking model: its reasoning, and how long it took */
+  reasoning_content?: unknown
+  reasoning_ms?: unknown
+  /** `tools=1`: the record's cursor in history.jsonl (what search hits name) */
+  cursor?: unknown
 }
 
 /** `GET /api/sessions/{id}/messages?limit=`: one page of items and where it sits. */

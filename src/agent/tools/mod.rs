@@ -21,6 +21,7 @@ pub(crate) mod pattern;
 pub(crate) mod read_file;
 pub(crate) mod regex;
 pub(crate) mod save_memory;
+pub(crate) mod search_history;
 pub(crate) mod web_fetch;
 pub(crate) mod web_search;
 pub(crate) mod write_file;
@@ -70,6 +71,8 @@ pub(crate) struct ToolSettings {
     pub(crate) exec_timeout: Duration,
     /// `exec`'s confinement, built at start-up (`crate::tool::sandbox`).
     pub(crate) sandbox: Arc<crate::tool::sandbox::Sandbox>,
+    /// The index `search_history` queries (`crate::search`).
+    pub(crate) search: search_history::SearchHandle,
 }
 
 impl Default for ToolSettings {
@@ -79,6 +82,7 @@ impl Default for ToolSettings {
             web_fetch_allow_private: false,
             exec_timeout: exec::DEFAULT_TIMEOUT,
             sandbox: Arc::new(crate::tool::sandbox::Sandbox::off("not configured")),
+            search: search_history::SearchHandle::default(),
         }
     }
 }
@@ -123,6 +127,7 @@ pub(crate) fn builtins_with(settings: &ToolSettings, secrets: &crate::secrets::S
             secrets: secrets.clone(),
             sandbox: Arc::clone(&settings.sandbox),
         }),
+        Arc::new(search_history::SearchHistory { search: settings.search.clone() }),
     ]
 }
 

@@ -647,13 +647,8 @@ mod tests {
     #[test]
     fn random_patterns_never_panic() {
         let alphabet: Vec<char> = "ab(){}[]^$.*+?|\\-,:=!<>#P0123456789dwsbBAZxuUnNié ß&~".chars().collect();
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::util::prng::Prng::new(0x9e37_79b9_7f4a_7c15);
+        let mut next = move || rng.next_u64();
         for _ in 0..5_000 {
             let len = (next() % 12) as usize;
             let p: String = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();

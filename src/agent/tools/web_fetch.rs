@@ -943,13 +943,8 @@ pub(crate) mod tests {
             let _ = html_to_text(s);
         }
         let alphabet: Vec<char> = "<>&;#x!-/scriptyle é中\n\t0a".chars().collect();
-        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::util::prng::Prng::new(0x2545_f491_4f6c_dd1d);
+        let mut next = move || rng.next_u64();
         for _ in 0..20_000 {
             // The length is drawn afresh each round (a length of 0 must not freeze the seed).
             let len = next() % 40;

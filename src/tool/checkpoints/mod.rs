@@ -19,6 +19,7 @@
 //! baseline's scan and copies (`Checkpoints::build_baseline`).
 
 pub(crate) mod blobs;
+pub mod projects;
 pub mod rewind;
 pub mod state;
 pub(crate) mod watch;

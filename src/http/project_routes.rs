@@ -1,0 +1,149 @@
+//! Projects over HTTP (docs/http-api.md §11): `GET`/`PUT /api/settings/projects`, the roots
+//! under which chats may be bound to a project, and `POST /api/sessions`, which creates a chat
+//! (bound to a project when the body names one). Which directory is allowed is decided by
+//! `crate::projects`; this maps its answers to statuses. Runs on the `http` thread.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::api::Api;
+use super::shape::{Body, Issue};
+use super::{Req, Resp};
+use crate::projects::SaveError;
+
+#[derive(Serialize)]
+struct SettingsView {
+    /// The Safety page's list (editable).
+    roots: Vec<String>,
+    /// `CASHCODE_PROJECT_ROOTS` (read-only here).
+    env_roots: Vec<String>,
+    /// What is allowed now: both lists, or the workspace when neither names a root.
+    allowed: Vec<String>,
+    workspace: String,
+}
+
+fn shown(paths: &[std::path::PathBuf]) -> Vec<String> {
+    paths.iter().map(|p| p.display().to_string()).collect()
+}
+
+pub(crate) fn route_settings(api: &Api, m: &str, req: &Req) -> Resp {
+    match m {
+        "GET" => settings(api),
+        "PUT" => save(api, req),
+        _ => Resp::detail(405, "Method Not Allowed"),
+    }
+}
+
+fn settings(api: &Api) -> Resp {
+    let p = &api.agent.deps.projects;
+    Resp::ok(&SettingsView {
+        roots: shown(&p.saved_roots()),
+        env_roots: shown(p.env_roots()),
+        allowed: shown(&p.roots()),
+        workspace: p.workspace().display().to_string(),
+    })
+}
+
+fn save(api: &Api, req: &Req) -> Resp {
+    let mut body = match Body::object(req) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let extras: Vec<String> = body.fields().keys().filter(|k| *k != "roots").cloned().collect();
+    for k in &extras {
+        body.extra(k);
+    }
+    let roots: Option<Vec<String>> = match body.fields().get("roots").cloned() {
+        None => {
+            body.missing("roots");
+            None
+        }
+        Some(Value::Array(items)) => {
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                match item.as_str() {
+                    Some(s) => out.push(s.to_string()),
+                    None => body.push(Issue::new(
+                        "string_type",
+                        &["body", "roots", &i.to_string()],
+                        "Input should be a valid string",
+                        item.clone(),
+                    )),
+                }
+            }
+            Some(out)
+        }
+        Some(other) => {
+            body.push(Issue::new("list_type", &["body", "roots"], "Input should be a valid list", other));
+            None
+        }
+    };
+    let roots = match body.done(roots) {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    match api.agent.deps.projects.save(&roots) {
+        Ok(_) => {
+            log::info!("event=projects.roots_saved count={}", roots.len());
+            settings(api)
+        }
+        Err(SaveError::Invalid(e)) => Resp::shape(vec![Issue::new(
+            "value_error",
+            &["body", "roots"],
+            format!("Value error, {e}"),
+            Value::from(roots),
+        )]),
+        Err(SaveError::Io(e)) => {
+            log::error!("event=projects.save_failed error_kind={:?}", e.kind());
+            Resp::detail(500, "could not save the project roots")
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Created {
+    chat_id: String,
+    project: Option<String>,
+}
+
+/// `POST /api/sessions` `{"project"?: string | null}` -> 201 `{"chat_id", "project"}`.
+pub(crate) fn create_session(api: &Api, req: &Req) -> Resp {
+    let mut body = match Body::object(req) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let extras: Vec<String> = body.fields().keys().filter(|k| *k != "project").cloned().collect();
+    for k in &extras {
+        body.extra(k);
+    }
+    let project = body.optional_str("project");
+    let project = match body.done(project) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let deps = &api.agent.deps;
+    let chat_id = crate::util::rand::uuid4();
+    let bound = match &project {
+        Some(p) => match deps.bind_project(&chat_id, p) {
+            Ok(root) => Some(root.display().to_string()),
+            Err(msg) => {
+                return Resp::shape(vec![Issue::new(
+                    "value_error",
+                    &["body", "project"],
+                    format!("Value error, {msg}"),
+                    Value::String(p.clone()),
+                )])
+            }
+        },
+        None => {
+            if let Some(dir) = deps.chats.dir(&chat_id) {
+                if let Err(e) = crate::util::fsx::create_private_dirs(&dir) {
+                    log::error!("event=sessions.create_failed error_kind={:?}", e.kind());
+                    return Resp::detail(500, "unable to create the session");
+                }
+            }
+            None
+        }
+    };
+    Resp::json(201, &Created { chat_id, project: bound })
+}
