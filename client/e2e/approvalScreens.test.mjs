@@ -94,6 +94,7 @@ describe('approval screens that cannot mislead', { concurrency: 1 }, () => {
       await d.waitFor({ timeout: 30_000 })
       await until(() => page.requests.length > 0, 'the request frame')
       assert.equal(await d.getAttribute('data-kind'), 'outside')
+      assert.match(await page.title(), /^\(1\) ⚠ /, 'the page title marks the waiting request')
       assert.equal(await d.getByTestId('approval-title').innerText(), lang === 'en' ? 'Run a command outside the sandbox?' : '在沙箱外运行命令？')
       assert.equal(await d.getByTestId('approval-lines').innerText(), lang === 'en' ? '29 lines' : '共 29 行')
       const box = d.getByTestId('approval-command')
@@ -129,6 +130,7 @@ describe('approval screens that cannot mislead', { concurrency: 1 }, () => {
       await screenshot(page, `approval-screens-29-lines-end-${label}`)
       await d.getByTestId('approval-deny').click()
       await d.waitFor({ state: 'detached' })
+      assert.doesNotMatch(await page.title(), /⚠/)
       await page.context().close()
     })
   }
