@@ -102,7 +102,10 @@ pub(crate) enum Event<'a> {
     /// A tool call waits for the owner's approval (`agent::approvals`; our extension):
     /// `arguments` redacted, `justification` the model's (or null), `grants` in words what
     /// each approval allows, `working_dir` where it would run. Answered by an
-    /// `approval_response` frame within `timeout_sec`, else declined.
+    /// `approval_response` frame within `timeout_sec`, else declined. `deadline_ms` (unix ms)
+    /// is when the server declines, `remaining_sec` the whole seconds left when this copy was
+    /// sent (less than `timeout_sec` when re-sent to a client attaching later); `confined`
+    /// whether an approved call runs inside the kernel sandbox.
     ApprovalRequest {
         chat_id: &'a str,
         id: &'a str,
@@ -112,6 +115,9 @@ pub(crate) enum Event<'a> {
         grants: &'a str,
         working_dir: &'a str,
         timeout_sec: u64,
+        deadline_ms: u64,
+        remaining_sec: u64,
+        confined: bool,
     },
     /// The approval request is over (answered here or in another tab, timed out, cancelled):
     /// `decision` is what the server did (`approve`, `approve_for_chat` or `deny`).
@@ -372,9 +378,12 @@ mod tests {
                     grants: "Approve once: …",
                     working_dir: "/w",
                     timeout_sec: 120,
+                    deadline_ms: 1_700_000_120_000,
+                    remaining_sec: 120,
+                    confined: false,
                 },
                 Some(12),
-                r#"{"event":"approval_request","chat_id":"c-1","id":"ap-1","tool_name":"exec","arguments":{"command":"git push"},"justification":null,"grants":"Approve once: …","working_dir":"/w","timeout_sec":120,"seq":12}"#,
+                r#"{"event":"approval_request","chat_id":"c-1","id":"ap-1","tool_name":"exec","arguments":{"command":"git push"},"justification":null,"grants":"Approve once: …","working_dir":"/w","timeout_sec":120,"deadline_ms":1700000120000,"remaining_sec":120,"confined":false,"seq":12}"#,
             ),
             (
                 Event::ApprovalEnd { chat_id: c, id: "ap-1", decision: "deny" },

@@ -3,6 +3,8 @@
 //   [tool]  first call streams two save_memory tool calls; after the tool results, a short answer
 //   [slow]  a long answer streamed slowly (cancel / reconnect tests)
 //   [fail]  HTTP 500 (the turn fails; the client shows the error inline)
+//   [escalate-lines N]  one escalated `exec` of an N-line script ending `echo end-of-command`;
+//           after the result, "Result: <tool text>"
 //   [exec] CMD  one sandboxed `exec` call of CMD (the rest of the line); after it, "Result: …"
 //   [escalate] CMD  one `exec` call of CMD (the rest of the line) asking to leave the sandbox
 //           (`sandbox_permissions: require_escalated`); after the result, "Result: <tool text>"
@@ -101,8 +103,16 @@ export async function startFakeLlm() {
 
     const plan = []
     const escalate = /\[escalate\] ?(.*)/.exec(text)
+    const lines = /\[escalate-lines (\d+)\]/.exec(text)
     const confined = /\[exec\] ?(.*)/.exec(text)
-    if (confined && !afterTools) {
+    if (lines && !afterTools) {
+      const n = Math.max(1, Math.min(200, Number(lines[1])))
+      const body = Array.from({ length: n - 1 }, (_, i) => `echo step-${i + 1}`)
+      const args = { command: [...body, 'echo end-of-command'].join('\n'), sandbox_permissions: 'require_escalated', justification: 'A long script.' }
+      plan.push({ tools: true, calls: [[`call_lines_${state.requests.length}`, 'exec', JSON.stringify(args)]] })
+    } else if (lines) {
+      plan.push({ text: `Result: ${messages[messages.length - 1].content}`, size: 16, delay: 5 })
+    } else if (confined && !afterTools) {
       plan.push({ tools: true, calls: [[`call_exec_${state.requests.length}`, 'exec', JSON.stringify({ command: confined[1].trim() })]] })
     } else if (confined) {
       plan.push({ text: `Result: ${messages[messages.length - 1].content}`, size: 16, delay: 5 })

@@ -67,12 +67,19 @@ describe('Rewind in the web client', { concurrency: 1 }, () => {
       assert.equal(await file.getAttribute('data-action'), 'restore')
       assert.deepEqual(await dialog.locator('[data-op="del"] > span:last-child').allInnerTexts(), ['step two changed'])
       assert.deepEqual(await dialog.locator('[data-op="add"] > span:last-child').allInnerTexts(), ['step two'])
+      // How many entries a chat rewind would take out is said before; "Rewind files" is the
+      // primary (last) action, the chat rewind the secondary one.
+      const count = Number(await dialog.getByTestId('rewind-messages').getAttribute('data-count'))
+      assert.ok(count >= 2, `the user message and the answer at least: ${count}`)
+      assert.match(await dialog.getByTestId('rewind-messages').innerText(), new RegExp(`removes ${count} entries`))
+      assert.ok(await dialog.getByTestId('rewind-files').evaluate((b) => b.nextElementSibling === null), 'Rewind files last')
       await screenshot(page, 'rewind-01-preview')
 
       // Cancel: nothing changes.
       await dialog.getByTestId('rewind-cancel').click()
       await dialog.waitFor({ state: 'detached' })
       assert.equal(readFileSync(plan, 'utf8'), 'step one\nstep two changed\n')
+      assert.equal(await page.getByTestId('msg-user').count(), 1, 'the preview removes no message')
 
       // Rewind files and chat.
       await user.hover()

@@ -308,8 +308,15 @@ export function App() {
     }
   }
 
-  // The open chat's first approval request is shown; others are badged in the sidebar.
+  // The open chat's first approval request is shown, on every page; others are badged in the
+  // sidebar and named in a banner.
   const approval: Approval | undefined = active ? state.approvals[active]?.[0] : undefined
+  const waitingCount = Object.values(state.approvals).reduce((n, list) => n + list.length, 0)
+  // A mark in the page title while requests wait, for a tab in the background.
+  const baseTitle = useRef(document.title)
+  useEffect(() => {
+    document.title = waitingCount ? `(${waitingCount}) ⚠ ${baseTitle.current}` : baseTitle.current
+  }, [waitingCount])
   const approvalElsewhere = Object.entries(state.approvals).find(([id, list]) => id !== active && list.length)?.[1][0]
   const answerApproval = (a: Approval, decision: ApprovalDecision) => {
     // The dialog closes on the server's `approval_end`; an answer that did not leave keeps it.
@@ -400,7 +407,7 @@ export function App() {
               <SearchDialog onClose={() => setSearchOpen(false)} onOpen={openHit} />
             </Suspense>
           )}
-          {approval && view === 'chat' && (
+          {approval && (
             <ApprovalDialog key={approval.id} request={approval} onAnswer={(d) => answerApproval(approval, d)} />
           )}
           {!approval && form && view === 'chat' && (

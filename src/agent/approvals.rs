@@ -55,8 +55,11 @@ impl Answer {
 
 struct Waiting {
     chat_id: String,
-    /// The `approval_request` event, sent again to a client that attaches.
-    event: Arc<str>,
+    /// The `approval_request` event, sent again (with `remaining_sec` brought up to date) to
+    /// a client that attaches.
+    event: Value,
+    /// When the worker stops waiting and declines.
+    deadline: Instant,
     tx: Sender<Answer>,
 }
 
@@ -102,8 +105,17 @@ impl Approvals {
     }
 
     /// The `approval_request` events still waiting in `chat_id`, for a client attaching to it.
-    pub(crate) fn pending_events(&self, chat_id: &str) -> Vec<Arc<str>> {
-        sync::lock(&self.pending).values().filter(|w| w.chat_id == chat_id).map(|w| Arc::clone(&w.event)).collect()
+    pub(crate) fn pending_events(&self, chat_id: &str) -> Vec<String> {
+        let now = Instant::now();
+        sync::lock(&self.pending)
+            .values()
+            .filter(|w| w.chat_id == chat_id)
+            .map(|w| {
+                let mut ev = w.event.clone();
+                ev["remaining_sec"] = w.deadline.saturating_duration_since(now).as_secs().into();
+                ev.to_string()
+            })
+            .collect()
     }
 
     /// An `approval_response` frame: `Err(detail)` unless `chat_id` has a request `id` waiting.
@@ -201,6 +213,11 @@ impl Approvals {
             .map(|j| secrets.redact(crate::util::text::take_chars(&j, MAX_JUSTIFICATION_CHARS)).into_owned());
         let grants = approval::grants_text(tool, escalated, grant);
         let working_dir = ctx.workspace.display().to_string();
+        let started = Instant::now();
+        let deadline = started + self.timeout;
+        let deadline_ms = u64::try_from(crate::util::time::now_millis())
+            .unwrap_or(u64::MAX)
+            .saturating_add(u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX));
         let request = Event::ApprovalRequest {
             chat_id,
             id: &id,
@@ -210,6 +227,10 @@ impl Approvals {
             grants: &grants,
             working_dir: &working_dir,
             timeout_sec: self.timeout.as_secs().max(1),
+            deadline_ms,
+            remaining_sec: self.timeout.as_secs(),
+            // An escalation is exactly an unconfined run (`approval::decide`).
+            confined: !escalated,
         };
         let (tx, rx) = crossbeam_channel::bounded(1);
         {
@@ -217,19 +238,19 @@ impl Approvals {
             if pending.len() >= MAX_PENDING {
                 return refused(Refusal::Busy);
             }
-            let event = request.to_text(None).into();
-            pending.insert(id.clone(), Waiting { chat_id: chat_id.to_string(), event, tx });
+            // Strings, numbers and JSON values only: cannot fail.
+            let event = serde_json::to_value(&request).expect("events hold only strings, numbers and JSON values");
+            pending.insert(id.clone(), Waiting { chat_id: chat_id.to_string(), event, deadline, tx });
         }
         self.sink.emit(chat_id, &request);
         log::info!("event=approval.asked chat_id={chat_id} id={id} tool={tool:?} escalated={escalated}");
-        let started = Instant::now();
         let result = select! {
             recv(rx) -> a => match a {
                 Ok(Answer::Deny) | Err(_) => Err(Refusal::Denied),
                 Ok(a) => Ok(a),
             },
             recv(ctx.cancel.wait_chan()) -> _ => Err(Refusal::Cancelled),
-            default(self.timeout) => Err(Refusal::Timeout),
+            recv(crossbeam_channel::at(deadline)) -> _ => Err(Refusal::Timeout),
         };
         // Unless `answer` took it already (an answer racing a cancel or the timeout is lost:
         // the end event says what was done).

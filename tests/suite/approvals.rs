@@ -45,6 +45,11 @@ fn wait_request(ws: &mut WsClient, chat: &str) -> Value {
     ev
 }
 
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970");
+    u64::try_from(since.as_millis()).expect("ms fit u64")
+}
+
 fn respond(ws: &mut WsClient, chat: &str, id: &Value, decision: &str) {
     ws.send(&json!({"type": "approval_response", "chat_id": chat, "id": id, "decision": decision}));
 }
@@ -186,14 +191,28 @@ fn a_second_tab_gets_the_request_and_cancel_declines() {
     script_escalation(&fake, "touch tab.txt", json!({}));
     let before = fake.chat_requests().len();
     ws.message(&chat, "go", "openai_compatible");
+    let asked_ms = now_ms();
     let req = wait_request(&mut ws, &chat);
+    // The deadline is absolute: the server's clock plus the timeout, all of it left at first.
+    let deadline = req["deadline_ms"].as_u64().expect("deadline_ms");
+    let timeout_ms = req["timeout_sec"].as_u64().unwrap() * 1000;
+    assert!(deadline >= asked_ms + timeout_ms - 1000 && deadline <= now_ms() + timeout_ms + 1000, "{req}");
+    assert_eq!(req["remaining_sec"], req["timeout_sec"]);
+    assert_eq!(req["confined"], false, "an escalated exec runs outside the sandbox: {req}");
 
-    // A tab attaching after the request (its replay starting later) is shown it again.
+    // A tab attaching after the request (its replay starting later) is shown it again, with
+    // the same deadline and only the seconds still left.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
     let mut tab = WsClient::connect(&server);
     let last = ws.log.iter().filter_map(|v| v["seq"].as_u64()).max().unwrap();
     tab.send(&json!({"type": "attach", "chat_id": chat, "after_seq": last}));
     let frames = tab.recv_until(|v| v["event"] == "approval_request");
-    assert_eq!(frames.last().unwrap()["id"], req["id"]);
+    let again = frames.last().unwrap();
+    assert_eq!(again["id"], req["id"]);
+    assert_eq!(again["deadline_ms"], req["deadline_ms"]);
+    let left = again["remaining_sec"].as_u64().unwrap();
+    let expect = deadline.saturating_sub(now_ms()) / 1000;
+    assert!(left + 2 <= req["timeout_sec"].as_u64().unwrap() && left.abs_diff(expect) <= 1, "{again}");
     respond(&mut tab, &chat, &req["id"], "approve");
     let end = tab.recv_until(|v| v["event"] == "approval_end");
     assert_eq!(end.last().unwrap()["decision"], "approve");
@@ -278,6 +297,7 @@ fn policy_route_validates_stores_and_is_obeyed() {
     ws.message(&chat, "plain", "openai_compatible");
     let req = wait_request(&mut ws, &chat);
     assert!(req["grants"].as_str().unwrap().contains("Approve once: runs this one `exec` call"), "{req}");
+    assert_eq!(req["confined"], true, "a plain exec set to ask runs in the sandbox: {req}");
     respond(&mut ws, &chat, &req["id"], "approve");
     let events = ws.turn_events(&chat);
     assert_eq!(events.last().unwrap()["event"], "done");

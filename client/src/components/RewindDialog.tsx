@@ -1,5 +1,6 @@
 // "Rewind to here": the preview of what a rewind puts back (files with their diffs, conflicts
-// left alone, files that cannot be restored), then Rewind files, Rewind files and chat, or Cancel.
+// left alone, files that cannot be restored, how many messages a chat rewind removes), then
+// Rewind files (the primary, files only), Rewind files and chat, or Cancel.
 
 import { useEffect, useState } from 'react'
 import { AlertTriangle } from 'lucide-react'
@@ -78,7 +79,8 @@ export function RewindDialog(props: {
     findUserIndex(chatId, fromEnd)
       .then(async (k) => {
         if (k < 0) throw new Error(t('rewind.notFound'))
-        const report = await rewind(chatId, k, { dryRun: true, chat: false })
+        // A dry run with the chat too: the same files, plus how many messages would go.
+        const report = await rewind(chatId, k, { dryRun: true, chat: true })
         if (!live) return
         setIndex(k)
         setPreview(report)
@@ -122,11 +124,11 @@ export function RewindDialog(props: {
           <Button onClick={onClose} disabled={busy} data-testid="rewind-cancel">
             {t('common.cancel')}
           </Button>
-          <Button onClick={() => apply(false)} disabled={busy || !preview || !files.length} data-testid="rewind-files">
-            {t('rewind.filesButton')}
-          </Button>
-          <Button variant="primary" onClick={() => apply(true)} disabled={busy || !preview} data-testid="rewind-files-chat">
+          <Button onClick={() => apply(true)} disabled={busy || !preview} data-testid="rewind-files-chat">
             {t('rewind.filesAndChat')}
+          </Button>
+          <Button variant="primary" onClick={() => apply(false)} disabled={busy || !preview || !files.length} data-testid="rewind-files">
+            {t('rewind.filesButton')}
           </Button>
         </>
       }
@@ -153,6 +155,11 @@ export function RewindDialog(props: {
           )}
           <Refusals title={t('rewind.conflicts')} list={preview.conflicts} testId="rewind-conflicts" />
           <Refusals title={t('rewind.notRewindable')} list={preview.not_rewindable} testId="rewind-not-rewindable" />
+          {typeof preview.removed_messages === 'number' && (
+            <p className="mt-4 text-sm text-zinc-300" data-testid="rewind-messages" data-count={preview.removed_messages}>
+              {t('rewind.messagesGo', { n: preview.removed_messages })}
+            </p>
+          )}
           {preview.evicted && <p className="mt-3 text-xs text-zinc-500">{t('rewind.evicted')}</p>}
         </div>
       )}

@@ -17,6 +17,57 @@ export interface Approval {
   timeoutSec: number
   /** when the event arrived (ms since epoch), for the countdown */
   receivedAt: number
+  /**
+   * When the server declines on its own, on this client's clock (ms since epoch): from the
+   * event's `deadline_ms` / `remaining_sec` (a re-sent request has less than `timeout_sec`
+   * left); null when the server gives no timeout.
+   */
+  endsAt: number | null
+  /** whether an approved call runs inside the kernel sandbox; null: an older server does not say */
+  confined: boolean | null
+  /**
+   * What "approve for this chat" would allow later: null when it grants nothing beyond this
+   * once (the button is not offered); undefined when an older server does not say.
+   */
+  grant: ApprovalGrant | null | undefined
+  /** control files (hooks, configs that run code) the call could change */
+  controlFiles: string[]
+}
+
+export type ApprovalGrant =
+  | { scope: 'exact'; argv: string[] }
+  | { scope: 'family'; program: string; prefix: string[]; rule: string }
+
+function grantOf(v: unknown): ApprovalGrant | null | undefined {
+  if (v === undefined) return undefined
+  if (!isObj(v)) return null
+  if (v.scope === 'exact' && Array.isArray(v.argv)) return { scope: 'exact', argv: strs(v.argv) }
+  if (v.scope === 'family' && typeof v.program === 'string') {
+    return { scope: 'family', program: v.program, prefix: strs(v.prefix), rule: typeof v.rule === 'string' ? v.rule : '' }
+  }
+  // A scope this client does not know: it cannot name what the grant covers, so it does not offer it.
+  return null
+}
+
+function strs(v: unknown): string[] {
+  return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []
+}
+
+/**
+ * The deadline on this client's clock. The server's `deadline_ms` is used when the two clocks
+ * agree (within 1.5 s of what `remaining_sec` implies); otherwise `remaining_sec` counted from
+ * arrival, which only loses the fraction of a second the server cut off.
+ */
+function endsAtOf(ev: Record<string, unknown>, now: number, timeoutSec: number): number | null {
+  const remaining = typeof ev.remaining_sec === 'number' && ev.remaining_sec >= 0 ? ev.remaining_sec : null
+  const deadline = typeof ev.deadline_ms === 'number' && ev.deadline_ms > 0 ? ev.deadline_ms : null
+  if (remaining !== null) {
+    const byRemaining = now + remaining * 1000
+    if (deadline !== null && Math.abs(deadline - byRemaining) <= 1500) return deadline
+    return byRemaining
+  }
+  if (deadline !== null) return deadline
+  return timeoutSec ? now + timeoutSec * 1000 : null
 }
 
 function isObj(v: unknown): v is Record<string, unknown> {
@@ -37,6 +88,10 @@ export function approvalFromEvent(ev: Record<string, unknown>, now: number): App
     workingDir: typeof ev.working_dir === 'string' ? ev.working_dir : '',
     timeoutSec: typeof ev.timeout_sec === 'number' && ev.timeout_sec > 0 ? ev.timeout_sec : 0,
     receivedAt: now,
+    endsAt: endsAtOf(ev, now, typeof ev.timeout_sec === 'number' && ev.timeout_sec > 0 ? ev.timeout_sec : 0),
+    confined: typeof ev.confined === 'boolean' ? ev.confined : null,
+    grant: grantOf(ev.grant),
+    controlFiles: strs(ev.control_files),
   }
 }
 
@@ -55,9 +110,51 @@ export function approvalFrame(a: Pick<Approval, 'id' | 'chatId'>, decision: Appr
   return { type: 'approval_response', chat_id: a.chatId, id: a.id, decision }
 }
 
-export function secondsLeft(a: Approval, now: number): number | null {
-  if (!a.timeoutSec) return null
-  return Math.max(0, Math.ceil(a.timeoutSec - (now - a.receivedAt) / 1000))
+export function secondsLeft(a: Pick<Approval, 'endsAt'>, now: number): number | null {
+  if (a.endsAt === null) return null
+  return Math.max(0, Math.ceil((a.endsAt - now) / 1000))
+}
+
+/** Which title the dialog gives the request: what approving it actually lets happen. */
+export function titleKind(a: Approval): 'outside' | 'sandboxed' | 'command' | 'tool' {
+  const command = commandOf(a) !== null
+  if (a.confined === false) return command || a.toolName === 'exec' ? 'outside' : 'tool'
+  if (a.confined === true) return command ? 'sandboxed' : 'tool'
+  // An older server: an escalation is outside; a plain command may or may not be.
+  if (isEscalation(a)) return 'outside'
+  return command ? 'command' : 'tool'
+}
+
+/** A piece of text to show: plain, or an invisible/control character spelled out. */
+export interface Shown {
+  text: string
+  escaped: boolean
+}
+
+// C0 controls but tab and newline, DEL, C1 controls, bidi embeddings/overrides/isolates and
+// marks, zero-width characters and the BOM: each can hide or reorder what a command does.
+// eslint-disable-next-line no-control-regex -- finding control characters is the point
+const HIDDEN = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]/g
+
+/** `text` split so that every hidden character shows as `\u{XXXX}` (or `\r`), marked. */
+export function showHidden(text: string): Shown[] {
+  const out: Shown[] = []
+  let last = 0
+  for (const m of text.matchAll(HIDDEN)) {
+    const i = m.index ?? 0
+    if (i > last) out.push({ text: text.slice(last, i), escaped: false })
+    const c = m[0]
+    const code = c.codePointAt(0) ?? 0
+    out.push({ text: c === '\r' ? '\\r' : `\\u{${code.toString(16).toUpperCase().padStart(4, '0')}}`, escaped: true })
+    last = i + c.length
+  }
+  if (last < text.length) out.push({ text: text.slice(last), escaped: false })
+  return out
+}
+
+/** Lines of a command as shown (a trailing newline adds none). */
+export function lineCount(text: string): number {
+  return text.replace(/\n$/, '').split('\n').length
 }
 
 // ---- Safety settings ----
