@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 use super::prompt;
 use super::Deps;
 use crate::bus::TurnRequest;
-use crate::llm::client::{Completion, LlmClient, LlmError, Piece, Streamed, ToolCall};
+use crate::llm::client::{Completion, LlmClient, LlmError, Piece, Streamed, ToolCall, STREAM_OPTIONS_CHARS};
 use crate::llm::wire::ChatRequest;
 use crate::memory_jobs::consolidator::Job;
 use crate::store::cache::{assistant_calls, ChatState};
@@ -382,7 +382,8 @@ fn budgeted_body(
     let room = match budget {
         None => usize::MAX,
         Some(budget) => {
-            let bare = ChatRequest::streamed(model, &[head, tail], &schemas).chars();
+            // The client may add the usage request's few bytes after this body is built.
+            let bare = ChatRequest::streamed(model, &[head, tail], &schemas).chars() + STREAM_OPTIONS_CHARS;
             if bare > budget {
                 return Err(format!(
                     "the request is larger than the context budget ({bare} > {budget} characters) even without the \

@@ -871,6 +871,10 @@ fn stream_started(s: &Stream<'_>) -> (u64, Duration) {
 
 const STREAM_OPTIONS: &[u8] = br#","stream_options":{"include_usage":true}}"#;
 
+/// What [`with_stream_options`] adds to a body: the context budget counts it (it replaces the
+/// body's closing brace, which it repeats).
+pub(crate) const STREAM_OPTIONS_CHARS: usize = STREAM_OPTIONS.len() - 1;
+
 /// Adds `"stream_options":{"include_usage":true}` as the body object's last key, in place
 /// (the request's other bytes, and so the provider's prompt cache, stay as they were);
 /// `false` when the body is not an object.
