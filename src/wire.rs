@@ -11,6 +11,9 @@ use serde_json::Value;
 
 /// Turn error detail of a cancelled turn (and of queued turns dropped by a cancel).
 pub(crate) const CANCELLED: &str = "cancelled";
+/// Bytes of a call's arguments (as the model sent them) up to which `tool_call` carries them:
+/// an editor's diff of a file write, without one huge write filling every replay ring.
+pub(crate) const TOOL_CALL_ARGUMENTS_MAX: usize = 64 * 1024;
 /// Code points of a tool's public text sent on `tool_result` (and shown in the transcript).
 pub(crate) const RESULT_PREVIEW: usize = 200;
 
@@ -45,11 +48,16 @@ pub(crate) enum Event<'a> {
         title: &'a str,
         updated_at: &'a str,
     },
+    /// `arguments` (our extension, absent past [`TOOL_CALL_ARGUMENTS_MAX`] bytes or when they
+    /// are not a JSON object): what the model passed, so an editor can show a file edit as a
+    /// diff while it runs.
     ToolCall {
         chat_id: &'a str,
         tool_name: &'a str,
         stream_id: u64,
         call_id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        arguments: Option<&'a serde_json::Map<String, Value>>,
     },
     /// `result`: the first [`RESULT_PREVIEW`] code points of the public text.
     ToolResult {
@@ -76,10 +84,14 @@ pub(crate) enum Event<'a> {
         chat_id: &'a str,
         stream_id: u64,
     },
-    /// `duration_sec`: seconds since the turn started, rounded to 0.1 ms.
+    /// `duration_sec`: seconds since the turn started, rounded to 0.1 ms. `stop_reason`
+    /// (only when the model's last reply was cut): `max_tokens` (the provider's output cap,
+    /// finish reason `length`) or `refusal` (its content filter).
     Done {
         chat_id: &'a str,
         duration_sec: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<&'static str>,
     },
     /// An MCP server asks the chat's user to fill a form during a tool call (our extension;
     /// `requested_schema` is the checked form of `mcp::elicit`). Answered by an
@@ -311,6 +323,7 @@ mod tests {
                     tool_name: "list_dir",
                     stream_id: 9_007_199_254_740_991,
                     call_id: "call_1",
+                    arguments: None,
                 },
                 Some(2),
                 r#"{"event":"tool_call","chat_id":"c-1","tool_name":"list_dir","stream_id":9007199254740991,"call_id":"call_1","seq":2}"#,
@@ -337,17 +350,17 @@ mod tests {
                 r#"{"event":"stream_end","chat_id":"c-1","stream_id":7,"seq":5}"#,
             ),
             (
-                Event::Done { chat_id: c, duration_sec: 0.1026 },
+                Event::Done { chat_id: c, duration_sec: 0.1026, stop_reason: None },
                 Some(6),
                 r#"{"event":"done","chat_id":"c-1","duration_sec":0.1026,"seq":6}"#,
             ),
             (
-                Event::Done { chat_id: c, duration_sec: 3.0 },
+                Event::Done { chat_id: c, duration_sec: 3.0, stop_reason: Some("max_tokens") },
                 Some(7),
-                r#"{"event":"done","chat_id":"c-1","duration_sec":3.0,"seq":7}"#,
+                r#"{"event":"done","chat_id":"c-1","duration_sec":3.0,"stop_reason":"max_tokens","seq":7}"#,
             ),
             (
-                Event::Done { chat_id: c, duration_sec: 0.0 },
+                Event::Done { chat_id: c, duration_sec: 0.0, stop_reason: None },
                 Some(8),
                 r#"{"event":"done","chat_id":"c-1","duration_sec":0.0,"seq":8}"#,
             ),

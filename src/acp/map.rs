@@ -102,6 +102,17 @@ fn tool_content(tool: &str, args: Option<&Value>, result: &str) -> Value {
     Value::Array(diff.into_iter().chain(std::iter::once(text)).collect())
 }
 
+/// ACP paths are absolute: a diff's path the model gave relative to the chat's directory is
+/// joined to the session's `cwd` (display only; the server decided where the tool wrote).
+pub(crate) fn anchor_paths(update: &mut Value, cwd: &std::path::Path) {
+    let Some(items) = update.get_mut("content").and_then(Value::as_array_mut) else { return };
+    for item in items.iter_mut().filter(|i| i["type"] == "diff") {
+        if let Some(path) = item["path"].as_str().filter(|p| !std::path::Path::new(p).is_absolute()) {
+            item["path"] = Value::String(cwd.join(path).display().to_string());
+        }
+    }
+}
+
 /// A tool call as it starts (`tool_call`), from our `tool_call` event or a stored call.
 pub(crate) fn tool_call_started(call_id: &str, tool: &str, args: Option<&Value>, status: &str) -> Value {
     let mut v = json!({
@@ -295,6 +306,11 @@ mod tests {
         .unwrap();
         assert_eq!(done["status"], "completed");
         assert_eq!(done["content"][0], json!({"type": "diff", "path": "a.txt", "newText": "new\n"}));
+        let mut anchored = done.clone();
+        anchor_paths(&mut anchored, std::path::Path::new("/home/me/proj"));
+        assert_eq!(anchored["content"][0]["path"], "/home/me/proj/a.txt");
+        anchor_paths(&mut anchored, std::path::Path::new("/elsewhere"));
+        assert_eq!(anchored["content"][0]["path"], "/home/me/proj/a.txt", "an absolute path stays");
         assert_eq!(done["content"][1]["content"]["text"], "wrote 4 bytes");
         let failed = event_update(
             &json!({"event": "tool_result", "tool_name": "exec", "call_id": "x", "result": "denied", "outcome": "denied"}),

@@ -120,6 +120,8 @@ struct Session {
     prompt: Option<Prompt>,
     /// Arguments of this prompt's tool calls, by call id.
     calls: HashMap<String, Value>,
+    /// The session's `cwd`, against which relative paths in diffs are made absolute.
+    cwd: PathBuf,
 }
 
 #[derive(Default)]
@@ -250,13 +252,14 @@ impl Bridge {
         }
     }
 
-    fn open_session(&self, chat: &str) -> Result<Value, (i64, String)> {
+    fn open_session(&self, chat: &str, cwd: &str) -> Result<Value, (i64, String)> {
         let models = self.models();
         let mut st = self.state();
         if !st.sessions.contains_key(chat) && st.sessions.len() >= MAX_SESSIONS {
             return Err((INTERNAL_ERROR, format!("at most {MAX_SESSIONS} sessions per connection")));
         }
         let s = st.sessions.entry(chat.to_string()).or_default();
+        s.cwd = PathBuf::from(cwd);
         if s.model.as_ref().is_none_or(|m| !models.contains(m)) {
             s.model = models.first().cloned();
         }
@@ -269,7 +272,7 @@ impl Bridge {
     fn new_session(&self, params: &Value) -> Result<Value, (i64, String)> {
         let cwd = self.cwd(params)?;
         let chat = self.attach(None, json!({"type": "new_chat", "project": cwd}))?;
-        let options = self.open_session(&chat)?;
+        let options = self.open_session(&chat, cwd)?;
         Ok(json!({"sessionId": chat, "configOptions": options}))
     }
 
@@ -288,10 +291,11 @@ impl Bridge {
             Err((_, e)) => return Err((INTERNAL_ERROR, e)),
         };
         self.attach(Some(chat), json!({"type": "attach", "chat_id": chat}))?;
-        for update in map::history_updates(transcript["messages"].as_array().map_or(&[][..], Vec::as_slice)) {
+        for mut update in map::history_updates(transcript["messages"].as_array().map_or(&[][..], Vec::as_slice)) {
+            map::anchor_paths(&mut update, Path::new(cwd));
             self.out.notify("session/update", json!({"sessionId": chat, "update": update}));
         }
-        let options = self.open_session(chat)?;
+        let options = self.open_session(chat, cwd)?;
         Ok(json!({"configOptions": options}))
     }
 
@@ -502,13 +506,16 @@ impl Bridge {
             }
         }
         let calls = &session.calls;
-        if let Some(update) = map::event_update(ev, |id| calls.get(id).cloned()) {
+        if let Some(mut update) = map::event_update(ev, |id| calls.get(id).cloned()) {
+            map::anchor_paths(&mut update, &session.cwd);
             self.out.notify("session/update", json!({"sessionId": chat, "update": update}));
         }
         match kind {
             "done" => {
                 if let Some(p) = session.prompt.take() {
-                    let reason = if p.cancelled { "cancelled" } else { "end_turn" };
+                    // The server names a cut reply (`max_tokens`, `refusal`: ACP's own words).
+                    let cut = s("stop_reason").filter(|r| matches!(*r, "max_tokens" | "refusal"));
+                    let reason = if p.cancelled { "cancelled" } else { cut.unwrap_or("end_turn") };
                     self.out.result(&p.id, json!({"stopReason": reason}));
                 }
             }

@@ -48,6 +48,9 @@ struct Turn<'a> {
     reasoning_time: std::time::Duration,
     /// The provider state of the turn's last completed call (stored on the final answer).
     final_state: Option<Value>,
+    /// Why the last model reply stopped, when it was cut rather than finished (`done`'s
+    /// `stop_reason`).
+    stop_reason: Option<&'static str>,
     /// Where this turn's requests go, and whether the model wants `reasoning_content` back.
     replay: Replay,
     /// Completed tool steps (`tool_calls` record + one `tool` record per call).
@@ -91,6 +94,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         streamed: Streamed::default(),
         reasoning_time: std::time::Duration::ZERO,
         final_state: None,
+        stop_reason: None,
         replay: Replay::new(req.selection.provider.id(), &req.selection.model),
         durable: Vec::new(),
         receipts: Vec::new(),
@@ -293,6 +297,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         }
         t.replay.empty_reasoning |= completion.state.reasoning_content.is_some();
         t.final_state = replay::stored(&t.replay.provider, &t.replay.model, completion.state.to_map(), Vec::new());
+        t.stop_reason = stop_reason(completion.finish_reason.as_deref());
         if completion.tool_calls.is_empty() || final_call {
             break;
         }
@@ -434,6 +439,18 @@ fn run_tools(
             json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": arguments}})
         })
         .collect();
+    // What `tool_call` events show of each call: its cleaned arguments, when small enough.
+    let shown: Vec<Option<Map<String, Value>>> = wire
+        .iter()
+        .map(|w| {
+            let text =
+                w["function"]["arguments"].as_str().filter(|a| a.len() <= crate::wire::TOOL_CALL_ARGUMENTS_MAX)?;
+            match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(m)) if !m.is_empty() => Some(m),
+                _ => None,
+            }
+        })
+        .collect();
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     let label =
         if names.is_empty() { "[TOOL_CALLS]".to_string() } else { format!("[TOOL_CALLS: {}]", names.join(", ")) };
@@ -452,12 +469,18 @@ fn run_tools(
     rec.provider_state = state;
     step.push(rec);
 
-    for call in &calls {
+    for (call, shown) in calls.iter().zip(&shown) {
         if t.cancel.is_cancelled() {
             return false;
         }
         let chat_id = t.req.chat_id.as_str();
-        t.emit(&Event::ToolCall { chat_id, tool_name: &call.name, stream_id: t.stream_id, call_id: &call.id });
+        t.emit(&Event::ToolCall {
+            chat_id,
+            tool_name: &call.name,
+            stream_id: t.stream_id,
+            call_id: &call.id,
+            arguments: shown.as_ref(),
+        });
         let args: Map<String, Value> = match serde_json::from_str::<Value>(&call.arguments) {
             Ok(Value::Object(m)) => m,
             _ => Map::new(),
@@ -584,6 +607,18 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<ChatState>) -> std::io::Result
     Ok(())
 }
 
+/// A provider's finish reason when the reply was cut, as `done`'s `stop_reason`: the
+/// OpenAI-compatible `length` (the output cap) and `content_filter`, and the same two spelt
+/// Anthropic's way (`max_tokens`, `refusal`) or Gemini's (`MAX_TOKENS`, `SAFETY`) by proxies
+/// that pass them through. Anything else ended the reply normally.
+fn stop_reason(finish: Option<&str>) -> Option<&'static str> {
+    match finish? {
+        "length" | "max_tokens" | "MAX_TOKENS" => Some("max_tokens"),
+        "content_filter" | "refusal" | "SAFETY" => Some("refusal"),
+        _ => None,
+    }
+}
+
 /// Stores the turn and closes it: `stream_end` then `done`, or with `note` (a cap was hit)
 /// `stream_end` then `error {detail: note}`, the stored answer being the text before the cut.
 fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, iterations: usize, note: Option<&str>) {
@@ -604,7 +639,11 @@ fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, 
         secs * 1000.0
     );
     let done = match note {
-        None => Event::Done { chat_id: &t.req.chat_id, duration_sec: (secs * 10_000.0).round() / 10_000.0 },
+        None => Event::Done {
+            chat_id: &t.req.chat_id,
+            duration_sec: (secs * 10_000.0).round() / 10_000.0,
+            stop_reason: t.stop_reason.filter(|_| !t.cancel.is_cancelled()),
+        },
         Some(note) => Event::error(note, Some(&t.req.chat_id)),
     };
     t.deps.sink.emit_all(&t.req.chat_id, &[stream_end, done]);

@@ -653,7 +653,7 @@ mod tests {
         let got = texts(&rx2);
         assert_eq!(got[0], r#"{"event":"attached","chat_id":"c","last_seq":2}"#);
         assert_eq!(got[1], r#"{"event":"delta","chat_id":"c","text":"y","stream_id":1,"seq":2}"#);
-        hub.emit("c", &Event::Done { chat_id: "c", duration_sec: 0.5 });
+        hub.emit("c", &Event::Done { chat_id: "c", duration_sec: 0.5, stop_reason: None });
         assert_eq!(texts(&rx1).len(), 1);
         assert_eq!(texts(&rx2).len(), 1);
         hub.disconnect(&a);

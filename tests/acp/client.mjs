@@ -48,6 +48,7 @@ async function prompt(ctx, sessionId, words, step) {
     answer: text("agent_message_chunk", from),
     thought: text("agent_thought_chunk", from),
     tools: mine.filter((u) => u.sessionUpdate === "tool_call").map((u) => ({ title: u.title, kind: u.kind })),
+    usage: mine.filter((u) => u.sessionUpdate === "usage_update").map((u) => ({ used: u.used, size: u.size })),
     toolEnds: mine
       .filter((u) => u.sessionUpdate === "tool_call_update")
       .map((u) => ({ status: u.status, content: u.content })),
@@ -103,6 +104,8 @@ try {
     answer = "reject_once";
     await prompt(ctx, sessionId, "escalate again", "reject");
     report("permissions", { permissions });
+    await prompt(ctx, sessionId, "write at length", "cut");
+    await prompt(ctx, sessionId, "say something filtered", "refused");
 
     // Cancel as soon as the answer starts streaming.
     const started = new Promise((resolve) => {

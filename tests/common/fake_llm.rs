@@ -297,6 +297,14 @@ impl Reply {
         self
     }
 
+    /// This streamed text answer ends with `finish_reason: reason` instead of `stop` (`length`
+    /// for a reply cut at the output cap, `content_filter` for a filtered one).
+    pub fn with_finish(mut self, reason: &str) -> Self {
+        let at = self.usage_at.expect("a text reply") - 1;
+        self.steps.as_mut().expect("streamed")[at] = Step::Data(sse(&chunk(json!({}), Some(reason))));
+        self
+    }
+
     /// A streamed text answer: a role-only chunk, one SSE chunk per piece, a finish chunk, a
     /// usage chunk with empty `choices`, then `[DONE]`.
     pub fn text(pieces: &[&str]) -> Self {

@@ -84,6 +84,8 @@ fn script_main(fake: &FakeLlm) {
         fake.push(Reply::tool_calls(&[ToolCallSpec::new(id, "exec", &[&args.to_string()])]));
         fake.push(Reply::text(&["after ", id]));
     }
+    fake.push(Reply::text(&["cut at the cap"]).with_finish("length"));
+    fake.push(Reply::text(&["I can't"]).with_finish("content_filter"));
     let slow: Vec<String> = (0..200).map(|i| format!("w{i} ")).collect();
     let slow: Vec<&str> = slow.iter().map(String::as_str).collect();
     fake.push(Reply::text(&slow).chunk_delay(std::time::Duration::from_millis(50)));
@@ -107,8 +109,12 @@ fn the_typescript_sdk_client_prompts_runs_tools_asks_and_cancels() {
     assert_eq!((&plain["stopReason"], &plain["answer"]), (&json!("end_turn"), &json!("Hello there")));
 
     let tool = step(&lines, "tool");
-    assert_eq!(tool["tools"], json!([{"title": "write_file", "kind": "edit"}]));
+    assert_eq!(tool["tools"], json!([{"title": "write_file: a.txt", "kind": "edit"}]));
     assert_eq!(tool["toolEnds"][0]["status"], "completed");
+    // The edit reaches the editor as a diff; each model call's usage as a `usage_update`.
+    let diff = json!({"type": "diff", "path": ws.join("a.txt").display().to_string(), "newText": "one\n"});
+    assert_eq!(tool["toolEnds"][0]["content"][0], diff);
+    assert!(tool["usage"].as_array().is_some_and(|u| u.len() == 2 && u[1]["used"].as_u64() > Some(0)), "{tool}");
     assert_eq!(tool["answer"], "written");
     assert_eq!(std::fs::read_to_string(ws.join("a.txt")).expect("a.txt"), "one\n");
 
@@ -122,6 +128,11 @@ fn the_typescript_sdk_client_prompts_runs_tools_asks_and_cancels() {
     assert!(asked
         .iter()
         .all(|p| p["options"][0] == "allow_once" && p["options"].as_array().unwrap().contains(&json!("reject_once"))));
+
+    // A reply cut at the provider's output cap, and one its filter stopped.
+    assert_eq!(step(&lines, "cut")["stopReason"], "max_tokens");
+    assert_eq!(step(&lines, "cut")["answer"], "cut at the cap");
+    assert_eq!(step(&lines, "refused")["stopReason"], "refusal");
 
     let cancel = step(&lines, "cancel");
     assert_eq!(cancel["stopReason"], "cancelled");

@@ -523,6 +523,9 @@ fn tool_call_arguments_and_encoded_or_split_output_are_redacted() {
     }
     let calls = msgs.iter().find(|m| m["tool_calls"].is_array()).expect("tool_calls message").to_string();
     assert!(calls.contains("[REDACTED]"), "{calls}");
+    // The `tool_call` events show the cleaned arguments too.
+    let shown = ws.log.iter().find(|e| e["call_id"] == "call_write" && e["event"] == "tool_call").expect("tool_call");
+    assert!(shown["arguments"]["command"].as_str().is_some_and(|c| c.contains("[REDACTED]")), "{shown}");
 
     let history = authed(&server, "GET", &format!("/api/sessions/{chat}/messages?tools=1"), None);
     assert_eq!(history.status, 200, "{}", history.body);

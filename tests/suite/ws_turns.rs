@@ -137,7 +137,9 @@ fn tool_turn_event_order_and_history() {
         masked,
         vec![
             ev_title(&chat, "remember: I like green tea"),
-            json!({"event":"tool_call","chat_id":chat,"tool_name":"save_memory","stream_id":"SID","call_id":"call_a1"}),
+            // `arguments`: our extension, the arguments the fragments assembled to.
+            json!({"event":"tool_call","chat_id":chat,"tool_name":"save_memory","stream_id":"SID","call_id":"call_a1",
+                   "arguments":{"content":"User likes green tea"}}),
             json!({"event":"tool_result","chat_id":chat,"tool_name":"save_memory","result":saved,"stream_id":"SID","call_id":"call_a1"}),
             ev_delta(&chat, "Noted"),
             ev_delta(&chat, "!"),
@@ -218,16 +220,18 @@ fn parallel_tool_calls_are_assembled_by_index_and_run_in_order() {
     fake.push(Reply::text(&["Both saved."]));
     ws.message(&chat, "save two facts", "openai_compatible");
     let (masked, _) = mask_turn(&ws.turn_events(&chat), 1);
-    let tc =
-        |id: &str| json!({"event":"tool_call","chat_id":chat,"tool_name":"save_memory","stream_id":"SID","call_id":id});
+    let tc = |id: &str, fact: &str| {
+        json!({"event":"tool_call","chat_id":chat,"tool_name":"save_memory","stream_id":"SID","call_id":id,
+                                           "arguments":{"content":fact}})
+    };
     let tr = |id: &str, r: &str| json!({"event":"tool_result","chat_id":chat,"tool_name":"save_memory","result":r,"stream_id":"SID","call_id":id});
     assert_eq!(
         masked,
         vec![
             ev_title(&chat, "save two facts"),
-            tc("call_x"),
+            tc("call_x", "Fact one"),
             tr("call_x", "Saved to long-term memory: Fact one"),
-            tc("call_y"),
+            tc("call_y", "Fact two"),
             tr("call_y", "Saved to long-term memory: Fact two"),
             ev_delta(&chat, "Both saved."),
             ev_end(&chat),
