@@ -9,6 +9,11 @@
 //! longer than the deadline: a connection parked behind handshakes that all started before it
 //! always gets a thread, as each of those ends by its deadline.
 //!
+//! When the waiting room is full, a newcomer from a peer with fewer parked connections than
+//! the peer holding the most takes the place of that peer's oldest one, which is closed: a
+//! flood from a few addresses (127.0.0.2 to 127.0.0.7 are all loopback) fills the room only
+//! until the owner arrives, and never locks the owner out.
+//!
 //! Why parking rather than refusing past the running cap: a legitimate burst from one address
 //! (a reverse proxy, a page opening several sockets, the load benches' thousand clients) must
 //! wait a moment, not fail; while one peer that never finishes its handshakes holds only its
@@ -90,6 +95,9 @@ pub(crate) enum Admit<T> {
     Run(Pending<T>),
     /// Waiting; a finishing handshake thread takes it ([`Gate::finish`]).
     Parked,
+    /// Waiting in the place of an older parked connection of the peer that had the most
+    /// parked, which is handed back to be closed.
+    Displaced(T, IpAddr),
     /// Close it at once.
     Refused(T, Full),
 }
@@ -203,12 +211,29 @@ impl<T> Gate<T> {
         if s.parked_per_peer.get(&peer).copied().unwrap_or(0) >= self.limits.parked_per_peer {
             return Admit::Refused(pending.item, Full::Peer);
         }
+        let mut displaced = None;
         if s.parked.len() >= self.limits.parked {
-            return Admit::Refused(pending.item, Full::All);
+            let mine = s.parked_per_peer.get(&peer).copied().unwrap_or(0);
+            let busiest = s.parked_per_peer.iter().max_by_key(|(_, n)| **n).map(|(p, n)| (*p, *n));
+            match busiest {
+                // Only a peer with at least two more than the newcomer's gives up a place, so
+                // two peers never take turns displacing each other.
+                Some((top, n)) if n > mine + 1 => {
+                    let i =
+                        s.parked.iter().position(|p| p.peer == top).expect("a parked connection of the peer counted");
+                    let old = s.parked.remove(i).expect("in range");
+                    dec(&mut s.parked_per_peer, &top);
+                    displaced = Some((old.item, top));
+                }
+                _ => return Admit::Refused(pending.item, Full::All),
+            }
         }
         *s.parked_per_peer.entry(peer).or_default() += 1;
         s.parked.push_back(pending);
-        Admit::Parked
+        match displaced {
+            Some((item, from)) => Admit::Displaced(item, from),
+            None => Admit::Parked,
+        }
     }
 
     /// A handshake for `peer` ended (or its thread never started); returns the parked
@@ -301,13 +326,15 @@ mod tests {
         let b1 = run(g.admit("b1", b, now));
         let _b2 = run(g.admit("b2", b, now));
         assert_eq!(g.counts(), (4, 3));
-        // Everything running: b and c park behind a; the park is full after c1, c2.
+        // Everything running: b and c park behind a; the park is full after c1. c2 takes
+        // the place of a's oldest (a has 3 parked, c 1); then c3 is refused (a 2, c 2).
         assert!(matches!(g.admit("b3", b, now), Admit::Parked));
         assert!(matches!(g.admit("c1", c, now), Admit::Parked));
-        assert!(matches!(g.admit("c2", c, now), Admit::Refused("c2", Full::All)));
-        // a1 ends: the oldest parked that fits is a3 (a has room again).
-        let next = g.finish(a1.peer, now, |_| false).expect("a3 runs");
-        assert_eq!((next.item, next.peer), ("a3", a));
+        assert!(matches!(g.admit("c2", c, now), Admit::Displaced("a3", p) if p == a));
+        assert!(matches!(g.admit("c3", c, now), Admit::Refused("c3", Full::All)));
+        // a1 ends: the oldest parked that fits is a4 (a has room again).
+        let next = g.finish(a1.peer, now, |_| false).expect("a4 runs");
+        assert_eq!((next.item, next.peer), ("a4", a));
         // b1 ends: b has room, a does not (a2, a3 run) -> b3, not a4.
         assert_eq!(g.finish(b1.peer, now, |_| false).expect("b3 runs").item, "b3");
         assert_eq!(g.counts(), (4, 3));
@@ -356,6 +383,39 @@ mod tests {
         assert_eq!(next.item, "owner");
         let next = g.finish(t2.peer, now, |_| false).expect("one runs");
         assert_eq!(next.item, "trickle-3");
+    }
+
+    /// Six flooding addresses fill the waiting room; the owner's address still gets a place,
+    /// each time at the expense of the peer holding the most.
+    #[test]
+    fn a_flood_from_several_addresses_never_keeps_another_peer_out_of_the_waiting_room() {
+        let limits = Limits { running: 2, running_per_peer: 1, parked: 12, parked_per_peer: 4, ..SMALL };
+        let g = Gate::new(limits);
+        let now = Instant::now();
+        let flood: Vec<IpAddr> = (2..8).map(|i| ip(&format!("127.0.0.{i}"))).collect();
+        let mut refused = 0;
+        for round in 0..10 {
+            for f in &flood {
+                match g.admit(round, *f, now) {
+                    Admit::Run(_) | Admit::Parked | Admit::Displaced(..) => {}
+                    Admit::Refused(..) => refused += 1,
+                }
+            }
+        }
+        assert!(refused > 0, "the flood overflows the room");
+        assert_eq!(g.counts(), (2, 12));
+        // The owner gets a place (a browser needs one socket) at the expense of a flooder
+        // holding two; a second would take the owner past a fair share and is refused.
+        let owner = ip("127.0.0.1");
+        assert!(matches!(g.admit(100, owner, now), Admit::Displaced(..)));
+        assert!(matches!(g.admit(101, owner, now), Admit::Refused(101, Full::All)));
+        assert_eq!(g.counts(), (2, 12));
+        // The flood goes on: flooders displace only each other, never the owner's place.
+        for f in &flood {
+            let _ = g.admit(200, *f, now);
+        }
+        let next = (0..2).filter_map(|_| g.finish(flood[0], now, |item| *item == 100)).map(|p| p.item).next();
+        assert_eq!(next, Some(100), "the owner's parked connection is still there and goes first");
     }
 
     #[test]

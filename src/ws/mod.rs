@@ -142,6 +142,12 @@ pub(crate) fn accept_loop(listener: TcpListener, shared: Arc<WsShared>) {
         match shared.handshakes.admit((stream, id), admit::peer_key(peer.ip()), now) {
             admit::Admit::Run(pending) => start_handshake(pending, &shared),
             admit::Admit::Parked => {}
+            admit::Admit::Displaced((stream, _), from) => {
+                refuse_busy(stream);
+                if let Some(skipped) = refusals.tick(now) {
+                    log::warn!("event=ws.handshake.displaced peer={from} by={} repeats={skipped}", peer.ip());
+                }
+            }
             admit::Admit::Refused((stream, _), full) => {
                 refuse_busy(stream);
                 if let Some(skipped) = refusals.tick(now) {

@@ -7,7 +7,7 @@ use std::{
     io::{Read, Write},
     net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs},
     path::PathBuf,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex, PoisonError, Weak},
     time::{Duration, Instant},
 };
 
@@ -88,6 +88,13 @@ pub struct ConnectionConfig {
 /// (cashcode patch) Counts the open connections, in all and per peer, against the limits of
 /// a [`ConnectionConfig`]. A [`Slot`] is one open connection; it is freed when the last
 /// half of the connection is dropped, that is when its descriptor is closed.
+///
+/// Peers are counted by [`peer_key`]: an IPv4 address, an IPv6 address by its /64. When the
+/// total is reached, a newcomer from a peer holding fewer connections than the busiest peer
+/// (by two or more) takes the place of that peer's oldest connection that waits for a request
+/// head (idle between requests, or trickling one): that connection is shut down and no longer
+/// counted. So connections held open from a few addresses (127.0.0.2 to 127.0.0.7 are all
+/// loopback) never lock out another peer, the owner's browser included.
 #[derive(Debug)]
 pub(crate) struct Slots {
     max_total: Option<usize>,
@@ -99,13 +106,29 @@ pub(crate) struct Slots {
 struct SlotCounts {
     total: usize,
     per_peer: HashMap<IpAddr, usize>,
+    next_id: u64,
+    /// Counted connections by id (ids grow: the smallest is the oldest), with their peer and,
+    /// once the plain connection is shared, a handle to shut it down when it is displaced.
+    live: HashMap<u64, (Option<IpAddr>, Option<Weak<Shared>>)>,
 }
 
 /// (cashcode patch) One open connection counted by [`Slots`].
 #[derive(Debug)]
 pub(crate) struct Slot {
     slots: Arc<Slots>,
-    peer: Option<IpAddr>,
+    id: u64,
+}
+
+/// (cashcode patch) The address a peer is counted by: IPv4 (also when mapped into IPv6) as
+/// is, IPv6 by its /64, the block one host is usually given.
+pub(crate) fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+        v4 => v4,
+    }
 }
 
 impl Slots {
@@ -117,26 +140,40 @@ impl Slots {
         })
     }
 
-    /// A slot for one more connection from `peer`, or `None` when a limit is reached.
+    /// A slot for one more connection from `peer`, or `None` when a limit is reached (and no
+    /// connection of a busier peer could be displaced).
     pub(crate) fn admit(self: &Arc<Self>, peer: Option<IpAddr>) -> Option<Slot> {
-        let peer = peer.map(|ip| ip.to_canonical());
-        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.max_total.is_some_and(|max| counts.total >= max) {
-            return None;
-        }
-        if let (Some(ip), Some(max)) = (peer, self.max_per_peer) {
-            if counts.per_peer.get(&ip).copied().unwrap_or(0) >= max {
-                return None;
+        let peer = peer.map(peer_key);
+        let displaced;
+        let slot = {
+            let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+            if let (Some(ip), Some(max)) = (peer, self.max_per_peer) {
+                if counts.per_peer.get(&ip).copied().unwrap_or(0) >= max {
+                    return None;
+                }
             }
+            displaced = match self.max_total.is_some_and(|max| counts.total >= max) {
+                true => Some(counts.displace_for(peer)?),
+                false => None,
+            };
+            counts.total += 1;
+            if let Some(ip) = peer {
+                *counts.per_peer.entry(ip).or_insert(0) += 1;
+            }
+            counts.next_id += 1;
+            let id = counts.next_id;
+            counts.live.insert(id, (peer, None));
+            Slot {
+                slots: Arc::clone(self),
+                id,
+            }
+        };
+        // Outside the lock: dropping the last handle of the displaced connection drops its
+        // slot, which takes the lock.
+        if let Some(shared) = displaced {
+            let _ = shared.shutdown(Shutdown::Both);
         }
-        counts.total += 1;
-        if let Some(ip) = peer {
-            *counts.per_peer.entry(ip).or_insert(0) += 1;
-        }
-        Some(Slot {
-            slots: Arc::clone(self),
-            peer,
-        })
+        Some(slot)
     }
 
     /// Connections open now.
@@ -145,6 +182,53 @@ impl Slots {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .total
+    }
+
+    /// Gives the slot's connection a handle by which it can be displaced.
+    pub(crate) fn register(&self, slot: &Slot, shared: &Arc<Shared>) {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = counts.live.get_mut(&slot.id) {
+            entry.1 = Some(Arc::downgrade(shared));
+        }
+    }
+}
+
+impl SlotCounts {
+    /// The oldest connection waiting for a request head of the peer holding the most, when
+    /// that peer holds at least two more than `peer`: no longer counted, handed back to be
+    /// shut down. `None` when there is none to displace.
+    fn displace_for(&mut self, peer: Option<IpAddr>) -> Option<Arc<Shared>> {
+        let mine = peer.and_then(|p| self.per_peer.get(&p).copied()).unwrap_or(0);
+        let (&top, &n) = self.per_peer.iter().max_by_key(|(_, n)| **n)?;
+        if n < mine + 2 {
+            return None;
+        }
+        let mut ids: Vec<u64> = self
+            .live
+            .iter()
+            .filter(|(_, (p, _))| *p == Some(top))
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable();
+        let (id, shared) = ids.into_iter().find_map(|id| {
+            let shared = self.live[&id].1.as_ref()?.upgrade()?;
+            shared.waits_for_head().then_some((id, shared))
+        })?;
+        self.live.remove(&id);
+        self.uncount(Some(top));
+        Some(shared)
+    }
+
+    fn uncount(&mut self, peer: Option<IpAddr>) {
+        self.total = self.total.saturating_sub(1);
+        if let Some(ip) = peer {
+            if let Some(n) = self.per_peer.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_peer.remove(&ip);
+                }
+            }
+        }
     }
 }
 
@@ -155,14 +239,9 @@ impl Drop for Slot {
             .counts
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        counts.total = counts.total.saturating_sub(1);
-        if let Some(ip) = self.peer {
-            if let Some(n) = counts.per_peer.get_mut(&ip) {
-                *n -= 1;
-                if *n == 0 {
-                    counts.per_peer.remove(&ip);
-                }
-            }
+        // A displaced connection was uncounted when it was displaced.
+        if let Some((peer, _)) = counts.live.remove(&self.id) {
+            counts.uncount(peer);
         }
     }
 }
@@ -173,11 +252,12 @@ impl Drop for Slot {
 /// request head being read.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// First, so it is dropped (and unregistered) before `conn` closes the descriptor.
+    slot: Option<Slot>,
     conn: Connection,
     read_timeout: Option<Duration>,
     head_timeout: Option<Duration>,
     head: Mutex<HeadClock>,
-    _slot: Option<Slot>,
 }
 
 #[derive(Debug, Default)]
@@ -191,12 +271,24 @@ struct HeadClock {
 impl Shared {
     pub(crate) fn new(conn: Connection, config: &ConnectionConfig, slot: Option<Slot>) -> Shared {
         Shared {
+            slot,
             conn,
             read_timeout: config.read_timeout,
             head_timeout: config.head_timeout,
             head: Mutex::new(HeadClock::default()),
-            _slot: slot,
         }
+    }
+
+    /// Registers this connection with its slot's counter, so it can be displaced.
+    pub(crate) fn register(self: &Arc<Self>) {
+        if let Some(slot) = &self.slot {
+            slot.slots.register(slot, self);
+        }
+    }
+
+    /// Whether a request head is being waited for (between requests, or arriving).
+    fn waits_for_head(&self) -> bool {
+        self.clock().deadline.is_some()
     }
 
     /// Starts the head deadline (when the connection has one); reads from now on fail once

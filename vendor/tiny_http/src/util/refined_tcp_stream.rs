@@ -36,7 +36,10 @@ impl From<Connection> for Stream {
 
 impl From<Shared> for Stream {
     fn from(shared: Shared) -> Self {
-        Stream::Http(Arc::new(shared))
+        let shared = Arc::new(shared);
+        // (cashcode patch) displaceable once shared
+        shared.register();
+        Stream::Http(shared)
     }
 }
 
