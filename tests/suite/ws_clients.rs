@@ -169,6 +169,31 @@ fn trickling_handshakes_hold_no_client_slot_and_the_owner_connects_and_chats() {
     println!("{open} of 300 tricklers still open, the owner connected and chatted");
 }
 
+/// The probe that locked the owner out (3 of 45 connects served): tricklers from 127.0.0.2 to
+/// 127.0.0.7 (all loopback) take every handshake thread and fill the waiting room (1,024, 256 an
+/// address). The owner's connects from 127.0.0.1 each take the place of a parked trickler of
+/// the busiest address, and are served as the first threads free (at the handshake deadline).
+#[test]
+fn tricklers_from_six_loopback_addresses_never_lock_the_owner_out() {
+    let server = TestServer::builder().start();
+    let tricklers: Vec<Trickler> =
+        (0..6 * 200).map(|i| Trickler::open([127, 0, 0, 2 + (i % 6) as u8], server.ws_port)).collect();
+    let over = 6 * 200 - RUNNING - 1024;
+    wait_for("the connections past the caps closed", WAIT, || {
+        let ended = tricklers.iter().filter(|t| ended_by_server(&t.stream)).count();
+        (ended >= over).then_some(())
+    });
+    let started = std::time::Instant::now();
+    let mut owner = WsClient::connect(&server);
+    let waited = started.elapsed();
+    owner.ping_sync();
+    assert!(waited <= HANDSHAKE_DEADLINE + DEADLINE_SLACK, "the owner waited {waited:?}");
+    let mut second = WsClient::connect(&server);
+    second.ping_sync();
+    let open = tricklers.iter().filter(|t| !ended_by_server(&t.stream)).count();
+    println!("owner behind 1,200 tricklers from 6 addresses: served after {waited:?}; {open} tricklers open");
+}
+
 /// One deadline for the whole handshake: 64 peers' worth of tricklers (16 from each of four
 /// addresses) fill every handshake thread while sending a 130-byte header line each second, so
 /// no per-read timeout ever fires; each is dropped at the deadline after it connected. The
