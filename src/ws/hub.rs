@@ -27,6 +27,10 @@ pub(crate) const RING_CAPACITY: usize = 4096;
 /// Bytes of events kept per chat for replay: older events leave the ring past either bound
 /// (the newest event is always kept, and a single event is at most about an answer's cap).
 pub(crate) const RING_BYTES: usize = 2 * 1024 * 1024;
+/// Bytes of every chat's replay ring together: past it, whole rings of the chats quiet
+/// longest (those without subscribers first) are dropped until a quarter is free again. A
+/// client that attaches behind a dropped ring is told to reload, as after a restart.
+pub(crate) const RINGS_BYTES: usize = 32 * 1024 * 1024;
 /// Expired chats whose last seq is remembered (about 100 bytes each); past this they are all
 /// forgotten at once.
 pub(crate) const MAX_RETIRED: usize = 100_000;
@@ -335,6 +339,15 @@ impl ChatChan {
     }
 }
 
+impl ChatChan {
+    /// Empties the ring (its events can no longer be replayed); returns the bytes it held.
+    fn drop_ring(&mut self) -> usize {
+        self.replay_from = self.seq;
+        self.ring = VecDeque::new();
+        std::mem::take(&mut self.ring_bytes)
+    }
+}
+
 /// A chat's channel, locked on its own.
 type Chan = Arc<Mutex<ChatChan>>;
 
@@ -348,11 +361,15 @@ struct Inner {
     retired: HashMap<String, u64>,
     last_prune: Instant,
     ring_ttl: Duration,
+    /// The hub's [`Hub::rings_bytes`], which a prune lowers by the rings it drops.
+    rings_bytes: Arc<AtomicUsize>,
 }
 
 pub struct Hub {
     inner: Mutex<Inner>,
     marks: Option<Arc<dyn SeqMarks>>,
+    /// Bytes in every chat's ring ([`RINGS_BYTES`]).
+    rings_bytes: Arc<AtomicUsize>,
 }
 
 impl Hub {
@@ -369,8 +386,15 @@ impl Hub {
     }
 
     fn build(ring_ttl: Duration, marks: Option<Arc<dyn SeqMarks>>) -> Hub {
-        let inner = Inner { chats: HashMap::new(), retired: HashMap::new(), last_prune: Instant::now(), ring_ttl };
-        Hub { inner: Mutex::new(inner), marks }
+        let rings_bytes = Arc::new(AtomicUsize::new(0));
+        let inner = Inner {
+            chats: HashMap::new(),
+            retired: HashMap::new(),
+            last_prune: Instant::now(),
+            ring_ttl,
+            rings_bytes: Arc::clone(&rings_bytes),
+        };
+        Hub { inner: Mutex::new(inner), marks, rings_bytes }
     }
 
     /// Server stop: writes every live chat's exact last seq as its mark, so after a clean
@@ -549,6 +573,7 @@ fn prune(inner: &mut Inner, now: bool) -> usize {
         let keep = !chan.subs.is_empty() || chan.last_event.elapsed() < ttl;
         if !keep {
             chan.live = false;
+            inner.rings_bytes.fetch_sub(chan.drop_ring(), Ordering::Relaxed);
             // A chat that never had an event (every connection's fresh chat) starts at 0 again.
             if chan.seq > 0 {
                 retired.push((id.clone(), chan.seq));
@@ -590,7 +615,8 @@ impl EventSink for Hub {
         // Serialised before the lock; only the seqs are spliced in under it.
         let bodies: Vec<String> = events.iter().map(|e| e.to_text(None)).collect();
         let marks = &self.marks;
-        self.with_chan(chat_id, true, |chan| {
+        let seq = self.with_chan(chat_id, true, |chan| {
+            let before = chan.ring_bytes;
             let texts: Vec<Arc<str>> = bodies
                 .into_iter()
                 .map(|body| {
@@ -615,8 +641,51 @@ impl EventSink for Hub {
                 .collect();
             chan.last_event = Instant::now();
             chan.subs.retain(|c| c.send_all(&texts));
+            // Under the chat's lock, so a concurrent shed sees this ring's bytes counted.
+            if chan.ring_bytes >= before {
+                self.rings_bytes.fetch_add(chan.ring_bytes - before, Ordering::Relaxed);
+            } else {
+                self.rings_bytes.fetch_sub(before - chan.ring_bytes, Ordering::Relaxed);
+            }
             chan.seq
-        })
+        });
+        if self.rings_bytes.load(Ordering::Relaxed) > RINGS_BYTES {
+            self.shed_rings();
+        }
+        seq
+    }
+}
+
+impl Hub {
+    /// Drops whole rings, of the chats without subscribers first and the longest quiet first,
+    /// until the rings hold at most three quarters of [`RINGS_BYTES`]. One chat's lock at a
+    /// time, never under the map's.
+    fn shed_rings(&self) {
+        let mut order: Vec<(bool, Instant, Chan)> = self
+            .channels()
+            .into_iter()
+            .map(|chan| {
+                let (watched, last) = {
+                    let c = lock_chan(&chan);
+                    (!c.subs.is_empty(), c.last_event)
+                };
+                (watched, last, chan)
+            })
+            .collect();
+        order.sort_by_key(|(watched, last, _)| (*watched, *last));
+        for (_, _, chan) in order {
+            if self.rings_bytes.load(Ordering::Relaxed) <= RINGS_BYTES / 4 * 3 {
+                break;
+            }
+            let freed = lock_chan(&chan).drop_ring();
+            self.rings_bytes.fetch_sub(freed, Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes in every chat's replay ring.
+    #[cfg(test)]
+    fn rings_bytes(&self) -> usize {
+        self.rings_bytes.load(Ordering::Relaxed)
     }
 }
 
@@ -784,6 +853,37 @@ mod tests {
         hub.emit("c", &delta(&"y".repeat(RING_BYTES + 1)));
         let chan = hub.lookup("c", false);
         assert_eq!(lock_chan(&chan).ring.len(), 1);
+    }
+
+    /// All rings together keep at most [`RINGS_BYTES`]: 40 chats of 2 MiB each (80 MiB
+    /// before this bound) shed the rings of the chats quiet longest, whose clients are told to
+    /// reload; the newest chats still replay.
+    #[test]
+    fn every_ring_together_is_bounded_in_bytes() {
+        let hub = Hub::new(Duration::from_secs(600));
+        let big = "x".repeat(1000 * 1024);
+        for i in 0..40 {
+            for _ in 0..2 {
+                hub.emit(&format!("c{i}"), &delta(&big));
+            }
+            assert!(hub.rings_bytes() <= RINGS_BYTES + 2 * big.len(), "after chat {i}: {}", hub.rings_bytes());
+        }
+        let held: usize = hub.channels().iter().map(|c| lock_chan(c).ring_bytes).sum();
+        assert_eq!(held, hub.rings_bytes());
+        assert!(held <= RINGS_BYTES, "{held}");
+        let attach = |chat: &str| {
+            let (tx, rx) = out_queue();
+            hub.attach(chat, &Conn::new(9, tx, None), Some(0));
+            texts(&rx)
+        };
+        assert!(attach("c0")[0].ends_with(r#""reload":true}"#), "the oldest chat's ring went");
+        assert_eq!(attach("c39").len(), 3, "the newest replays both its events");
+        // A pruned chat gives its bytes back too.
+        let hub = Hub::new(Duration::ZERO);
+        hub.emit("a", &delta(&big));
+        assert!(hub.rings_bytes() > 0);
+        hub.prune_idle();
+        assert_eq!(hub.rings_bytes(), 0);
     }
 
     #[test]
