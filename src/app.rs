@@ -76,7 +76,11 @@ fn dir(path: &std::path::Path, what: &str) -> Result<(), Error> {
 }
 
 /// Creates the data layout, binds, and starts every thread.
-pub fn start(config: Config) -> Result<Server, Error> {
+pub fn start(mut config: Config) -> Result<Server, Error> {
+    // Only the access policy needs the token; it keeps a digest, and this copy is wiped below.
+    // The legacy key is needed once, to migrate it into llm.json, and wiped after.
+    let token = config.token.take();
+    let legacy_key = config.deepseek_api_key.take();
     let config = Arc::new(config);
     dir(&config.data_dir, "data")?;
     for sub in [
@@ -113,12 +117,13 @@ pub fn start(config: Config) -> Result<Server, Error> {
         LlmRuntime::load(
             config.llm_settings_path(),
             config.llm_timeout,
-            config.deepseek_api_key.as_ref().map(|k| k.expose().as_str()),
+            legacy_key.as_ref().map(|k| k.expose().as_str()),
             config.deepseek_api_base.as_deref(),
         )
         .with_secrets(config.secrets.clone())
         .with_ledger(Arc::new(crate::ledger::Ledger::open(&config.data_dir))),
     );
+    drop(legacy_key);
     let hub =
         Arc::new(Hub::with_marks(config.replay_ttl, Arc::new(crate::store::seq::SeqFiles::new(Arc::clone(&chats)))));
     let (consolidator, consolidate_thread) =
@@ -291,8 +296,9 @@ pub fn start(config: Config) -> Result<Server, Error> {
         &config.http_host,
         http_addr.port(),
         loopback_only,
-        config.token.as_ref().map(|t| t.expose().clone()),
+        token.as_ref().map(|t| t.expose().as_str()),
     );
+    drop(token);
 
     let shutdown = Arc::new(AtomicBool::new(false));
     let workers = agent.spawn_workers(config.workers);

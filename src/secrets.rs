@@ -411,6 +411,18 @@ fn digest(form: Form, bytes: &[u8]) -> [u8; 32] {
     h.finalize().into()
 }
 
+/// The keyed SHA-256 of `bytes` whole, as the access token is kept (`security::AccessPolicy`):
+/// equal inputs give equal digests within this process, and nothing in memory leads back to
+/// the value (the key is random per process). Its own domain byte keeps it apart from the
+/// fingerprints' digests.
+pub(crate) fn keyed_digest(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    let mut h = key().keyed.clone();
+    h.update([0xff]);
+    h.update(bytes);
+    h.finalize().into()
+}
+
 /// The fingerprints of `value` (trimmed, at least [`MIN_SECRET_LEN`] bytes): the value
 /// without its whitespace, its base64 forms ([`encoded_forms`]) and its hex. The clear forms
 /// are wiped before returning.

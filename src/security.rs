@@ -1,6 +1,8 @@
 //! Who may talk to the server: browser Origin allow-list (plus the server's own HTTP origin),
 //! Host header check against DNS rebinding, and the bearer token required on non-loopback
-//! binds (constant-time compare). Pure policy, used by the HTTP thread and WS reader threads.
+//! binds. The token is kept only as its keyed digest (`secrets::keyed_digest`), and a given
+//! token is compared by digest in constant time, so the server's memory holds no copy of it to
+//! find. Pure policy, used by the HTTP thread and WS reader threads.
 
 use crate::util::url::is_loopback;
 
@@ -12,7 +14,8 @@ pub(crate) struct AccessPolicy {
     pub(crate) own_origins: Vec<String>,
     /// Whether both listeners are bound to loopback (then the Host header must be loopback too).
     pub(crate) loopback_only: bool,
-    pub(crate) token: Option<String>,
+    /// The keyed digest of the configured token.
+    token: Option<[u8; 32]>,
 }
 
 impl AccessPolicy {
@@ -21,7 +24,7 @@ impl AccessPolicy {
         http_host: &str,
         http_port: u16,
         loopback_only: bool,
-        token: Option<String>,
+        token: Option<&str>,
     ) -> Self {
         let mut own = vec![
             format!("http://127.0.0.1:{http_port}"),
@@ -32,6 +35,7 @@ impl AccessPolicy {
         if !own.contains(&h) {
             own.push(h);
         }
+        let token = token.map(|t| crate::secrets::keyed_digest(t.as_bytes()));
         AccessPolicy { allowed_origins: allowed, own_origins: own, loopback_only, token }
     }
 
@@ -68,7 +72,7 @@ impl AccessPolicy {
             .and_then(|a| a.strip_prefix("Bearer ").or_else(|| a.strip_prefix("bearer ")))
             .or(query_token)
             .unwrap_or("");
-        constant_time_eq(given.trim().as_bytes(), expected.as_bytes())
+        constant_time_eq(&crate::secrets::keyed_digest(given.trim().as_bytes()), expected)
     }
 }
 
@@ -116,7 +120,7 @@ mod tests {
         assert!(!p.host_allowed(Some("evil.example@127.0.0.1:8000")));
         assert!(!p.host_allowed(Some("127.0.0.1 evil")));
         let mut t = policy();
-        t.token = Some("s3cret".into());
+        t.token = Some(crate::secrets::keyed_digest(b"s3cret"));
         assert!(t.token_ok(Some("Bearer s3cret"), None));
         assert!(t.token_ok(None, Some("s3cret")));
         assert!(!t.token_ok(Some("Bearer s3cre"), None));

@@ -83,7 +83,7 @@ fn test(api: &Api, req: &Req) -> Resp {
         Err(r) => return r,
     };
     let provider = d.provider.unwrap_or(Provider::OpenAiCompatible);
-    let Some(client) = LlmClient::new(&s, provider, DISCOVERY_TIMEOUT) else {
+    let Some(client) = LlmClient::new(&std::sync::Arc::new(s), provider, DISCOVERY_TIMEOUT) else {
         return Resp::detail(422, &format!("LLM not configured ({provider}); fill in the connection details first"));
     };
     match client.list_models() {

@@ -181,7 +181,8 @@ impl Streamed {
 pub struct LlmClient {
     pub(crate) provider: Provider,
     api_base: String,
-    bearer: String,
+    /// The settings it was made from, shared with the runtime: the key is held once.
+    settings: Arc<Settings>,
     /// For discovery and non-streamed completions.
     agent: ureq::Agent,
     config: ureq::config::Config,
@@ -218,7 +219,7 @@ fn is_loopback_url(url: &str) -> bool {
 
 impl LlmClient {
     /// `None` when the provider is not ready in `settings`.
-    pub(crate) fn new(settings: &Settings, provider: Provider, timeout: Duration) -> Option<LlmClient> {
+    pub(crate) fn new(settings: &Arc<Settings>, provider: Provider, timeout: Duration) -> Option<LlmClient> {
         if !settings.ready(provider) {
             return None;
         }
@@ -245,7 +246,7 @@ impl LlmClient {
         Some(LlmClient {
             provider,
             api_base,
-            bearer: settings.bearer(provider).to_string(),
+            settings: Arc::clone(settings),
             agent: config.new_agent(),
             config,
             stream_agents: std::sync::Mutex::new(Vec::new()),
@@ -306,7 +307,7 @@ impl LlmClient {
     }
 
     fn redact(&self, s: &str) -> String {
-        redact::redact_with(s, &[self.bearer.as_str()])
+        redact::redact_with(s, &[self.settings.bearer(self.provider)])
     }
 
     /// Streams a chat completion on the calling thread (a worker). `body` is the request
@@ -664,7 +665,7 @@ impl LlmClient {
     ) -> Result<ureq::http::Response<ureq::Body>, (LlmError, Option<Duration>)> {
         let resp = agent
             .post(url)
-            .header("Authorization", &format!("Bearer {}", self.bearer))
+            .header("Authorization", &*self.authorization())
             .header("Content-Type", "application/json")
             .header("Accept", accept)
             .send(body)
@@ -782,7 +783,7 @@ impl LlmClient {
                 .config()
                 .timeout_global(Some(timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1))))
                 .build()
-                .header("Authorization", &format!("Bearer {}", self.bearer))
+                .header("Authorization", &*self.authorization())
                 .header("Content-Type", "application/json")
                 .header("Accept", "application/json");
             let resp = req.send(body).map_err(|e| (self.map_err(&e), None)).and_then(|r| self.check_status(r))?;
@@ -796,13 +797,19 @@ impl LlmClient {
         }
     }
 
+    /// The `Authorization` value, wiped once the request is built (ureq keeps its own copy
+    /// while sending).
+    fn authorization(&self) -> zeroize::Zeroizing<String> {
+        zeroize::Zeroizing::new(format!("Bearer {}", self.settings.bearer(self.provider)))
+    }
+
     /// The request budget in characters this endpoint reports for `model`, once known; the
     /// first call starts the lookup in the background (`llm::context`).
     pub(crate) fn context_chars(&self, model: &str) -> Option<usize> {
         self.context.chars(model, || super::context::Endpoint {
             provider: self.provider,
             api_base: self.api_base.clone(),
-            bearer: self.bearer.clone(),
+            bearer: zeroize::Zeroizing::new(self.settings.bearer(self.provider).to_string()),
             agent: self.agent.clone(),
         })
     }
@@ -815,7 +822,7 @@ impl LlmClient {
             .config()
             .timeout_global(Some(DISCOVERY_TIMEOUT))
             .build()
-            .header("Authorization", &format!("Bearer {}", self.bearer))
+            .header("Authorization", &*self.authorization())
             .header("Accept", "application/json")
             .call()
             .map_err(|e| self.map_err(&e))
@@ -1126,7 +1133,8 @@ mod tests {
     fn shutdown_interrupts_a_completion_waiting_for_the_model() {
         use std::io::Read;
         let (listener, settings) = local_endpoint();
-        let client = Arc::new(LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(60)).unwrap());
+        let client =
+            Arc::new(LlmClient::new(&Arc::new(settings), Provider::OpenAiCompatible, Duration::from_secs(60)).unwrap());
         let c2 = Arc::clone(&client);
         let call = std::thread::spawn(move || {
             let r = c2.complete(
@@ -1167,7 +1175,7 @@ mod tests {
             }
             started.elapsed()
         });
-        let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(1)).unwrap();
+        let client = LlmClient::new(&Arc::new(settings), Provider::OpenAiCompatible, Duration::from_secs(1)).unwrap();
         let (mut streamed, deltas) = (Streamed::default(), std::cell::RefCell::new(Vec::new()));
         let started = Instant::now();
         let r = client.stream_chat(
@@ -1204,7 +1212,7 @@ mod tests {
             }
             written
         });
-        let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
+        let client = LlmClient::new(&Arc::new(settings), Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
         let (mut streamed, handed) =
             (Streamed { text: "x".repeat(10), ..Streamed::default() }, std::cell::Cell::new(0));
         let r = client.stream_chat(
@@ -1247,7 +1255,7 @@ mod tests {
             }
             written
         });
-        let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
+        let client = LlmClient::new(&Arc::new(settings), Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
         let mut streamed = Streamed::default();
         let r = client.stream_chat(
             &Job::new("turn", None),
@@ -1300,7 +1308,7 @@ mod tests {
                 format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n", body.len());
             sock.write_all(format!("{head}{body}").as_bytes()).unwrap();
         });
-        let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
+        let client = LlmClient::new(&Arc::new(settings), Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
         let (mut streamed, pieces) = (Streamed::default(), std::cell::RefCell::new(Vec::new()));
         let c = client
             .stream_chat(
@@ -1360,7 +1368,7 @@ mod tests {
             read_request(&mut second);
             answer(&mut second, "two");
         });
-        let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
+        let client = LlmClient::new(&Arc::new(settings), Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
         let call = || {
             let mut streamed = Streamed::default();
             let r = client.stream_chat(
@@ -1402,7 +1410,7 @@ mod tests {
             }
             accepted
         });
-        let client = LlmClient::new(&settings, Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
+        let client = LlmClient::new(&Arc::new(settings), Provider::OpenAiCompatible, Duration::from_secs(5)).unwrap();
         let r = client.stream_chat(
             &Job::new("turn", None),
             "m",

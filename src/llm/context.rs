@@ -40,7 +40,7 @@ pub(crate) struct ContextLengths {
 pub(crate) struct Endpoint {
     pub(crate) provider: Provider,
     pub(crate) api_base: String,
-    pub(crate) bearer: String,
+    pub(crate) bearer: zeroize::Zeroizing<String>,
     pub(crate) agent: ureq::Agent,
 }
 
@@ -107,7 +107,7 @@ fn lookup(ep: &Endpoint, model: &str) -> Option<u64> {
                 .config()
                 .timeout_global(Some(DISCOVERY_TIMEOUT))
                 .build()
-                .header("Authorization", &format!("Bearer {}", ep.bearer))
+                .header("Authorization", &*zeroize::Zeroizing::new(format!("Bearer {}", *ep.bearer)))
                 .header("Accept", "application/json")
                 .call();
             openai_tokens(&read(resp)?, model)

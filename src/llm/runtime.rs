@@ -14,8 +14,9 @@ use crate::secrets::Secrets;
 use crate::util::sync;
 
 struct State {
-    /// `Err` when llm.json failed to load at start-up (API reads answer 503).
-    settings: Result<Settings, ()>,
+    /// `Err` when llm.json failed to load at start-up (API reads answer 503). The one copy of
+    /// the key the server keeps; the clients share it.
+    settings: Result<Arc<Settings>, ()>,
     clients: Vec<Arc<LlmClient>>,
     last: Option<(Provider, String)>,
 }
@@ -48,7 +49,7 @@ impl LlmRuntime {
         let rt = LlmRuntime {
             path,
             timeout,
-            state: RwLock::new(State { settings: Ok(Settings::default()), clients: Vec::new(), last: None }),
+            state: RwLock::new(State { settings: Ok(Arc::default()), clients: Vec::new(), last: None }),
             secrets: Secrets::new(),
             ledger: None,
         };
@@ -96,6 +97,7 @@ impl LlmRuntime {
     }
 
     fn install(&self, s: Settings) {
+        let s = Arc::new(s);
         let clients = Provider::ALL
             .iter()
             .filter_map(|p| LlmClient::new(&s, *p, self.timeout).map(|c| Arc::new(c.with_ledger(self.ledger.clone()))))
@@ -113,7 +115,7 @@ impl LlmRuntime {
 
     /// Current settings, `None` if the file failed to load.
     pub(crate) fn settings(&self) -> Option<Settings> {
-        self.read().settings.clone().ok()
+        self.read().settings.as_ref().ok().map(|s| Settings::clone(s))
     }
 
     /// Saves then installs `s`; on a write failure nothing changes.

@@ -24,6 +24,14 @@ pub struct Settings {
     pub ollama_base_url: String,
 }
 
+/// Every copy of the settings wipes its key when dropped (the runtime's, a request's clone,
+/// a draft), so a replaced or passing copy leaves nothing to find in freed memory.
+impl Drop for Settings {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.openai_api_key);
+    }
+}
+
 // The key never reaches Debug output (logs, panics).
 impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -92,16 +100,27 @@ pub(crate) fn load(path: &Path) -> Result<Option<Settings>, LoadError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(_) => return Err(LoadError),
     };
-    let v: Value = serde_json::from_slice(&text).map_err(|_| LoadError)?;
+    let text = zeroize::Zeroizing::new(text);
+    let mut v: Value = serde_json::from_slice(&text).map_err(|_| LoadError)?;
+    let parsed = read_settings(&v);
+    // The key's copy in the parsed tree is wiped with the file's bytes.
+    if let Some(Value::String(k)) = v.pointer_mut("/openai_compatible/api_key") {
+        zeroize::Zeroize::zeroize(k);
+    }
+    parsed
+}
+
+fn read_settings(v: &Value) -> Result<Option<Settings>, LoadError> {
     let obj = v.as_object().ok_or(LoadError)?;
     match obj.get("version").and_then(Value::as_i64) {
         Some(1) | Some(2) => {}
         _ => return Err(LoadError),
     }
-    let section = |k: &str| -> Result<Map<String, Value>, LoadError> {
+    let empty = Map::new();
+    let section = |k: &str| -> Result<&Map<String, Value>, LoadError> {
         match obj.get(k) {
-            None | Some(Value::Null) => Ok(Map::new()),
-            Some(Value::Object(m)) => Ok(m.clone()),
+            None | Some(Value::Null) => Ok(&empty),
+            Some(Value::Object(m)) => Ok(m),
             Some(_) => Err(LoadError),
         }
     };
@@ -115,10 +134,10 @@ pub(crate) fn load(path: &Path) -> Result<Option<Settings>, LoadError> {
         }
     };
     let settings = Settings {
-        openai_base_url: normalize_url("openai_compatible.base_url", &s(&oa, "base_url")?, false)
+        openai_base_url: normalize_url("openai_compatible.base_url", &s(oa, "base_url")?, false)
             .map_err(|_| LoadError)?,
-        openai_api_key: s(&oa, "api_key")?,
-        ollama_base_url: normalize_url("ollama.base_url", &s(&ol, "base_url")?, true).map_err(|_| LoadError)?,
+        openai_api_key: s(oa, "api_key")?,
+        ollama_base_url: normalize_url("ollama.base_url", &s(ol, "base_url")?, true).map_err(|_| LoadError)?,
     };
     if settings.openai_api_key.chars().count() > MAX_KEY {
         return Err(LoadError);
@@ -128,7 +147,8 @@ pub(crate) fn load(path: &Path) -> Result<Option<Settings>, LoadError> {
 
 /// Atomic 0600 write of the version-2 file.
 pub(crate) fn save(path: &Path, s: &Settings) -> io::Result<()> {
-    fsx::write_atomic(path, s.to_file_json().as_bytes(), true)
+    let text = zeroize::Zeroizing::new(s.to_file_json());
+    fsx::write_atomic(path, text.as_bytes(), true)
 }
 
 /// Legacy migration: only when no file exists and `DEEPSEEK_API_KEY` is set.
@@ -385,8 +405,11 @@ mod tests {
 
     #[test]
     fn key_rules() {
-        let stored =
-            Settings { openai_base_url: "http://a".into(), openai_api_key: "old".into(), ..Default::default() };
+        let stored = Settings {
+            openai_base_url: "http://a".into(),
+            openai_api_key: "old".into(),
+            ollama_base_url: String::new(),
+        };
         let mut d =
             parse_body(&json!({"openai_compatible": {"base_url": "http://a", "api_key": "  "}, "ollama": {}}), false)
                 .unwrap();
@@ -402,7 +425,7 @@ mod tests {
         let stored = Settings {
             openai_base_url: "https://api.example.com/v1".into(),
             openai_api_key: "old".into(),
-            ..Default::default()
+            ollama_base_url: String::new(),
         };
         let draft = |url: &str, key: Option<&str>| Draft {
             openai_base_url: url.into(),
@@ -432,10 +455,18 @@ mod tests {
         }
         // No endpoint (Generic API switched off) sends the key nowhere; no stored key, nothing to move.
         assert_eq!(build(&draft("", None), &stored).unwrap().openai_api_key, "old");
-        let keyless = Settings { openai_api_key: String::new(), ..stored.clone() };
+        let keyless = Settings {
+            openai_api_key: String::new(),
+            openai_base_url: stored.openai_base_url.clone(),
+            ollama_base_url: stored.ollama_base_url.clone(),
+        };
         assert_eq!(build(&draft("https://evil.example", None), &keyless).unwrap().openai_api_key, "");
         // A key stored without an endpoint does not follow the first one set later.
-        let orphan = Settings { openai_base_url: String::new(), ..stored };
+        let orphan = Settings {
+            openai_base_url: String::new(),
+            openai_api_key: stored.openai_api_key.clone(),
+            ollama_base_url: stored.ollama_base_url.clone(),
+        };
         assert!(matches!(build(&draft("https://api.example.com/v1", None), &orphan), Err(InputError::Invalid(_))));
     }
 

@@ -6,10 +6,17 @@ use std::fmt;
 
 /// A secret value (an access token, an API key). Wrap it where it enters (configuration) and
 /// expose it only where it is used (comparing a token, sending a key).
+/// Wiped when dropped, so a value the server no longer needs leaves no copy behind.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Secret<T>(T);
+pub(crate) struct Secret<T: zeroize::Zeroize>(T);
 
-impl<T> Secret<T> {
+impl<T: zeroize::Zeroize> Drop for Secret<T> {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
+
+impl<T: zeroize::Zeroize> Secret<T> {
     pub(crate) fn new(value: T) -> Secret<T> {
         Secret(value)
     }
@@ -22,7 +29,7 @@ impl<T> Secret<T> {
 
 /// `"[REDACTED]"`, quoted like the string it stands for (the marker `util::redact` and the
 /// secrets registry put in place of a secret), whatever the value.
-impl<T> fmt::Debug for Secret<T> {
+impl<T: zeroize::Zeroize> fmt::Debug for Secret<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt("[REDACTED]", f)
     }

@@ -629,3 +629,64 @@ fn token_file_is_used_and_weak_setups_are_warned_about() {
     assert!(log.contains("shorter than 16 characters"), "{log}");
     assert!(!stderr.contains("short-tok-9") && !log.contains("short-tok-9"), "the token was printed");
 }
+
+/// How many times `needle` appears in the readable memory of process `pid` (its mappings as
+/// `/proc/<pid>/maps` lists them, read through `/proc/<pid>/mem`, which needs the rights of a
+/// debugger: the test runs as the server's user and, for a non-dumpable server, as root).
+fn copies_in_memory(pid: u32, needle: &[u8]) -> usize {
+    use std::io::{Seek, SeekFrom};
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("open /proc/<pid>/mem (run as root)");
+    let finder = memchr::memmem::Finder::new(needle);
+    let mut found = 0;
+    let mut readable = 0;
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else { continue };
+        if !perms.starts_with('r') || line.ends_with("[vvar]") || line.ends_with("[vsyscall]") {
+            continue;
+        }
+        let Some((a, b)) = range.split_once('-') else { continue };
+        let (a, b) = (u64::from_str_radix(a, 16).expect("start"), u64::from_str_radix(b, 16).expect("end"));
+        let mut buf = vec![0u8; (b - a) as usize];
+        if mem.seek(SeekFrom::Start(a)).is_err() || mem.read_exact(&mut buf).is_err() {
+            continue;
+        }
+        readable += buf.len();
+        found += finder.find_iter(&buf).count();
+    }
+    assert!(readable > 1 << 20, "read only {readable} bytes of the server's memory");
+    found
+}
+
+/// The token lives in the server's memory only as a keyed digest and the LLM key once: after
+/// start-up, a scan of the whole address space (what an approved escalation running as root
+/// could read) finds no copy of the token and one of the key (before: 5 and 7).
+/// Requests that carry it leave it in freed buffers until they are reused; the scan after
+/// authenticated HTTP and WebSocket traffic and three turns reports those, and the copies of
+/// the LLM key (kept once, in the runtime's settings).
+#[test]
+fn the_token_is_kept_only_as_a_keyed_digest_and_the_llm_key_once() {
+    let fake = FakeLlm::start();
+    let server = secret_env_server(&fake, &[]);
+    let at_start = copies_in_memory(server.pid, ENV_TOKEN.as_bytes());
+    let key_at_start = copies_in_memory(server.pid, ENV_DEEPSEEK.as_bytes());
+    assert_eq!(at_start, 0, "copies of the token in the server's memory after start-up");
+    assert_eq!(key_at_start, 1, "the LLM key is held once (the runtime's settings, shared by its clients)");
+    for _ in 0..5 {
+        assert_eq!(authed(&server, "GET", "/api/sessions", None).status, 200);
+    }
+    let mut ws = authed_ws(&server);
+    ws.ping_sync();
+    assert_eq!(server.request("GET", "/api/sessions", &[("Authorization", "Bearer wrong")], None).status, 401);
+    let chat = ws.chat_id.clone();
+    for _ in 0..3 {
+        fake.push(Reply::text(&["ok"]));
+        ws.message(&chat, "hello", "openai_compatible");
+        assert_eq!(ws.turn_events(&chat).last().expect("events")["event"], "done");
+    }
+    assert_eq!(authed(&server, "GET", "/api/settings/llm", None).status, 200);
+    let token = copies_in_memory(server.pid, ENV_TOKEN.as_bytes());
+    let key = copies_in_memory(server.pid, ENV_DEEPSEEK.as_bytes());
+    println!("copies in the server's memory: token {at_start} at start, {token} after traffic; LLM key {key_at_start} at start, {key} after three turns");
+}
