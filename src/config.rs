@@ -135,6 +135,8 @@ Environment only (the README lists every setting):
                          them with every right the server has, and says so at start-up
   CASHCODE_SANDBOX_NETWORK=1  let confined commands open network sockets (default 0)
   CASHCODE_SANDBOX_UNIX_SOCKETS=1  let confined commands open Unix sockets (default 0)
+  CASHCODE_SANDBOX_DISK_RESERVE_MB=N  free space confined commands leave on the data
+                         directory's filesystem: a call is stopped below it (default 512)
   CASHCODE_SANDBOX_READ=P:P   extra read+execute roots for confined commands (':'-separated)
   CASHCODE_SANDBOX_WRITE=P:P  extra read+write roots for confined commands (':'-separated)
   CASHCODE_PROJECT_ROOTS=P:P  directories a chat may be bound to as its project, and what is
@@ -290,7 +292,14 @@ pub(crate) struct SandboxConfig {
     /// a command may run, and the directory whose rest stays out of its reach.
     pub(crate) env_path: Option<String>,
     pub(crate) env_home: Option<PathBuf>,
+    /// `CASHCODE_SANDBOX_DISK_RESERVE_MB`, in bytes: free space a confined command leaves on
+    /// the filesystem of the server's data (its sandbox `HOME` and `TMPDIR` live there), so
+    /// chats can always be saved.
+    pub(crate) disk_reserve: u64,
 }
+
+/// Default of `CASHCODE_SANDBOX_DISK_RESERVE_MB`: 512 MiB.
+pub(crate) const DEFAULT_SANDBOX_DISK_RESERVE: u64 = 512 * 1024 * 1024;
 
 impl Default for SandboxConfig {
     fn default() -> Self {
@@ -302,6 +311,7 @@ impl Default for SandboxConfig {
             write: Vec::new(),
             env_path: None,
             env_home: None,
+            disk_reserve: DEFAULT_SANDBOX_DISK_RESERVE,
         }
     }
 }
@@ -717,6 +727,9 @@ pub(crate) fn parse(
         write: sandbox_roots(&vars, cwd, "CASHCODE_SANDBOX_WRITE")?,
         env_path: sandbox_env.0,
         env_home: sandbox_env.1,
+        disk_reserve: vars
+            .num("CASHCODE_SANDBOX_DISK_RESERVE_MB", 0..=u64::MAX >> 20, "a number of MiB")?
+            .map_or(DEFAULT_SANDBOX_DISK_RESERVE, |mb| mb << 20),
     };
     let web_search_url = match vars.get("CASHCODE_WEB_SEARCH_URL") {
         None => None,

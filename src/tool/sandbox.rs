@@ -179,10 +179,16 @@ struct Policy {
     tmp_root: PathBuf,
     network: bool,
     unix_sockets: bool,
+    /// Free bytes a call leaves on the data directory's filesystem ([`Sandbox::disk_low`]).
+    disk_reserve: u64,
     filters: Arc<Vec<BpfProgram>>,
     /// The kernel scopes signals to Landlock domains (ABI 6): each call gets a reaper.
     scoped_signals: bool,
 }
+
+/// How often a running confined call's disk reserve is checked ([`Sandbox::disk_low`]): at
+/// 1 GB/s a command writes 250 MB between checks, half the default reserve.
+pub(crate) const DISK_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// One call's confinement, prepared in the parent.
 pub(crate) struct Prepared {
@@ -298,6 +304,7 @@ impl Sandbox {
             tmp_root: canonical(&tmp_root),
             network: settings.network,
             unix_sockets: settings.unix_sockets,
+            disk_reserve: settings.disk_reserve,
             filters,
             scoped_signals: false,
         };
@@ -348,6 +355,18 @@ impl Sandbox {
     /// Commands run confined: the kernel offers the layers and the owner did not turn them off.
     pub fn active(&self) -> bool {
         self.policy.is_some()
+    }
+
+    /// `Some((free, reserve))` in bytes when the filesystem of the server's data directory,
+    /// where the sandbox `HOME` and `TMPDIR` live (and usually the workspace), has less free
+    /// space than the reserve: a confined call is not started then, and one running is stopped
+    /// (`exec` checks every [`DISK_CHECK_EVERY`]), so a command filling the disk never leaves
+    /// the server unable to save a chat. One `statvfs`.
+    pub(crate) fn disk_low(&self) -> Option<(u64, u64)> {
+        let policy = self.policy.as_ref()?;
+        let st = nix::sys::statvfs::statvfs(&policy.home).ok()?;
+        let free = (st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64);
+        (free < policy.disk_reserve).then_some((free, policy.disk_reserve))
     }
 
     /// Opens the roots and builds the Landlock ruleset for one call in `workspace`, and makes

@@ -705,3 +705,41 @@ fn each_chat_has_its_own_home() {
     assert!(home_of(&b)
         .starts_with(&server.home.canonicalize().expect("home").join("data/sandbox/home/").display().to_string()));
 }
+
+/// Free bytes on the filesystem holding `path`.
+fn free_bytes(path: &Path) -> u64 {
+    let out = std::process::Command::new("df").args(["-B1", "--output=avail"]).arg(path).output().expect("df runs");
+    String::from_utf8_lossy(&out.stdout).lines().nth(1).and_then(|l| l.trim().parse().ok()).expect("df's figure")
+}
+
+/// A command filling the disk never leaves the server unable to save a chat: with the reserve
+/// set 512 MiB under what is free (room for other tests' writes meanwhile), a `dd` of 8 GiB into the sandbox `HOME` is stopped once the
+/// free space falls under the reserve (checked every 250 ms), the turn and its result are saved,
+/// and the next confined command is refused before it starts, naming the setting.
+#[test]
+fn a_command_filling_the_disk_is_stopped_at_the_reserve() {
+    let fake = FakeLlm::start();
+    let probe = TestServer::builder().start();
+    let reserve_mib = (free_bytes(&probe.home) >> 20).saturating_sub(512);
+    drop(probe);
+    let server = TestServer::builder().env("CASHCODE_SANDBOX_DISK_RESERVE_MB", &reserve_mib.to_string()).start();
+    server.configure_llm(&fake);
+    let mut ws = WsClient::connect(&server);
+    let r = exec_one(&fake, &mut ws, "dd if=/dev/zero of=\"$HOME/fill\" bs=1M count=8192 2>&1; echo finished");
+    assert!(r.starts_with("Error: Command stopped: the disk holding CashCode's data fell to"), "{r}");
+    assert!(r.contains("CASHCODE_SANDBOX_DISK_RESERVE_MB") && !r.contains("\nfinished"), "{r}");
+    let fill = std::fs::read_dir(server.home.join("data/sandbox/home"))
+        .expect("sandbox homes")
+        .filter_map(|e| std::fs::metadata(e.ok()?.path().join("fill")).ok())
+        .map(|m| m.len())
+        .next()
+        .expect("the fill file");
+    assert!(fill < 6 << 30, "dd wrote {} MiB before it was stopped", fill >> 20);
+    // Still below the reserve: the next command does not start; the chat keeps saving.
+    let r = exec_one(&fake, &mut ws, "echo never");
+    assert!(r.starts_with("Error: Failed to start command: the disk holding CashCode's data has"), "{r}");
+    let chats = server.get("/api/sessions").json();
+    assert!(chats["sessions"].as_array().is_some_and(|c| c.len() == 2), "{chats}");
+    println!("disk reserve {reserve_mib} MiB: dd stopped after {} MiB", fill >> 20);
+    let _ = std::fs::remove_dir_all(server.home.join("data/sandbox/home"));
+}

@@ -91,6 +91,14 @@ enum Outcome {
     Exited(ExitStatus),
     TimedOut,
     Cancelled,
+    /// Stopped because the data directory's filesystem fell below the reserve: `(free,
+    /// reserve)` in bytes.
+    DiskLow(u64, u64),
+}
+
+/// `n` bytes in MiB, for messages.
+fn mib(n: u64) -> u64 {
+    n >> 20
 }
 
 impl Tool for Exec {
@@ -182,6 +190,13 @@ impl Exec {
         // Rewind: the workspace is scanned now and again when this guard drops, after the
         // command's group is gone (src/tool/checkpoints).
         let _checkpoint = ctx.checkpoint.as_ref().map(|c| c.watch_exec());
+        if let Some((free, reserve)) = sandbox.and_then(Sandbox::disk_low) {
+            return ToolOutput::error(format!(
+                "Failed to start command: the disk holding CashCode's data has {} MiB free, less than the {} MiB kept for saving chats (CASHCODE_SANDBOX_DISK_RESERVE_MB); free some space first",
+                mib(free),
+                mib(reserve)
+            ));
+        }
         // Kept until the call is over: dropping it removes the command's TMPDIR.
         let confined: Option<Confined> = match sandbox {
             Some(sandbox) => match sandbox.prepare(ws.root(), &ctx.chat_id) {
@@ -220,16 +235,29 @@ impl Exec {
             return ToolOutput::error(format!("Failed to start command: {e}"));
         }
 
-        let outcome = select! {
-            recv(status_rx) -> st => match st {
-                Ok(Ok(st)) => Outcome::Exited(st),
-                _ => {
-                    stop.now();
-                    return ToolOutput::error(format!("Waiting for command failed: {command}"));
+        let deadline = after(self.timeout);
+        // A confined call's disk check; an approved escalation is the owner's to run.
+        let disk_check = match sandbox {
+            Some(_) => crossbeam_channel::tick(crate::tool::sandbox::DISK_CHECK_EVERY),
+            None => crossbeam_channel::never(),
+        };
+        let outcome = loop {
+            select! {
+                recv(status_rx) -> st => match st {
+                    Ok(Ok(st)) => break Outcome::Exited(st),
+                    _ => {
+                        stop.now();
+                        return ToolOutput::error(format!("Waiting for command failed: {command}"));
+                    }
+                },
+                recv(ctx.cancel.wait_chan()) -> _ => break Outcome::Cancelled,
+                recv(deadline) -> _ => break Outcome::TimedOut,
+                recv(disk_check) -> _ => {
+                    if let Some((free, reserve)) = sandbox.and_then(Sandbox::disk_low) {
+                        break Outcome::DiskLow(free, reserve);
+                    }
                 }
-            },
-            recv(ctx.cancel.wait_chan()) -> _ => Outcome::Cancelled,
-            recv(after(self.timeout)) -> _ => Outcome::TimedOut,
+            }
         };
         if !matches!(outcome, Outcome::Exited(_)) {
             stop.now();
@@ -258,6 +286,18 @@ impl Exec {
                 ToolOutput::error(msg)
             }
             Outcome::Cancelled => ToolOutput::error(format!("Command cancelled: {command}")),
+            Outcome::DiskLow(free, reserve) => {
+                log::warn!("event=exec.stopped reason=disk_low free_mib={} reserve_mib={}", mib(free), mib(reserve));
+                let mut msg = format!(
+                    "Command stopped: the disk holding CashCode's data fell to {} MiB free, below the {} MiB kept for saving chats (CASHCODE_SANDBOX_DISK_RESERVE_MB): {command}",
+                    mib(free),
+                    mib(reserve)
+                );
+                if !text.is_empty() {
+                    msg.push_str(&format!("\n\nPartial output:\n{text}"));
+                }
+                ToolOutput::error(msg)
+            }
         }
     }
 }

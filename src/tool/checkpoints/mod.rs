@@ -100,6 +100,8 @@ struct TurnIdx {
     blobs: HashSet<String>,
     /// A running turn is never evicted.
     open: bool,
+    /// Bytes of its record file, counted in the budget with the blobs.
+    record_bytes: u64,
 }
 
 /// The baseline's knowledge of one path.
@@ -199,7 +201,8 @@ impl Checkpoints {
             for b in &blobs {
                 inner.blobs.entry(b.clone()).or_insert(BlobRef { size: 0, refs: 0 }).refs += 1;
             }
-            inner.turns.insert(rec.seq, TurnIdx { chat_id: rec.chat_id.clone(), blobs, open: false });
+            let record_bytes = fs::metadata(cp.record_path(&rec.chat_id, rec.seq)).map_or(0, |m| m.len());
+            inner.turns.insert(rec.seq, TurnIdx { chat_id: rec.chat_id.clone(), blobs, open: false, record_bytes });
         }
         for (hash, size) in cp.blobs.list() {
             match inner.blobs.get_mut(&hash) {
@@ -208,7 +211,8 @@ impl Checkpoints {
             }
         }
         inner.blobs.retain(|_, r| r.size > 0 || r.refs > 0);
-        inner.total = inner.blobs.values().map(|r| r.size).sum();
+        inner.total = inner.blobs.values().map(|r| r.size).sum::<u64>()
+            + inner.turns.values().map(|t| t.record_bytes).sum::<u64>();
         cp.enforce_budget(&mut inner, 0);
         cp.sweep(&mut inner);
         drop(inner);
@@ -219,7 +223,7 @@ impl Checkpoints {
         sync::lock(&self.inner)
     }
 
-    /// Bytes the blobs take now.
+    /// Bytes the blobs and the turn records take now.
     pub fn stored_bytes(&self) -> u64 {
         self.lock().total
     }
@@ -229,7 +233,9 @@ impl Checkpoints {
         let mut inner = self.lock();
         let seq = inner.next_seq;
         inner.next_seq += 1;
-        inner.turns.insert(seq, TurnIdx { chat_id: chat_id.to_string(), blobs: HashSet::new(), open: true });
+        inner
+            .turns
+            .insert(seq, TurnIdx { chat_id: chat_id.to_string(), blobs: HashSet::new(), open: true, record_bytes: 0 });
         drop(inner);
         Arc::new(TurnCheckpoint {
             store: Arc::clone(self),
@@ -290,19 +296,33 @@ impl Checkpoints {
         for b in old.difference(&blobs) {
             self.release(inner, b);
         }
-        let open = inner.turns.get(&rec.seq).is_some_and(|t| t.open);
-        inner.turns.insert(rec.seq, TurnIdx { chat_id: rec.chat_id.clone(), blobs, open });
+        let (open, old_bytes) = inner.turns.get(&rec.seq).map_or((false, 0), |t| (t.open, t.record_bytes));
         let path = self.record_path(&rec.chat_id, rec.seq);
         let written = if rec.entries.is_empty() && !rec.evicted {
             match fs::remove_file(&path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
+                _ => Ok(0),
             }
         } else {
-            serde_json::to_vec(rec).map_err(io::Error::other).and_then(|b| fsx::write_replace(&path, &b))
+            serde_json::to_vec(rec)
+                .map_err(io::Error::other)
+                .and_then(|b| fsx::write_replace(&path, &b).map(|()| b.len() as u64))
         };
-        if let Err(e) = written {
-            log::error!("event=checkpoint.write_failed chat_id={} error_kind={:?}", rec.chat_id, e.kind());
+        let record_bytes = match written {
+            Ok(n) => n,
+            Err(e) => {
+                log::error!("event=checkpoint.write_failed chat_id={} error_kind={:?}", rec.chat_id, e.kind());
+                old_bytes
+            }
+        };
+        inner.total = inner.total.saturating_sub(old_bytes) + record_bytes;
+        inner.turns.insert(rec.seq, TurnIdx { chat_id: rec.chat_id.clone(), blobs, open, record_bytes });
+    }
+
+    /// Forgets a turn's index entry, and its record's bytes in the budget.
+    fn drop_turn(&self, inner: &mut Inner, seq: u64) {
+        if let Some(t) = inner.turns.remove(&seq) {
+            inner.total = inner.total.saturating_sub(t.record_bytes);
         }
     }
 
@@ -454,7 +474,7 @@ impl Checkpoints {
             return;
         }
         for rec in gone {
-            inner.turns.remove(&rec.seq);
+            self.drop_turn(inner, rec.seq);
             if let Err(e) = fs::remove_file(self.record_path(chat_id, rec.seq)) {
                 log::warn!("event=checkpoint.stub_remove_failed chat_id={chat_id} error_kind={:?}", e.kind());
             }
@@ -738,7 +758,7 @@ impl TurnCheckpoint {
             t.open = false;
         }
         if rec.entries.is_empty() {
-            inner.turns.remove(&rec.seq);
+            self.store.drop_turn(&mut inner, rec.seq);
         } else {
             self.store.save_record(&mut inner, &rec);
         }
@@ -1037,7 +1057,8 @@ mod tests {
 
     #[test]
     fn evicted_stubs_are_bounded_and_a_rewind_past_them_restores_nothing() {
-        let (cp, ws, dir) = store(2_000);
+        // Room for a few copies of 500 bytes beside the records (a stub takes about 150).
+        let (cp, ws, dir) = store(2_000 + 20 * 300);
         let f = ws.join("f.txt");
         fs::write(&f, "0".repeat(500)).unwrap();
         let turns = 3 * MAX_STUBS as u64;
@@ -1063,6 +1084,48 @@ mod tests {
         assert_eq!(r.files.len(), 1, "{r:?}");
         assert_eq!(fs::read_to_string(&f).unwrap(), (turns - 1).to_string().repeat(500 / 2));
         drop(cp);
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    /// The budget counts the turn records as well as the copies: what `stored_bytes` reports
+    /// is what the store's files take, and it holds after a restart.
+    #[test]
+    fn turn_records_count_in_the_byte_budget() {
+        let (cp, ws, dir) = store(1 << 20);
+        let f = ws.join("f.txt");
+        fs::write(&f, "0".repeat(100)).unwrap();
+        for i in 1..=5u64 {
+            write_turn(&cp, &f, 2 * i - 1, &i.to_string().repeat(100));
+        }
+        let on_disk = |sub: &str| -> u64 {
+            fn walk(p: &Path) -> u64 {
+                fs::read_dir(p).map_or(0, |rd| {
+                    rd.flatten()
+                        .map(|e| match e.file_type() {
+                            Ok(t) if t.is_dir() => walk(&e.path()),
+                            _ => e.metadata().map_or(0, |m| m.len()),
+                        })
+                        .sum()
+                })
+            }
+            walk(&cp.cfg.root.join(sub))
+        };
+        let records: u64 = cp.lock().turns.values().map(|t| t.record_bytes).sum();
+        assert!(records > 0);
+        assert_eq!(records, on_disk("turns"), "the index counts every record's bytes");
+        assert_eq!(cp.stored_bytes(), on_disk("blobs") + records);
+        let before = cp.stored_bytes();
+        let cfg = CheckpointConfig {
+            root: cp.cfg.root.clone(),
+            workspace: cp.cfg.workspace.clone(),
+            skip: Vec::new(),
+            max_bytes: cp.cfg.max_bytes,
+            pause_after: None,
+        };
+        drop(cp);
+        let again = Checkpoints::open(cfg).unwrap();
+        assert_eq!(again.stored_bytes(), before, "after a restart");
+        drop(again);
         let _ = fs::remove_dir_all(dir);
     }
 }
