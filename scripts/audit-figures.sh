@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the figures of README's "Auditing CashCode" table (method: SECURITY.md "Supply chain") for both builds (default: tls and oauth;
+# Measures the figures of SECURITY.md "Supply chain" (its table and method) for both builds (default: tls and oauth;
 # --no-default-features: plain HTTP to local endpoints): crates in the runtime tree, third-party
 # lines of Rust and of C/assembly in those crates' sources, `unsafe` blocks of ours and theirs,
 # release binary size; then the advisory scan's database date and result. Prints a Markdown table.

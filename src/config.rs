@@ -1263,7 +1263,7 @@ pub(crate) mod tests {
                 format!("CASHCODE_MCP_CALL_TIMEOUT must be seconds (0 < s <= 86400), got '{bad}'")
             );
         }
-        let readme = include_str!("../README.md");
+        let readme = include_str!("../docs/settings.md");
         for var in [
             "CASHCODE_MCP_CONNECT_TIMEOUT",
             "CASHCODE_MCP_CALL_TIMEOUT",
@@ -1272,6 +1272,24 @@ pub(crate) mod tests {
             "CASHCODE_MCP_ELICITATION_TIMEOUT",
         ] {
             assert!(HELP.contains(var) && readme.contains(var), "{var}");
+        }
+    }
+
+    /// Every variable `--help` names has its row in docs/settings.md.
+    #[test]
+    fn every_variable_in_help_is_documented() {
+        let doc = include_str!("../docs/settings.md");
+        // The name before each `=`: `CASHCODE_PORT=N`, `SKILL_EVOLUTION_ENABLED=1`.
+        let named: Vec<&str> = HELP
+            .split('=')
+            .filter_map(|before| {
+                let start = before.rfind(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))?;
+                Some(&before[start + 1..]).filter(|v| v.len() > 3 && v.starts_with(|c: char| c.is_ascii_uppercase()))
+            })
+            .collect();
+        assert!(named.len() > 20, "{named:?}");
+        for var in named {
+            assert!(doc.contains(var), "{var} is in --help but not in docs/settings.md");
         }
     }
 
