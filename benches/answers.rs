@@ -1,4 +1,4 @@
-//! `cargo bench --bench answers`: the figures of issue 25 item 4 (bounded answers), each a
+//! `cargo bench --bench answers`: the figures of bounded answers, each a
 //! median of [`RUNS`] runs, each run on a fresh server (`CASHCODE_TEST_BIN` picks the build):
 //! - a 64 MiB answer: the fake model streams 64 deltas of 1 MiB into one turn; the server's
 //!   peak RSS (`VmHWM`) after the turn ended, and its growth over the peak before the turn;

@@ -1,4 +1,4 @@
-//! Benchmark of the rewind checkpoints (issue 27): on a 10,000-file workspace, the cost of the
+//! Benchmark of the rewind checkpoints: on a 10,000-file workspace, the cost of the
 //! checkpoint around one `write_file` and around one `exec` (the first `exec` after start fills
 //! the baseline with a full scan; later ones drain the inotify queue), the time to rewind 100
 //! changed files, and the store's size after a 100-turn chat. In-process, the store called as the tools call it. Run:

@@ -1,4 +1,4 @@
-//! What the sandbox adds to one `exec` call (issue 26, goal <= 2 ms): the `exec` tool runs `true`
+//! What the sandbox adds to one `exec` call (goal <= 2 ms): the `exec` tool runs `true`
 //! in a workspace, unconfined and confined (Landlock ruleset built per call, TMPDIR made and
 //! removed, `fork` instead of `posix_spawn`, the `pre_exec` system calls), alternating the two
 //! in rounds so drift hits both; prints the median of each and the difference. A 32 MiB ballast

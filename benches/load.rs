@@ -13,8 +13,8 @@
 //! prints RSS after each and once its chats have gone quiet; `BENCH_HOLD=<s>` then keeps the
 //! server up for inspection.
 //!
-//! This is the one-command performance report of issue 7; `--bench server` has the finer
-//! per-turn figures of issue 2.
+//! This is the one-command performance report; `--bench server` has the finer per-turn
+//! figures.
 //!
 //! Threads: the main thread drives the sequential parts; each concurrent client has its own
 //! thread; the fake LLM has its own threads.

@@ -1,4 +1,4 @@
-//! `cargo bench --bench memory`: figures for issue 3 against the fake LLM with zero delay,
+//! `cargo bench --bench memory`: figures against the fake LLM with zero delay,
 //! each a median of 5. Prints one table:
 //! - history load: a chat whose history.jsonl holds 100,000 records (written directly), server
 //!   restarted, then the time from sending the next message to its first `delta`. Two layouts:

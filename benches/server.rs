@@ -1,4 +1,4 @@
-//! `cargo bench --bench server`: figures for issue 2 against the fake LLM with zero delay,
+//! `cargo bench --bench server`: figures against the fake LLM with zero delay,
 //! each a median over several runs. Prints one table:
 //! - server overhead per turn (message frame sent -> `done` received, minus the fake's own
 //!   handling time for that request), p50/p99 over 200 sequential turns in one chat;

@@ -1,5 +1,5 @@
-//! Benchmark of the built-in `grep` tool over a 10,000-file workspace (issue 3 benchmark
-//! additions). Builds the tree in a temp directory, runs several patterns a few times each and
+//! Benchmark of the built-in `grep` tool over a 10,000-file workspace.
+//! Builds the tree in a temp directory, runs several patterns a few times each and
 //! prints the median wall time. Run: `cargo bench --bench tools` (release profile). Without
 //! `--bench` (`cargo test --bench tools`, a debug build) it is a smoke run: 1,000 files, one run
 //! of each pattern.

@@ -1,4 +1,4 @@
-//! `cargo bench --bench transfer`: export and import of 100 chats (issue 37 item 6), each a
+//! `cargo bench --bench transfer`: export and import of 100 chats, each a
 //! median of [`RUNS`] runs on fresh servers (`CASHCODE_TEST_BIN` picks the build):
 //! - export: a memory root of [`CHATS`] chats of [`TURNS`] turns (user, a tool step with one
 //!   call and its result, the answer; mixed English and Chinese text) written directly, then

@@ -1,4 +1,4 @@
-// Browser test of what the approval dialog shows before the owner answers (issue 34): a
+// Browser test of what the approval dialog shows before the owner answers: a
 // 29-line command says its line count and keeps Approve unreachable until its end was shown;
 // tokens are not split; the title says where the call runs; the countdown in a tab that
 // attaches later counts from the server's deadline (within 1 s); near the end the bar turns
@@ -116,7 +116,7 @@ describe('approval screens that cannot mislead', { concurrency: 1 }, () => {
       assert.match(await box.innerText(), /echo end-of-command$/)
       if (lang === 'zh-CN') {
         // No English server text in the zh dialog; the countdown on one line at 390 px.
-        // (A server without the `grant` field, older than issue 33, only says it in English.)
+        // (A server without the `grant` field only says it in English.)
         const grants = await d.getByTestId('approval-grants').innerText()
         if ('grant' in page.requests[0]) assert.doesNotMatch(grants, /[A-Za-z]{4,}/, grants)
         else assert.match(await d.getByTestId('approval-grants-once').innerText(), /^仅批准这一次/)

@@ -12,10 +12,10 @@
 //! (ten bursts: a saw-tooth under 18.5 MiB), and the heap in use after each is flat at 1.1 MiB.
 //! Tunables the caller sets in `GLIBC_TUNABLES` override these. (Pinning the mmap and trim
 //! thresholds with `mallopt` made no difference; capping the arenas at 1, 2 or 4 made none
-//! either. Thread caches back on, measured again on 2026-12-01 after model streams moved onto
-//! the workers: no CPU gain, 6 MiB more RSS after the 500-client runs.)
+//! either. Thread caches back on, measured again after model streams moved onto the workers:
+//! no CPU gain, 6 MiB more RSS after the 500-client runs.)
 //!
-//! Re-measured on 2026-12-01 after the thread work (`cargo bench --bench server`, 3 runs each):
+//! Measured after the thread work (`cargo bench --bench server`, 3 runs each):
 //! RSS after the 500-client runs 26.1 MiB with these tunables, 37.7 MiB with glibc's defaults
 //! (`GLIBC_TUNABLES` overriding them).
 

@@ -1,4 +1,4 @@
-//! Crash safety (issue 3, docs/storage.md §1 write discipline): the server is SIGKILLed
+//! Crash safety (docs/storage.md §1 write discipline): the server is SIGKILLed
 //! ([`TestServer::kill`]) at several points of a turn — while the model holds its first byte,
 //! mid-stream, during a tool, during consolidation, during Dream, and at a sweep of arbitrary
 //! moments — and restarted on the same home. Afterwards every user message whose turn reached

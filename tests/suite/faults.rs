@@ -1,4 +1,4 @@
-//! Fault proof (issue 7) beyond `provider_errors.rs`: a 429's `retry-after` is honoured
+//! Fault proof beyond `provider_errors.rs`: a 429's `retry-after` is honoured
 //! before the one retry; a full disk, a read-only chat store and a path blocked by a regular
 //! file each give a clear `error` event, corrupt nothing already stored, leave the server
 //! running, and the next turn works once the fault is gone. The disk faults mount a small

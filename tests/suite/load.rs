@@ -1,4 +1,4 @@
-//! Load proof at test size (issue 7; the full-size figures are `cargo bench --bench load`):
+//! Load proof at test size (the full-size figures are `cargo bench --bench load`):
 //! 200 concurrent WebSocket clients, each on its own chat, do 3 turns against the zero-delay
 //! fake with zero errors, and the server's thread count and RSS return near their baseline
 //! once they leave; a client that stops reading never holds up the others and is dropped.

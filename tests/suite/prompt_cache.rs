@@ -1,4 +1,4 @@
-//! Cache-stable prompts (issue 3): consecutive model requests of one chat share their prefix
+//! Cache-stable prompts: consecutive model requests of one chat share their prefix
 //! byte for byte while SOUL.md and MEMORY.md are unchanged — request N+1's messages start with
 //! all of request N's messages (compared per message as serde_json text and on the raw request
 //! bytes), and everything outside `messages` (model, tools in stable order, options) is

@@ -1,4 +1,4 @@
-//! Rewind (docs/http-api.md §4.1, issue 27) through the real binary and the fake model: a chat
+//! Rewind (docs/http-api.md §4.1) through the real binary and the fake model: a chat
 //! puts back exactly what its `write_file`, `edit_file` and `exec` calls changed (created files
 //! removed, deleted directories recreated, renames undone, modes and binary content restored
 //! byte for byte), leaves other chats' and the owner's changes alone and reports them as
@@ -372,7 +372,7 @@ fn a_rewind_killed_mid_journal_is_finished_at_the_next_start() {
     assert_eq!((r["files"].clone(), r["conflicts"].clone()), (json!([]), json!([])));
 }
 
-/// Issue 33 item 10: the owner's edits and new files made between the crash and the restart
+/// The owner's edits and new files made between the crash and the restart
 /// survive recovery, whether their path's step had run before the kill or not; the paths left
 /// alone are logged and the next preview lists them as conflicts.
 #[test]

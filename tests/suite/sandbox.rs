@@ -1,4 +1,4 @@
-//! The `exec` sandbox (issue 26, SECURITY.md "Sandbox") against the real binary: the fake model
+//! The `exec` sandbox (SECURITY.md "Sandbox") against the real binary: the fake model
 //! makes `exec` calls and the test reads what the commands got. Ordinary work (python3, node,
 //! git, make, sed/awk/grep/find, a project's unittest run) works confined; each escape attempt
 //! of SECURITY.md's table is refused, and the test checks the effect did not happen (no file
@@ -424,7 +424,7 @@ fn turning_the_sandbox_off_is_explicit_and_loud() {
     drop(fake);
 }
 
-/// The owner's terminal (issue 33): a server started in a terminal (a pty as its controlling
+/// The owner's terminal: a server started in a terminal (a pty as its controlling
 /// terminal and stdin, as `scripts/start.sh` typed into a shell) runs commands in their own
 /// session, without `/dev/tty`, and `TIOCSTI` refused. A command tries to queue a command line
 /// for the owner's shell, on `/dev/tty` and, from a child that left its group and waited, again
@@ -503,7 +503,7 @@ fn no_command_reaches_the_owners_terminal() {
     }
 }
 
-/// Unix sockets (issue 33): a pathname listener outside the workspace (a session bus, an agent)
+/// Unix sockets: a pathname listener outside the workspace (a session bus, an agent)
 /// cannot be reached; `socketpair` still works; `CASHCODE_SANDBOX_UNIX_SOCKETS=1` opens them.
 #[test]
 fn unix_sockets_are_refused_unless_allowed() {
@@ -541,7 +541,7 @@ fn unix_sockets_are_refused_unless_allowed() {
     }
 }
 
-/// Files other local users could run with our rights, and SysV IPC (issue 33): no setuid or
+/// Files other local users could run with our rights, and SysV IPC: no setuid or
 /// setgid mode, by `chmod`, `install -m`, creating with the mode, or `mknod`; as root, no
 /// extended attributes (file capabilities are `security.capability`) and no CAP_SETFCAP or
 /// CAP_FSETID; SysV shared memory, queues and semaphores refused.
@@ -610,7 +610,7 @@ fn xattr_names(path: &Path) -> Vec<u8> {
     buf[..n.max(0) as usize].to_vec()
 }
 
-/// `PATH` entries under `$HOME` (issue 33): `~/.local/bin` grants that directory, not
+/// `PATH` entries under `$HOME`: `~/.local/bin` grants that directory, not
 /// `~/.local` with its keyrings and history.
 #[test]
 fn a_path_entry_under_home_grants_only_itself() {
@@ -648,7 +648,7 @@ fn a_path_entry_under_home_grants_only_itself() {
     assert!(!r[1].contains("KEYRING-SECRET") && !r[2].contains("APP-STATE"));
 }
 
-/// Survivors (issue 33): what a call started ends with the call, also what left its process
+/// Survivors: what a call started ends with the call, also what left its process
 /// group and session (`setsid`, as the probe did) — at the shell's normal end and at the
 /// timeout — and no later write lands in the workspace. The call's `kill` reaches only its own
 /// processes: one of the test's, outside, lives on.
@@ -686,7 +686,7 @@ fn everything_a_call_started_ends_with_it() {
     assert_ok(&exec_one(&fake, &mut ws, "echo next"), &["next"]);
 }
 
-/// One sandbox `HOME` per chat (issue 33): a `.gitconfig` one chat's command wrote (an alias
+/// One sandbox `HOME` per chat: a `.gitconfig` one chat's command wrote (an alias
 /// that runs a shell command) is not read in another chat; the same chat keeps its own.
 #[test]
 fn each_chat_has_its_own_home() {

@@ -1,4 +1,4 @@
-//! Secrets proof (issue 7): after a full scenario (LLM key configured, MCP user servers with a
+//! Secrets proof: after a full scenario (LLM key configured, MCP user servers with a
 //! secret header pointing at a dead port and at a local server that echoes every request
 //! header back in its error body, a chat with tool calls, a 401 provider echoing the key, the
 //! settings probes) neither secret appears in any file under the server's home except the two

@@ -1,4 +1,4 @@
-//! Security proof (issue 7): foreign browser Origins cannot drive the agent over the WebSocket
+//! Security proof: foreign browser Origins cannot drive the agent over the WebSocket
 //! or any state-changing HTTP route, the server's own origin can; a DNS-rebinding Host is
 //! refused on both listeners; a non-loopback bind refuses to start without `CASHCODE_TOKEN`
 //! and, with one, both listeners demand it (HTTP in `Authorization` only; the WebSocket also

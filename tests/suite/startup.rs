@@ -1,4 +1,4 @@
-//! Start-up and configuration (issue 2 scope): `--help`, the `.env` file (real environment
+//! Start-up and configuration: `--help`, the `.env` file (real environment
 //! wins), refusing a busy port or a non-loopback bind without a token with a clear message,
 //! and the two `listening` lines on 127.0.0.1.
 

@@ -1,4 +1,4 @@
-//! Rewind checkpoints (issue 27; design and cost in ARCHITECTURE.md "Checkpoints"): before a
+//! Rewind checkpoints (design and cost in ARCHITECTURE.md "Checkpoints"): before a
 //! turn first changes a workspace path, through `write_file`, `edit_file` or a command run by
 //! `exec`, its prior state is kept, so the chat can later put back exactly what it changed.
 //!
