@@ -15,6 +15,7 @@ use crate::util::cancel::CancelToken;
 
 pub(crate) mod approval;
 pub(crate) mod args;
+pub(crate) mod call_pids;
 pub use approval::Confinement;
 pub mod checkpoints;
 pub mod sandbox;

@@ -49,6 +49,7 @@ use seccompiler::{
 use serde::Serialize;
 
 use crate::config::SandboxConfig;
+use crate::tool::call_pids::CallPids;
 
 /// The newest Landlock ABI whose rights are requested; older kernels enforce what they know
 /// (best effort), and the status reports the kernel's own ABI.
@@ -140,6 +141,9 @@ pub(crate) struct Status {
     pub(crate) unix_sockets: &'static str,
     pub(crate) read_roots: Vec<String>,
     pub(crate) write_roots: Vec<String>,
+    /// Each call runs in a `pids` group of its own with a process limit (`tool::call_pids`):
+    /// the server may create groups below its own.
+    pub(crate) call_process_limit: bool,
     /// Why commands are not confined, or what the kernel lacks; `None` when fully confined.
     pub(crate) reason: Option<String>,
 }
@@ -199,6 +203,8 @@ pub(crate) struct Prepared {
     filters: Arc<Vec<BpfProgram>>,
     home: PathBuf,
     tmp: TempDir,
+    /// The call's process group with its limit; `None` where the kernel offers none.
+    pids: Option<CallPids>,
 }
 
 /// The call's private `TMPDIR`, removed when the call is over.
@@ -248,6 +254,7 @@ impl Sandbox {
                 non_dumpable: server_non_dumpable(),
                 network: "on",
                 unix_sockets: "on",
+                call_process_limit: false,
                 read_roots: Vec::new(),
                 write_roots: Vec::new(),
                 reason: Some(reason.to_string()),
@@ -261,8 +268,9 @@ impl Sandbox {
     pub(crate) fn start(settings: &SandboxConfig, dirs: &ServerDirs) -> Sandbox {
         let base = dirs.data.join("sandbox");
         let (home, tmp_root) = (base.join("home"), base.join("tmp"));
-        // Leftover per-call directories of a crashed run go first.
+        // Leftover per-call directories and process groups of a crashed run go first.
         let _ = std::fs::remove_dir_all(&tmp_root);
+        CallPids::sweep();
         for d in [&home, &tmp_root] {
             if let Err(e) = crate::util::fsx::create_private_dirs(d) {
                 return Sandbox::off(&format!("cannot create {}: {e}", d.display()));
@@ -318,6 +326,7 @@ impl Sandbox {
             non_dumpable: server_non_dumpable(),
             network: if settings.network { "on" } else { "off" },
             unix_sockets: if settings.unix_sockets { "on" } else { "off" },
+            call_process_limit: crate::tool::call_pids::available(),
             read_roots: policy.read.iter().map(|p| p.display().to_string()).collect(),
             write_roots: [dirs.workspace, &policy.tmp_root, &policy.home]
                 .into_iter()
@@ -400,7 +409,8 @@ impl Sandbox {
             ),
             false => None,
         };
-        Ok(Prepared { ruleset, reaper, filters: Arc::clone(&policy.filters), home, tmp })
+        let pids = CallPids::create();
+        Ok(Prepared { ruleset, reaper, filters: Arc::clone(&policy.filters), home, tmp, pids })
     }
 }
 
@@ -435,10 +445,15 @@ impl Prepared {
         let mut ruleset = Some(self.ruleset);
         let mut reaper = self.reaper;
         let filters = self.filters;
+        let procs = self.pids.as_ref().map(|p| p.procs().to_owned());
         // Only root holds capabilities to drop.
         let root = nix::unistd::geteuid().is_root();
         let confine = move || -> io::Result<()> {
             let denied = || io::Error::from_raw_os_error(libc::EPERM);
+            // First, so the reaper and everything after count against the call's limit.
+            if let Some(procs) = &procs {
+                CallPids::join_self(procs)?;
+            }
             // Between fork and execve: nothing here allocates. `take` moves the ruleset out
             // of the child's copy of the closure; `restrict_self` sets no_new_privs, applies
             // the ruleset to this (the only) thread and closes its descriptor.
@@ -466,17 +481,19 @@ impl Prepared {
         unsafe {
             cmd.pre_exec(confine);
         }
-        Confined { tmp: self.tmp, reaped }
+        Confined { _tmp: self.tmp, reaped, _pids: self.pids }
     }
 }
 
 /// A confined call's leftovers in the parent.
 pub(crate) struct Confined {
     /// The call's `TMPDIR`, removed when dropped: keep it until the call is over.
-    pub(crate) tmp: TempDir,
+    _tmp: TempDir,
     /// The spawned process is the call's reaper ([`become_reaper`]): end the call with
     /// `SIGTERM` to it, which kills everything the call started, not with a group kill.
     pub(crate) reaped: bool,
+    /// The call's process group, removed when dropped (after the call: its tasks are gone).
+    _pids: Option<CallPids>,
 }
 
 /// Signals that end a reaper's wait: a child's end, the server ending the call.

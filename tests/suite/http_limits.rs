@@ -182,21 +182,21 @@ fn the_soft_descriptor_limit_is_raised_toward_the_hard_one() {
 }
 
 /// A cgroup-v1 `pids` group of its own, removed on drop (its processes must be gone).
-struct PidsCgroup(PathBuf);
+pub(crate) struct PidsCgroup(pub(crate) PathBuf);
 
 impl PidsCgroup {
     /// `None` where no writable `pids` hierarchy is mounted (the test then says so and ends).
-    fn create() -> Option<PidsCgroup> {
+    pub(crate) fn create() -> Option<PidsCgroup> {
         let root = PathBuf::from("/sys/fs/cgroup/pids");
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
         let dir = root.join(format!("cashcode-test-{}-{nanos}", std::process::id()));
         std::fs::create_dir(&dir).ok()?;
         Some(PidsCgroup(dir))
     }
-    fn write(&self, file: &str, value: &str) {
+    pub(crate) fn write(&self, file: &str, value: &str) {
         std::fs::write(self.0.join(file), value).unwrap_or_else(|e| panic!("write {file} {value}: {e}"));
     }
-    fn read(&self, file: &str) -> String {
+    pub(crate) fn read(&self, file: &str) -> String {
         std::fs::read_to_string(self.0.join(file)).unwrap_or_default().trim().to_string()
     }
 }

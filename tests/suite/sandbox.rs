@@ -102,6 +102,7 @@ fn status_shape_and_ordinary_work_runs_confined() {
         [
             "active",
             "available",
+            "call_process_limit",
             "landlock",
             "network",
             "no_new_privs",
@@ -742,4 +743,59 @@ fn a_command_filling_the_disk_is_stopped_at_the_reserve() {
     assert!(chats["sessions"].as_array().is_some_and(|c| c.len() == 2), "{chats}");
     println!("disk reserve {reserve_mib} MiB: dd stopped after {} MiB", fill >> 20);
     let _ = std::fs::remove_dir_all(server.home.join("data/sandbox/home"));
+}
+
+/// A command that forks without end (here: 300 sleepers) no longer takes the server's process
+/// budget: with the server in a `pids` group with room for 100 more tasks, the call's own group
+/// is limited to leave it 64, so the owner connects five WebSocket clients while the sleepers
+/// hold their share (before: 114 sleepers made every connect fail). The call's group is gone
+/// when the call ends.
+#[test]
+fn a_command_forking_without_end_leaves_the_server_its_threads() {
+    use crate::suite::http_limits::PidsCgroup;
+    let Some(group) = PidsCgroup::create() else {
+        eprintln!("SKIPPED: no writable pids cgroup (/sys/fs/cgroup/pids) to limit tasks in");
+        return;
+    };
+    let fake = FakeLlm::start();
+    let server = TestServer::builder().env("CASHCODE_EXEC_TIMEOUT_SECS", "8").start();
+    server.configure_llm(&fake);
+    group.write("cgroup.procs", &server.pid.to_string());
+    let idle: u64 = group.read("pids.current").parse().expect("pids.current");
+    group.write("pids.max", &(idle + 100).to_string());
+    assert_eq!(status(&server)["call_process_limit"], true);
+
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.new_chat();
+    let fork = "(i=0; while [ $i -lt 300 ]; do sleep 30 & i=$((i+1)); done) 2>/dev/null; exec sleep 3";
+    let args = json!({ "command": fork }).to_string();
+    fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_0", "exec", &[&args])]));
+    fake.push(Reply::text(&["done"]));
+    ws.message(&chat, "fork", "openai_compatible");
+    // Until the sleepers stop growing in number (the call's limit, or the whole group's).
+    let mut last = (0u64, std::time::Instant::now());
+    wait_for("the sleepers to take all they can", WAIT, || {
+        let now: u64 = group.read("pids.current").parse().ok()?;
+        if now != last.0 {
+            last = (now, std::time::Instant::now());
+        }
+        (now >= idle + 20 && last.1.elapsed() > std::time::Duration::from_millis(500)).then_some(())
+    });
+    let held: u64 = group.read("pids.current").parse().expect("pids.current");
+    for _ in 0..5 {
+        let mut owner = WsClient::connect(&server);
+        owner.ping_sync();
+    }
+    let peak: u64 = group.read("pids.peak").parse().unwrap_or(0);
+    let events = ws.turn_events(&chat);
+    assert_eq!(events.last().expect("events")["event"], "done", "{events:#?}");
+    assert!(peak <= idle + 100, "peak {peak}");
+    let left: Vec<_> = std::fs::read_dir(&group.0)
+        .expect("group dir")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("cashcode-call-"))
+        .collect();
+    assert!(left.is_empty(), "the call's group is removed: {left:?}");
+    println!("pids: server idle {idle} tasks, {held} with the sleepers (peak {peak}); five owner connects served");
+    drop(server);
 }

@@ -197,7 +197,6 @@ impl Exec {
                 mib(reserve)
             ));
         }
-        // Kept until the call is over: dropping it removes the command's TMPDIR.
         let confined: Option<Confined> = match sandbox {
             Some(sandbox) => match sandbox.prepare(ws.root(), &ctx.chat_id) {
                 Ok(prepared) => Some(prepared.apply(&mut cmd)),
@@ -205,10 +204,8 @@ impl Exec {
             },
             None => None,
         };
-        let (reaped, _tmp) = match confined {
-            Some(c) => (c.reaped, Some(c.tmp)),
-            None => (false, None),
-        };
+        // Kept whole until the call is over: its TMPDIR and process group go when it drops.
+        let reaped = confined.as_ref().is_some_and(|c| c.reaped);
         log::debug!("event=exec.spawn confined={}", sandbox.is_some());
         let mut child = match cmd.spawn() {
             Ok(c) => c,
