@@ -8,7 +8,8 @@
 //! `worker-N` threads (next, start, ended).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use serde_json::Value;
@@ -122,6 +123,9 @@ impl Drop for Hold<'_> {
 /// turns until it finds the queue empty and removes it. So one worker at a time runs a chat.
 pub(crate) struct Bus {
     runs: Mutex<HashMap<String, ChatRun>>,
+    /// Signalled whenever a chat's turn ends or a chat leaves `runs`, for those waiting on a
+    /// chat to settle ([`Bus::settled`], [`Bus::hold_within`]).
+    changed: Condvar,
     dispatch: Mutex<Dispatch>,
 }
 
@@ -159,7 +163,7 @@ impl Default for Bus {
 
 impl Bus {
     pub(crate) fn new() -> Bus {
-        Bus { runs: Mutex::new(HashMap::new()), dispatch: Mutex::default() }
+        Bus { runs: Mutex::new(HashMap::new()), changed: Condvar::new(), dispatch: Mutex::default() }
     }
 
     fn runs(&self) -> MutexGuard<'_, HashMap<String, ChatRun>> {
@@ -213,6 +217,7 @@ impl Bus {
         }
     }
 
+    #[cfg(test)]
     /// Holds an idle chat (no turn running, queued, or owned by a worker between two turns):
     /// until the [`Hold`] drops, its new turns wait in its queue. `None` when not idle.
     pub(crate) fn hold(&self, chat_id: &str) -> Option<Hold<'_>> {
@@ -224,11 +229,48 @@ impl Bus {
         Some(Hold { bus: self, chat_id: chat_id.to_string() })
     }
 
+    /// [`Bus::hold`], waiting up to `within` for a turn that is ending to be gone; `None` when
+    /// one still runs then, or any turn waits in the chat's queue.
+    pub(crate) fn hold_within(&self, chat_id: &str, within: Duration) -> Option<Hold<'_>> {
+        let deadline = Instant::now() + within;
+        let mut runs = self.runs();
+        loop {
+            match runs.get(chat_id) {
+                Some(run) if !run.queue.is_empty() => return None,
+                Some(_) => {}
+                None => {
+                    runs.insert(chat_id.to_string(), ChatRun { held: true, ..ChatRun::default() });
+                    return Some(Hold { bus: self, chat_id: chat_id.to_string() });
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            runs = self.changed.wait_timeout(runs, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+
+    /// Waits up to `within` for the chat's running turn to end; true when none runs.
+    pub(crate) fn settled(&self, chat_id: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        let mut runs = self.runs();
+        while runs.get(chat_id).is_some_and(|r| r.running.is_some()) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            runs = self.changed.wait_timeout(runs, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+        true
+    }
+
     fn release(&self, chat_id: &str) {
         let mut runs = self.runs();
         let Some(run) = runs.get_mut(chat_id).filter(|r| r.held) else { return };
         if run.queue.is_empty() {
             runs.remove(chat_id);
+            self.changed.notify_all();
             return;
         }
         run.held = false;
@@ -262,11 +304,13 @@ impl Bus {
         std::mem::take(&mut run.queue).len()
     }
 
+    #[cfg(test)]
     /// Is a turn of this chat running?
     pub(crate) fn running(&self, chat_id: &str) -> bool {
         self.runs().get(chat_id).is_some_and(|r| r.running.is_some())
     }
 
+    #[cfg(test)]
     /// Turns of this chat waiting behind the running one (or for a worker).
     pub(crate) fn queued(&self, chat_id: &str) -> usize {
         self.runs().get(chat_id).map_or(0, |r| r.queue.len())
@@ -325,6 +369,7 @@ impl Bus {
             }
             None => {
                 runs.remove(chat_id);
+                self.changed.notify_all();
                 None
             }
         }
@@ -334,6 +379,7 @@ impl Bus {
     pub(crate) fn ended(&self, chat_id: &str) {
         if let Some(run) = self.runs().get_mut(chat_id) {
             run.running = None;
+            self.changed.notify_all();
         }
     }
 }
@@ -353,6 +399,35 @@ mod tests {
                 selected_mcp_connectors: Vec::new(),
             },
         }
+    }
+
+    /// A rewind waiting for a chat to settle is woken by the turn's end, not by a poll; it
+    /// gets no hold while a turn waits in the queue.
+    #[test]
+    fn holding_a_chat_waits_for_its_turn_to_end() {
+        let bus = std::sync::Arc::new(Bus::new());
+        bus.submit(req("a", "one")).unwrap();
+        let (_, _token) = bus.start_next("a").expect("running");
+        assert!(bus.hold_within("a", Duration::ZERO).is_none(), "a turn runs");
+        assert!(!bus.settled("a", Duration::from_millis(20)));
+        let ender = {
+            let bus = std::sync::Arc::clone(&bus);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                bus.ended("a");
+                assert!(bus.start_next("a").is_none(), "the worker finds the queue empty");
+            })
+        };
+        let started = Instant::now();
+        assert!(bus.settled("a", Duration::from_secs(5)));
+        let hold = bus.hold_within("a", Duration::from_secs(5)).expect("idle once the worker let go");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        ender.join().unwrap();
+        // Held: a new turn waits in the queue, and another hold is refused.
+        bus.submit(req("a", "two")).unwrap();
+        assert!(bus.hold_within("a", Duration::from_millis(10)).is_none());
+        drop(hold);
+        assert_eq!(bus.queued("a"), 1);
     }
 
     #[test]

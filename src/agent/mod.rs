@@ -168,31 +168,12 @@ impl Agent {
     /// any waits in the queue (it would run on the rewound state without its sender knowing).
     /// While the hold lives, turns sent to the chat wait in its queue.
     pub(crate) fn hold_idle(&self, chat_id: &str, within: std::time::Duration) -> Option<crate::bus::Hold<'_>> {
-        let deadline = std::time::Instant::now() + within;
-        loop {
-            if self.bus.queued(chat_id) > 0 {
-                return None;
-            }
-            if let Some(h) = self.bus.hold(chat_id) {
-                return Some(h);
-            }
-            if std::time::Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        self.bus.hold_within(chat_id, within)
     }
 
     /// Waits up to `within` for the chat's running turn to end; true when none runs.
     pub(crate) fn settled(&self, chat_id: &str, within: std::time::Duration) -> bool {
-        let deadline = std::time::Instant::now() + within;
-        while self.bus.running(chat_id) {
-            if std::time::Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        true
+        self.bus.settled(chat_id, within)
     }
 
     /// Stops accepting turns and cancels the running ones (a cancelled turn keeps its streamed
