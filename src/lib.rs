@@ -51,3 +51,4 @@ pub mod http;
 // 10
 pub mod acp;
 pub mod app;
+pub mod startup;

@@ -5,16 +5,8 @@ use std::process::ExitCode;
 use cashcode::config::{self, Command};
 
 fn main() -> ExitCode {
-    // Before any thread: secrets leave the environment (tools must not read them back), then
-    // the allocator re-exec, which hands them to the new image out of band.
-    let secrets = cashcode::secrets::take_from_environment();
-    // Then no other inherited descriptor may reach a child (the secrets memfd is closed by now;
-    // the re-exec's own hand-over is made after this).
-    cashcode::util::fds::close_inherited_on_exec();
-    cashcode::util::malloc::tune_at_startup(|again| cashcode::secrets::hand_over(again, &secrets));
-    // This image holds the secrets: no process of the same uid may read its memory (execve
-    // resets the flag, so it is set after the re-exec).
-    cashcode::tool::sandbox::protect_server_process();
+    // Before anything else, in this order (src/startup.rs says why each step is there).
+    let secrets = cashcode::startup::prepare_process();
     // `cashcode eval locomo FILE`: the recall benchmark (docs/search.md §7), no server.
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("eval") {

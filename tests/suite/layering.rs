@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// The layers, top first; a module imports only modules in the rows below its own. A new
 /// top-level module gets a row here and in ARCHITECTURE.md's drawing.
 const LAYERS: &[&[&str]] = &[
-    &["app", "acp"],
+    &["app", "acp", "startup"],
     &["http", "housekeep"],
     &["ws"],
     &["agent"],
