@@ -237,11 +237,14 @@ export async function startScriptedModel(deltaFor) {
     for await (const c of req) body += c
     const parsed = JSON.parse(body)
     requests.push(parsed)
-    const delta = deltaFor(parsed.messages)
+    // `usage` (OpenAI's shape) goes out as its own chunk with empty `choices`, as real
+    // providers send it when asked with `stream_options.include_usage`.
+    const { usage, ...delta } = deltaFor(parsed.messages)
     res.writeHead(200, { 'Content-Type': 'text/event-stream' })
     res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: 'assistant', ...delta } }] })}\n\n`)
     const finish = delta.tool_calls ? 'tool_calls' : 'stop'
     res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: finish }] })}\n\n`)
+    if (usage && parsed.stream_options?.include_usage) res.write(`data: ${JSON.stringify({ choices: [], usage })}\n\n`)
     res.end('data: [DONE]\n\n')
   })
   return new Promise((resolve) =>

@@ -3,6 +3,7 @@
 // Safety). Approval requests of the open chat are shown as a dialog, other chats get a badge.
 
 import { lazy, Suspense, useCallback, useEffect, useReducer, useRef, useState } from 'react'
+import { saveContext, usageFromEvent } from './lib/usage'
 import { tr, useT } from './i18n'
 import { api, describeError, setApiBase } from './lib/api'
 import { attachFrame, initialState, reattachPlan, reduce, type ConnState, type State } from './lib/chatStore'
@@ -33,6 +34,7 @@ const LlmSettingsView = lazy(() => import('./components/LlmSettings').then((m) =
 const MemoryPage = lazy(() => import('./components/MemoryPage').then((m) => ({ default: m.MemoryPage })))
 const SearchDialog = lazy(() => import('./components/SearchDialog').then((m) => ({ default: m.SearchDialog })))
 const SafetyPage = lazy(() => import('./components/SafetyPage').then((m) => ({ default: m.SafetyPage })))
+const UsagePage = lazy(() => import('./components/UsagePage').then((m) => ({ default: m.UsagePage })))
 
 /** Items per history request: the newest page first, older ones on scroll-back. */
 const HISTORY_PAGE = 50
@@ -103,6 +105,11 @@ export function App() {
         onEvent: (ev) => {
           if (ev.event === 'ready' && typeof ev.chat_id === 'string') subscribed.current.add(ev.chat_id)
           if (ev.event === 'attached' && typeof ev.chat_id === 'string') subscribed.current.add(ev.chat_id)
+          // `usage` is not replayed: the meter's last reading is kept for after a reload.
+          if (ev.event === 'usage' && typeof ev.chat_id === 'string') {
+            const u = usageFromEvent(ev)
+            if (u) saveContext(ev.chat_id, u.context)
+          }
           dispatch({ type: 'ws', ev })
         },
         onState: (s, retry) => {
@@ -447,6 +454,7 @@ export function App() {
               {view === 'skill-market' && <SkillMarket />}
               {view === 'memory' && <MemoryPage />}
               {view === 'safety' && <SafetyPage />}
+              {view === 'usage' && <UsagePage sessions={state.sessions} />}
               {view === 'llm-settings' && <LlmSettingsView onSaved={() => setLlmVersion((v) => v + 1)} />}
             </Suspense>
           </div>

@@ -1,6 +1,7 @@
 // The chat transcript (streaming Markdown, tool progress blocks, inline errors) and its composer.
 
 import { useEffect, useLayoutEffect, useRef, useState } from 'react'
+import { formatTokens, loadContext } from '../lib/usage'
 import { AlertTriangle, ArrowDown, Check, CircleStop, Copy, Network, RotateCcw, Sparkles, Undo2, Wrench } from 'lucide-react'
 import { useT } from '../i18n'
 import type { ChatData, ChatMessage, ToolBlock } from '../lib/chatStore'
@@ -111,6 +112,22 @@ function MessageActions({ m, onRegenerate, onRewind }: { m: ChatMessage; onRegen
       {m.durationSec !== undefined && (
         <span data-testid="msg-duration">{t('chat.duration', { seconds: m.durationSec.toFixed(1) })}</span>
       )}
+      {m.usage && (
+        <span
+          className="px-1 opacity-0 transition-opacity group-focus-within:opacity-100 group-hover:opacity-100"
+          title={t('usage.tokensTitle', {
+            input: String(m.usage.input),
+            cached: String(m.usage.cached),
+            output: String(m.usage.output),
+            reasoning: String(m.usage.reasoning),
+          })}
+          data-testid="msg-tokens"
+          data-input={m.usage.input}
+          data-output={m.usage.output}
+        >
+          {t('usage.tokens', { input: formatTokens(m.usage.input), output: formatTokens(m.usage.output) })}
+        </span>
+      )}
     </div>
   )
 }
@@ -142,7 +159,7 @@ function MessageView({ m, onRegenerate, onRewind }: { m: ChatMessage; onRegenera
         }`}
       >
         {error ? <AlertTriangle size={15} className="mt-0.5 shrink-0" /> : <CircleStop size={15} className="mt-0.5 shrink-0" />}
-        <span className="min-w-0 break-words">{m.textKey ? t(m.textKey) : m.content}</span>
+        <span className="min-w-0 break-words">{m.textKey ? t(m.textKey, m.textParams) : m.content}</span>
         {error && onRegenerate && (
           <button type="button" onClick={onRegenerate} className="ml-auto shrink-0 rounded px-1.5 text-xs hover:bg-red-900/40" data-testid="regenerate">
             <RotateCcw size={12} className="mr-1 inline" aria-hidden />
@@ -153,7 +170,7 @@ function MessageView({ m, onRegenerate, onRewind }: { m: ChatMessage; onRegenera
     )
   }
   return (
-    <div className="space-y-2" data-testid="msg-assistant" data-streaming={m.streaming ? 'true' : 'false'}>
+    <div className="group space-y-2" data-testid="msg-assistant" data-streaming={m.streaming ? 'true' : 'false'}>
       {m.tools && m.tools.length > 0 && (
         <div className="space-y-1.5">
           {m.tools.map((tool) => (
@@ -447,6 +464,7 @@ export function ChatView(props: {
         onChoice={setChoice}
         queued={props.queued}
         onUnqueue={props.onUnqueue}
+        context={chatId ? (props.chat?.context ?? loadContext(chatId)) : null}
       />
     </div>
   )

@@ -2,6 +2,7 @@
 // Send/Stop. Selection rules live in lib/selections; this file wires them to the DOM.
 
 import { useCallback, useEffect, useId, useLayoutEffect, useRef, useState, type KeyboardEvent } from 'react'
+import { fillTone, formatTokens, type ContextFill } from '../lib/usage'
 import { ArrowLeft, ArrowUp, ChevronRight, Clock, Network, RefreshCw, Sparkles, Square, X } from 'lucide-react'
 import { useT, type MessageKey } from '../i18n'
 import { api, describeError } from '../lib/api'
@@ -89,6 +90,27 @@ function storeChoice(c: LlmChoice | null) {
   }
 }
 
+/** "31.4K / 128K": the context after the chat's last model call, amber past 80% of the window
+ * (compression comes near), red past 95%. */
+function ContextMeter({ c }: { c: ContextFill }) {
+  const t = useT()
+  const tone = fillTone(c)
+  const color = tone === 'full' ? 'text-red-400' : tone === 'warn' ? 'text-amber-400' : 'text-zinc-500'
+  const label = c.window
+    ? t('usage.meter', { used: formatTokens(c.tokens), window: formatTokens(c.window) })
+    : t('usage.meterOpen', { used: formatTokens(c.tokens) })
+  return (
+    <span
+      className={`mr-2 text-[11px] whitespace-nowrap tabular-nums ${color}`}
+      title={t('usage.meterTitle', { used: String(c.tokens), window: c.window ? String(c.window) : '∞' })}
+      data-testid="context-meter"
+      data-tone={tone}
+    >
+      {label}
+    </span>
+  )
+}
+
 export function Composer(props: {
   chatId: string | null
   generating: boolean
@@ -103,6 +125,8 @@ export function Composer(props: {
   onUnqueue?: (index: number) => void
   /** text put into the input (a rewound message, for editing); a new nonce puts it again */
   prefill?: { text: string; nonce: number } | null
+  /** how full the chat's context was after its last model call */
+  context?: ContextFill | null
 }) {
   const { chatId, generating, onChoice } = props
   const t = useT()
@@ -532,7 +556,8 @@ export function Composer(props: {
                 <RefreshCw size={13} className={modelsLoading ? 'animate-spin' : ''} />
               </button>
             </div>
-            <div className="ml-auto">
+            <div className="ml-auto flex items-center">
+              {props.context && <ContextMeter c={props.context} />}
               {generating && !blank ? (
                 <button
                   type="button"

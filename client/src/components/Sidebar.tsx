@@ -22,6 +22,7 @@ import {
   Trash2,
   Download,
   ArrowDownUp,
+  ChartColumn,
 } from 'lucide-react'
 import { LANGS, useI18n, useT } from '../i18n'
 import type { GeneratingMap } from '../lib/generation'
@@ -414,6 +415,9 @@ export function Sidebar(p: Props) {
               <SettingsItem testId="nav-safety" onClick={() => openView('safety')}>
                 <ShieldCheck size={15} /> {t('sidebar.safety')}
               </SettingsItem>
+              <SettingsItem testId="nav-usage" onClick={() => openView('usage')}>
+                <ChartColumn size={15} /> {t('sidebar.usage')}
+              </SettingsItem>
               <SettingsItem
                 testId="nav-transfer"
                 onClick={() => {
@@ -427,7 +431,7 @@ export function Sidebar(p: Props) {
             </div>
           )}
           <NavButton
-            active={p.view === 'llm-settings' || p.view === 'safety'}
+            active={p.view === 'llm-settings' || p.view === 'safety' || p.view === 'usage'}
             icon={<Settings size={17} />}
             label={t('sidebar.settings')}
             onClick={() => setSettingsMenu((m) => !m)}

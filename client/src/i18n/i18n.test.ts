@@ -11,7 +11,7 @@ import { serverKeyError } from '../lib/llmSettings'
 import { initialState, reduce } from '../lib/chatStore'
 
 /** Keys whose Chinese text is rightly the same as the English (names, numbers only). */
-const SAME_IN_BOTH = new Set<MessageKey>(['lang.en', 'lang.zh-CN', 'composer.catMcp', 'models.ollama', 'skills.page', 'transfer.format.md', 'transfer.source.chatgpt', 'transfer.source.open_webui'])
+const SAME_IN_BOTH = new Set<MessageKey>(['lang.en', 'lang.zh-CN', 'composer.catMcp', 'models.ollama', 'skills.page', 'transfer.format.md', 'transfer.source.chatgpt', 'transfer.source.open_webui', 'usage.meter'])
 
 /**
  * Latin words allowed in Chinese text: product, feature, protocol and format names, file names

@@ -35,6 +35,20 @@ describe('WS event reducer', () => {
     expect(msgs(s).map((m) => m.durationSec)).toEqual([undefined, 2.5, undefined])
   })
 
+  it("adds each model call's usage to the turn's answer and keeps the chat's context fill", () => {
+    const usage = (input: number, output: number) =>
+      ws({ event: 'usage', chat_id: 'c1', input_tokens: input, cached_input_tokens: 0, output_tokens: output, reasoning_tokens: 0, context_tokens: input + output, context_window: 1000 })
+    let s = started()
+    s = run(s, ws({ event: 'delta', chat_id: 'c1', text: 'A', seq: 1 }), usage(10, 5), usage(30, 7))
+    expect(msgs(s)[1].usage).toEqual({ input: 40, cached: 0, output: 12, reasoning: 0 })
+    expect(s.chats.c1.context).toEqual({ tokens: 37, window: 1000 })
+    // a malformed one changes nothing; a budget warning is a notice in the client's words
+    expect(run(s, ws({ event: 'usage', chat_id: 'c1', input_tokens: 'x' }))).toBe(s)
+    s = run(s, ws({ event: 'budget_warning', chat_id: 'c1', budget: 'chat', tokens: 850, cap_tokens: 1000, seq: 2 }))
+    const notice = msgs(s)[msgs(s).length - 1]
+    expect([notice.role, notice.textKey, notice.textParams]).toEqual(['notice', 'usage.warnChat', { used: '850', cap: '1K' }])
+  })
+
   it('streams deltas into one assistant message and finalises on stream_end/done', () => {
     let s = started()
     expect(s.generating.c1).toBe(true)

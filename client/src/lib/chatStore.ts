@@ -2,6 +2,7 @@
 // per-chat event sequence numbers. `reduce` is pure; App feeds it WebSocket events and HTTP results.
 
 import { tr, type MessageKey } from '../i18n'
+import { addCounts, formatTokens, usageFromEvent, type ContextFill, type TokenCounts } from './usage'
 import { startGenerating, stopGenerating, type GeneratingMap } from './generation'
 import { approvalFromEvent, type Approval } from './approvals'
 import { fromEvent, type Elicitation } from './elicitation'
@@ -43,6 +44,10 @@ export interface ChatMessage {
   /** history: the cursors of the records shown as this message (a tool step's fold into the
    * answer after it), so a search hit finds its message */
   cursors?: number[]
+  /** `textKey`'s parameters */
+  textParams?: Record<string, string>
+  /** assistant, live: the tokens of the turn's model calls (`usage` events) */
+  usage?: TokenCounts
 }
 
 export interface ChatData {
@@ -62,6 +67,8 @@ export interface ChatData {
   historyCount?: number
   /** index of the first loaded item in the whole history; above 0 there are older pages */
   historyStart?: number
+  /** how full the context was after the last model call seen live */
+  context?: ContextFill
 }
 
 export type ConnState = 'connecting' | 'connected' | 'disconnected' | 'error'
@@ -345,6 +352,38 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
       const open = (s.elicitations[chatId] ?? []).filter((f) => f.id !== form.id)
       return withForms(s, chatId, [...open, form])
     }
+    case 'usage': {
+      const u = usageFromEvent(ev)
+      if (!u) return null
+      // The answer being streamed (or the last one) carries the turn's tokens.
+      let i = chat.messages.length - 1
+      while (i >= 0 && chat.messages[i].role !== 'assistant' && chat.messages[i].role !== 'user') i--
+      const messages =
+        i >= 0 && chat.messages[i].role === 'assistant'
+          ? chat.messages.map((m, j) => (j === i ? { ...m, usage: addCounts(m.usage, u.counts) } : m))
+          : chat.messages
+      return withChat(state, chatId, { ...chat, messages, context: u.context })
+    }
+    case 'budget_warning': {
+      const budget = str(ev.budget)
+      const key: MessageKey =
+        budget === 'day' ? 'usage.warnDay' : budget === 'background_day' ? 'usage.warnBackground' : 'usage.warnChat'
+      const cap = num(ev.cap_tokens)
+      const used = num(ev.tokens)
+      const textParams = {
+        used: used === null ? '?' : formatTokens(used),
+        cap: cap === null ? '' : formatTokens(cap),
+      }
+      const notice: ChatMessage = {
+        id: nextId(),
+        role: 'notice',
+        content: tr(key, textParams),
+        tone: 'muted',
+        textKey: key,
+        textParams,
+      }
+      return put(state, [...chat.messages, notice])
+    }
     case 'rewound':
       // A rewind changed the chat's files or messages: the persisted transcript is the truth.
       return withChat(state, chatId, { messages: [], loaded: false, lastSeq })
@@ -545,6 +584,8 @@ function reduceEvent(state: State, ev: ServerEvent): State {
     case 'approval_request':
     case 'approval_end':
     case 'rewound':
+    case 'usage':
+    case 'budget_warning':
       if (!chatId) return state
       return applyChatEvent(state, chatId, ev) ?? state
     default:

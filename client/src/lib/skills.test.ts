@@ -16,7 +16,7 @@ import {
 
 describe('skill market logic', () => {
   it('view order, query order and encoding', () => {
-    expect(APP_VIEWS).toEqual(['chat', 'mcp-market', 'skill-market', 'memory', 'llm-settings', 'safety'])
+    expect(APP_VIEWS).toEqual(['chat', 'mcp-market', 'skill-market', 'memory', 'llm-settings', 'safety', 'usage'])
     expect(skillsQueryString({ page_size: 20, page: 2, query: 'code review', enabled: true, source: 'user' })).toBe(
       '?source=user&enabled=true&query=code+review&page=2&page_size=20',
     )

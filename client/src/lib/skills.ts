@@ -5,8 +5,8 @@ import { tr, translate, type MessageKey, type Translate } from '../i18n'
 import { ApiError } from './api'
 import type { Skill, SkillSource } from './types'
 
-export type AppView = 'chat' | 'mcp-market' | 'skill-market' | 'memory' | 'llm-settings' | 'safety'
-export const APP_VIEWS: readonly AppView[] = ['chat', 'mcp-market', 'skill-market', 'memory', 'llm-settings', 'safety']
+export type AppView = 'chat' | 'mcp-market' | 'skill-market' | 'memory' | 'llm-settings' | 'safety' | 'usage'
+export const APP_VIEWS: readonly AppView[] = ['chat', 'mcp-market', 'skill-market', 'memory', 'llm-settings', 'safety', 'usage']
 
 export const SOURCE_LABELS: Record<SkillSource, MessageKey> = {
   builtin: 'skills.source.builtin',
