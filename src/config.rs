@@ -133,7 +133,8 @@ Environment only (the README lists every setting):
                          1073741824); the oldest turns' copies go first; 0 turns rewind off
   CASHCODE_SANDBOX=on|off  confine exec commands (Landlock, seccomp; default on). off runs
                          them with every right the server has, and says so at start-up
-  CASHCODE_SANDBOX_NETWORK=1  let confined commands open network sockets (default 0)
+  CASHCODE_SANDBOX_NETWORK=1  let confined commands open network sockets (default 0;
+                         needs CASHCODE_TOKEN)
   CASHCODE_SANDBOX_UNIX_SOCKETS=1  let confined commands open Unix sockets (default 0)
   CASHCODE_SANDBOX_DISK_RESERVE_MB=N  free space confined commands leave on the data
                          directory's filesystem: a call is stopped below it (default 512)
@@ -821,6 +822,16 @@ pub(crate) fn parse(
                 .into(),
         ));
     }
+    // Confined commands with network sockets reach the server's own ports over loopback, where
+    // no token is asked for by default: one could rewrite the approval policy or the LLM
+    // settings through the API. With a token they need it, and it is withheld from them.
+    if config.token.is_none() && config.sandbox.enabled && config.sandbox.network {
+        return Err(Error(
+            "CASHCODE_SANDBOX_NETWORK=1 requires CASHCODE_TOKEN (or --token, or a --token-file) to be set: confined \
+             commands with network access could otherwise call the server's own API over loopback"
+                .into(),
+        ));
+    }
     Ok(Command::Run(Box::new(config)))
 }
 
@@ -1462,6 +1473,18 @@ pub(crate) mod tests {
         assert!(run(&["--dev=1"], &[]).is_err());
         assert!(run(&[], &[("CASHCODE_DEV", "maybe")]).is_err());
         assert!(HELP.contains("--dev") && HELP.contains("CASHCODE_DEV"));
+    }
+
+    /// The sandbox's network switch needs the token (confined commands could call the API over
+    /// loopback otherwise); with the sandbox off it changes nothing and is not checked.
+    #[test]
+    fn the_sandbox_network_needs_a_token() {
+        let err = run(&[], &[("CASHCODE_SANDBOX_NETWORK", "1")]).unwrap_err().0;
+        assert!(err.contains("CASHCODE_SANDBOX_NETWORK") && err.contains("CASHCODE_TOKEN"), "{err}");
+        let tok = ("CASHCODE_TOKEN", "0123456789abcdef-long-enough");
+        assert!(run(&[], &[("CASHCODE_SANDBOX_NETWORK", "1"), tok]).unwrap().sandbox.network);
+        assert!(run(&[], &[("CASHCODE_SANDBOX_NETWORK", "1"), ("CASHCODE_SANDBOX", "off")]).is_ok());
+        assert!(!run(&[], &[("CASHCODE_SANDBOX_NETWORK", "0")]).unwrap().sandbox.network);
     }
 
     /// `.env` files come from the installation and the config directory, or `--env-file`

@@ -130,6 +130,12 @@ pub(crate) enum Event<'a> {
         deadline_ms: u64,
         remaining_sec: u64,
         confined: bool,
+        /// What "approve for this chat" covers (`{"scope": "exact", "argv"}` or `{"scope":
+        /// "tool", "tool"}`); null: nothing beyond this call.
+        grant: &'a Value,
+        /// Control files (`.git/config`, hooks, …) of the chat's project that its confined
+        /// commands changed and the sandbox put back.
+        control_files: &'a [String],
     },
     /// The approval request is over (answered here or in another tab, timed out, cancelled):
     /// `decision` is what the server did (`approve`, `approve_for_chat` or `deny`).
@@ -394,9 +400,11 @@ mod tests {
                     deadline_ms: 1_700_000_120_000,
                     remaining_sec: 120,
                     confined: false,
+                    grant: &Value::Null,
+                    control_files: &[],
                 },
                 Some(12),
-                r#"{"event":"approval_request","chat_id":"c-1","id":"ap-1","tool_name":"exec","arguments":{"command":"git push"},"justification":null,"grants":"Approve once: …","working_dir":"/w","timeout_sec":120,"deadline_ms":1700000120000,"remaining_sec":120,"confined":false,"seq":12}"#,
+                r#"{"event":"approval_request","chat_id":"c-1","id":"ap-1","tool_name":"exec","arguments":{"command":"git push"},"justification":null,"grants":"Approve once: …","working_dir":"/w","timeout_sec":120,"deadline_ms":1700000120000,"remaining_sec":120,"confined":false,"grant":null,"control_files":[],"seq":12}"#,
             ),
             (
                 Event::ApprovalEnd { chat_id: c, id: "ap-1", decision: "deny" },

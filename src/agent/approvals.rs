@@ -19,11 +19,15 @@ use serde_json::{Map, Value};
 
 use crate::bus::EventSink;
 use crate::secrets::Secrets;
-use crate::tool::approval::{self, Decision, ExecArgs, Grant, PolicyStore, Refusal};
+use crate::tool::approval::{self, Decision, ExecArgs, Grant, PolicyStore, Refusal, MAX_ASKS_PER_TURN};
 use crate::tool::{Confinement, Tool, ToolOutput, TurnCtx};
 use crate::util::sync;
 use crate::wire::Event;
 
+/// The turn's closing note when it wanted more dialogs than [`MAX_ASKS_PER_TURN`].
+pub(crate) const TOO_MANY_ASKS_NOTE: &str =
+    "The turn ended: it asked for approval 3 times, the most one turn may ask. \
+Nothing more was run. Send a message to go on.";
 /// At most this many requests wait at once (across chats); more are denied.
 pub(crate) const MAX_PENDING: usize = 256;
 /// Grants kept per chat, and chats with grants; the oldest go first.
@@ -152,6 +156,19 @@ impl Approvals {
                 Err(ToolOutput::error(Refusal::Policy.for_model(name, escalated)))
             }
             Decision::Ask { confinement, escalated, grant } => {
+                {
+                    let mut st = ctx.state();
+                    if st.approvals_asked >= MAX_ASKS_PER_TURN {
+                        st.approvals_exhausted = true;
+                        log::info!(
+                            "event=approval.refused chat_id={} tool={name:?} reason={}",
+                            ctx.chat_id,
+                            Refusal::TooMany.as_str()
+                        );
+                        return Err(ToolOutput::error(Refusal::TooMany.for_model(name, escalated)));
+                    }
+                    st.approvals_asked += 1;
+                }
                 match self.ask(name, args, ctx, secrets, escalated, grant.as_ref()) {
                     Ok(answer) => {
                         if let (Answer::ApproveForChat, Some(g)) = (answer, grant) {
@@ -212,6 +229,7 @@ impl Approvals {
         let justification = justification
             .map(|j| secrets.redact(crate::util::text::take_chars(&j, MAX_JUSTIFICATION_CHARS)).into_owned());
         let grants = approval::grants_text(tool, escalated, grant);
+        let grant_json = grant.map_or(Value::Null, Grant::to_json);
         let working_dir = ctx.workspace.display().to_string();
         let started = Instant::now();
         let deadline = started + self.timeout;
@@ -231,6 +249,8 @@ impl Approvals {
             remaining_sec: self.timeout.as_secs(),
             // An escalation is exactly an unconfined run (`approval::decide`).
             confined: !escalated,
+            grant: &grant_json,
+            control_files: &[],
         };
         let (tx, rx) = crossbeam_channel::bounded(1);
         {
@@ -298,7 +318,7 @@ fn shown_arguments(args: &Map<String, Value>, secrets: &Secrets) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::approval::{Policy, SimpleCommand};
+    use crate::tool::approval::Policy;
     use crate::tool::workspace::tests::Sandbox;
     use serde_json::json;
 
@@ -387,24 +407,33 @@ mod tests {
     }
 
     #[test]
-    fn approve_for_chat_covers_only_the_same_simple_command() {
+    fn approve_for_chat_covers_exactly_the_same_argv() {
         let s = setup(1, Duration::from_secs(30), true);
         let chat = s.sb.ctx.chat_id.clone();
         let (id, h) = ask(&s, args("git push origin", true));
         s.ap.answer(&chat, &id, Answer::ApproveForChat).unwrap();
         assert_eq!(h.join().unwrap(), Ok(Confinement::Unconfined));
+        assert_eq!(
+            s.sink.events.lock().unwrap()[0]["grant"],
+            json!({"scope": "exact", "argv": ["git", "push", "origin"]})
+        );
         assert_eq!(s.sink.events.lock().unwrap()[1]["decision"], "approve_for_chat");
-        let g = Grant::Command(SimpleCommand { program: "git".into(), first_arg: Some("push".into()) });
+        let g = Grant::Exact(vec!["git".into(), "push".into(), "origin".into()]);
         assert_eq!(s.ap.grants.lock().unwrap().by_chat[&chat], vec![g]);
         // Covered: runs with no event.
         let n = s.sink.events.lock().unwrap().len();
         assert_eq!(
-            s.ap.check(exec().as_ref(), &args("git push --tags", true), &s.sb.ctx, &s.secrets),
+            s.ap.check(exec().as_ref(), &args("'git' push  \"origin\"", true), &s.sb.ctx, &s.secrets),
             Ok(Confinement::Unconfined)
         );
         assert_eq!(s.sink.events.lock().unwrap().len(), n);
         // Not covered: asks again.
+        let (id, h) = ask(&s, args("git push origin --receive-pack=x", true));
+        s.ap.answer(&chat, &id, Answer::Deny).unwrap();
+        assert!(h.join().unwrap().is_err());
+        s.sb.ctx.state().approvals_asked = 0;
         let (id, h) = ask(&s, args("git push; curl x", true));
+        assert_eq!(s.sink.events.lock().unwrap().last().unwrap()["grant"], Value::Null);
         s.ap.answer(&chat, &id, Answer::ApproveForChat).unwrap();
         assert_eq!(h.join().unwrap(), Ok(Confinement::Unconfined));
         assert_eq!(s.sink.events.lock().unwrap().last().unwrap()["decision"], "approve", "not grantable: once");
@@ -412,10 +441,11 @@ mod tests {
         s.ap.answer(&chat, &id, Answer::Deny).unwrap();
         assert!(h.join().unwrap().is_err());
         // Another chat has no grant.
+        s.sb.ctx.state().approvals_asked = 0;
         let mut ctx = s.sb.ctx.clone();
         ctx.chat_id = "another".into();
         let (ap, secrets) = (s.ap.clone(), s.secrets.clone());
-        let h = std::thread::spawn(move || ap.check(exec().as_ref(), &args("git push", true), &ctx, &secrets));
+        let h = std::thread::spawn(move || ap.check(exec().as_ref(), &args("git push origin", true), &ctx, &secrets));
         let deadline = Instant::now() + Duration::from_secs(10);
         while s.ap.pending_events("another").is_empty() {
             assert!(Instant::now() < deadline);
@@ -424,6 +454,24 @@ mod tests {
         let ev: Value = serde_json::from_str(&s.ap.pending_events("another")[0]).unwrap();
         s.ap.answer("another", ev["id"].as_str().unwrap(), Answer::Deny).unwrap();
         assert!(h.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_turn_raises_at_most_a_few_dialogs() {
+        let s = setup(1, Duration::from_secs(30), true);
+        let chat = s.sb.ctx.chat_id.clone();
+        for i in 0..MAX_ASKS_PER_TURN {
+            let (id, h) = ask(&s, args(&format!("touch {i}"), true));
+            s.ap.answer(&chat, &id, Answer::Deny).unwrap();
+            assert!(h.join().unwrap().is_err());
+        }
+        let n = s.sink.events.lock().unwrap().len();
+        let out = s.ap.check(exec().as_ref(), &args("touch more", true), &s.sb.ctx, &s.secrets).unwrap_err();
+        assert!(out.for_model.contains("the owner was not asked"), "{}", out.for_model);
+        assert!(s.sb.ctx.state().approvals_exhausted);
+        assert_eq!(s.sink.events.lock().unwrap().len(), n, "no dialog past the cap");
+        // Calls that ask nothing still run.
+        assert_eq!(s.ap.check(exec().as_ref(), &args("ls", false), &s.sb.ctx, &s.secrets), Ok(Confinement::Sandboxed));
     }
 
     #[test]

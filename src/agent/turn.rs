@@ -10,6 +10,7 @@ use std::time::Instant;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
+use super::approvals::TOO_MANY_ASKS_NOTE;
 use super::prompt;
 use super::Deps;
 use crate::bus::TurnRequest;
@@ -19,6 +20,7 @@ use crate::memory_jobs::consolidator::Job;
 use crate::store::cache::{assistant_calls, ChatState};
 use crate::store::chats::{PendingTurn, Record};
 use crate::store::replay::{self, Replay};
+use crate::tool::approval::MAX_ASKS_PER_TURN;
 use crate::tool::checkpoints::TurnCheckpoint;
 use crate::tool::{FinishedTurn, Preparation, Tool, ToolOutput, TurnCtx, TurnState, TURN_METADATA_KEYS};
 use crate::util::cancel::CancelToken;
@@ -157,7 +159,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         protected: deps.protected.clone(),
         memory: Arc::clone(&deps.memory),
         cancel: cancel.clone(),
-        state: Arc::new(Mutex::new(TurnState { metadata: lock(&state).metadata.clone(), turn_tools: Vec::new() })),
+        state: Arc::new(Mutex::new(TurnState { metadata: lock(&state).metadata.clone(), ..TurnState::default() })),
         confinement: Default::default(),
         checkpoint,
     };
@@ -301,8 +303,17 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         if completion.tool_calls.is_empty() || final_call {
             break;
         }
-        if !run_tools(&mut t, completion, &mut tail, &ctx, &tools) {
-            return finish_cancelled(&mut t, &state, &client);
+        match run_tools(&mut t, completion, &mut tail, &ctx, &tools) {
+            Step::Done => {}
+            Step::Cancelled => return finish_cancelled(&mut t, &state, &client),
+            // Stored like a budget stop: the steps so far and the note as the answer, so the
+            // next message goes on from here.
+            Step::TooManyAsks => {
+                if t.streamed.text.is_empty() {
+                    t.streamed.text = format!("[{TOO_MANY_ASKS_NOTE}]");
+                }
+                return finish(&mut t, &state, &client, iterations, Some(TOO_MANY_ASKS_NOTE));
+            }
         }
     }
     finish(&mut t, &state, &client, iterations, None);
@@ -413,15 +424,27 @@ fn push_message(messages: &mut Vec<Box<RawValue>>, m: &Value) {
     messages.push(serde_json::value::to_raw_value(m).expect("a Value always serialises"));
 }
 
-/// Executes one model step's tool calls in order. False when cancelled mid-step (the
-/// incomplete step is dropped so history never holds a call without its result).
+/// How a model step's tool calls ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// Every call has its result: the next model call follows.
+    Done,
+    /// Cancelled mid-step (the incomplete step is dropped so history never holds a call
+    /// without its result).
+    Cancelled,
+    /// A call wanted one approval dialog more than a turn may raise: it and the calls after it
+    /// did not run (each has a result saying so) and the turn ends.
+    TooManyAsks,
+}
+
+/// Executes one model step's tool calls in order.
 fn run_tools(
     t: &mut Turn,
     completion: Completion,
     messages: &mut Vec<Box<RawValue>>,
     ctx: &TurnCtx,
     tools: &[Arc<dyn Tool>],
-) -> bool {
+) -> Step {
     let mut calls: Vec<ToolCall> = completion.tool_calls;
     let mut seen: Vec<String> = Vec::new();
     for c in &mut calls {
@@ -469,9 +492,10 @@ fn run_tools(
     rec.provider_state = state;
     step.push(rec);
 
+    let mut ended = false;
     for (call, shown) in calls.iter().zip(&shown) {
         if t.cancel.is_cancelled() {
-            return false;
+            return Step::Cancelled;
         }
         let chat_id = t.req.chat_id.as_str();
         t.emit(&Event::ToolCall {
@@ -496,6 +520,9 @@ fn run_tools(
             tools = &fresh;
         }
         let out = match tools.iter().find(|tool| tool.name() == call.name) {
+            _ if ended => ToolOutput::error(format!(
+                "Error: Not run: the turn ended before this call (it wanted more approvals than one turn may ask, {MAX_ASKS_PER_TURN})."
+            )),
             // The one approval gate (`agent::approvals`): the server decides how, or whether,
             // the call runs; nothing in the call's arguments or the client's frames can.
             Some(tool) => match t.deps.approvals.check(tool.as_ref(), &args, ctx, &t.deps.secrets) {
@@ -535,8 +562,9 @@ fn run_tools(
             started.elapsed().as_secs_f64() * 1000.0
         );
         if t.cancel.is_cancelled() {
-            return false;
+            return Step::Cancelled;
         }
+        ended |= ctx.state().approvals_exhausted;
         t.emit(&Event::ToolResult {
             chat_id,
             tool_name: &call.name,
@@ -552,7 +580,11 @@ fn run_tools(
         step.push(r);
     }
     t.durable.extend(step);
-    true
+    if ended {
+        Step::TooManyAsks
+    } else {
+        Step::Done
+    }
 }
 
 fn user_record(req: &TurnRequest) -> Record {

@@ -78,6 +78,10 @@ pub struct TurnState {
     pub metadata: Map<String, Value>,
     /// Turn-only tools (explicitly selected MCP connectors); never persisted.
     pub turn_tools: Vec<Arc<dyn Tool>>,
+    /// Approval dialogs this turn raised (`agent::approvals`), and whether it wanted one more
+    /// than a turn may raise (the turn then ends).
+    pub approvals_asked: usize,
+    pub approvals_exhausted: bool,
 }
 
 /// Metadata keys a turn owns; everything else (e.g. a title renamed mid-turn) is left alone.

@@ -40,6 +40,7 @@ pub struct TestServer {
     /// How long the last start took until both listeners were announced.
     pub startup: Duration,
     pub pid: u32,
+    bearer: Option<String>,
 }
 
 /// Builder for per-test environment overrides.
@@ -50,6 +51,7 @@ pub struct ServerBuilder {
     inherit: Option<(i32, PathBuf)>,
     nofile: Option<(u64, u64)>,
     terminal: Option<i32>,
+    bearer: Option<String>,
 }
 
 impl ServerBuilder {
@@ -79,6 +81,12 @@ impl ServerBuilder {
     pub fn nofile(mut self, soft: u64, hard: u64) -> Self {
         self.nofile = Some((soft, hard));
         self
+    }
+    /// Starts the server with `CASHCODE_TOKEN=token`, which this harness's requests and
+    /// WebSocket clients then send on their own (as the owner's client would).
+    pub fn bearer(mut self, token: &str) -> Self {
+        self.bearer = Some(token.into());
+        self.env("CASHCODE_TOKEN", token)
     }
     /// Uses an existing (pre-populated) home instead of a fresh one.
     pub fn home(mut self, home: &Path) -> Self {
@@ -125,6 +133,7 @@ impl ServerBuilder {
             agent,
             startup: Duration::ZERO,
             pid: 0,
+            bearer: self.bearer,
         };
         s.spawn();
         s
@@ -156,7 +165,15 @@ fn drain(
 
 impl TestServer {
     pub fn builder() -> ServerBuilder {
-        ServerBuilder { home: None, env: Vec::new(), args: Vec::new(), inherit: None, nofile: None, terminal: None }
+        ServerBuilder {
+            home: None,
+            env: Vec::new(),
+            args: Vec::new(),
+            inherit: None,
+            nofile: None,
+            terminal: None,
+            bearer: None,
+        }
     }
 
     /// A server in a fresh home with the default environment.
@@ -363,10 +380,21 @@ impl TestServer {
         format!("ws://127.0.0.1:{}/", self.ws_port)
     }
 
-    /// Any request; `headers` are sent as given, `body` (if any) as UTF-8 text.
+    /// The token this harness sends on its own ([`ServerBuilder::bearer`]), if any.
+    pub fn token(&self) -> Option<&str> {
+        self.bearer.as_deref()
+    }
+
+    /// Any request; `headers` are sent as given, `body` (if any) as UTF-8 text. With a
+    /// [`ServerBuilder::bearer`] token and no `Authorization` among `headers`, the token is sent.
     pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> HttpResp {
         let url = format!("{}{path}", self.http_base());
         let mut b = ureq::http::Request::builder().method(method).uri(&url);
+        if let Some(t) = self.token() {
+            if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")) {
+                b = b.header("Authorization", format!("Bearer {t}"));
+            }
+        }
         for (k, v) in headers {
             b = b.header(*k, *v);
         }

@@ -42,7 +42,9 @@ fn open_socket(port: u16) -> TcpStream {
 impl WsClient {
     /// Connects without an Origin header (a local script) and reads `ready`.
     pub fn connect(server: &TestServer) -> Self {
-        match Self::handshake(server.ws_port, None) {
+        let bearer = server.token().map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&'static str, &str)> = bearer.iter().map(|b| ("Authorization", b.as_str())).collect();
+        match Self::handshake_with(server.ws_port, &headers) {
             Handshake::Accepted(c) => *c,
             Handshake::Refused(code) => panic!("ws handshake refused with {code}"),
         }

@@ -307,3 +307,158 @@ fn policy_route_validates_stores_and_is_obeyed() {
     server.restart();
     assert_eq!(server.get("/api/settings/approvals").json()["tools"]["exec_escalated"], "deny");
 }
+
+/// One approval of `command` for this chat; returns the request's `grant`.
+#[track_caller]
+fn grant_for_chat(fake: &FakeLlm, ws: &mut WsClient, chat: &str, command: &str) -> Value {
+    script_escalation(fake, command, json!({}));
+    let before = fake.chat_requests().len();
+    ws.message(chat, "grant", "openai_compatible");
+    let req = wait_request(ws, chat);
+    respond(ws, chat, &req["id"], "approve_for_chat");
+    let decision = finish(fake, ws, chat, before).0;
+    let expect = if req["grant"].is_null() { "approve" } else { "approve_for_chat" };
+    assert_eq!(decision, expect, "{req}");
+    req["grant"].clone()
+}
+
+/// `command` is asked of the owner (and denied), never run on a grant.
+#[track_caller]
+fn asked_and_denied(fake: &FakeLlm, ws: &mut WsClient, chat: &str, command: &str) {
+    script_escalation(fake, command, json!({}));
+    let before = fake.chat_requests().len();
+    ws.message(chat, "follow-up", "openai_compatible");
+    let frames = ws.recv_until(|v| {
+        v["chat_id"] == chat && (v["event"] == "approval_request" || v["event"] == "done" || v["event"] == "error")
+    });
+    let req = frames.last().unwrap();
+    assert_eq!(req["event"], "approval_request", "{command:?} ran without asking: {frames:#?}");
+    assert_eq!(req["arguments"]["command"], command);
+    respond(ws, chat, &req["id"], "deny");
+    assert_eq!(finish(fake, ws, chat, before).0, "deny", "{command}");
+}
+
+/// The seven follow-ups that rode a program + first-argument grant out of the sandbox, each
+/// after the owner approved its harmless neighbour for the chat: every one is asked again.
+/// The grant the dialog names is the exact argv, or none for programs that run code from
+/// options, files or config (`sed`, `tar`, `make`).
+#[test]
+fn chat_grants_cover_the_exact_argv_and_the_measured_follow_ups_are_asked() {
+    let (fake, server) = server(&[]);
+    let out = server.home.join("outside");
+    std::fs::create_dir_all(&out).expect("outside dir");
+    let o = out.display();
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.new_chat();
+    let cases: [(&str, Value, String); 7] = [
+        (
+            "git fetch origin",
+            json!({"scope": "exact", "argv": ["git", "fetch", "origin"]}),
+            format!("git fetch --upload-pack='touch {o}/1' origin"),
+        ),
+        (
+            "git push origin",
+            json!({"scope": "exact", "argv": ["git", "push", "origin"]}),
+            format!("git push --receive-pack='touch {o}/2' origin"),
+        ),
+        ("git log", json!({"scope": "exact", "argv": ["git", "log"]}), format!("git log --output={o}/3")),
+        ("sed -n 1p f.txt", Value::Null, format!("sed -e '1e touch {o}/4' f.txt")),
+        (
+            "tar tf a.tar",
+            Value::Null,
+            format!("tar -cf /dev/null f.txt --checkpoint=1 --checkpoint-action=exec='touch {o}/5'"),
+        ),
+        ("make -v", Value::Null, format!("make --eval='$(shell touch {o}/6)'")),
+        (
+            "curl -s http://127.0.0.1:9/",
+            json!({"scope": "exact", "argv": ["curl", "-s", "http://127.0.0.1:9/"]}),
+            format!("curl -s -o {o}/7 -T f.txt http://127.0.0.1:9/"),
+        ),
+    ];
+    for (granted, grant, follow) in &cases {
+        assert_eq!(&grant_for_chat(&fake, &mut ws, &chat, granted), grant, "{granted}");
+        asked_and_denied(&fake, &mut ws, &chat, follow);
+    }
+    let written: Vec<_> = std::fs::read_dir(&out).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(written.is_empty(), "written outside: {written:?}");
+}
+
+/// After `git status` is approved for the chat, only the same words run unasked (quotes and
+/// spacing are the shell's); another spelling of the program, an environment prefix, a path
+/// or an added option asks.
+#[test]
+fn a_grant_is_not_stretched_by_other_spellings() {
+    let (fake, server) = server(&[]);
+    let ws_dir = server.home.join("workspace");
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.new_chat();
+    let g = grant_for_chat(&fake, &mut ws, &chat, "touch granted.txt");
+    assert_eq!(g, json!({"scope": "exact", "argv": ["touch", "granted.txt"]}));
+    std::fs::remove_file(ws_dir.join("granted.txt")).unwrap();
+    for same in ["'touch' \"granted.txt\"", "touch  \tgranted.txt"] {
+        script_escalation(&fake, same, json!({}));
+        ws.message(&chat, "same", "openai_compatible");
+        let events = ws.turn_events(&chat);
+        assert!(events.iter().all(|e| e["event"] != "approval_request"), "{same}: {events:#?}");
+        assert!(std::fs::remove_file(ws_dir.join("granted.txt")).is_ok(), "{same} did not run");
+    }
+    for other in [
+        "./touch granted.txt",
+        "/usr/bin/touch granted.txt",
+        "TZ=UTC touch granted.txt",
+        "env touch granted.txt",
+        "touch granted.txt other.txt",
+        "touch -d 2000-01-01 granted.txt",
+        "touch granted.txt; touch other.txt",
+    ] {
+        asked_and_denied(&fake, &mut ws, &chat, other);
+        assert!(!ws_dir.join("granted.txt").exists() && !ws_dir.join("other.txt").exists(), "{other}");
+    }
+    // A program that runs code from files is never granted: approving it for the chat is once.
+    std::fs::write(ws_dir.join("run.py"), "open('py.txt', 'w')\n").unwrap();
+    assert_eq!(grant_for_chat(&fake, &mut ws, &chat, "python3 run.py"), Value::Null);
+    asked_and_denied(&fake, &mut ws, &chat, "python3 run.py");
+}
+
+/// One model reply with five escalations raises three dialogs; the fourth ends the turn with a
+/// note, the calls after it do not run, and the next message goes on from a whole history.
+#[test]
+fn a_turn_raises_at_most_three_dialogs_then_ends() {
+    let (fake, server) = server(&[]);
+    let ws_dir = server.home.join("workspace");
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.new_chat();
+    let calls: Vec<String> = (0..5)
+        .map(|i| {
+            json!({"command": format!("touch cap{i}.txt"), "sandbox_permissions": "require_escalated"}).to_string()
+        })
+        .collect();
+    let specs: Vec<ToolCallSpec> =
+        calls.iter().enumerate().map(|(i, a)| ToolCallSpec::new(&format!("call_{i}"), "exec", &[a])).collect();
+    fake.push(Reply::tool_calls(&specs));
+    let before = fake.chat_requests().len();
+    ws.message(&chat, "go", "openai_compatible");
+    for _ in 0..3 {
+        let req = wait_request(&mut ws, &chat);
+        respond(&mut ws, &chat, &req["id"], "approve");
+    }
+    let events = ws.turn_events(&chat);
+    assert!(events.iter().all(|e| e["event"] != "approval_request"), "{events:#?}");
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "error", "{events:#?}");
+    assert!(last["detail"].as_str().unwrap().contains("asked for approval 3 times"), "{last}");
+    for i in 0..5 {
+        assert_eq!(ws_dir.join(format!("cap{i}.txt")).exists(), i < 3, "cap{i}.txt");
+    }
+    assert_eq!(fake.chat_requests().len(), before + 1, "no model call after the cap");
+    // The next turn sees a result for every call.
+    fake.push(Reply::text(&["ok"]));
+    ws.message(&chat, "next", "openai_compatible");
+    assert_eq!(ws.turn_events(&chat).last().unwrap()["event"], "done");
+    let reqs = fake.wait_chat_requests(before + 2, WAIT);
+    let msgs = req_messages(&reqs[before + 1].body);
+    let results: Vec<&Value> = msgs.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(results.len(), 5, "{msgs:#?}");
+    assert!(results[3]["content"].as_str().unwrap().contains("the owner was not asked"), "{results:#?}");
+    assert!(results[4]["content"].as_str().unwrap().contains("Not run"), "{results:#?}");
+}

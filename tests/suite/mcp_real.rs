@@ -690,7 +690,7 @@ fn turn_ctx(dir: &Path, metadata: Map<String, Value>) -> TurnCtx {
         protected: Vec::new(),
         memory: Arc::new(cashcode::store::memory_files::MemoryFiles::new(dir)),
         cancel: CancelToken::new(),
-        state: Arc::new(Mutex::new(TurnState { metadata, turn_tools: Vec::new() })),
+        state: Arc::new(Mutex::new(TurnState { metadata, ..TurnState::default() })),
         confinement: Default::default(),
         checkpoint: None,
     }

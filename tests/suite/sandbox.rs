@@ -292,11 +292,20 @@ fn setuid_gains_nothing(fake: &FakeLlm, ws: &mut WsClient, wsd: &Path) {
     }
 }
 
-/// `CASHCODE_SANDBOX_NETWORK=1` lets commands connect; the filesystem stays confined.
+/// `CASHCODE_SANDBOX_NETWORK=1` lets commands connect; the filesystem stays confined. It needs
+/// the token (start-up refuses it without one), which confined commands do not get: over
+/// loopback, one reaches the server's HTTP and WebSocket ports but is refused there (401), so
+/// it cannot rewrite the approval policy.
 #[test]
 fn the_network_setting_allows_sockets() {
+    let (code, out, err) = crate::common::server::run_to_exit(&[], &[("CASHCODE_SANDBOX_NETWORK", "1")]);
+    assert!(matches!(code, Some(c) if c != 0), "started without a token: {out}\n{err}");
+    assert!(!out.contains("listening on"), "{out}");
+    assert!(err.contains("CASHCODE_SANDBOX_NETWORK=1 requires CASHCODE_TOKEN"), "{err}");
+
     let fake = FakeLlm::start();
-    let server = TestServer::builder().env("CASHCODE_SANDBOX_NETWORK", "1").start();
+    let server =
+        TestServer::builder().env("CASHCODE_SANDBOX_NETWORK", "1").bearer("network-sandbox-token-0123456789").start();
     server.configure_llm(&fake);
     let s = status(&server);
     assert_fully_confined(&s);
@@ -320,6 +329,34 @@ fn the_network_setting_allows_sockets() {
     conn.read_to_end(&mut got).expect("read");
     assert_eq!(got, b"hi");
     assert_refused(&r[1], "Permission denied");
+
+    // The server's own API, from inside: the policy route and the WebSocket handshake.
+    let body = r#"{"tools": {"exec_escalated": "auto"}}"#;
+    let put = format!(
+        "PUT /api/settings/approvals HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nContent-Type: application/json\\r\\n\
+         Content-Length: {}\\r\\nConnection: close\\r\\n\\r\\n{body}",
+        body.len()
+    );
+    let upgrade = "GET / HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\\r\\nSec-WebSocket-Version: 13\\r\\n\\r\\n";
+    let send = |port: u16, req: &str| {
+        format!(
+            "python3 -c 'import socket; s = socket.create_connection((\"127.0.0.1\", {port}), 3); \
+             s.sendall(b\"{}\"); print(s.recv(200).split(b\"\\r\\n\")[0].decode())'",
+            req.replace('"', "\\\""),
+        )
+    };
+    let (http, ws_port) = (server.http_base(), server.ws_url());
+    let port_of = |u: &str| u.trim_end_matches('/').rsplit(':').next().unwrap().parse::<u16>().unwrap();
+    let r = exec_all(
+        &fake,
+        &mut ws,
+        &[send(port_of(&http), &put), send(port_of(&ws_port), upgrade), "echo token=[$CASHCODE_TOKEN]".into()],
+    );
+    assert_ok(&r[0], &["HTTP/1.1 401"]);
+    assert_ok(&r[1], &["HTTP/1.1 401"]);
+    assert_ok(&r[2], &["token=[]"]);
+    assert_eq!(server.get("/api/settings/approvals").json()["tools"]["exec_escalated"], "ask");
 }
 
 /// Extra roots: read-only and read-write. A read root that holds the server's directories

@@ -13,6 +13,7 @@ import {
   commandOf,
   lineCount,
   secondsLeft,
+  shellJoin,
   showHidden,
   titleKind,
   type Approval,
@@ -132,13 +133,15 @@ export function ApprovalDialog({ request, onAnswer }: { request: Approval; onAns
     grant === null
       ? t('approval.chatNothing')
       : grant?.scope === 'exact'
-        ? t('approval.chatExact', { cmd: grant.argv.join(' ') })
+        ? t('approval.chatExact', { cmd: shellJoin(grant.argv) })
         : grant?.scope === 'family'
           ? t('approval.chatFamily', {
               cmd: [grant.program, ...grant.prefix].join(' '),
               rule: grant.rule === 'host_names' ? t('approval.ruleHostNames') : grant.rule,
             })
-          : null
+          : grant?.scope === 'tool'
+            ? t('approval.chatTool', { tool: grant.tool })
+            : null
   const total = request.timeoutSec
   const fraction = left !== null && total > 0 ? Math.min(1, left / total) : null
 

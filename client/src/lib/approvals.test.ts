@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { approvalFrame, approvalFromEvent, commandOf, isEscalation, lineCount, parsePolicy, parseSandbox, secondsLeft, showHidden, titleKind } from './approvals'
+import { approvalFrame, approvalFromEvent, commandOf, isEscalation, lineCount, parsePolicy, parseSandbox, secondsLeft, shellJoin, showHidden, titleKind } from './approvals'
 
 describe('approvals', () => {
   const ev = {
@@ -51,6 +51,9 @@ describe('approvals', () => {
     expect(approvalFromEvent({ ...ev, grant: null }, 0)!.grant).toBeNull()
     expect(approvalFromEvent({ ...ev, grant: { scope: 'exact', argv: ['git', 'push', 3] } }, 0)!.grant).toEqual({ scope: 'exact', argv: ['git', 'push'] })
     expect(approvalFromEvent({ ...ev, grant: { scope: 'family', program: 'git', prefix: ['push'], rule: 'git-push' } }, 0)!.grant).toMatchObject({ scope: 'family', program: 'git' })
+    expect(approvalFromEvent({ ...ev, grant: { scope: 'tool', tool: 'write_file' } }, 0)!.grant).toEqual({ scope: 'tool', tool: 'write_file' })
+    expect(approvalFromEvent({ ...ev, grant: { scope: 'tool' } }, 0)!.grant).toBeNull()
+    expect(shellJoin(['git', 'commit', '-m', "it's done", ''])).toBe(`git commit -m 'it'\\''s done' ''`)
     expect(approvalFromEvent({ ...ev, grant: { scope: 'everything' } }, 0)!.grant).toBeNull()
     expect(approvalFromEvent({ ...ev, control_files: ['.git/hooks/pre-commit', 1] }, 0)!.controlFiles).toEqual(['.git/hooks/pre-commit'])
   })

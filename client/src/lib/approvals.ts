@@ -37,6 +37,7 @@ export interface Approval {
 export type ApprovalGrant =
   | { scope: 'exact'; argv: string[] }
   | { scope: 'family'; program: string; prefix: string[]; rule: string }
+  | { scope: 'tool'; tool: string }
 
 function grantOf(v: unknown): ApprovalGrant | null | undefined {
   if (v === undefined) return undefined
@@ -45,8 +46,14 @@ function grantOf(v: unknown): ApprovalGrant | null | undefined {
   if (v.scope === 'family' && typeof v.program === 'string') {
     return { scope: 'family', program: v.program, prefix: strs(v.prefix), rule: typeof v.rule === 'string' ? v.rule : '' }
   }
+  if (v.scope === 'tool' && typeof v.tool === 'string') return { scope: 'tool', tool: v.tool }
   // A scope this client does not know: it cannot name what the grant covers, so it does not offer it.
   return null
+}
+
+/** An argv as the owner would type it: words with shell-special characters single-quoted. */
+export function shellJoin(argv: string[]): string {
+  return argv.map((w) => (/^[A-Za-z0-9_@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`)).join(' ')
 }
 
 function strs(v: unknown): string[] {
