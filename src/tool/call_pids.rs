@@ -92,12 +92,17 @@ impl CallPids {
     }
 
     /// Removes groups a crashed run of the server left below its own (their processes are
-    /// gone with it: the calls' reapers die with the server).
+    /// gone with it: the calls' reapers die with the server). Only those of servers no longer
+    /// running: other servers may share this group, and a group just made for one of their
+    /// calls is empty until the call's process joins it.
     pub(crate) fn sweep() {
         let Some(parent) = own_group() else { return };
         let Ok(rd) = std::fs::read_dir(&parent) else { return };
         for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with(PREFIX) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix(PREFIX).and_then(|rest| rest.split('-').next()) else { continue };
+            let gone = pid.parse::<u32>().is_ok_and(|p| !Path::new(&format!("/proc/{p}")).exists());
+            if gone {
                 let _ = std::fs::remove_dir(e.path());
             }
         }
