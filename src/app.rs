@@ -169,12 +169,15 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
     ));
     log_sandbox(&sandbox, &config);
     let sandbox_active = sandbox.active();
-    let approvals = Arc::new(crate::agent::approvals::Approvals::new(
-        hub.clone(),
-        config.approval_timeout,
-        sandbox_active,
-        Arc::new(crate::tool::approval::PolicyStore::load(&config.config_dir)),
-    ));
+    let approvals = Arc::new(
+        crate::agent::approvals::Approvals::new(
+            hub.clone(),
+            config.approval_timeout,
+            sandbox_active,
+            Arc::new(crate::tool::approval::PolicyStore::load(&config.config_dir)),
+        )
+        .with_control_log(Arc::clone(sandbox.control_log())),
+    );
 
     // Skills: built-ins installed, catalog scanned; the dependency probe sees the real registry.
     let tool_settings = tools::ToolSettings {

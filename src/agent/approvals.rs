@@ -20,6 +20,7 @@ use serde_json::{Map, Value};
 use crate::bus::EventSink;
 use crate::secrets::Secrets;
 use crate::tool::approval::{self, Decision, ExecArgs, Grant, PolicyStore, Refusal, MAX_ASKS_PER_TURN};
+use crate::tool::control_files::ChangeLog;
 use crate::tool::{Confinement, Tool, ToolOutput, TurnCtx};
 use crate::util::sync;
 use crate::wire::Event;
@@ -81,6 +82,9 @@ pub(crate) struct Approvals {
     pub(crate) policy: Arc<PolicyStore>,
     pending: Mutex<HashMap<String, Waiting>>,
     grants: Mutex<Grants>,
+    /// Control files each chat's confined commands changed (the sandbox's log), listed in
+    /// the request.
+    control: Arc<ChangeLog>,
 }
 
 impl Approvals {
@@ -99,7 +103,14 @@ impl Approvals {
             policy,
             pending: Mutex::new(HashMap::new()),
             grants: Mutex::new(Grants::default()),
+            control: Arc::default(),
         }
+    }
+
+    /// Lists, in each request, the control files `log` says the chat's commands changed.
+    pub(crate) fn with_control_log(mut self, log: Arc<ChangeLog>) -> Approvals {
+        self.control = log;
+        self
     }
 
     /// Requests waiting now (tests, diagnostics).
@@ -230,6 +241,7 @@ impl Approvals {
             .map(|j| secrets.redact(crate::util::text::take_chars(&j, MAX_JUSTIFICATION_CHARS)).into_owned());
         let grants = approval::grants_text(tool, escalated, grant);
         let grant_json = grant.map_or(Value::Null, Grant::to_json);
+        let control_files = self.control.for_chat(chat_id);
         let working_dir = ctx.workspace.display().to_string();
         let started = Instant::now();
         let deadline = started + self.timeout;
@@ -250,7 +262,7 @@ impl Approvals {
             // An escalation is exactly an unconfined run (`approval::decide`).
             confined: !escalated,
             grant: &grant_json,
-            control_files: &[],
+            control_files: &control_files,
         };
         let (tx, rx) = crossbeam_channel::bounded(1);
         {

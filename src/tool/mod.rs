@@ -18,6 +18,7 @@ pub(crate) mod args;
 pub(crate) mod call_pids;
 pub use approval::Confinement;
 pub mod checkpoints;
+pub(crate) mod control_files;
 pub mod sandbox;
 pub(crate) mod workspace;
 

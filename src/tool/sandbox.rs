@@ -50,6 +50,7 @@ use serde::Serialize;
 
 use crate::config::SandboxConfig;
 use crate::tool::call_pids::CallPids;
+use crate::tool::control_files::ChangeLog;
 
 /// The newest Landlock ABI whose rights are requested; older kernels enforce what they know
 /// (best effort), and the status reports the kernel's own ABI.
@@ -166,6 +167,8 @@ pub struct Sandbox {
     status: Status,
     /// `None` when the sandbox is off or the kernel cannot apply it.
     policy: Option<Policy>,
+    /// Control files each chat's confined commands changed (`tool::control_files`).
+    control: Arc<ChangeLog>,
 }
 
 struct Policy {
@@ -260,6 +263,7 @@ impl Sandbox {
                 reason: Some(reason.to_string()),
             },
             policy: None,
+            control: Arc::default(),
         }
     }
 
@@ -343,7 +347,7 @@ impl Sandbox {
         if let Some(p) = policy.as_mut() {
             p.scoped_signals = probe.landlock && probe.abi.is_some_and(|a| a >= 6);
         }
-        Sandbox { status, policy }
+        Sandbox { status, policy, control: Arc::default() }
     }
 
     /// A sandbox with the default settings (network off, no extra roots) and this process's
@@ -355,6 +359,11 @@ impl Sandbox {
             ..SandboxConfig::default()
         };
         Sandbox::start(&settings, &ServerDirs { data, memory: data, config: data, log: data, workspace })
+    }
+
+    /// The control files each chat's confined commands changed and `exec` put back.
+    pub(crate) fn control_log(&self) -> &Arc<ChangeLog> {
+        &self.control
     }
 
     pub(crate) fn status(&self) -> &Status {

@@ -836,3 +836,72 @@ fn a_command_forking_without_end_leaves_the_server_its_threads() {
     println!("pids: server idle {idle} tasks, {held} with the sleepers (peak {peak}); five owner connects served");
     drop(server);
 }
+
+/// Version-control control files of the project are read-only to confined commands: a command
+/// that sets `core.fsmonitor`, plants a hook and edits `.git/info/exclude` finds them put back
+/// after it, and is told so; the owner's next approval dialog in that chat lists them. An
+/// escalated git runs with hooks and fsmonitor off, even where the repository sets them
+/// (planted here by the test itself, as a nested repository or a race could leave them).
+#[test]
+fn control_files_are_read_only_to_confined_commands_and_escalated_git_runs_no_hooks() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    assert_fully_confined(&status(&server));
+    let wsd = server.home.join("workspace");
+    std::fs::create_dir_all(&wsd).expect("workspace");
+    let out = server.home.join("outside");
+    std::fs::create_dir_all(&out).expect("outside");
+    let git = |args: &[&str]| {
+        let st = std::process::Command::new("git").args(args).current_dir(&wsd).status().expect("git");
+        assert!(st.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    let config = std::fs::read_to_string(wsd.join(".git/config")).expect("config");
+    let o = out.display();
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.new_chat();
+    let plant = format!(
+        "git config core.fsmonitor 'touch {o}/fsmonitor; false' && printf '#!/bin/sh\\ntouch {o}/hook\\n' > \
+         .git/hooks/post-commit && chmod +x .git/hooks/post-commit && echo '*.secret' >> .git/info/exclude && \
+         echo ordinary > work.txt && grep -c fsmonitor .git/config"
+    );
+    let args = json!({"command": plant}).to_string();
+    fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_0", "exec", &[&args])]));
+    fake.push(Reply::text(&["done"]));
+    let before = fake.chat_requests().len();
+    ws.message(&chat, "plant", "openai_compatible");
+    assert_eq!(ws.turn_events(&chat).last().unwrap()["event"], "done");
+    let reqs = fake.wait_chat_requests(before + 2, WAIT);
+    let result = req_messages(&reqs[before + 1].body).last().unwrap()["content"].as_str().unwrap().to_string();
+    assert_ok(&result, &["\n1\n", "control files are read-only", ".git/config", ".git/hooks/post-commit"]);
+    assert_eq!(std::fs::read_to_string(wsd.join(".git/config")).unwrap(), config, "config put back");
+    assert!(!wsd.join(".git/hooks/post-commit").exists(), "hook removed");
+    assert!(!std::fs::read_to_string(wsd.join(".git/info/exclude")).unwrap().contains("*.secret"));
+    assert_eq!(std::fs::read_to_string(wsd.join("work.txt")).unwrap(), "ordinary\n", "other files are the command's");
+
+    // The same plants, made by the owner's own hand; an approved escalated commit and status
+    // run neither, and the dialog lists what the chat's commands changed.
+    git(&["config", "core.fsmonitor", &format!("touch {o}/fsmonitor; false")]);
+    std::fs::write(wsd.join(".git/hooks/post-commit"), format!("#!/bin/sh\ntouch {o}/hook\n")).unwrap();
+    std::fs::set_permissions(wsd.join(".git/hooks/post-commit"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let command = "git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m x && git status --short";
+    let args = json!({"command": command, "sandbox_permissions": "require_escalated"}).to_string();
+    fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_1", "exec", &[&args])]));
+    fake.push(Reply::text(&["done"]));
+    let before = fake.chat_requests().len();
+    ws.message(&chat, "commit", "openai_compatible");
+    let frames = ws.recv_until(|v| v["event"] == "approval_request" || v["event"] == "error");
+    let req = frames.last().unwrap().clone();
+    assert_eq!(req["event"], "approval_request", "{frames:#?}");
+    assert_eq!(req["control_files"], json!([".git/config", ".git/hooks/post-commit", ".git/info/exclude"]), "{req}");
+    ws.send(&json!({"type": "approval_response", "chat_id": chat, "id": req["id"], "decision": "approve"}));
+    assert_eq!(ws.turn_events(&chat).last().unwrap()["event"], "done");
+    let reqs = fake.wait_chat_requests(before + 2, WAIT);
+    let result = req_messages(&reqs[before + 1].body).last().unwrap()["content"].as_str().unwrap().to_string();
+    assert_ok(&result, &[]);
+    let ran: Vec<_> = std::fs::read_dir(&out).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(ran.is_empty(), "an escalated git ran {ran:?}:\n{result}");
+    // Sanity: the owner's git, without the server's settings, does run the hook.
+    git(&["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "y"]);
+    assert!(out.join("hook").exists(), "the planted hook is a working one");
+}

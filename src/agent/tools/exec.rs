@@ -23,6 +23,7 @@ use serde_json::{json, Map, Value};
 
 use crate::tool::approval::ExecArgs;
 use crate::tool::args::parse_args;
+use crate::tool::control_files::{escalated_git_env, Snapshot};
 use crate::tool::sandbox::{Confined, Sandbox};
 use crate::tool::workspace::Workspace;
 use crate::tool::{fmt_secs, Confinement, Tool, ToolOutput, TurnCtx};
@@ -187,6 +188,16 @@ impl Exec {
                 cmd.env_remove(name);
             }
         }
+        // A confined command may not change the project's version-control control files: they
+        // are put back after it (src/tool/control_files). An escalated one runs git without
+        // hooks or fsmonitor.
+        let control = match sandbox {
+            Some(_) => Some(Snapshot::take(ws.root())),
+            None => {
+                escalated_git_env(&mut cmd);
+                None
+            }
+        };
         // Rewind: the workspace is scanned now and again when this guard drops, after the
         // command's group is gone (src/tool/checkpoints).
         let _checkpoint = ctx.checkpoint.as_ref().map(|c| c.watch_exec());
@@ -268,7 +279,20 @@ impl Exec {
             stop.group();
             wait_pipes(&pipe_rx, PIPE_GRACE);
         }
-        let text = combined(&out, &err, &self.secrets);
+        let mut text = combined(&out, &err, &self.secrets);
+        let changed = control.map(|c| c.restore()).unwrap_or_default();
+        if !changed.is_empty() {
+            log::warn!("event=exec.control_files_restored chat_id={} count={}", ctx.chat_id, changed.len());
+            self.sandbox.control_log().record(&ctx.chat_id, &changed);
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&format!(
+                "[sandbox] Version-control control files are read-only to sandboxed commands; changes put back or \
+                 reported to the owner: {}",
+                changed.join(", ")
+            ));
+        }
         match outcome {
             Outcome::Exited(st) => {
                 let code = st.code().unwrap_or_else(|| -st.signal().unwrap_or(0));
