@@ -3,7 +3,8 @@
 //! removed, `fork` instead of `posix_spawn`, the `pre_exec` system calls), alternating the two
 //! in rounds so drift hits both; prints the median of each and the difference. A 32 MiB ballast
 //! of touched memory stands in for the server's resident set (its page tables are what `fork`
-//! copies; `BENCH_BALLAST_MIB` sets another size, e.g. 8 for an idle server). Run:
+//! copies; `BENCH_BALLAST_MIB` sets another size, e.g. 8 for an idle server; `BENCH_GIT=1` makes
+//! the workspace a git repository, whose control files a confined call checks). Run:
 //! `cargo bench --bench exec` (release profile). Without `--bench` it is a smoke run of 5 calls
 //! each.
 
@@ -33,6 +34,12 @@ fn main() {
     let ws = tmp.join("ws");
     fs::create_dir_all(&ws).expect("workspace");
     let ws = fs::canonicalize(&ws).expect("canonical workspace");
+    // `BENCH_GIT=1`: the workspace is a git repository, whose control files each confined
+    // call copies and checks (`tool::control_files`).
+    if std::env::var_os("BENCH_GIT").is_some() {
+        let st = std::process::Command::new("git").args(["init", "-q"]).current_dir(&ws).status();
+        assert!(st.is_ok_and(|s| s.success()), "git init");
+    }
     let data = tmp.join("data");
     fs::create_dir_all(&data).expect("data");
     let mib = std::env::var("BENCH_BALLAST_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(BALLAST_MIB);
