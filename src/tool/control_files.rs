@@ -70,8 +70,11 @@ pub(crate) struct Snapshot {
     parents: Vec<(&'static str, Node)>,
     files: Vec<(&'static str, Node)>,
     /// Each control directory of [`DIRS`]: its identity and its entries by name.
-    dirs: Vec<(&'static str, Node, Vec<(String, Node)>)>,
+    dirs: Vec<(&'static str, Node, Entries)>,
 }
+
+/// A control directory's entries by name.
+type Entries = Vec<(String, Node)>;
 
 fn meta_node(m: &fs::Metadata) -> Node {
     Node::Other {
@@ -128,7 +131,7 @@ fn dir_identity(path: &Path) -> Node {
 }
 
 /// The entries of a control directory (sorted, bounded).
-fn read_entries(dir: &Path, budget: &mut u64) -> Vec<(String, Node)> {
+fn read_entries(dir: &Path, budget: &mut u64) -> Entries {
     let Ok(rd) = fs::read_dir(dir) else { return Vec::new() };
     let mut names: Vec<String> =
         rd.flatten().take(MAX_ENTRIES).filter_map(|e| e.file_name().into_string().ok()).collect();
@@ -272,8 +275,11 @@ fn put_back(path: &Path, was: &Node) {
 /// The control files each chat's confined commands changed, for the approval dialog.
 #[derive(Default)]
 pub(crate) struct ChangeLog {
-    inner: Mutex<(HashMap<String, BTreeSet<String>>, VecDeque<String>)>,
+    inner: Mutex<Changes>,
 }
+
+/// Paths by chat, and the chats in the order they were first recorded (the oldest goes first).
+type Changes = (HashMap<String, BTreeSet<String>>, VecDeque<String>);
 
 impl ChangeLog {
     pub(crate) fn record(&self, chat_id: &str, paths: &[String]) {
