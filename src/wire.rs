@@ -60,12 +60,19 @@ pub(crate) enum Event<'a> {
         arguments: Option<&'a serde_json::Map<String, Value>>,
     },
     /// `result`: the first [`RESULT_PREVIEW`] code points of the public text.
+    /// `outcome` (our extension, absent when `ok`): `error`, `denied`, `timeout` or `failed`
+    /// (a command's non-zero exit); `ran` (our extension): how a call outside the sandbox got
+    /// there (`approved_once`, `approved_for_chat`, `chat_grant`, `unasked`).
     ToolResult {
         chat_id: &'a str,
         tool_name: &'a str,
         result: &'a str,
         stream_id: u64,
         call_id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ran: Option<&'a str>,
     },
     Delta {
         chat_id: &'a str,
@@ -341,6 +348,8 @@ mod tests {
                     result: "a\tb </script> 字",
                     stream_id: 7,
                     call_id: "call_1",
+                    outcome: None,
+                    ran: None,
                 },
                 Some(3),
                 r#"{"event":"tool_result","chat_id":"c-1","tool_name":"list_dir","result":"a\tb </script> 字","stream_id":7,"call_id":"call_1","seq":3}"#,

@@ -87,6 +87,16 @@ pub(crate) struct Approvals {
     control: Arc<ChangeLog>,
 }
 
+/// How a call the gate let through runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cleared {
+    pub(crate) confinement: Confinement,
+    /// For a call outside the sandbox, how it got there: `approved_once`,
+    /// `approved_for_chat`, `chat_grant` (under an earlier grant, unasked) or `unasked` (the
+    /// policy runs it so, or the kernel offers no sandbox). `None` for a confined call.
+    pub(crate) ran: Option<&'static str>,
+}
+
 impl Approvals {
     /// `timeout`: `CASHCODE_APPROVAL_TIMEOUT`; `sandbox_active`: what the sandbox found at
     /// start-up.
@@ -148,20 +158,38 @@ impl Approvals {
     }
 
     /// The gate before `tool` runs with `args` in `ctx`'s chat: how to run it, or the result
-    /// that tells the model it was not run.
+    /// that tells the model it was not run (its outcome `denied`).
     pub(crate) fn check(
         &self,
         tool: &dyn Tool,
         args: &Map<String, Value>,
         ctx: &TurnCtx,
         secrets: &Secrets,
-    ) -> Result<Confinement, ToolOutput> {
+    ) -> Result<Cleared, ToolOutput> {
+        self.clear(tool, args, ctx, secrets).map_err(|out| out.ended("denied"))
+    }
+
+    fn clear(
+        &self,
+        tool: &dyn Tool,
+        args: &Map<String, Value>,
+        ctx: &TurnCtx,
+        secrets: &Secrets,
+    ) -> Result<Cleared, ToolOutput> {
         let name = tool.name();
         let grants = sync::lock(&self.grants).by_chat.get(&ctx.chat_id).cloned().unwrap_or_default();
         let decision =
             approval::decide(name, tool.mcp_server(), args, self.sandbox_active, &self.policy.get(), &grants);
         match decision {
-            Decision::Auto(c) => Ok(c),
+            Decision::Auto(Confinement::Unconfined) => {
+                // Without asking: under a grant of the owner's for this chat (without the
+                // chat's grants it would ask), or a policy that runs it so.
+                let without_grants =
+                    approval::decide(name, tool.mcp_server(), args, self.sandbox_active, &self.policy.get(), &[]);
+                let ran = if matches!(without_grants, Decision::Ask { .. }) { "chat_grant" } else { "unasked" };
+                Ok(Cleared { confinement: Confinement::Unconfined, ran: Some(ran) })
+            }
+            Decision::Auto(c) => Ok(Cleared { confinement: c, ran: None }),
             Decision::Deny { escalated } => {
                 log::info!("event=approval.refused chat_id={} tool={name:?} reason=policy", ctx.chat_id);
                 Err(ToolOutput::error(Refusal::Policy.for_model(name, escalated)))
@@ -182,10 +210,16 @@ impl Approvals {
                 }
                 match self.ask(name, args, ctx, secrets, escalated, grant.as_ref()) {
                     Ok(answer) => {
+                        let for_chat = matches!(answer, Answer::ApproveForChat) && grant.is_some();
                         if let (Answer::ApproveForChat, Some(g)) = (answer, grant) {
                             self.grant(&ctx.chat_id, g);
                         }
-                        Ok(confinement)
+                        let ran = (confinement == Confinement::Unconfined).then_some(if for_chat {
+                            "approved_for_chat"
+                        } else {
+                            "approved_once"
+                        });
+                        Ok(Cleared { confinement, ran })
                     }
                     Err(why) => Err(ToolOutput::error(why.for_model(name, escalated))),
                 }
@@ -372,7 +406,7 @@ mod tests {
     fn ask(s: &Setup, a: Map<String, Value>) -> (String, std::thread::JoinHandle<Result<Confinement, ToolOutput>>) {
         let before = s.sink.events.lock().unwrap().len();
         let (ap, sb, secrets) = (s.ap.clone(), s.sb.clone(), s.secrets.clone());
-        let h = std::thread::spawn(move || ap.check(exec().as_ref(), &a, &sb.ctx, &secrets));
+        let h = std::thread::spawn(move || ap.check(exec().as_ref(), &a, &sb.ctx, &secrets).map(|c| c.confinement));
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(e) =
@@ -436,7 +470,7 @@ mod tests {
         let n = s.sink.events.lock().unwrap().len();
         assert_eq!(
             s.ap.check(exec().as_ref(), &args("'git' push  \"origin\"", true), &s.sb.ctx, &s.secrets),
-            Ok(Confinement::Unconfined)
+            Ok(Cleared { confinement: Confinement::Unconfined, ran: Some("chat_grant") })
         );
         assert_eq!(s.sink.events.lock().unwrap().len(), n);
         // Not covered: asks again.
@@ -483,7 +517,10 @@ mod tests {
         assert!(s.sb.ctx.state().approvals_exhausted);
         assert_eq!(s.sink.events.lock().unwrap().len(), n, "no dialog past the cap");
         // Calls that ask nothing still run.
-        assert_eq!(s.ap.check(exec().as_ref(), &args("ls", false), &s.sb.ctx, &s.secrets), Ok(Confinement::Sandboxed));
+        assert_eq!(
+            s.ap.check(exec().as_ref(), &args("ls", false), &s.sb.ctx, &s.secrets),
+            Ok(Cleared { confinement: Confinement::Sandboxed, ran: None })
+        );
     }
 
     #[test]
@@ -493,7 +530,10 @@ mod tests {
         assert!(out.for_model.contains("nobody was there to ask"), "{}", out.for_model);
         assert!(s.sink.events.lock().unwrap().is_empty());
         // Sandboxed exec asks nothing, even with nobody there.
-        assert_eq!(s.ap.check(exec().as_ref(), &args("ls", false), &s.sb.ctx, &s.secrets), Ok(Confinement::Sandboxed));
+        assert_eq!(
+            s.ap.check(exec().as_ref(), &args("ls", false), &s.sb.ctx, &s.secrets),
+            Ok(Cleared { confinement: Confinement::Sandboxed, ran: None })
+        );
         // Without a sandbox the plain exec is an escalation too.
         let s = setup(0, Duration::from_secs(30), false);
         assert!(s.ap.check(exec().as_ref(), &args("ls", false), &s.sb.ctx, &s.secrets).is_err());

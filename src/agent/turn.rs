@@ -519,6 +519,7 @@ fn run_tools(
             fresh = visible_tools(t.deps, ctx);
             tools = &fresh;
         }
+        let mut ran = None;
         let out = match tools.iter().find(|tool| tool.name() == call.name) {
             _ if ended => ToolOutput::error(format!(
                 "Error: Not run: the turn ended before this call (it wanted more approvals than one turn may ask, {MAX_ASKS_PER_TURN})."
@@ -527,8 +528,9 @@ fn run_tools(
             // the call runs; nothing in the call's arguments or the client's frames can.
             Some(tool) => match t.deps.approvals.check(tool.as_ref(), &args, ctx, &t.deps.secrets) {
                 Err(refused) => refused,
-                Ok(confinement) => {
-                    let call_ctx = TurnCtx { confinement, ..ctx.clone() };
+                Ok(cleared) => {
+                    ran = cleared.ran;
+                    let call_ctx = TurnCtx { confinement: cleared.confinement, ..ctx.clone() };
                     std::panic::catch_unwind(AssertUnwindSafe(|| tool.run(&args, &call_ctx))).unwrap_or_else(|_| {
                         ToolOutput::error(format!("Error executing {}: the tool crashed{RETRY_HINT}", call.name))
                     })
@@ -540,6 +542,7 @@ fn run_tools(
                 preview: None,
                 for_history: None,
                 failed: true,
+                outcome: None,
             },
             None => {
                 let available: Vec<&str> = tools.iter().map(|tool| tool.name()).collect();
@@ -565,17 +568,22 @@ fn run_tools(
             return Step::Cancelled;
         }
         ended |= ctx.state().approvals_exhausted;
+        let outcome = out.outcome_name();
         t.emit(&Event::ToolResult {
             chat_id,
             tool_name: &call.name,
             result: text::take_chars(out.preview_text(), RESULT_PREVIEW),
             stream_id: t.stream_id,
             call_id: &call.id,
+            outcome: (outcome != "ok").then_some(outcome),
+            ran,
         });
         let result = json!({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": out.for_model});
         push_message(messages, &result);
         let mut r = Record::new("tool", out.history_text());
         r.tool_call_id = Some(call.id.clone());
+        r.outcome = (outcome != "ok").then(|| outcome.to_string());
+        r.ran = ran.map(str::to_string);
         r.name = Some(call.name.clone());
         step.push(r);
     }

@@ -227,6 +227,8 @@ impl<'a> ItemView<'a> {
                 cursor: r.cursor,
                 role: "tool",
                 tool_name: r.name.as_deref().unwrap_or_default(),
+                outcome: r.outcome.as_deref(),
+                ran: r.ran.as_deref(),
             }),
             _ => {
                 let mut view = MessageView::new(r);
@@ -263,6 +265,10 @@ struct ToolResultView<'a> {
     cursor: u64,
     role: &'static str,
     tool_name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ran: Option<&'a str>,
 }
 
 /// One stored turn; the selection lists are history data, passed on as stored once sanitized

@@ -211,12 +211,17 @@ impl Tool for McpTool {
         };
         let ask: Option<Ask<'_>> = self.elicitor.as_ref().map(|_| &ask as Ask<'_>);
         match self.manager.call_on_asking(&self.tool.server, &self.tool.original_name, args, Some(&ctx.cancel), ask) {
-            Ok(r) if r.is_error => {
-                ToolOutput { for_model: cap_output(r.render()), preview: None, for_history: None, failed: true }
-            }
+            Ok(r) if r.is_error => ToolOutput {
+                for_model: cap_output(r.render()),
+                preview: None,
+                for_history: None,
+                failed: true,
+                outcome: None,
+            },
             Ok(r) => ToolOutput::ok(cap_output(r.render())),
             Err(Error::Timeout { after, .. }) => {
                 ToolOutput::error(format!("Error: MCP tool '{name}' timed out after {}s", fmt_secs(after)))
+                    .ended("timeout")
             }
             Err(Error::Cancelled) => ToolOutput::error(format!("Error: MCP tool '{name}' was cancelled")),
             Err(e) => {

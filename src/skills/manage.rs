@@ -142,7 +142,7 @@ impl Tool for AgentSkillManage {
     fn run(&self, args: &Map<String, Value>, _ctx: &TurnCtx) -> ToolOutput {
         let v = self.manage(args);
         let for_model = serde_json::to_string(&v).expect("the manage reply serialises");
-        ToolOutput { for_model, preview: None, for_history: None, failed: !v.succeeded() }
+        ToolOutput { for_model, preview: None, for_history: None, failed: !v.succeeded(), outcome: None }
     }
 }
 

@@ -59,11 +59,11 @@ pub struct SkillTools {
 
 /// A loaded skill's three projections plus whether it was a failure.
 fn projection(model: String, public: String, persisted: String) -> ToolOutput {
-    ToolOutput { for_model: model, preview: Some(public), for_history: Some(persisted), failed: false }
+    ToolOutput { for_model: model, preview: Some(public), for_history: Some(persisted), failed: false, outcome: None }
 }
 
 fn load_error(e: LoadError) -> ToolOutput {
-    ToolOutput { for_model: pyjson::to_string(&e), preview: None, for_history: None, failed: true }
+    ToolOutput { for_model: pyjson::to_string(&e), preview: None, for_history: None, failed: true, outcome: None }
 }
 
 impl SkillTools {
@@ -314,7 +314,7 @@ impl Tool for SkillSearch {
         };
         let v = self.0.search(&query, limit.unwrap_or(8).clamp(1, 20) as usize);
         let for_model = serde_json::to_string(&v).expect("the search reply serialises");
-        ToolOutput { for_model, preview: None, for_history: None, failed: v.error.is_some() }
+        ToolOutput { for_model, preview: None, for_history: None, failed: v.error.is_some(), outcome: None }
     }
 }
 

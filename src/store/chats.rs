@@ -66,6 +66,12 @@ pub struct Record {
     /// (`store::replay`): sent back on this message to that provider and model only.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub(crate) provider_state: Option<Value>,
+    /// A tool result's outcome when not `ok`, and how a call outside the sandbox got there
+    /// (`tool_result`'s `outcome` and `ran`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub(crate) outcome: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub(crate) ran: Option<String>,
 }
 
 fn string_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -92,6 +98,8 @@ impl Record {
             reasoning_content: None,
             reasoning_ms: None,
             provider_state: None,
+            outcome: None,
+            ran: None,
         }
     }
 }

@@ -33,18 +33,33 @@ pub struct ToolOutput {
     pub(crate) for_history: Option<String>,
     /// A structured failure: counted as failed by later consumers (skill evolution).
     pub failed: bool,
+    /// How the call ended when not plainly: `denied` (the owner or the policy said no, or no
+    /// answer came), `timeout` (it ran out of time), `failed` (a command exited non-zero).
+    /// `None`: `ok`, or `error` when `failed`. Shown on the tool block (`tool_result.outcome`).
+    pub(crate) outcome: Option<&'static str>,
 }
 
 impl ToolOutput {
     pub(crate) fn ok(text: impl Into<String>) -> Self {
-        ToolOutput { for_model: text.into(), preview: None, for_history: None, failed: false }
+        ToolOutput { for_model: text.into(), preview: None, for_history: None, failed: false, outcome: None }
+    }
+
+    /// This output, marked as ending with `outcome` (see [`ToolOutput::outcome`]).
+    pub(crate) fn ended(mut self, outcome: &'static str) -> Self {
+        self.outcome = Some(outcome);
+        self
+    }
+
+    /// The outcome the client is told: `ok`, `error`, or the marked one.
+    pub(crate) fn outcome_name(&self) -> &'static str {
+        self.outcome.unwrap_or(if self.failed { "error" } else { "ok" })
     }
 
     /// A failure reported to the model as text starting with `Error`.
     pub(crate) fn error(text: impl Into<String>) -> Self {
         let t = text.into();
         let t = if t.starts_with("Error") { t } else { format!("Error: {t}") };
-        ToolOutput { for_model: t, preview: None, for_history: None, failed: true }
+        ToolOutput { for_model: t, preview: None, for_history: None, failed: true, outcome: None }
     }
 
     pub(crate) fn preview_text(&self) -> &str {
@@ -67,6 +82,7 @@ impl ToolOutput {
             preview: self.preview.map(clean),
             for_history: self.for_history.map(clean),
             failed: self.failed,
+            outcome: self.outcome,
         }
     }
 }

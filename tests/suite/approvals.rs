@@ -462,3 +462,59 @@ fn a_turn_raises_at_most_three_dialogs_then_ends() {
     assert!(results[3]["content"].as_str().unwrap().contains("the owner was not asked"), "{results:#?}");
     assert!(results[4]["content"].as_str().unwrap().contains("Not run"), "{results:#?}");
 }
+
+/// Every tool block can say how its call ended and how it ran: `tool_result` carries
+/// `outcome` (absent when ok: `failed` for a non-zero exit, `timeout`, `denied`) and, for a
+/// call outside the sandbox, `ran` (`approved_once`, `approved_for_chat`, `chat_grant`); the
+/// stored history gives the same to a client that reloads (`?tools=1`).
+#[test]
+fn tool_results_say_how_the_call_ended_and_how_it_ran() {
+    let (fake, server) = server(&[("CASHCODE_EXEC_TIMEOUT_SECS", "1")]);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.new_chat();
+    let result_of = |events: &[Value]| events.iter().find(|e| e["event"] == "tool_result").cloned().expect("tool_result");
+    let plain = |fake: &FakeLlm, command: &str| {
+        let args = json!({"command": command}).to_string();
+        fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_x", "exec", &[&args])]));
+        fake.push(Reply::text(&["ok"]));
+    };
+    let mut seen = Vec::new();
+    for (command, want) in [("true", Value::Null), ("exit 3", json!("failed")), ("sleep 5", json!("timeout"))] {
+        plain(&fake, command);
+        ws.message(&chat, command, "openai_compatible");
+        let r = result_of(&ws.turn_events(&chat));
+        assert_eq!((&r["outcome"], &r["ran"]), (&want, &Value::Null), "{command}: {r}");
+        seen.push(r);
+    }
+    // Outside the sandbox: denied, approved once, approved for the chat, then under that grant.
+    for (decision, outcome, ran) in [
+        ("deny", json!("denied"), Value::Null),
+        ("approve", Value::Null, json!("approved_once")),
+        ("approve_for_chat", Value::Null, json!("approved_for_chat")),
+    ] {
+        script_escalation(&fake, "touch out.txt", json!({}));
+        ws.message(&chat, decision, "openai_compatible");
+        let req = wait_request(&mut ws, &chat);
+        respond(&mut ws, &chat, &req["id"], decision);
+        let r = result_of(&ws.turn_events(&chat));
+        assert_eq!((&r["outcome"], &r["ran"]), (&outcome, &ran), "{decision}: {r}");
+        seen.push(r);
+    }
+    script_escalation(&fake, "touch out.txt", json!({}));
+    ws.message(&chat, "again", "openai_compatible");
+    let r = result_of(&ws.turn_events(&chat));
+    assert_eq!((&r["outcome"], &r["ran"]), (&Value::Null, &json!("chat_grant")), "{r}");
+    seen.push(r);
+
+    // The same from history, in order.
+    let page = server.get(&format!("/api/sessions/{chat}/messages?tools=1")).json();
+    let stored: Vec<(Value, Value)> = page["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| (m["outcome"].clone(), m["ran"].clone()))
+        .collect();
+    let live: Vec<(Value, Value)> = seen.iter().map(|r| (r["outcome"].clone(), r["ran"].clone())).collect();
+    assert_eq!(stored, live);
+}

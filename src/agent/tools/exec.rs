@@ -297,14 +297,19 @@ impl Exec {
             Outcome::Exited(st) => {
                 let code = st.code().unwrap_or_else(|| -st.signal().unwrap_or(0));
                 let body = if text.is_empty() { "(no output)".to_string() } else { text };
-                ToolOutput::ok(format!("$ {command}\nexit code: {code}\n\n{body}"))
+                let out = ToolOutput::ok(format!("$ {command}\nexit code: {code}\n\n{body}"));
+                if code == 0 {
+                    out
+                } else {
+                    out.ended("failed")
+                }
             }
             Outcome::TimedOut => {
                 let mut msg = format!("Command timed out ({}): {command}", fmt_secs(self.timeout));
                 if !text.is_empty() {
                     msg.push_str(&format!("\n\nPartial output:\n{text}"));
                 }
-                ToolOutput::error(msg)
+                ToolOutput::error(msg).ended("timeout")
             }
             Outcome::Cancelled => ToolOutput::error(format!("Command cancelled: {command}")),
             Outcome::DiskLow(free, reserve) => {
@@ -448,9 +453,13 @@ mod tests {
         let sb = Sandbox::new();
         sb.write("here.txt", "");
         let out = run(&sb, &Exec::default(), "ls here.txt; echo err >&2; exit 3");
-        assert_eq!(out, ToolOutput::ok("$ ls here.txt; echo err >&2; exit 3\nexit code: 3\n\nhere.txt\nerr"));
+        // A non-zero exit is the model's to read, and marked `failed` for the tool block.
+        let want = ToolOutput::ok("$ ls here.txt; echo err >&2; exit 3\nexit code: 3\n\nhere.txt\nerr").ended("failed");
+        assert_eq!(out, want);
+        assert_eq!(out.outcome_name(), "failed");
         let out = run(&sb, &Exec::default(), "true");
         assert_eq!(out.for_model, "$ true\nexit code: 0\n\n(no output)");
+        assert_eq!(out.outcome_name(), "ok");
         let out = run(&sb, &Exec::default(), "kill -9 $$");
         assert_eq!(out.for_model, "$ kill -9 $$\nexit code: -9\n\n(no output)");
     }
