@@ -2,8 +2,8 @@
 
 import { useEffect, useLayoutEffect, useRef, useState } from 'react'
 import { formatTokens, loadContext } from '../lib/usage'
-import { AlertTriangle, ArrowDown, Check, CircleStop, Copy, Network, RotateCcw, Sparkles, Undo2, Wrench } from 'lucide-react'
-import { useT } from '../i18n'
+import { AlertTriangle, ArrowDown, Ban, Check, CircleStop, Copy, Network, RotateCcw, Sparkles, TimerOff, Undo2, Wrench, X } from 'lucide-react'
+import { useT, type MessageKey } from '../i18n'
 import type { ChatData, ChatMessage, ToolBlock } from '../lib/chatStore'
 import { buildMessageFrame, type LlmChoice, type MessageFrame, type Selection } from '../lib/selections'
 import type { LlmSettings } from '../lib/types'
@@ -49,27 +49,86 @@ export function Chips({ selections, onRemove }: { selections: Selection[]; onRem
   )
 }
 
+/** What a call works on, in one line: `exec`'s command, else the argument that names a thing
+ * (a path, a pattern, a URL, a query), else the arguments as JSON. */
+function callSummary(block: ToolBlock): string {
+  const a = block.args
+  if (!a) return ''
+  for (const k of ['command', 'path', 'pattern', 'url', 'query', 'name']) {
+    if (typeof a[k] === 'string' && a[k]) return a[k] as string
+  }
+  const json = JSON.stringify(a)
+  return json === '{}' ? '' : json
+}
+
+const OUTCOME_STYLE: Record<string, { icon: typeof Check; color: string; key: MessageKey }> = {
+  ok: { icon: Check, color: 'text-emerald-400', key: 'tool.outcome.ok' },
+  error: { icon: X, color: 'text-red-400', key: 'tool.outcome.error' },
+  failed: { icon: X, color: 'text-red-400', key: 'tool.outcome.failed' },
+  denied: { icon: Ban, color: 'text-amber-400', key: 'tool.outcome.denied' },
+  timeout: { icon: TimerOff, color: 'text-amber-400', key: 'tool.outcome.timeout' },
+}
+
+const RAN_KEYS: Record<string, MessageKey> = {
+  approved_once: 'tool.ran.approvedOnce',
+  approved_for_chat: 'tool.ran.approvedForChat',
+  chat_grant: 'tool.ran.chatGrant',
+  unasked: 'tool.ran.unasked',
+}
+
+/** One tool call: its outcome (✓, ✗, ⊘ declined, timed out), what it worked on, a chip when
+ * it ran outside the sandbox and how it got there, and its output to expand. */
 function ToolBlockView({ block }: { block: ToolBlock }) {
   const t = useT()
-  const preview = (block.result ?? '').replace(/\s+/g, ' ').trim().slice(0, 120)
+  const result = (block.result ?? '').trim()
+  const preview = result.replace(/\s+/g, ' ').slice(0, 120)
+  const summary = callSummary(block)
+  const outcome = OUTCOME_STYLE[block.outcome ?? 'ok'] ?? OUTCOME_STYLE.error
+  const Icon = outcome.icon
+  const ranKey = block.ran ? RAN_KEYS[block.ran] : undefined
   return (
     <div
-      className="flex items-center gap-2 rounded-lg border border-zinc-800 bg-zinc-900/60 px-3 py-2 text-sm"
+      className="rounded-lg border border-zinc-800 bg-zinc-900/60 px-3 py-2 text-sm"
       data-testid="tool-block"
       data-done={block.done ? 'true' : 'false'}
+      data-outcome={block.done ? (block.outcome ?? 'ok') : undefined}
+      data-ran={block.ran}
       data-call-id={block.callId ?? undefined}
     >
-      <Wrench size={14} className="shrink-0 text-zinc-500" />
-      <span className="shrink-0 font-mono text-[13px] text-zinc-200">{block.toolName}</span>
-      {block.done ? (
-        <Check size={15} className="shrink-0 text-emerald-400" aria-label={t('chat.toolDone')} />
-      ) : (
-        <Spinner size={14} className="shrink-0 text-sky-400" />
-      )}
-      {block.done && preview && (
-        <span className="min-w-0 truncate font-mono text-xs text-zinc-500" data-testid="tool-result">
-          {preview}
-        </span>
+      <div className="flex min-w-0 flex-wrap items-center gap-x-2 gap-y-1">
+        <Wrench size={14} className="shrink-0 text-zinc-500" />
+        <span className="shrink-0 font-mono text-[13px] text-zinc-200">{block.toolName}</span>
+        {block.done ? (
+          <Icon size={15} className={`shrink-0 ${outcome.color}`} aria-label={t(outcome.key)} role="img" data-testid="tool-outcome" />
+        ) : (
+          <Spinner size={14} className="shrink-0 text-sky-400" />
+        )}
+        {block.done && block.outcome && block.outcome !== 'ok' && (
+          <span className={`shrink-0 text-xs ${outcome.color}`}>{t(outcome.key)}</span>
+        )}
+        {ranKey && (
+          <span
+            className="shrink-0 rounded-full border border-amber-500/40 bg-amber-500/10 px-2 py-0.5 text-[11px] text-amber-300"
+            data-testid="tool-ran"
+          >
+            {t(ranKey)}
+          </span>
+        )}
+        {summary && (
+          <code className="min-w-0 flex-1 truncate font-mono text-xs text-zinc-400" title={summary} data-testid="tool-args">
+            {summary}
+          </code>
+        )}
+      </div>
+      {block.done && result && (
+        <details className="mt-1 min-w-0">
+          <summary className="cursor-pointer truncate font-mono text-xs text-zinc-500 select-none" data-testid="tool-result">
+            {preview}
+          </summary>
+          <pre className="mt-1 max-h-64 overflow-auto font-mono text-xs break-words whitespace-pre-wrap text-zinc-400" data-testid="tool-output">
+            {result}
+          </pre>
+        </details>
       )}
     </div>
   )

@@ -550,6 +550,15 @@ export const en = {
   'usage.warnChat': 'This chat has used {used} of its {cap}-token budget.',
   'usage.warnDay': "Today's requests have used {used} of the {cap}-token daily budget.",
   'usage.warnBackground': "Background jobs have used {used} of today's {cap}-token budget.",
+  'tool.outcome.ok': 'done',
+  'tool.outcome.error': 'failed',
+  'tool.outcome.failed': 'exited with an error',
+  'tool.outcome.denied': 'not run: declined',
+  'tool.outcome.timeout': 'timed out',
+  'tool.ran.approvedOnce': 'outside the sandbox · approved once',
+  'tool.ran.approvedForChat': 'outside the sandbox · approved for this chat',
+  'tool.ran.chatGrant': 'outside the sandbox · under this chat’s approval',
+  'tool.ran.unasked': 'outside the sandbox · not asked',
 } as const
 
 export type MessageKey = keyof typeof en

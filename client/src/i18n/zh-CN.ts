@@ -550,4 +550,13 @@ export const zhCN: Record<MessageKey, string> = {
   'usage.warnChat': '本对话已用 {used}，预算为 {cap} 令牌。',
   'usage.warnDay': '今天的请求已用 {used}，每日预算为 {cap} 令牌。',
   'usage.warnBackground': '后台任务今天已用 {used}，预算为 {cap} 令牌。',
+  'tool.outcome.ok': '已完成',
+  'tool.outcome.error': '失败',
+  'tool.outcome.failed': '以错误退出',
+  'tool.outcome.denied': '未运行：已拒绝',
+  'tool.outcome.timeout': '已超时',
+  'tool.ran.approvedOnce': '沙箱外 · 已批准一次',
+  'tool.ran.approvedForChat': '沙箱外 · 已为本对话批准',
+  'tool.ran.chatGrant': '沙箱外 · 按本对话的批准',
+  'tool.ran.unasked': '沙箱外 · 未询问',
 }

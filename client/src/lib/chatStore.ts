@@ -16,6 +16,25 @@ export interface ToolBlock {
   toolName: string
   done: boolean
   result?: string
+  /** the call's arguments (`tool_call.arguments`, or the stored call's JSON) */
+  args?: Record<string, unknown>
+  /** how it ended: ok, error, denied, timeout, failed (`tool_result.outcome`; absent: ok) */
+  outcome?: string
+  /** how a call outside the sandbox got there (`tool_result.ran`) */
+  ran?: string
+}
+
+/** A call's arguments as an object: the event's object, or the stored JSON text. */
+function argsOf(v: unknown): Record<string, unknown> | undefined {
+  let o = v
+  if (typeof v === 'string') {
+    try {
+      o = JSON.parse(v)
+    } catch {
+      return undefined
+    }
+  }
+  return o && typeof o === 'object' && !Array.isArray(o) ? (o as Record<string, unknown>) : undefined
 }
 
 export type MessageRole = 'user' | 'assistant' | 'notice'
@@ -233,12 +252,16 @@ export function historyMessages(items: HistoryMessage[]): ChatMessage[] {
           streamId: null,
           toolName: str(c?.tool_name) || 'tool',
           done: false,
+          args: argsOf(c?.arguments),
         })
       }
     } else if (m.role === 'tool') {
       const callId = str(m.call_id)
       const i = pending.findIndex((t) => !t.done && (callId ? t.callId === callId : t.toolName === str(m.tool_name)))
-      if (i >= 0) pending[i] = { ...pending[i], done: true, result: String(m.content ?? '') }
+      if (i >= 0) {
+        const ended = { outcome: str(m.outcome) ?? undefined, ran: str(m.ran) ?? undefined }
+        pending[i] = { ...pending[i], done: true, result: String(m.content ?? ''), ...ended }
+      }
     } else if (m.role === 'assistant') {
       const base: ChatMessage = {
         id: nextId('h'),
@@ -310,6 +333,7 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
         streamId: (ev.stream_id as number | string | undefined) ?? null,
         toolName: str(ev.tool_name) ?? 'tool',
         done: false,
+        args: argsOf(ev.arguments),
       }
       return put(state, [...list, { ...tail, tools: [...(tail.tools ?? []), block] }])
     }
@@ -318,6 +342,7 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
       const toolName = str(ev.tool_name)
       const streamId = (ev.stream_id as number | string | undefined) ?? null
       const result = str(ev.result) ?? ''
+      const ended = { outcome: str(ev.outcome) ?? undefined, ran: str(ev.ran) ?? undefined }
       // Match by call_id; without one, the oldest pending block of that stream and tool name.
       let target: { mi: number; ti: number } | null = null
       for (let mi = chat.messages.length - 1; mi >= 0 && !target; mi--) {
@@ -334,7 +359,7 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
       const messages = chat.messages.map((m, mi) =>
         mi !== target.mi
           ? m
-          : { ...m, tools: (m.tools ?? []).map((t, ti) => (ti === target.ti ? { ...t, done: true, result } : t)) },
+          : { ...m, tools: (m.tools ?? []).map((t, ti) => (ti === target.ti ? { ...t, done: true, result, ...ended } : t)) },
       )
       return put(state, messages)
     }

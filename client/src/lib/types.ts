@@ -34,9 +34,11 @@ export interface HistoryMessage {
   selected_mcp_connectors?: unknown
   /** `tools=1`: a tool step's calls (role `tool_calls`) */
   tool_calls?: { call_id?: unknown; tool_name?: unknown; arguments?: unknown }[]
-  /** `tools=1`: a result (role `tool`) */
+  /** `tools=1`: a result (role `tool`), with how it ended and ran when not plainly */
   call_id?: unknown
   tool_name?: unknown
+  outcome?: unknown
+  ran?: unknown
   /** `tools=1`: when a turn was stored (`YYYY-MM-DD HH:MM`, the server's local time) */
   timestamp?: unknown
   /** an assistant turn of a thinking model: its reasoning, and how long it took */
