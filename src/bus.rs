@@ -57,6 +57,9 @@ pub(crate) trait EventSink: Send + Sync {
     /// How many clients would receive the chat's events now (an elicitation with nobody
     /// to ask is declined at once).
     fn subscribers(&self, chat_id: &str) -> usize;
+    /// Sends an event to every connection, whatever chat it attached, without a `seq`
+    /// (`waiting`: which chats wait for the owner).
+    fn broadcast(&self, _event: &Event<'_>) {}
 }
 
 /// An [`EventSink`] for unit tests: records every event as its JSON, and reports `subs`

@@ -23,10 +23,20 @@ pub(crate) const RESULT_PREVIEW: usize = 200;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub(crate) enum Event<'a> {
-    /// First frame of a connection.
+    /// First frame of a connection. `waiting` (our extension, absent when none): the chats
+    /// with an approval request waiting for the owner now, so a client that connects (or
+    /// reloads) can open them and answer in time.
     Ready {
         chat_id: &'a str,
         client_id: &'a str,
+        #[serde(skip_serializing_if = "<[String]>::is_empty")]
+        waiting: &'a [String],
+    },
+    /// A chat started or stopped waiting for the owner's answer (our extension; sent to every
+    /// connection, without `seq`): a client badges chats it has not opened.
+    Waiting {
+        chat_id: &'a str,
+        waiting: bool,
     },
     /// Reply to `attach`/`new_chat`; `last_seq` is the chat's latest `seq` (0: none yet).
     /// `reload: true` (only then present): the client's `after_seq` is older than what can
@@ -305,7 +315,7 @@ mod tests {
         let args = serde_json::json!({"command": "git push"});
         let cases: Vec<(Event, Option<u64>, &str)> = vec![
             (
-                Event::Ready { chat_id: c, client_id: "client-0a1b2c3d4e5f" },
+                Event::Ready { chat_id: c, client_id: "client-0a1b2c3d4e5f", waiting: &[] },
                 None,
                 r#"{"event":"ready","chat_id":"c-1","client_id":"client-0a1b2c3d4e5f"}"#,
             ),

@@ -123,6 +123,15 @@ impl Approvals {
         self
     }
 
+    /// The chats with a request waiting now, sorted (`ready`'s and the sessions list's
+    /// `waiting`).
+    pub(crate) fn waiting_chats(&self) -> Vec<String> {
+        let mut chats: Vec<String> = sync::lock(&self.pending).values().map(|w| w.chat_id.clone()).collect();
+        chats.sort();
+        chats.dedup();
+        chats
+    }
+
     /// Requests waiting now (tests, diagnostics).
     #[cfg(test)]
     pub(crate) fn waiting(&self) -> usize {
@@ -299,14 +308,20 @@ impl Approvals {
             control_files: &control_files,
         };
         let (tx, rx) = crossbeam_channel::bounded(1);
-        {
+        // Told to every client after the lock is released (the hub takes its own locks).
+        let first = {
             let mut pending = sync::lock(&self.pending);
             if pending.len() >= MAX_PENDING {
                 return refused(Refusal::Busy);
             }
             // Strings, numbers and JSON values only: cannot fail.
             let event = serde_json::to_value(&request).expect("events hold only strings, numbers and JSON values");
+            let first = !pending.values().any(|w| w.chat_id == chat_id);
             pending.insert(id.clone(), Waiting { chat_id: chat_id.to_string(), event, deadline, tx });
+            first
+        };
+        if first {
+            self.sink.broadcast(&Event::Waiting { chat_id, waiting: true });
         }
         self.sink.emit(chat_id, &request);
         log::info!("event=approval.asked chat_id={chat_id} id={id} tool={tool:?} escalated={escalated}");
@@ -320,7 +335,14 @@ impl Approvals {
         };
         // Unless `answer` took it already (an answer racing a cancel or the timeout is lost:
         // the end event says what was done).
-        sync::lock(&self.pending).remove(&id);
+        let last = {
+            let mut pending = sync::lock(&self.pending);
+            pending.remove(&id);
+            !pending.values().any(|w| w.chat_id == chat_id)
+        };
+        if last {
+            self.sink.broadcast(&Event::Waiting { chat_id, waiting: false });
+        }
         let decision = match (&result, grant) {
             (Ok(Answer::ApproveForChat), Some(_)) => "approve_for_chat",
             (Ok(_), _) => "approve",

@@ -41,7 +41,17 @@ fn not_found() -> Resp {
 
 fn list(api: &Api) -> Resp {
     match api.agent.deps.chats.list() {
-        Ok(sessions) => Resp::ok(&SessionsView { sessions }),
+        Ok(sessions) => {
+            let waiting = api.agent.deps.approvals.waiting_chats();
+            let sessions = sessions
+                .into_iter()
+                .map(|info| {
+                    let waiting = waiting.binary_search(&info.chat_id).is_ok();
+                    SessionRow { info, waiting }
+                })
+                .collect();
+            Resp::ok(&SessionsView { sessions })
+        }
         Err(e) => {
             log::error!("event=sessions.list_failed error_kind={:?}", e.kind());
             Resp::detail(500, "unable to list sessions")
@@ -174,7 +184,17 @@ fn delete(api: &Api, id: &str) -> Resp {
 /// `GET /api/sessions`.
 #[derive(Serialize)]
 struct SessionsView {
-    sessions: Vec<SessionInfo>,
+    sessions: Vec<SessionRow>,
+}
+
+/// A sessions row: the stored chat, and `waiting: true` (our extension) while an approval
+/// request of that chat waits for the owner.
+#[derive(Serialize)]
+struct SessionRow {
+    #[serde(flatten)]
+    info: SessionInfo,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    waiting: bool,
 }
 
 /// `GET /api/sessions/{id}/messages`: the user and assistant turns.

@@ -216,7 +216,8 @@ pub(crate) fn serve(mut ws: WebSocket<ReaderIo>, id: u64, shared: &WsShared) {
 
     let chat_id = crate::util::rand::uuid4();
     shared.hub.subscribe(&chat_id, &conn);
-    conn.send_text(Event::Ready { chat_id: &chat_id, client_id: &client_id }.to_text(None));
+    let waiting = shared.agent.deps.approvals.waiting_chats();
+    conn.send_text(Event::Ready { chat_id: &chat_id, client_id: &client_id, waiting: &waiting }.to_text(None));
     log::debug!("event=ws.client.connected conn={id}");
 
     let (mut last_seen, mut last_ping) = (Instant::now(), Instant::now());

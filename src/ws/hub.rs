@@ -607,6 +607,18 @@ impl EventSink for Hub {
         Hub::subscribers(self, chat_id)
     }
 
+    fn broadcast(&self, event: &Event<'_>) {
+        let text: Arc<str> = event.to_text(None).into();
+        let mut sent = std::collections::HashSet::new();
+        for chan in self.channels() {
+            for c in &lock_chan(&chan).subs {
+                if sent.insert(c.id) {
+                    c.send(Out::Text(Arc::clone(&text)));
+                }
+            }
+        }
+    }
+
     fn emit(&self, chat_id: &str, event: &Event<'_>) -> u64 {
         self.emit_all(chat_id, std::slice::from_ref(event))
     }

@@ -20,7 +20,8 @@ pub struct WsClient {
     /// Every JSON frame received, in order.
     pub log: Vec<Value>,
     /// Whether `usage` and `budget_warning` events are returned (`suite::usage`); other
-    /// tests see the turn's events as the original protocol has them (they stay in `log`).
+    /// tests see the turn's events as the original protocol has them (they stay in `log`, as
+    /// do the `waiting` events every connection gets).
     pub usage_events: bool,
 }
 
@@ -83,11 +84,14 @@ impl WsClient {
                     client.starts_with("client-") && is_lower_hex(&client[7..], 12),
                     "ready.client_id {client:?} is not client-<12 hex>"
                 );
-                assert_eq!(
-                    ready,
-                    json!({"event":"ready","chat_id":chat,"client_id":client}),
-                    "first frame must be exactly ready"
-                );
+                // Exactly the original's `ready`, plus `waiting` (our extension) only while a
+                // chat waits for the owner.
+                let mut want = json!({"event":"ready","chat_id":chat,"client_id":client});
+                if let Some(w) = ready.get("waiting") {
+                    assert!(w.as_array().is_some_and(|a| !a.is_empty()), "{ready}");
+                    want["waiting"] = w.clone();
+                }
+                assert_eq!(ready, want, "first frame must be exactly ready");
                 c.chat_id = chat;
                 c.client_id = client;
                 Handshake::Accepted(Box::new(c))
@@ -128,6 +132,10 @@ impl WsClient {
                     if !self.usage_events && matches!(v["event"].as_str(), Some("usage" | "budget_warning")) {
                         continue;
                     }
+                    // Broadcast to every connection (`suite::approvals` reads them from `log`).
+                    if v["event"] == "waiting" {
+                        continue;
+                    }
                     return Some(v);
                 }
                 Ok(Message::Binary(b)) => panic!("server sent a binary frame: {b:?}"),
@@ -154,6 +162,10 @@ impl WsClient {
                         .unwrap_or_else(|e| panic!("server sent non-JSON text {t:?}: {e}"));
                     self.log.push(v.clone());
                     if !self.usage_events && matches!(v["event"].as_str(), Some("usage" | "budget_warning")) {
+                        continue;
+                    }
+                    // Broadcast to every connection (`suite::approvals` reads them from `log`).
+                    if v["event"] == "waiting" {
                         continue;
                     }
                     return Ok(Some(v));

@@ -472,7 +472,8 @@ fn tool_results_say_how_the_call_ended_and_how_it_ran() {
     let (fake, server) = server(&[("CASHCODE_EXEC_TIMEOUT_SECS", "1")]);
     let mut ws = WsClient::connect(&server);
     let chat = ws.new_chat();
-    let result_of = |events: &[Value]| events.iter().find(|e| e["event"] == "tool_result").cloned().expect("tool_result");
+    let result_of =
+        |events: &[Value]| events.iter().find(|e| e["event"] == "tool_result").cloned().expect("tool_result");
     let plain = |fake: &FakeLlm, command: &str| {
         let args = json!({"command": command}).to_string();
         fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_x", "exec", &[&args])]));
@@ -517,4 +518,44 @@ fn tool_results_say_how_the_call_ended_and_how_it_ran() {
         .collect();
     let live: Vec<(Value, Value)> = seen.iter().map(|r| (r["outcome"].clone(), r["ran"].clone())).collect();
     assert_eq!(stored, live);
+}
+
+/// No request is missed: a chat waiting for the owner is named in `ready` to a client that
+/// connects (or reloads) while it waits, marked `waiting` in the sessions list, and every
+/// connection already open is told when it starts and stops waiting.
+#[test]
+fn waiting_chats_are_named_to_every_client() {
+    let (fake, server) = server(&[]);
+    let mut owner = WsClient::connect(&server);
+    let chat = owner.new_chat();
+    let mut other = WsClient::connect(&server);
+    other.ping_sync();
+    script_escalation(&fake, "touch waited.txt", json!({}));
+    owner.message(&chat, "go", "openai_compatible");
+    let req = wait_request(&mut owner, &chat);
+    // Told to a connection that never opened the chat.
+    let want = json!({"event": "waiting", "chat_id": chat, "waiting": true});
+    logged(&mut other, &want);
+    // Named to one that connects now, and in the sessions list.
+    let late = WsClient::connect(&server);
+    assert_eq!(late.log[0]["waiting"], json!([chat]), "{}", late.log[0]);
+    let rows = server.get("/api/sessions").json();
+    let row = rows["sessions"].as_array().unwrap().iter().find(|r| r["chat_id"] == chat.as_str()).cloned().unwrap();
+    assert_eq!(row["waiting"], true, "{row}");
+    respond(&mut owner, &chat, &req["id"], "approve");
+    assert_eq!(owner.turn_events(&chat).last().unwrap()["event"], "done");
+    logged(&mut other, &json!({"event": "waiting", "chat_id": chat, "waiting": false}));
+    let rows = server.get("/api/sessions").json();
+    assert!(rows["sessions"].as_array().unwrap().iter().all(|r| r.get("waiting").is_none()), "{rows}");
+    assert!(WsClient::connect(&server).log[0].get("waiting").is_none());
+}
+
+/// Reads `c`'s frames until `want` was received (it lands in `log`).
+#[track_caller]
+fn logged(c: &mut WsClient, want: &Value) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while !c.log.contains(want) {
+        assert!(std::time::Instant::now() < deadline, "no {want} in {:#?}", c.log);
+        let _ = c.recv_within(std::time::Duration::from_millis(100));
+    }
 }
