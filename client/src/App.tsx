@@ -3,6 +3,7 @@
 // Safety). Approval requests of the open chat are shown as a dialog, other chats get a badge.
 
 import { lazy, Suspense, useCallback, useEffect, useReducer, useRef, useState } from 'react'
+import { rememberChat, rememberedChat } from './lib/lastChat'
 import { saveContext, usageFromEvent } from './lib/usage'
 import { tr, useT } from './i18n'
 import { api, describeError, setApiBase } from './lib/api'
@@ -233,6 +234,22 @@ export function App() {
     dispatch({ type: 'select', chatId })
   }
 
+  // The open chat is remembered, so a reload reopens it (and its waiting dialog, which the
+  // server sends again on attach); a chat waiting for the owner goes first.
+  useEffect(() => {
+    if (active && state.sessions.some((s) => s.chat_id === active)) rememberChat(active)
+  }, [active, state.sessions])
+  const reopened = useRef(false)
+  useEffect(() => {
+    if (reopened.current || !state.sessionsLoaded || conn !== 'connected') return
+    reopened.current = true
+    const known = (id: string | null) => Boolean(id && state.sessions.some((s) => s.chat_id === id))
+    const waitingFirst = Object.keys(state.waitingChats).find((id) => known(id))
+    const last = rememberedChat()
+    const target = waitingFirst ?? (known(last) ? last : null)
+    if (target && target !== state.activeChatId) dispatch({ type: 'select', chatId: target })
+  }, [state.sessionsLoaded, state.sessions, state.waitingChats, state.activeChatId, conn])
+
   const openHit = (hit: SearchHit) => {
     setSearchOpen(false)
     onSelectChat(hit.chat_id)
@@ -318,13 +335,19 @@ export function App() {
   // The open chat's first approval request is shown, on every page; others are badged in the
   // sidebar and named in a banner.
   const approval: Approval | undefined = active ? state.approvals[active]?.[0] : undefined
-  const waitingCount = Object.values(state.approvals).reduce((n, list) => n + list.length, 0)
+  // Waiting chats: those whose requests this page holds, and those the server named (chats this
+  // page never opened, or before it attached them after a reload).
+  const waitingIds = [
+    ...new Set([...Object.keys(state.waitingChats), ...Object.entries(state.approvals).filter(([, l]) => l.length).map(([id]) => id)]),
+  ]
+  const waitingMap = Object.fromEntries(waitingIds.map((id) => [id, true]))
+  const waitingCount = waitingIds.length
   // A mark in the page title while requests wait, for a tab in the background.
   const baseTitle = useRef(document.title)
   useEffect(() => {
     document.title = waitingCount ? `(${waitingCount}) ⚠ ${baseTitle.current}` : baseTitle.current
   }, [waitingCount])
-  const approvalElsewhere = Object.entries(state.approvals).find(([id, list]) => id !== active && list.length)?.[1][0]
+  const approvalElsewhere = waitingIds.find((id) => id !== active)
   const answerApproval = (a: Approval, decision: ApprovalDecision) => {
     // The dialog closes on the server's `approval_end`; an answer that did not leave keeps it.
     if (!socketRef.current?.send(approvalFrame(a, decision))) {
@@ -354,7 +377,7 @@ export function App() {
           sessions={state.sessions}
           activeChatId={state.activeChatId}
           generating={state.generating}
-          waiting={state.approvals}
+          waiting={waitingMap}
           onNewChat={onNewChat}
           onSelect={onSelectChat}
           onRename={onRename}
@@ -401,7 +424,7 @@ export function App() {
               <span className="min-w-0 flex-1 break-words">{t('approval.otherChat')}</span>
               <button
                 type="button"
-                onClick={() => onSelectChat(approvalElsewhere.chatId)}
+                onClick={() => onSelectChat(approvalElsewhere)}
                 className="rounded px-2 py-0.5 text-amber-100 hover:bg-amber-900/50"
                 data-testid="approval-open"
               >

@@ -107,6 +107,9 @@ export interface State {
   elicitations: Record<string, Elicitation[]>
   /** tool calls waiting for the owner's approval, by chat (`approval_request` … `approval_end`) */
   approvals: Record<string, Approval[]>
+  /** chats the server says wait for the owner (`ready.waiting`, the sessions list, `waiting`
+   * events), also those this page never opened */
+  waitingChats: Record<string, true>
 }
 
 export const initialState: State = {
@@ -120,6 +123,7 @@ export const initialState: State = {
   awaitingProjectChat: false,
   elicitations: {},
   approvals: {},
+  waitingChats: {},
 }
 
 export type ServerEvent = { event: string; [k: string]: unknown }
@@ -472,7 +476,9 @@ export function reduce(state: State, action: Action): State {
     case 'sessions': {
       const sessions = action.sessions
       const activeChatId = state.activeChatId ?? sessions[0]?.chat_id ?? null
-      return { ...state, sessions, sessionsLoaded: true, activeChatId }
+      const waitingChats = { ...state.waitingChats }
+      for (const s of sessions) if (s.waiting) waitingChats[s.chat_id] = true
+      return { ...state, sessions, sessionsLoaded: true, activeChatId, waitingChats }
     }
     case 'history': {
       const chat = chatOf(state, action.chatId)
@@ -540,8 +546,12 @@ function reduceEvent(state: State, ev: ServerEvent): State {
   const chatId = str(ev.chat_id)
   switch (ev.event) {
     case 'ready': {
-      // A new connection: a `new_chat` sent on the old one will never be answered.
-      const base = state.awaitingNewChat ? { ...state, awaitingNewChat: false } : state
+      // A new connection: a `new_chat` sent on the old one will never be answered. Its list of
+      // waiting chats replaces what an old connection said.
+      const waitingChats = Object.fromEntries(
+        (Array.isArray(ev.waiting) ? ev.waiting : []).filter((c): c is string => typeof c === 'string').map((c) => [c, true as const]),
+      )
+      const base = { ...state, waitingChats, awaitingNewChat: false }
       if (!chatId || base.activeChatId) return base
       const chat = chatOf(base, chatId)
       return { ...withChat(base, chatId, { ...chat, loaded: true }), activeChatId: chatId }
@@ -581,6 +591,13 @@ function reduceEvent(state: State, ev: ServerEvent): State {
         s = { ...s, activeChatId: chatId, awaitingNewChat: false, awaitingProjectChat: false }
       }
       return s
+    }
+    case 'waiting': {
+      if (!chatId) return state
+      const waitingChats = { ...state.waitingChats }
+      if (ev.waiting === true) waitingChats[chatId] = true
+      else delete waitingChats[chatId]
+      return { ...state, waitingChats }
     }
     case 'pong':
     case 'stop_ack':

@@ -8,6 +8,8 @@ export interface SessionInfo {
   updated_at: string
   /** the directory the chat works in, when it was bound to a project (docs/http-api.md §11) */
   project?: string
+  /** an approval request of this chat waits for the owner */
+  waiting?: boolean
 }
 
 /** `GET /api/settings/projects`. */
