@@ -476,7 +476,7 @@ export function App() {
               {view === 'mcp-market' && <McpMarket />}
               {view === 'skill-market' && <SkillMarket />}
               {view === 'memory' && <MemoryPage />}
-              {view === 'safety' && <SafetyPage />}
+              {view === 'safety' && <SafetyPage sessions={state.sessions} />}
               {view === 'usage' && <UsagePage sessions={state.sessions} />}
               {view === 'llm-settings' && <LlmSettingsView onSaved={() => setLlmVersion((v) => v + 1)} />}
             </Suspense>

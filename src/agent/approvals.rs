@@ -123,6 +123,36 @@ impl Approvals {
         self
     }
 
+    /// Every chat's grants now: `(chat id, what each covers)` in the order they were given
+    /// (`GET /api/settings/approvals/grants`).
+    pub(crate) fn grants(&self) -> Vec<(String, Vec<Value>)> {
+        let g = sync::lock(&self.grants);
+        g.order
+            .iter()
+            .filter_map(|c| {
+                g.by_chat.get(c).filter(|l| !l.is_empty()).map(|l| (c.clone(), l.iter().map(Grant::to_json).collect()))
+            })
+            .collect()
+    }
+
+    /// Takes back the grant of `chat_id` that covers `grant` (as [`Approvals::grants`] lists
+    /// it); false when there is none. Later calls it covered ask again.
+    pub(crate) fn revoke(&self, chat_id: &str, grant: &Value) -> bool {
+        let mut g = sync::lock(&self.grants);
+        let Some(list) = g.by_chat.get_mut(chat_id) else { return false };
+        let before = list.len();
+        list.retain(|x| x.to_json() != *grant);
+        let gone = list.len() < before;
+        if list.is_empty() {
+            g.by_chat.remove(chat_id);
+            g.order.retain(|c| c != chat_id);
+        }
+        if gone {
+            log::info!("event=approval.grant_revoked chat_id={chat_id}");
+        }
+        gone
+    }
+
     /// The chats with a request waiting now, sorted (`ready`'s and the sessions list's
     /// `waiting`).
     pub(crate) fn waiting_chats(&self) -> Vec<String> {

@@ -65,6 +65,7 @@ impl Api {
             ["settings", "budgets"] => super::usage_routes::route_budgets(self, m, req),
             ["usage", rest @ ..] => super::usage_routes::route_usage(self, m, rest, req),
             ["settings", "approvals"] => safety_routes::route_approvals(self, m, req),
+            ["settings", "approvals", "grants"] => safety_routes::route_grants(self, m, req),
             ["settings", "projects"] => project_routes::route_settings(self, m, req),
             ["settings", "sandbox"] => only(m, &["GET"]).unwrap_or_else(|| Resp::ok(self.sandbox.status())),
             ["mcp", "servers", rest @ ..] => mcp_routes::route(self, m, rest, req),

@@ -9,6 +9,42 @@ use super::shape::Issue;
 use super::{Req, Resp};
 use crate::tool::approval::Policy;
 
+/// `/api/settings/approvals/grants`: what "approve for this chat" granted, per chat, and
+/// taking a grant back (`DELETE` with `{"chat_id", "grant"}`, the grant as listed).
+pub(crate) fn route_grants(api: &Api, m: &str, req: &Req) -> Resp {
+    match m {
+        "GET" => list_grants(api),
+        "DELETE" => revoke(api, req),
+        _ => Resp::detail(405, "Method Not Allowed"),
+    }
+}
+
+fn list_grants(api: &Api) -> Resp {
+    let grants: Vec<Value> = api
+        .agent
+        .deps
+        .approvals
+        .grants()
+        .into_iter()
+        .flat_map(|(chat, list)| list.into_iter().map(move |g| serde_json::json!({"chat_id": chat, "grant": g})))
+        .collect();
+    Resp::ok(&serde_json::json!({ "grants": grants }))
+}
+
+fn revoke(api: &Api, req: &Req) -> Resp {
+    let body = match req.json() {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let (Some(chat), Some(grant)) = (body.get("chat_id").and_then(Value::as_str), body.get("grant")) else {
+        return Resp::shape(vec![Issue::new("missing", &["body"], "chat_id and grant are required", body.clone())]);
+    };
+    if !api.agent.deps.approvals.revoke(chat, grant) {
+        return Resp::detail(404, "no such grant");
+    }
+    list_grants(api)
+}
+
 pub(crate) fn route_approvals(api: &Api, m: &str, req: &Req) -> Resp {
     match m {
         "GET" => get(api),

@@ -559,3 +559,27 @@ fn logged(c: &mut WsClient, want: &Value) {
         let _ = c.recv_within(std::time::Duration::from_millis(100));
     }
 }
+
+/// The owner sees what "approve for this chat" granted, and takes a grant back: listed by
+/// `GET /api/settings/approvals/grants`, revoked by `DELETE` with the grant as listed, after
+/// which the same command asks again; an unknown grant is a 404.
+#[test]
+fn grants_are_listed_and_revoked() {
+    let (fake, server) = server(&[]);
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.new_chat();
+    let grant = grant_for_chat(&fake, &mut ws, &chat, "touch granted.txt");
+    let listed = server.get("/api/settings/approvals/grants").json();
+    assert_eq!(listed, json!({"grants": [{"chat_id": chat, "grant": grant}]}));
+    let body = json!({"chat_id": chat, "grant": grant}).to_string();
+    let r = server.request("DELETE", "/api/settings/approvals/grants", &[], Some(&body));
+    assert_eq!((r.status, r.json()), (200, json!({"grants": []})));
+    let r = server.request("DELETE", "/api/settings/approvals/grants", &[], Some(&body));
+    assert_eq!(r.status, 404);
+    // Asked again, and denied this time.
+    script_escalation(&fake, "touch granted.txt", json!({}));
+    ws.message(&chat, "again", "openai_compatible");
+    let req = wait_request(&mut ws, &chat);
+    respond(&mut ws, &chat, &req["id"], "deny");
+    assert_eq!(ws.turn_events(&chat).last().unwrap()["event"], "done");
+}

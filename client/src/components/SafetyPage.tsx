@@ -5,7 +5,18 @@
 import { useCallback, useEffect, useState } from 'react'
 import { useT, type MessageKey } from '../i18n'
 import { api, describeError } from '../lib/api'
-import { MODES, parsePolicy, parseSandbox, type ApprovalPolicy, type Mode, type SandboxStatus } from '../lib/approvals'
+import {
+  grantOf,
+  MODES,
+  parsePolicy,
+  parseSandbox,
+  shellJoin,
+  type ApprovalGrant,
+  type ApprovalPolicy,
+  type Mode,
+  type SandboxStatus,
+} from '../lib/approvals'
+import type { SessionInfo } from '../lib/types'
 import { Button, ErrorBox, SkeletonRows } from './ui'
 import { ProjectRoots } from './ProjectRoots'
 
@@ -90,7 +101,66 @@ function toolLabel(t: ReturnType<typeof useT>, name: string): string {
   return name
 }
 
-export function SafetyPage() {
+/** A grant as the grants route lists it. */
+interface GrantRow {
+  chatId: string
+  raw: unknown
+  grant: ApprovalGrant
+}
+
+/** What "approve for this chat" granted, per chat, each with Revoke (http-api.md §10). */
+function GrantsCard({ titles }: { titles: Record<string, string> }) {
+  const t = useT()
+  const [rows, setRows] = useState<GrantRow[] | null>(null)
+  const [error, setError] = useState<string | null>(null)
+  const read = (v: unknown): GrantRow[] => {
+    const list = (v as { grants?: { chat_id?: unknown; grant?: unknown }[] })?.grants
+    return (Array.isArray(list) ? list : []).flatMap((g) => {
+      const grant = grantOf(g.grant)
+      return typeof g.chat_id === 'string' && grant ? [{ chatId: g.chat_id, raw: g.grant, grant }] : []
+    })
+  }
+  useEffect(() => {
+    api
+      .get('/settings/approvals/grants')
+      .then((v) => setRows(read(v)))
+      .catch((e) => setError(describeError(e)))
+  }, [])
+  const revoke = async (r: GrantRow) => {
+    setError(null)
+    try {
+      setRows(read(await api.del('/settings/approvals/grants', {}, { chat_id: r.chatId, grant: r.raw })))
+    } catch (e) {
+      setError(describeError(e))
+    }
+  }
+  const covers = (g: ApprovalGrant) =>
+    g.scope === 'exact'
+      ? t('safety.grantExact', { cmd: shellJoin(g.argv) })
+      : g.scope === 'tool'
+        ? t('safety.grantTool', { tool: g.tool })
+        : t('safety.grantFamily', { cmd: [g.program, ...g.prefix].join(' ') })
+  if (error) return <ErrorBox message={error} />
+  if (!rows) return <SkeletonRows count={1} />
+  if (rows.length === 0) return <p className="text-sm text-zinc-500" data-testid="grants-none">{t('safety.grantsNone')}</p>
+  return (
+    <ul className="divide-y divide-zinc-800 text-sm" data-testid="grants-list">
+      {rows.map((r, i) => (
+        <li key={`${r.chatId}-${i}`} className="flex items-start justify-between gap-3 py-2" data-testid="grant-row">
+          <span className="min-w-0">
+            <span className="block truncate text-zinc-300">{titles[r.chatId] ?? r.chatId.slice(0, 8)}</span>
+            <span className="block font-mono text-xs break-words text-zinc-400">{covers(r.grant)}</span>
+          </span>
+          <Button onClick={() => void revoke(r)} data-testid="grant-revoke">
+            {t('safety.revoke')}
+          </Button>
+        </li>
+      ))}
+    </ul>
+  )
+}
+
+export function SafetyPage({ sessions = [] }: { sessions?: SessionInfo[] }) {
   const t = useT()
   const [sandbox, setSandbox] = useState<SandboxStatus | null | 'unknown'>(null)
   const [policy, setPolicy] = useState<ApprovalPolicy | null>(null)
@@ -142,6 +212,29 @@ export function SafetyPage() {
   }
 
   const changed = JSON.stringify(draft) !== JSON.stringify(policy)
+  // Unsaved edits are not lost to a closed or reloaded tab without a question.
+  useEffect(() => {
+    if (!changed) return
+    const ask = (e: BeforeUnloadEvent) => e.preventDefault()
+    window.addEventListener('beforeunload', ask)
+    return () => window.removeEventListener('beforeunload', ask)
+  }, [changed])
+  const resetToDefaults = async () => {
+    setBusy(true)
+    setResult(null)
+    try {
+      // An empty policy is every tool and server at its default mode.
+      const p = parsePolicy(await api.put('/settings/approvals', { tools: {}, mcp_servers: {} }))
+      setPolicy(p)
+      setDraft(p)
+      setResult({ ok: true, text: t('safety.resetDone') })
+    } catch (e) {
+      setResult({ ok: false, text: describeError(e) })
+    } finally {
+      setBusy(false)
+    }
+  }
+  const titles = Object.fromEntries(sessions.map((s) => [s.chat_id, s.title || s.chat_id.slice(0, 8)]))
   const servers = draft ? Object.keys(draft.mcp_servers).sort() : []
 
   return (
@@ -162,6 +255,13 @@ export function SafetyPage() {
             {t('projects.title')}
           </h2>
           <ProjectRoots />
+        </section>
+        <section className="mb-6 rounded-xl border border-zinc-800 bg-zinc-900/40 p-4" aria-labelledby="safety-grants">
+          <h2 id="safety-grants" className="mb-1 text-sm font-semibold text-zinc-200">
+            {t('safety.grants')}
+          </h2>
+          <p className="mb-3 text-xs text-zinc-500">{t('safety.grantsIntro')}</p>
+          <GrantsCard titles={titles} />
         </section>
         <section className="rounded-xl border border-zinc-800 bg-zinc-900/40 p-4" aria-labelledby="safety-policy">
           <h2 id="safety-policy" className="mb-1 text-sm font-semibold text-zinc-200">
@@ -209,6 +309,10 @@ export function SafetyPage() {
                 <Button variant="primary" disabled={!changed || busy} onClick={() => void save()} data-testid="safety-save">
                   {t('common.save')}
                 </Button>
+                <Button disabled={busy} onClick={() => void resetToDefaults()} data-testid="safety-reset">
+                  {t('safety.reset')}
+                </Button>
+                {changed && <span className="text-xs text-amber-400" data-testid="safety-unsaved">{t('safety.unsaved')}</span>}
                 {result && (
                   <span role="status" className={`text-sm ${result.ok ? 'text-emerald-400' : 'text-red-400'}`}>
                     {result.text}

@@ -559,6 +559,16 @@ export const en = {
   'tool.ran.approvedForChat': 'outside the sandbox · approved for this chat',
   'tool.ran.chatGrant': 'outside the sandbox · under this chat’s approval',
   'tool.ran.unasked': 'outside the sandbox · not asked',
+  'safety.grants': 'Granted for chats',
+  'safety.grantsIntro': 'What “Approve for this chat” allowed, per chat. Revoke one and that command asks again.',
+  'safety.grantsNone': 'Nothing is granted for any chat.',
+  'safety.grantExact': 'runs “{cmd}” outside the sandbox without asking',
+  'safety.grantTool': 'runs {tool} calls without asking',
+  'safety.grantFamily': 'runs “{cmd} …” without asking',
+  'safety.revoke': 'Revoke',
+  'safety.reset': 'Reset to defaults',
+  'safety.resetDone': 'Every tool and server is back at its default.',
+  'safety.unsaved': 'Unsaved changes',
 } as const
 
 export type MessageKey = keyof typeof en

@@ -39,7 +39,7 @@ export type ApprovalGrant =
   | { scope: 'family'; program: string; prefix: string[]; rule: string }
   | { scope: 'tool'; tool: string }
 
-function grantOf(v: unknown): ApprovalGrant | null | undefined {
+export function grantOf(v: unknown): ApprovalGrant | null | undefined {
   if (v === undefined) return undefined
   if (!isObj(v)) return null
   if (v.scope === 'exact' && Array.isArray(v.argv)) return { scope: 'exact', argv: strs(v.argv) }

@@ -1,0 +1,98 @@
+// Browser test of Settings → Safety's grants and policy controls (docs/web-client.md §13): what
+// "Approve for this chat" granted is listed per chat and revoked there (the same command asks
+// again), unsaved policy edits are marked, and "Reset to defaults" puts every tool back; in
+// English on a desktop and in Chinese on a phone. Needs `npm run build` and the debug binary.
+import assert from 'node:assert/strict'
+import { mkdirSync } from 'node:fs'
+import path from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { startFakeLlm } from './fakeLlm.mjs'
+import { launchBrowser, openApp, screenshot, startServer, until } from './harness.mjs'
+
+describe('grants on the Safety page', { concurrency: 1 }, () => {
+  let fake, server, browser
+
+  before(async () => {
+    fake = await startFakeLlm()
+    server = await startServer()
+    mkdirSync(path.join(server.home, 'workspace'), { recursive: true })
+    const put = await server.api('PUT', '/settings/llm', {
+      openai_compatible: { base_url: fake.url, api_key: 'sk-e2e-grants-1234' },
+      ollama: { base_url: '' },
+    })
+    assert.equal(put.status, 200, put.text)
+    browser = await launchBrowser()
+  })
+
+  after(async () => {
+    await browser?.close().catch(() => {})
+    await server?.stop().catch(() => {})
+    await fake?.close()
+  })
+
+  async function ask(page, text) {
+    const input = page.getByTestId('composer-input')
+    await input.fill(text)
+    await until(() => page.getByTestId('send-button').isEnabled(), 'Send to be enabled')
+    await input.press('Enter')
+  }
+
+  it('lists a chat grant, revokes it, marks unsaved edits and resets to defaults (en)', async () => {
+    const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' })).newPage()
+    await openApp(page, server)
+    await ask(page, '[escalate] touch granted.txt')
+    const d = page.getByTestId('approval-dialog')
+    await d.waitFor()
+    await d.getByTestId('approval-command').evaluate((el) => el.scrollTo(0, el.scrollHeight))
+    await d.getByTestId('approval-chat').click()
+    await d.waitFor({ state: 'detached' })
+
+    await page.getByTestId('settings-button').click()
+    await page.getByTestId('nav-safety').click()
+    const row = page.getByTestId('grant-row')
+    await row.waitFor()
+    assert.match(await row.innerText(), /runs “touch granted\.txt” outside the sandbox without asking/)
+    await screenshot(page, 'safety-grants-en')
+    await row.getByTestId('grant-revoke').click()
+    await page.getByTestId('grants-none').waitFor()
+    const listed = await server.api('GET', '/settings/approvals/grants')
+    assert.deepEqual(JSON.parse(listed.text), { grants: [] })
+
+    // Revoked: the same command asks again.
+    await page.getByTestId('session-row').first().locator('button').first().click()
+    await ask(page, '[escalate] touch granted.txt')
+    await d.waitFor()
+    await d.getByTestId('approval-deny').click()
+    await d.waitFor({ state: 'detached' })
+
+    // An unsaved edit is marked; Reset to defaults puts the policy back.
+    await page.getByTestId('settings-button').click()
+    await page.getByTestId('nav-safety').click()
+    const web = page.getByTestId('policy-web_fetch')
+    await web.waitFor()
+    const was = await web.inputValue()
+    await web.selectOption(was === 'deny' ? 'ask' : 'deny')
+    await page.getByTestId('safety-unsaved').waitFor()
+    await page.getByTestId('safety-save').click()
+    await until(async () => (await page.getByTestId('safety-unsaved').count()) === 0, 'saved')
+    await page.getByTestId('safety-reset').click()
+    await until(async () => (await web.inputValue()) === was, 'the default back')
+    await page.context().close()
+  })
+
+  it('speaks Chinese on a phone', async () => {
+    const page = await (
+      await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, locale: 'zh-CN' })
+    ).newPage()
+    await openApp(page, server)
+    await page.getByRole('button', { name: '打开菜单' }).click()
+    await page.getByTestId('settings-button').click()
+    await page.getByTestId('nav-safety').click()
+    await page.getByTestId('grants-none').waitFor()
+    assert.match(await page.getByTestId('safety-page').innerText(), /已为对话授予的批准[\s\S]*没有为任何对话授予批准。[\s\S]*恢复默认/)
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)
+    assert.ok(overflow <= 0, `the page is ${overflow}px wider than the phone`)
+    await screenshot(page, 'safety-grants-zh-phone')
+    await page.context().close()
+  })
+})
