@@ -108,7 +108,7 @@ interface GrantRow {
   grant: ApprovalGrant
 }
 
-/** What "approve for this chat" granted, per chat, each with Revoke (http-api.md §10). */
+/** What "approve for this chat" granted, per chat, each with Revoke (docs/http-api.md §10). */
 function GrantsCard({ titles }: { titles: Record<string, string> }) {
   const t = useT()
   const [rows, setRows] = useState<GrantRow[] | null>(null)
