@@ -70,6 +70,8 @@ describe('grants on the Safety page', { concurrency: 1 }, () => {
     await page.getByTestId('nav-safety').click()
     const web = page.getByTestId('policy-web_fetch')
     await web.waitFor()
+    // Each tool is described in a line.
+    assert.ok((await page.getByTestId('tool-desc').allInnerTexts()).includes('Reads a public web page'))
     const was = await web.inputValue()
     await web.selectOption(was === 'deny' ? 'ask' : 'deny')
     await page.getByTestId('safety-unsaved').waitFor()

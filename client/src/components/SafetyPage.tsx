@@ -95,6 +95,22 @@ function ModeSelect({ label, value, onChange, testId }: { label: string; value: 
   )
 }
 
+/** Tools with a one-line description (`safety.desc.<tool>`). */
+const DESCRIBED = new Set([
+  'save_memory',
+  'web_fetch',
+  'web_search',
+  'read_file',
+  'write_file',
+  'edit_file',
+  'list_dir',
+  'glob',
+  'grep',
+  'exec',
+  'exec_escalated',
+  'search_history',
+])
+
 function toolLabel(t: ReturnType<typeof useT>, name: string): string {
   if (name === 'exec') return t('safety.row.exec')
   if (name === 'exec_escalated') return t('safety.row.execEscalated')
@@ -284,7 +300,14 @@ export function SafetyPage({ sessions = [] }: { sessions?: SessionInfo[] }) {
                 <tbody className="divide-y divide-zinc-800">
                   {Object.entries(draft.tools).map(([name, mode]) => (
                     <tr key={name}>
-                      <td className="py-1.5 font-mono text-zinc-300">{toolLabel(t, name)}</td>
+                      <td className="py-1.5 pr-2">
+                        <span className="block font-mono text-zinc-300">{toolLabel(t, name)}</span>
+                        {DESCRIBED.has(name) && (
+                          <span className="block text-xs text-zinc-500" data-testid="tool-desc">
+                            {t(`safety.desc.${name}` as MessageKey)}
+                          </span>
+                        )}
+                      </td>
                       <td className="py-1.5">
                         <ModeSelect label={toolLabel(t, name)} value={mode} onChange={(m) => set('tools', name, m)} testId={`policy-${name}`} />
                       </td>

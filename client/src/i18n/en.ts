@@ -569,6 +569,18 @@ export const en = {
   'safety.reset': 'Reset to defaults',
   'safety.resetDone': 'Every tool and server is back at its default.',
   'safety.unsaved': 'Unsaved changes',
+  'safety.desc.save_memory': 'Writes a fact to long-term memory (MEMORY.md)',
+  'safety.desc.web_fetch': 'Reads a public web page',
+  'safety.desc.web_search': 'Searches the web',
+  'safety.desc.read_file': 'Reads a file in the workspace',
+  'safety.desc.write_file': 'Writes a whole file in the workspace',
+  'safety.desc.edit_file': 'Replaces text in a workspace file',
+  'safety.desc.list_dir': 'Lists a workspace folder',
+  'safety.desc.glob': 'Finds workspace files by name pattern',
+  'safety.desc.grep': 'Searches workspace files for text',
+  'safety.desc.exec': 'Runs a shell command in the sandbox',
+  'safety.desc.exec_escalated': 'Runs a command outside the sandbox, with your rights',
+  'safety.desc.search_history': 'Searches your past chats',
 } as const
 
 export type MessageKey = keyof typeof en
