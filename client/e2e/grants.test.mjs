@@ -3,25 +3,16 @@
 // again), unsaved policy edits are marked, and "Reset to defaults" puts every tool back; in
 // English on a desktop and in Chinese on a phone. Needs `npm run build` and the debug binary.
 import assert from 'node:assert/strict'
-import { mkdirSync } from 'node:fs'
-import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { startFakeLlm } from './fakeLlm.mjs'
-import { launchBrowser, openApp, screenshot, startServer, until } from './harness.mjs'
+import { ask, openApp, screenshot, startWithModel, until } from './harness.mjs'
 
 describe('grants on the Safety page', { concurrency: 1 }, () => {
   let fake, server, browser
 
   before(async () => {
     fake = await startFakeLlm()
-    server = await startServer()
-    mkdirSync(path.join(server.home, 'workspace'), { recursive: true })
-    const put = await server.api('PUT', '/settings/llm', {
-      openai_compatible: { base_url: fake.url, api_key: 'sk-e2e-grants-1234' },
-      ollama: { base_url: '' },
-    })
-    assert.equal(put.status, 200, put.text)
-    browser = await launchBrowser()
+    ;({ server, browser } = await startWithModel(fake.url))
   })
 
   after(async () => {
@@ -30,12 +21,6 @@ describe('grants on the Safety page', { concurrency: 1 }, () => {
     await fake?.close()
   })
 
-  async function ask(page, text) {
-    const input = page.getByTestId('composer-input')
-    await input.fill(text)
-    await until(() => page.getByTestId('send-button').isEnabled(), 'Send to be enabled')
-    await input.press('Enter')
-  }
 
   it('lists a chat grant, revokes it, marks unsaved edits and resets to defaults (en)', async () => {
     const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' })).newPage()

@@ -203,3 +203,24 @@ export async function openApp(p, server) {
   await p.goto(server.httpUrl + '/')
   await until(async () => (await p.getByTestId('conn-state').getAttribute('data-state')) === 'connected', 'the WebSocket')
 }
+
+/** A server whose LLM settings point at the (fake) model at `modelUrl`, its workspace made, and
+ * a browser: the set-up most browser tests share. */
+export async function startWithModel(modelUrl, env = {}) {
+  const server = await startServer(env)
+  mkdirSync(path.join(server.home, 'workspace'), { recursive: true })
+  const put = await server.api('PUT', '/settings/llm', {
+    openai_compatible: { base_url: modelUrl, api_key: 'sk-e2e-model-1234' },
+    ollama: { base_url: '' },
+  })
+  assert.equal(put.status, 200, put.text)
+  return { server, browser: await launchBrowser() }
+}
+
+/** Types `text` into the composer and sends it once Send is enabled. */
+export async function ask(page, text) {
+  const input = page.getByTestId('composer-input')
+  await input.fill(text)
+  await until(() => page.getByTestId('send-button').isEnabled(), 'Send to be enabled')
+  await input.press('Enter')
+}

@@ -4,25 +4,16 @@
 // approved for this chat, under that approval); the same after a reload, from history. In
 // English on a desktop and in Chinese on a phone. Needs `npm run build` and the debug binary.
 import assert from 'node:assert/strict'
-import { mkdirSync } from 'node:fs'
-import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { startFakeLlm } from './fakeLlm.mjs'
-import { launchBrowser, openApp, screenshot, startServer, until } from './harness.mjs'
+import { ask, openApp, screenshot, startWithModel, until } from './harness.mjs'
 
 describe('tool blocks in the web client', { concurrency: 1 }, () => {
   let fake, server, browser
 
   before(async () => {
     fake = await startFakeLlm()
-    server = await startServer({ CASHCODE_EXEC_TIMEOUT_SECS: '1' })
-    mkdirSync(path.join(server.home, 'workspace'), { recursive: true })
-    const put = await server.api('PUT', '/settings/llm', {
-      openai_compatible: { base_url: fake.url, api_key: 'sk-e2e-tools-1234' },
-      ollama: { base_url: '' },
-    })
-    assert.equal(put.status, 200, put.text)
-    browser = await launchBrowser()
+    ;({ server, browser } = await startWithModel(fake.url, { CASHCODE_EXEC_TIMEOUT_SECS: '1' }))
   })
 
   after(async () => {
@@ -31,12 +22,6 @@ describe('tool blocks in the web client', { concurrency: 1 }, () => {
     await fake?.close()
   })
 
-  async function ask(page, text) {
-    const input = page.getByTestId('composer-input')
-    await input.fill(text)
-    await until(() => page.getByTestId('send-button').isEnabled(), 'Send to be enabled')
-    await input.press('Enter')
-  }
 
   /** The newest tool block once its call ended. */
   async function lastBlock(page, count) {

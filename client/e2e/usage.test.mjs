@@ -6,7 +6,7 @@
 // `npm run build` and the debug binary.
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { launchBrowser, openApp, screenshot, startServer, until } from './harness.mjs'
+import { ask, openApp, screenshot, startWithModel, until } from './harness.mjs'
 import { startScriptedModel } from './fakeLlm.mjs'
 
 const IN = 1200
@@ -21,13 +21,7 @@ describe('usage in the web client', { concurrency: 1 }, () => {
       content: `Answer ${++n}`,
       usage: { prompt_tokens: IN, completion_tokens: OUT, total_tokens: IN + OUT },
     }))
-    server = await startServer()
-    const put = await server.api('PUT', '/settings/llm', {
-      openai_compatible: { base_url: model.url, api_key: 'sk-e2e-usage-1234' },
-      ollama: { base_url: '' },
-    })
-    assert.equal(put.status, 200, put.text)
-    browser = await launchBrowser()
+    ;({ server, browser } = await startWithModel(model.url))
   })
 
   after(async () => {
@@ -36,12 +30,6 @@ describe('usage in the web client', { concurrency: 1 }, () => {
     await model?.close()
   })
 
-  async function ask(page, text) {
-    const input = page.getByTestId('composer-input')
-    await input.fill(text)
-    await until(() => page.getByTestId('send-button').isEnabled(), 'Send to be enabled')
-    await input.press('Enter')
-  }
 
   async function openUsage(page) {
     await page.getByTestId('settings-button').click()

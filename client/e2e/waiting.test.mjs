@@ -3,26 +3,19 @@
 // never opened reaches a phone on the settings page as a banner that opens it, with a mark in the
 // page title. Needs `npm run build` and the debug binary.
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import path from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { startFakeLlm } from './fakeLlm.mjs'
-import { launchBrowser, openApp, screenshot, startServer, until } from './harness.mjs'
+import { ask, openApp, screenshot, startWithModel, until } from './harness.mjs'
 
 describe('waiting requests are never missed', { concurrency: 1 }, () => {
   let fake, server, browser, workspace
 
   before(async () => {
     fake = await startFakeLlm()
-    server = await startServer({ CASHCODE_APPROVAL_TIMEOUT: '60' })
+    ;({ server, browser } = await startWithModel(fake.url, { CASHCODE_APPROVAL_TIMEOUT: '60' }))
     workspace = path.join(server.home, 'workspace')
-    mkdirSync(workspace, { recursive: true })
-    const put = await server.api('PUT', '/settings/llm', {
-      openai_compatible: { base_url: fake.url, api_key: 'sk-e2e-waiting-1234' },
-      ollama: { base_url: '' },
-    })
-    assert.equal(put.status, 200, put.text)
-    browser = await launchBrowser()
   })
 
   after(async () => {
@@ -31,12 +24,6 @@ describe('waiting requests are never missed', { concurrency: 1 }, () => {
     await fake?.close()
   })
 
-  async function ask(page, text) {
-    const input = page.getByTestId('composer-input')
-    await input.fill(text)
-    await until(() => page.getByTestId('send-button').isEnabled(), 'Send to be enabled')
-    await input.press('Enter')
-  }
 
   async function approve(d) {
     await d.getByTestId('approval-command').evaluate((el) => el.scrollTo(0, el.scrollHeight))

@@ -114,6 +114,31 @@ function GroupTable({ by, groups, titles }: { by: GroupBy; groups: UsageGroup[];
   )
 }
 
+/** Save, what is wrong with the form while it cannot be saved, and how the last save went. */
+function SaveButton(p: {
+  valid: boolean
+  busy: boolean
+  onSave: () => Promise<void>
+  testId: string
+  invalid: string
+  result: { ok: boolean; text: string } | null
+}) {
+  const t = useT()
+  return (
+    <>
+      <Button variant="primary" disabled={!p.valid || p.busy} onClick={() => void p.onSave()} data-testid={p.testId}>
+        {t('common.save')}
+      </Button>
+      {!p.valid && <span className="text-xs text-amber-400">{p.invalid}</span>}
+      {p.result && (
+        <span role="status" className={`text-sm ${p.result.ok ? 'text-emerald-400' : 'text-red-400'}`}>
+          {p.result.text}
+        </span>
+      )}
+    </>
+  )
+}
+
 /** The price table as typed: numbers as text until saved. */
 type PriceDraft = { provider: string; model: string; input: string; cached: string; output: string; currency: string }
 
@@ -230,15 +255,7 @@ function PriceEditor({ onSaved }: { onSaved: () => void }) {
         >
           {t('usage.addPrice')}
         </Button>
-        <Button variant="primary" disabled={!valid || busy} onClick={() => void save()} data-testid="prices-save">
-          {t('common.save')}
-        </Button>
-        {!valid && <span className="text-xs text-amber-400">{t('usage.priceInvalid')}</span>}
-        {result && (
-          <span role="status" className={`text-sm ${result.ok ? 'text-emerald-400' : 'text-red-400'}`}>
-            {result.text}
-          </span>
-        )}
+        <SaveButton valid={valid} busy={busy} onSave={save} testId="prices-save" invalid={t('usage.priceInvalid')} result={result} />
       </div>
     </div>
   )
@@ -315,15 +332,7 @@ function BudgetEditor() {
         </tbody>
       </table>
       <div className="mt-3 flex flex-wrap items-center gap-3">
-        <Button variant="primary" disabled={!valid || busy} onClick={() => void save()} data-testid="budgets-save">
-          {t('common.save')}
-        </Button>
-        {!valid && <span className="text-xs text-amber-400">{t('usage.capInvalid')}</span>}
-        {result && (
-          <span role="status" className={`text-sm ${result.ok ? 'text-emerald-400' : 'text-red-400'}`}>
-            {result.text}
-          </span>
-        )}
+        <SaveButton valid={valid} busy={busy} onSave={save} testId="budgets-save" invalid={t('usage.capInvalid')} result={result} />
       </div>
     </div>
   )
