@@ -205,7 +205,8 @@ impl Approvals {
         ctx: &TurnCtx,
         secrets: &Secrets,
     ) -> Result<Cleared, ToolOutput> {
-        self.clear(tool, args, ctx, secrets).map_err(|out| out.ended("denied"))
+        self.clear(tool, args, ctx, secrets)
+            .map_err(|out| if out.outcome.is_some() { out } else { out.ended("denied") })
     }
 
     fn clear(
@@ -260,7 +261,11 @@ impl Approvals {
                         });
                         Ok(Cleared { confinement, ran })
                     }
-                    Err(why) => Err(ToolOutput::error(why.for_model(name, escalated))),
+                    Err(why) => {
+                        let out = ToolOutput::error(why.for_model(name, escalated));
+                        // No answer in time reads as timed out; every other refusal as denied.
+                        Err(if matches!(why, Refusal::Timeout) { out.ended("timeout") } else { out })
+                    }
                 }
             }
         }

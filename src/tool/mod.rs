@@ -33,8 +33,9 @@ pub struct ToolOutput {
     pub(crate) for_history: Option<String>,
     /// A structured failure: counted as failed by later consumers (skill evolution).
     pub failed: bool,
-    /// How the call ended when not plainly: `denied` (the owner or the policy said no, or no
-    /// answer came), `timeout` (it ran out of time), `failed` (a command exited non-zero).
+    /// How the call ended when not plainly: `denied` (the owner or the policy said no, or
+    /// nobody was there to ask), `timeout` (it ran out of time, or the owner's answer did not
+    /// come in time), `failed` (a command exited non-zero).
     /// `None`: `ok`, or `error` when `failed`. Shown on the tool block (`tool_result.outcome`).
     pub(crate) outcome: Option<&'static str>,
 }
