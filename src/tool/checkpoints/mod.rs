@@ -1057,7 +1057,7 @@ mod tests {
 
     #[test]
     fn evicted_stubs_are_bounded_and_a_rewind_past_them_restores_nothing() {
-        // Room for a few copies of 500 bytes beside the records (a stub takes about 150).
+        // Room for a few copies of 500 bytes beside the records (an evicted one takes about 150).
         let (cp, ws, dir) = store(2_000 + 20 * 300);
         let f = ws.join("f.txt");
         fs::write(&f, "0".repeat(500)).unwrap();
