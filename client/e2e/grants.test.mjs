@@ -60,6 +60,16 @@ describe('grants on the Safety page', { concurrency: 1 }, () => {
     const was = await web.inputValue()
     await web.selectOption(was === 'deny' ? 'ask' : 'deny')
     await page.getByTestId('safety-unsaved').waitFor()
+    // Leaving for another view asks first; staying keeps the edit.
+    let asked = ''
+    page.once('dialog', (d) => {
+      asked = d.message()
+      void d.dismiss()
+    })
+    await page.getByTestId('nav-memory').click()
+    await until(() => asked !== '', 'the question')
+    assert.match(asked, /unsaved changes will be lost/)
+    assert.equal(await page.getByTestId('safety-page').count(), 1, 'still on the Safety page')
     await page.getByTestId('safety-save').click()
     await until(async () => (await page.getByTestId('safety-unsaved').count()) === 0, 'saved')
     await page.getByTestId('safety-reset').click()

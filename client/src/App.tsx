@@ -224,7 +224,11 @@ export function App() {
       })
   }, [])
 
+  // A page with unsaved edits (the Safety page's policy) asks before it is left.
+  const unsaved = useRef(false)
   const chooseView = (v: AppView) => {
+    if (v !== view && unsaved.current && !window.confirm(t('common.leaveUnsaved'))) return
+    unsaved.current = false
     setView(v)
     setDrawer(false)
   }
@@ -476,7 +480,12 @@ export function App() {
               {view === 'mcp-market' && <McpMarket />}
               {view === 'skill-market' && <SkillMarket />}
               {view === 'memory' && <MemoryPage />}
-              {view === 'safety' && <SafetyPage sessions={state.sessions} />}
+              {view === 'safety' && <SafetyPage
+                  sessions={state.sessions}
+                  onUnsaved={(u) => {
+                    unsaved.current = u
+                  }}
+                />}
               {view === 'usage' && <UsagePage sessions={state.sessions} />}
               {view === 'llm-settings' && <LlmSettingsView onSaved={() => setLlmVersion((v) => v + 1)} />}
             </Suspense>

@@ -176,7 +176,7 @@ function GrantsCard({ titles }: { titles: Record<string, string> }) {
   )
 }
 
-export function SafetyPage({ sessions = [] }: { sessions?: SessionInfo[] }) {
+export function SafetyPage({ sessions = [], onUnsaved }: { sessions?: SessionInfo[]; onUnsaved?: (unsaved: boolean) => void }) {
   const t = useT()
   const [sandbox, setSandbox] = useState<SandboxStatus | null | 'unknown'>(null)
   const [policy, setPolicy] = useState<ApprovalPolicy | null>(null)
@@ -229,6 +229,9 @@ export function SafetyPage({ sessions = [] }: { sessions?: SessionInfo[] }) {
 
   const changed = JSON.stringify(draft) !== JSON.stringify(policy)
   // Unsaved edits are not lost to a closed or reloaded tab without a question.
+  useEffect(() => {
+    onUnsaved?.(changed)
+  }, [changed, onUnsaved])
   useEffect(() => {
     if (!changed) return
     const ask = (e: BeforeUnloadEvent) => e.preventDefault()

@@ -581,6 +581,7 @@ export const en = {
   'safety.desc.exec': 'Runs a shell command in the sandbox',
   'safety.desc.exec_escalated': 'Runs a command outside the sandbox, with your rights',
   'safety.desc.search_history': 'Searches your past chats',
+  'common.leaveUnsaved': 'Leave this page? Your unsaved changes will be lost.',
 } as const
 
 export type MessageKey = keyof typeof en

@@ -581,4 +581,5 @@ export const zhCN: Record<MessageKey, string> = {
   'safety.desc.exec': '在沙箱中运行命令行命令',
   'safety.desc.exec_escalated': '在沙箱外以你的权限运行命令',
   'safety.desc.search_history': '搜索你过去的对话',
+  'common.leaveUnsaved': '离开此页面？未保存的更改将会丢失。',
 }
