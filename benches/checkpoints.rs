@@ -10,6 +10,7 @@
 use std::fs;
 use std::time::{Duration, Instant};
 
+use cashcode::tool::checkpoints::rewind::Ask;
 use cashcode::tool::checkpoints::{CheckpointConfig, Checkpoints};
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -115,10 +116,10 @@ fn main() {
     drop(watch);
     turn.finish(Some(11));
     let t = Instant::now();
-    let preview = cp.rewind("rewind", 11, false, true);
+    let preview = cp.rewind("rewind", &Ask { from: 11, dry_run: true, ..Default::default() });
     let dry = t.elapsed();
     let t = Instant::now();
-    let report = cp.rewind("rewind", 11, false, false);
+    let report = cp.rewind("rewind", &Ask { from: 11, ..Default::default() });
     println!(
         "rewind of {} files: preview (diffs) {:.1} ms, applied {:.1} ms",
         report.files.len(),

@@ -6,6 +6,7 @@
 pub(crate) mod approvals;
 pub(crate) mod elicit;
 pub(crate) mod prompt;
+pub(crate) mod rewind;
 pub mod tools;
 pub(crate) mod turn;
 

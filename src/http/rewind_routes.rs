@@ -1,23 +1,73 @@
-//! `POST /api/sessions/{id}/rewind` and `…/rewind/undo` (docs/http-api.md §4.1 "Rewind"): put
-//! back what a chat changed in the workspace from one of its user messages on (the checkpoint
-//! store, `tool::checkpoints`), and take the messages out of the chat into its archive, or put
-//! the last archived ones back. Runs on an `http-slow` thread (`gate::Target::is_slow`);
-//! refused with 409 while the chat has a running or queued turn.
+//! `POST /api/sessions/{id}/rewind` and `…/rewind/undo` (docs/http-api.md §4.1 "Rewind"): parse
+//! the body, call the agent's use case (`agent::rewind`), and map its errors to statuses
+//! ([`status_of`]). Runs on an `http-slow` thread (`gate::Target::is_slow`).
 
 use serde::Serialize;
+use serde_json::Value;
 
 use super::api::Api;
 use super::shape::{Body, Issue};
 use super::{Req, Resp};
-use crate::store::chats::valid_chat_id;
-use crate::tool::checkpoints::rewind::Report;
-use crate::wire::Event;
+use crate::agent::rewind::{RewindError, RewindRequest, UndoRequest};
+use crate::tool::checkpoints::rewind::{Force, Report};
 
-/// How long a rewind waits for a turn that is ending (it sent `done` and is storing its
-/// records) before answering 409.
-const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+/// Paths one `force` list may name, and the length of each.
+const MAX_FORCED: usize = 4096;
+const MAX_PATH: usize = 4096;
 
-const BUSY: &str = "a turn is running or queued in this chat; stop it or wait for it to end";
+/// The one place a rewind route's error becomes a status and a detail.
+fn status_of(e: RewindError) -> Resp {
+    match e {
+        RewindError::UnknownChat => Resp::detail(404, "session not found"),
+        RewindError::Busy => {
+            Resp::detail(409, "a turn is running or queued in this chat; stop it or wait for it to end")
+        }
+        RewindError::NotAUserMessage => {
+            Resp::detail(422, "before_message must be the index of a user message in GET /api/sessions/{id}/messages")
+        }
+        RewindError::ProjectUnusable(detail) => Resp::detail(409, &detail),
+        RewindError::CheckpointsOff => {
+            Resp::detail(409, "rewind checkpoints are off (CASHCODE_CHECKPOINT_MAX_BYTES=0)")
+        }
+        RewindError::NothingToUndo => Resp::detail(409, "cannot undo the rewind: nothing to restore"),
+        RewindError::NewerTurn => {
+            Resp::detail(409, "cannot undo the rewind: the chat has a newer turn than the rewind")
+        }
+        RewindError::Storage(detail) => Resp::detail(500, detail),
+    }
+}
+
+/// `force`: a lax boolean (every conflict), or the list of conflicting paths to overwrite.
+fn force(b: &mut Body) -> Option<Force> {
+    let Some(Value::Array(list)) = b.fields().get("force").cloned() else {
+        return b.lax_bool("force", Some(false)).map(|all| if all { Force::All } else { Force::None });
+    };
+    if list.len() > MAX_FORCED {
+        let msg = format!("List should have at most {MAX_FORCED} items after validation, not {}", list.len());
+        b.push(Issue::new("too_long", &["body", "force"], &msg, Value::Array(list)));
+        return None;
+    }
+    let mut paths = std::collections::BTreeSet::new();
+    let mut ok = true;
+    for (i, v) in list.iter().enumerate() {
+        let at = i.to_string();
+        match v.as_str() {
+            Some(p) if p.len() <= MAX_PATH => {
+                paths.insert(p.to_string());
+            }
+            Some(_) => {
+                let msg = format!("String should have at most {MAX_PATH} characters");
+                b.push(Issue::new("string_too_long", &["body", "force", &at], &msg, v.clone()));
+                ok = false;
+            }
+            None => {
+                b.push(Issue::new("string_type", &["body", "force", &at], "Input should be a valid string", v.clone()));
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(Force::Paths(paths))
+}
 
 /// `POST /api/sessions/{id}/rewind`.
 pub(crate) fn rewind(api: &Api, id: &str, req: &Req) -> Resp {
@@ -42,112 +92,54 @@ pub(crate) fn rewind(api: &Api, id: &str, req: &Req) -> Resp {
     let files = b.lax_bool("files", Some(true));
     let chat = b.lax_bool("chat", Some(false));
     let dry_run = b.lax_bool("dry_run", Some(false));
-    let force = b.lax_bool("force", Some(false));
-    let (before, files, chat, dry_run, force) = match b
-        .done(before.zip(files).zip(chat).zip(dry_run).zip(force).map(|((((k, f), c), d), x)| (k, f, c, d, x)))
-    {
+    let force = force(&mut b);
+    let checked = (|| {
+        Some(RewindRequest { before_message: before?, files: files?, chat: chat?, dry_run: dry_run?, force: force? })
+    })();
+    let rq = match b.done(checked) {
         Ok(v) => v,
         Err(r) => return r,
     };
-    let deps = &api.agent.deps;
-    if !valid_chat_id(id) || !deps.chats.exists(id) {
-        return Resp::detail(404, "session not found");
+    match api.agent.rewind(id, &rq) {
+        Ok(out) => Resp::ok(&RewindView {
+            chat_id: id,
+            before_message: rq.before_message,
+            dry_run: rq.dry_run,
+            message: &out.message,
+            removed_messages: out.removed_messages,
+            files: &out.report,
+        }),
+        Err(e) => status_of(e),
     }
-    // No turn runs or waits, and none starts until the answer: a message sent meanwhile
-    // waits in the chat's queue and runs on the rewound state, after its `rewound` event.
-    let Some(_hold) = api.agent.hold_idle(id, SETTLE) else {
-        return Resp::detail(409, BUSY);
-    };
-    let history = match deps.chats.read_history(id) {
-        Ok(h) => h,
-        Err(e) => {
-            log::error!("event=rewind.read_failed chat_id={id} error_kind={:?}", e.kind());
-            return Resp::detail(500, "unable to read the session");
-        }
-    };
-    // K indexes the same list `GET …/messages` answers: the user and assistant messages.
-    let target = history.records.iter().filter(|r| r.role == "user" || r.role == "assistant").nth(before as usize);
-    let Some(target) = target.filter(|r| r.role == "user") else {
-        return Resp::detail(
-            422,
-            "before_message must be the index of a user message in GET /api/sessions/{id}/messages",
-        );
-    };
-    let (cut, message) = (target.cursor, target.content.clone());
-    let report = if files {
-        // The store of where the chat works: its project's, or the workspace's.
-        let root = match deps.chat_root(&deps.chats.read_metadata(id)) {
-            Ok(r) => r,
-            Err(detail) => return Resp::detail(409, &detail),
-        };
-        match deps.checkpoints_for(&root) {
-            Some(cp) => Some(cp.rewind(id, cut, force, dry_run)),
-            None => return Resp::detail(409, "rewind checkpoints are off (CASHCODE_CHECKPOINT_MAX_BYTES=0)"),
-        }
-    } else {
-        None
-    };
-    let removed = if chat {
-        let count = history.records.iter().filter(|r| r.cursor >= cut).count();
-        if dry_run {
-            Some(count)
-        } else {
-            match deps.chats.rewind_history(id, cut, before) {
-                Ok(n) => {
-                    deps.cache.forget(id);
-                    Some(n)
-                }
-                Err(e) => {
-                    log::error!("event=rewind.history_failed chat_id={id} error_kind={:?}", e.kind());
-                    return Resp::detail(500, "unable to rewind the chat's messages");
-                }
-            }
-        }
-    } else {
-        None
-    };
-    if !dry_run {
-        deps.sink.emit(id, &Event::Rewound { chat_id: id, before_message: before });
-    }
-    let mut report = report.unwrap_or_default();
-    // A diff shows workspace content: known secret values never leave in a response.
-    for f in &mut report.files {
-        if let Some(d) = f.diff.take() {
-            f.diff = Some(deps.secrets.redact(&d).into_owned());
-        }
-    }
-    Resp::ok(&RewindView {
-        chat_id: id,
-        before_message: before,
-        dry_run,
-        message: &message,
-        removed_messages: removed,
-        files: &report,
-    })
 }
 
-/// `POST /api/sessions/{id}/rewind/undo`: the messages of the last chat rewind go back.
-pub(crate) fn undo(api: &Api, id: &str) -> Resp {
-    let deps = &api.agent.deps;
-    if !valid_chat_id(id) || !deps.chats.exists(id) {
-        return Resp::detail(404, "session not found");
-    }
-    // No turn runs or waits, and none starts until the answer: a message sent meanwhile
-    // waits in the chat's queue and runs on the rewound state, after its `rewound` event.
-    let Some(_hold) = api.agent.hold_idle(id, SETTLE) else {
-        return Resp::detail(409, BUSY);
+/// `POST /api/sessions/{id}/rewind/undo`: the last rewind's files and messages go back. The
+/// body is optional: `{"dry_run", "force"}` as for a rewind.
+pub(crate) fn undo(api: &Api, id: &str, req: &Req) -> Resp {
+    let rq = if req.body.iter().all(u8::is_ascii_whitespace) {
+        UndoRequest::default()
+    } else {
+        let mut b = match Body::object(req) {
+            Ok(b) => b,
+            Err(r) => return r,
+        };
+        let dry_run = b.lax_bool("dry_run", Some(false));
+        let force = force(&mut b);
+        let checked = (|| Some(UndoRequest { dry_run: dry_run?, force: force? }))();
+        match b.done(checked) {
+            Ok(v) => v,
+            Err(r) => return r,
+        }
     };
-    match deps.chats.undo_rewind(id) {
-        Ok(Ok(before)) => {
-            deps.cache.forget(id);
-            deps.sink.emit(id, &Event::Rewound { chat_id: id, before_message: before });
-            Resp::ok(&serde_json::json!({"chat_id": id, "restored": true, "before_message": before}))
-        }
-        Ok(Err(reason)) => Resp::detail(409, &format!("cannot undo the rewind: {reason}")),
-        Err(e) => {
-            log::error!("event=rewind.undo_failed chat_id={id} error_kind={:?}", e.kind());
-            Resp::detail(500, "unable to restore the chat's messages")
-        }
+    match api.agent.undo_rewind(id, &rq) {
+        Ok(out) => Resp::ok(&UndoView {
+            chat_id: id,
+            before_message: out.before_message,
+            dry_run: rq.dry_run,
+            restored: out.messages,
+            files: &out.report,
+        }),
+        Err(e) => status_of(e),
     }
 }
 
@@ -162,6 +154,18 @@ struct RewindView<'a> {
     /// Messages taken out of the chat (`chat: true`), or that would be.
     #[serde(skip_serializing_if = "Option::is_none")]
     removed_messages: Option<usize>,
+    #[serde(flatten)]
+    files: &'a Report,
+}
+
+/// The answer of an undo or its dry run.
+#[derive(Serialize)]
+struct UndoView<'a> {
+    chat_id: &'a str,
+    before_message: u64,
+    dry_run: bool,
+    /// The rewound messages came back (or would).
+    restored: bool,
     #[serde(flatten)]
     files: &'a Report,
 }

@@ -30,7 +30,7 @@ pub(crate) fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
         [id, "export"] => only(m, &["GET"]).unwrap_or_else(|| super::transfer_routes::export_one(api, id, req)),
         [id, "messages"] => only(m, &["GET"]).unwrap_or_else(|| messages(api, id, req)),
         [id, "rewind"] => only(m, &["POST"]).unwrap_or_else(|| super::rewind_routes::rewind(api, id, req)),
-        [id, "rewind", "undo"] => only(m, &["POST"]).unwrap_or_else(|| super::rewind_routes::undo(api, id)),
+        [id, "rewind", "undo"] => only(m, &["POST"]).unwrap_or_else(|| super::rewind_routes::undo(api, id, req)),
         _ => Resp::detail(404, "Not Found"),
     }
 }

@@ -24,6 +24,15 @@ const PENDING: &str = ".pending_turn.json";
 /// Messages a rewind took out of the chat, newest rewind last (restorable until the next turn).
 pub(crate) const REWIND_ARCHIVE: &str = "rewound.json";
 
+/// Why a chat rewind's messages cannot come back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UndoBlocked {
+    /// No rewind's messages are archived.
+    Nothing,
+    /// A turn was stored since the rewind.
+    NewerTurn,
+}
+
 /// One history rewind's removed lines, as they were in history.jsonl.
 #[derive(Debug, Serialize, Deserialize)]
 struct Archived {
@@ -538,15 +547,27 @@ impl ChatStore {
     /// Puts back the messages the last history rewind archived, if nothing was stored in the
     /// chat since. `Ok(Err(reason))` when there is nothing to restore or a turn came after it;
     /// else the archived `before_message`.
-    pub(crate) fn undo_rewind(&self, id: &str) -> io::Result<Result<u64, &'static str>> {
+    pub(crate) fn undo_rewind(&self, id: &str) -> io::Result<Result<u64, UndoBlocked>> {
+        self.undo_rewind_if(id, true)
+    }
+
+    /// Whether [`Chats::undo_rewind`] would put messages back now (and the rewind's index).
+    pub(crate) fn can_undo_rewind(&self, id: &str) -> io::Result<Result<u64, UndoBlocked>> {
+        self.undo_rewind_if(id, false)
+    }
+
+    fn undo_rewind_if(&self, id: &str, apply: bool) -> io::Result<Result<u64, UndoBlocked>> {
         let dir = self.dir(id).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "invalid chat id"))?;
         let _g = self.stripe(id);
         let mut archive = self.read_archive(&dir);
-        let Some(last) = archive.pop() else { return Ok(Err("nothing to restore")) };
+        let Some(last) = archive.pop() else { return Ok(Err(UndoBlocked::Nothing)) };
         let path = dir.join("history.jsonl");
         let now_last = self.read_history(id)?.records.iter().map(|r| r.cursor).max().unwrap_or(0);
         if now_last != last.kept_last {
-            return Ok(Err("the chat has a newer turn than the rewind"));
+            return Ok(Err(UndoBlocked::NewerTurn));
+        }
+        if !apply {
+            return Ok(Ok(last.before_message));
         }
         let mut buf = Vec::new();
         if needs_newline(&path)? {

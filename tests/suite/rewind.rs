@@ -159,7 +159,15 @@ fn rewind_puts_back_exactly_what_the_chat_changed() {
     assert_eq!(edit["diff"], "--- a/edit.txt\n+++ b/edit.txt\n@@ -1,2 +1,2 @@\n alpha\n-gamma\n+beta\n");
     assert_eq!(files.iter().find(|f| f["path"] == "old/sub/y.bin").unwrap()["binary"], true);
     assert_eq!(files.iter().find(|f| f["path"] == "bin.dat").unwrap()["binary"], true);
-    assert_eq!(preview["conflicts"], json!([{"path":"shared.txt","reason":"changed since this chat changed it"}]));
+    assert_eq!(
+        preview["conflicts"],
+        json!([{
+            "path": "shared.txt",
+            "code": "changed_outside",
+            "reason": "changed outside this chat since this chat changed it",
+            "diff": "--- a/shared.txt\n+++ b/shared.txt\n@@ -1 +1 @@\n-owner edit\n+base\n",
+        }])
+    );
     assert_eq!(paths(&preview["not_rewindable"]), ["big.bin"]);
     assert_eq!(preview["evicted"], false);
     // A dry run touches nothing.
@@ -269,6 +277,86 @@ fn chat_rewind_archives_messages_and_undo_puts_them_back() {
     assert_eq!(server.post(&format!("{url}/undo"), &json!({})).status, 409);
     gate.open();
     ws.turn_events(&chat);
+}
+
+/// Overwriting conflicts one file at a time, and undo of the files: a files-only rewind is
+/// undone file for file (the owner's edits come back, the chat's messages stay), an undo whose
+/// file the owner changed again lists it as a conflict with its diff until forced, and undo is
+/// refused once nothing is kept.
+#[test]
+fn per_file_overwrite_and_undo_of_the_files() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let w = server.home.join("workspace");
+    fs::create_dir_all(&w).unwrap();
+    fs::write(w.join("b.txt"), "b0\n").unwrap();
+    fs::write(w.join("c.txt"), "c0\n").unwrap();
+    let mut ws = WsClient::connect(&server);
+    let chat = ws.new_chat();
+    let calls = [
+        ("write_file", json!({"path": "a.txt", "content": "a1\n"})),
+        ("write_file", json!({"path": "b.txt", "content": "b1\n"})),
+        ("write_file", json!({"path": "c.txt", "content": "c1\n"})),
+    ];
+    turn(&fake, &mut ws, &chat, "[U]", "write", &calls);
+    fs::write(w.join("b.txt"), "owner b\n").unwrap();
+    fs::write(w.join("c.txt"), "owner c\n").unwrap();
+    let k = index_of(&server, &chat, "write");
+    let url = format!("/api/sessions/{chat}/rewind");
+
+    // Shapes of `force`.
+    for bad in [json!([1]), json!("maybe"), json!({"b.txt": true}), json!(["x".repeat(5000)])] {
+        let r = server.post(&url, &json!({"before_message": k, "force": bad}));
+        assert_eq!(r.status, 422, "{bad}: {}", r.body);
+    }
+    assert_eq!(server.post(&format!("{url}/undo"), &json!({"dry_run": "x"})).status, 422);
+
+    let preview = rewind(&server, &chat, json!({"before_message": k, "dry_run": true}));
+    let conflicts = preview["conflicts"].as_array().unwrap();
+    assert_eq!(paths(&preview["conflicts"]), ["b.txt", "c.txt"]);
+    assert!(conflicts.iter().all(|c| c["code"] == "changed_outside"), "{preview}");
+    assert_eq!(conflicts[0]["diff"], "--- a/b.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-owner b\n+b0\n");
+
+    let done = rewind(&server, &chat, json!({"before_message": k, "force": ["b.txt"]}));
+    assert_eq!(actions(&done), [("a.txt", "delete"), ("b.txt", "restore")].map(|(p, a)| (p.into(), a.into())));
+    assert!(!w.join("a.txt").exists());
+    assert_eq!(fs::read_to_string(w.join("b.txt")).unwrap(), "b0\n");
+    assert_eq!(fs::read_to_string(w.join("c.txt")).unwrap(), "owner c\n", "not named: left alone");
+    ws.recv_until(|v| v["event"] == "rewound");
+
+    // The undo's preview, then the undo: what the rewind replaced comes back.
+    let r = server.post(&format!("{url}/undo"), &json!({"dry_run": true}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let p = r.json();
+    assert_eq!((&p["restored"], &p["dry_run"], &p["before_message"]), (&json!(false), &json!(true), &json!(k)));
+    assert_eq!(actions(&p), [("a.txt", "create"), ("b.txt", "restore")].map(|(p, a)| (p.into(), a.into())));
+    assert!(!w.join("a.txt").exists(), "a dry run changes nothing");
+    let r = server.post(&format!("{url}/undo"), &json!({}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["restored"], false, "a files-only rewind took no messages");
+    assert_eq!(fs::read_to_string(w.join("a.txt")).unwrap(), "a1\n");
+    assert_eq!(fs::read_to_string(w.join("b.txt")).unwrap(), "owner b\n");
+    assert_eq!(fs::read_to_string(w.join("c.txt")).unwrap(), "owner c\n");
+    let ev = ws.recv_until(|v| v["event"] == "rewound");
+    assert_eq!(ev.last().unwrap()["before_message"], json!(k));
+    assert_eq!(server.post(&format!("{url}/undo"), &json!({})).status, 409, "nothing kept any more");
+
+    // The chat's changes are its own again: a second rewind finds them.
+    let again = rewind(&server, &chat, json!({"before_message": k, "force": true, "chat": true}));
+    assert_eq!(paths(&again["files"]), ["a.txt", "b.txt", "c.txt"]);
+    assert_eq!(fs::read_to_string(w.join("c.txt")).unwrap(), "c0\n");
+    // The owner writes a.txt again after the rewind: the undo lists it until forced.
+    fs::write(w.join("a.txt"), "owner a\n").unwrap();
+    let p = server.post(&format!("{url}/undo"), &json!({"dry_run": true})).json();
+    assert_eq!(p["restored"], true, "this rewind took the messages too");
+    assert_eq!(paths(&p["conflicts"]), ["a.txt"]);
+    assert_eq!(p["conflicts"][0]["diff"], "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-owner a\n+a1\n");
+    let r = server.post(&format!("{url}/undo"), &json!({"force": ["a.txt"]}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(fs::read_to_string(w.join("a.txt")).unwrap(), "a1\n");
+    assert_eq!(fs::read_to_string(w.join("c.txt")).unwrap(), "owner c\n");
+    let msgs = server.get(&format!("/api/sessions/{chat}/messages")).json()["messages"].as_array().unwrap().len();
+    assert_eq!(msgs, 2, "the messages came back with the files");
 }
 
 /// A consolidation whose model call is held while a chat rewind takes out the messages it

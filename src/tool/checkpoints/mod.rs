@@ -19,6 +19,7 @@
 //! baseline's scan and copies (`Checkpoints::build_baseline`).
 
 pub(crate) mod blobs;
+pub mod plan;
 pub mod projects;
 pub mod rewind;
 pub mod state;
@@ -37,8 +38,8 @@ use self::state::{lstat, read_capped, scan, scan_under, Kind, Stat, State, FILE_
 use crate::util::{fsx, sync};
 
 /// Why an entry cannot be trusted to be only this chat's change (shown as a conflict).
-const INTERLEAVED: &str = "changed by someone else between this chat's changes";
-const CONCURRENT_EXEC: &str = "changed while a command of another chat was running";
+pub(crate) const INTERLEAVED: &str = "changed by someone else between this chat's changes";
+pub(crate) const CONCURRENT_EXEC: &str = "changed while a command of another chat was running";
 /// Exec starts remembered to tell whether another chat's command overlapped one.
 const EXEC_LOG: usize = 256;
 /// Records of evicted turns (paths only, to report them) a chat keeps; older ones are dropped
@@ -73,6 +74,21 @@ pub(crate) struct TurnRecord {
     #[serde(default)]
     pub(crate) evicted: bool,
     pub(crate) entries: BTreeMap<String, Entry>,
+    /// Set on the record of an applied rewind, kept for its undo: its entries go from the state
+    /// before the rewind (`before`) to what the rewind put back (`after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) undo: Option<Box<UndoOf>>,
+}
+
+/// What undoing a rewind puts back besides the files.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct UndoOf {
+    /// The rewind's message index.
+    pub(crate) before_message: u64,
+    /// The rewind took the chat's messages out too.
+    pub(crate) chat: bool,
+    /// The chat's records as they were before the rewind (it removed the entries it put back).
+    pub(crate) originals: Vec<TurnRecord>,
 }
 
 impl TurnRecord {
@@ -89,8 +105,23 @@ impl TurnRecord {
                 out.extend(e.before.blob().map(str::to_string));
                 out.extend(e.after.blob().map(str::to_string));
             }
+            for o in self.undo.iter().flat_map(|u| &u.originals) {
+                out.extend(o.blobs());
+            }
         }
         out
+    }
+
+    /// Drops every copy it refers to (eviction); the paths stay to be reported.
+    fn strip(&mut self) {
+        self.evicted = true;
+        for e in self.entries.values_mut() {
+            strip_blob(&mut e.before);
+            strip_blob(&mut e.after);
+        }
+        for o in self.undo.iter_mut().flat_map(|u| &mut u.originals) {
+            o.strip();
+        }
     }
 }
 
@@ -246,6 +277,7 @@ impl Checkpoints {
                 user_cursor: None,
                 evicted: false,
                 entries: BTreeMap::new(),
+                undo: None,
             }),
             finished: std::sync::atomic::AtomicBool::new(false),
         })
@@ -425,11 +457,7 @@ impl Checkpoints {
             let path = self.record_path(&chat, seq);
             match fs::read(&path).ok().and_then(|b| serde_json::from_slice::<TurnRecord>(&b).ok()) {
                 Some(mut rec) => {
-                    rec.evicted = true;
-                    for e in rec.entries.values_mut() {
-                        strip_blob(&mut e.before);
-                        strip_blob(&mut e.after);
-                    }
+                    rec.strip();
                     log::info!("event=checkpoint.evicted chat_id={chat} seq={seq}");
                     self.save_record(inner, &rec);
                     self.sweep(inner);
@@ -463,7 +491,8 @@ impl Checkpoints {
     /// horizon written first (a crash between leaves stubs behind, never a dropped turn past
     /// the horizon).
     fn prune_stubs(&self, inner: &mut Inner, chat_id: &str) {
-        let stubs: Vec<TurnRecord> = self.chat_records(chat_id).into_iter().filter(|r| r.evicted).collect();
+        let stubs: Vec<TurnRecord> =
+            self.chat_records(chat_id).into_iter().filter(|r| r.evicted && r.undo.is_none()).collect();
         if stubs.len() <= MAX_STUBS {
             return;
         }
@@ -1047,7 +1076,7 @@ mod tests {
         let rb = &cp.chat_records("b")[0];
         assert_eq!(rb.entries.keys().collect::<Vec<_>>(), ["f2.txt"], "{rb:?}");
         assert_eq!(content(rb, "f2.txt"), b"old 2");
-        let r = cp.rewind("a", 1, false, false);
+        let r = cp.rewind("a", &rewind::Ask { from: 1, ..Default::default() });
         assert!(r.conflicts.is_empty() && r.files.len() == 1, "{r:?}");
         assert_eq!(fs::read_to_string(ws.join("f1.txt")).unwrap(), "old 1");
         assert_eq!(fs::read_to_string(ws.join("f2.txt")).unwrap(), "by b");
@@ -1073,14 +1102,17 @@ mod tests {
         assert!(stubs.iter().all(|r| r.position() > horizon), "horizon {horizon}");
         assert!(cp.lock().turns.len() <= recs.len(), "dropped stubs leave the index too");
         // Back past the horizon: nothing is known for certain, nothing is restored.
-        let r = cp.rewind("c", 1, false, true);
+        let r = cp.rewind("c", &rewind::Ask { from: 1, dry_run: true, ..Default::default() });
         assert!(r.evicted && r.files.is_empty(), "{r:?}");
         assert_eq!(r.not_rewindable.iter().map(|n| n.path.as_str()).collect::<Vec<_>>(), ["f.txt"]);
-        let r = cp.rewind("c", horizon, true, true);
+        let r = cp.rewind(
+            "c",
+            &rewind::Ask { from: horizon, force: rewind::Force::All, dry_run: true, ..Default::default() },
+        );
         assert!(r.evicted && r.files.is_empty(), "forced too: {r:?}");
         // From the newest turn: its own copy puts the file back.
         let last = 2 * turns - 1;
-        let r = cp.rewind("c", last, false, false);
+        let r = cp.rewind("c", &rewind::Ask { from: last, ..Default::default() });
         assert_eq!(r.files.len(), 1, "{r:?}");
         assert_eq!(fs::read_to_string(&f).unwrap(), (turns - 1).to_string().repeat(500 / 2));
         drop(cp);

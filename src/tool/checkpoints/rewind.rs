@@ -1,11 +1,12 @@
-//! A rewind of one chat's workspace changes (docs/http-api.md "Rewind"): the plan (every path
-//! the chat's turns from message K on changed, with the state to put back, or why not: a
-//! conflict, an evicted or missing copy), the preview's diffs, and the application under a
-//! journal. Restores are atomic per path (a temp file beside it, then `renameat`) and go
-//! through the workspace confinement (`Workspace::parent_of`); the journal
-//! (`<checkpoints>/journal.json`, fsynced before the first change) lists every target state, so
-//! a rewind a crash interrupted is finished at the next start ([`recover`]). Runs on an `http-slow`
-//! thread under the store's lock (no hook records anything meanwhile); recovery in `app`.
+//! A rewind of one chat's workspace changes (docs/http-api.md "Rewind") and its undo: the plan
+//! ([`super::plan`], a pure function over the turn records and what is on disk), the preview's
+//! diffs, and the application under a journal. Restores are atomic per path (a temp file beside
+//! it, then `renameat`) and go through the workspace confinement (`Workspace::parent_of`); the
+//! journal (`<checkpoints>/journal.json`, fsynced before the first change) lists every target
+//! state, so a rewind a crash interrupted is finished at the next start ([`recover`]). An applied
+//! rewind leaves a record of what it replaced (`TurnRecord::undo`, one per chat, in the byte
+//! budget like any turn) that [`Checkpoints::undo`] puts back. Runs on an `http-slow` thread under
+//! the store's lock (no hook records anything meanwhile); recovery in `app`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -20,8 +21,10 @@ use nix::sys::stat::Mode;
 use nix::unistd::UnlinkatFlags;
 use serde::{Deserialize, Serialize};
 
-use super::state::{lstat, read_capped, State, FILE_CAP};
-use super::{Checkpoints, TurnRecord, INTERLEAVED};
+pub use super::plan::Force;
+use super::plan::{self, Disk, Op, Plan, Step, Why, CHANGED_DURING_RECOVERY};
+use super::state::{lstat, read_capped, Stat, State};
+use super::{Checkpoints, Entry, Inner, TurnRecord, UndoOf};
 use crate::tool::workspace::Workspace;
 use crate::util::fsx;
 
@@ -29,8 +32,6 @@ use crate::util::fsx;
 const DIFF_MAX_INPUT: u64 = 256 << 10;
 /// A diff longer than this is cut (with a note).
 const DIFF_MAX_CHARS: usize = 64 << 10;
-const CHANGED_SINCE: &str = "changed since this chat changed it";
-const THROUGH_LINK: &str = "its directory is now reached through a symbolic link; left alone";
 
 /// One path a rewind puts back.
 #[derive(Debug, Clone, Serialize)]
@@ -44,18 +45,36 @@ pub struct FileAction {
     pub binary: bool,
 }
 
-/// A path left as it is, and why.
+/// A path left as it is (or, in `failed`, whose restore failed): a stable `code` the client
+/// translates, and the English `reason`. A conflict's preview carries the diff an "overwrite
+/// anyway" would apply.
 #[derive(Debug, Clone, Serialize)]
 pub struct Refusal {
     pub path: String,
+    pub code: &'static str,
     pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub binary: bool,
 }
 
-/// The answer of a rewind or its dry run.
+impl Refusal {
+    fn of(path: &str, why: Why) -> Refusal {
+        Refusal { path: path.to_string(), code: why.code(), reason: why.text().to_string(), diff: None, binary: false }
+    }
+
+    /// A restore that failed (`code` says which step).
+    pub fn failed(path: &str, code: &'static str, reason: String) -> Refusal {
+        Refusal { path: path.to_string(), code, reason, diff: None, binary: false }
+    }
+}
+
+/// The answer of a rewind, an undo, or their dry runs.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     pub files: Vec<FileAction>,
-    /// Changed by someone else: left alone unless forced (then also in `files`).
+    /// Changed outside this chat: left alone unless forced (then also in `files`).
     pub conflicts: Vec<Refusal>,
     /// No copy to restore from (over the cap, evicted, the store was full).
     pub not_rewindable: Vec<Refusal>,
@@ -66,15 +85,50 @@ pub struct Report {
     pub failed: Vec<Refusal>,
 }
 
-/// One journalled step: the state `path` must end in, and the state it was in when the rewind
-/// was planned (recovery runs the step only from there, see [`recover`]).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Op {
-    path: String,
-    target: State,
-    /// `None` in a journal of an older version: recovery then leaves the path alone.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    from: Option<State>,
+impl Report {
+    fn of(plan: &Plan) -> Report {
+        Report {
+            files: plan
+                .steps
+                .iter()
+                .map(|s| FileAction { path: s.path.clone(), action: s.action, diff: None, binary: false })
+                .collect(),
+            conflicts: plan.conflicts.iter().map(|(p, w)| Refusal::of(p, *w)).collect(),
+            not_rewindable: plan.not_rewindable.iter().map(|(p, w)| Refusal::of(p, *w)).collect(),
+            evicted: plan.evicted,
+            failed: Vec::new(),
+        }
+    }
+}
+
+/// What a rewind is asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct Ask {
+    /// The history position of message K (`TurnRecord::position`).
+    pub from: u64,
+    /// K itself, and whether the chat's messages go too: kept for the undo.
+    pub before_message: u64,
+    pub chat: bool,
+    pub force: Force,
+    pub dry_run: bool,
+}
+
+/// An undo's answer besides its files.
+#[derive(Debug)]
+pub struct Undone {
+    /// The rewind's message index, and whether it took the chat's messages out too.
+    pub before_message: u64,
+    pub chat: bool,
+    pub report: Report,
+}
+
+/// Why an undo cannot run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UndoRefusal {
+    /// No applied rewind of the chat's files is kept.
+    Nothing,
+    /// A turn of the chat changed files since the rewind.
+    NewerTurn,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -89,50 +143,198 @@ struct Journal {
     original: Vec<TurnRecord>,
 }
 
-/// The reason the preview gives for a path recovery left alone.
-const CHANGED_DURING_RECOVERY: &str =
-    "changed after a rewind was interrupted (the server stopped mid-way); left as it is";
+/// The workspace as the plan sees it: what is there now, read on demand.
+struct Live<'a>(&'a Path);
 
-struct Plan {
-    report: Report,
-    ops: Vec<Op>,
-    /// The chosen turns' records with the entries that are put back (or already were) removed.
-    records: Vec<TurnRecord>,
+impl Disk for Live<'_> {
+    fn stat(&self, rel: &str) -> Option<Stat> {
+        lstat(&self.0.join(rel)).ok().flatten()
+    }
+    fn hash(&self, rel: &str) -> Option<String> {
+        read_capped(&self.0.join(rel)).ok().flatten().map(|b| crate::util::hash::sha256_hex(&b))
+    }
+    fn through_link(&self, rel: &str) -> bool {
+        through_link(&self.0.join(rel))
+    }
 }
 
 impl Checkpoints {
-    /// Rewinds what chat `chat_id` changed in its turns at history position `from` or later
-    /// (see `TurnRecord::position`); `dry_run` only reports.
-    pub fn rewind(&self, chat_id: &str, from: u64, force: bool, dry_run: bool) -> Report {
+    /// Rewinds what chat `chat_id` changed in its turns at history position `ask.from` or later
+    /// (see `TurnRecord::position`); a dry run only reports, with diffs.
+    pub fn rewind(&self, chat_id: &str, ask: &Ask) -> Report {
         let mut inner = self.lock();
         let ws = match Workspace::from_paths(&self.cfg.workspace, &self.cfg.skip) {
             Ok(ws) => ws,
-            Err(e) => {
-                let mut r = Report::default();
-                r.failed.push(Refusal { path: ".".into(), reason: e });
-                return r;
-            }
+            Err(e) => return Report { failed: vec![Refusal::failed(".", "workspace", e)], ..Report::default() },
         };
-        let mut plan = self.plan(chat_id, from, force, !dry_run);
-        if dry_run {
-            return plan.report;
+        let recs: Vec<TurnRecord> =
+            self.chat_records(chat_id).into_iter().filter(|r| r.undo.is_none() && r.position() >= ask.from).collect();
+        let forgotten = self.horizon(chat_id).is_some_and(|h| h >= ask.from);
+        let mut plan = plan::plan(recs, forgotten, &ask.force, &Live(&self.cfg.workspace));
+        let mut report = Report::of(&plan);
+        if ask.dry_run {
+            self.add_diffs(&mut report, &plan);
+            return report;
         }
-        plan.ops.sort_by_key(order);
+        // What each path holds now, kept for the undo (free room only: the copies the rewind
+        // restores from must not be evicted to make it).
+        let mut undo_entries = BTreeMap::new();
+        let mut held = Vec::new();
+        for s in &plan.steps {
+            let before = match &s.from {
+                State::File { mode, size, meta, .. } => {
+                    let blob = self.copy_in(&mut inner, &self.cfg.workspace.join(&s.path), false);
+                    held.extend(blob.clone());
+                    State::File { mode: *mode, size: *size, blob, meta: *meta }
+                }
+                other => other.clone(),
+            };
+            undo_entries.insert(s.path.clone(), Entry { before, after: s.target.clone(), conflict: None });
+        }
         let original: Vec<TurnRecord> =
             self.chat_records(chat_id).into_iter().filter(|r| plan.records.iter().any(|p| p.seq == r.seq)).collect();
+        let failed = self.execute(&ws, chat_id, &plan.steps, &plan.records, &original, &mut report);
+        // What was put back is no longer a change of this chat; the baseline sees it as it is
+        // now, so a command running in another chat is not charged with it.
+        for rec in &mut plan.records {
+            if let Some(orig) = original.iter().find(|r| r.seq == rec.seq) {
+                for p in &failed {
+                    if let Some(e) = orig.entries.get(p) {
+                        rec.entries.insert(p.clone(), e.clone());
+                    }
+                }
+            }
+        }
+        undo_entries.retain(|p, _| !failed.contains(p));
+        self.settle(&mut inner, &plan.steps);
+        for rec in &plan.records {
+            self.save_record(&mut inner, rec);
+        }
+        self.drop_undo(&mut inner, chat_id);
+        if !undo_entries.is_empty() {
+            let seq = inner.next_seq;
+            inner.next_seq += 1;
+            let rec = TurnRecord {
+                seq,
+                chat_id: chat_id.to_string(),
+                start_cursor: ask.from,
+                user_cursor: None,
+                evicted: false,
+                entries: undo_entries,
+                undo: Some(Box::new(UndoOf {
+                    before_message: ask.before_message,
+                    chat: ask.chat,
+                    originals: original,
+                })),
+            };
+            self.save_record(&mut inner, &rec);
+        }
+        for b in held {
+            self.release(&mut inner, &b);
+        }
+        self.sweep(&mut inner);
+        log::info!("event=rewind.applied chat_id={chat_id} files={} failed={}", plan.steps.len(), failed.len());
+        report
+    }
+
+    /// Forgets the chat's kept undo (a newer rewind of its messages alone replaces it).
+    pub fn forget_undo(&self, chat_id: &str) {
+        let mut inner = self.lock();
+        self.drop_undo(&mut inner, chat_id);
+        self.sweep(&mut inner);
+    }
+
+    /// The chat's last rewind, if its files are kept: what an undo would put back (`dry_run`)
+    /// or puts back, with the chat's records as they were before the rewind.
+    pub fn undo(&self, chat_id: &str, force: &Force, dry_run: bool) -> Result<Undone, UndoRefusal> {
+        let mut inner = self.lock();
+        let recs = self.chat_records(chat_id);
+        let Some(rec) = recs.iter().rev().find(|r| r.undo.is_some()).cloned() else {
+            return Err(UndoRefusal::Nothing);
+        };
+        if recs.iter().any(|r| r.undo.is_none() && r.seq > rec.seq) {
+            return Err(UndoRefusal::NewerTurn);
+        }
+        let of = rec.undo.clone().expect("found by its undo");
+        let plan = plan::plan(vec![rec.clone()], false, force, &Live(&self.cfg.workspace));
+        let mut report = Report::of(&plan);
+        let undone = |report| Undone { before_message: of.before_message, chat: of.chat, report };
+        if dry_run {
+            self.add_diffs(&mut report, &plan);
+            return Ok(undone(report));
+        }
+        let ws = match Workspace::from_paths(&self.cfg.workspace, &self.cfg.skip) {
+            Ok(ws) => ws,
+            Err(e) => {
+                report.files.clear();
+                report.failed.push(Refusal::failed(".", "workspace", e));
+                return Ok(undone(report));
+            }
+        };
+        // Once the files are back the chat's records are as before the rewind, and the undo
+        // record goes (a crash mid-way finishes the same from the journal).
+        let mut records = of.originals.clone();
+        records.push(TurnRecord { entries: BTreeMap::new(), undo: None, evicted: false, ..rec.clone() });
+        self.execute(&ws, chat_id, &plan.steps, &records, &[], &mut report);
+        self.settle(&mut inner, &plan.steps);
+        for r in &of.originals {
+            self.save_record(&mut inner, r);
+        }
+        self.drop_undo(&mut inner, chat_id);
+        self.sweep(&mut inner);
+        log::info!("event=rewind.undone chat_id={chat_id} files={}", plan.steps.len());
+        Ok(undone(report))
+    }
+
+    /// Removes the chat's undo records.
+    fn drop_undo(&self, inner: &mut Inner, chat_id: &str) {
+        for mut r in self.chat_records(chat_id).into_iter().filter(|r| r.undo.is_some()) {
+            r.entries.clear();
+            r.undo = None;
+            r.evicted = false;
+            self.save_record(inner, &r);
+            self.drop_turn(inner, r.seq);
+        }
+    }
+
+    /// The baseline sees each path put back as it is now.
+    fn settle(&self, inner: &mut Inner, steps: &[Step]) {
+        for s in steps {
+            let stat = lstat(&self.cfg.workspace.join(&s.path)).ok().flatten();
+            self.refresh_known(inner, &s.path, stat, false);
+        }
+    }
+
+    /// Runs the steps under a journal naming `records` as they are once done; the failed
+    /// paths go to `report.failed` and are returned. A journal that cannot be written stops it
+    /// before any change (every path then counts as failed).
+    fn execute(
+        &self,
+        ws: &Workspace,
+        chat_id: &str,
+        steps: &[Step],
+        records: &[TurnRecord],
+        original: &[TurnRecord],
+        report: &mut Report,
+    ) -> BTreeSet<String> {
+        let mut ops: Vec<Op> = steps
+            .iter()
+            .map(|s| Op { path: s.path.clone(), target: s.target.clone(), from: Some(s.from.clone()) })
+            .collect();
+        ops.sort_by_key(order);
         let journal =
-            Journal { chat_id: chat_id.to_string(), ops: plan.ops.clone(), records: plan.records.clone(), original };
+            Journal { chat_id: chat_id.to_string(), ops, records: records.to_vec(), original: original.to_vec() };
         let path = self.cfg.root.join("journal.json");
         let written =
             serde_json::to_vec(&journal).map_err(io::Error::other).and_then(|b| fsx::write_atomic(&path, &b, true));
         if let Err(e) = written {
             log::error!("event=rewind.journal_failed chat_id={chat_id} error_kind={:?}", e.kind());
-            plan.report.failed.push(Refusal { path: ".".into(), reason: "could not write the rewind journal".into() });
-            plan.report.files.clear();
-            return plan.report;
+            report.failed.push(Refusal::failed(".", "journal", "could not write the rewind journal".into()));
+            report.files.clear();
+            return steps.iter().map(|s| s.path.clone()).collect();
         }
         let mut failed = BTreeSet::new();
-        for (i, op) in plan.ops.iter().enumerate() {
+        for (i, op) in journal.ops.iter().enumerate() {
             if self.cfg.pause_after == Some(i) {
                 // Test-only (CASHCODE_TEST_REWIND_PAUSE): stop here for good, journal written,
                 // so a test can kill the process mid-rewind.
@@ -141,9 +343,9 @@ impl Checkpoints {
                     std::thread::park();
                 }
             }
-            if let Err(e) = apply(&ws, &self.blobs, op) {
+            if let Err(e) = apply(ws, &self.blobs, op) {
                 log::warn!("event=rewind.restore_failed chat_id={chat_id} error={e:?}");
-                plan.report.failed.push(Refusal { path: op.path.clone(), reason: e });
+                report.failed.push(Refusal::failed(&op.path, "restore_failed", e));
                 failed.insert(op.path.clone());
             }
         }
@@ -151,142 +353,41 @@ impl Checkpoints {
             log::error!("event=rewind.journal_remove_failed error_kind={:?}", e.kind());
         }
         fsx::sync_dir(&self.cfg.root);
-        // What was put back is no longer a change of this chat; the baseline sees it as it is
-        // now, so a command running in another chat is not charged with it.
-        for rec in &mut plan.records {
-            if let Some(orig) = self.chat_records(chat_id).into_iter().find(|r| r.seq == rec.seq) {
-                for p in &failed {
-                    if let Some(e) = orig.entries.get(p) {
-                        rec.entries.insert(p.clone(), e.clone());
-                    }
-                }
-            }
-        }
-        for op in &plan.ops {
-            let stat = lstat(&self.cfg.workspace.join(&op.path)).ok().flatten();
-            self.refresh_known(&mut inner, &op.path, stat, false);
-        }
-        for rec in &plan.records {
-            self.save_record(&mut inner, rec);
-        }
-        self.sweep(&mut inner);
-        log::info!("event=rewind.applied chat_id={chat_id} files={} failed={}", plan.ops.len(), failed.len());
-        plan.report
+        failed
     }
 
-    fn plan(&self, chat_id: &str, from: u64, force: bool, applying: bool) -> Plan {
-        let recs: Vec<TurnRecord> = self.chat_records(chat_id).into_iter().filter(|r| r.position() >= from).collect();
-        let mut chains: BTreeMap<&str, Vec<&TurnRecord>> = BTreeMap::new();
-        for r in &recs {
-            for p in r.entries.keys() {
-                chains.entry(p.as_str()).or_default().push(r);
+    /// The preview's diffs: for each path put back, and for each conflict (what overwriting it
+    /// anyway would do).
+    fn add_diffs(&self, report: &mut Report, plan: &Plan) {
+        let target = |p: &str| -> Option<State> {
+            plan.steps
+                .iter()
+                .find(|s| s.path == p)
+                .map(|s| s.target.clone())
+                .or_else(|| plan.records.iter().flat_map(|r| r.entries.get(p)).next().map(|e| e.before.clone()))
+        };
+        for f in &mut report.files {
+            if let Some(t) = target(&f.path) {
+                (f.diff, f.binary) = self.diff(&f.path, &t);
             }
         }
-        // Turns past the chat's horizon were forgotten: any path may have been theirs first, so
-        // no state before `from` is known for certain.
-        let forgotten = self.horizon(chat_id).is_some_and(|h| h >= from);
-        let mut report = Report { evicted: forgotten || recs.iter().any(|r| r.evicted), ..Report::default() };
-        let mut ops = Vec::new();
-        let mut settled: BTreeSet<String> = BTreeSet::new();
-        for (p, chain) in &chains {
-            let entries: Vec<&super::Entry> = chain.iter().map(|r| &r.entries[*p]).collect();
-            let target = &entries[0].before;
-            let expected = &entries[entries.len() - 1].after;
-            let refuse = |reason: &str| Refusal { path: p.to_string(), reason: reason.to_string() };
-            if forgotten {
-                report.not_rewindable.push(refuse(
-                    "older changes of this chat were evicted and forgotten to keep the checkpoint store \
-                     under CASHCODE_CHECKPOINT_MAX_BYTES",
-                ));
+        for c in &mut report.conflicts {
+            if c.code == Why::ThroughLink.code() {
                 continue;
             }
-            if chain.iter().any(|r| r.evicted) {
-                report.not_rewindable.push(refuse(
-                    "its copy was evicted to keep the checkpoint store under CASHCODE_CHECKPOINT_MAX_BYTES",
-                ));
-                continue;
+            if let Some(t) = target(&c.path) {
+                (c.diff, c.binary) = self.diff(&c.path, &t);
             }
-            match target {
-                State::File { blob: None, size, .. } if *size > FILE_CAP => {
-                    report.not_rewindable.push(refuse("larger than the 8 MiB copy cap: no copy was kept"));
-                    continue;
-                }
-                State::File { blob: None, .. } => {
-                    report
-                        .not_rewindable
-                        .push(refuse("no copy was kept (a hard-linked file, or the checkpoint store was full)"));
-                    continue;
-                }
-                State::Other => {
-                    report.not_rewindable.push(refuse("not a file, directory or symbolic link"));
-                    continue;
-                }
-                _ => {}
-            }
-            let abs = self.cfg.workspace.join(p);
-            // A path whose directory is reached through a symlink now is never read (no diff of
-            // a file outside) nor written, forced or not.
-            if through_link(&abs) {
-                report.conflicts.push(refuse(THROUGH_LINK));
-                continue;
-            }
-            let current = lstat(&abs).ok().flatten();
-            if target.matches(current.as_ref(), &abs) {
-                settled.insert(p.to_string());
-                continue;
-            }
-            let mut conflict = entries.iter().find_map(|e| e.conflict.clone());
-            if conflict.is_none() && entries.windows(2).any(|w| !w[0].after.same(&w[1].before)) {
-                conflict = Some(INTERLEAVED.to_string());
-            }
-            if conflict.is_none() && !expected.matches(current.as_ref(), &abs) {
-                conflict = Some(CHANGED_SINCE.to_string());
-            }
-            if let Some(reason) = conflict {
-                report.conflicts.push(refuse(&reason));
-                if !force {
-                    continue;
-                }
-            }
-            let action = match (target, &current) {
-                (State::Absent, _) => "delete",
-                (_, None) => "create",
-                _ => "restore",
-            };
-            let (diff, binary) = if applying { (None, false) } else { self.diff(p, &abs, current.as_ref(), target) };
-            report.files.push(FileAction { path: p.to_string(), action, diff, binary });
-            let from = applying.then(|| {
-                let hash = match &current {
-                    Some(s) if s.is_file() => {
-                        read_capped(&abs).ok().flatten().map(|b| crate::util::hash::sha256_hex(&b))
-                    }
-                    _ => None,
-                };
-                State::of(current.as_ref(), hash)
-            });
-            ops.push(Op { path: p.to_string(), target: target.clone(), from });
-            settled.insert(p.to_string());
         }
-        let records = recs
-            .into_iter()
-            .map(|mut r| {
-                r.entries.retain(|p, _| !settled.contains(p));
-                r
-            })
-            .collect();
-        Plan { report, ops, records }
     }
 
     /// The preview's diff from what is there now to what the rewind puts back (text files up
     /// to [`DIFF_MAX_INPUT`]); `binary` when either side is not UTF-8 text.
-    fn diff(
-        &self,
-        rel: &str,
-        abs: &Path,
-        current: Option<&super::state::Stat>,
-        target: &State,
-    ) -> (Option<String>, bool) {
-        let now: Option<Vec<u8>> = match current {
+    fn diff(&self, rel: &str, target: &State) -> (Option<String>, bool) {
+        let abs = self.cfg.workspace.join(rel);
+        let abs = abs.as_path();
+        let current = lstat(abs).ok().flatten();
+        let now: Option<Vec<u8>> = match current.as_ref() {
             Some(s) if s.is_file() => {
                 if s.meta.size > DIFF_MAX_INPUT {
                     return (None, false);

@@ -140,6 +140,12 @@ impl State {
     /// Whether `current` (what is on disk now at `path`) is still this recorded state. A file
     /// whose metadata moved is read and compared by content when a copy was kept.
     pub(crate) fn matches(&self, current: Option<&Stat>, path: &Path) -> bool {
+        self.matches_by(current, || read_capped(path).ok().flatten().map(|bytes| crate::util::hash::sha256_hex(&bytes)))
+    }
+
+    /// [`State::matches`] with the content's hash from `hash`, asked only when the metadata
+    /// moved and a copy was kept.
+    pub(crate) fn matches_by(&self, current: Option<&Stat>, hash: impl FnOnce() -> Option<String>) -> bool {
         match (self, current) {
             (State::Absent, None) => true,
             (State::File { mode, size, blob, meta }, Some(s)) if s.is_file() => {
@@ -149,13 +155,7 @@ impl State {
                 if s.meta == *meta {
                     return true;
                 }
-                match blob {
-                    Some(b) => read_capped(path)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|bytes| crate::util::hash::sha256_hex(&bytes) == *b),
-                    None => false,
-                }
+                blob.as_ref().is_some_and(|b| hash().as_ref() == Some(b))
             }
             (State::Dir { mode }, Some(s)) => s.kind == Kind::Dir && s.mode == *mode,
             (State::Symlink { target }, Some(s)) => s.kind == Kind::Symlink(target.clone()),
