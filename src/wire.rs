@@ -197,6 +197,11 @@ pub(crate) enum Event<'a> {
         detail: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
         chat_id: Option<&'a str>,
+        /// A stable code a client translates, with its fields (`detail` is the English text).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        params: Option<&'a serde_json::Value>,
     },
 }
 
@@ -204,7 +209,16 @@ impl<'a> Event<'a> {
     /// The one way a failure reaches the wire: a frame rejection (to its connection; with
     /// `chat_id` when the frame named a valid one) or a turn's closing error (to the chat).
     pub(crate) fn error(detail: &'a str, chat_id: Option<&'a str>) -> Self {
-        Event::Error { detail, chat_id }
+        Event::Error { detail, chat_id, code: None, params: None }
+    }
+
+    /// [`Event::error`] with a code and its fields.
+    pub(crate) fn coded_error(
+        detail: &'a str,
+        chat_id: Option<&'a str>,
+        code: &'a (&'static str, serde_json::Value),
+    ) -> Self {
+        Event::Error { detail, chat_id, code: Some(code.0), params: Some(&code.1) }
     }
 
     /// The JSON text: `{"event":…, fields…}`, and `,"seq":n` before the closing brace when

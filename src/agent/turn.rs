@@ -65,6 +65,8 @@ struct Turn<'a> {
     pending: Option<PendingTurn>,
     /// The turn's rewind record, ended with the user message's cursor once stored.
     checkpoint: Option<Arc<TurnCheckpoint>>,
+    /// The code of the closing error, when the failure has one (`LlmError::code`).
+    code: Option<(&'static str, serde_json::Value)>,
 }
 
 impl Turn<'_> {
@@ -81,7 +83,12 @@ impl Turn<'_> {
             c.finish(None);
         }
         let detail = self.deps.secrets.redact(detail);
-        self.emit(&Event::error(&detail, Some(&self.req.chat_id)));
+        let chat = Some(self.req.chat_id.as_str());
+        let event = match &self.code {
+            Some(code) => Event::coded_error(&detail, chat, code),
+            None => Event::error(&detail, chat),
+        };
+        self.emit(&event);
     }
 }
 
@@ -103,6 +110,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         turn_state: None,
         pending: None,
         checkpoint: None,
+        code: None,
     };
     let sel = &req.selection;
     let job = crate::ledger::Job::new("turn", Some(&req.chat_id));
@@ -268,7 +276,9 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
             // A budget is reached: no request was sent. The user's message (and the tool
             // steps so far) stay in the history, with the note as the answer, so the next
             // message after the owner raises the cap simply goes on.
-            Err(LlmError::Budget(detail)) => {
+            Err(e @ LlmError::Budget(_)) => {
+                let detail = e.to_string();
+                t.code = Some(e.code());
                 if t.streamed.text.is_empty() {
                     t.streamed.text = format!("[{detail}]");
                 }
@@ -291,6 +301,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
                 if cancel.is_cancelled() {
                     return finish_cancelled(&mut t, &state, &client);
                 }
+                t.code = Some(e.code());
                 return t.error(&e.to_string());
             }
         };
@@ -684,7 +695,10 @@ fn finish(t: &mut Turn, state: &Arc<Mutex<ChatState>>, client: &Arc<LlmClient>, 
             duration_sec: (secs * 10_000.0).round() / 10_000.0,
             stop_reason: t.stop_reason.filter(|_| !t.cancel.is_cancelled()),
         },
-        Some(note) => Event::error(note, Some(&t.req.chat_id)),
+        Some(note) => match &t.code {
+            Some(code) => Event::coded_error(note, Some(&t.req.chat_id), code),
+            None => Event::error(note, Some(&t.req.chat_id)),
+        },
     };
     t.deps.sink.emit_all(&t.req.chat_id, &[stream_end, done]);
     if !t.deps.extensions.is_empty() {

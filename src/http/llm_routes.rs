@@ -90,7 +90,7 @@ fn test(api: &Api, req: &Req) -> Resp {
         Ok(models) => Resp::ok(&TestView::new(provider, models.len())),
         Err(e) => {
             log::warn!("event=llm.test.failed provider={provider} error=\"{e}\"");
-            Resp::detail(400, e.category())
+            Resp::coded(400, e.category(), e.category_code())
         }
     }
 }

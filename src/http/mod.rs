@@ -162,6 +162,12 @@ impl Resp {
         Resp::json(status, &json!({"detail": msg}))
     }
 
+    /// `{"detail": msg, "code": code}`: the English text, and a stable code a client
+    /// translates (docs/http-api.md §1).
+    pub(crate) fn coded(status: u16, msg: &str, code: &str) -> Resp {
+        Resp::json(status, &json!({"detail": msg, "code": code}))
+    }
+
     /// 422 with pydantic-style items `{type, loc, msg, input}` ([`shape::Issue`]).
     pub(crate) fn shape<T: Serialize>(items: Vec<T>) -> Resp {
         #[derive(Serialize)]

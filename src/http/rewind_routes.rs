@@ -15,26 +15,29 @@ use crate::tool::checkpoints::rewind::{Force, Report};
 const MAX_FORCED: usize = 4096;
 const MAX_PATH: usize = 4096;
 
-/// The one place a rewind route's error becomes a status and a detail.
+/// The one place a rewind route's error becomes a status, a detail and its code.
 fn status_of(e: RewindError) -> Resp {
-    match e {
-        RewindError::UnknownChat => Resp::detail(404, "session not found"),
+    let (status, code, detail) = match &e {
+        RewindError::UnknownChat => (404, "session_not_found", "session not found"),
         RewindError::Busy => {
-            Resp::detail(409, "a turn is running or queued in this chat; stop it or wait for it to end")
+            (409, "chat_busy", "a turn is running or queued in this chat; stop it or wait for it to end")
         }
-        RewindError::NotAUserMessage => {
-            Resp::detail(422, "before_message must be the index of a user message in GET /api/sessions/{id}/messages")
-        }
-        RewindError::ProjectUnusable(detail) => Resp::detail(409, &detail),
+        RewindError::NotAUserMessage => (
+            422,
+            "not_a_user_message",
+            "before_message must be the index of a user message in GET /api/sessions/{id}/messages",
+        ),
+        RewindError::ProjectUnusable(detail) => (409, "project_unusable", detail.as_str()),
         RewindError::CheckpointsOff => {
-            Resp::detail(409, "rewind checkpoints are off (CASHCODE_CHECKPOINT_MAX_BYTES=0)")
+            (409, "checkpoints_off", "rewind checkpoints are off (CASHCODE_CHECKPOINT_MAX_BYTES=0)")
         }
-        RewindError::NothingToUndo => Resp::detail(409, "cannot undo the rewind: nothing to restore"),
+        RewindError::NothingToUndo => (409, "nothing_to_undo", "cannot undo the rewind: nothing to restore"),
         RewindError::NewerTurn => {
-            Resp::detail(409, "cannot undo the rewind: the chat has a newer turn than the rewind")
+            (409, "newer_turn", "cannot undo the rewind: the chat has a newer turn than the rewind")
         }
-        RewindError::Storage(detail) => Resp::detail(500, detail),
-    }
+        RewindError::Storage(detail) => (500, "storage_failed", *detail),
+    };
+    Resp::coded(status, detail, code)
 }
 
 /// `force`: a lax boolean (every conflict), or the list of conflicting paths to overwrite.

@@ -119,7 +119,7 @@ impl Budgets {
 
 /// What one budget has counted so far.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Spend {
+pub struct Spend {
     /// `chat`, `day` or `background_day`.
     pub(crate) budget: &'static str,
     pub(crate) tokens: u64,
@@ -141,6 +141,17 @@ impl Spend {
             "day" => "today's budget",
             _ => "today's budget for background jobs",
         }
+    }
+
+    /// The fields of a refusal's code (`budget_reached`), for a client to word it.
+    pub(crate) fn fields(&self) -> serde_json::Value {
+        serde_json::json!({
+            "budget": self.budget,
+            "tokens": self.tokens,
+            "cap_tokens": self.cap.tokens,
+            "cost": self.cost,
+            "cap_cost": self.cap.cost,
+        })
     }
 
     /// The detail of the error a refused request ends its turn with.

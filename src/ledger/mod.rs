@@ -6,7 +6,7 @@
 //! request starts ([`Ledger::admit`]). Shared by the workers (turns, background jobs) that
 //! append and the HTTP thread that reads; one mutex, held for an append or a scan.
 
-pub(crate) mod limits;
+pub mod limits;
 pub(crate) mod report;
 
 use std::collections::HashMap;
@@ -268,10 +268,11 @@ impl Ledger {
         out
     }
 
-    /// `Err(detail)` when a cap that applies to `job` is reached: no request may start.
-    pub(crate) fn admit(&self, job: &Job) -> Result<(), String> {
-        match self.spend(job).iter().find(|s| s.share() >= 1.0) {
-            Some(s) => Err(s.refusal()),
+    /// `Err(spend)` of the budget reached when a cap that applies to `job` is: no request
+    /// may start.
+    pub(crate) fn admit(&self, job: &Job) -> Result<(), limits::Spend> {
+        match self.spend(job).into_iter().find(|s| s.share() >= 1.0) {
+            Some(s) => Err(s),
             None => Ok(()),
         }
     }

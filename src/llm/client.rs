@@ -60,9 +60,9 @@ pub enum LlmError {
     /// A size cap was hit ([`MAX_ANSWER_BYTES`], [`MAX_TOOL_CALL_BYTES`], [`MAX_CHUNK_BYTES`]);
     /// the stream was dropped. The note to show.
     TooLarge(&'static str),
-    /// A budget is reached (`ledger::Ledger::admit`): no request was sent. The detail says
+    /// A budget is reached (`ledger::Ledger::admit`): no request was sent. Its detail says
     /// which budget and how to raise it.
-    Budget(String),
+    Budget(crate::ledger::limits::Spend),
     Other(String),
 }
 
@@ -95,7 +95,7 @@ impl std::fmt::Display for LlmError {
             }
             LlmError::Truncated => f.write_str("The model service closed the stream before finishing the answer."),
             LlmError::TooLarge(note) => f.write_str(note),
-            LlmError::Budget(detail) => f.write_str(detail),
+            LlmError::Budget(spend) => f.write_str(&spend.refusal()),
             LlmError::Other(m) => write!(f, "Model request failed: {m}"),
         }
     }
@@ -104,6 +104,52 @@ impl std::fmt::Display for LlmError {
 impl std::error::Error for LlmError {}
 
 impl LlmError {
+    /// A stable code for the failure a client translates, with its fields
+    /// (docs/ws-protocol.md "error").
+    pub(crate) fn code(&self) -> (&'static str, serde_json::Value) {
+        use serde_json::json;
+        match self {
+            LlmError::NotConfigured(p) => ("llm_not_configured", json!({"provider": p.id()})),
+            LlmError::Cancelled => ("cancelled", json!({})),
+            LlmError::Http { status, message } => {
+                let code = match status {
+                    401 | 403 => "llm_auth",
+                    404 => "llm_not_found",
+                    408 | 504 => "llm_timed_out",
+                    429 => "llm_busy",
+                    s if *s >= 500 => "llm_failed",
+                    _ => "llm_rejected",
+                };
+                (code, json!({"status": status, "message": message}))
+            }
+            LlmError::Timeout(d) => ("llm_timeout", json!({"seconds": d.as_secs_f64().round()})),
+            LlmError::Connect => ("llm_unreachable", json!({})),
+            LlmError::Malformed(what) => ("llm_malformed", json!({"what": what})),
+            LlmError::Truncated => ("llm_truncated", json!({})),
+            LlmError::TooLarge(note) => {
+                let code = match *note {
+                    ANSWER_TOO_LARGE => "answer_too_large",
+                    TOOL_CALLS_TOO_LARGE => "tool_calls_too_large",
+                    _ => "chunk_too_large",
+                };
+                (code, json!({}))
+            }
+            LlmError::Budget(s) => ("budget_reached", s.fields()),
+            LlmError::Other(m) => ("llm_other", json!({"message": m})),
+        }
+    }
+
+    /// The code of [`LlmError::category`].
+    pub(crate) fn category_code(&self) -> &'static str {
+        match self {
+            LlmError::Timeout(_) => "test_timeout",
+            LlmError::Http { status: 401 | 403, .. } => "test_auth",
+            LlmError::Connect => "test_unreachable",
+            LlmError::Http { status: 429, .. } => "test_busy",
+            _ => "test_failed",
+        }
+    }
+
     /// The friendly category used by the settings connection test and discovery.
     pub(crate) fn category(&self) -> &'static str {
         match self {
@@ -277,10 +323,10 @@ impl LlmClient {
     /// `Err(Budget)` when a cap that applies to `job` is reached; the refusal is recorded.
     fn admit(&self, job: &Job, model: &str) -> Result<(), LlmError> {
         let Some(ledger) = &self.ledger else { return Ok(()) };
-        ledger.admit(job).map_err(|detail| {
+        ledger.admit(job).map_err(|spend| {
             log::warn!("event=usage.budget_refused job={} provider={} model={model:?}", job.kind, self.provider);
             self.record(job, model, time::now_millis() as u64, Duration::ZERO, Tokens::default(), "budget");
-            LlmError::Budget(detail)
+            LlmError::Budget(spend)
         })
     }
 

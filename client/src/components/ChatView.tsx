@@ -12,6 +12,8 @@ import { Logo } from './Logo'
 import { Markdown, PlainText, RenderBoundary } from './Markdown'
 import { Thinking } from './Thinking'
 import { RewindDialog } from './RewindDialog'
+import { RewindMarker } from './RewindMarker'
+import { loadRewindMark, saveRewindMark, type RewindDone, type UndoReport } from '../lib/rewind'
 import { Button, Spinner, useCopy } from './ui'
 
 export function Chips({ selections, onRemove }: { selections: Selection[]; onRemove?: (s: Selection) => void }) {
@@ -303,6 +305,22 @@ export function ChatView(props: {
   const [choice, setChoice] = useState<LlmChoice | null>(null)
   // Rewind: the chosen user message, counted from the end (the server's index is looked up then).
   const [rewindFrom, setRewindFrom] = useState<number | null>(null)
+  // The last rewind of this chat, marked in the transcript with its Undo until the chat goes on.
+  const [mark, setMarkState] = useState<{ chatId: string | null; done: RewindDone | null }>({ chatId: null, done: null })
+  const markDone = mark.chatId === chatId ? mark.done : chatId ? loadRewindMark(chatId) : null
+  const setMark = (done: RewindDone | null) => {
+    if (chatId) saveRewindMark(chatId, done)
+    setMarkState({ chatId, done })
+  }
+  const [undoPreview, setUndoPreview] = useState<UndoReport | null>(null)
+  // "Rewind undone." stays under the transcript until the chat goes on.
+  const [undoneNote, setUndoneNote] = useState<string | null>(null)
+  const undone = () => {
+    // The turn is back in the chat: its message no longer waits in the composer.
+    if (markDone && typeof markDone.messages === 'number') setPrefill({ text: '', nonce: Date.now() })
+    setMark(null)
+    setUndoneNote(chatId)
+  }
   const [prefill, setPrefill] = useState<{ text: string; nonce: number } | null>(null)
   const usersAfter: number[] = []
   {
@@ -313,6 +331,14 @@ export function ChatView(props: {
     }
   }
   const canRewind = !generating && props.connected && Boolean(chat?.loaded)
+  useEffect(() => {
+    // A new turn: the rewind can no longer be undone.
+    if (generating && chatId && loadRewindMark(chatId)) {
+      saveRewindMark(chatId, null)
+      setMarkState({ chatId, done: null })
+    }
+    if (generating) setUndoneNote(null)
+  }, [generating, chatId])
 
   // Esc stops the running turn wherever focus is, unless something else (a dialog, the picker)
   // used the key first.
@@ -453,6 +479,18 @@ export function ChatView(props: {
           <div className="flex h-full flex-col items-center justify-center px-4 pb-10">
             <Logo size={120} className="opacity-90" />
             <p className="mt-4 text-sm text-zinc-500">{t('chat.emptyHint')}</p>
+            {chatId && markDone && (
+              <div className="mt-6 w-full max-w-3xl px-4">
+                <RewindMarker
+                  chatId={chatId}
+                  done={markDone}
+                  disabled={!canRewind}
+                  onConflicts={setUndoPreview}
+                  onUndone={undone}
+                  onDismiss={() => setMark(null)}
+                />
+              </div>
+            )}
             {unconfigured && <FirstRun onOpenSettings={props.onOpenSettings} />}
           </div>
         ) : (
@@ -492,6 +530,21 @@ export function ChatView(props: {
                 </div>
               ))}
             </div>
+            {chatId && markDone && (
+              <RewindMarker
+                chatId={chatId}
+                done={markDone}
+                disabled={!canRewind}
+                onConflicts={setUndoPreview}
+                onUndone={undone}
+                onDismiss={() => setMark(null)}
+              />
+            )}
+            {undoneNote === chatId && (
+              <p role="status" className="text-center text-xs text-zinc-400" data-testid="rewind-undone">
+                {t('rewind.undone')}
+              </p>
+            )}
           </div>
         )}
       </div>
@@ -506,10 +559,23 @@ export function ChatView(props: {
       )}
       {rewindFrom !== null && chatId && (
         <RewindDialog
+          mode="rewind"
           chatId={chatId}
           fromEnd={rewindFrom}
           onClose={() => setRewindFrom(null)}
-          onChatRewound={(text) => setPrefill({ text, nonce: Date.now() })}
+          onRewound={(done, chat) => {
+            setMark(done)
+            if (chat) setPrefill({ text: done.message, nonce: Date.now() })
+          }}
+        />
+      )}
+      {undoPreview && chatId && (
+        <RewindDialog
+          mode="undo"
+          chatId={chatId}
+          preview={undoPreview}
+          onClose={() => setUndoPreview(null)}
+          onUndone={undone}
         />
       )}
       <Composer

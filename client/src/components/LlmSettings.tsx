@@ -67,7 +67,12 @@ export function LlmSettingsView({ onSaved }: { onSaved: () => void }) {
     setResult(null)
     try {
       const r = await api.post<TestResult>('/settings/llm/test', buildTest(draft, tab), { timeoutMs: 40_000 })
-      setResult({ ok: Boolean(r?.success), text: r?.message || t(r?.success ? 'llm.testOk' : 'llm.testFailed') })
+      // The server's message is English; the model count says the same in the language on screen.
+      const text =
+        r?.success && typeof r.model_count === 'number'
+          ? t('llm.testFound', { count: r.model_count })
+          : t(r?.success ? 'llm.testOk' : 'llm.testFailed')
+      setResult({ ok: Boolean(r?.success), text })
     } catch (e) {
       showError(e)
     } finally {

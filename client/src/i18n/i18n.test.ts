@@ -18,7 +18,7 @@ const SAME_IN_BOTH = new Set<MessageKey>(['lang.en', 'lang.zh-CN', 'composer.cat
  * (MEMORY.md), settings (SKILL_EVOLUTION_ENABLED), tool ids (save_memory), key names (Esc) and placeholders.
  */
 const LATIN_OK =
-  /CashCode|OpenAI|OAuth|Landlock|seccomp|\bexec\b|Streamable|Ollama|English|Markdown|JSONL|ATIF|ChatGPT|Open WebUI|conversations\.json|\.jsonl|Esc|Dream|JSON|HTTPS?|MCP|SSE|API|URL|ID|KB|http\(s\)|\.zip|[\w-]+\.md\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\b[a-z]+(?:_[a-z]+)+\b|\{\w+\}/g
+  /CashCode|LLM|MiB|token|OpenAI|OAuth|Landlock|seccomp|\bexec\b|Streamable|Ollama|English|Markdown|JSONL|ATIF|ChatGPT|Open WebUI|conversations\.json|\.jsonl|Esc|Dream|JSON|HTTPS?|MCP|SSE|API|URL|ID|KB|http\(s\)|\.zip|[\w-]+\.md\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\b[a-z]+(?:_[a-z]+)+\b|\{\w+\}/g
 
 describe('i18n', () => {
   afterEach(() => setCurrentLang('en'))

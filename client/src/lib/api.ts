@@ -2,19 +2,23 @@
 // The server's own error text is kept verbatim; only the client's fallbacks are translated.
 
 import { tr } from '../i18n'
+import { codedText } from './codes'
 
 export class ApiError extends Error {
   readonly status: number
   readonly method: string
   readonly path: string
   readonly detail: unknown
-  constructor(message: string, status: number, method: string, path: string, detail?: unknown) {
+  /** the server's code for the failure, when it sent one */
+  readonly code?: string
+  constructor(message: string, status: number, method: string, path: string, detail?: unknown, code?: string) {
     super(message)
     this.name = 'ApiError'
     this.status = status
     this.method = method
     this.path = path
     this.detail = detail
+    this.code = code
   }
 }
 
@@ -26,9 +30,9 @@ export function errorMessage(status: number, statusText: string, bodyText: strin
   const text = bodyText.trim()
   if (text) {
     try {
-      const parsed = JSON.parse(text) as { detail?: unknown }
+      const parsed = JSON.parse(text) as { detail?: unknown; code?: unknown; params?: unknown }
       const detail = parsed?.detail
-      if (typeof detail === 'string' && detail.trim()) return detail
+      if (typeof detail === 'string' && detail.trim()) return codedText(parsed.code, parsed.params, detail)
       if (Array.isArray(detail) && detail.length > 0) {
         const parts = detail.map((item) => {
           const it = item as { loc?: unknown; msg?: unknown }
@@ -98,12 +102,15 @@ export async function request<T>(
   const text = await res.text()
   if (!res.ok) {
     let detail: unknown
+    let code: string | undefined
     try {
-      detail = JSON.parse(text)?.detail
+      const parsed = JSON.parse(text)
+      detail = parsed?.detail
+      code = typeof parsed?.code === 'string' ? parsed.code : undefined
     } catch {
       detail = undefined
     }
-    throw new ApiError(errorMessage(res.status, res.statusText, text), res.status, method, path, detail)
+    throw new ApiError(errorMessage(res.status, res.statusText, text), res.status, method, path, detail, code)
   }
   if (!text) return undefined as T
   try {

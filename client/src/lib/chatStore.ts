@@ -7,6 +7,7 @@ import { startGenerating, stopGenerating, type GeneratingMap } from './generatio
 import { approvalFromEvent, type Approval } from './approvals'
 import { fromEvent, type Elicitation } from './elicitation'
 import { normaliseReceipts, type Selection } from './selections'
+import { codedKey, codedText } from './codes'
 import type { HistoryMessage, SessionInfo } from './types'
 
 export interface ToolBlock {
@@ -64,7 +65,7 @@ export interface ChatMessage {
    * answer after it), so a search hit finds its message */
   cursors?: number[]
   /** `textKey`'s parameters */
-  textParams?: Record<string, string>
+  textParams?: Record<string, string | number>
   /** assistant, live: the tokens of the turn's model calls (`usage` events) */
   usage?: TokenCounts
 }
@@ -433,11 +434,14 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
       return withApprovals(s, chatId, (s.approvals[chatId] ?? []).filter((a) => a.id !== ev.id))
     }
     case 'error': {
-      const detail = str(ev.detail) ?? tr('chat.unknownError')
-      const cancelled = detail === 'cancelled'
+      const coded = codedKey(ev.code, ev.params)
+      const detail = coded ? tr(coded.key, coded.vars).trim() : (str(ev.detail) ?? tr('chat.unknownError'))
+      const cancelled = str(ev.detail) === 'cancelled'
       const notice: ChatMessage = cancelled
         ? { id: nextId(), role: 'notice', content: tr('chat.stopped'), tone: 'muted', textKey: 'chat.stopped' }
-        : { id: nextId(), role: 'notice', content: detail, tone: 'error' }
+        : coded
+          ? { id: nextId(), role: 'notice', content: detail, tone: 'error', textKey: coded.key, textParams: coded.vars }
+          : { id: nextId(), role: 'notice', content: detail, tone: 'error' }
       const s = put(state, [...finaliseStreaming(chat.messages), notice])
       // A failure in a chat the person is not looking at would go unnoticed inline.
       const elsewhere = !cancelled && state.activeChatId !== chatId
@@ -604,7 +608,7 @@ function reduceEvent(state: State, ev: ServerEvent): State {
       return state
     case 'error': {
       if (!chatId) {
-        const detail = str(ev.detail) ?? tr('chat.unknownError')
+        const detail = codedText(ev.code, ev.params, str(ev.detail) ?? tr('chat.unknownError'))
         // A refused project: no chat comes, so the app may open a plain one again.
         if (state.awaitingProjectChat) {
           return { ...state, banner: detail, awaitingNewChat: false, awaitingProjectChat: false }

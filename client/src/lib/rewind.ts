@@ -15,7 +15,13 @@ export interface RewindFile {
 
 export interface RewindRefusal {
   path: string
+  /** the reason's code (translated as `rewind.why.<code>`); absent from older servers */
+  code?: string
+  /** the English reason */
   reason: string
+  /** a conflict's preview: what overwriting it anyway would change */
+  diff?: string
+  binary?: boolean
 }
 
 export interface RewindReport {
@@ -54,13 +60,58 @@ export async function findUserIndex(chatId: string, fromEnd: number): Promise<nu
 export function rewind(
   chatId: string,
   beforeMessage: number,
-  opts: { dryRun: boolean; chat: boolean },
+  opts: { dryRun: boolean; chat: boolean; force?: string[] },
 ): Promise<RewindReport> {
   return api.post<RewindReport>(
     `/sessions/${encodeURIComponent(chatId)}/rewind`,
-    { before_message: beforeMessage, files: true, chat: opts.chat, dry_run: opts.dryRun },
+    { before_message: beforeMessage, files: true, chat: opts.chat, dry_run: opts.dryRun, force: opts.force ?? false },
     { timeoutMs: 120_000 },
   )
+}
+
+/** The answer of an undo (or its preview): the files' lists as for a rewind. */
+export interface UndoReport extends Omit<RewindReport, 'message' | 'removed_messages'> {
+  /** the rewound messages came back (or would) */
+  restored: boolean
+}
+
+/** Undoes the chat's last rewind (files, and the messages when it took them). */
+export function undoRewind(chatId: string, opts: { dryRun: boolean; force?: string[] }): Promise<UndoReport> {
+  return api.post<UndoReport>(
+    `/sessions/${encodeURIComponent(chatId)}/rewind/undo`,
+    { dry_run: opts.dryRun, force: opts.force ?? false },
+    { timeoutMs: 120_000 },
+  )
+}
+
+/** What the transcript's marker says about a rewind just applied (kept per chat across reloads
+ * until it is undone or the chat goes on). */
+export interface RewindDone {
+  message: string
+  files: number
+  /** entries removed from the chat (a chat rewind) */
+  messages?: number
+}
+
+const MARK_KEY = 'cashcode.rewound.'
+
+export function loadRewindMark(chatId: string): RewindDone | null {
+  try {
+    const raw = globalThis.localStorage?.getItem(MARK_KEY + chatId)
+    const v = raw ? (JSON.parse(raw) as RewindDone) : null
+    return v && typeof v.message === 'string' && typeof v.files === 'number' ? v : null
+  } catch {
+    return null
+  }
+}
+
+export function saveRewindMark(chatId: string, mark: RewindDone | null): void {
+  try {
+    if (mark) globalThis.localStorage?.setItem(MARK_KEY + chatId, JSON.stringify(mark))
+    else globalThis.localStorage?.removeItem(MARK_KEY + chatId)
+  } catch {
+    // not remembered across a reload; shown until then
+  }
 }
 
 /** The lines of a unified diff to show: headers dropped, each line with its kind. */
