@@ -129,6 +129,15 @@ describe('usage in the web client', { concurrency: 1 }, () => {
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)
     assert.ok(overflow <= 0, `the page is ${overflow}px wider than the phone`)
     await screenshot(page, 'usage-04-page-zh-phone')
+
+    // The stop at the cap comes as a code with its fields: worded in Chinese.
+    await page.getByRole('button', { name: '打开菜单' }).click()
+    await page.getByTestId('session-row').filter({ hasText: 'first question' }).locator('button').first().click()
+    await ask(page, '第五个问题')
+    const stop = page.getByTestId('msg-error').last()
+    await until(async () => /^已达预算上限：此对话的预算（/.test(await stop.innerText()), 'the stop at the cap in Chinese')
+    assert.doesNotMatch(await stop.innerText(), /Budget|reached|Raise|chat/)
+    await screenshot(page, 'usage-05-budget-zh-phone')
     await context.close()
   })
 })
