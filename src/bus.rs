@@ -54,6 +54,11 @@ pub(crate) trait EventSink: Send + Sync {
     fn emit_transient(&self, chat_id: &str, event: &Event<'_>) {
         self.emit(chat_id, event);
     }
+    /// While a turn of the chat runs and its events can still be replayed: the chat's `seq`
+    /// when it began (`attach` with this `after_seq` replays the turn from its start).
+    fn turn_seq(&self, _chat_id: &str) -> Option<u64> {
+        None
+    }
     /// How many clients would receive the chat's events now (an elicitation with nobody
     /// to ask is declined at once).
     fn subscribers(&self, chat_id: &str) -> usize;

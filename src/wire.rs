@@ -49,6 +49,15 @@ pub(crate) enum Event<'a> {
         reload: bool,
     },
     Pong,
+    /// A turn starts running (our extension, without `seq`): the user message it answers, so
+    /// every client of the chat (another tab, or this one after a reload mid-turn) shows it
+    /// before the turn's events. A plain `attach` during the turn gets it and the turn's events
+    /// so far (docs/ws-protocol.md §2).
+    TurnStarted {
+        chat_id: &'a str,
+        stream_id: u64,
+        message: &'a str,
+    },
     StopAck {
         chat_id: &'a str,
     },

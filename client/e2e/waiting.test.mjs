@@ -1,5 +1,6 @@
 // Browser test of requests that must not be missed (docs/web-client.md §13): a reload while a
-// request waits reopens its chat and dialog, in time to answer; a request in a chat this page
+// request waits reopens its chat and dialog, in time to answer, with the running turn's message
+// in the transcript (`turn_seq` in the sessions list, `turn_started` in the replay); a request in a chat this page
 // never opened reaches a phone on the settings page as a banner that opens it, with a mark in the
 // page title. Needs `npm run build` and the debug binary.
 import assert from 'node:assert/strict'
@@ -41,10 +42,17 @@ describe('waiting requests are never missed', { concurrency: 1 }, () => {
     await d.waitFor({ timeout: 15_000 })
     assert.match(await page.title(), /^\(1\) ⚠ /)
     assert.match(await d.getByTestId('approval-command').innerText(), /touch after-reload\.txt/)
+    // The transcript is whole: the running turn's message, and its tool block waiting.
+    const user = page.getByTestId('msg-user')
+    await until(async () => (await user.count()) === 1, 'the running turn\'s message after the reload')
+    assert.match(await user.first().innerText(), /\[escalate\] touch after-reload\.txt/)
     await screenshot(page, 'waiting-reload-en')
     await approve(d)
     await until(() => existsSync(path.join(workspace, 'after-reload.txt')), 'the command to run')
     assert.doesNotMatch(await page.title(), /⚠/)
+    // Once the turn has ended nothing appears twice.
+    await until(async () => (await page.getByTestId('stop-button').count()) === 0, 'the turn to end')
+    assert.equal(await user.count(), 1)
     await page.context().close()
   })
 

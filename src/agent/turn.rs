@@ -112,6 +112,10 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         checkpoint: None,
         code: None,
     };
+    // Without a seq: the original protocol's numbering stays one per event it knows; the hub
+    // keeps it for a plain attach while the turn runs.
+    let started = Event::TurnStarted { chat_id: &req.chat_id, stream_id: t.stream_id, message: &req.content };
+    deps.sink.emit_transient(&req.chat_id, &started);
     let sel = &req.selection;
     let job = crate::ledger::Job::new("turn", Some(&req.chat_id));
     let client = match deps.llm.acquire(sel.provider, &sel.model) {
@@ -284,7 +288,9 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
                 }
                 return finish(&mut t, &state, &client, iterations, Some(&detail));
             }
-            Err(LlmError::TooLarge(note)) => {
+            Err(e @ LlmError::TooLarge(_)) => {
+                let LlmError::TooLarge(note) = e else { unreachable!("matched above") };
+                t.code = Some(e.code());
                 log::warn!(
                     "event=llm.call.too_large chat_id={chat_id} provider={} iteration={iterations} kept_bytes={}",
                     sel.provider,

@@ -43,11 +43,13 @@ fn list(api: &Api) -> Resp {
     match api.agent.deps.chats.list() {
         Ok(sessions) => {
             let waiting = api.agent.deps.approvals.waiting_chats();
+            let sink = &api.agent.deps.sink;
             let sessions = sessions
                 .into_iter()
                 .map(|info| {
                     let waiting = waiting.binary_search(&info.chat_id).is_ok();
-                    SessionRow { info, waiting }
+                    let turn_seq = sink.turn_seq(&info.chat_id);
+                    SessionRow { info, waiting, turn_seq }
                 })
                 .collect();
             Resp::ok(&SessionsView { sessions })
@@ -187,14 +189,17 @@ struct SessionsView {
     sessions: Vec<SessionRow>,
 }
 
-/// A sessions row: the stored chat, and `waiting: true` (our extension) while an approval
-/// request of that chat waits for the owner.
+/// A sessions row: the stored chat; our extensions, each only when it applies: `waiting: true`
+/// while an approval request of that chat waits for the owner, and `turn_seq` while a turn
+/// runs (the `after_seq` that replays it from its start, its message first).
 #[derive(Serialize)]
 struct SessionRow {
     #[serde(flatten)]
     info: SessionInfo,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     waiting: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn_seq: Option<u64>,
 }
 
 /// `GET /api/sessions/{id}/messages`: the user and assistant turns.

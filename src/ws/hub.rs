@@ -322,6 +322,10 @@ struct ChatChan {
     ring_bytes: usize,
     subs: Vec<Arc<Conn>>,
     last_event: Instant,
+    /// The running turn's `turn_started` (sent without a seq) and the chat's seq when it went;
+    /// none once the turn's `done` or `error` went. An `attach` resuming from that seq or before
+    /// gets it in its place.
+    turn: Option<(u64, Arc<str>)>,
 }
 
 impl ChatChan {
@@ -335,6 +339,7 @@ impl ChatChan {
             ring_bytes: 0,
             subs: Vec::new(),
             last_event: Instant::now(),
+            turn: None,
         }
     }
 }
@@ -469,9 +474,18 @@ impl Hub {
             let reload = after_seq.is_some_and(|a| a < chan.replay_from);
             conn.send_text(Event::Attached { chat_id, last_seq: chan.seq, reload }.to_text(None));
             if let Some(after) = after_seq.filter(|_| !reload) {
+                // A client resuming from at or before the running turn's start gets its
+                // `turn_started` where it went (right after the event it followed).
+                let turn = chan.turn.as_ref().filter(|(from, _)| after <= *from && *from >= chan.replay_from);
+                if let Some((_, text)) = turn.filter(|(from, _)| *from == after) {
+                    conn.send(Out::Text(Arc::clone(text)));
+                }
                 for (seq, text) in chan.ring.iter() {
                     if *seq > after && !conn.send(Out::Text(Arc::clone(text))) {
                         break;
+                    }
+                    if let Some((_, started)) = turn.filter(|(from, _)| from == seq && *seq > after) {
+                        conn.send(Out::Text(Arc::clone(started)));
                     }
                 }
             }
@@ -599,12 +613,21 @@ impl EventSink for Hub {
     fn emit_transient(&self, chat_id: &str, event: &Event<'_>) {
         let text: Arc<str> = event.to_text(None).into();
         self.with_chan(chat_id, true, |chan| {
+            if matches!(event, Event::TurnStarted { .. }) {
+                chan.turn = Some((chan.seq, Arc::clone(&text)));
+            }
             chan.subs.retain(|c| c.send_all(std::slice::from_ref(&text)));
         });
     }
 
     fn subscribers(&self, chat_id: &str) -> usize {
         Hub::subscribers(self, chat_id)
+    }
+
+    fn turn_seq(&self, chat_id: &str) -> Option<u64> {
+        let chan = self.with(|inner| inner.chats.get(chat_id).cloned())?;
+        let c = lock_chan(&chan);
+        c.turn.as_ref().filter(|(from, _)| *from >= c.replay_from).map(|(from, _)| *from)
     }
 
     fn broadcast(&self, event: &Event<'_>) {
@@ -626,6 +649,8 @@ impl EventSink for Hub {
     fn emit_all(&self, chat_id: &str, events: &[Event<'_>]) -> u64 {
         // Serialised before the lock; only the seqs are spliced in under it.
         let bodies: Vec<String> = events.iter().map(|e| e.to_text(None)).collect();
+        // A turn's end: a plain attach no longer replays it.
+        let ends = events.iter().any(|e| matches!(e, Event::Done { .. } | Event::Error { .. }));
         let marks = &self.marks;
         let seq = self.with_chan(chat_id, true, |chan| {
             let before = chan.ring_bytes;
@@ -652,6 +677,9 @@ impl EventSink for Hub {
                 })
                 .collect();
             chan.last_event = Instant::now();
+            if ends {
+                chan.turn = None;
+            }
             chan.subs.retain(|c| c.send_all(&texts));
             // Under the chat's lock, so a concurrent shed sees this ring's bytes counted.
             if chan.ring_bytes >= before {

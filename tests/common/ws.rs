@@ -21,7 +21,7 @@ pub struct WsClient {
     pub log: Vec<Value>,
     /// Whether `usage` and `budget_warning` events are returned (`suite::usage`); other
     /// tests see the turn's events as the original protocol has them (they stay in `log`, as
-    /// do the `waiting` events every connection gets).
+    /// do the `waiting` events every connection gets and each turn's `turn_started`).
     pub usage_events: bool,
 }
 
@@ -132,8 +132,9 @@ impl WsClient {
                     if !self.usage_events && matches!(v["event"].as_str(), Some("usage" | "budget_warning")) {
                         continue;
                     }
-                    // Broadcast to every connection (`suite::approvals` reads them from `log`).
-                    if v["event"] == "waiting" {
+                    // Broadcast to every connection (`suite::approvals` reads them from `log`), and
+                    // the turn's opening echo of its message (`suite::turn_started`).
+                    if matches!(v["event"].as_str(), Some("waiting" | "turn_started")) {
                         continue;
                     }
                     return Some(v);
@@ -164,8 +165,9 @@ impl WsClient {
                     if !self.usage_events && matches!(v["event"].as_str(), Some("usage" | "budget_warning")) {
                         continue;
                     }
-                    // Broadcast to every connection (`suite::approvals` reads them from `log`).
-                    if v["event"] == "waiting" {
+                    // Broadcast to every connection (`suite::approvals` reads them from `log`), and
+                    // the turn's opening echo of its message (`suite::turn_started`).
+                    if matches!(v["event"].as_str(), Some("waiting" | "turn_started")) {
                         continue;
                     }
                     return Ok(Some(v));

@@ -7,6 +7,18 @@ use serde_json::{json, Value};
 
 use crate::common::*;
 
+/// A turn's error event without our extension (a non-empty `code` and its `params` object, which
+/// it must carry: docs/ws-protocol.md §4), to compare with the original's shape.
+fn uncoded(ev: &Value) -> Value {
+    let mut shape = ev.clone();
+    let obj = shape.as_object_mut().expect("an event is an object");
+    let code = obj.remove("code");
+    let params = obj.remove("params");
+    assert!(code.as_ref().is_some_and(|c| c.as_str().is_some_and(|c| !c.is_empty())), "no code: {ev:?}");
+    assert!(params.as_ref().is_some_and(Value::is_object), "no params: {ev:?}");
+    shape
+}
+
 /// Runs a failing turn then a good one; returns the failing turn's error detail.
 fn fail_then_recover(server: &TestServer, fake: &FakeLlm, failing_provider: &str) -> String {
     let mut ws = WsClient::connect(server);
@@ -18,9 +30,9 @@ fn fail_then_recover(server: &TestServer, fake: &FakeLlm, failing_provider: &str
     assert_eq!(masked[0], ev_title(&chat, "first try"));
     let detail = error_detail(&events[1]);
     assert_eq!(
-        masked[1],
+        uncoded(&masked[1]),
         json!({"event":"error","detail":detail,"chat_id":chat}),
-        "the error event has exactly detail, chat_id and seq"
+        "the error event has exactly detail, chat_id, seq, and our code and params"
     );
     assert!(!detail.contains(KEY_MARKER), "the key leaked into the error: {detail:?}");
     // Nothing persisted; the title stays (metadata written before the model call).
@@ -117,7 +129,7 @@ fn stalled_stream_times_out_between_chunks() {
     // A read timeout mid-stream is a provider failure like any other.
     let detail = error_detail(events.last().expect("events"));
     assert!(detail.contains("timed out"), "detail {detail:?}");
-    assert_eq!(last, &json!({"event":"error","detail":detail,"chat_id":chat}));
+    assert_eq!(uncoded(last), json!({"event":"error","detail":detail,"chat_id":chat}));
     assert_eq!(history_summary(&server.home, &chat), rows(&[]));
     never.open();
 }
@@ -143,7 +155,7 @@ fn stream_cut_mid_answer_is_an_error_and_persists_nothing() {
     let (masked, last) = mask_turn(&events, 1);
     let detail = error_detail(events.last().expect("events"));
     assert!(!detail.is_empty());
-    assert_eq!(masked.last().expect("events"), &json!({"event":"error","detail":detail,"chat_id":chat}));
+    assert_eq!(uncoded(masked.last().expect("events")), json!({"event":"error","detail":detail,"chat_id":chat}));
     assert!(
         masked.iter().all(|e| e["event"] != "done" && e["event"] != "stream_end"),
         "a broken stream must not end like a finished answer: {masked:?}"

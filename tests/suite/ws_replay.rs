@@ -165,3 +165,56 @@ fn seq_keeps_increasing_across_turns_and_replays_span_turns() {
     assert_eq!(c.attach(&chat, None), last);
     c.ping_sync();
 }
+
+/// A client that reloads mid-turn: `GET /api/sessions` names the running turn's `turn_seq`, and
+/// `attach` from it gives the turn's `turn_started` (its user message, without a seq) and its
+/// events so far, then the rest live. The tab that sent the message saw `turn_started` live,
+/// before the turn's first event; once the turn ends the row has no `turn_seq`.
+#[test]
+fn a_reload_mid_turn_gets_the_user_message_and_the_turn_so_far() {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let mut a = WsClient::connect(&server);
+    let chat = a.chat_id.clone();
+    // A finished turn first: the replay starts at the running turn, not at the chat's start.
+    fake.push(Reply::text(&["first"]));
+    a.message(&chat, "earlier", "openai_compatible");
+    a.turn_events(&chat);
+    let gate = Gate::new();
+    fake.push(Reply::text(&["one ", "two ", "three"]).gate_before_chunk(2, &gate));
+    a.message(&chat, "count to three", "openai_compatible");
+    gate.wait_reached(WAIT);
+    let early: Vec<Value> = (0..2).map(|_| a.recv()).collect();
+    let row = |server: &TestServer| {
+        let rows = server.get("/api/sessions").json();
+        rows["sessions"].as_array().unwrap().iter().find(|r| r["chat_id"] == chat).cloned().unwrap()
+    };
+    let from = row(&server)["turn_seq"].as_u64().expect("turn_seq while the turn runs");
+    assert_eq!(early[0]["seq"], json!(from + 1), "the turn's first event follows turn_seq");
+    let live: Vec<&Value> = a.log.iter().filter(|v| v["event"] == "turn_started").collect();
+    assert_eq!(live.len(), 2, "one per turn");
+    assert_eq!(live[1]["message"], "count to three");
+    assert!(live[1].get("seq").is_none(), "turn_started has no seq: {:?}", live[1]);
+    assert_eq!(live[1]["stream_id"], early[0]["stream_id"]);
+
+    let mut b = WsClient::connect(&server);
+    let before = b.log.len();
+    b.attach(&chat, Some(from));
+    let replay: Vec<Value> = (0..2).map(|_| b.recv()).collect();
+    assert_eq!(replay, early, "the turn's events so far, nothing of the earlier turn");
+    let chat_frames: Vec<&Value> = b.log[before..].iter().filter(|v| v["event"] != "attached").collect();
+    assert_eq!(chat_frames[0]["event"], "turn_started", "its message first: {chat_frames:?}");
+    assert_eq!(chat_frames[0]["message"], "count to three");
+    gate.open();
+    let rest_b = b.turn_events(&chat);
+    let rest_a = a.turn_events(&chat);
+    assert_eq!(rest_a, rest_b);
+    assert!(row(&server).get("turn_seq").is_none(), "no turn runs any more");
+    // A resume past the turn's start does not get its message again.
+    let mut c = WsClient::connect(&server);
+    let before = c.log.len();
+    c.attach(&chat, Some(from + 1));
+    let replayed = c.turn_events(&chat);
+    assert_eq!(replayed[0]["seq"], json!(from + 2));
+    assert!(!c.log[before..].iter().any(|v| v["event"] == "turn_started"), "{:?}", &c.log[before..]);
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { initialState, reattachPlan, reduce, type Action, type ServerEvent, type State } from './chatStore'
+import { attachFrame, initialState, reattachPlan, reduce, type Action, type ServerEvent, type State } from './chatStore'
 
 const ws = (ev: ServerEvent): Action => ({ type: 'ws', ev })
 const run = (s: State, ...actions: Action[]) => actions.reduce(reduce, s)
@@ -14,6 +14,28 @@ function started(): State {
 }
 
 describe('WS event reducer', () => {
+  it("ties this tab's message to its turn, and shows a message sent elsewhere once", () => {
+    let s = started()
+    s = run(s, ws({ event: 'turn_started', chat_id: 'c1', stream_id: 7, message: 'hi' }))
+    expect(msgs(s).map((m) => [m.role, m.content, m.streamId, m.awaitsTurn])).toEqual([['user', 'hi', 7, undefined]])
+    s = run(s, ws({ event: 'delta', chat_id: 'c1', text: 'A', seq: 1 }), ws({ event: 'done', chat_id: 'c1', duration_sec: 1, seq: 2 }))
+    expect(s.generating.c1).toBeFalsy()
+    // Another tab (or this one before a reload) sent the next message: it appears, the chat runs.
+    const other = ws({ event: 'turn_started', chat_id: 'c1', stream_id: 8, message: 'from elsewhere' })
+    s = run(s, other)
+    expect(msgs(s).map((m) => [m.role, m.content])).toEqual([['user', 'hi'], ['assistant', 'A'], ['user', 'from elsewhere']])
+    expect(s.generating.c1).toBe(true)
+    // A replay of the same turn adds nothing.
+    expect(run(s, other)).toBe(s)
+  })
+
+  it('attaches a chat whose turn runs (after a reload) from the turn start the list names', () => {
+    let s = run(initialState, { type: 'sessions', sessions: [{ chat_id: 'r1', title: 't', updated_at: '', turn_seq: 41 }] })
+    expect(attachFrame(s, 'r1')).toEqual({ chat_id: 'r1', after_seq: 41 })
+    s = run(initialState, { type: 'sessions', sessions: [{ chat_id: 'r1', title: 't', updated_at: '' }] })
+    expect(attachFrame(s, 'r1')).toEqual({ chat_id: 'r1' })
+  })
+
   it('adopts the ready draft only when nothing is active', () => {
     let s = run(initialState, ws({ event: 'ready', chat_id: 'd1' }))
     expect(s.activeChatId).toBe('d1')

@@ -64,6 +64,10 @@ export interface ChatMessage {
   /** history: the cursors of the records shown as this message (a tool step's fold into the
    * answer after it), so a search hit finds its message */
   cursors?: number[]
+  /** user: sent from this tab, not yet tied to its turn (`turn_started`) */
+  awaitsTurn?: boolean
+  /** user: the `stream_id` of the turn answering it */
+  streamId?: number | string | null
   /** `textKey`'s parameters */
   textParams?: Record<string, string | number>
   /** assistant, live: the tokens of the turn's model calls (`usage` events) */
@@ -315,6 +319,20 @@ function applyChatEvent(state: State, chatId: string, ev: ServerEvent): State | 
       : s
 
   switch (ev.event) {
+    case 'turn_started': {
+      // The message a turn answers: this tab's own (sent, not yet tied to a turn), or one sent
+      // elsewhere (another tab, or before a reload). A replay may bring it twice.
+      const streamId = (ev.stream_id as number | string | undefined) ?? null
+      const content = str(ev.message) ?? ''
+      if (streamId !== null && chat.messages.some((m) => m.role === 'user' && m.streamId === streamId)) return state
+      const own = chat.messages.findLastIndex((m) => m.role === 'user' && m.awaitsTurn)
+      const messages =
+        own >= 0 && chat.messages[own].content === content
+          ? chat.messages.map((m, i) => (i === own ? { ...m, awaitsTurn: undefined, streamId } : m))
+          : [...finaliseStreaming(chat.messages), { id: nextId('u'), role: 'user' as const, content, at: Date.now(), streamId }]
+      const s = put(state, messages)
+      return { ...s, generating: startGenerating(s.generating, chatId) }
+    }
     case 'delta': {
       const text = str(ev.text) ?? ''
       const { list, tail } = streamingTail(chat.messages)
@@ -520,7 +538,7 @@ export function reduce(state: State, action: Action): State {
       return { ...state, awaitingNewChat: true, awaitingProjectChat: Boolean(action.project), banner: null }
     case 'sent': {
       const chat = chatOf(state, action.chatId)
-      const msg: ChatMessage = { id: nextId('u'), role: 'user', content: action.content, at: Date.now() }
+      const msg: ChatMessage = { id: nextId('u'), role: 'user', content: action.content, at: Date.now(), awaitsTurn: true }
       if (action.selections.length) msg.selections = action.selections
       const s = withChat(state, action.chatId, { ...chat, messages: [...finaliseStreaming(chat.messages), msg] })
       return { ...s, generating: startGenerating(s.generating, action.chatId), banner: null }
@@ -617,6 +635,7 @@ function reduceEvent(state: State, ev: ServerEvent): State {
       }
       return applyChatEvent(state, chatId, ev) ?? state
     }
+    case 'turn_started':
     case 'delta':
     case 'reasoning':
     case 'message':
@@ -644,7 +663,13 @@ function reduceEvent(state: State, ev: ServerEvent): State {
  * replays the gap); an idle chat attaches plainly and reloads its history if it missed events.
  */
 export function attachFrame(state: State, chatId: string): { chat_id: string; after_seq?: number } {
-  if (!state.generating[chatId]) return { chat_id: chatId }
+  if (!state.generating[chatId]) {
+    // Opened while one of its turns runs (e.g. after a reload): the turn from its start, its
+    // message first, when the server still holds it.
+    const running = state.sessions.find((s) => s.chat_id === chatId)?.turn_seq
+    if (typeof running === 'number' && state.chats[chatId]?.lastSeq === undefined) return { chat_id: chatId, after_seq: running }
+    return { chat_id: chatId }
+  }
   return { chat_id: chatId, after_seq: state.chats[chatId]?.lastSeq ?? 0 }
 }
 

@@ -10,6 +10,8 @@ export interface SessionInfo {
   project?: string
   /** an approval request of this chat waits for the owner */
   waiting?: boolean
+  /** a turn of this chat runs: `attach` with this `after_seq` replays it from its start */
+  turn_seq?: number
 }
 
 /** `GET /api/settings/projects`. */
