@@ -10,8 +10,8 @@
 use std::fs;
 use std::time::{Duration, Instant};
 
-use cashcode::tool::checkpoints::rewind::Ask;
-use cashcode::tool::checkpoints::{CheckpointConfig, Checkpoints};
+use cashcode::checkpoints::rewind::Ask;
+use cashcode::checkpoints::{CheckpointConfig, Checkpoints};
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -58,7 +58,7 @@ fn main() {
     let mut sc = Vec::new();
     for _ in 0..runs {
         let t = Instant::now();
-        let (found, _) = cashcode::tool::checkpoints::state::scan(&ws, &[]);
+        let (found, _) = cashcode::checkpoints::state::scan(&ws, &[]);
         sc.push(t.elapsed());
         assert!(found.len() >= dirs * 100);
     }

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cashcode::agent::tools::exec::Exec;
+use cashcode::sandbox::Sandbox;
 use cashcode::store::memory_files::MemoryFiles;
-use cashcode::tool::sandbox::Sandbox;
 use cashcode::tool::{Confinement, Tool, TurnCtx};
 use cashcode::util::cancel::CancelToken;
 use serde_json::{json, Map};
@@ -35,7 +35,7 @@ fn main() {
     fs::create_dir_all(&ws).expect("workspace");
     let ws = fs::canonicalize(&ws).expect("canonical workspace");
     // `BENCH_GIT=1`: the workspace is a git repository, whose control files each confined
-    // call copies and checks (`tool::control_files`).
+    // call copies and checks (`sandbox::control_files`).
     if std::env::var_os("BENCH_GIT").is_some() {
         let st = std::process::Command::new("git").args(["init", "-q"]).current_dir(&ws).status();
         assert!(st.is_ok_and(|s| s.success()), "git init");

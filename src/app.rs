@@ -156,10 +156,10 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
     let mcp = Arc::new(McpManager::new(mcp_config, mcp_catalog).with_secrets(config.secrets.clone()));
     let elicitations = Arc::new(crate::agent::elicit::Elicitations::new(hub.clone(), config.mcp.elicitation_timeout));
     // The exec sandbox: its start-up probe says whether `exec` is confined here; where it is
-    // not, every `exec` asks the owner first (`tool::approval::decide`).
-    let sandbox = Arc::new(crate::tool::sandbox::Sandbox::start(
+    // not, every `exec` asks the owner first (`agent::approvals::policy::decide`).
+    let sandbox = Arc::new(crate::sandbox::Sandbox::start(
         &config.sandbox,
-        &crate::tool::sandbox::ServerDirs {
+        &crate::sandbox::ServerDirs {
             data: &config.data_dir,
             memory: &config.memory_dir,
             config: &config.config_dir,
@@ -174,7 +174,7 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
             hub.clone(),
             config.approval_timeout,
             sandbox_active,
-            Arc::new(crate::tool::approval::PolicyStore::load(&config.config_dir)),
+            Arc::new(crate::agent::approvals::policy::PolicyStore::load(&config.config_dir)),
         )
         .with_control_log(Arc::clone(sandbox.control_log())),
     );
@@ -229,19 +229,19 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
             .chain(protected.iter())
             .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
             .collect();
-        let projects = crate::tool::checkpoints::projects::ProjectCheckpoints::new(
+        let projects = crate::checkpoints::projects::ProjectCheckpoints::new(
             config.data_dir.join("checkpoints").join("projects"),
             skip.clone(),
             config.checkpoint_max_bytes,
         );
-        let cfg = crate::tool::checkpoints::CheckpointConfig {
+        let cfg = crate::checkpoints::CheckpointConfig {
             root: config.data_dir.join("checkpoints"),
             workspace: workspace.clone(),
             skip,
             max_bytes: config.checkpoint_max_bytes,
             pause_after: config.rewind_test_pause,
         };
-        let store = crate::tool::checkpoints::Checkpoints::open(cfg)
+        let store = crate::checkpoints::Checkpoints::open(cfg)
             .map_err(|e| Error(format!("cannot open the rewind checkpoints: {e}")))?;
         (Some(store), Some(projects))
     };
@@ -473,7 +473,7 @@ pub fn run(config: Config) -> Result<(), Error> {
 
 /// The start-up line saying which confinement layers are active; an unconfined `exec` is a
 /// warning, also on stderr whatever the console log level.
-fn log_sandbox(sandbox: &crate::tool::sandbox::Sandbox, config: &Config) {
+fn log_sandbox(sandbox: &crate::sandbox::Sandbox, config: &Config) {
     let s = sandbox.status();
     let abi = s.landlock.abi.map_or("none".to_string(), |a| a.to_string());
     if s.active {

@@ -275,7 +275,7 @@ pub struct Config {
     pub(crate) warnings: Vec<String>,
 }
 
-/// The `exec` tool's confinement settings (`src/tool/sandbox.rs` builds the policy from them).
+/// The `exec` tool's confinement settings (`src/sandbox/mod.rs` builds the policy from them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SandboxConfig {
     /// `CASHCODE_SANDBOX` (default on); off only when the owner says so.

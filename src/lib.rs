@@ -3,9 +3,11 @@
 //! Modules in reading order, bottom-up along their layers (ARCHITECTURE.md "Layers"; each
 //! imports only modules of the groups before its own, checked by `tests/suite/layering.rs`):
 //! shared helpers; secrets and the WebSocket wire types; configuration, logging, listeners,
-//! access policy, on-disk stores and the LLM client; the bus; the tool contract; Skills and the
-//! memory jobs; MCP; the agent (workers, turns, built-in tools); the WebSocket front door; the
-//! HTTP front door and housekeeping; and `app`, which builds the channels and threads.
+//! access policy, on-disk stores and the LLM client; the kernel sandbox and the workspace
+//! confinement; the bus, projects, search and the rewind checkpoints; the tool contract; Skills
+//! and the memory jobs; MCP; the agent (workers, turns, built-in tools, the approval gate and
+//! policy, the rewind use cases); the WebSocket front door; the HTTP front door and
+//! housekeeping; and `app`, which builds the channels and threads.
 
 // 0
 pub mod util;
@@ -24,31 +26,36 @@ pub(crate) mod security;
 pub mod store;
 
 // 3
+pub mod sandbox;
+pub(crate) mod workspace;
+
+// 4
 pub mod bus;
+pub mod checkpoints;
 pub(crate) mod projects;
 pub mod search;
 
-// 4
+// 5
 pub mod tool;
 
-// 5
+// 6
 pub mod memory_jobs;
 pub mod skills;
 
-// 6
+// 7
 pub mod mcp;
 
-// 7
+// 8
 pub mod agent;
 
-// 8
+// 9
 pub mod ws;
 
-// 9
+// 10
 pub(crate) mod housekeep;
 pub mod http;
 
-// 10
+// 11
 pub mod acp;
 pub mod app;
 pub mod startup;

@@ -10,7 +10,7 @@
 //!    starts, so the process runs itself again with them set, handing the secrets to the new
 //!    image through a sealed memfd; it keeps the resident set a third smaller after bursts of
 //!    clients (benches/README.md).
-//! 4. **Non-dumpable** (`tool::sandbox::protect_server_process`): no process of the same uid can
+//! 4. **Non-dumpable** (`sandbox::protect_server_process`): no process of the same uid can
 //!    read this image's memory, which now holds the secrets; `execve` resets the flag, so it is
 //!    set after step 3 (`sandbox.rs::escape_attempts_are_refused`).
 //!
@@ -23,6 +23,6 @@ pub fn prepare_process() -> Vec<(String, String)> {
     let secrets = crate::secrets::take_from_environment();
     crate::util::fds::close_inherited_on_exec();
     crate::util::malloc::tune_at_startup(|again| crate::secrets::hand_over(again, &secrets));
-    crate::tool::sandbox::protect_server_process();
+    crate::sandbox::protect_server_process();
     secrets
 }

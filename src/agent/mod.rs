@@ -48,11 +48,11 @@ pub(crate) struct Deps {
     /// The gate before every tool call: the owner's policy and the requests waiting for them.
     pub(crate) approvals: Arc<approvals::Approvals>,
     /// Rewind checkpoints of the workspace (`None`: `CASHCODE_CHECKPOINT_MAX_BYTES=0`).
-    pub(crate) checkpoints: Option<Arc<crate::tool::checkpoints::Checkpoints>>,
+    pub(crate) checkpoints: Option<Arc<crate::checkpoints::Checkpoints>>,
     /// Where chats may work as projects, and the checkpoint stores of projects outside the
     /// workspace (`None` with checkpoints off).
     pub(crate) projects: Arc<crate::projects::Projects>,
-    pub(crate) project_checkpoints: Option<crate::tool::checkpoints::projects::ProjectCheckpoints>,
+    pub(crate) project_checkpoints: Option<crate::checkpoints::projects::ProjectCheckpoints>,
 }
 
 /// The metadata key of a chat's project directory (docs/storage.md §3).
@@ -70,7 +70,7 @@ impl Deps {
 
     /// The checkpoint store of a chat working in `root`: the workspace's for the workspace and
     /// what lies under it, else the project's own.
-    pub(crate) fn checkpoints_for(&self, root: &std::path::Path) -> Option<Arc<crate::tool::checkpoints::Checkpoints>> {
+    pub(crate) fn checkpoints_for(&self, root: &std::path::Path) -> Option<Arc<crate::checkpoints::Checkpoints>> {
         if root.starts_with(&self.workspace) {
             return self.checkpoints.clone();
         }

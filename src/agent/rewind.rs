@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use crate::checkpoints::rewind::{Ask, Force, Report, UndoRefusal};
 use crate::store::chats::{valid_chat_id, UndoBlocked};
-use crate::tool::checkpoints::rewind::{Ask, Force, Report, UndoRefusal};
 use crate::wire::Event;
 
 use super::Agent;
@@ -183,7 +183,7 @@ impl Agent {
 
     /// The checkpoint store of where the chat works: its project's, or the workspace's
     /// (`None`: checkpoints are off).
-    fn store_of(&self, id: &str) -> Result<Option<std::sync::Arc<crate::tool::checkpoints::Checkpoints>>, RewindError> {
+    fn store_of(&self, id: &str) -> Result<Option<std::sync::Arc<crate::checkpoints::Checkpoints>>, RewindError> {
         let root = self.deps.chat_root(&self.deps.chats.read_metadata(id)).map_err(RewindError::ProjectUnusable)?;
         Ok(self.deps.checkpoints_for(&root))
     }

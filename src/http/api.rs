@@ -30,7 +30,7 @@ pub struct Api {
     pub(crate) evolution: Arc<crate::skills::evolution::Evolution>,
     pub(crate) dream: Arc<crate::memory_jobs::dream::DreamControl>,
     /// The `exec` confinement, for its read-only status.
-    pub(crate) sandbox: Arc<crate::tool::sandbox::Sandbox>,
+    pub(crate) sandbox: Arc<crate::sandbox::Sandbox>,
     /// The index over every chat (`GET /api/search`).
     pub(crate) search: Arc<crate::search::Search>,
     /// The web client's files, read once.

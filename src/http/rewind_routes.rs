@@ -9,7 +9,7 @@ use super::api::Api;
 use super::shape::{Body, Issue};
 use super::{Req, Resp};
 use crate::agent::rewind::{RewindError, RewindRequest, UndoRequest};
-use crate::tool::checkpoints::rewind::{Force, Report};
+use crate::checkpoints::rewind::{Force, Report};
 
 /// Paths one `force` list may name, and the length of each.
 const MAX_FORCED: usize = 4096;

@@ -1,5 +1,5 @@
 //! `/api/settings/approvals` (docs/http-api.md §10): the owner's approval policy
-//! (`tool::approval`), read and replaced whole. The decision itself is made by the turn loop
+//! (`agent::approvals::policy`), read and replaced whole. The decision itself is made by the turn loop
 //! (`agent::approvals`); this only stores what the owner chose. Runs on the HTTP thread.
 
 use serde_json::Value;
@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::api::Api;
 use super::shape::Issue;
 use super::{Req, Resp};
-use crate::tool::approval::Policy;
+use crate::agent::approvals::policy::Policy;
 
 /// `/api/settings/approvals/grants`: what "approve for this chat" granted, per chat, and
 /// taking a grant back (`DELETE` with `{"chat_id", "grant"}`, the grant as listed).

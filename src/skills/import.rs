@@ -14,8 +14,8 @@ use super::frontmatter::{self, Parsed};
 use super::package::{self, bounded, MAX_COMPONENT_BYTES, MAX_PATH_BYTES};
 use super::service::TempDir;
 use super::{Result, SkillError, MAX_SKILL_MD_BYTES, MAX_SUPPORT_FILE_BYTES, SUPPORT_DIRS};
-use crate::tool::workspace::Workspace;
 use crate::util::fsx;
+use crate::workspace::Workspace;
 
 /// Largest archive accepted (10 MiB).
 pub const MAX_ARCHIVE_BYTES: usize = 10 * 1024 * 1024;

@@ -1,26 +1,27 @@
 //! The tool contract: the `Tool` trait every model-callable tool implements (the built-ins in
 //! `agent/tools/`, the Skill tools, MCP's wrappers), its result projections, the per-turn
 //! context and state handed to tools, and the [`TurnExtension`] hooks through which MCP and
-//! Skills take part in a turn. `workspace` holds the confinement the file tools and the Skills
-//! import share, `sandbox` the one `exec` commands run in. Tools run on the worker thread of the
-//! turn that calls them.
+//! Skills take part in a turn. The confinements tools run in live beside it: `workspace` (the
+//! file tools and the Skills import) and `sandbox` (`exec`). Tools run on the worker thread of
+//! the turn that calls them.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use serde_json::{Map, Value};
 
 use crate::util::cancel::CancelToken;
 
-pub(crate) mod approval;
 pub(crate) mod args;
-pub(crate) mod call_pids;
-pub use approval::Confinement;
-pub mod checkpoints;
-pub(crate) mod control_files;
-pub mod sandbox;
-pub(crate) mod workspace;
+
+/// How `exec`'s child runs: inside the kernel sandbox (`sandbox`), or as the owner's own
+/// process, which only an approval (or the owner's policy) allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Confinement {
+    #[default]
+    Sandboxed,
+    Unconfined,
+}
 
 /// What a tool call produced, in the contract's three projections (docs/agent-and-memory.md §13).
 #[derive(Debug, Clone, PartialEq)]
@@ -117,16 +118,28 @@ pub struct TurnCtx {
     pub cancel: CancelToken,
     pub state: Arc<Mutex<TurnState>>,
     /// How this call's `exec` child runs: set per call by the turn loop from the approval
-    /// decision (`approval::decide`), never from the call's arguments.
+    /// decision (`agent::approvals::policy::decide`), never from the call's arguments.
     pub confinement: Confinement,
     /// The turn's rewind record (`None`: checkpoints are off); the file tools and `exec` report
     /// their changes to it.
-    pub checkpoint: Option<Arc<checkpoints::TurnCheckpoint>>,
+    pub checkpoint: Option<Arc<crate::checkpoints::TurnCheckpoint>>,
 }
 
 impl TurnCtx {
     pub fn state(&self) -> MutexGuard<'_, TurnState> {
         crate::util::sync::lock(&self.state)
+    }
+
+    /// The turn's workspace and Skill roots, resolved. Fails when the workspace does not exist.
+    pub(crate) fn open_workspace(&self) -> Result<crate::workspace::Workspace, String> {
+        crate::workspace::Workspace::from_paths(&self.workspace, &self.protected)
+    }
+
+    /// The workspace and `raw` resolved in it (the first step of every file tool).
+    pub(crate) fn resolve_path(&self, raw: &str) -> Result<(crate::workspace::Workspace, PathBuf), String> {
+        let ws = self.open_workspace()?;
+        let path = ws.resolve(raw)?;
+        Ok((ws, path))
     }
 }
 
@@ -198,14 +211,7 @@ pub trait Tool: Send + Sync {
     }
 }
 
-/// Formats a duration the way tool messages quote it (`30s`, `0.3s`).
-pub(crate) fn fmt_secs(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
-    }
-}
+pub(crate) use crate::util::text::fmt_secs;
 
 /// The built-in tools' names in the contract's order (docs/tools-and-mcp.md §1): the one list of
 /// them, which `agent::tools::builtins_with` is tested against and the skills' base registry builds on.

@@ -31,6 +31,15 @@ pub(crate) fn take_bytes(s: &str, max: usize) -> &str {
 }
 
 /// Cuts `s` to at most `max` bytes on a char boundary, appending `marker` when cut.
+/// Formats a duration the way tool messages quote it (`30s`, `0.3s`).
+pub(crate) fn fmt_secs(d: std::time::Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn cap_bytes(s: &str, max: usize, marker: &str) -> String {
     if s.len() <= max {

@@ -9,7 +9,6 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::tool::args::parse_args;
-use crate::tool::workspace::Workspace;
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 /// Largest file edit_file loads.
@@ -53,7 +52,7 @@ impl Tool for EditFile {
             Err(e) => return e,
         };
         let (path, old, new) = (path.as_str(), old.as_str(), new.as_str());
-        let (ws, resolved) = match Workspace::resolve_in(ctx, path) {
+        let (ws, resolved) = match ctx.resolve_path(path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
@@ -112,7 +111,7 @@ impl Tool for EditFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::workspace::tests::Sandbox;
+    use crate::workspace::tests::Sandbox;
     use std::fs;
 
     fn run(sb: &Sandbox, path: &str, old: &str, new: &str) -> ToolOutput {

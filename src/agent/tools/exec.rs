@@ -6,8 +6,8 @@
 //! per stream and shown cut to 4096 characters. Environment variables whose names look like
 //! secrets (`crate::secrets::is_secret_name`) are not passed to the command; the server took
 //! them out of its own environment at start-up, so this only guards against one set later.
-//! Commands run confined by `crate::tool::sandbox` (SECURITY.md "Sandbox"). Whether a call runs
-//! confined (`ctx.confinement`) is the turn loop's decision (`tool::approval`): the
+//! Commands run confined by `crate::sandbox` (SECURITY.md "Sandbox"). Whether a call runs
+//! confined (`ctx.confinement`) is the turn loop's decision (`agent::approvals::policy`): the
 //! `sandbox_permissions` argument only asks for it, and a call decided `Sandboxed` while the
 //! sandbox is off is refused here rather than run unconfined.
 
@@ -21,13 +21,13 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{after, bounded, select, Receiver};
 use serde_json::{json, Map, Value};
 
-use crate::tool::approval::ExecArgs;
+use crate::agent::approvals::policy::ExecArgs;
+use crate::sandbox::control_files::{escalated_git_env, Snapshot};
+use crate::sandbox::{Confined, Sandbox};
 use crate::tool::args::parse_args;
-use crate::tool::control_files::{escalated_git_env, Snapshot};
-use crate::tool::sandbox::{Confined, Sandbox};
-use crate::tool::workspace::Workspace;
 use crate::tool::{fmt_secs, Confinement, Tool, ToolOutput, TurnCtx};
 use crate::util::sync;
+use crate::workspace::Workspace;
 
 /// The contract's command timeout.
 pub(crate) const DEFAULT_TIMEOUT: Duration = crate::config::DEFAULT_EXEC_TIMEOUT;
@@ -150,7 +150,7 @@ impl Tool for Exec {
         if command.contains('\0') {
             return ToolOutput::error("command contains a NUL byte");
         }
-        let ws = match Workspace::new(ctx) {
+        let ws = match ctx.open_workspace() {
             Ok(w) => w,
             Err(e) => return ToolOutput::error(e),
         };
@@ -199,7 +199,7 @@ impl Exec {
             }
         };
         // Rewind: the workspace is scanned now and again when this guard drops, after the
-        // command's group is gone (src/tool/checkpoints).
+        // command's group is gone (src/checkpoints).
         let _checkpoint = ctx.checkpoint.as_ref().map(|c| c.watch_exec());
         if let Some((free, reserve)) = sandbox.and_then(Sandbox::disk_low) {
             return ToolOutput::error(format!(
@@ -246,7 +246,7 @@ impl Exec {
         let deadline = after(self.timeout);
         // A confined call's disk check; an approved escalation is the owner's to run.
         let disk_check = match sandbox {
-            Some(_) => crossbeam_channel::tick(crate::tool::sandbox::DISK_CHECK_EVERY),
+            Some(_) => crossbeam_channel::tick(crate::sandbox::DISK_CHECK_EVERY),
             None => crossbeam_channel::never(),
         };
         let outcome = loop {
@@ -344,7 +344,7 @@ fn own_session(cmd: &mut Command) {
 struct Stop {
     /// The spawned process: the shell (and its group), or a confined call's reaper.
     pgid: libc::pid_t,
-    /// `pgid` is the call's reaper (`tool::sandbox`), which kills all the call started,
+    /// `pgid` is the call's reaper (`sandbox`), which kills all the call started,
     /// also what left the group.
     reaped: bool,
 }
@@ -429,7 +429,7 @@ fn combined(out: &Mutex<Capture>, err: &Mutex<Capture>, secrets: &crate::secrets
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::workspace::tests::Sandbox;
+    use crate::workspace::tests::Sandbox;
     use std::path::Path;
 
     fn run(sb: &Sandbox, exec: &Exec, command: &str) -> ToolOutput {
@@ -531,7 +531,7 @@ mod tests {
     fn a_sandboxed_call_runs_in_the_sandbox_when_active() {
         let sb = Sandbox::new();
         let data = sb.tmp.join("data");
-        let sandbox = Arc::new(crate::tool::sandbox::Sandbox::with_defaults(&data, &sb.ws));
+        let sandbox = Arc::new(crate::sandbox::Sandbox::with_defaults(&data, &sb.ws));
         assert!(sandbox.active(), "this kernel offers Landlock and seccomp: {:?}", sandbox.status());
         let exec = Exec { sandbox, ..Exec::default() };
         assert!(matches!(exec.sandbox_for(Confinement::Sandboxed), Ok(Some(_))));

@@ -10,8 +10,8 @@ use serde_json::{json, Map, Value};
 
 use super::pattern::Glob as Pattern;
 use crate::tool::args::parse_args;
-use crate::tool::workspace::{Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
+use crate::workspace::{Budget, Flow, Halt, Kind, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT};
 
 /// Matches listed.
 pub(crate) const MAX_RESULTS: usize = 100;
@@ -53,7 +53,7 @@ impl Tool for Glob {
             Err(e) => return e,
         };
         let (pattern, path) = (pattern.as_str(), path.as_deref().unwrap_or(""));
-        let (ws, base) = match Workspace::resolve_in(ctx, path) {
+        let (ws, base) = match ctx.resolve_path(path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
@@ -111,7 +111,7 @@ impl Tool for Glob {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::workspace::tests::Sandbox;
+    use crate::workspace::tests::Sandbox;
 
     fn run(sb: &Sandbox, pattern: &str, path: &str) -> ToolOutput {
         let mut a = Map::new();

@@ -17,11 +17,11 @@ use serde_json::{json, Map, Value};
 use super::pattern::Glob;
 use super::regex::{Exhausted, Regex, MAX_BACKTRACK_LINE_BYTES};
 use crate::tool::args::parse_args;
-use crate::tool::workspace::{
-    hard_linked, looks_binary, split_lines, Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT,
-};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 use crate::util::text::take_chars;
+use crate::workspace::{
+    hard_linked, looks_binary, split_lines, Budget, Flow, Halt, Kind, Workspace, MAX_WALK_ENTRIES, SEARCH_TIME_LIMIT,
+};
 
 /// Matching lines reported.
 pub(crate) const MAX_RESULTS: usize = 50;
@@ -87,7 +87,7 @@ impl Tool for Grep {
             Ok(g) => g,
             Err(e) => return ToolOutput::error(format!("Invalid file_pattern: {e}")),
         };
-        let (ws, base) = match Workspace::resolve_in(ctx, path) {
+        let (ws, base) = match ctx.resolve_path(path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
@@ -271,7 +271,7 @@ fn search(ws: &Workspace, base: &Path, regex: &Regex, glob: &Glob, pattern: &str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::workspace::tests::Sandbox;
+    use crate::workspace::tests::Sandbox;
 
     fn run(sb: &Sandbox, pattern: &str, path: &str, fp: &str) -> ToolOutput {
         let mut a = Map::new();
@@ -420,7 +420,7 @@ mod tests {
         sb.write("b.txt", &format!("{}last y\n", slow_line.repeat(10_000)));
         let regex = Regex::new(r"(?:.(?=.*a))*y").unwrap();
         let glob = Glob::recursive("*").unwrap();
-        let ws = Workspace::new(&sb.ctx).unwrap();
+        let ws = sb.ctx.open_workspace().unwrap();
         let limit = std::time::Duration::from_millis(300);
         let out = search(&ws, &sb.ws, &regex, &glob, "p", &Budget::new(&sb.ctx.cancel, limit));
         assert_eq!(

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::tool::args::parse_args;
-use crate::tool::workspace::{read_names, resolve_from, Workspace};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
+use crate::workspace::{read_names, resolve_from};
 
 /// Entries shown before the "(showing first …)" note.
 pub(crate) const MAX_ENTRIES: usize = 200;
@@ -48,7 +48,7 @@ impl Tool for ListDir {
         };
         let path = path.as_deref().unwrap_or("");
         let shown = if path.is_empty() { "(workspace)" } else { path };
-        let (ws, dir) = match Workspace::resolve_in(ctx, path) {
+        let (ws, dir) = match ctx.resolve_path(path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
@@ -106,7 +106,7 @@ impl Tool for ListDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::workspace::tests::Sandbox;
+    use crate::workspace::tests::Sandbox;
 
     fn run(sb: &Sandbox, path: Option<&str>) -> ToolOutput {
         let mut a = Map::new();

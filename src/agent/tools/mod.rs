@@ -69,8 +69,8 @@ pub(crate) struct ToolSettings {
     pub(crate) web_fetch_allow_private: bool,
     /// `exec`'s command timeout (`CASHCODE_EXEC_TIMEOUT_SECS`).
     pub(crate) exec_timeout: Duration,
-    /// `exec`'s confinement, built at start-up (`crate::tool::sandbox`).
-    pub(crate) sandbox: Arc<crate::tool::sandbox::Sandbox>,
+    /// `exec`'s confinement, built at start-up (`crate::sandbox`).
+    pub(crate) sandbox: Arc<crate::sandbox::Sandbox>,
     /// The index `search_history` queries (`crate::search`).
     pub(crate) search: search_history::SearchHandle,
 }
@@ -81,14 +81,14 @@ impl Default for ToolSettings {
             web_search_url: web_search::DEFAULT_URL.to_string(),
             web_fetch_allow_private: false,
             exec_timeout: exec::DEFAULT_TIMEOUT,
-            sandbox: Arc::new(crate::tool::sandbox::Sandbox::off("not configured")),
+            sandbox: Arc::new(crate::sandbox::Sandbox::off("not configured")),
             search: search_history::SearchHandle::default(),
         }
     }
 }
 
 impl ToolSettings {
-    pub(crate) fn from_config(config: &Config, sandbox: Arc<crate::tool::sandbox::Sandbox>) -> Self {
+    pub(crate) fn from_config(config: &Config, sandbox: Arc<crate::sandbox::Sandbox>) -> Self {
         let mut s = ToolSettings { sandbox, ..ToolSettings::default() };
         if let Some(url) = &config.web_search_url {
             s.web_search_url = url.clone();

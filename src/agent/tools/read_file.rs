@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::tool::args::parse_args;
-use crate::tool::workspace::{split_lines, Workspace};
 use crate::tool::{Tool, ToolOutput, TurnCtx};
+use crate::workspace::split_lines;
 
 /// Lines returned before the truncation note.
 pub(crate) const MAX_LINES: usize = 500;
@@ -47,7 +47,7 @@ impl Tool for ReadFile {
             Err(e) => return e,
         };
         let path = path.as_str();
-        let (ws, resolved) = match Workspace::resolve_in(ctx, path) {
+        let (ws, resolved) = match ctx.resolve_path(path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
@@ -89,7 +89,7 @@ impl Tool for ReadFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::workspace::tests::Sandbox;
+    use crate::workspace::tests::Sandbox;
 
     fn run(sb: &Sandbox, path: &str) -> ToolOutput {
         let mut a = Map::new();

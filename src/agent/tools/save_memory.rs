@@ -53,7 +53,7 @@ impl Tool for SaveMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::workspace::tests::Sandbox;
+    use crate::workspace::tests::Sandbox;
 
     /// `content` has always been lenient: absent, null or not a string saves nothing, and
     /// unknown keys are ignored.

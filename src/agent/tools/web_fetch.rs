@@ -789,8 +789,8 @@ impl Sink {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::tool::workspace::tests::Sandbox;
     use crate::util::text::take_chars;
+    use crate::workspace::tests::Sandbox;
     use std::io::{BufRead, BufReader, Write};
     use std::net::{IpAddr, Ipv4Addr, TcpListener};
     use std::sync::atomic::{AtomicUsize, Ordering};

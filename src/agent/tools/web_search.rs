@@ -182,7 +182,7 @@ pub(crate) fn format_answer(query: &str, v: &Value) -> String {
 mod tests {
     use super::*;
     use crate::agent::tools::web_fetch::tests::{serve, trickle};
-    use crate::tool::workspace::tests::Sandbox;
+    use crate::workspace::tests::Sandbox;
 
     fn run(tool: &WebSearch, q: &str) -> ToolOutput {
         let sb = Sandbox::new();

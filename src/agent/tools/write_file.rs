@@ -8,7 +8,6 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::tool::args::parse_args;
-use crate::tool::workspace::Workspace;
 use crate::tool::{Tool, ToolOutput, TurnCtx};
 
 pub(crate) struct WriteFile;
@@ -46,7 +45,7 @@ impl Tool for WriteFile {
             Err(e) => return e,
         };
         let path = path.as_str();
-        let (ws, resolved) = match Workspace::resolve_in(ctx, path) {
+        let (ws, resolved) = match ctx.resolve_path(path) {
             Ok(v) => v,
             Err(e) => return ToolOutput::error(e),
         };
@@ -69,7 +68,7 @@ impl Tool for WriteFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::workspace::tests::Sandbox;
+    use crate::workspace::tests::Sandbox;
     use std::fs;
 
     fn run(sb: &Sandbox, path: &str, content: &str) -> ToolOutput {

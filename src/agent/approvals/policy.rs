@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::tool::args::read_args;
+use crate::tool::Confinement;
 
 /// The policy's row for an `exec` that runs outside the sandbox (asked for by the model, or
 /// every `exec` where the kernel offers no confinement).
@@ -43,7 +44,7 @@ const RUNNERS: &[&str] = &[
 /// files, package manifests, their own config in the workspace): the same command line runs
 /// different code once such a file changed, so it is never granted for a chat. `git` is not
 /// here: its control files are read-only to confined commands and its hooks and fsmonitor are
-/// off when it runs escalated (`tool::sandbox`), so an exact `git` command line stays what the
+/// off when it runs escalated (`sandbox`), so an exact `git` command line stays what the
 /// owner saw.
 const FILE_RUNNERS: &[&str] = &[
     "python",
@@ -149,15 +150,6 @@ pub(crate) enum Mode {
     Auto,
     Ask,
     Deny,
-}
-
-/// How `exec`'s child runs: inside the kernel sandbox (`tool::sandbox`), or as the owner's own
-/// process, which only an approval (or the owner's policy) allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Confinement {
-    #[default]
-    Sandboxed,
-    Unconfined,
 }
 
 /// The owner's policy. Built-in tools missing from `tools` and MCP servers missing from

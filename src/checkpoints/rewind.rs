@@ -25,8 +25,8 @@ pub use super::plan::Force;
 use super::plan::{self, Disk, Op, Plan, Step, Why, CHANGED_DURING_RECOVERY};
 use super::state::{lstat, read_capped, Stat, State};
 use super::{Checkpoints, Entry, Inner, TurnRecord, UndoOf};
-use crate::tool::workspace::Workspace;
 use crate::util::fsx;
+use crate::workspace::Workspace;
 
 /// Text files up to this size get a diff in the preview.
 const DIFF_MAX_INPUT: u64 = 256 << 10;

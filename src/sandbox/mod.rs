@@ -31,6 +31,9 @@
 //! runs on a short-lived `sandbox-probe` thread, which confines itself (Landlock and seccomp
 //! apply per thread) and reports what the kernel enforced before it exits.
 
+pub(crate) mod call_pids;
+pub(crate) mod control_files;
+
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::os::fd::AsFd;
@@ -49,8 +52,8 @@ use seccompiler::{
 use serde::Serialize;
 
 use crate::config::SandboxConfig;
-use crate::tool::call_pids::CallPids;
-use crate::tool::control_files::ChangeLog;
+use crate::sandbox::call_pids::CallPids;
+use crate::sandbox::control_files::ChangeLog;
 
 /// The newest Landlock ABI whose rights are requested; older kernels enforce what they know
 /// (best effort), and the status reports the kernel's own ABI.
@@ -142,7 +145,7 @@ pub(crate) struct Status {
     pub(crate) unix_sockets: &'static str,
     pub(crate) read_roots: Vec<String>,
     pub(crate) write_roots: Vec<String>,
-    /// Each call runs in a `pids` group of its own with a process limit (`tool::call_pids`):
+    /// Each call runs in a `pids` group of its own with a process limit (`sandbox::call_pids`):
     /// the server may create groups below its own.
     pub(crate) call_process_limit: bool,
     /// Why commands are not confined, or what the kernel lacks; `None` when fully confined.
@@ -167,7 +170,7 @@ pub struct Sandbox {
     status: Status,
     /// `None` when the sandbox is off or the kernel cannot apply it.
     policy: Option<Policy>,
-    /// Control files each chat's confined commands changed (`tool::control_files`).
+    /// Control files each chat's confined commands changed (`sandbox::control_files`).
     control: Arc<ChangeLog>,
 }
 
@@ -330,7 +333,7 @@ impl Sandbox {
             non_dumpable: server_non_dumpable(),
             network: if settings.network { "on" } else { "off" },
             unix_sockets: if settings.unix_sockets { "on" } else { "off" },
-            call_process_limit: crate::tool::call_pids::available(),
+            call_process_limit: crate::sandbox::call_pids::available(),
             read_roots: policy.read.iter().map(|p| p.display().to_string()).collect(),
             write_roots: [dirs.workspace, &policy.tmp_root, &policy.home]
                 .into_iter()

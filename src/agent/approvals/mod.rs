@@ -1,7 +1,7 @@
 //! Tool calls waiting for the owner (docs/ws-protocol.md §4.1): [`Approvals::check`] is the
 //! turn loop's gate before every tool call. It takes the policy's decision
-//! (`tool::approval::decide`, from the tool, its arguments, whether the kernel confines `exec`,
-//! the owner's policy and this chat's grants) and, when that says ask, emits
+//! ([`policy::decide`], from the tool, its arguments, whether the kernel confines `exec`, the
+//! owner's policy and this chat's grants) and, when that says ask, emits
 //! `approval_request` to the chat (arguments redacted), blocks the calling worker until an
 //! `approval_response` frame for that very chat and id answers, the timeout passes or the
 //! turn is cancelled (both deny), then emits `approval_end`. With nobody attached it denies at
@@ -17,10 +17,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{select, Sender};
 use serde_json::{Map, Value};
 
+pub(crate) mod policy;
+
+use self::policy::{Decision, ExecArgs, Grant, PolicyStore, Refusal, MAX_ASKS_PER_TURN};
 use crate::bus::EventSink;
+use crate::sandbox::control_files::ChangeLog;
 use crate::secrets::Secrets;
-use crate::tool::approval::{self, Decision, ExecArgs, Grant, PolicyStore, Refusal, MAX_ASKS_PER_TURN};
-use crate::tool::control_files::ChangeLog;
 use crate::tool::{Confinement, Tool, ToolOutput, TurnCtx};
 use crate::util::sync;
 use crate::wire::Event;
@@ -218,14 +220,13 @@ impl Approvals {
     ) -> Result<Cleared, ToolOutput> {
         let name = tool.name();
         let grants = sync::lock(&self.grants).by_chat.get(&ctx.chat_id).cloned().unwrap_or_default();
-        let decision =
-            approval::decide(name, tool.mcp_server(), args, self.sandbox_active, &self.policy.get(), &grants);
+        let decision = policy::decide(name, tool.mcp_server(), args, self.sandbox_active, &self.policy.get(), &grants);
         match decision {
             Decision::Auto(Confinement::Unconfined) => {
                 // Without asking: under a grant of the owner's for this chat (without the
                 // chat's grants it would ask), or a policy that runs it so.
                 let without_grants =
-                    approval::decide(name, tool.mcp_server(), args, self.sandbox_active, &self.policy.get(), &[]);
+                    policy::decide(name, tool.mcp_server(), args, self.sandbox_active, &self.policy.get(), &[]);
                 let ran = if matches!(without_grants, Decision::Ask { .. }) { "chat_grant" } else { "unasked" };
                 Ok(Cleared { confinement: Confinement::Unconfined, ran: Some(ran) })
             }
@@ -317,7 +318,7 @@ impl Approvals {
         };
         let justification = justification
             .map(|j| secrets.redact(crate::util::text::take_chars(&j, MAX_JUSTIFICATION_CHARS)).into_owned());
-        let grants = approval::grants_text(tool, escalated, grant);
+        let grants = policy::grants_text(tool, escalated, grant);
         let grant_json = grant.map_or(Value::Null, Grant::to_json);
         let control_files = self.control.for_chat(chat_id);
         let working_dir = ctx.workspace.display().to_string();
@@ -337,7 +338,7 @@ impl Approvals {
             timeout_sec: self.timeout.as_secs().max(1),
             deadline_ms,
             remaining_sec: self.timeout.as_secs(),
-            // An escalation is exactly an unconfined run (`approval::decide`).
+            // An escalation is exactly an unconfined run (`policy::decide`).
             confined: !escalated,
             grant: &grant_json,
             control_files: &control_files,
@@ -421,8 +422,8 @@ fn shown_arguments(args: &Map<String, Value>, secrets: &Secrets) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::approval::Policy;
-    use crate::tool::workspace::tests::Sandbox;
+    use crate::agent::approvals::policy::Policy;
+    use crate::workspace::tests::Sandbox;
     use serde_json::json;
 
     use crate::bus::RecordingSink as Sink;

@@ -225,7 +225,7 @@ pub(crate) fn plan(records: Vec<TurnRecord>, forgotten: bool, force: &Force, dis
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::checkpoints::state::{Kind, Meta};
+    use crate::checkpoints::state::{Kind, Meta};
     use std::collections::HashMap;
 
     /// The disk as a table: path -> (stat, content hash); `linked` paths sit under a symlink.

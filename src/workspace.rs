@@ -16,7 +16,6 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::TurnCtx;
 use crate::util::cancel::CancelToken;
 
 /// Symlinks followed while resolving one path before giving up (Linux's own limit).
@@ -64,7 +63,7 @@ impl Budget {
 
     /// The note a timed-out search appends to its partial results.
     pub(crate) fn timeout_note(&self) -> String {
-        format!("search stopped after {}; results are partial", super::fmt_secs(self.limit))
+        format!("search stopped after {}; results are partial", crate::util::text::fmt_secs(self.limit))
     }
 }
 
@@ -106,11 +105,6 @@ pub(crate) struct WalkStats {
 }
 
 impl Workspace {
-    /// Resolves the turn's workspace and Skill roots. Fails when the workspace does not exist.
-    pub(crate) fn new(ctx: &TurnCtx) -> Result<Self, String> {
-        Self::from_paths(&ctx.workspace, &ctx.protected)
-    }
-
     pub(crate) fn from_paths(workspace: &Path, protected: &[PathBuf]) -> Result<Self, String> {
         let root = fs::canonicalize(workspace)
             .map_err(|e| format!("the working directory {} is not available ({})", workspace.display(), e.kind()))?;
@@ -123,13 +117,6 @@ impl Workspace {
 
     pub(crate) fn root(&self) -> &Path {
         &self.root
-    }
-
-    /// The workspace of `ctx` and `raw` resolved in it (the first step of every file tool).
-    pub(crate) fn resolve_in(ctx: &TurnCtx, raw: &str) -> Result<(Self, PathBuf), String> {
-        let ws = Self::new(ctx)?;
-        let path = ws.resolve(raw)?;
-        Ok((ws, path))
     }
 
     /// Resolves a tool's `path` argument (relative to the workspace, or absolute) to a
@@ -572,6 +559,7 @@ pub(crate) fn split_lines(s: &str) -> Vec<&str> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::tool::TurnCtx;
     use std::os::unix::fs::symlink;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
@@ -672,7 +660,7 @@ pub(crate) mod tests {
     fn resolves_inside_and_refuses_outside() {
         let sb = Sandbox::new();
         sb.write("a/b.txt", "x");
-        let w = Workspace::new(&sb.ctx).unwrap();
+        let w = sb.ctx.open_workspace().unwrap();
         assert_eq!(w.resolve("a/b.txt").unwrap(), sb.ws.join("a/b.txt"));
         assert_eq!(w.resolve("a/../a/./b.txt").unwrap(), sb.ws.join("a/b.txt"));
         assert_eq!(w.resolve("new/dir/f").unwrap(), sb.ws.join("new/dir/f"));
@@ -694,7 +682,7 @@ pub(crate) mod tests {
         sb.link("rel_out", Path::new("../outside"));
         sb.link("dangling_out", &sb.outside.join("nope/deeper"));
         sb.link("loop", Path::new("loop"));
-        let w = Workspace::new(&sb.ctx).unwrap();
+        let w = sb.ctx.open_workspace().unwrap();
         assert_eq!(w.resolve("in/f.txt").unwrap(), sb.ws.join("real/f.txt"));
         // `..` after a symlink is taken from the target, as the kernel does.
         assert_eq!(w.resolve("in/../real").unwrap(), sb.ws.join("real"));
@@ -707,7 +695,7 @@ pub(crate) mod tests {
     #[test]
     fn protected_roots_block_writes_only() {
         let sb = Sandbox::new();
-        let w = Workspace::new(&sb.ctx).unwrap();
+        let w = sb.ctx.open_workspace().unwrap();
         let p = w.resolve("skills/user/x/SKILL.md").unwrap();
         assert!(w.open_write(&p, "skills/user/x/SKILL.md", true).unwrap_err().contains("agent_skill_manage"));
         assert!(!sb.ws.join("skills/user/x").exists());
@@ -719,7 +707,7 @@ pub(crate) mod tests {
     #[test]
     fn opens_refuse_symlinks_raced_in_after_resolution() {
         let sb = Sandbox::new();
-        let w = Workspace::new(&sb.ctx).unwrap();
+        let w = sb.ctx.open_workspace().unwrap();
         sb.link("evil", &sb.outside.join("secret.txt"));
         sb.link("evildir", &sb.outside);
         let final_link = sb.ws.join("evil");
@@ -824,7 +812,7 @@ pub(crate) mod tests {
         sb.link("out", &sb.outside);
         sb.link("outfile", &sb.outside.join("secret.txt"));
         sb.link("inlink", &sb.ws.join("b.txt"));
-        let w = Workspace::new(&sb.ctx).unwrap();
+        let w = sb.ctx.open_workspace().unwrap();
         let mut seen = Vec::new();
         w.walk(&sb.ws, &Budget::new(&sb.ctx.cancel, SEARCH_TIME_LIMIT), &mut |e| {
             seen.push((e.rel.join("/"), e.kind));
@@ -839,7 +827,7 @@ pub(crate) mod tests {
     fn walk_stops_when_the_budget_runs_out() {
         let sb = Sandbox::new();
         sb.write("a/b.txt", "");
-        let w = Workspace::new(&sb.ctx).unwrap();
+        let w = sb.ctx.open_workspace().unwrap();
         let mut seen = 0;
         let stats = w.walk(&sb.ws, &Budget::new(&sb.ctx.cancel, Duration::ZERO), &mut |_| {
             seen += 1;
