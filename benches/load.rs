@@ -32,6 +32,10 @@ use std::time::{Duration, Instant};
 #[path = "shared/search.rs"]
 mod search;
 
+#[path = "shared/bighist.rs"]
+mod bighist;
+use bighist::{big_history_home, HISTORY_RECORDS};
+
 use common::stats::{median, ms, pct, raise_nofile, rss, threads};
 use common::ws::Handshake;
 use common::{fresh_home, FakeLlm, Reply, TestServer, WsClient};
@@ -40,7 +44,6 @@ const STARTS: usize = 7;
 const CONC_RUNS: usize = 3;
 const CONC_TURNS: usize = 3;
 const SEQ_TURNS: usize = 10_000;
-const HISTORY_RECORDS: usize = 100_000;
 const ANSWER: [&str; 3] = ["Hello", ", load", " world"];
 /// `CASHCODE_REPLAY_TTL` of the load server; RSS is read again once it has passed.
 const REPLAY_TTL: Duration = Duration::from_secs(5);
@@ -208,30 +211,6 @@ fn sequential(server: &TestServer, fake: &FakeLlm) -> SeqResult {
         errors,
         summaries,
     }
-}
-
-/// A home with one chat of [`HISTORY_RECORDS`] records (alternating user/assistant).
-fn big_history_home() -> (std::path::PathBuf, String) {
-    let home = fresh_home("bighist");
-    let chat = "0f0e0d0c-0b0a-4908-8706-050403020100".to_string();
-    let dir = home.join("memory").join(&chat);
-    std::fs::create_dir_all(&dir).expect("chat dir");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("history.jsonl")).expect("history"));
-    for i in 0..HISTORY_RECORDS {
-        let role = if i % 2 == 0 { "user" } else { "assistant" };
-        let rec = serde_json::json!({"cursor": i + 1, "timestamp": "2026-01-01 12:00", "role": role,
-                                     "content": format!("message number {i} with some ordinary words in it")});
-        writeln!(f, "{rec}").expect("write record");
-    }
-    f.flush().expect("flush");
-    std::fs::write(dir.join(".cursor"), HISTORY_RECORDS.to_string()).expect("cursor");
-    std::fs::write(
-        dir.join("metadata.json"),
-        serde_json::json!({"title":"big","created_at":"2026-01-01T12:00:00","updated_at":"2026-01-01T12:00:00"})
-            .to_string(),
-    )
-    .expect("metadata");
-    (home, chat)
 }
 
 fn main() {

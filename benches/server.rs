@@ -19,6 +19,9 @@ mod common;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+#[path = "shared/bighist.rs"]
+mod bighist;
+
 use common::stats::{cpu_ms, median, ms, pct, raise_nofile, rss};
 use common::ws::Handshake;
 use common::{FakeLlm, Reply, TestServer, WsClient};
@@ -181,6 +184,89 @@ fn startup_only() {
     starts.sort_by(|a, b| a.total_cmp(b));
     let (min, max) = (starts[0], starts[starts.len() - 1]);
     println!("start-up to listening: median {:.1} ms (min {min:.1}, max {max:.1}, {runs} starts)", median(starts));
+}
+
+/// `BENCH_ONLY=footprint`: the footprint figures, medians of `BENCH_RUNS` (default 5) rounds:
+/// idle RSS after start-up; server CPU per turn in a new chat (each turn opens one) and in the
+/// same chat; the 100,000-record chat's first turn after a start (its context loaded) and its
+/// second turn, from the message to `done`.
+fn footprint_only() {
+    let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    const TURNS: usize = 300;
+    let fake = FakeLlm::start();
+    let (mut idle, mut new_chat, mut same_chat, mut big_first, mut big_second) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let s = TestServer::start();
+        std::thread::sleep(Duration::from_millis(300));
+        idle.push(rss(s.pid).0 as f64 / 1024.0);
+        drop(s);
+
+        let server = TestServer::with_llm(&fake);
+        let mut ws = WsClient::connect(&server);
+        let chat = ws.new_chat();
+        fake.push(Reply::text(&ANSWER));
+        ws.message(&chat, "warm up", "openai_compatible");
+        ws.turn_events(&chat);
+        let before = cpu_ms(server.pid);
+        for i in 0..TURNS {
+            let chat = ws.new_chat();
+            fake.push(Reply::text(&ANSWER));
+            ws.message(&chat, &format!("question {i}"), "openai_compatible");
+            ws.turn_events(&chat);
+        }
+        new_chat.push((cpu_ms(server.pid) - before) / TURNS as f64);
+        let before = cpu_ms(server.pid);
+        for i in 0..TURNS {
+            fake.push(Reply::text(&ANSWER));
+            ws.message(&chat, &format!("question {i}"), "openai_compatible");
+            ws.turn_events(&chat);
+        }
+        same_chat.push((cpu_ms(server.pid) - before) / TURNS as f64);
+        drop(ws);
+        drop(server);
+
+        let (home, big) = bighist::big_history_home();
+        let server = TestServer::builder().home(&home).start();
+        server.configure_llm(&fake);
+        let mut c = WsClient::connect(&server);
+        c.attach(&big, None);
+        for times in [&mut big_first, &mut big_second] {
+            fake.push(Reply::text(&ANSWER));
+            let t = Instant::now();
+            c.message(&big, "continue", "openai_compatible");
+            c.turn_events(&big);
+            times.push(ms(t.elapsed()));
+        }
+        // `BENCH_PERF=<file>`: 200 more turns on the big chat under `perf record` (profiling).
+        if let Ok(out) = std::env::var("BENCH_PERF") {
+            let mut perf = std::process::Command::new("perf")
+                .args(["record", "-F", "4999", "-g", "-o", &out, "-p", &server.pid.to_string()])
+                .spawn()
+                .expect("perf");
+            std::thread::sleep(Duration::from_millis(500));
+            for _ in 0..200 {
+                fake.push(Reply::text(&ANSWER));
+                c.message(&big, "continue", "openai_compatible");
+                c.turn_events(&big);
+            }
+            // SAFETY: signalling the perf child we spawned.
+            unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
+            let _ = perf.wait();
+        }
+        drop(c);
+        drop(server);
+        let _ = std::fs::remove_dir_all(&home);
+    }
+    println!("idle RSS after start-up           {:>8.1} MiB  {idle:.1?}", median(idle.clone()));
+    println!("server CPU, turn in a new chat    {:>8.3} ms   {new_chat:.3?}", median(new_chat.clone()));
+    println!("server CPU, turn in the same chat {:>8.3} ms   {same_chat:.3?}", median(same_chat.clone()));
+    println!(
+        "{} records: first turn {:>8.1} ms   {big_first:.1?}",
+        bighist::HISTORY_RECORDS,
+        median(big_first.clone())
+    );
+    println!("{} records: second turn {:>7.1} ms   {big_second:.1?}", bighist::HISTORY_RECORDS, median(big_second.clone()));
 }
 
 /// `BENCH_ONLY=conc`: only the 100- and 500-client runs, with the server CPU per turn of
@@ -383,6 +469,7 @@ fn main() {
         Ok("connect") => return connect_only(),
         Ok("http") => return http_only(),
         Ok("startup") => return startup_only(),
+        Ok("footprint") => return footprint_only(),
         _ => {}
     }
     let bin = env!("CARGO_BIN_EXE_cashcode");

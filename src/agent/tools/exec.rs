@@ -189,7 +189,7 @@ impl Exec {
             }
         }
         // A confined command may not change the project's version-control control files: they
-        // are put back after it (src/tool/control_files). An escalated one runs git without
+        // are put back after it (src/sandbox/control_files.rs). An escalated one runs git without
         // hooks or fsmonitor.
         let control = match sandbox {
             Some(_) => Some(Snapshot::take(ws.root())),
