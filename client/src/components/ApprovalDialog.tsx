@@ -6,7 +6,7 @@
 // will deny on its own, counted from the server's deadline. The answer goes to the server,
 // which alone decides; the dialog closes on its `approval_end`.
 
-import { useCallback, useEffect, useId, useLayoutEffect, useRef, useState, type KeyboardEvent } from 'react'
+import { useCallback, useEffect, useId, useLayoutEffect, useRef, useState } from 'react'
 import { ShieldAlert } from 'lucide-react'
 import { useT } from '../i18n'
 import {
@@ -19,8 +19,7 @@ import {
   type Approval,
   type ApprovalDecision,
 } from '../lib/approvals'
-import { trapTab } from '../lib/focus'
-import { Button } from './ui'
+import { Button, DialogShell } from './ui'
 
 /** At or below this many seconds (or a fifth of the wait) the countdown turns urgent. */
 const URGENT_SEC = 10
@@ -48,19 +47,7 @@ export function ApprovalDialog({ request, onAnswer }: { request: Approval; onAns
   const [whole, setWhole] = useState(false)
   const [seenEnd, setSeenEnd] = useState(false)
   const [announced, setAnnounced] = useState('')
-  const dialogRef = useRef<HTMLDivElement>(null)
   const commandRef = useRef<HTMLPreElement>(null)
-  const restoreRef = useRef<Element | null>(null)
-
-  // Focus starts on Deny (the safe answer) and goes back where it was when the dialog closes.
-  useEffect(() => {
-    restoreRef.current = document.activeElement
-    dialogRef.current?.querySelector<HTMLElement>('[data-deny]')?.focus()
-    return () => {
-      const el = restoreRef.current
-      if (el instanceof HTMLElement && el.isConnected) el.focus()
-    }
-  }, [request.id])
 
   useEffect(() => {
     if (request.endsAt === null) return
@@ -93,15 +80,6 @@ export function ApprovalDialog({ request, onAnswer }: { request: Approval; onAns
     if (urgent && left !== null && !announced) setAnnounced(t('approval.timeUrgent', { s: left }))
   }, [urgent, left, announced, t])
   useEffect(() => setAnnounced(''), [request.id])
-
-  const onKeyDown = (e: KeyboardEvent<HTMLDivElement>) => {
-    if (e.key === 'Escape') {
-      e.preventDefault()
-      onAnswer('deny')
-      return
-    }
-    trapTab(e, dialogRef.current)
-  }
 
   const kind = titleKind(request)
   const title =
@@ -146,19 +124,20 @@ export function ApprovalDialog({ request, onAnswer }: { request: Approval; onAns
   const fraction = left !== null && total > 0 ? Math.min(1, left / total) : null
 
   return (
-    <div className="fixed inset-0 z-50 flex items-center justify-center bg-black/60 p-2 backdrop-blur-[2px] sm:p-4">
-      {/* eslint-disable-next-line jsx-a11y/no-noninteractive-element-interactions -- Tab/Escape from any button bubble here */}
-      <div
-        ref={dialogRef}
-        role="alertdialog"
-        aria-modal="true"
-        aria-labelledby={`${uid}-title`}
-        aria-describedby={`${uid}-grants`}
-        onKeyDown={onKeyDown}
-        data-testid="approval-dialog"
-        data-kind={kind}
-        className="flex max-h-[94vh] w-full max-w-2xl flex-col rounded-xl border border-amber-800/70 bg-panel shadow-2xl"
-      >
+    // Escape denies (the safe answer, focused first); focus comes back where it was.
+    <DialogShell
+      role="alertdialog"
+      onEscape={() => onAnswer('deny')}
+      labelledBy={`${uid}-title`}
+      describedBy={`${uid}-grants`}
+      initialFocus="[data-deny]"
+      focusKey={request.id}
+      width="max-w-2xl"
+      tone="warning"
+      padding="p-2 sm:p-4"
+      data-testid="approval-dialog"
+      data-kind={kind}
+    >
         <div className="flex items-start gap-3 border-b border-zinc-800 px-4 py-3.5 sm:px-5">
           <ShieldAlert size={20} className="mt-0.5 shrink-0 text-amber-400" aria-hidden />
           <div className="min-w-0">
@@ -301,7 +280,6 @@ export function ApprovalDialog({ request, onAnswer }: { request: Approval; onAns
             </Button>
           </div>
         </div>
-      </div>
-    </div>
+    </DialogShell>
   )
 }

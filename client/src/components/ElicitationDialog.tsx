@@ -3,11 +3,10 @@
 // schema and checked before Send; Decline and Cancel send no content. A countdown shows when
 // the server will be told "decline".
 
-import { useEffect, useId, useRef, useState, type KeyboardEvent } from 'react'
+import { useEffect, useId, useState } from 'react'
 import { useT } from '../i18n'
 import { initialValues, validate, type Elicitation, type Field, type FieldError, type FormValues } from '../lib/elicitation'
-import { trapTab } from '../lib/focus'
-import { Button, inputClass } from './ui'
+import { Button, DialogShell, inputClass } from './ui'
 
 export type ElicitAction = 'accept' | 'decline' | 'cancel'
 
@@ -131,19 +130,6 @@ export function ElicitationDialog({
   const [values, setValues] = useState<FormValues>(() => initialValues(form.fields))
   const [errors, setErrors] = useState<Record<string, FieldError>>({})
   const [now, setNow] = useState(() => Date.now())
-  const dialogRef = useRef<HTMLDivElement>(null)
-  const restoreRef = useRef<Element | null>(null)
-
-  // Focus moves into the dialog and back to where it was when the dialog goes.
-  useEffect(() => {
-    restoreRef.current = document.activeElement
-    const first = dialogRef.current?.querySelector<HTMLElement>('input, select, button')
-    first?.focus()
-    return () => {
-      const el = restoreRef.current
-      if (el instanceof HTMLElement && el.isConnected) el.focus()
-    }
-  }, [form.id])
 
   useEffect(() => {
     if (!form.timeoutSec) return
@@ -164,28 +150,16 @@ export function ElicitationDialog({
     onAnswer('accept', r.content)
   }
 
-  const onKeyDown = (e: KeyboardEvent<HTMLDivElement>) => {
-    if (e.key === 'Escape') {
-      e.preventDefault()
-      onAnswer('cancel')
-      return
-    }
-    trapTab(e, dialogRef.current)
-  }
-
   return (
-    <div className="fixed inset-0 z-50 flex items-center justify-center bg-black/60 p-4 backdrop-blur-[2px]">
-      {/* eslint-disable-next-line jsx-a11y/no-noninteractive-element-interactions -- Tab/Escape from any field bubble here */}
-      <div
-        ref={dialogRef}
-        role="dialog"
-        aria-modal="true"
-        aria-labelledby={`${uid}-title`}
-        aria-describedby={`${uid}-msg`}
-        onKeyDown={onKeyDown}
-        data-testid="elicitation-dialog"
-        className="flex max-h-[90vh] w-full max-w-lg flex-col rounded-xl border border-zinc-800 bg-panel shadow-2xl"
-      >
+    // Escape cancels; focus starts on the first field and comes back where it was.
+    <DialogShell
+      onEscape={() => onAnswer('cancel')}
+      labelledBy={`${uid}-title`}
+      describedBy={`${uid}-msg`}
+      initialFocus="input, select, button"
+      focusKey={form.id}
+      data-testid="elicitation-dialog"
+    >
         <div className="border-b border-zinc-800 px-5 py-3.5">
           <h2 id={`${uid}-title`} className="text-[15px] font-semibold text-zinc-100">
             {t('elicit.title', { server: form.server })}
@@ -240,7 +214,6 @@ export function ElicitationDialog({
             {t('elicit.accept')}
           </Button>
         </div>
-      </div>
-    </div>
+    </DialogShell>
   )
 }

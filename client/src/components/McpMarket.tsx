@@ -17,7 +17,7 @@ import {
 import type { McpServer } from '../lib/types'
 import { openAuthorization, signOut, waitForAuthorized } from '../lib/mcpAuth'
 import { McpChangesModal } from './McpChanges'
-import { Button, ConfirmDialog, ErrorBox, Field, inputBase, inputClass, Modal, SkeletonRows, Spinner, useMenuKeyboard } from './ui'
+import { Button, ConfirmDialog, ErrorBox, Field, inputBase, inputClass, Modal, PopupMenu, SkeletonRows, Spinner } from './ui'
 
 const STATUS: Record<string, { label: MessageKey; cls: string }> = {
   disconnected: { label: 'mcp.status.disconnected', cls: 'text-zinc-400' },
@@ -217,16 +217,6 @@ function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => voi
   const t = useT()
   const [open, setOpen] = useState(false)
   const ref = useRef<HTMLDivElement>(null)
-  const menuRef = useRef<HTMLDivElement>(null)
-  useMenuKeyboard(open, menuRef, () => setOpen(false))
-  useEffect(() => {
-    if (!open) return
-    const onDown = (e: MouseEvent) => {
-      if (ref.current && !ref.current.contains(e.target as Node)) setOpen(false)
-    }
-    window.addEventListener('mousedown', onDown)
-    return () => window.removeEventListener('mousedown', onDown)
-  }, [open])
   return (
     <div ref={ref} className="relative">
       <button
@@ -239,32 +229,30 @@ function RowMenu({ onEdit, onDelete }: { onEdit: () => void; onDelete: () => voi
       >
         <MoreHorizontal size={16} />
       </button>
-      {open && (
-        <div ref={menuRef} role="menu" className="absolute top-9 right-0 z-20 w-32 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
-          <button
-            role="menuitem"
-            type="button"
-            onClick={() => {
-              setOpen(false)
-              onEdit()
-            }}
-            className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-zinc-200 hover:bg-zinc-800"
-          >
-            <Pencil size={14} /> {t('common.edit')}
-          </button>
-          <button
-            role="menuitem"
-            type="button"
-            onClick={() => {
-              setOpen(false)
-              onDelete()
-            }}
-            className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-red-400 hover:bg-zinc-800"
-          >
-            <Trash2 size={14} /> {t('common.delete')}
-          </button>
-        </div>
-      )}
+      <PopupMenu open={open} onClose={() => setOpen(false)} within={ref} className="top-9 right-0 z-20 w-32 overflow-hidden">
+        <button
+          role="menuitem"
+          type="button"
+          onClick={() => {
+            setOpen(false)
+            onEdit()
+          }}
+          className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-zinc-200 hover:bg-zinc-800"
+        >
+          <Pencil size={14} /> {t('common.edit')}
+        </button>
+        <button
+          role="menuitem"
+          type="button"
+          onClick={() => {
+            setOpen(false)
+            onDelete()
+          }}
+          className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-red-400 hover:bg-zinc-800"
+        >
+          <Trash2 size={14} /> {t('common.delete')}
+        </button>
+      </PopupMenu>
     </div>
   )
 }

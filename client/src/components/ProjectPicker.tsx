@@ -6,7 +6,7 @@ import { useEffect, useRef, useState } from 'react'
 import { useI18n } from '../i18n'
 import { api, describeError } from '../lib/api'
 import type { ProjectSettings, SessionInfo } from '../lib/types'
-import { useMenuKeyboard } from './ui'
+import { PopupMenu } from './ui'
 
 /** The last path segment, for a compact label. */
 export function folderName(path: string): string {
@@ -30,8 +30,7 @@ export function ProjectPicker({ sessions, onPick }: { sessions: SessionInfo[]; o
   const [settings, setSettings] = useState<ProjectSettings | null>(null)
   const [error, setError] = useState<string | null>(null)
   const [path, setPath] = useState('')
-  const menuRef = useRef<HTMLDivElement>(null)
-  useMenuKeyboard(open, menuRef, () => setOpen(false))
+  const boxRef = useRef<HTMLDivElement>(null)
 
   useEffect(() => {
     if (!open) return
@@ -54,7 +53,7 @@ export function ProjectPicker({ sessions, onPick }: { sessions: SessionInfo[]; o
   const roots = (settings?.allowed ?? []).filter((r) => !recents.includes(r))
 
   return (
-    <div className="relative">
+    <div ref={boxRef} className="relative">
       <button
         type="button"
         aria-label={t('projects.newIn')}
@@ -67,52 +66,45 @@ export function ProjectPicker({ sessions, onPick }: { sessions: SessionInfo[]; o
       >
         <FolderOpen size={16} />
       </button>
-      {open && (
-        <div
-          ref={menuRef}
-          role="menu"
-          aria-label={t('projects.newIn')}
-          className="absolute top-9 left-0 z-50 w-72 rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl"
-        >
-          <p className="px-3 py-1 text-[11px] tracking-wide text-zinc-500 uppercase">{t('projects.newIn')}</p>
-          <button role="menuitem" type="button" className="block w-full px-3 py-1.5 text-left text-sm text-zinc-200 hover:bg-zinc-800" onClick={() => pick()}>
-            {t('projects.workspace')}
-          </button>
-          {[...recents, ...roots].map((p) => (
-            <button
-              key={p}
-              role="menuitem"
-              type="button"
-              title={p}
-              data-testid="project-option"
-              className="block w-full truncate px-3 py-1.5 text-left text-sm text-zinc-200 hover:bg-zinc-800"
-              onClick={() => pick(p)}
-            >
-              <span className="font-medium">{folderName(p)}</span> <span className="text-xs text-zinc-500">{p}</span>
-            </button>
-          ))}
-          {error && <p className="px-3 py-1 text-xs text-red-400">{error}</p>}
-          <form
-            className="flex gap-1 border-t border-zinc-800 px-2 pt-2 pb-1"
-            onSubmit={(e) => {
-              e.preventDefault()
-              if (path.trim()) pick(path.trim())
-            }}
+      <PopupMenu open={open} onClose={() => setOpen(false)} within={boxRef} label={t('projects.newIn')} className="top-9 left-0 z-50 w-72">
+        <p className="px-3 py-1 text-[11px] tracking-wide text-zinc-500 uppercase">{t('projects.newIn')}</p>
+        <button role="menuitem" type="button" className="block w-full px-3 py-1.5 text-left text-sm text-zinc-200 hover:bg-zinc-800" onClick={() => pick()}>
+          {t('projects.workspace')}
+        </button>
+        {[...recents, ...roots].map((p) => (
+          <button
+            key={p}
+            role="menuitem"
+            type="button"
+            title={p}
+            data-testid="project-option"
+            className="block w-full truncate px-3 py-1.5 text-left text-sm text-zinc-200 hover:bg-zinc-800"
+            onClick={() => pick(p)}
           >
-            <input
-              aria-label={t('projects.path')}
-              placeholder={t('projects.pathPlaceholder')}
-              value={path}
-              onChange={(e) => setPath(e.target.value)}
-              data-testid="project-path"
-              className="min-w-0 flex-1 rounded border border-zinc-700 bg-zinc-950 px-2 py-1 font-mono text-xs text-zinc-100 outline-none focus:border-emerald-700"
-            />
-            <button type="submit" className="rounded bg-zinc-800 px-2 text-xs text-zinc-200 hover:bg-zinc-700">
-              {t('projects.open')}
-            </button>
-          </form>
-        </div>
-      )}
+            <span className="font-medium">{folderName(p)}</span> <span className="text-xs text-zinc-500">{p}</span>
+          </button>
+        ))}
+        {error && <p className="px-3 py-1 text-xs text-red-400">{error}</p>}
+        <form
+          className="flex gap-1 border-t border-zinc-800 px-2 pt-2 pb-1"
+          onSubmit={(e) => {
+            e.preventDefault()
+            if (path.trim()) pick(path.trim())
+          }}
+        >
+          <input
+            aria-label={t('projects.path')}
+            placeholder={t('projects.pathPlaceholder')}
+            value={path}
+            onChange={(e) => setPath(e.target.value)}
+            data-testid="project-path"
+            className="min-w-0 flex-1 rounded border border-zinc-700 bg-zinc-950 px-2 py-1 font-mono text-xs text-zinc-100 outline-none focus:border-emerald-700"
+          />
+          <button type="submit" className="rounded bg-zinc-800 px-2 text-xs text-zinc-200 hover:bg-zinc-700">
+            {t('projects.open')}
+          </button>
+        </form>
+      </PopupMenu>
     </div>
   )
 }

@@ -2,7 +2,7 @@
 // menu (LLM Settings, Safety, export and import, and the interface language, remembered in localStorage by the i18n
 // provider). A chat waiting for the owner's approval carries a badge.
 
-import { useEffect, useRef, useState, type ReactNode } from 'react'
+import { useRef, useState, type ReactNode } from 'react'
 import {
   Brain,
   Check,
@@ -33,7 +33,7 @@ import { ProjectPicker, folderName } from './ProjectPicker'
 import { describeError } from '../lib/api'
 import { EXPORT_FORMATS, exportChat } from '../lib/transfer'
 import { TransferDialog } from './TransferDialog'
-import { ConfirmDialog, Spinner, useMenuKeyboard } from './ui'
+import { ConfirmDialog, PopupMenu, Spinner } from './ui'
 
 interface Props {
   view: AppView
@@ -114,22 +114,10 @@ function SessionRow({
 }) {
   const { t, lang } = useI18n()
   const [menu, setMenu] = useState(false)
-  const menuRef = useRef<HTMLDivElement>(null)
-  useMenuKeyboard(menu, menuRef, () => setMenu(false))
+  const rowRef = useRef<HTMLDivElement>(null)
   const [editing, setEditing] = useState(false)
   const [draft, setDraft] = useState(s.title)
   const done = useRef(false)
-
-  useEffect(() => {
-    if (!menu) return
-    const close = () => setMenu(false)
-    // Any click anywhere closes the row menu (registered after the opening click).
-    const timer = setTimeout(() => window.addEventListener('click', close), 0)
-    return () => {
-      clearTimeout(timer)
-      window.removeEventListener('click', close)
-    }
-  }, [menu])
 
   const commit = () => {
     if (done.current) return
@@ -164,6 +152,7 @@ function SessionRow({
 
   return (
     <div
+      ref={rowRef}
       className={`group relative flex items-center rounded-lg transition-colors ${
         active ? 'bg-zinc-800/90' : 'hover:bg-zinc-800/50'
       }`}
@@ -216,45 +205,47 @@ function SessionRow({
       >
         <MoreHorizontal size={16} />
       </button>
-      {menu && (
-        <div ref={menuRef} role="menu" className="absolute top-9 right-1 z-20 w-48 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
+      <PopupMenu open={menu} onClose={() => setMenu(false)} within={rowRef} className="top-9 right-1 z-20 w-48 overflow-hidden">
+        <button
+          role="menuitem"
+          type="button"
+          onClick={() => {
+            setMenu(false)
+            setDraft(s.title)
+            done.current = false
+            setEditing(true)
+          }}
+          className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-zinc-200 hover:bg-zinc-800"
+        >
+          <Pencil size={14} /> {t('sidebar.rename')}
+        </button>
+        {EXPORT_FORMATS.map((f) => (
           <button
+            key={f}
             role="menuitem"
             type="button"
+            data-testid={`export-chat-${f}`}
             onClick={() => {
-              setDraft(s.title)
-              done.current = false
-              setEditing(true)
+              setMenu(false)
+              exportChat(s.chat_id, f).catch((e: unknown) => onNotice(t('transfer.exportFailed', { error: describeError(e) })))
             }}
             className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-zinc-200 hover:bg-zinc-800"
           >
-            <Pencil size={14} /> {t('sidebar.rename')}
+            <Download size={14} /> {t('transfer.exportChat', { format: t(`transfer.format.${f}`) })}
           </button>
-          {EXPORT_FORMATS.map((f) => (
-            <button
-              key={f}
-              role="menuitem"
-              type="button"
-              data-testid={`export-chat-${f}`}
-              onClick={() => {
-                setMenu(false)
-                exportChat(s.chat_id, f).catch((e: unknown) => onNotice(t('transfer.exportFailed', { error: describeError(e) })))
-              }}
-              className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-zinc-200 hover:bg-zinc-800"
-            >
-              <Download size={14} /> {t('transfer.exportChat', { format: t(`transfer.format.${f}`) })}
-            </button>
-          ))}
-          <button
-            role="menuitem"
-            type="button"
-            onClick={onAskDelete}
-            className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-red-400 hover:bg-zinc-800"
-          >
-            <Trash2 size={14} /> {t('common.delete')}
-          </button>
-        </div>
-      )}
+        ))}
+        <button
+          role="menuitem"
+          type="button"
+          onClick={() => {
+            setMenu(false)
+            onAskDelete()
+          }}
+          className="flex w-full items-center gap-2 px-3 py-1.5 text-sm text-red-400 hover:bg-zinc-800"
+        >
+          <Trash2 size={14} /> {t('common.delete')}
+        </button>
+      </PopupMenu>
     </div>
   )
 }
@@ -309,24 +300,6 @@ export function Sidebar(p: Props) {
   const [deleting, setDeleting] = useState(false)
   const [transfer, setTransfer] = useState(false)
   const settingsRef = useRef<HTMLDivElement>(null)
-  const settingsMenuRef = useRef<HTMLDivElement>(null)
-  useMenuKeyboard(settingsMenu, settingsMenuRef, () => setSettingsMenu(false))
-
-  useEffect(() => {
-    if (!settingsMenu) return
-    const onDown = (e: MouseEvent) => {
-      if (settingsRef.current && !settingsRef.current.contains(e.target as Node)) setSettingsMenu(false)
-    }
-    const onKey = (e: KeyboardEvent) => {
-      if (e.key === 'Escape') setSettingsMenu(false)
-    }
-    window.addEventListener('mousedown', onDown)
-    window.addEventListener('keydown', onKey)
-    return () => {
-      window.removeEventListener('mousedown', onDown)
-      window.removeEventListener('keydown', onKey)
-    }
-  }, [settingsMenu])
   const openView = (v: AppView) => {
     setSettingsMenu(false)
     p.onView(v)
@@ -407,29 +380,32 @@ export function Sidebar(p: Props) {
           )}
         </div>
         <div ref={settingsRef} className="relative border-t border-zinc-800/80 p-2">
-          {settingsMenu && (
-            <div ref={settingsMenuRef} role="menu" className="absolute right-2 bottom-full left-2 mb-1 overflow-hidden rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl">
-              <SettingsItem testId="nav-llm" onClick={() => openView('llm-settings')}>
-                <SlidersHorizontal size={15} /> {t('sidebar.llmSettings')}
-              </SettingsItem>
-              <SettingsItem testId="nav-safety" onClick={() => openView('safety')}>
-                <ShieldCheck size={15} /> {t('sidebar.safety')}
-              </SettingsItem>
-              <SettingsItem testId="nav-usage" onClick={() => openView('usage')}>
-                <ChartColumn size={15} /> {t('sidebar.usage')}
-              </SettingsItem>
-              <SettingsItem
-                testId="nav-transfer"
-                onClick={() => {
-                  setSettingsMenu(false)
-                  setTransfer(true)
-                }}
-              >
-                <ArrowDownUp size={15} /> {t('transfer.menu')}
-              </SettingsItem>
-              <LanguageItems />
-            </div>
-          )}
+          <PopupMenu
+            open={settingsMenu}
+            onClose={() => setSettingsMenu(false)}
+            within={settingsRef}
+            className="right-2 bottom-full left-2 z-20 mb-1 overflow-hidden"
+          >
+            <SettingsItem testId="nav-llm" onClick={() => openView('llm-settings')}>
+              <SlidersHorizontal size={15} /> {t('sidebar.llmSettings')}
+            </SettingsItem>
+            <SettingsItem testId="nav-safety" onClick={() => openView('safety')}>
+              <ShieldCheck size={15} /> {t('sidebar.safety')}
+            </SettingsItem>
+            <SettingsItem testId="nav-usage" onClick={() => openView('usage')}>
+              <ChartColumn size={15} /> {t('sidebar.usage')}
+            </SettingsItem>
+            <SettingsItem
+              testId="nav-transfer"
+              onClick={() => {
+                setSettingsMenu(false)
+                setTransfer(true)
+              }}
+            >
+              <ArrowDownUp size={15} /> {t('transfer.menu')}
+            </SettingsItem>
+            <LanguageItems />
+          </PopupMenu>
           <NavButton
             active={p.view === 'llm-settings' || p.view === 'safety' || p.view === 'usage'}
             icon={<Settings size={17} />}

@@ -32,6 +32,85 @@ export function Spinner({ size = 14, className = '' }: { size?: number; classNam
   return <Loader2 size={size} className={`animate-spin ${className}`} />
 }
 
+/**
+ * The one modal shell every dialog uses: the dimmed overlay, `role` (`alertdialog` for a
+ * decision the server waits for), Escape (`onEscape`), Tab kept inside, focus moved in on open
+ * (to `initialFocus`, else the first control) and back where it was on close, again whenever
+ * `focusKey` changes (a new request in the same dialog).
+ */
+export function DialogShell({
+  children,
+  onEscape,
+  role = 'dialog',
+  labelledBy,
+  describedBy,
+  initialFocus,
+  focusKey,
+  width = 'max-w-lg',
+  tone = 'default',
+  padding = 'p-4',
+  ...rest
+}: {
+  children: ReactNode
+  onEscape: (() => void) | null
+  role?: 'dialog' | 'alertdialog'
+  labelledBy: string
+  describedBy?: string
+  /** a selector inside the dialog for the control focused first */
+  initialFocus?: string
+  focusKey?: string
+  width?: string
+  tone?: 'default' | 'warning'
+  padding?: string
+  [data: `data-${string}`]: string | undefined
+}) {
+  const box = useRef<HTMLDivElement>(null)
+  const escapeRef = useRef(onEscape)
+  useEffect(() => {
+    escapeRef.current = onEscape
+  })
+  useEffect(() => {
+    const previous = document.activeElement instanceof HTMLElement ? document.activeElement : null
+    const el = box.current
+    if (el && !el.contains(document.activeElement)) {
+      const chosen = initialFocus ? el.querySelector<HTMLElement>(initialFocus) : null
+      const first = chosen ?? focusables(el).find((f) => !f.hasAttribute('data-modal-close'))
+      ;(first ?? el).focus()
+    }
+    return () => {
+      if (previous?.isConnected) previous.focus()
+    }
+  }, [focusKey, initialFocus])
+  const onKeyDown = (e: KeyboardEvent) => {
+    if (e.key === 'Escape') {
+      if (!escapeRef.current) return
+      e.preventDefault()
+      e.stopPropagation()
+      escapeRef.current()
+      return
+    }
+    if (box.current) trapTab(e, box.current)
+  }
+  return (
+    <div className={`fixed inset-0 z-50 flex items-center justify-center bg-black/60 backdrop-blur-[2px] ${padding}`}>
+      <div
+        ref={box}
+        role={role}
+        aria-modal="true"
+        aria-labelledby={labelledBy}
+        aria-describedby={describedBy}
+        tabIndex={-1}
+        onKeyDown={(e) => onKeyDown(e.nativeEvent)}
+        {...rest}
+        className={`flex max-h-[92vh] w-full flex-col rounded-xl border bg-panel shadow-2xl outline-none ${width} ${tone === 'warning' ? 'border-amber-800/70' : 'border-zinc-800'}`}
+      >
+        {children}
+      </div>
+    </div>
+  )
+}
+
+/** A dialog with a title bar and its close button, a scrolling body and a footer of actions. */
 export function Modal({
   title,
   children,
@@ -50,73 +129,29 @@ export function Modal({
   labelledBy?: string
 }) {
   const t = useT()
-  const closeRef = useRef(onClose)
-  useEffect(() => {
-    closeRef.current = onClose
-  })
   const titleId = useId()
-  const box = useRef<HTMLDivElement>(null)
-  useEffect(() => {
-    const onKey = (e: KeyboardEvent) => {
-      if (e.key === 'Escape' && !closeDisabled) {
-        e.preventDefault()
-        closeRef.current()
-      }
-    }
-    window.addEventListener('keydown', onKey)
-    return () => window.removeEventListener('keydown', onKey)
-  }, [closeDisabled])
-  // Focus moves into the dialog, Tab cycles inside it, and focus returns where it was on close.
-  useEffect(() => {
-    const previous = document.activeElement instanceof HTMLElement ? document.activeElement : null
-    const el = box.current
-    if (el && !el.contains(document.activeElement)) {
-      const first = focusables(el).find((f) => !f.hasAttribute('data-modal-close'))
-      ;(first ?? el).focus()
-    }
-    return () => {
-      if (previous?.isConnected) previous.focus()
-    }
-  }, [])
-  useEffect(() => {
-    const el = box.current
-    if (!el) return
-    const trap = (e: KeyboardEvent) => trapTab(e, el)
-    el.addEventListener('keydown', trap)
-    return () => el.removeEventListener('keydown', trap)
-  }, [])
   return (
-    <div className="fixed inset-0 z-50 flex items-center justify-center bg-black/60 p-4 backdrop-blur-[2px]">
-      <div
-        ref={box}
-        role="dialog"
-        aria-modal="true"
-        aria-labelledby={labelledBy ?? titleId}
-        tabIndex={-1}
-        className={`flex max-h-[90vh] w-full flex-col rounded-xl border border-zinc-800 bg-panel shadow-2xl outline-none ${wide ? 'max-w-4xl' : 'max-w-lg'}`}
-      >
-        <div className="flex items-center gap-3 border-b border-zinc-800 px-5 py-3.5">
-          <div id={titleId} className="min-w-0 flex-1 text-[15px] font-semibold text-zinc-100">
-            {title}
-          </div>
-          <button
-            type="button"
-            aria-label={t('common.close')}
-            data-modal-close
-            disabled={closeDisabled}
-            onClick={onClose}
-            className="rounded-md p-1 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200 disabled:opacity-40"
-          >
-            <X size={16} />
-          </button>
+    <DialogShell onEscape={closeDisabled ? null : onClose} labelledBy={labelledBy ?? titleId} width={wide ? 'max-w-4xl' : 'max-w-lg'}>
+      <div className="flex items-center gap-3 border-b border-zinc-800 px-5 py-3.5">
+        <div id={titleId} className="min-w-0 flex-1 text-[15px] font-semibold text-zinc-100">
+          {title}
         </div>
-        <div className="min-h-0 flex-1 overflow-y-auto px-5 py-4">{children}</div>
-        {footer && <div className="flex justify-end gap-2 border-t border-zinc-800 px-5 py-3">{footer}</div>}
+        <button
+          type="button"
+          aria-label={t('common.close')}
+          data-modal-close
+          disabled={closeDisabled}
+          onClick={onClose}
+          className="rounded-md p-1 text-zinc-500 hover:bg-zinc-800 hover:text-zinc-200 disabled:opacity-40"
+        >
+          <X size={16} />
+        </button>
       </div>
-    </div>
+      <div className="min-h-0 flex-1 overflow-y-auto px-5 py-4">{children}</div>
+      {footer && <div className="flex justify-end gap-2 border-t border-zinc-800 px-5 py-3">{footer}</div>}
+    </DialogShell>
   )
 }
-
 
 export function ConfirmDialog({
   message,
@@ -235,6 +270,53 @@ export function useMenuKeyboard(open: boolean, menuRef: RefObject<HTMLElement | 
     menu.addEventListener('keydown', onKey)
     return () => menu.removeEventListener('keydown', onKey)
   }, [open, menuRef])
+}
+
+/**
+ * The one popup menu: its panel (`className` places, sizes and layers it), the keyboard of
+ * [`useMenuKeyboard`], and a press outside `within` (the trigger and the panel's container)
+ * closing it.
+ */
+export function PopupMenu({
+  open,
+  onClose,
+  within,
+  className,
+  label,
+  children,
+}: {
+  open: boolean
+  onClose: () => void
+  within: RefObject<HTMLElement | null>
+  className: string
+  label?: string
+  children: ReactNode
+}) {
+  const menuRef = useRef<HTMLDivElement>(null)
+  useMenuKeyboard(open, menuRef, onClose)
+  const closeRef = useRef(onClose)
+  useEffect(() => {
+    closeRef.current = onClose
+  })
+  useEffect(() => {
+    if (!open) return
+    const onDown = (e: MouseEvent) => {
+      if (within.current && !within.current.contains(e.target as Node)) closeRef.current()
+    }
+    window.addEventListener('mousedown', onDown)
+    return () => window.removeEventListener('mousedown', onDown)
+  }, [open, within])
+  if (!open) return null
+  return (
+    <div
+      ref={menuRef}
+      role="menu"
+      aria-label={label}
+      className={`absolute rounded-lg border border-zinc-700 bg-zinc-900 py-1 shadow-xl ${className}`}
+    >
+      {children}
+    </div>
+  )
 }
 
 /** Copies text to the clipboard; `copied` is true for two seconds after a copy succeeded. */

@@ -5,6 +5,7 @@
 import { currentLang, tr } from '../i18n'
 import { ApiError } from './api'
 import type { LlmSettings, Provider } from './types'
+import { isHttpUrl } from './url'
 
 export interface LlmDraft {
   openai_compatible: { base_url: string; api_key: string; clear_api_key: boolean }
@@ -18,14 +19,7 @@ export function draftFromSettings(s: LlmSettings | null): LlmDraft {
   }
 }
 
-export function isHttpUrl(value: string): boolean {
-  try {
-    const u = new URL(value.trim())
-    return (u.protocol === 'http:' || u.protocol === 'https:') && Boolean(u.hostname)
-  } catch {
-    return false
-  }
-}
+export { isHttpUrl }
 
 /**
  * Where a URL connects, normalised like the server does: scheme, host and port, with default

@@ -3,6 +3,7 @@
 
 import { tr, type Translate } from '../i18n'
 import { MCP_ID_RE } from './selections'
+import { isHttpUrl } from './url'
 
 export const MASK = '********'
 export const HEADER_NAME_RE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/
@@ -30,14 +31,7 @@ export interface McpForm {
 
 export type McpFormErrors = Partial<Record<'name' | 'display_name' | 'url' | 'description' | 'headers', string>>
 
-export function isHttpUrl(value: string): boolean {
-  try {
-    const u = new URL(value.trim())
-    return (u.protocol === 'http:' || u.protocol === 'https:') && Boolean(u.hostname)
-  } catch {
-    return false
-  }
-}
+export { isHttpUrl }
 
 export function validateMcpForm(form: McpForm, editing: boolean, t: Translate = tr): McpFormErrors {
   const e: McpFormErrors = {}
