@@ -208,6 +208,15 @@ fn footprint_only() {
         fake.push(Reply::text(&ANSWER));
         ws.message(&chat, "warm up", "openai_compatible");
         ws.turn_events(&chat);
+        // `BENCH_PERF=<file>`: the new-chat turns under `perf record` (for profiling).
+        let perf = std::env::var("BENCH_PERF").ok().map(|out| {
+            let p = std::process::Command::new("perf")
+                .args(["record", "-F", "4999", "-g", "-o", &out, "-p", &server.pid.to_string()])
+                .spawn()
+                .expect("perf");
+            std::thread::sleep(Duration::from_millis(500));
+            p
+        });
         let before = cpu_ms(server.pid);
         for i in 0..TURNS {
             let chat = ws.new_chat();
@@ -216,6 +225,11 @@ fn footprint_only() {
             ws.turn_events(&chat);
         }
         new_chat.push((cpu_ms(server.pid) - before) / TURNS as f64);
+        if let Some(mut p) = perf {
+            // SAFETY: signalling the perf child this bench spawned.
+            unsafe { libc::kill(p.id() as i32, libc::SIGINT) };
+            let _ = p.wait();
+        }
         let before = cpu_ms(server.pid);
         for i in 0..TURNS {
             fake.push(Reply::text(&ANSWER));
@@ -237,22 +251,6 @@ fn footprint_only() {
             c.message(&big, "continue", "openai_compatible");
             c.turn_events(&big);
             times.push(ms(t.elapsed()));
-        }
-        // `BENCH_PERF=<file>`: 200 more turns on the big chat under `perf record` (profiling).
-        if let Ok(out) = std::env::var("BENCH_PERF") {
-            let mut perf = std::process::Command::new("perf")
-                .args(["record", "-F", "4999", "-g", "-o", &out, "-p", &server.pid.to_string()])
-                .spawn()
-                .expect("perf");
-            std::thread::sleep(Duration::from_millis(500));
-            for _ in 0..200 {
-                fake.push(Reply::text(&ANSWER));
-                c.message(&big, "continue", "openai_compatible");
-                c.turn_events(&big);
-            }
-            // SAFETY: signalling the perf child we spawned.
-            unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
-            let _ = perf.wait();
         }
         drop(c);
         drop(server);
