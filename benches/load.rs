@@ -25,7 +25,6 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::io::Write;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 

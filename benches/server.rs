@@ -264,7 +264,11 @@ fn footprint_only() {
         bighist::HISTORY_RECORDS,
         median(big_first.clone())
     );
-    println!("{} records: second turn {:>7.1} ms   {big_second:.1?}", bighist::HISTORY_RECORDS, median(big_second.clone()));
+    println!(
+        "{} records: second turn {:>7.1} ms   {big_second:.1?}",
+        bighist::HISTORY_RECORDS,
+        median(big_second.clone())
+    );
 }
 
 /// `BENCH_ONLY=conc`: only the 100- and 500-client runs, with the server CPU per turn of

@@ -342,6 +342,11 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
         sandbox,
         search,
         assets: Default::default(),
+        chats: Arc::clone(&agent.deps.chats),
+        memory: Arc::clone(&agent.deps.memory),
+        projects: Arc::clone(&agent.deps.projects),
+        approvals: Arc::clone(&agent.deps.approvals),
+        events: Arc::clone(&agent.deps.sink),
     });
     let sd = Arc::clone(&shutdown);
     let (api2, http2) = (Arc::clone(&api), Arc::clone(&http_server));

@@ -53,11 +53,18 @@ impl Elicitations {
 
     /// An `elicitation_response` frame: `Err(detail)` for an id this chat is not waiting on
     /// (unknown, answered, timed out) or content the form refuses (the form stays open).
-    pub(crate) fn answer(&self, chat_id: &str, id: &str, action: &str, content: Option<&Value>) -> Result<(), String> {
+    pub(crate) fn answer(
+        &self,
+        chat_id: &str,
+        id: &str,
+        action: &str,
+        content: Option<&Value>,
+    ) -> Result<(), crate::agent::answers::AnswerError> {
+        use crate::agent::answers::AnswerError;
         let mut pending = self.pending();
         let waiting = match pending.get(id) {
             Some(w) if w.chat_id == chat_id => w,
-            _ => return Err("unknown elicitation id (answered, timed out or never asked)".into()),
+            _ => return Err(AnswerError::UnknownElicitation),
         };
         let answer = match action {
             "accept" => {
@@ -65,7 +72,7 @@ impl Elicitations {
                 let content = waiting
                     .form
                     .check(content.unwrap_or(&empty))
-                    .map_err(|why| format!("invalid elicitation content: {why}"))?;
+                    .map_err(|why| AnswerError::InvalidContent(why.to_string()))?;
                 Answer::Accept(content)
             }
             "decline" => Answer::Decline,
@@ -179,11 +186,11 @@ mod tests {
         let (sink, el) = setup(1, Duration::from_secs(30));
         let (id, h) = ask(&sink, &el, None);
         assert_eq!(
-            el.answer("c-2", &id, "accept", Some(&json!({"name": "x"}))).unwrap_err(),
+            el.answer("c-2", &id, "accept", Some(&json!({"name": "x"}))).unwrap_err().detail(),
             "unknown elicitation id (answered, timed out or never asked)"
         );
-        assert!(el.answer("c-1", &id, "accept", Some(&json!({}))).unwrap_err().contains("'name' is required"));
-        assert!(el.answer("c-1", &id, "accept", None).unwrap_err().contains("'name' is required"));
+        assert!(el.answer("c-1", &id, "accept", Some(&json!({}))).unwrap_err().detail().contains("'name' is required"));
+        assert!(el.answer("c-1", &id, "accept", None).unwrap_err().detail().contains("'name' is required"));
         el.answer("c-1", &id, "accept", Some(&json!({"name": "Ann"}))).unwrap();
         assert_eq!(h.join().unwrap(), Answer::Accept(json!({"name": "Ann"}).as_object().cloned().unwrap()));
         assert!(el.answer("c-1", &id, "decline", None).is_err(), "answered twice");

@@ -3,7 +3,9 @@
 //! the closing `error` events of turns cancelled or discarded before they started. Holds the
 //! chat cache (`store::cache`) and the tool registry.
 
+pub(crate) mod answers;
 pub(crate) mod approvals;
+pub(crate) mod chats;
 pub(crate) mod elicit;
 pub(crate) mod prompt;
 pub(crate) mod rewind;

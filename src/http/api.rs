@@ -35,6 +35,14 @@ pub struct Api {
     pub(crate) search: Arc<crate::search::Search>,
     /// The web client's files, read once.
     pub(crate) assets: assets::Cache,
+    /// The stores the routes read and write directly (the use cases that keep the agent's
+    /// state in step are `Agent` methods).
+    pub(crate) chats: Arc<crate::store::chats::ChatStore>,
+    pub(crate) memory: Arc<crate::store::memory_files::MemoryFiles>,
+    pub(crate) projects: Arc<crate::projects::Projects>,
+    pub(crate) approvals: Arc<crate::agent::approvals::Approvals>,
+    /// The hub, for what it knows of running turns (`turn_seq`).
+    pub(crate) events: Arc<dyn crate::bus::EventSink>,
 }
 
 impl Api {

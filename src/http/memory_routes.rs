@@ -35,7 +35,7 @@ pub(crate) fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
         [which] => match Which::parse(which) {
             None => Resp::detail(404, NO_FILE),
             Some(w) => match m {
-                "GET" => io(api.agent.deps.memory.read(w).map(|t| Resp::ok(&FileView::of(w, t)))),
+                "GET" => io(api.memory.read(w).map(|t| Resp::ok(&FileView::of(w, t)))),
                 "PUT" => write(api, w, req),
                 _ => Resp::detail(405, "Method Not Allowed"),
             },
@@ -64,7 +64,7 @@ fn io(r: std::io::Result<Resp>) -> Resp {
 }
 
 fn files(api: &Api) -> Resp {
-    let m = &api.agent.deps.memory;
+    let m = &api.memory;
     io((|| {
         Ok(Resp::ok(&FilesView {
             max_bytes: MAX_FILE_BYTES,
@@ -93,7 +93,7 @@ fn write(api: &Api, which: Which, req: &Req) -> Resp {
         Ok(v) => v,
         Err(r) => return r,
     };
-    let files = &api.agent.deps.memory;
+    let files = &api.memory;
     match files.write(which, &content, expected.as_deref()) {
         Ok(snapshot) => io(files
             .read(which)
@@ -119,7 +119,7 @@ fn snapshot_id(id: &str) -> Result<u64, Resp> {
 }
 
 fn snapshots(api: &Api) -> Resp {
-    io(api.agent.deps.memory.snapshot_list().map(|(list, total)| {
+    io(api.memory.snapshot_list().map(|(list, total)| {
         Resp::ok(&SnapshotsView { snapshots: list.iter().map(SnapshotItem::of).collect(), total })
     }))
 }
@@ -129,7 +129,7 @@ fn snapshot(api: &Api, id: &str) -> Resp {
         Ok(n) => n,
         Err(r) => return r,
     };
-    let files = &api.agent.deps.memory;
+    let files = &api.memory;
     io((|| {
         let Some(content) = files.snapshot_text(n)? else { return Ok(Resp::detail(404, NO_SNAPSHOT)) };
         let (list, _) = files.snapshot_list()?;
@@ -148,7 +148,7 @@ fn restore(api: &Api, id: &str) -> Resp {
         Ok(n) => n,
         Err(r) => return r,
     };
-    let files = &api.agent.deps.memory;
+    let files = &api.memory;
     io((|| match files.restore(n)? {
         None => Ok(Resp::detail(404, NO_SNAPSHOT)),
         Some(snapshot) => Ok(Resp::ok(&SavedView {
@@ -167,7 +167,7 @@ fn dream_view(api: &Api, state: DreamState) -> DreamView {
         next_run_at: state.next_run_at,
         queued: state.queued,
         running: state.running,
-        undistilled: dream::undistilled(&api.agent.deps.chats, &api.agent.deps.memory),
+        undistilled: dream::undistilled(&api.chats, &api.memory),
     }
 }
 

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::api::Api;
 use super::shape::{Body, Issue};
 use super::{Req, Resp};
+use crate::agent::chats::ChatError;
 use crate::projects::SaveError;
 
 #[derive(Serialize)]
@@ -35,7 +36,7 @@ pub(crate) fn route_settings(api: &Api, m: &str, req: &Req) -> Resp {
 }
 
 fn settings(api: &Api) -> Resp {
-    let p = &api.agent.deps.projects;
+    let p = &api.projects;
     Resp::ok(&SettingsView {
         roots: shown(&p.saved_roots()),
         env_roots: shown(p.env_roots()),
@@ -82,7 +83,7 @@ fn save(api: &Api, req: &Req) -> Resp {
         Ok(r) => r,
         Err(r) => return r,
     };
-    match api.agent.deps.projects.save(&roots) {
+    match api.projects.save(&roots) {
         Ok(_) => {
             log::info!("event=projects.roots_saved count={}", roots.len());
             settings(api)
@@ -121,29 +122,15 @@ pub(crate) fn create_session(api: &Api, req: &Req) -> Resp {
         Ok(p) => p,
         Err(r) => return r,
     };
-    let deps = &api.agent.deps;
-    let chat_id = crate::util::rand::uuid4();
-    let bound = match &project {
-        Some(p) => match deps.bind_project(&chat_id, p) {
-            Ok(root) => Some(root.display().to_string()),
-            Err(msg) => {
-                return Resp::shape(vec![Issue::new(
-                    "value_error",
-                    &["body", "project"],
-                    format!("Value error, {msg}"),
-                    Value::String(p.clone()),
-                )])
-            }
-        },
-        None => {
-            if let Some(dir) = deps.chats.dir(&chat_id) {
-                if let Err(e) = crate::util::fsx::create_private_dirs(&dir) {
-                    log::error!("event=sessions.create_failed error_kind={:?}", e.kind());
-                    return Resp::detail(500, "unable to create the session");
-                }
-            }
-            None
-        }
-    };
-    Resp::json(201, &Created { chat_id, project: bound })
+    match api.agent.create_chat(project.as_deref()) {
+        Ok((chat_id, root)) => Resp::json(201, &Created { chat_id, project: root.map(|r| r.display().to_string()) }),
+        Err(ChatError::Project(msg)) => Resp::shape(vec![Issue::new(
+            "value_error",
+            &["body", "project"],
+            format!("Value error, {msg}"),
+            Value::String(project.unwrap_or_default()),
+        )]),
+        Err(ChatError::Storage(detail)) => Resp::detail(500, detail),
+        Err(ChatError::UnknownChat) => Resp::detail(404, "session not found"),
+    }
 }

@@ -39,7 +39,7 @@ fn revoke(api: &Api, req: &Req) -> Resp {
     let (Some(chat), Some(grant)) = (body.get("chat_id").and_then(Value::as_str), body.get("grant")) else {
         return Resp::shape(vec![Issue::new("missing", &["body"], "chat_id and grant are required", body.clone())]);
     };
-    if !api.agent.deps.approvals.revoke(chat, grant) {
+    if !api.approvals.revoke(chat, grant) {
         return Resp::detail(404, "no such grant");
     }
     list_grants(api)
@@ -55,7 +55,7 @@ pub(crate) fn route_approvals(api: &Api, m: &str, req: &Req) -> Resp {
 
 fn get(api: &Api) -> Resp {
     let servers = api.mcp.server_names();
-    Resp::ok(&api.agent.deps.approvals.policy.get().to_json(servers.iter().map(String::as_str)))
+    Resp::ok(&api.approvals.policy.get().to_json(servers.iter().map(String::as_str)))
 }
 
 fn put(api: &Api, req: &Req) -> Resp {
@@ -72,7 +72,7 @@ fn put(api: &Api, req: &Req) -> Resp {
             return Resp::shape(vec![Issue::new(e.kind, &loc, e.msg, input)]);
         }
     };
-    if let Err(e) = api.agent.deps.approvals.policy.set(policy) {
+    if let Err(e) = api.approvals.policy.set(policy) {
         log::error!("event=approvals.policy_write_failed error_kind={:?}", e.kind());
         return Resp::detail(500, "could not save the approval policy");
     }

@@ -8,9 +8,9 @@ use serde_json::{json, Map, Value};
 use super::api::{only, Api};
 use super::shape::{Body, Issue, Query};
 use super::{Req, Resp};
+use crate::agent::chats::ChatError;
 use crate::store::chats::{valid_chat_id, Record, SessionInfo};
 use crate::store::paging;
-use crate::util::sync::lock;
 use crate::util::text;
 use crate::wire::RESULT_PREVIEW;
 use crate::ws::protocol::sanitize_list;
@@ -40,10 +40,10 @@ fn not_found() -> Resp {
 }
 
 fn list(api: &Api) -> Resp {
-    match api.agent.deps.chats.list() {
+    match api.chats.list() {
         Ok(sessions) => {
-            let waiting = api.agent.deps.approvals.waiting_chats();
-            let sink = &api.agent.deps.sink;
+            let waiting = api.agent.waiting_chats();
+            let sink = &api.events;
             let sessions = sessions
                 .into_iter()
                 .map(|info| {
@@ -80,7 +80,7 @@ fn messages(api: &Api, id: &str, req: &Req) -> Resp {
         let msg = "Field required: before pages backwards and needs limit";
         return Resp::shape(vec![Issue::new("missing", &["query", "limit"], msg, Value::Null)]);
     }
-    let chats = &api.agent.deps.chats;
+    let chats = &api.chats;
     if !valid_chat_id(id) || !chats.exists(id) {
         return not_found();
     }
@@ -144,39 +144,25 @@ fn rename(api: &Api, id: &str, req: &Req) -> Resp {
         Ok(t) => t.trim().to_string(),
         Err(r) => return r,
     };
-    let deps = &api.agent.deps;
-    if !valid_chat_id(id) || !deps.chats.exists(id) {
-        return not_found();
+    match api.agent.rename_chat(id, &title) {
+        Ok(()) => Resp::ok(&RenamedView { chat_id: id, title: &title }),
+        Err(e) => chat_error(e),
     }
-    // Re-read the file copy, change only the title; keep the agent's cached copy in step.
-    let mut meta = deps.chats.read_metadata(id);
-    meta.insert("title".into(), Value::String(title.clone()));
-    if let Err(e) = deps.chats.write_metadata(id, &meta) {
-        log::error!("event=sessions.rename_failed chat_id={id} error_kind={:?}", e.kind());
-        return Resp::detail(500, "unable to save the session title");
-    }
-    if let Some(state) = deps.cache.peek(id) {
-        lock(&state).metadata.insert("title".into(), Value::String(title.clone()));
-    }
-    Resp::ok(&RenamedView { chat_id: id, title: &title })
 }
 
 fn delete(api: &Api, id: &str) -> Resp {
-    let deps = &api.agent.deps;
-    if !valid_chat_id(id) || !deps.chats.exists(id) {
-        return not_found();
+    match api.agent.delete_chat(id) {
+        Ok(()) => Resp::no_content(),
+        Err(e) => chat_error(e),
     }
-    api.agent.discard(id, std::time::Duration::from_secs(5));
-    match deps.chats.delete(id) {
-        Ok(true) => {
-            deps.cache.forget(id);
-            Resp::no_content()
-        }
-        Ok(false) => not_found(),
-        Err(e) => {
-            log::error!("event=sessions.delete_failed chat_id={id} error_kind={:?}", e.kind());
-            Resp::detail(500, "unable to delete the session")
-        }
+}
+
+/// The one place a chat use case's error becomes a status.
+fn chat_error(e: ChatError) -> Resp {
+    match e {
+        ChatError::UnknownChat => not_found(),
+        ChatError::Project(why) => Resp::detail(409, &why),
+        ChatError::Storage(detail) => Resp::detail(500, detail),
     }
 }
 

@@ -45,7 +45,7 @@ pub(crate) fn export_one(api: &Api, id: &str, req: &Req) -> Resp {
     if !valid_chat_id(id) {
         return Resp::detail(404, "session not found");
     }
-    match export::one(&api.agent.deps.chats, id, format) {
+    match export::one(&api.chats, id, format) {
         Ok(Some(body)) => download(body, format.content_type(), &format!("{id}.{}", format.ext())),
         Ok(None) => Resp::detail(404, "session not found"),
         Err(e) => {
@@ -61,7 +61,7 @@ pub(crate) fn export_all(api: &Api, req: &Req) -> Resp {
         Ok(f) => f,
         Err(r) => return r,
     };
-    match export::all(&api.agent.deps.chats, format) {
+    match export::all(&api.chats, format) {
         Ok(zip) => {
             let stamp: String = time::minute_stamp().chars().filter(char::is_ascii_digit).collect();
             download(zip, "application/zip", &format!("cashcode-chats-{stamp}-{}.zip", format.name()))
@@ -91,7 +91,7 @@ pub(crate) fn import(api: &Api, req: &Req) -> Resp {
         Ok(parsed) => parsed,
         Err(refusal) => return Resp::detail(422, &format!("Cannot import this file: {}", refusal.0)),
     };
-    let chats_store = &api.agent.deps.chats;
+    let chats_store = &api.chats;
     match import::write(chats_store, &chats) {
         Ok(imported) => {
             index_imported(api, &imported);

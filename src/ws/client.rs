@@ -216,7 +216,7 @@ pub(crate) fn serve(mut ws: WebSocket<ReaderIo>, id: u64, shared: &WsShared) {
 
     let chat_id = crate::util::rand::uuid4();
     shared.hub.subscribe(&chat_id, &conn);
-    let waiting = shared.agent.deps.approvals.waiting_chats();
+    let waiting = shared.agent.waiting_chats();
     conn.send_text(Event::Ready { chat_id: &chat_id, client_id: &client_id, waiting: &waiting }.to_text(None));
     log::debug!("event=ws.client.connected conn={id}");
 
@@ -291,7 +291,7 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
         Frame::NewChat { project } => {
             let chat_id = crate::util::rand::uuid4();
             if let Some(p) = project {
-                if let Err(detail) = shared.agent.deps.bind_project(&chat_id, &p) {
+                if let Err(detail) = shared.agent.bind_project(&chat_id, &p) {
                     return send_error(conn, &detail, None);
                 }
             }
@@ -300,7 +300,7 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
         Frame::Attach { chat_id, after_seq } => {
             shared.hub.attach(&chat_id, conn, after_seq);
             // Requests still waiting are shown again, whatever the replay held.
-            for event in shared.agent.deps.approvals.pending_events(&chat_id) {
+            for event in shared.agent.pending_requests(&chat_id) {
                 conn.send_text(event);
             }
         }
@@ -310,22 +310,19 @@ fn handle(text: &str, conn: &Arc<Conn>, shared: &WsShared) {
         }
         Frame::ApprovalResponse { chat_id, id, decision } => {
             // Only a request waiting in this very chat under this id is answered.
-            let answered = crate::agent::approvals::Answer::parse(&decision)
-                .ok_or_else(|| "invalid approval decision".to_string())
-                .and_then(|a| shared.agent.deps.approvals.answer(&chat_id, &id, a));
-            if let Err(detail) = answered {
-                send_error(conn, &detail, None);
+            if let Err(e) = shared.agent.answer_approval(&chat_id, &id, &decision) {
+                send_error(conn, &e.detail(), None);
             }
         }
         Frame::ElicitationResponse { chat_id, id, action, content } => {
             // No `chat_id` on the error: the turn goes on and the form stays open.
-            if let Err(detail) = shared.agent.deps.elicitations.answer(&chat_id, &id, &action, content.as_ref()) {
-                send_error(conn, &detail, None);
+            if let Err(e) = shared.agent.answer_elicitation(&chat_id, &id, &action, content.as_ref()) {
+                send_error(conn, &e.detail(), None);
             }
         }
         Frame::Message { chat_id, content, selection, project } => {
             if let Some(p) = project {
-                if let Err(detail) = shared.agent.deps.bind_first_message(&chat_id, &p) {
+                if let Err(detail) = shared.agent.bind_first_message(&chat_id, &p) {
                     return send_error(conn, &detail, Some(&chat_id));
                 }
             }

@@ -185,11 +185,16 @@ impl Approvals {
     }
 
     /// An `approval_response` frame: `Err(detail)` unless `chat_id` has a request `id` waiting.
-    pub(crate) fn answer(&self, chat_id: &str, id: &str, answer: Answer) -> Result<(), String> {
+    pub(crate) fn answer(
+        &self,
+        chat_id: &str,
+        id: &str,
+        answer: Answer,
+    ) -> Result<(), crate::agent::answers::AnswerError> {
         let mut pending = sync::lock(&self.pending);
         match pending.get(id) {
             Some(w) if w.chat_id == chat_id => {}
-            _ => return Err("unknown approval id (answered, timed out or never asked)".into()),
+            _ => return Err(crate::agent::answers::AnswerError::UnknownApproval),
         }
         if let Some(w) = pending.remove(id) {
             // bounded(1), one send per id: never full; a gone waiter already ended it.
