@@ -193,7 +193,7 @@ pub(crate) fn unpack(bytes: &[u8], user_root: &Path) -> Result<(TempDir, Parsed)
 
     // The confined writes use the workspace's ordinary modes; the package is server data.
     fsx::make_tree_private(tmp.path())?;
-    let raw = fs::read(tmp.path().join("SKILL.md")).map_err(|_| SkillError::invalid("SKILL.md not found"))?;
+    let raw = fs::read(tmp.path().join("SKILL.md")).map_err(|_| SkillError::not_found("SKILL.md not found"))?;
     let text = String::from_utf8(raw).map_err(|_| fail("SKILL.md must be UTF-8"))?;
     let parsed = frontmatter::parse(&text, None)?;
     package::read_package(tmp.path(), Some(&parsed.manifest.name))?;

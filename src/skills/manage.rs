@@ -105,7 +105,7 @@ impl AgentSkillManage {
             Ok(_) | Err(SkillError::Internal(_)) => fail("publication_failed", "Skill publication failed unexpectedly"),
             Err(SkillError::Conflict(m)) => fail("conflict", &m),
             Err(SkillError::Permission(m)) => fail("permission_denied", &m),
-            Err(SkillError::Invalid(m)) => fail("validation_error", &m),
+            Err(SkillError::Invalid(m) | SkillError::NotFound(m)) => fail("validation_error", &m),
         }
     }
 }

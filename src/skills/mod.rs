@@ -80,7 +80,9 @@ impl Source {
 pub enum SkillError {
     Permission(String),
     Conflict(String),
-    /// Validation and lookup failures; the message decides 404 vs 422.
+    /// Something named does not exist (a Skill, a snapshot, a proposal, a package's SKILL.md).
+    NotFound(String),
+    /// Validation failures.
     Invalid(String),
     /// Broken infrastructure (I/O on our own roots); never shown with paths.
     Internal(String),
@@ -91,18 +93,37 @@ impl SkillError {
         SkillError::Invalid(msg.into())
     }
 
-    pub(crate) fn message(&self) -> &str {
+    pub(crate) fn not_found(msg: impl Into<String>) -> Self {
+        SkillError::NotFound(msg.into())
+    }
+
+    /// The same kind of error with another message (e.g. paths taken out).
+    pub(crate) fn with_message(&self, msg: String) -> Self {
         match self {
-            SkillError::Permission(m) | SkillError::Conflict(m) | SkillError::Invalid(m) | SkillError::Internal(m) => m,
+            SkillError::Permission(_) => SkillError::Permission(msg),
+            SkillError::Conflict(_) => SkillError::Conflict(msg),
+            SkillError::NotFound(_) => SkillError::NotFound(msg),
+            SkillError::Invalid(_) => SkillError::Invalid(msg),
+            SkillError::Internal(_) => SkillError::Internal(msg),
         }
     }
 
-    /// HTTP status per the contract's mapping (case-insensitive "not found" test).
+    pub(crate) fn message(&self) -> &str {
+        match self {
+            SkillError::Permission(m)
+            | SkillError::Conflict(m)
+            | SkillError::NotFound(m)
+            | SkillError::Invalid(m)
+            | SkillError::Internal(m) => m,
+        }
+    }
+
+    /// HTTP status per the contract's mapping.
     pub(crate) fn status(&self) -> u16 {
         match self {
             SkillError::Permission(_) => 403,
             SkillError::Conflict(_) => 409,
-            SkillError::Invalid(m) if m.to_lowercase().contains("not found") => 404,
+            SkillError::NotFound(_) => 404,
             SkillError::Invalid(_) => 422,
             SkillError::Internal(_) => 500,
         }
@@ -165,7 +186,8 @@ mod tests {
     fn error_status_mapping() {
         assert_eq!(SkillError::Permission("x".into()).status(), 403);
         assert_eq!(SkillError::Conflict("x".into()).status(), 409);
-        assert_eq!(SkillError::invalid("Skill Not Found").status(), 404);
+        assert_eq!(SkillError::not_found("Skill not found").status(), 404);
+        assert_eq!(SkillError::invalid("a name that says not found").status(), 422, "the kind decides, not the words");
         assert_eq!(SkillError::invalid("bad").status(), 422);
     }
 }

@@ -42,7 +42,7 @@ fn truthy(v: &Value) -> bool {
 /// Reads and validates the package in `dir`; the frontmatter name must equal `expected`
 /// (the directory name when `None`).
 pub(crate) fn read_package(dir: &Path, expected: Option<&str>) -> Result<Package> {
-    let meta = fs::metadata(dir).map_err(|_| SkillError::invalid("Skill package not found"))?;
+    let meta = fs::metadata(dir).map_err(|_| SkillError::not_found("Skill package not found"))?;
     if !meta.is_dir() {
         return Err(SkillError::invalid("Skill package must be a directory"));
     }
@@ -64,10 +64,10 @@ pub(crate) fn read_package(dir: &Path, expected: Option<&str>) -> Result<Package
     let skill_md = dir.join("SKILL.md");
     let md_meta = match fs::metadata(&skill_md) {
         Ok(m) => m,
-        Err(_) => return Err(SkillError::invalid("SKILL.md not found")),
+        Err(_) => return Err(SkillError::not_found("SKILL.md not found")),
     };
     if !md_meta.is_file() {
-        return Err(SkillError::invalid("SKILL.md not found"));
+        return Err(SkillError::not_found("SKILL.md not found"));
     }
     if md_meta.len() > MAX_SKILL_MD_BYTES as u64 {
         return Err(SkillError::invalid("SKILL.md is too large"));

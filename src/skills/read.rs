@@ -17,7 +17,7 @@ use super::{is_valid_name, validate_name, Result, SkillError};
 const BODY_PREVIEW_CHARS: usize = 4000;
 
 fn not_found() -> SkillError {
-    SkillError::invalid("Skill not found")
+    SkillError::not_found("Skill not found")
 }
 
 impl SkillService {
@@ -81,7 +81,7 @@ impl SkillService {
             rec = self.get(name).ok_or_else(not_found)?;
             pkg = self.read(&rec);
         }
-        let pkg = pkg.map_err(|e| SkillError::invalid(package::sanitize(e.message(), &[&rec.path])))?;
+        let pkg = pkg.map_err(|e| e.with_message(package::sanitize(e.message(), &[&rec.path])))?;
         Ok(SkillContent {
             content: pkg.parsed.text,
             display_name: pkg.parsed.manifest.label().to_string(),

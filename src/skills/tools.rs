@@ -158,7 +158,7 @@ impl SkillTools {
                 let refreshed = self.svc.refresh();
                 let reread = match (refreshed, self.svc.get(name)) {
                     (Ok(()), Some(r)) => self.svc.read(&r).map(|p| (r, p)),
-                    (Ok(()), None) => self.svc.read(&rec).and(Err(SkillError::invalid("Skill not found"))),
+                    (Ok(()), None) => self.svc.read(&rec).and(Err(SkillError::not_found("Skill not found"))),
                     (Err(e), _) => Err(e),
                 };
                 match reread {

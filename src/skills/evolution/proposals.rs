@@ -26,7 +26,7 @@ pub(crate) struct Proposals {
 }
 
 fn not_found() -> SkillError {
-    SkillError::invalid("proposal not found")
+    SkillError::not_found("proposal not found")
 }
 
 impl Proposals {

@@ -246,7 +246,7 @@ impl SkillService {
     }
 
     fn record(&self, name: &str) -> Result<Arc<SkillRecord>> {
-        self.get(name).ok_or_else(|| SkillError::invalid(format!("Skill not found: {name}")))
+        self.get(name).ok_or_else(|| SkillError::not_found(format!("Skill not found: {name}")))
     }
 
     fn mutable_record(&self, name: &str, agent_only: bool) -> Result<Arc<SkillRecord>> {
@@ -402,7 +402,7 @@ impl SkillService {
 
 /// Hash of the normalised SKILL.md currently on disk.
 fn current_hash(dir: &Path) -> Result<String> {
-    let bytes = fs::read(dir.join("SKILL.md")).map_err(|_| SkillError::invalid("SKILL.md not found"))?;
+    let bytes = fs::read(dir.join("SKILL.md")).map_err(|_| SkillError::not_found("SKILL.md not found"))?;
     let text = String::from_utf8(bytes).map_err(|_| SkillError::invalid("SKILL.md must be UTF-8"))?;
     Ok(sha256_hex(frontmatter::normalize_newlines(&text).as_bytes()))
 }

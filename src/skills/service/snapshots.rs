@@ -31,7 +31,7 @@ impl SkillService {
 
     /// Snapshot versions, newest first (`[]` for built-ins).
     pub(crate) fn versions(&self, name: &str) -> Result<Vec<String>> {
-        let rec = self.get(name).ok_or_else(|| SkillError::invalid("Skill not found"))?;
+        let rec = self.get(name).ok_or_else(|| SkillError::not_found("Skill not found"))?;
         Ok(self.versions_of(&rec))
     }
 
@@ -62,7 +62,7 @@ impl SkillService {
         let rec = self.mutable_record(name, false)?;
         let snap = self.paths.snapshots.join(rec.source.as_str()).join(name).join(version);
         if !fs::symlink_metadata(&snap).map(|m| m.is_dir()).unwrap_or(false) {
-            return Err(SkillError::invalid(format!("snapshot not found: {version}")));
+            return Err(SkillError::not_found(format!("snapshot not found: {version}")));
         }
         let root = self.paths.root(rec.source);
         let tmp = TempDir(Some(package::hidden_temp(root, name, "tmp")));
@@ -90,7 +90,7 @@ impl SkillService {
             return Err(SkillError::invalid("invalid Skill directory selector"));
         }
         let _g = lock(&self.op);
-        let not_found = || SkillError::invalid("invalid Skill package not found");
+        let not_found = || SkillError::not_found("invalid Skill package not found");
         let cat = self.catalog();
         let entry = cat.invalid.get(&format!("{}:{directory}", source.as_str())).ok_or_else(not_found)?;
         let dir = self.paths.root(source).join(&entry.dir);
