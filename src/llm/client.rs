@@ -74,14 +74,7 @@ impl std::fmt::Display for LlmError {
             }
             LlmError::Cancelled => f.write_str("cancelled"),
             LlmError::Http { status, message } => {
-                let reason = match status {
-                    401 | 403 => "Authentication failed; check the API key.",
-                    404 => "Model or endpoint not found; check the address and the model name.",
-                    408 | 504 => "The model service timed out; try again later.",
-                    429 => "Model service busy; try again later.",
-                    s if *s >= 500 => "The model service failed; try again later.",
-                    _ => "The model service rejected the request.",
-                };
+                let (_, reason) = http_failure(*status);
                 write!(f, "Model service error (HTTP {status}): {reason}")?;
                 if !message.is_empty() {
                     write!(f, " {message}")?;
@@ -103,6 +96,19 @@ impl std::fmt::Display for LlmError {
 
 impl std::error::Error for LlmError {}
 
+/// What an HTTP error status of the model service means: its code ([`LlmError::code`]) and the
+/// English reason of the detail.
+fn http_failure(status: u16) -> (&'static str, &'static str) {
+    match status {
+        401 | 403 => ("llm_auth", "Authentication failed; check the API key."),
+        404 => ("llm_not_found", "Model or endpoint not found; check the address and the model name."),
+        408 | 504 => ("llm_timed_out", "The model service timed out; try again later."),
+        429 => ("llm_busy", "Model service busy; try again later."),
+        s if s >= 500 => ("llm_failed", "The model service failed; try again later."),
+        _ => ("llm_rejected", "The model service rejected the request."),
+    }
+}
+
 impl LlmError {
     /// A stable code for the failure a client translates, with its fields
     /// (docs/ws-protocol.md "error").
@@ -112,15 +118,7 @@ impl LlmError {
             LlmError::NotConfigured(p) => ("llm_not_configured", json!({"provider": p.id()})),
             LlmError::Cancelled => ("cancelled", json!({})),
             LlmError::Http { status, message } => {
-                let code = match status {
-                    401 | 403 => "llm_auth",
-                    404 => "llm_not_found",
-                    408 | 504 => "llm_timed_out",
-                    429 => "llm_busy",
-                    s if *s >= 500 => "llm_failed",
-                    _ => "llm_rejected",
-                };
-                (code, json!({"status": status, "message": message}))
+                (http_failure(*status).0, json!({"status": status, "message": message}))
             }
             LlmError::Timeout(d) => ("llm_timeout", json!({"seconds": d.as_secs_f64().round()})),
             LlmError::Connect => ("llm_unreachable", json!({})),

@@ -469,6 +469,17 @@ export function ChatView(props: {
     scroller.current?.scrollTo({ top: scroller.current.scrollHeight, behavior: 'smooth' })
   }
 
+  const marker =
+    chatId && markDone ? (
+      <RewindMarker
+        chatId={chatId}
+        done={markDone}
+        disabled={!canRewind}
+        onConflicts={setUndoPreview}
+        onUndone={undone}
+        onDismiss={() => setMark(null)}
+      />
+    ) : null
   const empty = messages.length === 0
   const unconfigured = props.llm !== null && !props.llm.configured
 
@@ -479,18 +490,7 @@ export function ChatView(props: {
           <div className="flex h-full flex-col items-center justify-center px-4 pb-10">
             <Logo size={120} className="opacity-90" />
             <p className="mt-4 text-sm text-zinc-500">{t('chat.emptyHint')}</p>
-            {chatId && markDone && (
-              <div className="mt-6 w-full max-w-3xl px-4">
-                <RewindMarker
-                  chatId={chatId}
-                  done={markDone}
-                  disabled={!canRewind}
-                  onConflicts={setUndoPreview}
-                  onUndone={undone}
-                  onDismiss={() => setMark(null)}
-                />
-              </div>
-            )}
+            {marker && <div className="mt-6 w-full max-w-3xl px-4">{marker}</div>}
             {unconfigured && <FirstRun onOpenSettings={props.onOpenSettings} />}
           </div>
         ) : (
@@ -530,16 +530,7 @@ export function ChatView(props: {
                 </div>
               ))}
             </div>
-            {chatId && markDone && (
-              <RewindMarker
-                chatId={chatId}
-                done={markDone}
-                disabled={!canRewind}
-                onConflicts={setUndoPreview}
-                onUndone={undone}
-                onDismiss={() => setMark(null)}
-              />
-            )}
+            {marker}
             {undoneNote === chatId && (
               <p role="status" className="text-center text-xs text-zinc-400" data-testid="rewind-undone">
                 {t('rewind.undone')}
