@@ -138,6 +138,12 @@ describe('usage in the web client', { concurrency: 1 }, () => {
     await until(async () => /^已达预算上限：此对话的预算（/.test(await stop.innerText()), 'the stop at the cap in Chinese')
     assert.doesNotMatch(await stop.innerText(), /Budget|reached|Raise|chat/)
     await screenshot(page, 'usage-05-budget-zh-phone')
+    // After a reload the stored stop (the turn's answer) is worded in Chinese too.
+    await page.reload()
+    await until(async () => (await page.getByTestId('conn-state').getAttribute('data-state')) === 'connected', 'the WebSocket')
+    const stored = page.getByTestId('msg-assistant').filter({ hasText: '已达预算上限' })
+    await until(async () => (await stored.count()) >= 1, 'the stored stop in Chinese after a reload')
+    assert.equal(await page.getByTestId('msg-assistant').filter({ hasText: 'Budget reached' }).count(), 0)
     await context.close()
   })
 })

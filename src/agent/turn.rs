@@ -67,6 +67,8 @@ struct Turn<'a> {
     checkpoint: Option<Arc<TurnCheckpoint>>,
     /// The code of the closing error, when the failure has one (`LlmError::code`).
     code: Option<(&'static str, serde_json::Value)>,
+    /// The stored answer is the server's note of that code (the budget stop), not the model's.
+    note_answer: bool,
 }
 
 impl Turn<'_> {
@@ -111,6 +113,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
         pending: None,
         checkpoint: None,
         code: None,
+        note_answer: false,
     };
     // Without a seq: the original protocol's numbering stays one per event it knows; the hub
     // keeps it for a plain attach while the turn runs.
@@ -285,6 +288,7 @@ pub(crate) fn run(deps: &Deps, req: &TurnRequest, cancel: &CancelToken) {
                 t.code = Some(e.code());
                 if t.streamed.text.is_empty() {
                     t.streamed.text = format!("[{detail}]");
+                    t.note_answer = true;
                 }
                 return finish(&mut t, &state, &client, iterations, Some(&detail));
             }
@@ -631,6 +635,9 @@ fn persist(t: &mut Turn, state: &std::sync::Mutex<ChatState>) -> std::io::Result
     records.append(&mut t.durable);
     let mut answer = Record::new("assistant", t.streamed.text.clone());
     answer.provider_state = t.final_state.take();
+    if t.note_answer {
+        answer.note = t.code.as_ref().map(|(code, params)| serde_json::json!({"code": code, "params": params}));
+    }
     if !t.streamed.reasoning.is_empty() {
         answer.reasoning_ms = Some(t.reasoning_time.as_millis() as u64);
         // Stored once: the state already holds what was shown when the turn made one call.

@@ -292,6 +292,10 @@ struct MessageView<'a> {
     cursor: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mentioned_skills: Option<Vec<Value>>,
+    /// An answer the server wrote in the model's place, as a code and its fields (our
+    /// extension; `content` holds its English text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a Value>,
     /// The model's reasoning shown above the answer (an assistant turn of a thinking model;
     /// our extension), and how long it took.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -312,6 +316,7 @@ impl<'a> MessageView<'a> {
             content: &r.content,
             cursor: None,
             mentioned_skills: None,
+            note: None,
             reasoning_content: None,
             reasoning_ms: None,
             role: &r.role,
@@ -319,6 +324,7 @@ impl<'a> MessageView<'a> {
             timestamp: None,
         };
         if r.role == "assistant" {
+            view.note = r.note.as_ref();
             view.reasoning_content = crate::store::replay::shown(r);
             view.reasoning_ms = view.reasoning_content.as_ref().and(r.reasoning_ms);
         }

@@ -81,6 +81,10 @@ pub struct Record {
     pub(crate) outcome: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub(crate) ran: Option<String>,
+    /// An answer the server wrote in the model's place (the stop at a budget): its code and
+    /// fields, `{"code", "params"}`, for a client to word it in its own language.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub(crate) note: Option<Value>,
 }
 
 fn string_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -109,6 +113,7 @@ impl Record {
             provider_state: None,
             outcome: None,
             ran: None,
+            note: None,
         }
     }
 }

@@ -14,6 +14,21 @@ function started(): State {
 }
 
 describe('WS event reducer', () => {
+  it("words a stored budget stop from its code, and keeps an unknown one's text", () => {
+    const history = (note: unknown) =>
+      run(initialState, ws({ event: 'ready', chat_id: 'c1', client_id: 'x' }), {
+        type: 'history',
+        chatId: 'c1',
+        messages: [
+          { role: 'user', content: 'hi' },
+          { role: 'assistant', content: '[Budget reached: English text]', note },
+        ],
+      })
+    const coded = history({ code: 'budget_reached', params: { budget: 'chat', tokens: 1200, cap_tokens: 1000 } })
+    expect(msgs(coded)[1].content).toMatch(/^\[Budget reached: this chat's budget \(1,200 of 1,000 tokens\)\./)
+    expect(msgs(history({ code: 'from_a_newer_server' }))[1].content).toBe('[Budget reached: English text]')
+  })
+
   it("ties this tab's message to its turn, and shows a message sent elsewhere once", () => {
     let s = started()
     s = run(s, ws({ event: 'turn_started', chat_id: 'c1', stream_id: 7, message: 'hi' }))

@@ -272,10 +272,13 @@ export function historyMessages(items: HistoryMessage[]): ChatMessage[] {
         pending[i] = { ...pending[i], done: true, result: String(m.content ?? ''), ...ended }
       }
     } else if (m.role === 'assistant') {
+      // An answer the server wrote in the model's place (the budget stop): in the client's words.
+      const note = m.note && typeof m.note === 'object' ? (m.note as { code?: unknown; params?: unknown }) : null
+      const content = String(m.content ?? '')
       const base: ChatMessage = {
         id: nextId('h'),
         role: 'assistant',
-        content: String(m.content ?? ''),
+        content: note ? `[${codedText(note.code, note.params, content.replace(/^\[|\]$/g, ''))}]` : content,
         ...stamp(m),
         ...cursorsWith(m),
       }

@@ -48,6 +48,8 @@ export interface HistoryMessage {
   /** an assistant turn of a thinking model: its reasoning, and how long it took */
   reasoning_content?: unknown
   reasoning_ms?: unknown
+  /** an answer the server wrote in the model's place: its code and fields */
+  note?: unknown
   /** `tools=1`: the record's cursor in history.jsonl (what search hits name) */
   cursor?: unknown
 }
