@@ -60,6 +60,24 @@ pub fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T
 
 static HOME_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
+/// The set-up most chat tests share: the scripted model, a server configured for it, one
+/// WebSocket client and its default chat. Destructured, the locals drop as they would have
+/// been declared: the client first, the model last.
+pub struct OneChat {
+    pub fake: FakeLlm,
+    pub server: TestServer,
+    pub ws: WsClient,
+    pub chat: String,
+}
+
+pub fn one_chat() -> OneChat {
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let ws = WsClient::connect(&server);
+    let chat = ws.chat_id.clone();
+    OneChat { fake, server, ws, chat }
+}
+
 /// A fresh, empty directory under the system temp dir, unique per process and call.
 pub fn fresh_home(tag: &str) -> PathBuf {
     let n = HOME_COUNTER.fetch_add(1, Ordering::SeqCst);

@@ -100,10 +100,7 @@ fn next_turn_sees(fake: &FakeLlm, server: &TestServer, chat: &str, expected_user
 
 #[test]
 fn kill_while_the_model_holds_its_first_byte() {
-    let fake = FakeLlm::start();
-    let mut server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, mut server, mut ws, chat } = one_chat();
     plain_turn(&fake, &mut ws, &chat, "first", "one");
     let gate = Gate::new();
     fake.push(Reply::text(&["never"]).gate_before_head(&gate));
@@ -127,10 +124,7 @@ fn kill_while_the_model_holds_its_first_byte() {
 
 #[test]
 fn kill_mid_stream() {
-    let fake = FakeLlm::start();
-    let mut server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, mut server, mut ws, chat } = one_chat();
     plain_turn(&fake, &mut ws, &chat, "first", "one");
     let gate = Gate::new();
     fake.push(Reply::text(&["Partial ", "answer"]).gate_before_chunk(1, &gate));

@@ -158,9 +158,7 @@ fn disk_full_and_read_only_store_give_errors_and_lose_nothing() {
 
 #[test]
 fn a_file_where_the_chat_directory_belongs_gives_an_error() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
+    let OneChat { fake, server, mut ws, .. } = one_chat();
     let chat = ws.new_chat();
     let dir = server.chat_dir(&chat);
     let _ = std::fs::remove_dir_all(&dir);

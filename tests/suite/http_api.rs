@@ -132,10 +132,7 @@ fn sessions_list_messages_rename_delete() {
 
 #[test]
 fn session_routes_reject_bad_chat_ids() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     fake.push(Reply::text(&["x"]));
     ws.message(&chat, "precious", "openai_compatible");
     ws.turn_events(&chat);
@@ -189,10 +186,7 @@ fn a_failed_first_turn_leaves_a_listed_session() {
 
 #[test]
 fn rename_during_a_turn_survives_the_turns_own_metadata_write() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let gate = Gate::new();
     fake.push(Reply::text(&["slow ", "answer"]).gate_before_chunk(1, &gate));
     ws.message(&chat, "auto title", "openai_compatible");
@@ -214,10 +208,7 @@ fn rename_during_a_turn_survives_the_turns_own_metadata_write() {
 fn a_deleted_session_starts_fresh() {
     // The original keeps the deleted chat's context in memory (docs/agent-and-memory.md §12.9,
     // marked weak); a message to the same id must not resurrect it.
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     fake.push(Reply::text(&["old answer"]));
     ws.message(&chat, "old question", "openai_compatible");
     let events = ws.turn_events(&chat);
@@ -264,10 +255,7 @@ fn a_stalled_http_client_does_not_block_other_requests() {
 
 #[test]
 fn deleting_a_chat_mid_turn_does_not_resurrect_it() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let never = Gate::new();
     fake.push(Reply::text(&["partial ", "never"]).gate_before_chunk(1, &never));
     ws.message(&chat, "delete me while I talk", "openai_compatible");

@@ -273,10 +273,7 @@ fn llm_json_v2_loads_unchanged() {
 
 #[test]
 fn default_persona_and_no_memory_heading_in_a_fresh_home() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     fake.push(Reply::text(&["hi"]));
     ws.message(&chat, "hello", "openai_compatible");
     ws.turn_events(&chat);

@@ -231,10 +231,7 @@ fn messages_page_backwards_and_bad_values_are_422() {
 
 #[test]
 fn tools_are_opt_in_and_combine_with_paging() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_t1", "save_memory", &["{\"content\":\"tool fact\"}"])]));
     fake.push(Reply::text(&["done with tools"]));
     ws.message(&chat, "use a tool", "openai_compatible");
@@ -279,10 +276,7 @@ fn attach_raw(ws: &mut WsClient, chat: &str, after: u64) -> Value {
 
 #[test]
 fn seq_keeps_rising_across_restarts_and_a_client_behind_is_told_to_reload() {
-    let fake = FakeLlm::start();
-    let mut server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, mut server, mut ws, chat } = one_chat();
     fake.push(Reply::text(&["one ", "two ", "three"]));
     ws.message(&chat, "count", "openai_compatible");
     let events = ws.turn_events(&chat);

@@ -205,10 +205,7 @@ fn hostile_stream_chunks_are_clean_errors() {
 /// by the general reader: what is text is kept, the rest ignored, and the turn completes.
 #[test]
 fn odd_chunk_shapes_still_stream_their_text() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     fake.push(Reply::raw_sse(&[
         "data: {\"choices\":[{\"delta\":{\"content\":[\"part\"]}}]}\n\n",
         "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\\\"lo \\u4f60\"},\"finish_reason\":null}]}\n\n",

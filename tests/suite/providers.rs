@@ -308,10 +308,7 @@ fn state_is_sent_back_verbatim_and_only_to_its_model() {
 /// history is never rewritten.
 #[test]
 fn deepseek_gets_empty_reasoning_on_foreign_tool_calls() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let mistral = Scenario {
         provider: "openai_compatible",
         model: "mistral-small-latest",
@@ -345,10 +342,7 @@ fn deepseek_gets_empty_reasoning_on_foreign_tool_calls() {
 /// A provider's refusal in any body shape gives its own message with the status.
 #[test]
 fn strict_provider_errors_name_their_message() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server: _server, mut ws, chat } = one_chat();
     for (body, want) in [
         (GEMINI_400, "Function call is missing a thought_signature"),
         (DEEPSEEK_400, "The reasoning_content in the thinking mode must be passed back to the API."),

@@ -8,10 +8,7 @@ use crate::common::*;
 
 #[test]
 fn history_titles_and_sessions_survive_a_restart() {
-    let fake = FakeLlm::start();
-    let mut server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let a = ws.chat_id.clone();
+    let OneChat { fake, mut server, mut ws, chat: a } = one_chat();
     let b = ws.new_chat();
     fake.push(Reply::text(&["answer ", "a"]));
     ws.message(&a, "question a", "openai_compatible");
@@ -151,10 +148,7 @@ fn torn_last_line_is_tolerated() {
 fn a_turn_killed_mid_stream_keeps_its_title_and_user_message_only() {
     // The lead's crash safety: the running turn's user message is written ahead and recovered
     // once at start-up; the partial answer is not kept.
-    let fake = FakeLlm::start();
-    let mut server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, mut server, mut ws, chat } = one_chat();
     let never = Gate::new();
     fake.push(Reply::text(&["partial ", "never"]).gate_before_chunk(1, &never));
     ws.message(&chat, "crash during this", "openai_compatible");

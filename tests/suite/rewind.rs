@@ -217,9 +217,7 @@ fn rewind_puts_back_exactly_what_the_chat_changed() {
 
 #[test]
 fn chat_rewind_archives_messages_and_undo_puts_them_back() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
+    let OneChat { fake, server, mut ws, .. } = one_chat();
     let chat = ws.new_chat();
     turn(&fake, &mut ws, &chat, "[C]", "one", &[]);
     turn(&fake, &mut ws, &chat, "[C]", "two", &[("write_file", json!({"path":"two.txt","content":"2"}))]);

@@ -49,9 +49,7 @@ fn chats_of(v: &Value) -> Vec<String> {
 
 #[test]
 fn turns_are_found_after_restart_drop_in_damage_delete_and_rewind() {
-    let fake = FakeLlm::start();
-    let mut server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
+    let OneChat { fake, mut server, mut ws, .. } = one_chat();
     let tea = ws.new_chat();
     turn(&fake, &mut ws, &tea, "Our favourite tea is Darjeeling, brewed for three minutes", "Noted: Darjeeling it is.");
     let trip = ws.new_chat();
@@ -238,9 +236,7 @@ fn bad_parameters_are_a_422_however_spelt() {
 
 #[test]
 fn the_search_history_tool_answers_inside_a_turn() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
+    let OneChat { fake, server, mut ws, .. } = one_chat();
     let old = ws.new_chat();
     turn(&fake, &mut ws, &old, "We decided the database is Postgres 16 on the NAS", "Postgres 16 on the NAS, agreed.");
     let r = server.patch(&format!("/api/sessions/{old}"), &json!({"title": "Homelab plans"}));

@@ -46,10 +46,7 @@ fn state_changing_routes(chat: &str) -> Vec<(&'static str, String, Option<String
 
 #[test]
 fn foreign_origins_are_refused_everywhere_and_the_own_origin_is_allowed() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     fake.push(Reply::text(&["hi"]));
     ws.message(&chat, "keep me", "openai_compatible");
     ws.turn_events(&chat);

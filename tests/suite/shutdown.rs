@@ -56,10 +56,7 @@ fn sigterm_when_idle_stops_within_200_ms_with_every_thread_joined() {
 
 #[test]
 fn sigterm_mid_turn_stops_within_1_s_and_keeps_the_partial_answer() {
-    let fake = FakeLlm::start();
-    let mut server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, mut server, mut ws, chat } = one_chat();
     // The model streams two pieces, then stalls (held for 30 s).
     let stall = Gate::new();
     fake.push(Reply::text(&["Hello", " wor", "ld"]).gate_before_chunk(2, &stall));

@@ -37,9 +37,7 @@ fn last_tool_message(body: &Value) -> String {
 
 #[test]
 fn mentioned_skill_body_reaches_the_model_and_only_the_receipt_is_persisted() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
+    let OneChat { fake, server, mut ws, .. } = one_chat();
     create_skill(
         &server,
         "trip",
@@ -111,9 +109,7 @@ fn mentioned_skill_body_reaches_the_model_and_only_the_receipt_is_persisted() {
 
 #[test]
 fn agent_skill_manage_in_a_turn_publishes_into_the_catalog() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
+    let OneChat { fake, server, mut ws, .. } = one_chat();
     let content =
         "---\nname: e2e-notes\ndisplay_name: 笔记\ndescription: Keep tidy notes\n---\n\n# Notes\n\n1. Write.\n";
     let manage = json!({"action": "create", "name": "e2e-notes", "content": content, "reason": "user asked"});

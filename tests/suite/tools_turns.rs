@@ -498,10 +498,7 @@ fn cancel_during_exec_kills_the_command() {
 /// The full chain is persisted and, after a restart, replayed to the model verbatim.
 #[test]
 fn a_tool_turn_is_replayed_after_a_restart() {
-    let fake = FakeLlm::start();
-    let mut server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, mut server, mut ws, chat } = one_chat();
     let a = ToolCallSpec::new("call_w", "write_file", &["{\"path\":\"r.txt\",", "\"content\":\"persisted\"}"]);
     let b = ToolCallSpec::new("call_l", "list_dir", &["{}"]);
     fake.push(Reply::tool_calls(&[a.clone(), b.clone()]));

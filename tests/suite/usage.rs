@@ -238,9 +238,7 @@ fn a_cost_budget_uses_the_owners_prices_and_a_background_cap_skips_consolidation
 
 #[test]
 fn kill_9_during_a_turn_leaves_a_readable_ledger() {
-    let fake = FakeLlm::start();
-    let mut server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
+    let OneChat { fake, mut server, mut ws, .. } = one_chat();
     ws.usage_events = true;
     let chat = ws.chat_id.clone();
     fake.push(Reply::text(&["first"]));

@@ -162,9 +162,7 @@ fn default_config_refuses_loopback_pages() {
     let trap = TcpListener::bind("127.0.0.1:0").expect("bind trap");
     trap.set_nonblocking(true).expect("nonblocking");
     let port = trap.local_addr().expect("addr").port();
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
+    let OneChat { fake, server: _server, mut ws, .. } = one_chat();
     for (url, why) in [
         (format!("http://127.0.0.1:{port}/"), "127.0.0.1 is a loopback address".to_string()),
         (format!("http://0x7f.1:{port}/"), "0x7f.1 resolves to 127.0.0.1, a loopback address".to_string()),

@@ -23,10 +23,7 @@ fn until_closed(ws: &mut WsClient, chat: &str) -> (Vec<Value>, Vec<Value>) {
 
 #[test]
 fn cancel_before_the_first_byte_stops_at_once_and_persists_nothing() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let never = Gate::new();
     fake.push(Reply::text(&["too late"]).gate_before_head(&never));
     ws.message(&chat, "think hard", "openai_compatible");
@@ -68,10 +65,7 @@ fn cancel_before_the_first_byte_stops_at_once_and_persists_nothing() {
 
 #[test]
 fn stop_during_streaming_keeps_the_partial_answer() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let never = Gate::new();
     fake.push(Reply::text(&["Hello", " wor", "ld"]).gate_before_chunk(2, &never));
     ws.message(&chat, "greet me", "openai_compatible");
@@ -106,9 +100,7 @@ fn stop_during_streaming_keeps_the_partial_answer() {
 
 #[test]
 fn cancel_from_another_connection_stops_the_turn() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut a = WsClient::connect(&server);
+    let OneChat { fake, server, ws: mut a, .. } = one_chat();
     let mut b = WsClient::connect(&server);
     let chat = a.chat_id.clone();
     let never = Gate::new();
@@ -130,10 +122,7 @@ fn cancel_from_another_connection_stops_the_turn() {
 
 #[test]
 fn cancel_with_nothing_running_only_acks() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     ws.send(&json!({"type":"cancel","chat_id":chat}));
     assert_eq!(ws.recv(), json!({"event":"stop_ack","chat_id":chat}));
     ws.send(&json!({"type":"stop","chat_id":"some-other_chat:1"}));
@@ -150,10 +139,7 @@ fn cancel_with_nothing_running_only_acks() {
 
 #[test]
 fn cancel_during_a_tool_round_persists_nothing() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let never = Gate::new();
     fake.push(Reply::tool_calls(&[ToolCallSpec::new("call_c1", "save_memory", &["{\"content\":\"kept fact\"}"])]));
     fake.push(Reply::text(&["never"]).gate_before_head(&never));
@@ -175,9 +161,7 @@ fn cancel_during_a_tool_round_persists_nothing() {
 fn cancel_sent_right_after_the_message_is_not_lost() {
     // The user presses stop immediately: the cancel reaches the server before a worker has
     // picked the turn up. It must still stop that turn (the model below never answers).
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
+    let OneChat { fake, server, mut ws, .. } = one_chat();
     let never = Gate::new();
     // Whichever turns reach the model get no answer.
     fake.set_fallback(Reply::text(&["never"]).gate_before_head(&never));

@@ -318,10 +318,7 @@ fn binary_frames_are_decoded_as_text_and_bad_utf8_is_ignored() {
 
 #[test]
 fn a_client_joining_ever_new_chats_stays_subscribed_to_the_newest_1024() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut flood = WsClient::connect(&server);
-    let first = flood.chat_id.clone();
+    let OneChat { fake, server, ws: mut flood, chat: first } = one_chat();
     let newest: Vec<String> = (0..1024).map(|_| flood.new_chat()).collect();
     // The connection's own chat was the oldest of 1,025: it was left; the newest are kept.
     let mut b = WsClient::connect(&server);
@@ -339,9 +336,7 @@ fn a_client_joining_ever_new_chats_stays_subscribed_to_the_newest_1024() {
 
 #[test]
 fn new_chat_and_attach_subscribe() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
+    let OneChat { fake, server, mut ws, .. } = one_chat();
     let chat = ws.new_chat();
     assert_ne!(chat, ws.chat_id);
     let other = ws.new_chat();

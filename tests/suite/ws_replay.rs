@@ -16,10 +16,7 @@ fn deltas(events: &[Value]) -> String {
 
 #[test]
 fn reattach_with_after_seq_replays_exactly_what_was_missed() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut a = WsClient::connect(&server);
-    let chat = a.chat_id.clone();
+    let OneChat { fake, server, ws: mut a, chat } = one_chat();
     // A witness that stays subscribed the whole time.
     let mut witness = WsClient::connect(&server);
     assert_eq!(witness.attach(&chat, None), 0);
@@ -81,10 +78,7 @@ fn reattach_with_after_seq_replays_exactly_what_was_missed() {
 
 #[test]
 fn turn_finishes_with_no_client_and_replays_from_zero() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut a = WsClient::connect(&server);
-    let chat = a.chat_id.clone();
+    let OneChat { fake, server, ws: mut a, chat } = one_chat();
     let gate = Gate::new();
     fake.push(Reply::text(&["alone ", "in ", "the dark"]).gate_before_head(&gate));
     a.message(&chat, "run without me", "openai_compatible");
@@ -108,10 +102,7 @@ fn turn_finishes_with_no_client_and_replays_from_zero() {
 
 #[test]
 fn attach_without_after_seq_mid_turn_gets_the_rest_without_gaps() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut a = WsClient::connect(&server);
-    let chat = a.chat_id.clone();
+    let OneChat { fake, server, ws: mut a, chat } = one_chat();
     let gate = Gate::new();
     fake.push(Reply::text(&["one ", "two ", "three"]).gate_before_chunk(2, &gate));
     a.message(&chat, "count", "openai_compatible");
@@ -135,10 +126,7 @@ fn attach_without_after_seq_mid_turn_gets_the_rest_without_gaps() {
 
 #[test]
 fn seq_keeps_increasing_across_turns_and_replays_span_turns() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut a = WsClient::connect(&server);
-    let chat = a.chat_id.clone();
+    let OneChat { fake, server, ws: mut a, chat } = one_chat();
     fake.push(Reply::text(&["first"]));
     fake.push(Reply::text(&["second"]));
     a.message(&chat, "t1", "openai_compatible");
@@ -172,10 +160,7 @@ fn seq_keeps_increasing_across_turns_and_replays_span_turns() {
 /// before the turn's first event; once the turn ends the row has no `turn_seq`.
 #[test]
 fn a_reload_mid_turn_gets_the_user_message_and_the_turn_so_far() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut a = WsClient::connect(&server);
-    let chat = a.chat_id.clone();
+    let OneChat { fake, server, ws: mut a, chat } = one_chat();
     // A finished turn first: the replay starts at the running turn, not at the chat's start.
     fake.push(Reply::text(&["first"]));
     a.message(&chat, "earlier", "openai_compatible");

@@ -13,10 +13,7 @@ const LONG_TITLE: &str = "Hello there world, this is a long first ";
 
 #[test]
 fn plain_turn_streams_the_models_chunks_and_persists() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let chunks = ["Hel", "lo, ", "wörld ", "🙂!", " 0123456789abcdefghij"];
     fake.push(Reply::text(&chunks));
 
@@ -93,10 +90,7 @@ fn plain_turn_streams_the_models_chunks_and_persists() {
 
 #[test]
 fn empty_answer_sends_no_delta_but_still_ends_the_stream() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     fake.push(Reply::text(&[]));
     ws.message(&chat, "say nothing", "openai_compatible");
     let (masked, _) = mask_turn(&ws.turn_events(&chat), 1);
@@ -106,10 +100,7 @@ fn empty_answer_sends_no_delta_but_still_ends_the_stream() {
 
 #[test]
 fn ollama_turn_uses_v1_path_and_placeholder_key() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server: _server, mut ws, chat } = one_chat();
     fake.push(Reply::text(&["local ", "answer"]));
     ws.message(&chat, "hi ollama", "ollama");
     let (masked, _) = mask_turn(&ws.turn_events(&chat), 1);
@@ -122,10 +113,7 @@ fn ollama_turn_uses_v1_path_and_placeholder_key() {
 
 #[test]
 fn tool_turn_event_order_and_history() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let call = ToolCallSpec::new("call_a1", "save_memory", &["{\"content\":", " \"User likes", " green tea\"}"]);
     fake.push(Reply::tool_calls(std::slice::from_ref(&call)));
     fake.push(Reply::text(&["Noted", "!"]));
@@ -210,10 +198,7 @@ fn tool_turn_event_order_and_history() {
 
 #[test]
 fn parallel_tool_calls_are_assembled_by_index_and_run_in_order() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let a = ToolCallSpec::new("call_x", "save_memory", &["{\"con", "tent\": \"Fact", " one\"}"]);
     let b = ToolCallSpec::new("call_y", "save_memory", &["{\"content\"", ": \"Fact two\"}"]);
     fake.push(Reply::tool_calls(&[a.clone(), b.clone()]));
@@ -261,10 +246,7 @@ fn parallel_tool_calls_are_assembled_by_index_and_run_in_order() {
 
 #[test]
 fn failing_and_unknown_tools_become_results_not_errors() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server: _server, mut ws, chat } = one_chat();
     // An unknown tool, and save_memory with arguments that are not a JSON object (-> {}).
     fake.push(Reply::tool_calls(&[
         ToolCallSpec::new("call_u", "no_such_tool", &["{}"]),
@@ -307,10 +289,7 @@ fn failing_and_unknown_tools_become_results_not_errors() {
 
 #[test]
 fn fifth_tool_round_is_followed_by_a_final_call_without_tools() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     for i in 0..5 {
         let args = format!("{{\"content\":\"fact {i}\"}}");
         fake.push(Reply::tool_calls(&[ToolCallSpec::new(&format!("call_{i}"), "save_memory", &[&args])]));
@@ -388,10 +367,7 @@ fn unconfigured_provider_gives_an_error_and_creates_nothing() {
 
 #[test]
 fn queued_turns_on_one_chat_run_in_order() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let gate = Gate::new();
     fake.push(Reply::text(&["first ", "answer"]).gate_before_chunk(1, &gate));
     fake.push(Reply::text(&["second answer"]));
@@ -423,10 +399,7 @@ fn queued_turns_on_one_chat_run_in_order() {
 
 #[test]
 fn different_chats_run_in_parallel() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let a = ws.chat_id.clone();
+    let OneChat { fake, server: _server, mut ws, chat: a } = one_chat();
     let b = ws.new_chat();
     let gate = Gate::new();
     fake.push(Reply::text(&["slow"]).gate_before_head(&gate));
@@ -450,9 +423,7 @@ fn different_chats_run_in_parallel() {
 
 #[test]
 fn two_clients_on_one_chat_see_the_same_events() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut a = WsClient::connect(&server);
+    let OneChat { fake, server, ws: mut a, .. } = one_chat();
     let mut b = WsClient::connect(&server);
     let chat = a.chat_id.clone();
     assert_eq!(b.attach(&chat, None), 0);
@@ -482,9 +453,7 @@ fn two_clients_on_one_chat_see_the_same_events() {
 
 #[test]
 fn events_of_other_chats_are_not_delivered() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut a = WsClient::connect(&server);
+    let OneChat { fake, server, ws: mut a, .. } = one_chat();
     let mut b = WsClient::connect(&server);
     let chat = a.chat_id.clone();
     fake.push(Reply::text(&["private"]));
@@ -497,9 +466,7 @@ fn events_of_other_chats_are_not_delivered() {
 
 #[test]
 fn slow_subscriber_never_blocks_the_turn_or_other_clients() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut fast = WsClient::connect(&server);
+    let OneChat { fake, server, ws: mut fast, .. } = one_chat();
     let mut slow = WsClient::connect(&server);
     let chat = fast.chat_id.clone();
     assert_eq!(slow.attach(&chat, None), 0);
@@ -575,10 +542,7 @@ fn titles_count_code_points_and_large_content_is_kept_verbatim() {
 
 #[test]
 fn saving_settings_mid_turn_does_not_switch_the_running_turn() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let gate = Gate::new();
     fake.push(
         Reply::tool_calls(&[ToolCallSpec::new("call_m", "save_memory", &["{\"content\":\"mid\"}"])])
@@ -613,10 +577,7 @@ fn saving_settings_mid_turn_does_not_switch_the_running_turn() {
 
 #[test]
 fn tool_result_events_carry_the_first_200_code_points_only() {
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let fact = "é".repeat(300);
     let args = json!({ "content": fact }).to_string();
     // Split the arguments mid-way, inside the run of two-byte characters, on a char boundary.
@@ -641,10 +602,7 @@ fn tool_result_events_carry_the_first_200_code_points_only() {
 fn sse_framing_variants_are_understood() {
     // What real providers and proxies send: keep-alive comments, CRLF line ends, `data:`
     // without a space, `event:` lines, a line split across TCP writes, null content.
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server, mut ws, chat } = one_chat();
     let c = |text: &str| {
         json!({"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":text},"finish_reason":null}]})
             .to_string()
@@ -672,10 +630,7 @@ fn sse_framing_variants_are_understood() {
 fn model_connections_are_kept_alive_across_turns() {
     // A new TCP (for https providers: TLS) connection per model call costs a handshake on
     // every turn and tool round; an answer read to its end leaves the connection reusable.
-    let fake = FakeLlm::start();
-    let server = TestServer::with_llm(&fake);
-    let mut ws = WsClient::connect(&server);
-    let chat = ws.chat_id.clone();
+    let OneChat { fake, server: _server, mut ws, chat } = one_chat();
     for i in 0..4 {
         fake.push(Reply::text(&["Hello", " again"]));
         ws.message(&chat, &format!("turn {i}"), "openai_compatible");
