@@ -262,14 +262,17 @@ export function RewindDialog(props: Props) {
       )}
       {preview && (
         <div data-testid="rewind-preview">
-          <h3 className="mb-1.5 text-sm font-medium text-zinc-300">{t(undo ? 'rewind.undoFiles' : 'rewind.files')}</h3>
-          {files.length ? (
+          {(files.length > 0 || (!preview.conflicts.length && !preview.not_rewindable.length)) && (
+            <h3 className="mb-1.5 text-sm font-medium text-zinc-300">{t(undo ? 'rewind.undoFiles' : 'rewind.files')}</h3>
+          )}
+          {files.length > 0 && (
             <ul className="space-y-2">
               {files.map((f) => (
                 <FileRow key={f.path} f={f} />
               ))}
             </ul>
-          ) : (
+          )}
+          {!files.length && !preview.conflicts.length && !preview.not_rewindable.length && (
             <p className="text-sm text-zinc-500" data-testid="rewind-none">
               {t(undo ? 'rewind.undoNone' : 'rewind.none')}
             </p>
