@@ -303,7 +303,8 @@ fn per_file_overwrite_and_undo_of_the_files() {
     let url = format!("/api/sessions/{chat}/rewind");
 
     // Shapes of `force`.
-    for bad in [json!([1]), json!("maybe"), json!({"b.txt": true}), json!(["x".repeat(5000)])] {
+    let too_many: Vec<String> = (0..4097).map(|i| format!("f{i}")).collect();
+    for bad in [json!([1]), json!("maybe"), json!({"b.txt": true}), json!(["x".repeat(5000)]), json!(too_many)] {
         let r = server.post(&url, &json!({"before_message": k, "force": bad}));
         assert_eq!(r.status, 422, "{bad}: {}", r.body);
     }
