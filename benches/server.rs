@@ -189,7 +189,7 @@ fn startup_only() {
 /// `BENCH_ONLY=footprint`: the footprint figures, medians of `BENCH_RUNS` (default 5) rounds:
 /// idle RSS after start-up; server CPU per turn in a new chat (each turn opens one) and in the
 /// same chat; the 100,000-record chat's first turn after a start (its context loaded) and its
-/// second turn, from the message to `done`.
+/// second turn, from the message to `done`, context compression off.
 fn footprint_only() {
     let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     const TURNS: usize = 300;
@@ -240,9 +240,15 @@ fn footprint_only() {
         drop(ws);
         drop(server);
 
+        // The turns themselves: no context compression starting beside them (it would redo a
+        // summary of 100,000 records after every turn, the fake answering none), as in
+        // `--bench memory`.
         let (home, big) = bighist::big_history_home();
-        let server = TestServer::builder().home(&home).start();
+        let server = TestServer::builder().home(&home).env("CASHCODE_CONSOLIDATE_CHARS", "1000000000").start();
         server.configure_llm(&fake);
+        // A fresh home has no search index: a search waits for its start-up build (about a
+        // second for these records), which would otherwise run beside the turns.
+        assert_eq!(server.get("/api/search?q=message").status, 200);
         let mut c = WsClient::connect(&server);
         c.attach(&big, None);
         for times in [&mut big_first, &mut big_second] {
