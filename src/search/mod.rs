@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender};
 use serde::Serialize;
 
 pub use index::Params;
@@ -136,7 +136,9 @@ impl Search {
     /// The service over `chats`' memory root; nothing is read until [`Search::start`] (or
     /// [`Search::open_now`]). Installs itself as the store's observer.
     pub fn new(chats: Arc<ChatStore>, params: Params) -> Arc<Search> {
-        let (tx, rx) = crossbeam_channel::bounded(QUEUE);
+        // Unbounded, with the cap checked on send (`send`): a bounded channel writes every one
+        // of its slots when it is made, a quarter MiB of an idle server's memory.
+        let (tx, rx) = crossbeam_channel::unbounded();
         let file = chats.root().join(".search").join("index.bin");
         let s = Arc::new(Search {
             chats: Arc::clone(&chats),
@@ -241,13 +243,13 @@ impl Search {
     }
 
     fn send(&self, job: Job, chat: &str) {
+        // Every send holds `progress`, so the queue never passes the cap.
         let mut p = sync::lock(&self.progress);
-        match self.tx.try_send(job) {
-            Ok(()) => p.sent += 1,
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                drop(p);
-                sync::lock(&self.overflow).insert(chat.to_string());
-            }
+        if self.tx.len() < QUEUE && self.tx.send(job).is_ok() {
+            p.sent += 1;
+        } else {
+            drop(p);
+            sync::lock(&self.overflow).insert(chat.to_string());
         }
     }
 
