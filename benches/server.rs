@@ -277,6 +277,62 @@ fn footprint_only() {
     );
 }
 
+/// `BENCH_ONLY=exec`: what an `exec` turn costs over a `read_file` turn of the same small
+/// file, through the real server: each turn is a new chat whose model asks for the tool once
+/// and then answers (message to `done`, minus the fake's time on both requests),
+/// `BENCH_RUNS` (default 100) turns of each kind alternating, with the server at its idle size
+/// and again after 500 clients grew its resident set (printed). The command's own run time is
+/// `sh -c 'cat small.txt'` spawned and waited for by this process (`posix_spawn`), the same
+/// number of times.
+fn exec_only() {
+    let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+    let fake = FakeLlm::start();
+    let server = TestServer::with_llm(&fake);
+    let dir = server.home.join("workspace");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("small.txt"), "a small file\n").unwrap();
+    let mut own = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        let out = std::process::Command::new("sh").args(["-c", "cat small.txt"]).current_dir(&dir).output().unwrap();
+        own.push(ms(t.elapsed()));
+        assert_eq!(out.stdout, b"a small file\n");
+    }
+    let own = median(own);
+    let mut ws = WsClient::connect(&server);
+    let turn = |ws: &mut WsClient, tool: &str, args: serde_json::Value| -> f64 {
+        let chat = ws.new_chat();
+        fake.clear_requests();
+        fake.push(Reply::tool_calls(&[common::ToolCallSpec::new("call_1", tool, &[&args.to_string()])]));
+        fake.push(Reply::text(&ANSWER));
+        let t = Instant::now();
+        ws.message(&chat, "read small.txt", "openai_compatible");
+        let events = ws.turn_events(&chat);
+        let total = t.elapsed();
+        let result = events.iter().find(|e| e["event"] == "tool_result").expect("a tool_result");
+        assert!(result["result"].as_str().unwrap_or("").contains("a small file"), "{result}");
+        let fake_time = fake.wait_handled(0, Duration::from_secs(10)) + fake.wait_handled(1, Duration::from_secs(10));
+        ms(total.saturating_sub(fake_time))
+    };
+    for phase in ["idle", "after 500 clients"] {
+        if phase != "idle" {
+            concurrent_run(&server, &fake, 500);
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let (mut exec, mut read) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+        for _ in 0..runs {
+            exec.push(turn(&mut ws, "exec", serde_json::json!({"command": "cat small.txt"})));
+            read.push(turn(&mut ws, "read_file", serde_json::json!({"path": "small.txt"})));
+        }
+        let (exec, read) = (median(exec), median(read));
+        println!(
+            "{phase} (RSS {:.1} MiB): exec turn {exec:.2} ms, read_file turn {read:.2} ms, command alone {own:.2} ms; exec over read_file minus the command {:.2} ms",
+            rss(server.pid).0 as f64 / 1024.0,
+            exec - read - own
+        );
+    }
+}
+
 /// `BENCH_ONLY=conc`: only the 100- and 500-client runs, with the server CPU per turn of
 /// each (for profiling the concurrent path; the server's pid is printed).
 fn concurrent_only() {
@@ -478,6 +534,7 @@ fn main() {
         Ok("http") => return http_only(),
         Ok("startup") => return startup_only(),
         Ok("footprint") => return footprint_only(),
+        Ok("exec") => return exec_only(),
         _ => {}
     }
     let bin = env!("CARGO_BIN_EXE_cashcode");

@@ -20,14 +20,17 @@
 //!   command a session of its own).
 //!
 //! Why `pre_exec` and not `posix_spawn`: a `pre_exec` step makes std `fork` the server, which
-//! costs more than the rest of the sandbox (benches/README.md). Confining a short-lived thread
-//! and spawning from it would keep `posix_spawn`, but the child would share that thread's
-//! Landlock domain and could signal the server through the thread until it exits.
+//! copies its page tables (about 1 ms at 32 MiB, benches/README.md). Confining a short-lived
+//! thread and spawning from it would keep `posix_spawn`, but the child would share that
+//! thread's Landlock domain and could signal the server through the thread until it exits. So
+//! there is one such copy per call: the reaper starts the command with a `clone` that shares
+//! its memory until `execve`, as `posix_spawn` does ([`start_command`]), not a second `fork`.
 //!
 //! Everything that allocates (opening the roots, the Landlock ruleset, the BPF programs) is
 //! built in the parent, on the turn's worker thread; the `pre_exec` closure only makes the
 //! system calls that apply them, which allocate nothing (`restrict_self` on the prepared
-//! ruleset descriptor, `seccomp(SET_MODE_FILTER)` on the prepared program). The start-up check
+//! ruleset descriptor, `seccomp(SET_MODE_FILTER)` on the prepared program, `execve` on the
+//! command's prepared arguments and environment). The start-up check
 //! runs on a short-lived `sandbox-probe` thread, which confines itself (Landlock and seccomp
 //! apply per thread) and reports what the kernel enforced before it exits.
 
@@ -35,11 +38,13 @@ pub(crate) mod call_pids;
 pub(crate) mod control_files;
 
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::CString;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use landlock::{
@@ -447,7 +452,9 @@ impl Policy {
 
 impl Prepared {
     /// Sets the child's `HOME` and `TMPDIR` and installs the `pre_exec` step that confines it
-    /// (and, where the kernel scopes signals, makes the spawned process the call's reaper).
+    /// (and, where the kernel scopes signals, makes the spawned process the call's reaper,
+    /// which starts the command itself). Call it last: the command's program, arguments and
+    /// environment are read from `cmd` now.
     pub(crate) fn apply(self, cmd: &mut Command) -> Confined {
         let reaped = self.reaper.is_some();
         cmd.env("HOME", &self.home).env("TMPDIR", &self.tmp.0);
@@ -458,6 +465,9 @@ impl Prepared {
         let mut reaper = self.reaper;
         let filters = self.filters;
         let procs = self.pids.as_ref().map(|p| p.procs().to_owned());
+        // What the reaper runs; allocated here, before the fork.
+        let image = reaped.then(|| Image::of(cmd));
+        let mut stack = if reaped { vec![0u8; COMMAND_STACK] } else { Vec::new() };
         // Only root holds capabilities to drop.
         let root = nix::unistd::geteuid().is_root();
         let confine = move || -> io::Result<()> {
@@ -473,9 +483,11 @@ impl Prepared {
             if root {
                 drop_capabilities();
             }
-            if let Some(domain) = reaper.take() {
-                // Returns in the command's process only; the reaper never returns.
-                become_reaper(domain)?;
+            if let (Some(domain), Some(image)) = (reaper.take(), image.as_ref()) {
+                let mut start =
+                    CommandStart { ruleset: Some(ruleset), filters: &filters, image, failed: AtomicI32::new(0) };
+                // Returns only when the command could not be started.
+                return Err(become_reaper(domain, &mut start, &mut stack));
             }
             match ruleset.restrict_self() {
                 Ok(s) if s.ruleset != RulesetStatus::NotEnforced && s.no_new_privs => {}
@@ -487,14 +499,91 @@ impl Prepared {
             Ok(())
         };
         // SAFETY: `confine` runs in the forked child before execve and only makes system
-        // calls (prctl, landlock_restrict_self, close, seccomp) on data prepared before the
-        // fork; it takes no lock and allocates nothing, so it is async-signal-safe. A failure
-        // fails the spawn: a command never runs half-confined.
+        // calls (prctl, landlock_restrict_self, close, seccomp, clone, execve) on data prepared
+        // before the fork; it takes no lock and allocates nothing, so it is async-signal-safe.
+        // A failure fails the spawn: a command never runs half-confined.
         unsafe {
             cmd.pre_exec(confine);
         }
         Confined { _tmp: self.tmp, reaped, _pids: self.pids }
     }
+}
+
+/// Bytes of stack for the command's process between the reaper's `clone` and its `execve`
+/// ([`start_command`]): a few system calls, a few hundred bytes deep.
+const COMMAND_STACK: usize = 64 << 10;
+
+/// The command as `execve` takes it, built in the parent from the `Command` std would run:
+/// the candidate paths of its program (`PATH` searched as `execvp` would, in the child's
+/// environment), its arguments and its environment, each with the null-terminated array of
+/// pointers the call reads.
+struct Image {
+    candidates: Vec<CString>,
+    args: CStrings,
+    env: CStrings,
+}
+
+/// C strings and the null-terminated pointer array into them.
+struct CStrings {
+    _owned: Vec<CString>,
+    ptrs: Vec<*const libc::c_char>,
+}
+
+// SAFETY: the pointers point into `_owned`, which moves with them and is never changed; they
+// are only read (by `execve`, in the command's process).
+unsafe impl Send for CStrings {}
+// SAFETY: as above: shared references only read.
+unsafe impl Sync for CStrings {}
+
+impl CStrings {
+    fn new(items: impl IntoIterator<Item = Vec<u8>>) -> CStrings {
+        // A NUL inside an item fails std's spawn before the fork; it never reaches `execve`.
+        let owned: Vec<CString> = items.into_iter().filter_map(|b| CString::new(b).ok()).collect();
+        let ptrs = owned.iter().map(|c| c.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        CStrings { _owned: owned, ptrs }
+    }
+}
+
+impl Image {
+    /// What `cmd` runs: its program, arguments and environment (the server's, with `cmd`'s
+    /// changes; the `exec` tool never clears it).
+    fn of(cmd: &Command) -> Image {
+        use std::os::unix::ffi::{OsStrExt, OsStringExt};
+        let mut env: BTreeMap<std::ffi::OsString, std::ffi::OsString> = std::env::vars_os().collect();
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => env.insert(k.to_owned(), v.to_owned()),
+                None => env.remove(k),
+            };
+        }
+        let program = cmd.get_program().as_bytes();
+        let candidates = if program.contains(&b'/') {
+            vec![program.to_vec()]
+        } else {
+            // `execvp`'s search, minus its empty entries (the current directory: here the
+            // workspace, whose files the model writes).
+            let path = env.get(std::ffi::OsStr::new("PATH")).map(|p| p.as_bytes().to_vec());
+            let path = path.unwrap_or_else(|| b"/bin:/usr/bin".to_vec());
+            path.split(|b| *b == b':').filter(|dir| !dir.is_empty()).map(|dir| [dir, b"/", program].concat()).collect()
+        };
+        let args = std::iter::once(program.to_vec()).chain(cmd.get_args().map(|a| a.as_bytes().to_vec()));
+        let env = env.into_iter().map(|(k, v)| [k.into_vec(), b"=".to_vec(), v.into_vec()].concat());
+        Image {
+            candidates: candidates.into_iter().filter_map(|c| CString::new(c).ok()).collect(),
+            args: CStrings::new(args),
+            env: CStrings::new(env),
+        }
+    }
+}
+
+/// What the reaper hands the command's process: the rest of its confinement and what it runs.
+struct CommandStart<'a> {
+    ruleset: Option<RulesetCreated>,
+    filters: &'a [BpfProgram],
+    image: &'a Image,
+    /// The `errno` of the step that failed; written by the command's process before it exits,
+    /// read by the reaper once `clone` returned.
+    failed: AtomicI32,
 }
 
 /// A confined call's leftovers in the parent.
@@ -519,43 +608,133 @@ fn reaper_signals() -> nix::sys::signal::SigSet {
 /// Splits the forked child in two: this process becomes the call's reaper, in a Landlock
 /// domain of its own that only scopes signals (`domain`), a child subreaper, so every
 /// descendant that leaves its group or session (`setsid`, a double fork) is reparented to it;
-/// its child returns and goes on to be confined and run the command, in a domain nested in the
+/// it starts the command ([`start_command`]), which is confined in a domain nested in the
 /// reaper's. Processes of a nested domain cannot signal the reaper; the reaper can signal
 /// them and nobody else (Landlock's signal scoping, ABI 6): when the shell ends, or the server
 /// sends `SIGTERM` (timeout, cancel, the turn's end, the server's own end), it sends `SIGKILL`
 /// to every process it may signal (`kill(-1)`), reaps them all, and exits as the shell did. So
 /// nothing a call started outlives it, and rewind's closing scan sees everything it wrote.
-/// Async-signal-safe: system calls only, on the stack.
-fn become_reaper(domain: RulesetCreated) -> io::Result<()> {
+/// Returns only why the command could not start (std's spawn reports it); otherwise the
+/// reaper never returns. Async-signal-safe: system calls only, on the stack.
+fn become_reaper(domain: RulesetCreated, start: &mut CommandStart, stack: &mut [u8]) -> io::Error {
     use nix::sys::signal::{sigprocmask, SigmaskHow};
-    use nix::unistd::{fork, ForkResult};
     let denied = |_| io::Error::from_raw_os_error(libc::EPERM);
     // A `kill(-1)` outside a scoped domain would reach every process of the uid: refuse to
     // start rather than reap without it.
     match domain.restrict_self() {
         Ok(s) if s.ruleset == RulesetStatus::FullyEnforced => {}
-        _ => return Err(io::Error::from_raw_os_error(libc::EPERM)),
+        _ => return io::Error::from_raw_os_error(libc::EPERM),
     }
-    nix::sys::prctl::set_child_subreaper(true).map_err(denied)?;
-    // The server's end (a crash included) ends the call too: the spawning thread waits for
-    // the call, so its exit means the server's.
-    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).map_err(denied)?;
-    let watched = reaper_signals();
-    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None).map_err(denied)?;
-    // SAFETY: this process has one thread (a fork's child); both sides go on making system
-    // calls only.
-    match unsafe { fork() }.map_err(denied)? {
-        ForkResult::Child => sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&watched), None).map_err(denied),
-        ForkResult::Parent { child } => {
-            // The reaper holds no descriptor: the command's pipes end with the command, and
-            // std's spawn, which reads its error pipe until `execve` closes it, returns once
-            // the shell started instead of when the reaper exits.
-            // SAFETY: close_range on descriptors of this process only, which nothing here uses.
-            unsafe {
-                libc::close_range(0, libc::c_uint::MAX, 0);
-            }
-            reap(child, &watched)
+    let set_up = || -> io::Result<()> {
+        nix::sys::prctl::set_child_subreaper(true).map_err(denied)?;
+        // The server's end (a crash included) ends the call too: the spawning thread waits
+        // for the call, so its exit means the server's.
+        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).map_err(denied)?;
+        sigprocmask(SigmaskHow::SIG_BLOCK, Some(&reaper_signals()), None).map_err(denied)
+    };
+    if let Err(e) = set_up() {
+        return e;
+    }
+    let shell = match start_command(start, stack) {
+        Ok(pid) => pid,
+        Err(e) => return e,
+    };
+    // The reaper holds no descriptor: the command's pipes end with the command, and std's
+    // spawn, which reads its error pipe until `execve` closes it, returns once the shell
+    // started instead of when the reaper exits.
+    // SAFETY: close_range on descriptors of this process only, which nothing here uses.
+    unsafe {
+        libc::close_range(0, libc::c_uint::MAX, 0);
+    }
+    reap(shell, &reaper_signals())
+}
+
+/// Starts the command's process from the reaper with `clone(CLONE_VM | CLONE_VFORK)`, as
+/// `posix_spawn` does: it runs on `stack` in the reaper's memory until its `execve`, and the
+/// reaper waits until then. A `fork` here would copy the reaper's page tables, which are the
+/// server's (benches/README.md: about 1 ms at 32 MiB). The command's process unblocks the
+/// reaper's signals, enters its domain and filters, and runs the image; `Err` is why not.
+///
+/// libc's `clone` rather than nix's: nix's takes a boxed closure and frees it in the reaper
+/// after the call, and nothing between this fork and `execve` may allocate or free.
+fn start_command(start: &mut CommandStart, stack: &mut [u8]) -> io::Result<nix::unistd::Pid> {
+    extern "C" fn command(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the reaper's `CommandStart`, which outlives this process's use of
+        // it: the reaper is suspended (CLONE_VFORK) until the `execve` below or `_exit`.
+        let start = unsafe { &mut *(arg as *mut CommandStart) };
+        let errno = run_command(start);
+        start.failed.store(errno, Ordering::SeqCst);
+        // SAFETY: ends this process without running anything of the reaper's.
+        unsafe { libc::_exit(127) }
+    }
+    let top = stack.as_mut_ptr_range().end;
+    let top = top.wrapping_sub(top as usize % 16);
+    // SAFETY: `command` runs on `stack` (16-byte aligned top) and only makes system calls on
+    // `start`, which lives until `clone` returns; with CLONE_VFORK that is after its `execve`
+    // or its end. SIGCHLD: the reaper learns of its end like of a forked child's.
+    let pid = unsafe {
+        libc::clone(
+            command,
+            top.cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (start as *mut CommandStart).cast(),
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let pid = nix::unistd::Pid::from_raw(pid);
+    match start.failed.load(Ordering::SeqCst) {
+        0 => Ok(pid),
+        errno => {
+            let _ = nix::sys::wait::waitpid(pid, None);
+            Err(io::Error::from_raw_os_error(errno))
         }
+    }
+}
+
+/// The command's process until its `execve`: returns the `errno` of the step that failed.
+fn run_command(start: &mut CommandStart) -> libc::c_int {
+    use nix::sys::signal::{sigprocmask, SigmaskHow};
+    if sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&reaper_signals()), None).is_err() {
+        return libc::EPERM;
+    }
+    match start.ruleset.take().map(RulesetCreated::restrict_self) {
+        Some(Ok(s)) if s.ruleset != RulesetStatus::NotEnforced && s.no_new_privs => {}
+        _ => return libc::EPERM,
+    }
+    for f in start.filters {
+        if seccompiler::apply_filter(f).is_err() {
+            return libc::EPERM;
+        }
+    }
+    // `execvp`'s search over the prepared candidates: a missing or unreadable one is skipped,
+    // EACCES is reported if no candidate ran and one was refused.
+    let image = start.image;
+    let mut refused = false;
+    let mut errno = libc::ENOENT;
+    for path in &image.candidates {
+        // SAFETY: null-terminated arrays of C strings that live as long as the image.
+        unsafe {
+            libc::execve(path.as_ptr(), image.args.ptrs.as_ptr(), image.env.ptrs.as_ptr());
+        }
+        errno = nix::errno::Errno::last_raw();
+        match errno {
+            libc::EACCES => refused = true,
+            libc::ENOENT
+            | libc::ENOTDIR
+            | libc::ESTALE
+            | libc::ELOOP
+            | libc::ENAMETOOLONG
+            | libc::ENODEV
+            | libc::ETIMEDOUT => {}
+            _ => return errno,
+        }
+    }
+    if refused {
+        libc::EACCES
+    } else {
+        errno
     }
 }
 
@@ -1023,6 +1202,52 @@ fn canonical(p: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reaper starts the command itself (`start_command`): found on the command's `PATH`
+    /// as `execvp` would (a candidate it may not run is skipped), confined, and a command that
+    /// cannot start fails the spawn with the reason, as std's own `execvp` failure does.
+    #[test]
+    fn the_reaper_runs_the_command_as_execvp_would_and_reports_why_not() {
+        let base = std::env::temp_dir().join(format!("cc-reaper-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (ws, data) = (base.join("ws"), base.join("data"));
+        for d in [ws.join("a"), ws.join("b"), data.clone()] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let ws = ws.canonicalize().unwrap();
+        let sandbox = Sandbox::with_defaults(&data, &ws);
+        assert!(sandbox.policy.as_ref().is_some_and(|p| p.scoped_signals), "{:?}", sandbox.status);
+        use std::os::unix::fs::PermissionsExt;
+        let tool = |dir: &str, mode: u32| {
+            let f = ws.join(dir).join("tool");
+            std::fs::write(&f, format!("#!/bin/sh\necho ran-{dir} \"$1\" \"$GREETING\" \"$TMPDIR\"\n")).unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        tool("a", 0o644);
+        tool("b", 0o755);
+        let run = |program: &str, path: &str| {
+            let mut cmd = Command::new(program);
+            cmd.arg("one arg").env("PATH", path).env("GREETING", "hi").current_dir(&ws);
+            let confined = sandbox.prepare(&ws, "chat-1").unwrap().apply(&mut cmd);
+            assert!(confined.reaped);
+            cmd.output()
+        };
+        let dirs = format!("{0}/a:{0}/b:/usr/bin:/bin", ws.display());
+        let out = run("tool", &dirs).unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(text.starts_with("ran-b one arg hi ") && text.contains("/sandbox/tmp/"), "{text:?} {out:?}");
+        // Confined: the server's data directory is out of reach.
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(format!("ls {} 2>&1", data.join("sandbox/tmp").display()));
+        let _c = sandbox.prepare(&ws, "chat-1").unwrap().apply(&mut cmd);
+        let out = String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned();
+        assert!(out.contains("Permission denied"), "{out}");
+        let refused = run("tool", &format!("{}/a", ws.display())).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied, "{refused}");
+        let missing = run("no-such-tool", &dirs).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound, "{missing}");
+        let _ = std::fs::remove_dir_all(&base);
+    }
 
     #[test]
     fn installation_of_path_entries() {

@@ -178,7 +178,7 @@ impl Exec {
             .stderr(Stdio::piped());
         // A confined call gets a session of its own; an approved escalation, which may do
         // anything its user can anyway, keeps `posix_spawn` (a `pre_exec` step makes std
-        // `fork` the server: 1 ms more at 32 MiB, benches/README.md) with a group of its own.
+        // `fork` the server: about 1 ms at 32 MiB, benches/README.md) with a group of its own.
         match sandbox {
             Some(_) => own_session(&mut cmd),
             None => drop(cmd.process_group(0)),
