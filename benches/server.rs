@@ -194,8 +194,8 @@ fn footprint_only() {
     let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     const TURNS: usize = 300;
     let fake = FakeLlm::start();
-    let (mut idle, mut new_chat, mut same_chat, mut big_first, mut big_second) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut idle, mut new_chat, mut same_chat, mut big_first, mut big_second, mut after_turns) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         let s = TestServer::start();
         std::thread::sleep(Duration::from_millis(300));
@@ -237,6 +237,8 @@ fn footprint_only() {
             ws.turn_events(&chat);
         }
         same_chat.push((cpu_ms(server.pid) - before) / TURNS as f64);
+        std::thread::sleep(Duration::from_millis(300));
+        after_turns.push(rss(server.pid).0 as f64 / 1024.0);
         drop(ws);
         drop(server);
 
@@ -263,6 +265,11 @@ fn footprint_only() {
         let _ = std::fs::remove_dir_all(&home);
     }
     println!("idle RSS after start-up           {:>8.1} MiB  {idle:.1?}", median(idle.clone()));
+    println!(
+        "RSS after those {} turns       {:>8.1} MiB  {after_turns:.1?}",
+        2 * TURNS + 1,
+        median(after_turns.clone())
+    );
     println!("server CPU, turn in a new chat    {:>8.3} ms   {new_chat:.3?}", median(new_chat.clone()));
     println!("server CPU, turn in the same chat {:>8.3} ms   {same_chat:.3?}", median(same_chat.clone()));
     println!(

@@ -470,6 +470,8 @@ pub fn run(config: Config) -> Result<(), Error> {
     let _ = writeln!(out, "http listening on http://{}:{}", display_host(&http_host), server.http_port);
     let _ = writeln!(out, "ws listening on ws://{}:{}/", display_host(&ws_host), server.ws_port);
     let _ = out.flush();
+    // Start-up's code leaves the resident set; what a turn runs comes back as it runs.
+    crate::util::code_pages::release();
     let signal = wait_for_signal(&mut signals);
     log::info!("event=server.stopping signal={signal}");
     server.stop();

@@ -1,6 +1,7 @@
 //! The `housekeep` timer thread: once a chat has gone quiet, it drops what the chat keeps in
 //! memory (its replay ring, its cached context and remembered history tail) and hands the freed
-//! heap pages back to the OS (as the WebSocket side does when its last client leaves).
+//! heap pages back to the OS (as the WebSocket side does when its last client leaves), and the
+//! code pages back to the page cache (`util::code_pages`).
 
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ pub(crate) fn run_loop(hub: &Hub, cache: &ChatCache, idle: Duration, every: Dura
                 if rings + chats > 0 {
                     log::debug!("event=housekeep.expired rings={rings} chats={chats}");
                     crate::util::malloc::release_free_memory();
+                    crate::util::code_pages::release();
                 }
             }
             recv(stop) -> _ => break,

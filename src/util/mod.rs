@@ -10,6 +10,7 @@
 pub(crate) mod blocking;
 pub(crate) mod bm25;
 pub mod cancel;
+pub(crate) mod code_pages;
 pub mod fds;
 pub(crate) mod fsx;
 pub(crate) mod hash;
