@@ -93,9 +93,10 @@ pub(super) fn check_headers(
     Ok(out)
 }
 
-/// A user server entry as given: the body of `POST`/`PUT /api/mcp/servers…` without the name,
-/// or one entry of the user catalog file. Types only; the rules are [`validate_user`]'s.
-/// `null` reads as absent.
+/// A user server entry as given: the body of `POST`/`PUT /api/mcp/servers…` without the name
+/// (built by the HTTP layer from its body models), or one entry of the user catalog file (read
+/// with this `Deserialize`, where `null` reads as absent). Types only; the rules are
+/// [`validate_user`]'s.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerEntry {
