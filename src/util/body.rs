@@ -494,6 +494,15 @@ impl<'de> Deserializer<'de> for Absent<'de> {
     }
 }
 
+/// `deserialize_*` methods (that take only a visitor) read as `$to` reads.
+macro_rules! same_as {
+    ($to:ident: $($method:ident)*) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
+            self.$to(visitor)
+        }
+    )*};
+}
+
 /// Hands each `deserialize_*` that only takes a visitor to [`ValueDe`], keeping its hint.
 macro_rules! to_value {
     ($($method:ident)*) => {$(
@@ -601,13 +610,7 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
         }
     }
 
-    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
-        self.deserialize_str(visitor)
-    }
-
-    fn deserialize_char<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
-        self.deserialize_str(visitor)
-    }
+    same_as! { deserialize_str: deserialize_string deserialize_char }
 
     fn deserialize_i64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
         match self.0 {
@@ -616,9 +619,7 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
         }
     }
 
-    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
-        self.deserialize_i64(visitor)
-    }
+    same_as! { deserialize_i64: deserialize_u64 }
 
     fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
         match self.0 {
@@ -665,33 +666,11 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
         }
     }
 
-    fn deserialize_i8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
-        self.deserialize_i64(visitor)
+    same_as! {
+        deserialize_i64: deserialize_i8 deserialize_i16 deserialize_i32 deserialize_u8 deserialize_u16 deserialize_u32
     }
 
-    fn deserialize_i16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
-        self.deserialize_i64(visitor)
-    }
-
-    fn deserialize_i32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
-        self.deserialize_i64(visitor)
-    }
-
-    fn deserialize_u8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
-        self.deserialize_i64(visitor)
-    }
-
-    fn deserialize_u16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
-        self.deserialize_i64(visitor)
-    }
-
-    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
-        self.deserialize_i64(visitor)
-    }
-
-    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
-        self.deserialize_f64(visitor)
-    }
+    same_as! { deserialize_f64: deserialize_f32 }
 
     serde::forward_to_deserialize_any! {
         i128 u128 bytes byte_buf unit unit_struct newtype_struct tuple tuple_struct identifier ignored_any
