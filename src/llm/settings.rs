@@ -441,6 +441,29 @@ mod tests {
         let locs: Vec<String> = e.iter().map(|i| serde_json::to_value(i).unwrap()["loc"].to_string()).collect();
         assert!(locs.contains(&r#"["body","openai_compatible","x"]"#.to_string()));
         assert!(locs.contains(&r#"["body","ollama"]"#.to_string()));
+        // Unknown keys first, then the sections in order, each its unknown keys first.
+        let body = json!({
+            "z": 1,
+            "provider": null,
+            "ollama": "o",
+            "openai_compatible": {"model": "m", "base_url": null, "api_key": 3, "clear_api_key": "yes"},
+        });
+        let Err(InputError::Shape(e)) = parse_body(&body, true) else { panic!() };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"[{"input":1,"loc":["body","z"],"msg":"Extra inputs are not permitted","type":"extra_forbidden"},{"input":"m","loc":["body","openai_compatible","model"],"msg":"Extra inputs are not permitted","type":"extra_forbidden"},{"input":null,"loc":["body","openai_compatible","base_url"],"msg":"Input should be a valid string","type":"string_type"},{"input":3,"loc":["body","openai_compatible","api_key"],"msg":"Input should be a valid string","type":"string_type"},{"input":"yes","loc":["body","openai_compatible","clear_api_key"],"msg":"Input should be a valid boolean","type":"bool_type"},{"input":"o","loc":["body","ollama"],"msg":"Input should be a valid dictionary or instance of OllamaSettingsInput","type":"model_type"},{"input":null,"loc":["body","provider"],"msg":"Input should be 'openai_compatible' or 'ollama'","type":"literal_error"}]"#
+        );
+        let Err(InputError::Shape(e)) = parse_body(&body, false) else { panic!() };
+        // Saving takes no provider: it is one more unknown key.
+        let first: Vec<(String, &str)> =
+            e.iter().take(2).map(|i| (serde_json::to_string(&i.loc).unwrap(), &*i.kind)).collect();
+        assert_eq!(
+            first,
+            [
+                (r#"["body","provider"]"#.to_string(), "extra_forbidden"),
+                (r#"["body","z"]"#.to_string(), "extra_forbidden")
+            ]
+        );
     }
 
     #[test]

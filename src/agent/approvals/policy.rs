@@ -916,6 +916,16 @@ mod tests {
             let want: Vec<Loc> = path.iter().map(|s| Loc::Key(s.to_string())).collect();
             assert_eq!((issues.len(), &issues[0].loc), (1, &want), "{v}");
         }
+        // Every bad row is an item, tables in order, rows by name.
+        let many = json!({"mcp_servers": {"a b": "ask", "ok": 1}, "tools": {"rm": "auto", "exec": "maybe"}});
+        assert_eq!(
+            serde_json::to_string(&Policy::from_json(&many).unwrap_err()).unwrap(),
+            r#"[{"input":"maybe","loc":["tools","exec"],"msg":"Input should be 'auto', 'ask' or 'deny'","type":"enum"},{"input":"auto","loc":["tools","rm"],"msg":"Extra inputs are not permitted","type":"extra_forbidden"},{"input":"ask","loc":["mcp_servers","a b"],"msg":"Value error, invalid server name","type":"value_error"},{"input":1,"loc":["mcp_servers","ok"],"msg":"Input should be 'auto', 'ask' or 'deny'","type":"enum"}]"#
+        );
+        let too_many: Map<String, Value> = (0..=MAX_MCP_ENTRIES).map(|i| (format!("s{i}"), json!("bad"))).collect();
+        let issues = Policy::from_json(&json!({ "mcp_servers": too_many })).unwrap_err();
+        assert_eq!((issues.len(), &*issues[0].kind), (1, "too_long"));
+        assert_eq!(refusal_text(&issues[..1]), "mcp_servers: Value error, at most 256 servers");
     }
 
     #[test]
