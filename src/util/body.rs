@@ -38,7 +38,7 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::pydantic::Issue;
+use super::pydantic::{Issue, Loc};
 
 /// What a model does with keys it does not declare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +102,23 @@ pub(crate) fn refuse<E: de::Error>(issues: Vec<Issue>) -> E {
 }
 
 const MARK: &str = "\u{0}pydantic-items:";
+
+/// Issues as one line for a log or a start-up error: `tools.rm: Extra inputs are not
+/// permitted; …` (the location joined with `.`, as the web client shows it).
+pub(crate) fn summary(issues: &[Issue]) -> String {
+    let one = |i: &Issue| {
+        let at: Vec<String> = i
+            .loc
+            .iter()
+            .map(|l| match l {
+                Loc::Key(k) => k.clone(),
+                Loc::Index(n) => n.to_string(),
+            })
+            .collect();
+        format!("{}: {}", at.join("."), i.msg)
+    };
+    issues.iter().map(one).collect::<Vec<_>>().join("; ")
+}
 
 /// pydantic's message for a value outside `choices`: "Input should be 'a', 'b' or 'c'".
 pub(crate) fn choices_msg(choices: &[&str]) -> String {

@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 use crate::tool::args::read_args;
 use crate::tool::Confinement;
 use crate::util::body::{self, Model, NonObject};
-use crate::util::pydantic::{Issue, Loc};
+use crate::util::pydantic::Issue;
 
 /// The policy's row for an `exec` that runs outside the sandbox (asked for by the model, or
 /// every `exec` where the kernel offers no confinement).
@@ -297,22 +297,6 @@ impl<'de, R: Rows> Deserialize<'de> for Modes<R> {
     }
 }
 
-/// Issues as one line for the log: `tools.rm: Extra inputs are not permitted; …`.
-fn refusal_text(issues: &[Issue]) -> String {
-    let one = |i: &Issue| {
-        let at: Vec<String> = i
-            .loc
-            .iter()
-            .map(|l| match l {
-                Loc::Key(k) => k.clone(),
-                Loc::Index(n) => n.to_string(),
-            })
-            .collect();
-        format!("{}: {}", at.join("."), i.msg)
-    };
-    issues.iter().map(one).collect::<Vec<_>>().join("; ")
-}
-
 /// MCP server names as the catalog allows them (letters, digits, `_ - .`, 1..=64).
 fn valid_server_name(name: &str) -> bool {
     (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
@@ -333,7 +317,7 @@ impl PolicyStore {
             Ok(None) => Policy::default(),
             Ok(Some(text)) => match serde_json::from_str::<Value>(&text)
                 .map_err(|e| e.to_string())
-                .and_then(|v| Policy::from_json(&v).map_err(|issues| refusal_text(&issues)))
+                .and_then(|v| Policy::from_json(&v).map_err(|issues| body::summary(&issues)))
             {
                 Ok(p) => p,
                 Err(why) => {
@@ -655,6 +639,7 @@ pub(crate) fn grants_text(tool: &str, escalated: bool, grant: Option<&Grant>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::pydantic::Loc;
 
     fn exec_args(command: &str, perm: Option<&str>) -> Map<String, Value> {
         let mut m = Map::new();
@@ -925,7 +910,7 @@ mod tests {
         let too_many: Map<String, Value> = (0..=MAX_MCP_ENTRIES).map(|i| (format!("s{i}"), json!("bad"))).collect();
         let issues = Policy::from_json(&json!({ "mcp_servers": too_many })).unwrap_err();
         assert_eq!((issues.len(), &*issues[0].kind), (1, "too_long"));
-        assert_eq!(refusal_text(&issues[..1]), "mcp_servers: Value error, at most 256 servers");
+        assert_eq!(body::summary(&issues), "mcp_servers: Value error, at most 256 servers");
     }
 
     #[test]
