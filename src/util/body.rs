@@ -1,9 +1,9 @@
 //! The one reader of JSON bodies: [`extract`] deserialises a request body (or [`parse`] any JSON
-//! value, such as the approval policy file) into its model, a private
+//! value, such as the approval policy file or an MCP catalog entry) into its model, a private
 //! `#[derive(Deserialize)] struct` that implements [`Model`], and answers FastAPI/pydantic v2's
-//! 422 items ([`Issue`], docs/http-api.md §1) when it does not fit: every bad field, in pydantic's
-//! order. Pure; runs on whichever thread reads the value (the HTTP thread and its helpers; start-up
-//! for the policy file).
+//! 422 items ([`Issue`], docs/http-api.md §1) when it does not fit: every bad field, in
+//! pydantic's order ([`summary`] words them as one line for a log). Pure; runs on whichever
+//! thread reads the value (the HTTP thread and its helpers; start-up for the files).
 //!
 //! How a model is read (the design of `tool::args`, with pydantic's rules):
 //! - every declared field is offered in declaration order. An absent one is `None` for an
