@@ -22,7 +22,8 @@
 //!   something is wrong;
 //! - keys the model does not declare are ignored, or ([`Extras::Forbid`]) each is an
 //!   `extra_forbidden` item, listed in key order before the fields' items;
-//! - a value that is not an object is refused as the model says ([`NonObject`]).
+//! - a value that is not an object is refused as the model says ([`NonObject`]);
+//! - a refusal lists at most [`MAX_ISSUES`] items.
 //!
 //! Locations are relative to the value read; [`extract`] puts `"body"` in front. A list item is
 //! located by its index written as a string (`["body", "roots", "0"]`), as the API always has.
@@ -39,6 +40,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::pydantic::{Issue, Loc};
+
+/// Items one refusal lists at most, the first ones found. pydantic has no bound, but a 12 MiB
+/// body of bad list items would be answered with gigabytes.
+pub(crate) const MAX_ISSUES: usize = 1_000;
 
 /// What a model does with keys it does not declare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,6 +182,9 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for List<T> {
                 Ok(x) => out.push(x),
                 Err(e) => issues.extend(e.into_iter().map(|is| is.under(&i.to_string()))),
             }
+            if issues.len() >= MAX_ISSUES {
+                break;
+            }
         }
         if issues.is_empty() {
             Ok(List(out))
@@ -203,6 +211,9 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Dict<T> {
                     out.insert(k.clone(), x);
                 }
                 Err(e) => issues.extend(e.into_iter().map(|is| is.under(k))),
+            }
+            if issues.len() >= MAX_ISSUES {
+                break;
             }
         }
         if issues.is_empty() {
@@ -262,6 +273,9 @@ fn read_model<T: DeserializeOwned>(value: &Value, extras: Extras, non_object: No
             Ok(t) => break Some(t),
             Err(Refusal { field: Some(f), problem }) if !skip.contains(&f) => {
                 issues.extend(Refusal { field: None, problem }.into_issues(value).into_iter().map(|i| i.under(f)));
+                if issues.len() >= MAX_ISSUES {
+                    break None;
+                }
                 skip.push(f);
             }
             Err(Refusal { field: None, problem: Problem::NotOffered(f) }) if skip.contains(&f) => break None,
@@ -275,10 +289,12 @@ fn read_model<T: DeserializeOwned>(value: &Value, extras: Extras, non_object: No
         let declared = names.get();
         let extra = map.iter().filter(|(k, _)| !declared.contains(&k.as_str()));
         let forbidden: Vec<Issue> = extra
+            .take(MAX_ISSUES)
             .map(|(k, v)| Issue::new("extra_forbidden", &[k.as_str()], "Extra inputs are not permitted", v.clone()))
             .collect();
         issues.splice(0..0, forbidden);
     }
+    issues.truncate(MAX_ISSUES);
     match read {
         Some(t) if issues.is_empty() => Ok(t),
         _ => Err(issues),
@@ -892,6 +908,27 @@ mod tests {
         );
         let ok: Roots = extract(&json!({"roots": ["/a"], "count": 3})).unwrap();
         assert_eq!((ok.roots.0, ok.count), (vec!["/a".to_string()], Some(3)));
+    }
+
+    /// However many things are wrong, a refusal lists the first [`MAX_ISSUES`].
+    #[test]
+    fn refusals_are_bounded() {
+        let many = MAX_ISSUES * 3;
+        let e = extract::<Roots>(&json!({ "roots": vec![0; many] })).unwrap_err();
+        assert_eq!(
+            (e.len(), serde_json::to_string(&e[0].loc).unwrap()),
+            (MAX_ISSUES, r#"["body","roots","0"]"#.into())
+        );
+        let extras: Map<String, Value> = (0..many).map(|i| (format!("k{i:05}"), json!(1))).collect();
+        let mut body = extras.clone();
+        body.insert("roots".into(), json!([1]));
+        let e = extract::<Roots>(&Value::Object(body)).unwrap_err();
+        assert_eq!(
+            (e.len(), &*e[0].kind, &*e[MAX_ISSUES - 1].kind),
+            (MAX_ISSUES, "extra_forbidden", "extra_forbidden")
+        );
+        let e = extract::<Skill>(&json!({"support_files": extras})).unwrap_err();
+        assert_eq!(e.len(), MAX_ISSUES);
     }
 
     #[derive(Debug, Deserialize)]

@@ -288,6 +288,9 @@ impl<'de, R: Rows> Deserialize<'de> for Modes<R> {
             } else {
                 issues.push(Issue::new("enum", &[name], body::choices_msg(&["auto", "ask", "deny"]), mode.clone()));
             }
+            if issues.len() >= body::MAX_ISSUES {
+                break;
+            }
         }
         if issues.is_empty() {
             Ok(Modes(modes, std::marker::PhantomData))
