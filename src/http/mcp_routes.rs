@@ -3,19 +3,20 @@
 //! `changes/approve`), and OAuth: authorize (the URL to open), sign-out, and the provider's
 //! callback (`/api/mcp/oauth/callback`, a small HTML page, never a token). Request shape
 //! problems (missing or unknown fields, wrong JSON types) get pydantic-style 422 lists from the
-//! shared validator ([`super::shape`]); a checked body becomes a typed [`ServerEntry`] whose
-//! rules the catalog checks. A refused operation ([`McpError`]) becomes its status and
+//! one body extractor ([`super::shape::body`]); a read body becomes a typed [`ServerEntry`]
+//! whose rules the catalog checks. A refused operation ([`McpError`]) becomes its status and
 //! `{"detail": …}` in [`error`], the one place MCP statuses are chosen. Header values never
 //! leave `McpManager` unmasked. Runs on the `http` thread (network-bound routes on `http-slow`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::api::{only, Api};
-use super::shape::Body;
 use super::{Req, Resp};
 use crate::mcp::validate::ServerEntry;
 use crate::mcp::McpError;
+use crate::util::body::{extract, Dict, Extras, Model};
+use crate::util::pydantic::Loc;
 
 pub(crate) fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     let mcp = &api.mcp;
@@ -75,44 +76,72 @@ fn error(e: McpError) -> Resp {
     Resp::detail(status, &e.to_string())
 }
 
-/// The body as a typed entry with its name. Create (`named` is `None`) requires `name`,
-/// `display_name`, `url`; update (`named` is the URL's name) requires `display_name`, `url` and
-/// forbids `name`. Other keys are extra; string fields must be strings (`description` may be
-/// null), `headers` an object of strings or null. Issues are listed missing fields first, then
-/// by key.
+/// `POST /api/mcp/servers`: an entry and its name.
+#[derive(Deserialize)]
+struct CreateBody {
+    name: String,
+    display_name: String,
+    url: String,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    description: Option<Option<String>>,
+    headers: Option<Option<Dict<String>>>,
+}
+
+impl Model for CreateBody {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
+/// `PUT /api/mcp/servers/{name}`: the entry (the name is the URL's; a `name` key is extra).
+#[derive(Deserialize)]
+struct UpdateBody {
+    display_name: String,
+    url: String,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    description: Option<Option<String>>,
+    headers: Option<Option<Dict<String>>>,
+}
+
+impl Model for UpdateBody {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
+fn server_entry(
+    display_name: String,
+    url: String,
+    kind: Option<String>,
+    description: Option<Option<String>>,
+    headers: Option<Option<Dict<String>>>,
+) -> ServerEntry {
+    ServerEntry {
+        kind: kind.unwrap_or_default(),
+        display_name,
+        description: description.flatten().unwrap_or_default(),
+        url,
+        headers: headers.flatten().map(|h| h.0).unwrap_or_default(),
+    }
+}
+
+/// The body as a typed entry with its name: create (`named` is `None`) reads a
+/// [`CreateBody`], update (`named` is the URL's name) an [`UpdateBody`]. Issues are listed
+/// missing fields first, then by key, as this surface always has.
 fn entry(req: &Req, named: Option<&str>) -> Result<(String, ServerEntry), Resp> {
-    let mut b = Body::object(req)?;
-    let required: &[&str] = if named.is_none() { &["name", "display_name", "url"] } else { &["display_name", "url"] };
-    for field in required {
-        if !b.fields().contains_key(*field) {
-            b.missing(field);
-        }
-    }
-    let (mut name, mut kind, mut display_name, mut url) = (named.map(str::to_string), None, None, None);
-    let (mut description, mut headers) = (Some(None), Some(None));
-    let keys: Vec<String> = b.fields().keys().cloned().collect();
-    for k in &keys {
-        match k.as_str() {
-            "name" if named.is_none() => name = b.required_str(k),
-            "type" => kind = b.required_str(k),
-            "display_name" => display_name = b.required_str(k),
-            "url" => url = b.required_str(k),
-            "description" => description = b.optional_str(k),
-            "headers" => headers = b.string_map(k),
-            _ => b.extra(k),
-        }
-    }
-    let checked = (|| {
-        let entry = ServerEntry {
-            kind: kind.unwrap_or_default(),
-            display_name: display_name?,
-            description: description?.unwrap_or_default(),
-            url: url?,
-            headers: headers?.unwrap_or_default(),
-        };
-        Some((name?, entry))
-    })();
-    b.done(checked)
+    let v = req.json()?;
+    let read = match named {
+        None => extract::<CreateBody>(&v)
+            .map(|b| (b.name, server_entry(b.display_name, b.url, b.kind, b.description, b.headers))),
+        Some(name) => extract::<UpdateBody>(&v)
+            .map(|b| (name.to_string(), server_entry(b.display_name, b.url, b.kind, b.description, b.headers))),
+    };
+    read.map_err(|mut issues| {
+        issues.sort_by_key(|i| match (&*i.kind, i.loc.get(1)) {
+            ("missing", _) => (false, String::new()),
+            (_, Some(Loc::Key(key))) => (true, key.clone()),
+            (_, _) => (true, String::new()),
+        });
+        Resp::shape(issues)
+    })
 }
 
 /// `GET /api/mcp/oauth/callback?code=…&state=…`: completes the flow `state` names and answers
@@ -154,28 +183,28 @@ fn escape(s: &str) -> String {
 }
 
 /// The approve body: empty, or `{"tools": [original names]}` (absent or null: every held tool).
+#[derive(Deserialize)]
+struct ApproveBody {
+    tools: Option<Option<Vec<String>>>,
+}
+
+impl Model for ApproveBody {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
+/// The tools to approve. A `tools` that is not a list of at most 4,096 names is answered with
+/// one sentence before any shape issue.
 fn approve_body(req: &Req) -> Result<Option<Vec<String>>, Resp> {
     if req.body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let mut b = Body::object(req)?;
-    let keys: Vec<String> = b.fields().keys().cloned().collect();
-    for k in &keys {
-        if k != "tools" {
-            b.extra(k);
-        }
+    let v = req.json()?;
+    let names = |t: &Value| t.as_array().is_some_and(|items| items.len() <= 4096 && items.iter().all(Value::is_string));
+    if v.get("tools").is_some_and(|t| !t.is_null() && !names(t)) {
+        return Err(Resp::detail(422, "tools must be a list of tool names"));
     }
-    let tools = match b.fields().get("tools") {
-        None | Some(Value::Null) => None,
-        Some(Value::Array(items)) if items.iter().all(Value::is_string) && items.len() <= 4096 => {
-            Some(items.iter().filter_map(Value::as_str).map(str::to_string).collect())
-        }
-        Some(_) => {
-            return Err(Resp::detail(422, "tools must be a list of tool names"));
-        }
-    };
-    b.done(Some(()))?;
-    Ok(tools)
+    let b: ApproveBody = extract(&v).map_err(Resp::shape)?;
+    Ok(b.tools.flatten())
 }
 
 #[cfg(test)]

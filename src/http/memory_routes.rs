@@ -2,19 +2,20 @@
 //! MEMORY.md and SOUL.md are read with their sha256 and written back only with the hash that
 //! was read (409 otherwise, like skills); MEMORY.md's numbered snapshots are listed, read and
 //! restored (a restore snapshots the current file first, so it is undoable); Dream's status is
-//! read and a run is asked for. Bodies are checked by the shared validator ([`super::shape`]);
+//! read and a run is asked for. Bodies are read by the one body extractor ([`super::shape::body`]);
 //! the typed views below are the wire. Handlers run on the `http` thread; the Dream run itself
 //! happens on the `dream` thread, so `POST /api/dream/run` answers 202 at once.
 //!
 //! Field order is the byte order on the wire: alphabetical, like every other body here.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::api::{only, Api};
-use super::shape::Body;
+use super::shape::body;
 use super::{Req, Resp};
 use crate::memory_jobs::dream::{self, DreamState, LastRun, Undistilled};
 use crate::store::memory_files::{FileText, SnapshotInfo, Which, WriteError, MAX_FILE_BYTES};
+use crate::util::body::{Extras, Model};
 
 const CHANGED: &str = "content changed since it was read";
 const BAD_SNAPSHOT_ID: &str = "invalid snapshot id: use an id from GET /api/memory/snapshots";
@@ -74,27 +75,27 @@ fn files(api: &Api) -> Resp {
     })())
 }
 
+/// `PUT /api/memory/{memory|soul}`.
+#[derive(Deserialize)]
+struct WriteBody {
+    content: String,
+    expected_hash: Option<Option<String>>,
+}
+
+impl Model for WriteBody {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
 fn write(api: &Api, which: Which, req: &Req) -> Resp {
     if req.body.len() > MAX_PUT_BODY {
         return too_large(which);
     }
-    let mut b = match Body::object(req) {
+    let b: WriteBody = match body(req) {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let extra: Vec<String> =
-        b.fields().keys().filter(|k| !matches!(k.as_str(), "content" | "expected_hash")).cloned().collect();
-    for k in &extra {
-        b.extra(k);
-    }
-    let content = b.required_str("content");
-    let expected = b.optional_str("expected_hash");
-    let (content, expected) = match b.done((|| Some((content?, expected?)))()) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
     let files = &api.memory;
-    match files.write(which, &content, expected.as_deref()) {
+    match files.write(which, &b.content, b.expected_hash.flatten().as_deref()) {
         Ok(snapshot) => io(files
             .read(which)
             .map(|t| Resp::ok(&SavedView { file: FileView::of(which, t), snapshot: snapshot.map(|n| n.to_string()) }))),

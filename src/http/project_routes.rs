@@ -3,14 +3,15 @@
 //! (bound to a project when the body names one). Which directory is allowed is decided by
 //! `crate::projects`; this maps its answers to statuses. Runs on the `http` thread.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::api::Api;
-use super::shape::{Body, Issue};
+use super::shape::{body, Issue};
 use super::{Req, Resp};
 use crate::agent::chats::ChatError;
 use crate::projects::SaveError;
+use crate::util::body::{Extras, List, Model};
 
 #[derive(Serialize)]
 struct SettingsView {
@@ -45,42 +46,19 @@ fn settings(api: &Api) -> Resp {
     })
 }
 
+/// `PUT /api/settings/projects`.
+#[derive(Deserialize)]
+struct SaveBody {
+    roots: List<String>,
+}
+
+impl Model for SaveBody {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
 fn save(api: &Api, req: &Req) -> Resp {
-    let mut body = match Body::object(req) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let extras: Vec<String> = body.fields().keys().filter(|k| *k != "roots").cloned().collect();
-    for k in &extras {
-        body.extra(k);
-    }
-    let roots: Option<Vec<String>> = match body.fields().get("roots").cloned() {
-        None => {
-            body.missing("roots");
-            None
-        }
-        Some(Value::Array(items)) => {
-            let mut out = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                match item.as_str() {
-                    Some(s) => out.push(s.to_string()),
-                    None => body.push(Issue::new(
-                        "string_type",
-                        &["body", "roots", &i.to_string()],
-                        "Input should be a valid string",
-                        item.clone(),
-                    )),
-                }
-            }
-            Some(out)
-        }
-        Some(other) => {
-            body.push(Issue::new("list_type", &["body", "roots"], "Input should be a valid list", other));
-            None
-        }
-    };
-    let roots = match body.done(roots) {
-        Ok(r) => r,
+    let roots = match body::<SaveBody>(req) {
+        Ok(b) => b.roots.0,
         Err(r) => return r,
     };
     match api.projects.save(&roots) {
@@ -107,19 +85,19 @@ struct Created {
     project: Option<String>,
 }
 
+#[derive(Deserialize)]
+struct CreateBody {
+    project: Option<Option<String>>,
+}
+
+impl Model for CreateBody {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
 /// `POST /api/sessions` `{"project"?: string | null}` -> 201 `{"chat_id", "project"}`.
 pub(crate) fn create_session(api: &Api, req: &Req) -> Resp {
-    let mut body = match Body::object(req) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let extras: Vec<String> = body.fields().keys().filter(|k| *k != "project").cloned().collect();
-    for k in &extras {
-        body.extra(k);
-    }
-    let project = body.optional_str("project");
-    let project = match body.done(project) {
-        Ok(p) => p,
+    let project = match body::<CreateBody>(req) {
+        Ok(b) => b.project.flatten(),
         Err(r) => return r,
     };
     match api.agent.create_chat(project.as_deref()) {

@@ -2,14 +2,15 @@
 //! the body, call the agent's use case (`agent::rewind`), and map its errors to statuses
 //! ([`status_of`]). Runs on an `http-slow` thread (`gate::Target::is_slow`).
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use super::api::Api;
-use super::shape::{Body, Issue};
+use super::shape::{body, Issue};
 use super::{Req, Resp};
 use crate::agent::rewind::{RewindError, RewindRequest, UndoRequest};
 use crate::checkpoints::rewind::{Force, Report};
+use crate::util::body::{check, refuse, LaxBool, Model};
 
 /// Paths one `force` list may name, and the length of each.
 const MAX_FORCED: usize = 4096;
@@ -41,66 +42,89 @@ fn status_of(e: RewindError) -> Resp {
 }
 
 /// `force`: a lax boolean (every conflict), or the list of conflicting paths to overwrite.
-fn force(b: &mut Body) -> Option<Force> {
-    let Some(Value::Array(list)) = b.fields().get("force").cloned() else {
-        return b.lax_bool("force", Some(false)).map(|all| if all { Force::All } else { Force::None });
+/// Absent: none.
+fn force<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Force>, D::Error> {
+    let Some(v) = Option::<Value>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let Value::Array(list) = v else {
+        let all = check::<LaxBool>(&v).map_err(refuse)?.0;
+        return Ok(Some(if all { Force::All } else { Force::None }));
     };
     if list.len() > MAX_FORCED {
         let msg = format!("List should have at most {MAX_FORCED} items after validation, not {}", list.len());
-        b.push(Issue::new("too_long", &["body", "force"], &msg, Value::Array(list)));
-        return None;
+        return Err(refuse(vec![Issue::new("too_long", &[], &msg, Value::Array(list))]));
     }
     let mut paths = std::collections::BTreeSet::new();
-    let mut ok = true;
-    for (i, v) in list.iter().enumerate() {
+    let mut issues = Vec::new();
+    for (i, v) in list.into_iter().enumerate() {
         let at = i.to_string();
-        match v.as_str() {
-            Some(p) if p.len() <= MAX_PATH => {
-                paths.insert(p.to_string());
+        match v {
+            Value::String(p) if p.len() <= MAX_PATH => {
+                paths.insert(p);
             }
-            Some(_) => {
+            Value::String(_) => {
                 let msg = format!("String should have at most {MAX_PATH} characters");
-                b.push(Issue::new("string_too_long", &["body", "force", &at], &msg, v.clone()));
-                ok = false;
+                issues.push(Issue::new("string_too_long", &[&at], &msg, v));
             }
-            None => {
-                b.push(Issue::new("string_type", &["body", "force", &at], "Input should be a valid string", v.clone()));
-                ok = false;
-            }
+            _ => issues.push(Issue::new("string_type", &[&at], "Input should be a valid string", v)),
         }
     }
-    ok.then_some(Force::Paths(paths))
+    if issues.is_empty() {
+        Ok(Some(Force::Paths(paths)))
+    } else {
+        Err(refuse(issues))
+    }
+}
+
+/// A message index: a non-negative integer.
+fn index<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let v = Value::deserialize(d)?;
+    v.as_u64().ok_or_else(|| {
+        let msg = "Input should be a valid integer, greater than or equal to 0";
+        refuse(vec![Issue::new("int_type", &[], msg, v.clone())])
+    })
+}
+
+/// `POST /api/sessions/{id}/rewind`.
+#[derive(Deserialize)]
+struct RewindBody {
+    #[serde(deserialize_with = "index")]
+    before_message: u64,
+    /// Absent: true.
+    files: Option<LaxBool>,
+    chat: Option<LaxBool>,
+    dry_run: Option<LaxBool>,
+    #[serde(deserialize_with = "force")]
+    force: Option<Force>,
+}
+
+impl Model for RewindBody {}
+
+/// `POST /api/sessions/{id}/rewind/undo`.
+#[derive(Deserialize)]
+struct UndoBody {
+    dry_run: Option<LaxBool>,
+    #[serde(deserialize_with = "force")]
+    force: Option<Force>,
+}
+
+impl Model for UndoBody {}
+
+fn flag(b: Option<LaxBool>, absent: bool) -> bool {
+    b.map_or(absent, |b| b.0)
 }
 
 /// `POST /api/sessions/{id}/rewind`.
 pub(crate) fn rewind(api: &Api, id: &str, req: &Req) -> Resp {
-    let mut b = match Body::object(req) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let before = match b.fields().get("before_message").cloned() {
-        None => {
-            b.missing("before_message");
-            None
-        }
-        Some(v) => {
-            let n = v.as_u64();
-            if n.is_none() {
-                let msg = "Input should be a valid integer, greater than or equal to 0";
-                b.push(Issue::new("int_type", &["body", "before_message"], msg, v));
-            }
-            n
-        }
-    };
-    let files = b.lax_bool("files", Some(true));
-    let chat = b.lax_bool("chat", Some(false));
-    let dry_run = b.lax_bool("dry_run", Some(false));
-    let force = force(&mut b);
-    let checked = (|| {
-        Some(RewindRequest { before_message: before?, files: files?, chat: chat?, dry_run: dry_run?, force: force? })
-    })();
-    let rq = match b.done(checked) {
-        Ok(v) => v,
+    let rq = match body::<RewindBody>(req) {
+        Ok(b) => RewindRequest {
+            before_message: b.before_message,
+            files: flag(b.files, true),
+            chat: flag(b.chat, false),
+            dry_run: flag(b.dry_run, false),
+            force: b.force.unwrap_or(Force::None),
+        },
         Err(r) => return r,
     };
     match api.agent.rewind(id, &rq) {
@@ -122,15 +146,8 @@ pub(crate) fn undo(api: &Api, id: &str, req: &Req) -> Resp {
     let rq = if req.body.iter().all(u8::is_ascii_whitespace) {
         UndoRequest::default()
     } else {
-        let mut b = match Body::object(req) {
-            Ok(b) => b,
-            Err(r) => return r,
-        };
-        let dry_run = b.lax_bool("dry_run", Some(false));
-        let force = force(&mut b);
-        let checked = (|| Some(UndoRequest { dry_run: dry_run?, force: force? }))();
-        match b.done(checked) {
-            Ok(v) => v,
+        match body::<UndoBody>(req) {
+            Ok(b) => UndoRequest { dry_run: flag(b.dry_run, false), force: b.force.unwrap_or(Force::None) },
             Err(r) => return r,
         }
     };

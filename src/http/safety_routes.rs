@@ -2,12 +2,14 @@
 //! (`agent::approvals::policy`), read and replaced whole. The decision itself is made by the turn loop
 //! (`agent::approvals`); this only stores what the owner chose. Runs on the HTTP thread.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::api::Api;
 use super::shape::Issue;
 use super::{Req, Resp};
 use crate::agent::approvals::policy::Policy;
+use crate::util::body::{at_body, extract, Model};
 
 /// `/api/settings/approvals/grants`: what "approve for this chat" granted, per chat, and
 /// taking a grant back (`DELETE` with `{"chat_id", "grant"}`, the grant as listed).
@@ -31,15 +33,25 @@ fn list_grants(api: &Api) -> Resp {
     Resp::ok(&serde_json::json!({ "grants": grants }))
 }
 
+/// `DELETE /api/settings/approvals/grants`: whatever is wrong with it, the one item below.
+#[derive(Deserialize)]
+struct RevokeBody {
+    chat_id: String,
+    /// As listed; compared whole.
+    grant: Value,
+}
+
+impl Model for RevokeBody {}
+
 fn revoke(api: &Api, req: &Req) -> Resp {
     let body = match req.json() {
         Ok(v) => v,
         Err(r) => return r,
     };
-    let (Some(chat), Some(grant)) = (body.get("chat_id").and_then(Value::as_str), body.get("grant")) else {
-        return Resp::shape(vec![Issue::new("missing", &["body"], "chat_id and grant are required", body.clone())]);
+    let Ok(RevokeBody { chat_id, grant }) = extract(&body) else {
+        return Resp::shape(vec![Issue::new("missing", &["body"], "chat_id and grant are required", body)]);
     };
-    if !api.approvals.revoke(chat, grant) {
+    if !api.approvals.revoke(&chat_id, &grant) {
         return Resp::detail(404, "no such grant");
     }
     list_grants(api)
@@ -65,12 +77,7 @@ fn put(api: &Api, req: &Req) -> Resp {
     };
     let policy = match Policy::from_json(&body) {
         Ok(p) => p,
-        Err(e) => {
-            let mut loc: Vec<&str> = vec!["body"];
-            loc.extend(e.path.iter().map(String::as_str));
-            let input = e.path.iter().try_fold(&body, |v, k| v.get(k)).cloned().unwrap_or(Value::Null);
-            return Resp::shape(vec![Issue::new(e.kind, &loc, e.msg, input)]);
-        }
+        Err(issues) => return Resp::shape(at_body(issues)),
     };
     if let Err(e) = api.approvals.policy.set(policy) {
         log::error!("event=approvals.policy_write_failed error_kind={:?}", e.kind());

@@ -2,15 +2,16 @@
 //! every route, so `..` and friends are a 404, never a path. The bodies are the typed views at
 //! the end of this file.
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::api::{only, Api};
-use super::shape::{Body, Issue, Query};
+use super::shape::{body, Issue, Query};
 use super::{Req, Resp};
 use crate::agent::chats::ChatError;
 use crate::store::chats::{valid_chat_id, Record, SessionInfo};
 use crate::store::paging;
+use crate::util::body::{refuse, Model, NonObject};
 use crate::util::text;
 use crate::wire::RESULT_PREVIEW;
 use crate::ws::protocol::sanitize_list;
@@ -129,19 +130,31 @@ fn read_failed(id: &str, e: &std::io::Error) -> Resp {
     Resp::detail(500, "unable to read the session")
 }
 
-fn rename(api: &Api, id: &str, req: &Req) -> Resp {
-    // Shape first (a non-object body has no `title`), then the one value rule.
-    let mut b = match req.json() {
-        Ok(v) => Body::lenient(v),
-        Err(r) => return r,
-    };
-    let raw = b.required_str("title");
-    if let Some(raw) = raw.as_ref().filter(|t| t.trim().is_empty()) {
+/// `PATCH /api/sessions/{id}`. A body that is not an object has no `title` (it is `missing`).
+#[derive(Deserialize)]
+struct RenameBody {
+    #[serde(deserialize_with = "title")]
+    title: String,
+}
+
+impl Model for RenameBody {
+    const NON_OBJECT: NonObject = NonObject::NoFields;
+}
+
+/// A title with something in it besides whitespace, trimmed.
+fn title<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let raw = String::deserialize(d)?;
+    let title = raw.trim();
+    if title.is_empty() {
         let msg = "Value error, title must not be empty";
-        b.push(Issue::new("value_error", &["body", "title"], msg, json!(raw)).with_ctx(json!({"error": {}})));
+        return Err(refuse(vec![Issue::new("value_error", &[], msg, json!(raw)).with_ctx(json!({"error": {}}))]));
     }
-    let title = match b.done(raw) {
-        Ok(t) => t.trim().to_string(),
+    Ok(title.to_string())
+}
+
+fn rename(api: &Api, id: &str, req: &Req) -> Resp {
+    let title = match body::<RenameBody>(req) {
+        Ok(b) => b.title,
         Err(r) => return r,
     };
     match api.agent.rename_chat(id, &title) {

@@ -1,17 +1,20 @@
-//! `/api/skills…` and `/api/skill-evolution…` (docs/http-api.md §7–§8): request shapes checked by
-//! the shared validator ([`super::shape`]), the ZIP upload taken from the multipart body
+//! `/api/skills…` and `/api/skill-evolution…` (docs/http-api.md §7–§8): bodies read into their
+//! models by the one body extractor ([`super::shape::body`]), the ZIP upload taken from the multipart body
 //! ([`super::multipart`]), the typed views of [`crate::skills::views`] as bodies, and one
 //! mapping from [`SkillError`] to status + `{"detail"}`. Handlers run on the `http` thread
 //! (the import on an `http-slow` thread); all file work is in
 //! `crate::skills`.
 
+use serde::Deserialize;
+
 use super::api::{only, Api};
-use super::shape::{Body, Issue, Query};
+use super::shape::{body, Issue, Query};
 use super::{multipart, Req, Resp};
 use crate::skills::import::MAX_ARCHIVE_BYTES;
 use crate::skills::service::{CreateRequest, ListQuery, ReplaceRequest};
 use crate::skills::views::{SkillVersions, SkillView};
 use crate::skills::{SkillError, Source};
+use crate::util::body::{Choice, Dict, LaxBool, Model, OneOf};
 
 pub(crate) fn route(api: &Api, m: &str, rest: &[&str], req: &Req) -> Resp {
     match rest {
@@ -95,61 +98,81 @@ fn list(api: &Api, req: &Req) -> Resp {
     Resp::ok(&api.skills.list(&q))
 }
 
+impl Choice for Source {
+    const CHOICES: &'static [&'static str] = &["user", "agent", "builtin"];
+
+    fn parse(s: &str) -> Option<Source> {
+        Source::parse(s)
+    }
+}
+
+/// `POST /api/skills`.
+#[derive(Deserialize)]
+struct CreateBody {
+    name: String,
+    content: String,
+    /// Absent: `user`.
+    source: Option<OneOf<Source>>,
+    support_files: Option<Option<Dict<String>>>,
+    /// Absent: enabled.
+    enabled: Option<LaxBool>,
+}
+
+impl Model for CreateBody {}
+
 fn create(api: &Api, req: &Req) -> Resp {
-    let mut b = match Body::object(req) {
+    let b: CreateBody = match body(req) {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let name = b.required_str("name");
-    let content = b.required_str("content");
-    let source = b.literal("source", Source::User, Source::parse, "Input should be 'user', 'agent' or 'builtin'");
-    let support = b.string_map("support_files");
-    let enabled = b.lax_bool("enabled", Some(true));
-    let (name, content, source, support, enabled) =
-        match b.done((|| Some((name?, content?, source?, support?, enabled?)))()) {
-            Ok(fields) => fields,
-            Err(r) => return r,
-        };
     let created = api.skills.create(CreateRequest {
-        name,
-        content,
-        source,
-        support_files: support.unwrap_or_default(),
-        enabled,
+        name: b.name,
+        content: b.content,
+        source: b.source.map_or(Source::User, |s| s.0),
+        support_files: b.support_files.flatten().map(|d| d.0).unwrap_or_default(),
+        enabled: b.enabled.is_none_or(|e| e.0),
         reason: None,
     });
     result(created.map(|r| Resp::json(201, &SkillView::record(&r, true))))
 }
 
-fn replace(api: &Api, name: &str, req: &Req) -> Resp {
-    let mut b = match Body::object(req) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let content = b.required_str("content");
-    let support_files = b.string_map("support_files");
-    let expected_hash = b.optional_str("expected_hash");
-    let (content, support_files, expected_hash) = match b.done((|| Some((content?, support_files?, expected_hash?)))())
-    {
-        Ok(fields) => fields,
-        Err(r) => return r,
-    };
-    let replaced =
-        api.skills.replace(name, ReplaceRequest { content, support_files, expected_hash, agent_only: false });
-    result(replaced.map(|(r, snapshot)| Resp::ok(&SkillView::replaced(&r, snapshot))))
+/// `PUT /api/skills/{name}`.
+#[derive(Deserialize)]
+struct ReplaceBody {
+    content: String,
+    support_files: Option<Option<Dict<String>>>,
+    expected_hash: Option<Option<String>>,
 }
 
-fn set_enabled(api: &Api, name: &str, req: &Req) -> Resp {
-    let mut b = match Body::object(req) {
+impl Model for ReplaceBody {}
+
+fn replace(api: &Api, name: &str, req: &Req) -> Resp {
+    let b: ReplaceBody = match body(req) {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let enabled = b.lax_bool("enabled", None);
-    let enabled = match b.done(enabled) {
-        Ok(e) => e,
-        Err(r) => return r,
+    let rq = ReplaceRequest {
+        content: b.content,
+        support_files: b.support_files.flatten().map(|d| d.0),
+        expected_hash: b.expected_hash.flatten(),
+        agent_only: false,
     };
-    result(api.skills.set_enabled(name, enabled).map(|r| Resp::ok(&SkillView::record(&r, true))))
+    result(api.skills.replace(name, rq).map(|(r, snapshot)| Resp::ok(&SkillView::replaced(&r, snapshot))))
+}
+
+/// `PATCH /api/skills/{name}/enabled`.
+#[derive(Deserialize)]
+struct EnabledBody {
+    enabled: LaxBool,
+}
+
+impl Model for EnabledBody {}
+
+fn set_enabled(api: &Api, name: &str, req: &Req) -> Resp {
+    match body::<EnabledBody>(req) {
+        Ok(b) => result(api.skills.set_enabled(name, b.enabled.0).map(|r| Resp::ok(&SkillView::record(&r, true)))),
+        Err(r) => r,
+    }
 }
 
 fn import(api: &Api, req: &Req) -> Resp {

@@ -1,15 +1,17 @@
 //! `llm.json` (docs/storage.md §4): provider credentials only, version 2 written, version 1 read.
-//! Validation and normalisation of the settings API bodies (docs/llm-settings.md §3–4), the public
-//! view that never holds the key, and the one-time `DEEPSEEK_*` migration. Used by the HTTP
-//! thread and at start-up.
+//! The settings API bodies' models (read by `util::body`) and their normalisation
+//! (docs/llm-settings.md §3–4), the public view that never holds the key, and the one-time
+//! `DEEPSEEK_*` migration. Used by the HTTP thread and at start-up.
 
 use std::fmt;
 use std::io;
 use std::path::Path;
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::Provider;
+use crate::util::body::{extract, Choice, Extras, Model, Nested, NonObject, OneOf};
 use crate::util::fsx;
 use crate::util::pydantic::Issue;
 use crate::util::url::Origin;
@@ -221,125 +223,88 @@ pub(crate) struct Draft {
     pub(crate) provider: Option<Provider>,
 }
 
-/// An issue at `body.<loc…>`.
-fn shape(kind: &'static str, loc: &[&str], msg: &str, input: &Value) -> Issue {
-    let loc: Vec<&str> = std::iter::once("body").chain(loc.iter().copied()).collect();
-    Issue::new(kind, &loc, msg, input.clone())
+impl Choice for Provider {
+    const CHOICES: &'static [&'static str] = &["openai_compatible", "ollama"];
+
+    fn parse(s: &str) -> Option<Provider> {
+        Provider::parse(s)
+    }
 }
 
-/// Validates the body shape (unknown keys, types, required sections) like pydantic would.
+/// The `openai_compatible` section of a settings body.
+#[derive(Deserialize)]
+struct OpenAiSection {
+    /// Absent: empty.
+    base_url: Option<String>,
+    api_key: Option<Option<String>>,
+    /// A strict boolean; absent: false.
+    clear_api_key: Option<bool>,
+}
+
+impl Model for OpenAiSection {
+    const EXTRAS: Extras = Extras::Forbid;
+    const NON_OBJECT: NonObject = NonObject::Refuse {
+        kind: "model_type",
+        msg: "Input should be a valid dictionary or instance of OpenAICompatibleSettingsInput",
+    };
+}
+
+/// The `ollama` section of a settings body.
+#[derive(Deserialize)]
+struct OllamaSection {
+    base_url: Option<String>,
+}
+
+impl Model for OllamaSection {
+    const EXTRAS: Extras = Extras::Forbid;
+    const NON_OBJECT: NonObject = NonObject::Refuse {
+        kind: "model_type",
+        msg: "Input should be a valid dictionary or instance of OllamaSettingsInput",
+    };
+}
+
+/// `PUT /api/settings/llm`.
+#[derive(Deserialize)]
+struct SaveBody {
+    openai_compatible: Nested<OpenAiSection>,
+    ollama: Nested<OllamaSection>,
+}
+
+impl Model for SaveBody {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
+/// `POST /api/settings/llm/test`: the settings and the provider to try.
+#[derive(Deserialize)]
+struct TestBody {
+    openai_compatible: Nested<OpenAiSection>,
+    ollama: Nested<OllamaSection>,
+    provider: OneOf<Provider>,
+}
+
+impl Model for TestBody {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
+fn draft(openai: OpenAiSection, ollama: OllamaSection, provider: Option<Provider>) -> Draft {
+    Draft {
+        openai_base_url: openai.base_url.unwrap_or_default(),
+        api_key: openai.api_key.flatten(),
+        clear_api_key: openai.clear_api_key.unwrap_or(false),
+        ollama_base_url: ollama.base_url.unwrap_or_default(),
+        provider,
+    }
+}
+
+/// Reads the body's shape (unknown keys, types, required sections) like pydantic would; the
+/// test body (`with_provider`) also names a provider.
 pub(crate) fn parse_body(body: &Value, with_provider: bool) -> Result<Draft, InputError> {
-    let mut errs = Vec::new();
-    let Some(obj) = body.as_object() else {
-        return Err(InputError::Shape(vec![shape(
-            "model_attributes_type",
-            &[],
-            "Input should be a valid dictionary or object to extract fields from",
-            body,
-        )]));
-    };
-    let mut d = Draft::default();
-    let allowed: &[&str] =
-        if with_provider { &["openai_compatible", "ollama", "provider"] } else { &["openai_compatible", "ollama"] };
-    for k in obj.keys() {
-        if !allowed.contains(&k.as_str()) {
-            errs.push(shape("extra_forbidden", &[k], "Extra inputs are not permitted", &obj[k]));
-        }
-    }
-    let string_field = |sec: &Map<String, Value>, sk: &str, k: &str, errs: &mut Vec<Issue>| -> String {
-        match sec.get(k) {
-            None => String::new(),
-            Some(Value::String(s)) => s.clone(),
-            Some(v) => {
-                errs.push(shape("string_type", &[sk, k], "Input should be a valid string", v));
-                String::new()
-            }
-        }
-    };
-    match obj.get("openai_compatible") {
-        None => errs.push(shape("missing", &["openai_compatible"], "Field required", body)),
-        Some(Value::Object(sec)) => {
-            for k in sec.keys() {
-                if !["base_url", "api_key", "clear_api_key"].contains(&k.as_str()) {
-                    errs.push(shape(
-                        "extra_forbidden",
-                        &["openai_compatible", k],
-                        "Extra inputs are not permitted",
-                        &sec[k],
-                    ));
-                }
-            }
-            d.openai_base_url = string_field(sec, "openai_compatible", "base_url", &mut errs);
-            d.api_key = match sec.get("api_key") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(v) => {
-                    errs.push(shape(
-                        "string_type",
-                        &["openai_compatible", "api_key"],
-                        "Input should be a valid string",
-                        v,
-                    ));
-                    None
-                }
-            };
-            d.clear_api_key = match sec.get("clear_api_key") {
-                None => false,
-                Some(Value::Bool(b)) => *b,
-                Some(v) => {
-                    errs.push(shape(
-                        "bool_type",
-                        &["openai_compatible", "clear_api_key"],
-                        "Input should be a valid boolean",
-                        v,
-                    ));
-                    false
-                }
-            };
-        }
-        Some(v) => errs.push(shape(
-            "model_type",
-            &["openai_compatible"],
-            "Input should be a valid dictionary or instance of OpenAICompatibleSettingsInput",
-            v,
-        )),
-    }
-    match obj.get("ollama") {
-        None => errs.push(shape("missing", &["ollama"], "Field required", body)),
-        Some(Value::Object(sec)) => {
-            for k in sec.keys() {
-                if k != "base_url" {
-                    errs.push(shape("extra_forbidden", &["ollama", k], "Extra inputs are not permitted", &sec[k]));
-                }
-            }
-            d.ollama_base_url = string_field(sec, "ollama", "base_url", &mut errs);
-        }
-        Some(v) => errs.push(shape(
-            "model_type",
-            &["ollama"],
-            "Input should be a valid dictionary or instance of OllamaSettingsInput",
-            v,
-        )),
-    }
-    if with_provider {
-        match obj.get("provider") {
-            None => errs.push(shape("missing", &["provider"], "Field required", body)),
-            Some(v) => match v.as_str().and_then(Provider::parse) {
-                Some(p) => d.provider = Some(p),
-                None => errs.push(shape(
-                    "literal_error",
-                    &["provider"],
-                    "Input should be 'openai_compatible' or 'ollama'",
-                    v,
-                )),
-            },
-        }
-    }
-    if errs.is_empty() {
-        Ok(d)
+    let read = if with_provider {
+        extract::<TestBody>(body).map(|b| draft(b.openai_compatible.0, b.ollama.0, Some(b.provider.0)))
     } else {
-        Err(InputError::Shape(errs))
-    }
+        extract::<SaveBody>(body).map(|b| draft(b.openai_compatible.0, b.ollama.0, None))
+    };
+    read.map_err(InputError::Shape)
 }
 
 /// Applies the key rules and URL normalisation against the stored settings. A stored key was
@@ -476,6 +441,29 @@ mod tests {
         let locs: Vec<String> = e.iter().map(|i| serde_json::to_value(i).unwrap()["loc"].to_string()).collect();
         assert!(locs.contains(&r#"["body","openai_compatible","x"]"#.to_string()));
         assert!(locs.contains(&r#"["body","ollama"]"#.to_string()));
+        // Unknown keys first, then the sections in order, each its unknown keys first.
+        let body = json!({
+            "z": 1,
+            "provider": null,
+            "ollama": "o",
+            "openai_compatible": {"model": "m", "base_url": null, "api_key": 3, "clear_api_key": "yes"},
+        });
+        let Err(InputError::Shape(e)) = parse_body(&body, true) else { panic!() };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"[{"input":1,"loc":["body","z"],"msg":"Extra inputs are not permitted","type":"extra_forbidden"},{"input":"m","loc":["body","openai_compatible","model"],"msg":"Extra inputs are not permitted","type":"extra_forbidden"},{"input":null,"loc":["body","openai_compatible","base_url"],"msg":"Input should be a valid string","type":"string_type"},{"input":3,"loc":["body","openai_compatible","api_key"],"msg":"Input should be a valid string","type":"string_type"},{"input":"yes","loc":["body","openai_compatible","clear_api_key"],"msg":"Input should be a valid boolean","type":"bool_type"},{"input":"o","loc":["body","ollama"],"msg":"Input should be a valid dictionary or instance of OllamaSettingsInput","type":"model_type"},{"input":null,"loc":["body","provider"],"msg":"Input should be 'openai_compatible' or 'ollama'","type":"literal_error"}]"#
+        );
+        let Err(InputError::Shape(e)) = parse_body(&body, false) else { panic!() };
+        // Saving takes no provider: it is one more unknown key.
+        let first: Vec<(String, &str)> =
+            e.iter().take(2).map(|i| (serde_json::to_string(&i.loc).unwrap(), &*i.kind)).collect();
+        assert_eq!(
+            first,
+            [
+                (r#"["body","provider"]"#.to_string(), "extra_forbidden"),
+                (r#"["body","z"]"#.to_string(), "extra_forbidden")
+            ]
+        );
     }
 
     #[test]

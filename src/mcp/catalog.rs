@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::refusal::McpError;
 use super::transport::{HttpSpec, StdioSpec, TransportSpec};
 use super::validate::{check_headers, check_url, name_ok, validate_user, ServerEntry, MSG_NAME};
+use crate::util::body::summary;
 use crate::util::fsx;
 use crate::util::text;
 
@@ -146,7 +147,8 @@ impl Catalog {
                 // The key is the name; a `name` inside the entry is not read.
                 body.remove("name");
                 let invalid = |e: &dyn fmt::Display| LoadError(format!("user MCP server '{name}' is invalid: {e}"));
-                let entry: ServerEntry = serde_json::from_value(Value::Object(body)).map_err(|e| invalid(&e))?;
+                let entry =
+                    ServerEntry::from_json(&Value::Object(body)).map_err(|issues| invalid(&summary(&issues)))?;
                 let cfg = validate_user(&name, entry, None).map_err(|e| invalid(&e))?;
                 user.insert(cfg.name.clone(), cfg);
             }

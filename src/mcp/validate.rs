@@ -1,6 +1,7 @@
 //! Validation of user MCP server entries with the contract's exact messages (docs/http-api.md §6).
-//! A [`ServerEntry`] is an entry as the user gave it, already typed (the HTTP layer and the
-//! catalog file loader checked its JSON shape); [`validate_user`] checks its rules once and
+//! A [`ServerEntry`] is an entry as the user gave it, already typed (by the HTTP layer's body
+//! models, or by [`ServerEntry::from_json`] for the catalog file, both through `util::body`);
+//! [`validate_user`] checks its rules once and
 //! makes it a [`ServerConfig`]: name, transport type, display name, description, URL (absolute
 //! http(s), no credentials) and headers (masked values keep the stored secret on update). The
 //! built-in catalog loader reuses the URL and header rules. Pure functions; run on whichever
@@ -8,10 +9,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Deserializer};
+use serde::{de, Deserialize, Deserializer};
+use serde_json::Value;
 
 use super::catalog::{Kind, ServerConfig};
 use super::refusal::McpError;
+use crate::util::body::{self, Dict, Extras, Model};
+use crate::util::pydantic::Issue;
 use crate::util::text;
 use crate::util::text::py_repr;
 use crate::util::url::{Origin, UrlError};
@@ -93,28 +97,55 @@ pub(super) fn check_headers(
     Ok(out)
 }
 
-/// A user server entry as given: the body of `POST`/`PUT /api/mcp/servers…` without the name,
-/// or one entry of the user catalog file. Types only; the rules are [`validate_user`]'s.
-/// `null` reads as absent.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A user server entry as given: the body of `POST`/`PUT /api/mcp/servers…` without the name
+/// (built by the HTTP layer from its body models), or one entry of the user catalog file
+/// ([`ServerEntry::from_json`]). Types only; the rules are [`validate_user`]'s.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerEntry {
     /// The transport type; empty means `sse`.
-    #[serde(rename = "type", default, deserialize_with = "null_as_default")]
     pub(crate) kind: String,
-    #[serde(default, deserialize_with = "null_as_default")]
     pub(crate) display_name: String,
-    #[serde(default, deserialize_with = "null_as_default")]
     pub(crate) description: String,
-    #[serde(default, deserialize_with = "null_as_default")]
     pub(crate) url: String,
     /// Values in clear, or [`MASK`] to keep the stored value (update).
-    #[serde(default, deserialize_with = "null_as_default")]
     pub(crate) headers: BTreeMap<String, String>,
 }
 
-fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+/// An entry's JSON shape: every key optional, `null` as absent, no other key.
+#[derive(Deserialize)]
+struct EntryModel {
+    #[serde(rename = "type")]
+    kind: Option<Option<String>>,
+    display_name: Option<Option<String>>,
+    description: Option<Option<String>>,
+    url: Option<Option<String>>,
+    headers: Option<Option<Dict<String>>>,
+}
+
+impl Model for EntryModel {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
+impl ServerEntry {
+    /// One entry of the user catalog file (without its name), or every shape issue.
+    pub(crate) fn from_json(v: &Value) -> Result<ServerEntry, Vec<Issue>> {
+        let e = body::parse::<EntryModel>(v)?;
+        Ok(ServerEntry {
+            kind: e.kind.flatten().unwrap_or_default(),
+            display_name: e.display_name.flatten().unwrap_or_default(),
+            description: e.description.flatten().unwrap_or_default(),
+            url: e.url.flatten().unwrap_or_default(),
+            headers: e.headers.flatten().map(|h| h.0).unwrap_or_default(),
+        })
+    }
+}
+
+/// [`ServerEntry::from_json`] for any JSON source; the issues as one line.
+impl<'de> Deserialize<'de> for ServerEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        ServerEntry::from_json(&v).map_err(|issues| de::Error::custom(body::summary(&issues)))
+    }
 }
 
 /// Checks the entry `name` (create) or the entry stored under `name` (update) against the
@@ -162,7 +193,7 @@ pub(crate) fn validate_user(
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{json, Map, Value};
+    use serde_json::{json, Map};
 
     use super::*;
 
@@ -208,6 +239,11 @@ mod tests {
         );
         assert_eq!(create_err(with("headers", json!({"X-Key": "a\nb"}))), "header 'X-Key' must not contain newlines");
         assert!(serde_json::from_value::<ServerEntry>(json!({"extra": 1})).is_err(), "unknown fields are refused");
+        let bad = json!({"extra": 1, "url": 5, "headers": {"A": 1, "B": "ok"}, "type": null});
+        assert_eq!(
+            body::summary(&ServerEntry::from_json(&bad).unwrap_err()),
+            "extra: Extra inputs are not permitted; url: Input should be a valid string; headers.A: Input should be a valid string"
+        );
         assert_eq!(py_repr("it's"), "\"it's\"");
     }
 }

@@ -3,12 +3,14 @@
 //! wrapper, the SSE parser, blocking calls on helper threads (`blocking`), joins with a
 //! deadline, the allocator policy, the URL/origin parser (and the loopback test), the address guard of outbound requests
 //! (`netguard`: `web_fetch` and MCP OAuth), the JSON
-//! nesting check, Python-spaced JSON, the pydantic-style 422 item (`pydantic`) and lock
-//! acquisition that recovers from poisoning (`sync`). Any thread may call them. The bottom
+//! nesting check, Python-spaced JSON, the pydantic-style 422 item (`pydantic`), the one reader
+//! of JSON bodies that finds them (`body`), and lock acquisition that recovers from poisoning
+//! (`sync`). Any thread may call them. The bottom
 //! layer: nothing here imports another module of the crate.
 
 pub(crate) mod blocking;
 pub(crate) mod bm25;
+pub(crate) mod body;
 pub mod cancel;
 pub(crate) mod code_pages;
 pub mod fds;

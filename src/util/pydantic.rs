@@ -1,13 +1,15 @@
 //! The FastAPI/pydantic v2 validation item, `{type, loc, msg, input, ctx?}`, that a 422
-//! `{"detail": [...]}` lists (docs/http-api.md §1 "Error body shapes"). Built by the HTTP API's shape
-//! checks (`http::shape`) and by the LLM settings validation (`llm::settings`), which sits below
-//! the HTTP layer; `http` renders the list. Pure; any thread.
+//! `{"detail": [...]}` lists (docs/http-api.md §1 "Error body shapes"). Built by the body
+//! extractor (`util::body`), which every JSON body and the approval policy file go through, and
+//! by the HTTP query checks (`http::shape`); `http` renders the list. Pure; any thread.
 
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// One part of an issue's location.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub(crate) enum Loc {
     Key(String),
@@ -16,20 +18,32 @@ pub(crate) enum Loc {
 }
 
 /// One 422 item. Fields in wire order (the original's key-sorted JSON).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Issue {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ctx: Option<Value>,
     pub(crate) input: Value,
     pub(crate) loc: Vec<Loc>,
     pub(crate) msg: String,
     #[serde(rename = "type")]
-    pub(crate) kind: &'static str,
+    pub(crate) kind: Cow<'static, str>,
 }
 
 impl Issue {
     pub(crate) fn new(kind: &'static str, loc: &[&str], msg: impl Into<String>, input: Value) -> Issue {
-        Issue { ctx: None, input, loc: loc.iter().map(|s| Loc::Key(s.to_string())).collect(), msg: msg.into(), kind }
+        Issue {
+            ctx: None,
+            input,
+            loc: loc.iter().map(|s| Loc::Key(s.to_string())).collect(),
+            msg: msg.into(),
+            kind: Cow::Borrowed(kind),
+        }
+    }
+
+    /// The same issue one level down: `key` goes in front of its location.
+    pub(crate) fn under(mut self, key: &str) -> Issue {
+        self.loc.insert(0, Loc::Key(key.to_string()));
+        self
     }
 
     pub(crate) fn with_ctx(mut self, ctx: Value) -> Issue {
@@ -50,7 +64,7 @@ impl Issue {
             input: json!({}),
             loc: vec![Loc::Key("body".into()), Loc::Index(pos)],
             msg: "JSON decode error".into(),
-            kind: "json_invalid",
+            kind: Cow::Borrowed("json_invalid"),
         }
     }
 }

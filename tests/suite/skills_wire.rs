@@ -1,6 +1,6 @@
 //! The Skills HTTP wire byte for byte (docs/http-api.md §7–§8): one full response of every body
 //! shape the `/api/skills…` and `/api/skill-evolution…` routes return, and the 422 lists the
-//! request-shape validator builds for the skills, MCP and sessions routes. Values that change
+//! body extractor (`util::body`) builds for the skills, MCP and sessions routes. Values that change
 //! per run (the temp home, snapshot ids, `updated_at`) are masked; everything else, key order
 //! included, must match exactly.
 

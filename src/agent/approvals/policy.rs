@@ -19,6 +19,8 @@ use serde_json::{json, Map, Value};
 
 use crate::tool::args::read_args;
 use crate::tool::Confinement;
+use crate::util::body::{self, Model, NonObject};
+use crate::util::pydantic::Issue;
 
 /// The policy's row for an `exec` that runs outside the sandbox (asked for by the model, or
 /// every `exec` where the kernel offers no confinement).
@@ -206,51 +208,96 @@ impl Policy {
         json!({"tools": tools, "mcp_servers": mcp})
     }
 
-    /// A policy from JSON (`PUT` body or the stored file): `Err` names the first unknown tool,
-    /// invalid server name, mode that is not `auto`/`ask`/`deny`, or a shape that is not
-    /// `{"tools": {...}, "mcp_servers": {...}}` (both optional).
-    pub(crate) fn from_json(v: &Value) -> Result<Policy, PolicyError> {
-        let bad = |path: &[&str], kind: &'static str, why: &str| {
-            Err(PolicyError { path: path.iter().map(|s| s.to_string()).collect(), kind, msg: why.to_string() })
-        };
-        let dict = "Input should be a valid dictionary";
-        let Some(obj) = v.as_object() else {
-            return bad(&[], "dict_type", dict);
-        };
-        let mut policy = Policy::default();
-        for (key, target) in [("tools", 0), ("mcp_servers", 1)] {
-            let entries = match obj.get(key) {
-                None | Some(Value::Null) => continue,
-                Some(Value::Object(m)) => m,
-                Some(_) => return bad(&[key], "dict_type", dict),
-            };
-            if target == 1 && entries.len() > MAX_MCP_ENTRIES {
-                return bad(&[key], "too_long", &format!("Value error, at most {MAX_MCP_ENTRIES} servers"));
-            }
-            for (name, mode) in entries {
-                if target == 0 && !Policy::tool_rows().any(|r| r == name) {
-                    return bad(&[key, name], "extra_forbidden", "Extra inputs are not permitted");
-                }
-                if target == 1 && !valid_server_name(name) {
-                    return bad(&[key, name], "value_error", "Value error, invalid server name");
-                }
-                let Ok(mode) = Mode::deserialize(mode) else {
-                    return bad(&[key, name], "enum", "Input should be 'auto', 'ask' or 'deny'");
-                };
-                let map = if target == 0 { &mut policy.tools } else { &mut policy.mcp_servers };
-                map.insert(name.clone(), mode);
-            }
-        }
-        Ok(policy)
+    /// A policy from JSON (`PUT` body or the stored file), or every issue located from the
+    /// value: an unknown tool, an invalid server name, a mode that is not `auto`/`ask`/`deny`,
+    /// more than [`MAX_MCP_ENTRIES`] servers, or a shape that is not `{"tools": {...},
+    /// "mcp_servers": {...}}` (both optional, `null` too).
+    pub(crate) fn from_json(v: &Value) -> Result<Policy, Vec<Issue>> {
+        let read = body::parse::<PolicyModel>(v)?;
+        Ok(Policy {
+            tools: read.tools.flatten().map(|m| m.0).unwrap_or_default(),
+            mcp_servers: read.mcp_servers.flatten().map(|m| m.0).unwrap_or_default(),
+        })
     }
 }
 
-/// Why a policy was refused: where (keys from the top), pydantic's error type, the message.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct PolicyError {
-    pub(crate) path: Vec<String>,
-    pub(crate) kind: &'static str,
-    pub(crate) msg: String,
+/// The policy's JSON shape; its rows are checked by [`Modes`].
+#[derive(Deserialize)]
+struct PolicyModel {
+    tools: Option<Option<Modes<ToolRow>>>,
+    mcp_servers: Option<Option<Modes<ServerRow>>>,
+}
+
+impl Model for PolicyModel {
+    const NON_OBJECT: NonObject = NonObject::Refuse { kind: "dict_type", msg: "Input should be a valid dictionary" };
+}
+
+/// Which names a table of modes takes, and how many.
+trait Rows {
+    /// Why a table of `len` rows is too long.
+    fn too_many(_len: usize) -> Option<String> {
+        None
+    }
+
+    /// Why `name` is no row of the table.
+    fn refuse(name: &str, mode: &Value) -> Option<Issue>;
+}
+
+/// The built-in tools' rows: any other name is extra.
+struct ToolRow;
+
+impl Rows for ToolRow {
+    fn refuse(name: &str, mode: &Value) -> Option<Issue> {
+        let known = Policy::tool_rows().any(|r| r == name);
+        (!known).then(|| Issue::new("extra_forbidden", &[name], "Extra inputs are not permitted", mode.clone()))
+    }
+}
+
+/// MCP servers' rows: names as the catalog allows them, at most [`MAX_MCP_ENTRIES`].
+struct ServerRow;
+
+impl Rows for ServerRow {
+    fn too_many(len: usize) -> Option<String> {
+        (len > MAX_MCP_ENTRIES).then(|| format!("Value error, at most {MAX_MCP_ENTRIES} servers"))
+    }
+
+    fn refuse(name: &str, mode: &Value) -> Option<Issue> {
+        let ok = valid_server_name(name);
+        (!ok).then(|| Issue::new("value_error", &[name], "Value error, invalid server name", mode.clone()))
+    }
+}
+
+/// A table of modes whose every bad row is reported at its name.
+struct Modes<R>(BTreeMap<String, Mode>, std::marker::PhantomData<R>);
+
+impl<'de, R: Rows> Deserialize<'de> for Modes<R> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        let Value::Object(entries) = &v else {
+            return Err(body::refuse(vec![Issue::new("dict_type", &[], "Input should be a valid dictionary", v)]));
+        };
+        if let Some(msg) = R::too_many(entries.len()) {
+            return Err(body::refuse(vec![Issue::new("too_long", &[], msg, v)]));
+        }
+        let (mut modes, mut issues) = (BTreeMap::new(), Vec::new());
+        for (name, mode) in entries {
+            if let Some(issue) = R::refuse(name, mode) {
+                issues.push(issue);
+            } else if let Ok(m) = Mode::deserialize(mode) {
+                modes.insert(name.clone(), m);
+            } else {
+                issues.push(Issue::new("enum", &[name], body::choices_msg(&["auto", "ask", "deny"]), mode.clone()));
+            }
+            if issues.len() >= body::MAX_ISSUES {
+                break;
+            }
+        }
+        if issues.is_empty() {
+            Ok(Modes(modes, std::marker::PhantomData))
+        } else {
+            Err(body::refuse(issues))
+        }
+    }
 }
 
 /// MCP server names as the catalog allows them (letters, digits, `_ - .`, 1..=64).
@@ -273,7 +320,7 @@ impl PolicyStore {
             Ok(None) => Policy::default(),
             Ok(Some(text)) => match serde_json::from_str::<Value>(&text)
                 .map_err(|e| e.to_string())
-                .and_then(|v| Policy::from_json(&v).map_err(|e| format!("{}: {}", e.path.join("."), e.msg)))
+                .and_then(|v| Policy::from_json(&v).map_err(|issues| body::summary(&issues)))
             {
                 Ok(p) => p,
                 Err(why) => {
@@ -595,6 +642,7 @@ pub(crate) fn grants_text(tool: &str, escalated: bool, grant: Option<&Grant>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::pydantic::Loc;
 
     fn exec_args(command: &str, perm: Option<&str>) -> Map<String, Value> {
         let mut m = Map::new();
@@ -852,9 +900,20 @@ mod tests {
             (json!({"tools": {"exec": true}}), vec!["tools", "exec"]),
             (json!({"mcp_servers": {"a b": "ask"}}), vec!["mcp_servers", "a b"]),
         ] {
-            let p = Policy::from_json(&v).unwrap_err().path;
-            assert_eq!(p, path.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "{v}");
+            let issues = Policy::from_json(&v).unwrap_err();
+            let want: Vec<Loc> = path.iter().map(|s| Loc::Key(s.to_string())).collect();
+            assert_eq!((issues.len(), &issues[0].loc), (1, &want), "{v}");
         }
+        // Every bad row is an item, tables in order, rows by name.
+        let many = json!({"mcp_servers": {"a b": "ask", "ok": 1}, "tools": {"rm": "auto", "exec": "maybe"}});
+        assert_eq!(
+            serde_json::to_string(&Policy::from_json(&many).unwrap_err()).unwrap(),
+            r#"[{"input":"maybe","loc":["tools","exec"],"msg":"Input should be 'auto', 'ask' or 'deny'","type":"enum"},{"input":"auto","loc":["tools","rm"],"msg":"Extra inputs are not permitted","type":"extra_forbidden"},{"input":"ask","loc":["mcp_servers","a b"],"msg":"Value error, invalid server name","type":"value_error"},{"input":1,"loc":["mcp_servers","ok"],"msg":"Input should be 'auto', 'ask' or 'deny'","type":"enum"}]"#
+        );
+        let too_many: Map<String, Value> = (0..=MAX_MCP_ENTRIES).map(|i| (format!("s{i}"), json!("bad"))).collect();
+        let issues = Policy::from_json(&json!({ "mcp_servers": too_many })).unwrap_err();
+        assert_eq!((issues.len(), &*issues[0].kind), (1, "too_long"));
+        assert_eq!(body::summary(&issues), "mcp_servers: Value error, at most 256 servers");
     }
 
     #[test]
