@@ -2,10 +2,14 @@
 //! (docs/usage.md): the ledger's reports and the owner's price table and budgets. Runs on
 //! the HTTP thread; the ledger's lock is held only for a scan.
 
+use serde::Deserialize;
+
 use super::api::{only, Api};
+use super::shape::body;
 use super::{Req, Resp};
 use crate::ledger::report::{self, GroupBy};
-use crate::ledger::{Budgets, Ledger, Prices};
+use crate::ledger::{Budgets, Cap, Ledger, Price, Prices};
+use crate::util::body::{Extras, List, Model, Nested};
 
 /// Most records one page returns.
 const MAX_PAGE: usize = 1000;
@@ -78,10 +82,8 @@ pub(crate) fn route_prices(api: &Api, m: &str, req: &Req) -> Resp {
     };
     match m {
         "GET" => Resp::ok(&l.limits.prices()),
-        "PUT" => match req.json().and_then(|v| {
-            serde_json::from_value::<Prices>(v).map_err(|e| Resp::detail(422, &format!("invalid price table: {e}")))
-        }) {
-            Ok(p) => saved(l.limits.set_prices(p)),
+        "PUT" => match body::<PricesBody>(req) {
+            Ok(p) => saved(l.limits.set_prices(p.into())),
             Err(r) => r,
         },
         _ => Resp::detail(405, "Method Not Allowed"),
@@ -95,12 +97,89 @@ pub(crate) fn route_budgets(api: &Api, m: &str, req: &Req) -> Resp {
     };
     match m {
         "GET" => Resp::ok(&l.limits.budgets()),
-        "PUT" => match req.json().and_then(|v| {
-            serde_json::from_value::<Budgets>(v).map_err(|e| Resp::detail(422, &format!("invalid budgets: {e}")))
-        }) {
-            Ok(b) => saved(l.limits.set_budgets(b)),
+        "PUT" => match body::<BudgetsBody>(req) {
+            Ok(b) => saved(l.limits.set_budgets(b.into())),
             Err(r) => r,
         },
         _ => Resp::detail(405, "Method Not Allowed"),
+    }
+}
+
+/// `PUT /api/settings/prices`: the table as `GET` returns it (the server sets `updated`).
+/// Shapes here; the value rules (ranges, names, currency codes, the row count) are the
+/// ledger's, a string `detail`.
+#[derive(Deserialize)]
+struct PricesBody {
+    #[serde(rename = "updated")]
+    _updated: Option<Option<String>>,
+    models: Option<List<Nested<PriceBody>>>,
+}
+
+impl Model for PricesBody {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
+#[derive(Deserialize)]
+struct PriceBody {
+    provider: String,
+    model: String,
+    input: f64,
+    cached_input: Option<Option<f64>>,
+    output: f64,
+    currency: String,
+}
+
+impl Model for PriceBody {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
+impl From<PricesBody> for Prices {
+    fn from(b: PricesBody) -> Prices {
+        let rows = b.models.map(|l| l.0).unwrap_or_default();
+        let models = rows
+            .into_iter()
+            .map(|Nested(r)| Price {
+                provider: r.provider,
+                model: r.model,
+                input: r.input,
+                cached_input: r.cached_input.flatten(),
+                output: r.output,
+                currency: r.currency,
+            })
+            .collect();
+        Prices { updated: None, models }
+    }
+}
+
+/// `PUT /api/settings/budgets`: each cap may be left out or `null` (no cap).
+#[derive(Deserialize)]
+struct BudgetsBody {
+    chat: Option<Option<Nested<CapBody>>>,
+    day: Option<Option<Nested<CapBody>>>,
+    background_day: Option<Option<Nested<CapBody>>>,
+}
+
+impl Model for BudgetsBody {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
+/// One cap: tokens and/or cost, each absent or `null` for none.
+#[derive(Deserialize)]
+struct CapBody {
+    tokens: Option<Option<u64>>,
+    cost: Option<Option<f64>>,
+}
+
+impl Model for CapBody {
+    const EXTRAS: Extras = Extras::Forbid;
+}
+
+impl From<BudgetsBody> for Budgets {
+    fn from(b: BudgetsBody) -> Budgets {
+        let cap = |c: Option<Option<Nested<CapBody>>>| {
+            c.flatten()
+                .map_or_else(Cap::default, |Nested(c)| Cap { tokens: c.tokens.flatten(), cost: c.cost.flatten() })
+        };
+        Budgets { chat: cap(b.chat), day: cap(b.day), background_day: cap(b.background_day) }
     }
 }

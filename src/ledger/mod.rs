@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::util::{fsx, sync, time};
-pub(crate) use limits::{Budgets, Prices};
+pub(crate) use limits::{Budgets, Cap, Price, Prices};
 
 /// Largest month file: past it rows of that month are no longer written (a runaway is
 /// stopped by the budgets long before; this only bounds the disk).

@@ -652,7 +652,18 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
         }
     }
 
-    same_as! { deserialize_i64: deserialize_u64 }
+    /// An unsigned field refuses a negative integer as pydantic's `NonNegativeInt` does.
+    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
+        match self.0 {
+            Value::Number(n) if n.is_u64() => self.deserialize_any(visitor),
+            Value::Number(n) if n.is_i64() => {
+                let msg = "Input should be greater than or equal to 0";
+                let issue = Issue::new("greater_than_equal", &[], msg, self.0.clone());
+                Err(Refusal::one(issue.with_ctx(serde_json::json!({"ge": 0})), true))
+            }
+            _ => self.wrong(Wanted::Int),
+        }
+    }
 
     fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
         match self.0 {
@@ -699,9 +710,9 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
         }
     }
 
-    same_as! {
-        deserialize_i64: deserialize_i8 deserialize_i16 deserialize_i32 deserialize_u8 deserialize_u16 deserialize_u32
-    }
+    same_as! { deserialize_i64: deserialize_i8 deserialize_i16 deserialize_i32 }
+
+    same_as! { deserialize_u64: deserialize_u8 deserialize_u16 deserialize_u32 }
 
     same_as! { deserialize_f64: deserialize_f32 }
 

@@ -269,3 +269,50 @@ fn kill_9_during_a_turn_leaves_a_readable_ledger() {
     assert_eq!(after.len(), 2, "the row after the torn line is read: {after:#?}");
     assert_eq!(after[0], before[0]);
 }
+
+/// The price table's and the budgets' bodies are read like every other body: each wrong shape
+/// is a pydantic item (unknown keys first), a value rule of the ledger a string `detail`, and
+/// nothing is saved from a refused body.
+#[test]
+fn price_and_budget_bodies_answer_pydantic_items_and_keep_what_was_saved() {
+    let server = TestServer::start();
+    let good = json!({"models": [{"provider": "p", "model": "m", "input": 1, "output": 2, "currency": "usd"}]});
+    assert_eq!(server.put("/api/settings/prices", &good).status, 200);
+    let bad = json!({"models": [{"provider": 1, "model": "m", "input": "x", "output": 2, "currency": "USD", "tier": 1}], "note": 2});
+    let r = server.put("/api/settings/prices", &bad);
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        r.body,
+        r#"{"detail":[{"input":2,"loc":["body","note"],"msg":"Extra inputs are not permitted","type":"extra_forbidden"},{"input":1,"loc":["body","models","0","tier"],"msg":"Extra inputs are not permitted","type":"extra_forbidden"},{"input":1,"loc":["body","models","0","provider"],"msg":"Input should be a valid string","type":"string_type"},{"input":"x","loc":["body","models","0","input"],"msg":"Input should be a valid number","type":"float_type"}]}"#
+    );
+    let r = server.put(
+        "/api/settings/prices",
+        &json!({"models": [{"provider": "p", "model": "m", "input": -1, "output": 2, "currency": "USD"}]}),
+    );
+    assert_eq!(r.status, 422);
+    assert_eq!(r.json()["detail"], "prices of \"m\" must be numbers from 0 to 1000000");
+    assert_eq!(server.put("/api/settings/prices", &json!([1])).json()["detail"][0]["type"], "model_attributes_type");
+    assert_eq!(server.get("/api/settings/prices").json()["models"][0]["currency"], "USD", "the saved table stays");
+
+    assert_eq!(server.put("/api/settings/budgets", &json!({"chat": {"tokens": 5}, "day": null})).status, 200);
+    let r = server.put("/api/settings/budgets", &json!({"chat": {"tokens": -1, "cost": "cheap"}, "weekly": {}}));
+    assert_eq!(r.status, 422);
+    let items: Vec<(String, String)> = r.json()["detail"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["type"].as_str().unwrap().to_string(), i["loc"].to_string()))
+        .collect();
+    assert_eq!(
+        items,
+        [
+            ("extra_forbidden".to_string(), r#"["body","weekly"]"#.to_string()),
+            ("greater_than_equal".to_string(), r#"["body","chat","tokens"]"#.to_string()),
+            ("float_type".to_string(), r#"["body","chat","cost"]"#.to_string()),
+        ],
+        "{}",
+        r.body
+    );
+    let budgets = server.get("/api/settings/budgets").json();
+    assert_eq!((budgets["chat"]["tokens"].clone(), budgets["day"]["tokens"].clone()), (json!(5), Value::Null));
+}
