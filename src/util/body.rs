@@ -166,61 +166,81 @@ impl<'de> Deserialize<'de> for LaxBool {
     }
 }
 
-/// A list whose every bad item is reported (`list_type` for a non-list).
+/// A list whose every bad item is reported (`list_type` for a non-list). Items are taken one at
+/// a time, each copied only while it is checked, so a 12 MiB body of bad items is not held twice.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct List<T>(pub(crate) Vec<T>);
 
 impl<'de, T: DeserializeOwned> Deserialize<'de> for List<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = Value::deserialize(d)?;
-        let Value::Array(items) = &v else {
-            return Err(refuse(vec![Issue::new("list_type", &[], "Input should be a valid list", v)]));
-        };
-        let (mut out, mut issues) = (Vec::with_capacity(items.len()), Vec::new());
-        for (i, item) in items.iter().enumerate() {
-            match check::<T>(item) {
-                Ok(x) => out.push(x),
-                Err(e) => issues.extend(e.into_iter().map(|is| is.under(&i.to_string()))),
+        struct Items<T>(std::marker::PhantomData<T>);
+        impl<'de, T: DeserializeOwned> Visitor<'de> for Items<T> {
+            type Value = List<T>;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list")
             }
-            if issues.len() >= MAX_ISSUES {
-                break;
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<List<T>, A::Error> {
+                let (mut out, mut issues) = (Vec::new(), Vec::new());
+                let mut i = 0usize;
+                while let Some(item) = seq.next_element::<Value>()? {
+                    match check::<T>(&item) {
+                        Ok(x) => out.push(x),
+                        Err(e) => issues.extend(e.into_iter().map(|is| is.under(&i.to_string()))),
+                    }
+                    if issues.len() >= MAX_ISSUES {
+                        break;
+                    }
+                    i += 1;
+                }
+                if issues.is_empty() {
+                    Ok(List(out))
+                } else {
+                    Err(refuse(issues))
+                }
             }
         }
-        if issues.is_empty() {
-            Ok(List(out))
-        } else {
-            Err(refuse(issues))
-        }
+        d.deserialize_seq(Items(std::marker::PhantomData))
     }
 }
 
-/// An object whose every bad value is reported at its key (`dict_type` for a non-object).
+/// An object whose every bad value is reported at its key (`dict_type` for a non-object),
+/// taken one entry at a time like [`List`]'s items.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Dict<T>(pub(crate) BTreeMap<String, T>);
 
 impl<'de, T: DeserializeOwned> Deserialize<'de> for Dict<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = Value::deserialize(d)?;
-        let Value::Object(entries) = &v else {
-            return Err(refuse(vec![Issue::new("dict_type", &[], "Input should be a valid dictionary", v)]));
-        };
-        let (mut out, mut issues) = (BTreeMap::new(), Vec::new());
-        for (k, item) in entries {
-            match check::<T>(item) {
-                Ok(x) => {
-                    out.insert(k.clone(), x);
+        struct Entries<T>(std::marker::PhantomData<T>);
+        impl<'de, T: DeserializeOwned> Visitor<'de> for Entries<T> {
+            type Value = Dict<T>;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a dictionary")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Dict<T>, A::Error> {
+                let (mut out, mut issues) = (BTreeMap::new(), Vec::new());
+                while let Some((k, item)) = map.next_entry::<String, Value>()? {
+                    match check::<T>(&item) {
+                        Ok(x) => {
+                            out.insert(k, x);
+                        }
+                        Err(e) => issues.extend(e.into_iter().map(|is| is.under(&k))),
+                    }
+                    if issues.len() >= MAX_ISSUES {
+                        break;
+                    }
                 }
-                Err(e) => issues.extend(e.into_iter().map(|is| is.under(k))),
-            }
-            if issues.len() >= MAX_ISSUES {
-                break;
+                if issues.is_empty() {
+                    Ok(Dict(out))
+                } else {
+                    Err(refuse(issues))
+                }
             }
         }
-        if issues.is_empty() {
-            Ok(Dict(out))
-        } else {
-            Err(refuse(issues))
-        }
+        d.deserialize_map(Entries(std::marker::PhantomData))
     }
 }
 
