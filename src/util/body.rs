@@ -182,23 +182,15 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for List<T> {
             }
 
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<List<T>, A::Error> {
-                let (mut out, mut issues) = (Vec::new(), Vec::new());
                 let mut i = 0usize;
-                while let Some(item) = seq.next_element::<Value>()? {
-                    match check::<T>(&item) {
-                        Ok(x) => out.push(x),
-                        Err(e) => issues.extend(e.into_iter().map(|is| is.under(&i.to_string()))),
-                    }
-                    if issues.len() >= MAX_ISSUES {
-                        break;
-                    }
+                let next = || {
+                    let item = seq.next_element::<Value>()?.map(|v| (i.to_string(), v));
                     i += 1;
-                }
-                if issues.is_empty() {
-                    Ok(List(out))
-                } else {
-                    Err(refuse(issues))
-                }
+                    Ok(item)
+                };
+                let mut out = Vec::new();
+                each_checked(next, |_, x| out.push(x))?;
+                Ok(List(out))
             }
         }
         d.deserialize_seq(Items(std::marker::PhantomData))
@@ -221,26 +213,41 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Dict<T> {
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Dict<T>, A::Error> {
-                let (mut out, mut issues) = (BTreeMap::new(), Vec::new());
-                while let Some((k, item)) = map.next_entry::<String, Value>()? {
-                    match check::<T>(&item) {
-                        Ok(x) => {
-                            out.insert(k, x);
-                        }
-                        Err(e) => issues.extend(e.into_iter().map(|is| is.under(&k))),
-                    }
-                    if issues.len() >= MAX_ISSUES {
-                        break;
-                    }
-                }
-                if issues.is_empty() {
-                    Ok(Dict(out))
-                } else {
-                    Err(refuse(issues))
-                }
+                let mut out = BTreeMap::new();
+                each_checked(
+                    || map.next_entry::<String, Value>(),
+                    |k, x| {
+                        out.insert(k, x);
+                    },
+                )?;
+                Ok(Dict(out))
             }
         }
         d.deserialize_map(Entries(std::marker::PhantomData))
+    }
+}
+
+/// Checks each `(location, value)` that `next` yields as a `T` and hands the good ones to
+/// `keep`; the bad ones' items, located under their key or index, are the refusal (at most
+/// [`MAX_ISSUES`], after which the rest is not read).
+fn each_checked<T: DeserializeOwned, E: de::Error>(
+    mut next: impl FnMut() -> Result<Option<(String, Value)>, E>,
+    mut keep: impl FnMut(String, T),
+) -> Result<(), E> {
+    let mut issues = Vec::new();
+    while let Some((at, item)) = next()? {
+        match check::<T>(&item) {
+            Ok(x) => keep(at, x),
+            Err(e) => issues.extend(e.into_iter().map(|is| is.under(&at))),
+        }
+        if issues.len() >= MAX_ISSUES {
+            break;
+        }
+    }
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(refuse(issues))
     }
 }
 
